@@ -1,0 +1,26 @@
+//! # kernelc-ir
+//!
+//! The one tensor-kernel IR every op is written against and every target compiles.
+//!
+//! * [`types`] and [`scalar`]: the type system and constant values.
+//! * [`kernel`]: the IR itself — a [`Kernel`] is one launch with typed parameters, shared
+//!   arrays, locals and a structured body of statements over pure expression trees.
+//! * [`builder`]: a DSL in which a kernel reads like its math.
+//! * [`validate`]: the checker every backend relies on; errors name the offending node.
+//! * [`eval`]: the meaning of each operator on values (shared by the interpreter and
+//!   constant folding, so they agree bit for bit).
+//!
+//! Invariants: the crate depends on nothing of kernelc's; every other crate consumes
+//! only validated kernels.
+
+pub mod builder;
+pub mod eval;
+pub mod kernel;
+pub mod scalar;
+pub mod types;
+pub mod validate;
+
+pub use kernel::*;
+pub use scalar::Scalar;
+pub use types::{ScalarType, Type};
+pub use validate::{validate, ValidationError, ValidationErrorKind};

@@ -1,0 +1,216 @@
+//! Scalar constants: IR literals and the interpreter's values are the same type.
+//!
+//! Floats are held as their bit patterns so that `Eq` and `Hash` are exact (a literal
+//! `-0.0` differs from `0.0`, a NaN equals itself), which the stable hash and the
+//! passes rely on.
+
+use crate::types::ScalarType;
+use half::{bf16, f16};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::fmt;
+
+/// One scalar value of any IR type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scalar {
+    Bool(bool),
+    I32(i32),
+    U32(u32),
+    I64(i64),
+    F16(#[serde(with = "f16_bits")] u16),
+    Bf16(#[serde(with = "bf16_bits")] u16),
+    F32(#[serde(with = "f32_bits")] u32),
+    F64(#[serde(with = "f64_bits")] u64),
+}
+
+impl Scalar {
+    pub fn f32(v: f32) -> Scalar {
+        Scalar::F32(v.to_bits())
+    }
+    pub fn f64(v: f64) -> Scalar {
+        Scalar::F64(v.to_bits())
+    }
+    pub fn f16(v: f16) -> Scalar {
+        Scalar::F16(v.to_bits())
+    }
+    pub fn bf16(v: bf16) -> Scalar {
+        Scalar::Bf16(v.to_bits())
+    }
+
+    pub fn ty(self) -> ScalarType {
+        match self {
+            Scalar::Bool(_) => ScalarType::Bool,
+            Scalar::I32(_) => ScalarType::I32,
+            Scalar::U32(_) => ScalarType::U32,
+            Scalar::I64(_) => ScalarType::I64,
+            Scalar::F16(_) => ScalarType::F16,
+            Scalar::Bf16(_) => ScalarType::Bf16,
+            Scalar::F32(_) => ScalarType::F32,
+            Scalar::F64(_) => ScalarType::F64,
+        }
+    }
+
+    /// The zero (or `false`) of a type.
+    pub fn zero(ty: ScalarType) -> Scalar {
+        Scalar::from_f64(ty, 0.0)
+    }
+
+    /// The one (or `true`) of a type.
+    pub fn one(ty: ScalarType) -> Scalar {
+        Scalar::from_f64(ty, 1.0)
+    }
+
+    /// Converts an f64 to the nearest value of `ty` (saturating for integers, NaN -> 0;
+    /// nonzero -> true for bool). This is the conversion `Cast` uses from f64.
+    pub fn from_f64(ty: ScalarType, v: f64) -> Scalar {
+        match ty {
+            ScalarType::Bool => Scalar::Bool(v != 0.0),
+            ScalarType::I32 => Scalar::I32(v as i32),
+            ScalarType::U32 => Scalar::U32(v as u32),
+            ScalarType::I64 => Scalar::I64(v as i64),
+            ScalarType::F16 => Scalar::f16(f16::from_f64(v)),
+            ScalarType::Bf16 => Scalar::bf16(bf16::from_f64(v)),
+            ScalarType::F32 => Scalar::f32(v as f32),
+            ScalarType::F64 => Scalar::f64(v),
+        }
+    }
+
+    /// The value as f64 (exact for every type but i64 beyond 2^53).
+    pub fn to_f64(self) -> f64 {
+        match self {
+            Scalar::Bool(b) => b as u8 as f64,
+            Scalar::I32(v) => v as f64,
+            Scalar::U32(v) => v as f64,
+            Scalar::I64(v) => v as f64,
+            Scalar::F16(b) => f16::from_bits(b).to_f64(),
+            Scalar::Bf16(b) => bf16::from_bits(b).to_f64(),
+            Scalar::F32(b) => f32::from_bits(b) as f64,
+            Scalar::F64(b) => f64::from_bits(b),
+        }
+    }
+
+    /// The value as i64 for integer and bool scalars; `None` for floats.
+    pub fn as_i64(self) -> Option<i64> {
+        match self {
+            Scalar::Bool(b) => Some(b as i64),
+            Scalar::I32(v) => Some(v as i64),
+            Scalar::U32(v) => Some(v as i64),
+            Scalar::I64(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// An integer of type `ty` from an i64, wrapping (two's complement) as the IR's
+    /// integer arithmetic does. `None` when `ty` is not an integer type.
+    pub fn int_wrapping(ty: ScalarType, v: i64) -> Option<Scalar> {
+        match ty {
+            ScalarType::I32 => Some(Scalar::I32(v as i32)),
+            ScalarType::U32 => Some(Scalar::U32(v as u32)),
+            ScalarType::I64 => Some(Scalar::I64(v)),
+            _ => None,
+        }
+    }
+
+    pub fn as_bool(self) -> Option<bool> {
+        match self {
+            Scalar::Bool(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    pub fn is_zero(self) -> bool {
+        match self {
+            Scalar::Bool(b) => !b,
+            Scalar::I32(v) => v == 0,
+            Scalar::U32(v) => v == 0,
+            Scalar::I64(v) => v == 0,
+            _ => false,
+        }
+    }
+
+    pub fn is_one(self) -> bool {
+        self.as_i64() == Some(1) && self.ty().is_int()
+    }
+}
+
+impl fmt::Display for Scalar {
+    /// The printer's literal syntax: a suffix names the type (`3u`, `-1i`, `2i64`,
+    /// `1.5f`, `0.25f64`, `1h`, `1bf`), so printed IR is unambiguous.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Scalar::Bool(b) => write!(f, "{b}"),
+            Scalar::I32(v) => write!(f, "{v}i"),
+            Scalar::U32(v) => write!(f, "{v}u"),
+            Scalar::I64(v) => write!(f, "{v}i64"),
+            Scalar::F16(b) => write!(f, "{:?}h", f16::from_bits(b).to_f32()),
+            Scalar::Bf16(b) => write!(f, "{:?}bf", bf16::from_bits(b).to_f32()),
+            Scalar::F32(b) => write!(f, "{:?}f", f32::from_bits(b)),
+            Scalar::F64(b) => write!(f, "{:?}f64", f64::from_bits(b)),
+        }
+    }
+}
+
+/// JSON has no NaN or infinities: finite floats are written as numbers, the others as
+/// the strings "nan", "inf" and "-inf". NaN payloads are not preserved (one canonical
+/// quiet NaN), which every target also does not promise.
+mod float_repr {
+    use super::*;
+    use serde::de::Error;
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(untagged)]
+    enum Repr<'a> {
+        Number(f64),
+        Special(&'a str),
+    }
+
+    pub fn serialize<S: Serializer>(v: f64, s: S) -> Result<S::Ok, S::Error> {
+        if v.is_finite() {
+            Repr::Number(v).serialize(s)
+        } else if v.is_nan() {
+            Repr::Special("nan").serialize(s)
+        } else if v > 0.0 {
+            Repr::Special("inf").serialize(s)
+        } else {
+            Repr::Special("-inf").serialize(s)
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        match Repr::deserialize(d)? {
+            Repr::Number(v) => Ok(v),
+            Repr::Special("nan") => Ok(f64::NAN),
+            Repr::Special("inf") => Ok(f64::INFINITY),
+            Repr::Special("-inf") => Ok(f64::NEG_INFINITY),
+            Repr::Special(other) => Err(D::Error::custom(format!(
+                "expected a number, \"nan\", \"inf\" or \"-inf\", found \"{other}\""
+            ))),
+        }
+    }
+}
+
+macro_rules! float_bits_serde {
+    ($module:ident, $bits:ty, $to_f64:expr, $from_f64:expr) => {
+        mod $module {
+            use super::*;
+            pub fn serialize<S: Serializer>(bits: &$bits, s: S) -> Result<S::Ok, S::Error> {
+                let to_f64: fn($bits) -> f64 = $to_f64;
+                float_repr::serialize(to_f64(*bits), s)
+            }
+            pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<$bits, D::Error> {
+                let from_f64: fn(f64) -> $bits = $from_f64;
+                float_repr::deserialize(d).map(from_f64)
+            }
+        }
+    };
+}
+
+float_bits_serde!(f16_bits, u16, |b| f16::from_bits(b).to_f64(), |v| {
+    f16::from_f64(v).to_bits()
+});
+float_bits_serde!(bf16_bits, u16, |b| bf16::from_bits(b).to_f64(), |v| {
+    bf16::from_f64(v).to_bits()
+});
+float_bits_serde!(f32_bits, u32, |b| f32::from_bits(b) as f64, |v| (v as f32)
+    .to_bits());
+float_bits_serde!(f64_bits, u64, f64::from_bits, f64::to_bits);

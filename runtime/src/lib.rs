@@ -1,0 +1,1 @@
+//! The runtime (issue #4): not built yet. See docs/ARCHITECTURE.md.
