@@ -12,7 +12,7 @@
 //! let kernel = k
 //!     .build(|f| {
 //!         let i = f.let_("i", global_id(0));
-//!         f.if_(i.lt(n), |f| f.store(c, i.clone(), a.at(i.clone()) + b.at(i)));
+//!         f.if_(i.clone().lt(n), |f| f.store(c, i.clone(), a.at(i.clone()) + b.at(i)));
 //!     })
 //!     .unwrap();
 //! assert_eq!(kernel.params.len(), 3);
@@ -379,12 +379,18 @@ impl KernelBuilder {
             error: None,
         };
         f(&mut body);
-        if let Some(e) = body.error {
-            return Err(e);
-        }
         let mut kernel = body.kernel;
         kernel.body = body.blocks.pop().unwrap_or_default();
-        validate(&kernel)?;
+        let checked = validate(&kernel);
+        if let Some(e) = body.error {
+            // `e` was found typing an expression on its own, so its path starts at that
+            // expression; the validator reports the same error with the statement path.
+            return Err(match checked {
+                Err(full) if full.kind == e.kind => full,
+                _ => e,
+            });
+        }
+        checked?;
         Ok(kernel)
     }
 }

@@ -56,6 +56,7 @@ impl Value {
         (self.lanes == 1).then_some(self.data[0])
     }
 
+    #[inline]
     fn map(
         self,
         mut f: impl FnMut(Scalar) -> Result<Scalar, EvalError>,
@@ -67,6 +68,7 @@ impl Value {
         Ok(out)
     }
 
+    #[inline]
     fn zip(
         self,
         other: Value,
@@ -95,6 +97,7 @@ pub enum EvalError {
 }
 
 /// Applies a float function in the operand's precision.
+#[inline]
 fn float_op1(
     s: Scalar,
     f32_op: impl Fn(f32) -> f32,
@@ -109,6 +112,7 @@ fn float_op1(
     })
 }
 
+#[inline]
 fn float_op2(
     a: Scalar,
     b: Scalar,
@@ -147,6 +151,7 @@ fn via_f64(f: fn(f64) -> f64) -> impl Fn(f32) -> f32 {
     move |x| f(x as f64) as f32
 }
 
+#[inline]
 pub fn unary(op: UnaryOp, v: Value) -> Result<Value, EvalError> {
     v.map(|s| match (op, s) {
         (UnaryOp::Neg, Scalar::I32(x)) => Ok(Scalar::I32(x.wrapping_neg())),
@@ -197,6 +202,7 @@ macro_rules! int_shift {
     }};
 }
 
+#[inline]
 fn binary_scalar(op: BinaryOp, a: Scalar, b: Scalar) -> Result<Scalar, EvalError> {
     use Scalar as S;
     if matches!(op, BinaryOp::Shl | BinaryOp::Shr) {
@@ -229,10 +235,12 @@ fn binary_scalar(op: BinaryOp, a: Scalar, b: Scalar) -> Result<Scalar, EvalError
     }
 }
 
+#[inline]
 pub fn binary(op: BinaryOp, a: Value, b: Value) -> Result<Value, EvalError> {
     a.zip(b, |x, y| binary_scalar(op, x, y))
 }
 
+#[inline]
 fn cmp_scalar(op: CmpOp, a: Scalar, b: Scalar) -> Result<Scalar, EvalError> {
     use std::cmp::Ordering;
     if a.ty() != b.ty() {
@@ -255,6 +263,7 @@ fn cmp_scalar(op: CmpOp, a: Scalar, b: Scalar) -> Result<Scalar, EvalError> {
     Ok(Scalar::Bool(r))
 }
 
+#[inline]
 pub fn cmp(op: CmpOp, a: Value, b: Value) -> Result<Value, EvalError> {
     a.zip(b, |x, y| cmp_scalar(op, x, y))
 }
@@ -327,6 +336,7 @@ fn math_scalar(func: MathFn, args: &[Scalar]) -> Result<Scalar, EvalError> {
     }
 }
 
+#[inline]
 pub fn math(func: MathFn, args: &[Value]) -> Result<Value, EvalError> {
     let first = args.first().ok_or(EvalError::TypeMismatch)?;
     if args.len() != func.arity() || args.iter().any(|a| a.ty() != first.ty()) {
@@ -366,6 +376,7 @@ pub fn cast_scalar(to: ScalarType, s: Scalar) -> Scalar {
     }
 }
 
+#[inline]
 pub fn cast(to: ScalarType, v: Value) -> Value {
     let mut out = v;
     for lane in 0..v.lanes as usize {
@@ -406,6 +417,7 @@ pub fn bitcast(to: ScalarType, v: Value) -> Result<Value, EvalError> {
 }
 
 /// `cond ? a : b`, lane-wise when `cond` is a vector.
+#[inline]
 pub fn select(cond: Value, a: Value, b: Value) -> Result<Value, EvalError> {
     if a.ty() != b.ty() {
         return Err(EvalError::TypeMismatch);

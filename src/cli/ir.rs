@@ -1,0 +1,43 @@
+//! `kernelc ir FILE.json`: validate and pretty-print a kernel stored as IR JSON.
+
+use super::CliError;
+use clap::Args;
+use kernelc_ir::{hash, json, passes, print};
+use std::path::PathBuf;
+
+#[derive(Args, Debug)]
+pub struct IrArgs {
+    /// The kernel as IR JSON (`-` reads standard input).
+    file: PathBuf,
+    /// Run the IR passes (unrolling, folding, simplification) before printing.
+    #[arg(long)]
+    optimize: bool,
+    /// Print the stable content hash (the cache key component) after the text.
+    #[arg(long)]
+    hash: bool,
+    /// Print the kernel as JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: IrArgs) -> Result<(), CliError> {
+    let text = if args.file.as_os_str() == "-" {
+        std::io::read_to_string(std::io::stdin())?
+    } else {
+        std::fs::read_to_string(&args.file)
+            .map_err(|e| format!("cannot read {}: {e}", args.file.display()))?
+    };
+    let mut kernel = json::from_json(&text)?;
+    if args.optimize {
+        kernel = passes::optimize(&kernel, &passes::PassOptions::default());
+    }
+    if args.json {
+        println!("{}", json::to_json(&kernel));
+    } else {
+        print!("{}", print::print(&kernel));
+    }
+    if args.hash {
+        println!("hash: {}", hash::stable_hash(&kernel));
+    }
+    Ok(())
+}
