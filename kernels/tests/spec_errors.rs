@@ -1,0 +1,373 @@
+//! Every kind of invalid spec gives its typed error.
+
+use kernelc_ir::ScalarType::{self, *};
+use kernelc_kernels::shape::normalize_axis;
+use kernelc_kernels::*;
+
+fn err(spec: OpSpec) -> SpecError {
+    match spec.validate() {
+        Err(e) => {
+            // The message must say something (and never panic to format).
+            assert!(!e.to_string().is_empty());
+            e
+        }
+        Ok(()) => panic!("expected {spec:?} to be invalid"),
+    }
+}
+
+fn unary(func: UnaryFn, dtype: ScalarType, shape: Vec<usize>) -> OpSpec {
+    OpSpec::Unary(UnarySpec { func, dtype, shape })
+}
+
+#[test]
+fn every_example_is_valid() {
+    for &k in OpKind::ALL {
+        let spec = k.example();
+        spec.validate()
+            .unwrap_or_else(|e| panic!("example of {k:?} is invalid: {e}"));
+    }
+}
+
+#[test]
+fn shape_mismatch() {
+    let e = err(OpSpec::Concat(ConcatSpec {
+        dtype: F32,
+        shapes: vec![vec![2, 3], vec![3, 3]],
+        axis: 1,
+    }));
+    assert!(
+        matches!(e, SpecError::ShapeMismatch { ref expected, ref found, .. }
+        if *expected == vec![2, 3] && *found == vec![3, 3]),
+        "{e:?}"
+    );
+
+    let e = err(OpSpec::Slice(SliceSpec {
+        dtype: F32,
+        shape: vec![4, 4],
+        starts: vec![0],
+        sizes: vec![1, 1],
+        steps: vec![1, 1],
+    }));
+    assert!(matches!(e, SpecError::ShapeMismatch { .. }), "{e:?}");
+
+    let mut g = GemmSpec::new(F32, 2, 2, 2);
+    g.batch = vec![3];
+    g.stride_a = Some(vec![4, 4]);
+    assert!(matches!(
+        err(OpSpec::Gemm(g)),
+        SpecError::ShapeMismatch { .. }
+    ));
+
+    let e = err(OpSpec::Pool2dBackward(Pool2dBackwardSpec {
+        kind: PoolKind::Avg,
+        dtype: F32,
+        batch: 1,
+        channels: 1,
+        height: 4,
+        width: 4,
+        out_height: 3,
+        out_width: 2,
+        window: Some(Window2d::square(2, 2, 0)),
+        count_include_pad: false,
+        index_dtype: None,
+        accumulate: false,
+    }));
+    assert!(matches!(e, SpecError::ShapeMismatch { .. }), "{e:?}");
+}
+
+#[test]
+fn zero_sized() {
+    assert!(matches!(
+        err(unary(UnaryFn::Exp, F32, vec![3, 0])),
+        SpecError::ZeroSized { .. }
+    ));
+    assert!(matches!(
+        err(OpSpec::Gemm(GemmSpec::new(F32, 2, 0, 2))),
+        SpecError::ZeroSized { .. }
+    ));
+    let mut a = match OpKind::Attention.example() {
+        OpSpec::Attention(a) => a,
+        _ => unreachable!(),
+    };
+    a.seq_k = 0;
+    assert!(matches!(
+        err(OpSpec::Attention(a)),
+        SpecError::ZeroSized { .. }
+    ));
+    assert!(matches!(
+        err(OpSpec::Concat(ConcatSpec {
+            dtype: F32,
+            shapes: vec![],
+            axis: 0
+        })),
+        SpecError::ZeroSized { .. }
+    ));
+}
+
+#[test]
+fn unsupported_dtype() {
+    let e = err(OpSpec::Gemm(GemmSpec::new(I32, 2, 2, 2)));
+    assert!(
+        matches!(e, SpecError::UnsupportedDtype { dtype: I32, ref allowed, .. }
+        if allowed.contains(&F32) && allowed.contains(&F16)),
+        "{e:?}"
+    );
+    assert!(matches!(
+        err(unary(UnaryFn::Exp, I32, vec![4])),
+        SpecError::UnsupportedDtype { .. }
+    ));
+    // Index tensors must be u32, i32 or f32.
+    assert!(matches!(
+        err(OpSpec::Gather(GatherSpec {
+            dtype: F32,
+            index_dtype: F64,
+            data: vec![4, 2],
+            indices: vec![3],
+            axis: 0
+        })),
+        SpecError::UnsupportedDtype { dtype: F64, .. }
+    ));
+    assert!(matches!(
+        err(OpSpec::Reduce(ReduceSpec {
+            func: ReduceFn::Mean,
+            dtype: U32,
+            shape: vec![4],
+            axes: vec![0],
+            keepdim: false,
+            index_dtype: None,
+            accumulate: false
+        })),
+        SpecError::UnsupportedDtype { .. }
+    ));
+    let mut g = GemmSpec::new(F32, 2, 2, 2);
+    g.input_rounding = Some(F64);
+    assert!(matches!(
+        err(OpSpec::Gemm(g)),
+        SpecError::UnsupportedDtype { .. }
+    ));
+}
+
+#[test]
+fn bad_attribute() {
+    let drop = |p: f64| {
+        OpSpec::Dropout(DropoutSpec {
+            dtype: F32,
+            shape: vec![8],
+            p,
+            seed: 0,
+            step: 0,
+            mask: false,
+            rng: Default::default(),
+        })
+    };
+    let e = err(drop(1.0));
+    assert!(
+        matches!(e, SpecError::BadAttribute { ref name, .. } if name == "p"),
+        "{e:?}"
+    );
+    assert!(matches!(err(drop(-0.1)), SpecError::BadAttribute { .. }));
+
+    let mut adam = match OpKind::Adam.example() {
+        OpSpec::Adam(a) => a,
+        _ => unreachable!(),
+    };
+    adam.step = 0;
+    assert!(matches!(err(OpSpec::Adam(adam)),
+        SpecError::BadAttribute { ref name, .. } if name == "step"));
+
+    let e = err(OpSpec::Permute(PermuteSpec {
+        dtype: F32,
+        shape: vec![2, 3],
+        perm: vec![0, 0],
+    }));
+    assert!(
+        matches!(e, SpecError::BadAttribute { ref name, .. } if name == "perm"),
+        "{e:?}"
+    );
+
+    let mut g = GemmSpec::new(F64, 3, 3, 3);
+    g.layout = Layout::ColMajor;
+    g.lda = Some(2);
+    assert!(matches!(err(OpSpec::Gemm(g)),
+        SpecError::BadAttribute { ref name, .. } if name == "lda"));
+
+    // Overlapping batches of C.
+    let mut g = GemmSpec::new(F32, 2, 2, 2);
+    g.batch = vec![2];
+    g.stride_c = Some(vec![1]);
+    assert!(matches!(err(OpSpec::Gemm(g)),
+        SpecError::BadAttribute { ref name, .. } if name == "stride_c"));
+
+    let conv = |stride: usize| {
+        OpSpec::Conv2d(Conv2dSpec {
+            dtype: F32,
+            pass: ConvPass::Forward,
+            batch: 1,
+            in_channels: 1,
+            out_channels: 1,
+            height: 3,
+            width: 3,
+            window: Window2d::square(5, stride, 0),
+            bias: false,
+        })
+    };
+    // Kernel larger than the (unpadded) input, and zero stride.
+    assert!(matches!(err(conv(1)), SpecError::BadAttribute { .. }));
+    assert!(matches!(err(conv(0)), SpecError::BadAttribute { .. }));
+
+    let mut a = match OpKind::Attention.example() {
+        OpSpec::Attention(a) => a,
+        _ => unreachable!(),
+    };
+    a.kv_heads = 3;
+    assert!(matches!(err(OpSpec::Attention(a)),
+        SpecError::BadAttribute { ref name, .. } if name == "kv_heads"));
+
+    assert!(matches!(
+        err(OpSpec::ActivationBackward(ActivationBackwardSpec {
+            func: UnaryFn::Exp,
+            dtype: F32,
+            shape: vec![4]
+        })),
+        SpecError::BadAttribute { .. }
+    ));
+    assert!(matches!(
+        err(OpSpec::ImageFilter(ImageFilterSpec {
+            filter: ImageFilter::Grayscale,
+            dtype: F32,
+            height: 2,
+            width: 2,
+            channels: 1
+        })),
+        SpecError::BadAttribute { .. }
+    ));
+    assert!(matches!(
+        err(OpSpec::Reduce(ReduceSpec {
+            func: ReduceFn::ArgMax,
+            dtype: F32,
+            shape: vec![4],
+            axes: vec![0],
+            keepdim: false,
+            index_dtype: None,
+            accumulate: false
+        })),
+        SpecError::BadAttribute { .. }
+    ));
+    assert!(matches!(
+        err(unary(UnaryFn::LeakyRelu { slope: f64::NAN }, F32, vec![2])),
+        SpecError::BadAttribute { .. }
+    ));
+}
+
+#[test]
+fn bad_axis() {
+    let e = err(OpSpec::Softmax(SoftmaxSpec {
+        dtype: F32,
+        shape: vec![2, 3],
+        axis: 2,
+        log: false,
+    }));
+    assert!(
+        matches!(e, SpecError::BadAxis { axis: 2, rank: 2 }),
+        "{e:?}"
+    );
+    assert!(matches!(
+        err(OpSpec::Reduce(ReduceSpec {
+            func: ReduceFn::Sum,
+            dtype: F32,
+            shape: vec![2, 3],
+            axes: vec![0, 5],
+            keepdim: false,
+            index_dtype: None,
+            accumulate: false
+        })),
+        SpecError::BadAxis { axis: 5, rank: 2 }
+    ));
+    assert!(matches!(
+        normalize_axis(-3, 2),
+        Err(SpecError::BadAxis { axis: -3, rank: 2 })
+    ));
+}
+
+#[test]
+fn not_broadcastable() {
+    let e = err(OpSpec::Binary(BinarySpec {
+        func: BinaryFn::Add,
+        dtype: F32,
+        lhs: vec![2, 3],
+        rhs: vec![4],
+    }));
+    assert!(
+        matches!(e, SpecError::NotBroadcastable { ref lhs, ref rhs }
+        if *lhs == vec![2, 3] && *rhs == vec![4]),
+        "{e:?}"
+    );
+    let mut a = match OpKind::Attention.example() {
+        OpSpec::Attention(a) => a,
+        _ => unreachable!(),
+    };
+    a.mask = Some(vec![5, 4]);
+    assert!(matches!(
+        err(OpSpec::Attention(a)),
+        SpecError::NotBroadcastable { .. }
+    ));
+}
+
+#[test]
+fn too_large() {
+    let e = err(unary(UnaryFn::Exp, F32, vec![1 << 16, 1 << 16]));
+    assert!(
+        matches!(e, SpecError::TooLarge { elements, .. } if elements == 1u128 << 32),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn reference_input_errors() {
+    let spec = OpSpec::Binary(BinarySpec {
+        func: BinaryFn::Add,
+        dtype: F32,
+        lhs: vec![2],
+        rhs: vec![2],
+    });
+    let e = reference(&spec, &[&[1.0, 2.0]]).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            SpecError::InputCount {
+                expected: 2,
+                found: 1,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    let e = reference(&spec, &[&[1.0, 2.0], &[1.0]]).unwrap_err();
+    assert!(
+        matches!(e, SpecError::InputLength { ref name, expected: 2, found: 1 } if name == "b"),
+        "{e:?}"
+    );
+    // An invalid spec is reported before the inputs are looked at.
+    let bad = unary(UnaryFn::Exp, F32, vec![0]);
+    assert!(matches!(
+        reference(&bad, &[]),
+        Err(SpecError::ZeroSized { .. })
+    ));
+}
+
+#[test]
+fn messages_say_what_is_wrong() {
+    let e = err(OpSpec::Gemm(GemmSpec::new(I32, 2, 2, 2)));
+    let msg = e.to_string();
+    assert!(
+        msg.contains("gemm") && msg.contains("i32") && msg.contains("f32"),
+        "{msg}"
+    );
+    let e = err(OpSpec::Binary(BinarySpec {
+        func: BinaryFn::Add,
+        dtype: F32,
+        lhs: vec![2, 3],
+        rhs: vec![4],
+    }));
+    assert!(e.to_string().contains("[2, 3]"), "{e}");
+}
