@@ -25,7 +25,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let lid = f.let_("lid", local_id(0));
         let gid = f.let_("gid", global_id(0));
         // Out-of-range invocations contribute 0 so every invocation reaches the barriers.
-        f.store(tile, &lid, gid.clone().lt(n).select(x.at(gid.clone().min(n - 1)), 0.0f32));
+        f.store(
+            tile,
+            &lid,
+            gid.clone()
+                .lt(n)
+                .select(x.at(gid.clone().min(n - 1)), 0.0f32),
+        );
         f.barrier();
         let mut stride = WG / 2;
         while stride > 0 {
@@ -35,16 +41,24 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             f.barrier();
             stride /= 2;
         }
-        f.if_(lid.clone().eq(0u32), |f| f.store(partial, workgroup_id(0), tile.at(0u32)));
+        f.if_(lid.clone().eq(0u32), |f| {
+            f.store(partial, workgroup_id(0), tile.at(0u32))
+        });
     })?;
 
     let optimized = passes::optimize(&kernel, &passes::PassOptions::default());
     println!("{}", print::print(&optimized));
 
-    let input: Vec<f32> = (0..n).map(|i| ((i * 37 % 101) as f32) * 0.01 - 0.5).collect();
+    let input: Vec<f32> = (0..n)
+        .map(|i| ((i * 37 % 101) as f32) * 0.01 - 0.5)
+        .collect();
     let mut args = vec![
         Arg::Buffer(HostBuffer::from_f32(&input)),
-        Arg::Buffer(HostBuffer::filled(F32, groups as usize, kernelc::ir::Scalar::f32(f32::NAN))),
+        Arg::Buffer(HostBuffer::filled(
+            F32,
+            groups as usize,
+            kernelc::ir::Scalar::f32(f32::NAN),
+        )),
     ];
     interp::run(&optimized, [groups, 1, 1], &mut args)?;
 

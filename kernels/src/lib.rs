@@ -19,13 +19,16 @@
 //!
 //! The table of all ops with their formulas is `docs/ops.md`.
 
+pub mod conformance;
 pub mod error;
+pub mod lower;
 
 pub mod reference;
 pub mod rng;
 pub mod seeds;
 pub mod shape;
 pub mod spec;
+pub mod tolerance;
 
 pub use error::SpecError;
 pub use reference::reference;

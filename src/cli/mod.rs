@@ -5,7 +5,11 @@ mod ir;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser, Debug)]
-#[command(name = "kernelc", version, about = "A kernel-generating compiler: one tensor IR, four targets.")]
+#[command(
+    name = "kernelc",
+    version,
+    about = "A kernel-generating compiler: one tensor IR, four targets."
+)]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,

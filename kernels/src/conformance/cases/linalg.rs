@@ -1,0 +1,8 @@
+//! Cases for GEMM, conv2d, im2col and col2im.
+
+use crate::spec::*;
+
+/// The cases of `kind` (one of this family's kinds).
+pub fn cases(kind: OpKind) -> Vec<OpSpec> {
+    vec![kind.example()]
+}

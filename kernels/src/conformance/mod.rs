@@ -1,0 +1,201 @@
+//! The one conformance harness: (op, shapes, dtype) × executor, against the f64
+//! reference, under the tolerance table of [`crate::tolerance`].
+//!
+//! [`cases`] lists every op of the catalogue at several shapes (1, primes, sizes that
+//! are not a multiple of any tile) and dtypes. [`inputs`] makes seeded random inputs
+//! that are never all zeros and stay in each op's domain. An [`Executor`] runs a spec:
+//! the reference interpreter here, and each device of the runtime in its own crate.
+//! Every target plugs into this harness; none gets a private one.
+
+pub mod cases;
+pub mod inputs;
+
+use crate::lower::{lower, poison, run_plan, TargetCaps};
+use crate::reference::reference;
+use crate::spec::OpSpec;
+use crate::tolerance::{compare, tolerance, Mismatch, Scale};
+use kernelc_ir::interp::HostBuffer;
+use kernelc_ir::Scalar;
+use std::fmt;
+
+/// Runs op specs somewhere: a device, or the interpreter.
+pub trait Executor {
+    /// A short label for reports (`"interp/cpu-caps"`, `"cpu"`, `"wgpu/wgsl"`).
+    fn name(&self) -> String;
+    /// Runs `spec` on `inputs` (in `spec.inputs()` order) and returns the outputs (in
+    /// `spec.outputs()` order). Outputs must be poisoned before the run.
+    fn run(&self, spec: &OpSpec, inputs: &[HostBuffer]) -> Result<Vec<HostBuffer>, String>;
+}
+
+/// The reference interpreter running plans lowered for `caps`.
+pub struct Interpreter {
+    pub label: String,
+    pub caps: TargetCaps,
+}
+
+impl Interpreter {
+    pub fn new(label: &str, caps: TargetCaps) -> Interpreter {
+        Interpreter {
+            label: label.to_string(),
+            caps,
+        }
+    }
+}
+
+impl Executor for Interpreter {
+    fn name(&self) -> String {
+        self.label.clone()
+    }
+
+    fn run(&self, spec: &OpSpec, inputs: &[HostBuffer]) -> Result<Vec<HostBuffer>, String> {
+        let plan = lower(spec, &self.caps).map_err(|e| format!("lowering: {e}"))?;
+        let mut outputs: Vec<HostBuffer> = spec
+            .outputs()
+            .iter()
+            .map(|s| HostBuffer::filled(s.dtype, s.numel(), poison(s.dtype)))
+            .collect();
+        run_plan(&plan, inputs, &mut outputs).map_err(|e| e.to_string())?;
+        Ok(outputs)
+    }
+}
+
+/// Why one case failed.
+#[derive(Debug)]
+pub enum Failure {
+    /// The reference rejected the spec or inputs (a harness bug).
+    Reference(String),
+    /// The executor failed to run it.
+    Run(String),
+    /// The executor returned the wrong number or size of outputs.
+    Shape(String),
+    /// An element outside its allowance.
+    Mismatch(Mismatch),
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Failure::Reference(e) => write!(f, "reference: {e}"),
+            Failure::Run(e) => write!(f, "run: {e}"),
+            Failure::Shape(e) => write!(f, "outputs: {e}"),
+            Failure::Mismatch(m) => write!(f, "mismatch: {m}"),
+        }
+    }
+}
+
+/// Inputs of a case as device buffers and as the f64 values the reference sees (the
+/// device values exactly: generated, rounded to the dtype, read back).
+pub struct CaseData {
+    pub buffers: Vec<HostBuffer>,
+    pub values: Vec<Vec<f64>>,
+}
+
+/// Seeded inputs for `spec`.
+pub fn case_data(spec: &OpSpec, seed: u64) -> CaseData {
+    let values_raw = inputs::generate(spec, seed);
+    let mut buffers = Vec::new();
+    let mut values = Vec::new();
+    for (sig, raw) in spec.inputs().iter().zip(values_raw) {
+        let data: Vec<Scalar> = raw
+            .iter()
+            .map(|&v| Scalar::from_f64(sig.dtype, v))
+            .collect();
+        let buffer = HostBuffer {
+            elem: sig.dtype,
+            data,
+        };
+        values.push(buffer.to_f64());
+        buffers.push(buffer);
+    }
+    CaseData { buffers, values }
+}
+
+/// Runs one case on `exec` and checks every output against the reference.
+pub fn check(exec: &dyn Executor, spec: &OpSpec, seed: u64) -> Result<(), Failure> {
+    let data = case_data(spec, seed);
+    let refs: Vec<&[f64]> = data.values.iter().map(|v| v.as_slice()).collect();
+    let want = reference(spec, &refs).map_err(|e| Failure::Reference(e.to_string()))?;
+    let got = exec.run(spec, &data.buffers).map_err(Failure::Run)?;
+    let sigs = spec.outputs();
+    if got.len() != sigs.len() {
+        return Err(Failure::Shape(format!(
+            "{} outputs, expected {}",
+            got.len(),
+            sigs.len()
+        )));
+    }
+    let tol = tolerance(spec);
+    let magnitude = match tol.scale {
+        Scale::Accumulated { .. } => Some(magnitudes(spec, &data.values)?),
+        _ => None,
+    };
+    let max_input = data
+        .values
+        .iter()
+        .flatten()
+        .filter(|v| v.is_finite())
+        .fold(0.0f64, |m, v| m.max(v.abs()));
+    for (k, ((sig, got), want)) in sigs.iter().zip(&got).zip(&want).enumerate() {
+        if got.len() != sig.numel() || want.len() != sig.numel() {
+            return Err(Failure::Shape(format!(
+                "`{}` has {} elements (reference {}), expected {}",
+                sig.name,
+                got.len(),
+                want.len(),
+                sig.numel()
+            )));
+        }
+        let rounded: Vec<f64> = want
+            .iter()
+            .map(|&w| Scalar::from_f64(sig.dtype, w).to_f64())
+            .collect();
+        let m = magnitude
+            .as_ref()
+            .and_then(|m| m.get(k))
+            .map(|v| v.as_slice());
+        compare(
+            &sig.name,
+            &tol,
+            sig.dtype,
+            &got.to_f64(),
+            &rounded,
+            m,
+            max_input,
+        )
+        .map_err(Failure::Mismatch)?;
+    }
+    Ok(())
+}
+
+/// The reference evaluated on absolute inputs and attributes: per output element, the
+/// sum of the magnitudes of its terms (meaningful for the multilinear ops that use
+/// [`Scale::Accumulated`]).
+fn magnitudes(spec: &OpSpec, values: &[Vec<f64>]) -> Result<Vec<Vec<f64>>, Failure> {
+    let abs_spec = cases::absolute(spec);
+    let abs_values: Vec<Vec<f64>> = spec
+        .inputs()
+        .iter()
+        .zip(values)
+        .map(|(sig, v)| {
+            if inputs::is_index(spec, &sig.name) {
+                v.clone()
+            } else {
+                v.iter().map(|x| x.abs()).collect()
+            }
+        })
+        .collect();
+    let refs: Vec<&[f64]> = abs_values.iter().map(|v| v.as_slice()).collect();
+    let out = reference(&abs_spec, &refs).map_err(|e| Failure::Reference(e.to_string()))?;
+    Ok(out
+        .into_iter()
+        .map(|o| o.into_iter().map(f64::abs).collect())
+        .collect())
+}
+
+/// Runs every case of `specs` on `exec`; returns the failures with their spec.
+pub fn run_all(exec: &dyn Executor, specs: &[OpSpec], seed: u64) -> Vec<(OpSpec, Failure)> {
+    specs
+        .iter()
+        .filter_map(|spec| check(exec, spec, seed).err().map(|f| (spec.clone(), f)))
+        .collect()
+}

@@ -1,0 +1,83 @@
+//! Running a [`Plan`] on the reference interpreter: the executable meaning of a
+//! lowered op, and the first executor of the conformance harness.
+
+use super::{Binding, Plan};
+use kernelc_ir::interp::{self, Arg, HostBuffer, InterpError};
+use kernelc_ir::Scalar;
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum PlanRunError {
+    #[error("launch {launch} (`{kernel}`): {source}")]
+    Launch {
+        launch: usize,
+        kernel: String,
+        #[source]
+        source: Box<InterpError>,
+    },
+    #[error("launch {launch} binds {binding:?}, which the caller did not provide")]
+    MissingBuffer { launch: usize, binding: Binding },
+}
+
+/// Runs every launch of `plan` in order. `outputs` should be poisoned by the caller so
+/// that an element no kernel writes is caught; temporaries start poisoned here (NaN for
+/// floats, `0xDEADBEEF` for integers).
+pub fn run_plan(
+    plan: &Plan,
+    inputs: &[HostBuffer],
+    outputs: &mut [HostBuffer],
+) -> Result<(), PlanRunError> {
+    let mut temps: Vec<HostBuffer> = plan
+        .temps
+        .iter()
+        .map(|t| HostBuffer::filled(t.dtype, t.len as usize, poison(t.dtype)))
+        .collect();
+    for (index, launch) in plan.launches.iter().enumerate() {
+        let missing = |binding: &Binding| PlanRunError::MissingBuffer {
+            launch: index,
+            binding: binding.clone(),
+        };
+        let mut args = Vec::with_capacity(launch.bindings.len());
+        for binding in &launch.bindings {
+            let arg = match binding {
+                Binding::Input(i) => {
+                    Arg::Buffer(inputs.get(*i).ok_or_else(|| missing(binding))?.clone())
+                }
+                Binding::Output(i) => {
+                    Arg::Buffer(outputs.get(*i).ok_or_else(|| missing(binding))?.clone())
+                }
+                Binding::Temp(i) => {
+                    Arg::Buffer(temps.get(*i).ok_or_else(|| missing(binding))?.clone())
+                }
+                Binding::Scalar(s) => Arg::Scalar(*s),
+            };
+            args.push(arg);
+        }
+        interp::run(&launch.kernel, launch.grid, &mut args).map_err(|e| PlanRunError::Launch {
+            launch: index,
+            kernel: launch.kernel.name.clone(),
+            source: Box::new(e),
+        })?;
+        for (binding, arg) in launch.bindings.iter().zip(args) {
+            let Arg::Buffer(buffer) = arg else { continue };
+            match binding {
+                Binding::Output(i) => outputs[*i] = buffer,
+                Binding::Temp(i) => temps[*i] = buffer,
+                Binding::Input(_) | Binding::Scalar(_) => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A value no correct kernel leaves in an output: NaN, or `0xDEADBEEF` for integers.
+pub fn poison(dtype: kernelc_ir::ScalarType) -> Scalar {
+    use kernelc_ir::ScalarType as T;
+    match dtype {
+        T::Bool => Scalar::Bool(true),
+        T::I32 => Scalar::I32(0xDEAD_BEEFu32 as i32),
+        T::U32 => Scalar::U32(0xDEAD_BEEF),
+        T::I64 => Scalar::I64(0xDEAD_BEEF),
+        float => Scalar::from_f64(float, f64::NAN),
+    }
+}

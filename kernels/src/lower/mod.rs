@@ -1,0 +1,85 @@
+//! Lowering: an [`OpSpec`] and a [`TargetCaps`] become a [`Plan`] of IR kernels.
+//!
+//! Every op is defined once here, one module per op family. Tile sizes, workgroup
+//! shapes and vector widths are parameters taken from the caps, never copies of the
+//! definition: the CPU (one invocation per workgroup) and a GPU (hundreds) run the
+//! same kernels. A dtype the caps lack is a typed error, never emitted.
+
+mod caps;
+mod elementwise;
+mod interp;
+mod math;
+mod plan;
+pub mod schedule;
+
+pub use caps::TargetCaps;
+pub use interp::{poison, run_plan, PlanRunError};
+pub use plan::{Binding, Launch, Plan, TempBuffer};
+
+use crate::error::SpecError;
+use crate::spec::{OpKind, OpSpec};
+use kernelc_ir::{ScalarType, ValidationError};
+use thiserror::Error;
+
+/// Why an op could not be lowered for a target.
+#[derive(Debug, Error)]
+pub enum LowerError {
+    #[error("invalid op spec: {0}")]
+    Spec(#[from] SpecError),
+    #[error("{op} needs {dtype}, which the target does not support")]
+    UnsupportedDtype { op: String, dtype: ScalarType },
+    #[error("{what} is {value}, over the limit of {limit}")]
+    TooLarge {
+        what: String,
+        value: u64,
+        limit: u64,
+    },
+    #[error("the target allows {available} bytes of shared memory; {op} needs at least {needed}")]
+    SharedMemory {
+        op: String,
+        needed: u64,
+        available: u64,
+    },
+    #[error("lowering of `{0}` ops is not built yet")]
+    NotLowered(&'static str),
+    /// A lowering produced an invalid kernel: a bug in kernelc, reported, not hidden.
+    #[error("internal error: lowering produced an invalid kernel: {0}")]
+    InvalidKernel(#[from] ValidationError),
+}
+
+/// Lowers `spec` for a target with `caps`.
+pub fn lower(spec: &OpSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
+    spec.validate()?;
+    for sig in spec.inputs().iter().chain(spec.outputs().iter()) {
+        if !caps.supports(sig.dtype) {
+            return Err(LowerError::UnsupportedDtype {
+                op: spec.name(),
+                dtype: sig.dtype,
+            });
+        }
+    }
+    match spec {
+        OpSpec::Unary(s) => elementwise::unary(s, caps),
+        OpSpec::ActivationBackward(s) => elementwise::activation_backward(s, caps),
+        OpSpec::Binary(s) => elementwise::binary(s, caps),
+        OpSpec::Scalar(s) => elementwise::scalar(s, caps),
+        OpSpec::Where(s) => elementwise::where_(s, caps),
+        OpSpec::Cast(s) => elementwise::cast(s, caps),
+        OpSpec::Fill(s) => elementwise::fill(s, caps),
+        other => Err(LowerError::NotLowered(other.kind().name())),
+    }
+}
+
+/// Kinds [`lower`] handles today.
+pub fn lowered_kinds() -> Vec<OpKind> {
+    OpKind::ALL
+        .iter()
+        .copied()
+        .filter(|k| {
+            !matches!(
+                lower(&k.example(), &TargetCaps::cpu()),
+                Err(LowerError::NotLowered(_))
+            )
+        })
+        .collect()
+}

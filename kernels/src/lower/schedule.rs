@@ -1,0 +1,108 @@
+//! Schedule building blocks shared by every op family: how work is cut into
+//! workgroups, how a workgroup's invocations share it, and grids that respect the
+//! per-axis workgroup limit.
+//!
+//! The one idiom everything uses: a workgroup owns a contiguous chunk of items, and
+//! its invocations walk the chunk with a stride of the workgroup size. On a GPU
+//! (256 invocations) neighbouring invocations touch neighbouring items (coalesced); on
+//! a CPU (one invocation) the same loop is a plain contiguous loop.
+
+use super::{LowerError, TargetCaps};
+use kernelc_ir::builder::*;
+
+/// How `items` independent items are spread over a 1-D launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Grid1d {
+    /// Invocations per workgroup (along x).
+    pub invocations: u32,
+    /// Items one workgroup owns.
+    pub chunk: u32,
+    /// Number of workgroups in all.
+    pub workgroups: u32,
+    /// The launch grid: `workgroups` folded into x and y when x would exceed the limit.
+    pub grid: [u32; 3],
+    /// Total items.
+    pub items: u32,
+}
+
+/// Items a CPU workgroup (one invocation) owns: enough to amortise scheduling, few
+/// enough that both cores get many workgroups.
+const CPU_CHUNK: u32 = 4096;
+
+/// Plans `items` items with `per_invocation` items per GPU invocation.
+pub fn plan_1d(items: u64, caps: &TargetCaps, per_invocation: u32) -> Result<Grid1d, LowerError> {
+    let items = u32::try_from(items).map_err(|_| LowerError::TooLarge {
+        what: "element count".into(),
+        value: items,
+        limit: u32::MAX as u64,
+    })?;
+    let invocations = caps.invocations_1d();
+    let chunk = if caps.is_serial() {
+        CPU_CHUNK
+    } else {
+        invocations * per_invocation.max(1)
+    };
+    let workgroups = items.div_ceil(chunk).max(1);
+    let grid = fold_grid(workgroups, caps)?;
+    Ok(Grid1d {
+        invocations,
+        chunk,
+        workgroups,
+        grid,
+        items,
+    })
+}
+
+/// Folds a workgroup count into (x, y) so that no axis exceeds the device limit.
+pub fn fold_grid(workgroups: u32, caps: &TargetCaps) -> Result<[u32; 3], LowerError> {
+    let limit = caps.max_workgroups_per_dimension.max(1);
+    if workgroups <= limit {
+        return Ok([workgroups, 1, 1]);
+    }
+    let y = workgroups.div_ceil(limit);
+    if y > limit {
+        return Err(LowerError::TooLarge {
+            what: "workgroup count".into(),
+            value: workgroups as u64,
+            limit: limit as u64 * limit as u64,
+        });
+    }
+    Ok([workgroups.div_ceil(y), y, 1])
+}
+
+/// The workgroup's index in a grid made by [`fold_grid`] (row-major over x, y).
+pub fn linear_workgroup(grid: [u32; 3]) -> E {
+    if grid[1] == 1 {
+        workgroup_id(0)
+    } else {
+        workgroup_id(1) * grid[0] + workgroup_id(0)
+    }
+}
+
+impl Grid1d {
+    /// Calls `body(f, item)` for every item this invocation owns. Workgroups that fall
+    /// past the end (a folded grid has a few) do nothing.
+    pub fn for_each_item(&self, f: &mut Body, body: impl FnOnce(&mut Body, E)) {
+        let wg = f.let_("wg", linear_workgroup(self.grid));
+        let base = f.let_("base", wg * self.chunk);
+        let start = if self.invocations == 1 {
+            base.clone()
+        } else {
+            base.clone() + local_id(0)
+        };
+        // `items - base` cannot wrap: it is only used when base < items.
+        let end = f.let_(
+            "end",
+            base.clone().lt(self.items).select(
+                base.clone() + (E::from(self.items) - base).min(self.chunk),
+                0u32,
+            ),
+        );
+        f.for_("i", start, end, self.invocations, body);
+    }
+
+    /// The workgroup size to declare.
+    pub fn workgroup_size(&self) -> [u32; 3] {
+        [self.invocations, 1, 1]
+    }
+}

@@ -1,0 +1,140 @@
+//! Cross-target conformance: every op of the catalogue, at several shapes and dtypes,
+//! on every executor available here, against the f64 reference under the tolerance
+//! table (`kernelc::kernels::tolerance`, stated in docs/semantics.md).
+//!
+//! Executors today: the reference interpreter running plans lowered for CPU-like caps
+//! (one invocation per workgroup) and for GPU-like caps (256 invocations, shared-memory
+//! tiles). Device executors join this same table as their targets land.
+
+use kernelc::kernels::conformance::{cases, check, Executor, Failure, Interpreter};
+use kernelc::kernels::lower::TargetCaps;
+use kernelc::kernels::spec::{OpKind, OpSpec};
+
+const SEED: u64 = 0x5eed;
+
+/// Runs every case on `exec`; panics with the full list of failures.
+fn conform(exec: &dyn Executor, caps: &TargetCaps, specs: &[OpSpec]) {
+    let mut failures = Vec::new();
+    let mut skipped = 0;
+    let mut passed = 0;
+    for spec in specs {
+        // A dtype the target lacks is a typed refusal, not a failure.
+        let dtype_ok = spec
+            .inputs()
+            .iter()
+            .chain(spec.outputs().iter())
+            .all(|s| caps.supports(s.dtype));
+        if !dtype_ok {
+            skipped += 1;
+            continue;
+        }
+        match check(exec, spec, SEED) {
+            Ok(()) => passed += 1,
+            Err(f) => failures.push(format!(
+                "{} {}: {f}",
+                spec.name(),
+                serde_json::to_string(spec).unwrap_or_default()
+            )),
+        }
+    }
+    println!(
+        "{}: {passed} passed, {skipped} skipped (dtype unsupported by the caps)",
+        exec.name()
+    );
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases failed on {}:\n{}",
+        failures.len(),
+        specs.len(),
+        exec.name(),
+        failures.join("\n")
+    );
+}
+
+/// The cases of every lowered kind; `KERNELC_KINDS=gemm,softmax` narrows the run.
+fn lowered_cases() -> Vec<OpSpec> {
+    let lowered = kernelc::kernels::lower::lowered_kinds();
+    let only = std::env::var("KERNELC_KINDS").ok();
+    let wanted = |k: OpKind| {
+        only.as_deref()
+            .is_none_or(|list| list.split(',').any(|n| n.trim() == k.name()))
+    };
+    cases::all()
+        .into_iter()
+        .filter(|s| lowered.contains(&s.kind()) && wanted(s.kind()))
+        .collect()
+}
+
+#[test]
+fn interpreter_with_cpu_caps() {
+    let caps = TargetCaps::cpu();
+    conform(
+        &Interpreter::new("interp/cpu-caps", caps.clone()),
+        &caps,
+        &lowered_cases(),
+    );
+}
+
+#[test]
+fn interpreter_with_gpu_caps() {
+    let caps = TargetCaps::cuda_sm90();
+    conform(
+        &Interpreter::new("interp/gpu-caps", caps.clone()),
+        &caps,
+        &lowered_cases(),
+    );
+}
+
+/// Every kind has at least three cases in the table.
+#[test]
+fn every_kind_has_three_cases() {
+    for kind in OpKind::ALL {
+        let n = cases::for_kind(*kind).len();
+        assert!(n >= 3, "{} has {n} cases", kind.name());
+    }
+}
+
+/// Which kinds lower today. Growing this list is progress; shrinking it is a regression.
+#[test]
+fn lowered_kinds_are_the_expected_ones() {
+    let names: Vec<&str> = kernelc::kernels::lower::lowered_kinds()
+        .iter()
+        .map(|k| k.name())
+        .collect();
+    let expected = [
+        "unary",
+        "activation_backward",
+        "binary",
+        "scalar",
+        "where",
+        "cast",
+        "fill",
+    ];
+    assert_eq!(names, expected);
+}
+
+/// A failing case reports a mismatch, not a pass: the harness can fail.
+#[test]
+fn harness_catches_a_wrong_result() {
+    struct Wrong;
+    impl Executor for Wrong {
+        fn name(&self) -> String {
+            "wrong".into()
+        }
+        fn run(
+            &self,
+            spec: &OpSpec,
+            inputs: &[kernelc::ir::HostBuffer],
+        ) -> Result<Vec<kernelc::ir::HostBuffer>, String> {
+            let mut out = Interpreter::new("inner", TargetCaps::cpu()).run(spec, inputs)?;
+            let first = &mut out[0].data[0];
+            *first = kernelc::ir::Scalar::from_f64(first.ty(), first.to_f64() + 0.5);
+            Ok(out)
+        }
+    }
+    let spec = cases::for_kind(OpKind::Binary).remove(2);
+    assert!(matches!(
+        check(&Wrong, &spec, SEED),
+        Err(Failure::Mismatch(_))
+    ));
+}
