@@ -4,7 +4,8 @@
 //!
 //! Executors today: the reference interpreter running plans lowered for CPU-like caps
 //! (one invocation per workgroup) and for GPU-like caps (256 invocations, shared-memory
-//! tiles). Device executors join this same table as their targets land.
+//! tiles), and the CPU device (Cranelift JIT through the runtime). Other devices join
+//! this same table as their targets land.
 
 use kernelc::kernels::conformance::{cases, check, Executor, Failure, Interpreter};
 use kernelc::kernels::lower::TargetCaps;
@@ -73,6 +74,16 @@ fn interpreter_with_cpu_caps() {
         &caps,
         &lowered_cases(),
     );
+}
+
+/// The CPU device: the kernels JIT-compiled by Cranelift, through the runtime.
+#[test]
+fn cpu_device() {
+    use kernelc::runtime::{cache::DiskCache, Device, Runtime};
+    let mut rt = Runtime::with_device(Device::cpu(), DiskCache::off());
+    rt.set_poison_outputs(true);
+    let caps = rt.caps().clone();
+    conform(&rt, &caps, &lowered_cases());
 }
 
 #[test]

@@ -28,6 +28,21 @@ pub fn is_index(_spec: &OpSpec, name: &str) -> bool {
 
 /// The domain of input `name` (of dtype `dtype`) of `spec`.
 pub fn domain(spec: &OpSpec, name: &str, dtype: ScalarType) -> Domain {
+    // Cross-entropy targets include one id past each end (-1 where the dtype has it):
+    // out-of-range targets give NaN loss and no one-hot term.
+    if let OpSpec::CrossEntropy(s) = spec {
+        if name == "targets" {
+            let lo = if s.index_dtype == ScalarType::U32 {
+                0
+            } else {
+                -1
+            };
+            return Domain::Int(lo, s.classes as i64);
+        }
+    }
+    if let Some(d) = lookup_index_domain(spec, name, dtype) {
+        return d;
+    }
     if let Some(range) = index_range(spec, name) {
         return Domain::Int(0, range as i64 - 1);
     }
@@ -111,6 +126,9 @@ pub fn generate(spec: &OpSpec, seed: u64) -> Vec<Vec<f64>> {
         .iter()
         .enumerate()
         .map(|(k, sig)| {
+            if let Some(v) = pool_indices(spec, sig, seed, k) {
+                return v;
+            }
             let d = domain(spec, &sig.name, sig.dtype);
             let mut values: Vec<f64> = (0..sig.numel()).map(|i| draw(d, seed, k, i)).collect();
             // Never all zeros: a kernel that ignores an input must not pass by luck.
@@ -124,4 +142,67 @@ pub fn generate(spec: &OpSpec, seed: u64) -> Vec<Vec<f64>> {
             values
         })
         .collect()
+}
+
+/// Indices of max-pool backward. With a window they are what the forward writes: each
+/// output's index is a random in-image element of its own window (`iy·W + ix`).
+/// Without one any value is routed by the reference: some reach past both ends of the
+/// plane (skipped), and f32 ones are fractional (truncated toward zero).
+fn pool_indices(spec: &OpSpec, sig: &TensorSig, seed: u64, k: usize) -> Option<Vec<f64>> {
+    let OpSpec::Pool2dBackward(s) = spec else {
+        return None;
+    };
+    if sig.name != "indices" || s.kind != PoolKind::Max {
+        return None;
+    }
+    let Some(w) = s.window else {
+        let len = (s.height * s.width) as i64;
+        let d = match sig.dtype {
+            ScalarType::F32 => Domain::Real(-2.0, len as f64 + 2.0),
+            ScalarType::U32 => Domain::Int(0, len + 1),
+            _ => Domain::Int(-2, len + 1),
+        };
+        return Some((0..sig.numel()).map(|i| draw(d, seed, k, i)).collect());
+    };
+    // The in-image range of output `o`'s window along dimension `d`.
+    let range = |d: usize, o: usize, size: usize| {
+        let start = o * w.stride[d];
+        let lo = start.max(w.padding[d]) - w.padding[d];
+        let hi = (start + w.kernel[d]).min(size + w.padding[d]) - w.padding[d];
+        (lo, hi.max(lo + 1))
+    };
+    let planes = s.batch * s.channels;
+    let mut out = Vec::with_capacity(planes * s.out_height * s.out_width);
+    for i in 0..planes * s.out_height * s.out_width {
+        let (oy, ox) = ((i / s.out_width) % s.out_height, i % s.out_width);
+        let (y0, y1) = range(0, oy, s.height);
+        let (x0, x1) = range(1, ox, s.width);
+        let taps = (y1 - y0) * (x1 - x0);
+        let r = draw(Domain::Int(0, taps as i64 - 1), seed, k, i) as usize;
+        out.push(((y0 + r / (x1 - x0)) * s.width + x0 + r % (x1 - x0)) as f64);
+    }
+    Some(out)
+}
+
+/// Gather/scatter indices and rope positions reach past both ends (negative ones count
+/// from the end for gather/scatter and are out of range for rope; out of range reads 0
+/// or is skipped), and f32 indices are fractional (truncated toward zero).
+fn lookup_index_domain(spec: &OpSpec, name: &str, dtype: ScalarType) -> Option<Domain> {
+    let (len, signed_lo) = match spec {
+        OpSpec::Gather(s) if name == "indices" => {
+            let n = *s.data.get(s.axis)? as i64;
+            (n, -n - 2)
+        }
+        OpSpec::Scatter(s) if name == "indices" => {
+            let n = *s.data.get(s.axis)? as i64;
+            (n, -n - 2)
+        }
+        OpSpec::Rope(s) if name == "positions" => (s.max_positions as i64, -2),
+        _ => return None,
+    };
+    Some(match dtype {
+        ScalarType::U32 => Domain::Int(0, len + 1),
+        ScalarType::F32 => Domain::Real(signed_lo as f64, (len + 2) as f64),
+        _ => Domain::Int(signed_lo, len + 1),
+    })
 }

@@ -426,7 +426,6 @@ fn rng_normal(b: &mut Body, n: &Num, scheme: RngScheme, seed: u64, step: u64, i:
 }
 
 /// Whether dropout keeps counter `i`: `(bits >> 8) >= ceil(p * 2^24)`.
-#[allow(dead_code)] // used by the dropout lowering
 pub(crate) fn rng_keep(b: &mut Body, scheme: RngScheme, seed: u64, step: u64, p: f64, i: E) -> E {
     let bits = rng_bits(b, scheme, seed, step, i);
     (bits >> 8u32).ge(dropout_threshold(p))

@@ -1,0 +1,217 @@
+//! Loads and stores, each checked against the memory's static length.
+//!
+//! An access of `lanes` elements at `index` is done only when
+//! `index <= len - lanes` (and, for vectors, `index % lanes == 0`): one compare (plus
+//! an `and` for vectors) and one branch. Otherwise a cold block ORs
+//! [`status::OUT_OF_BOUNDS`](crate::cpu::status::OUT_OF_BOUNDS) or
+//! [`status::UNALIGNED`](crate::cpu::status::UNALIGNED) into the status word and skips
+//! the access (a load yields zeros). Literal indices were checked by the validator and
+//! get no check.
+
+use super::value::Val;
+use super::{internal, Lower};
+use crate::cpu::repr::memory_clif;
+use crate::cpu::status;
+use crate::CodegenError;
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::{types, BlockArg, InstBuilder, MemFlagsData, Value};
+use cranelift_module::Module;
+use kernelc_ir::{Memory, Scalar, ScalarType, Type};
+
+/// Flags of a checked access: in bounds by construction, maybe not 16-byte aligned.
+fn access_flags() -> MemFlagsData {
+    MemFlagsData::new().with_notrap()
+}
+
+impl<M: Module> Lower<'_, '_, M> {
+    fn memory_of(&self, mem: Memory) -> Result<(Value, ScalarType, u64), CodegenError> {
+        let (elem, len) = self
+            .kernel
+            .memory(mem)
+            .ok_or_else(|| internal(format!("unknown memory {mem:?}")))?;
+        let base = match mem {
+            Memory::Buffer(p) => self.buffers.get(p.0 as usize).copied().flatten(),
+            Memory::Shared(s) => self.shared.get(s.0 as usize).copied(),
+        };
+        let base = base.ok_or_else(|| internal(format!("no base address for {mem:?}")))?;
+        Ok((base, elem, len))
+    }
+
+    /// Whether a literal index is known to be valid (the validator checked it).
+    fn statically_valid(lit: Option<Scalar>, lanes: u8, len: u64) -> bool {
+        match lit {
+            Some(Scalar::U32(i)) => i % lanes as u32 == 0 && i as u64 + lanes as u64 <= len,
+            _ => false,
+        }
+    }
+
+    /// `(ok, in_bounds)`: whether the access may proceed, and whether it is in bounds.
+    fn access_ok(&mut self, index: Value, lanes: u8, len: u64) -> (Value, Value) {
+        let lanes64 = lanes as u64;
+        let in_bounds = if len < lanes64 {
+            self.iconst(types::I8, 0)
+        } else if len - lanes64 >= u32::MAX as u64 {
+            self.iconst(types::I8, 1)
+        } else {
+            let limit = self.iconst(types::I32, len - lanes64);
+            self.b
+                .ins()
+                .icmp(IntCC::UnsignedLessThanOrEqual, index, limit)
+        };
+        if lanes == 1 {
+            return (in_bounds, in_bounds);
+        }
+        let low = self.b.ins().band_imm_u(index, lanes as i64 - 1);
+        let aligned = self.b.ins().icmp_imm_u(IntCC::Equal, low, 0);
+        (self.b.ins().band(in_bounds, aligned), in_bounds)
+    }
+
+    /// In the failure block of an access: records why it failed.
+    fn raise_access_fault(&mut self, in_bounds: Value) {
+        let unaligned = self.iconst(types::I32, status::UNALIGNED as u64);
+        let oob = self.iconst(types::I32, status::OUT_OF_BOUNDS as u64);
+        let bits = self.b.ins().select(in_bounds, unaligned, oob);
+        self.raise(bits);
+    }
+
+    /// The address of element `index` of a memory at `base`.
+    fn element_addr(&mut self, base: Value, index: Value, elem: ScalarType) -> Value {
+        let wide = if self.ptr_ty.bits() > 32 {
+            self.b.ins().uextend(self.ptr_ty, index)
+        } else {
+            index
+        };
+        let offset = self.b.ins().imul_imm_u(wide, elem.size_bytes() as i64);
+        self.b.ins().iadd(base, offset)
+    }
+
+    pub(crate) fn load(
+        &mut self,
+        mem: Memory,
+        index: Value,
+        lit: Option<Scalar>,
+        lanes: u8,
+    ) -> Result<Val, CodegenError> {
+        let (base, elem, len) = self.memory_of(mem)?;
+        let ty = Type::vector(elem, lanes);
+        if Self::statically_valid(lit, lanes, len) {
+            return Ok(self.raw_load(base, index, ty));
+        }
+        let (ok, in_bounds) = self.access_ok(index, lanes, len);
+        let ok_b = self.b.create_block();
+        let fail_b = self.b.create_block();
+        let merge = self.b.create_block();
+        self.b.set_cold_block(fail_b);
+        let result_types = self.canonical_types(ty);
+        for &t in &result_types {
+            self.b.append_block_param(merge, t);
+        }
+        self.b.ins().brif(ok, ok_b, &[], fail_b, &[]);
+
+        self.b.switch_to_block(ok_b);
+        let v = self.raw_load(base, index, ty);
+        let values: Vec<BlockArg> = self.canonical(&v).into_iter().map(BlockArg::from).collect();
+        self.b.ins().jump(merge, &values);
+
+        self.b.switch_to_block(fail_b);
+        self.raise_access_fault(in_bounds);
+        let zeros: Vec<BlockArg> = result_types
+            .iter()
+            .map(|&t| BlockArg::from(self.zero_of(t)))
+            .collect();
+        self.b.ins().jump(merge, &zeros);
+
+        self.b.switch_to_block(merge);
+        let params = self.b.block_params(merge).to_vec();
+        Ok(self.rebuild(ty, params))
+    }
+
+    fn raw_load(&mut self, base: Value, index: Value, ty: Type) -> Val {
+        let elem = ty.scalar;
+        let addr = self.element_addr(base, index, elem);
+        if let Some((chunk, n)) = self.layout(ty) {
+            let chunks = (0..n)
+                .map(|c| {
+                    self.b
+                        .ins()
+                        .load(chunk, access_flags(), addr, c as i32 * 16)
+                })
+                .collect();
+            return Val::packed(ty, chunks);
+        }
+        let size = elem.size_bytes() as i32;
+        let mut lanes = Vec::with_capacity(ty.lanes as usize);
+        for l in 0..ty.lanes as i32 {
+            let v = self
+                .b
+                .ins()
+                .load(memory_clif(elem), access_flags(), addr, l * size);
+            lanes.push(if elem == ScalarType::Bool {
+                self.b.ins().icmp_imm_u(IntCC::NotEqual, v, 0)
+            } else {
+                v
+            });
+        }
+        Val::lanes(ty, lanes)
+    }
+
+    pub(crate) fn store(
+        &mut self,
+        mem: Memory,
+        index: Value,
+        lit: Option<Scalar>,
+        value: &Val,
+    ) -> Result<(), CodegenError> {
+        let (base, elem, len) = self.memory_of(mem)?;
+        if value.ty.scalar != elem {
+            return Err(internal(format!(
+                "storing {} into memory of {elem}",
+                value.ty
+            )));
+        }
+        let lanes = value.ty.lanes;
+        if Self::statically_valid(lit, lanes, len) {
+            self.raw_store(base, index, value);
+            return Ok(());
+        }
+        let (ok, in_bounds) = self.access_ok(index, lanes, len);
+        let ok_b = self.b.create_block();
+        let fail_b = self.b.create_block();
+        let merge = self.b.create_block();
+        self.b.set_cold_block(fail_b);
+        self.b.ins().brif(ok, ok_b, &[], fail_b, &[]);
+
+        self.b.switch_to_block(ok_b);
+        self.raw_store(base, index, value);
+        self.b.ins().jump(merge, &[]);
+
+        self.b.switch_to_block(fail_b);
+        self.raise_access_fault(in_bounds);
+        self.b.ins().jump(merge, &[]);
+
+        self.b.switch_to_block(merge);
+        Ok(())
+    }
+
+    fn raw_store(&mut self, base: Value, index: Value, value: &Val) {
+        let elem = value.ty.scalar;
+        let addr = self.element_addr(base, index, elem);
+        if let Some(chunks) = self.packed_of(value) {
+            for (c, chunk) in chunks.into_iter().enumerate() {
+                self.b
+                    .ins()
+                    .store(access_flags(), chunk, addr, c as i32 * 16);
+            }
+            return;
+        }
+        let size = elem.size_bytes() as i32;
+        for (l, v) in self.lanes_of(value).into_iter().enumerate() {
+            let v = if elem == ScalarType::Bool {
+                self.b.ins().uextend(types::I32, v)
+            } else {
+                v
+            };
+            self.b.ins().store(access_flags(), v, addr, l as i32 * size);
+        }
+    }
+}

@@ -1,0 +1,29 @@
+//! The error every emitter returns.
+
+use kernelc_ir::ValidationError;
+use thiserror::Error;
+
+/// Why a kernel could not be compiled for a target.
+#[derive(Clone, Debug, Error, PartialEq)]
+pub enum CodegenError {
+    /// The kernel failed validation (emitters only take valid kernels).
+    #[error(transparent)]
+    Invalid(#[from] ValidationError),
+
+    /// The kernel is valid IR, but uses something this target cannot express.
+    #[error("target `{target}` does not support {construct}")]
+    Unsupported {
+        target: &'static str,
+        /// What was not supported, in words (e.g. "a barrier in a workgroup of 64
+        /// invocations").
+        construct: String,
+    },
+
+    /// The code generator of the target (Cranelift, naga, LLVM, ...) failed. This is a
+    /// bug in kernelc or in that generator, never in the kernel.
+    #[error("target `{target}`: code generation failed: {message}")]
+    Backend {
+        target: &'static str,
+        message: String,
+    },
+}

@@ -1,0 +1,1936 @@
+//! The CPU target against the reference interpreter: every kernel here runs on both,
+//! and the buffers must agree bit for bit (NaNs compare equal whatever their payload:
+//! neither the IR nor the hardware promises payloads).
+
+use half::{bf16, f16};
+use kernelc_codegen::cpu::{self, AlignedBytes, CpuArg, CpuKernel, LaunchError};
+use kernelc_codegen::CodegenError;
+use kernelc_ir::builder::*;
+use kernelc_ir::interp::{run, Arg, HostBuffer, InterpError};
+use kernelc_ir::{Access, Kernel, MathFn, Scalar, ScalarType, Type};
+use ScalarType::{Bf16, Bool, F16, F32, F64, I32, I64, U32};
+
+// ---------------------------------------------------------------------------------------
+// Harness
+// ---------------------------------------------------------------------------------------
+
+/// A small deterministic generator.
+struct Lcg(u64);
+
+impl Lcg {
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let x = self.0;
+        (x ^ (x >> 29)).wrapping_mul(0xbf58476d1ce4e5b9) ^ (x >> 32)
+    }
+    fn next_u32(&mut self) -> u32 {
+        (self.next_u64() >> 16) as u32
+    }
+    fn f32(&mut self) -> f32 {
+        (self.next_u32() as f32 / (1u64 << 31) as f32) - 1.0
+    }
+}
+
+fn is_nan(s: Scalar) -> bool {
+    match s {
+        Scalar::F16(b) => f16::from_bits(b).is_nan(),
+        Scalar::Bf16(b) => bf16::from_bits(b).is_nan(),
+        Scalar::F32(b) => f32::from_bits(b).is_nan(),
+        Scalar::F64(b) => f64::from_bits(b).is_nan(),
+        _ => false,
+    }
+}
+
+fn same(a: Scalar, b: Scalar) -> bool {
+    a == b || (is_nan(a) && is_nan(b))
+}
+
+fn compile(kernel: &Kernel) -> CpuKernel {
+    match cpu::compile(kernel) {
+        Ok(k) => k,
+        Err(e) => panic!("cpu::compile failed: {e}\n{kernel}"),
+    }
+}
+
+/// Runs `kernel` on the interpreter and (with 1 and with 2 threads) on the JIT, and
+/// checks that every buffer agrees. Returns the interpreter's arguments after the run.
+fn check(kernel: &Kernel, grid: [u32; 3], args: &[Arg]) -> Vec<Arg> {
+    let mut want = args.to_vec();
+    if let Err(e) = run(kernel, grid, &mut want) {
+        panic!("interpreter failed: {e}\n{kernel}");
+    }
+    let compiled = compile(kernel);
+    for threads in [1, 2] {
+        let mut got = args.to_vec();
+        if let Err(e) = launch_host_threads(&compiled, grid, &mut got, threads) {
+            panic!("JIT launch failed: {e}\n{kernel}");
+        }
+        compare(kernel, &want, &got, args);
+    }
+    want
+}
+
+fn launch_host_threads(
+    k: &CpuKernel,
+    grid: [u32; 3],
+    args: &mut [Arg],
+    threads: usize,
+) -> Result<(), LaunchError> {
+    if threads == 0 {
+        return k.launch_host(grid, args);
+    }
+    let mut storage: Vec<Option<AlignedBytes>> = args
+        .iter()
+        .map(|a| a.as_buffer().map(AlignedBytes::from_host))
+        .collect();
+    let mut cpu_args: Vec<CpuArg<'_>> = storage
+        .iter_mut()
+        .zip(args.iter())
+        .map(|(st, a)| match (st, a) {
+            (Some(bytes), Arg::Buffer(b)) => CpuArg::buffer(b.elem, bytes.as_mut_bytes()),
+            (_, Arg::Scalar(s)) => CpuArg::Scalar(*s),
+            _ => unreachable!(),
+        })
+        .collect();
+    let r = k.launch_with_threads(grid, &mut cpu_args, threads);
+    drop(cpu_args);
+    for (st, a) in storage.iter().zip(args.iter_mut()) {
+        if let (Some(bytes), Arg::Buffer(b)) = (st, a) {
+            *b = bytes.to_host(b.elem);
+        }
+    }
+    r
+}
+
+fn compare(kernel: &Kernel, want: &[Arg], got: &[Arg], inputs: &[Arg]) {
+    for (p, (w, g)) in want.iter().zip(got).enumerate() {
+        let (Some(w), Some(g)) = (w.as_buffer(), g.as_buffer()) else {
+            continue;
+        };
+        assert_eq!(w.len(), g.len());
+        for (i, (&a, &b)) in w.data.iter().zip(&g.data).enumerate() {
+            if !same(a, b) {
+                let shown: Vec<String> = inputs
+                    .iter()
+                    .filter_map(|a| a.as_buffer())
+                    .map(|buf| format!("{:?}", buf.data.get(i)))
+                    .collect();
+                panic!(
+                    "kernel `{}`: buffer {p} element {i}: interpreter {a:?}, JIT {b:?} \
+                     (inputs at {i}: {})\n{kernel}",
+                    kernel.name,
+                    shown.join(", ")
+                );
+            }
+        }
+    }
+}
+
+/// Interesting values of a type first, then random bit patterns, `n` in all.
+fn values(ty: ScalarType, n: usize, rng: &mut Lcg) -> Vec<Scalar> {
+    let special: Vec<Scalar> = match ty {
+        Bool => vec![Scalar::Bool(false), Scalar::Bool(true)],
+        I32 => [
+            0,
+            1,
+            -1,
+            2,
+            -2,
+            7,
+            31,
+            32,
+            33,
+            i32::MIN,
+            i32::MAX,
+            i32::MIN + 1,
+            100000,
+        ]
+        .map(Scalar::I32)
+        .to_vec(),
+        U32 => [
+            0,
+            1,
+            2,
+            7,
+            31,
+            32,
+            33,
+            0x8000_0000,
+            u32::MAX,
+            u32::MAX - 1,
+            65535,
+        ]
+        .map(Scalar::U32)
+        .to_vec(),
+        I64 => [
+            0,
+            1,
+            -1,
+            63,
+            64,
+            i64::MIN,
+            i64::MAX,
+            1 << 40,
+            -(1 << 53) - 1,
+            (1 << 53) + 1,
+            i32::MIN as i64,
+            u32::MAX as i64 + 1,
+        ]
+        .map(Scalar::I64)
+        .to_vec(),
+        F32 => [
+            0.0f32,
+            -0.0,
+            1.0,
+            -1.0,
+            0.5,
+            -2.5,
+            3.5,
+            f32::NAN,
+            -f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::MIN_POSITIVE,
+            1e-45,
+            -1e-40,
+            f32::MAX,
+            f32::MIN,
+            1e10,
+            -3e9,
+            2147483648.0,
+            4294967296.0,
+            65504.0,
+            65520.0,
+            1e-7,
+            100.0,
+            0.1,
+            std::f32::consts::PI,
+        ]
+        .map(Scalar::f32)
+        .to_vec(),
+        F64 => [
+            0.0f64,
+            -0.0,
+            1.0,
+            -1.0,
+            0.5,
+            -2.5,
+            3.5,
+            f64::NAN,
+            -f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::MIN_POSITIVE,
+            5e-324,
+            -1e-310,
+            f64::MAX,
+            f64::MIN,
+            1e300,
+            -3e9,
+            2147483648.0,
+            9.3e18,
+            -9.3e18,
+            65520.0,
+            1e-7,
+            100.0,
+            0.1,
+            std::f64::consts::PI,
+        ]
+        .map(Scalar::f64)
+        .to_vec(),
+        F16 => [
+            0x0000u16, 0x8000, 0x3C00, 0xBC00, 0x3800, 0x7E00, 0xFE00, 0x7C01, 0x7C00, 0xFC00,
+            0x0001, 0x03FF, 0x0400, 0x7BFF, 0xFBFF, 0x4500, 0xC900, 0x3555,
+        ]
+        .map(Scalar::F16)
+        .to_vec(),
+        Bf16 => [
+            0x0000u16, 0x8000, 0x3F80, 0xBF80, 0x3F00, 0x7FC0, 0xFFC0, 0x7F81, 0x7F80, 0xFF80,
+            0x0001, 0x007F, 0x0080, 0x7F7F, 0xFF7F, 0x40A0, 0xC120, 0x3EAB,
+        ]
+        .map(Scalar::Bf16)
+        .to_vec(),
+    };
+    let mut out: Vec<Scalar> = special.into_iter().take(n).collect();
+    while out.len() < n {
+        let bits = rng.next_u64();
+        out.push(match ty {
+            Bool => Scalar::Bool(bits & 1 == 1),
+            I32 => Scalar::I32(bits as i32),
+            U32 => Scalar::U32(bits as u32),
+            I64 => Scalar::I64(bits as i64),
+            F16 => Scalar::F16(bits as u16),
+            Bf16 => Scalar::Bf16(bits as u16),
+            // Mostly ordinary magnitudes, sometimes any bit pattern.
+            F32 if bits % 4 == 0 => Scalar::F32(bits as u32),
+            F32 => Scalar::f32(rng.f32() * [1.0, 10.0, 1e4, 1e-3][(bits >> 8) as usize % 4]),
+            F64 if bits % 4 == 0 => Scalar::F64(bits),
+            F64 => Scalar::f64(rng.f32() as f64 * [1.0, 10.0, 1e4, 1e-3][(bits >> 8) as usize % 4]),
+        });
+    }
+    out
+}
+
+fn buffer(ty: ScalarType, data: Vec<Scalar>) -> Arg {
+    Arg::Buffer(HostBuffer::new(ty, data))
+}
+
+/// A poisoned output buffer (never all zeros).
+fn poison(ty: ScalarType, n: usize) -> Arg {
+    let v = match ty {
+        Bool => Scalar::Bool(true),
+        I32 => Scalar::I32(-7),
+        U32 => Scalar::U32(0xDEAD_BEEF),
+        I64 => Scalar::I64(-77),
+        F16 => Scalar::F16(0x7E01),
+        Bf16 => Scalar::Bf16(0x7FC1),
+        F32 => Scalar::f32(f32::NAN),
+        F64 => Scalar::f64(f64::NAN),
+    };
+    Arg::Buffer(HostBuffer::filled(ty, n, v))
+}
+
+/// `out[k] = f(ins[0][k], ins[1][k], ...)` over `n` values of type `ty` (vectors of
+/// `ty.lanes`), one workgroup of one invocation looping over the values.
+fn elementwise(
+    name: &str,
+    ins: &[Type],
+    out_scalar: ScalarType,
+    n: u32,
+    f: impl FnOnce(Vec<E>) -> E,
+) -> Kernel {
+    let lanes = ins[0].lanes;
+    let len = (n * lanes as u32) as u64;
+    let mut k = KernelBuilder::new(name, [1, 1, 1]);
+    let bufs: Vec<Mem> = ins
+        .iter()
+        .enumerate()
+        .map(|(i, t)| k.buffer(format!("in{i}"), t.scalar, len, Access::Read))
+        .collect();
+    let out = k.buffer("out", out_scalar, len, Access::Write);
+    k.build(|b| {
+        b.for_("i", 0u32, n, 1, |b, i| {
+            let idx = b.let_("idx", i * lanes as u32);
+            let args = bufs.iter().map(|m| m.load(idx.clone(), lanes)).collect();
+            b.store(out, idx, f(args));
+        });
+    })
+    .unwrap_or_else(|e| panic!("kernel `{name}` is invalid: {e}"))
+}
+
+/// Runs an elementwise kernel on `n` (vectors of) values per input, drawn by `values`.
+fn check_elementwise(
+    name: &str,
+    ins: &[Type],
+    out: ScalarType,
+    n: u32,
+    rng: &mut Lcg,
+    f: impl FnOnce(Vec<E>) -> E,
+) {
+    let kernel = elementwise(name, ins, out, n, f);
+    let lanes = ins[0].lanes as usize;
+    let count = n as usize * lanes;
+    let mut args: Vec<Arg> = ins
+        .iter()
+        .map(|t| buffer(t.scalar, values(t.scalar, count, rng)))
+        .collect();
+    // Pair every special value with every other across inputs: rotate the second input.
+    if ins.len() > 1 {
+        if let Some(b) = args[1].as_buffer_mut() {
+            b.data.rotate_left(3);
+        }
+    }
+    args.push(poison(out, count));
+    check(&kernel, [1, 1, 1], &args);
+}
+
+// ---------------------------------------------------------------------------------------
+// Kernels from the schedules: vector add, reduction
+// ---------------------------------------------------------------------------------------
+
+const SIZES: [u32; 4] = [1, 7, 255, 1000];
+
+/// Vector add as the CPU schedule writes it: one invocation per workgroup, each owning
+/// a chunk of `chunk` items.
+fn vec_add_chunked(n: u32, chunk: u32) -> Kernel {
+    let mut k = KernelBuilder::new("vec_add_chunked", [1, 1, 1]);
+    let a = k.buffer("a", F32, n as u64, Access::Read);
+    let b = k.buffer("b", F32, n as u64, Access::Read);
+    let c = k.buffer("c", F32, n as u64, Access::Write);
+    k.build(|f| {
+        let base = f.let_("base", workgroup_id(0) * chunk);
+        let end = f.let_(
+            "end",
+            base.clone()
+                .lt(n)
+                .select(base.clone() + (E::from(n) - base.clone()).min(chunk), 0u32),
+        );
+        f.for_("i", base, end, 1, |f, i| {
+            f.store(c, i.clone(), a.at(i.clone()) + b.at(i))
+        });
+    })
+    .expect("valid")
+}
+
+/// Vector add with 64 invocations per workgroup and a bounds guard.
+fn vec_add_wide(n: u32) -> Kernel {
+    let mut k = KernelBuilder::new("vec_add_wide", [64, 1, 1]);
+    let a = k.buffer("a", F32, n as u64, Access::Read);
+    let b = k.buffer("b", F32, n as u64, Access::Read);
+    let c = k.buffer("c", F32, n as u64, Access::Write);
+    k.build(|f| {
+        let i = f.let_("i", global_id(0));
+        f.if_(i.clone().lt(n), |f| {
+            f.store(c, i.clone(), a.at(i.clone()) + b.at(i))
+        });
+    })
+    .expect("valid")
+}
+
+fn f32_args(n: u32, rng: &mut Lcg) -> Vec<Arg> {
+    let a: Vec<f32> = (0..n).map(|_| rng.f32()).collect();
+    let b: Vec<f32> = (0..n).map(|_| rng.f32() * 100.0).collect();
+    vec![
+        Arg::Buffer(HostBuffer::from_f32(&a)),
+        Arg::Buffer(HostBuffer::from_f32(&b)),
+        poison(F32, n as usize),
+    ]
+}
+
+#[test]
+fn vector_add_one_invocation_chunked() {
+    let mut rng = Lcg(1);
+    for n in SIZES {
+        let chunk = 64;
+        let args = f32_args(n, &mut rng);
+        let want = check(&vec_add_chunked(n, chunk), [n.div_ceil(chunk), 1, 1], &args);
+        // And against plain Rust.
+        let (a, b) = (args[0].as_buffer().unwrap(), args[1].as_buffer().unwrap());
+        let c = want[2].as_buffer().unwrap().to_f32();
+        let (a, b) = (a.to_f32(), b.to_f32());
+        assert_eq!(c.len(), n as usize);
+        for (i, &ci) in c.iter().enumerate() {
+            assert_eq!(ci, a[i] + b[i]);
+        }
+    }
+}
+
+#[test]
+fn vector_add_64_invocations_without_barrier() {
+    let mut rng = Lcg(2);
+    for n in SIZES {
+        let args = f32_args(n, &mut rng);
+        check(&vec_add_wide(n), [n.div_ceil(64), 1, 1], &args);
+    }
+}
+
+#[test]
+fn vector_add_on_typed_slices() {
+    let n = 1000u32;
+    let k = compile(&vec_add_chunked(n, 64));
+    let mut a: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    let mut b: Vec<f32> = (0..n).map(|i| 0.5 * i as f32).collect();
+    let mut c = vec![f32::NAN; n as usize];
+    k.launch(
+        [n.div_ceil(64), 1, 1],
+        &mut [
+            CpuArg::from_slice(&mut a),
+            CpuArg::from_slice(&mut b),
+            CpuArg::from_slice(&mut c),
+        ],
+    )
+    .expect("launch");
+    for (i, &ci) in c.iter().enumerate() {
+        assert_eq!(ci, 1.5 * i as f32);
+    }
+}
+
+/// Per workgroup (one invocation): copy a chunk of 16 into shared memory, barrier,
+/// tree-reduce it there, write the sum.
+fn shared_reduction(n: u32, ty: ScalarType) -> Kernel {
+    const CHUNK: u32 = 16;
+    let groups = n.div_ceil(CHUNK);
+    let mut k = KernelBuilder::new("shared_reduction", [1, 1, 1]);
+    let input = k.buffer("input", ty, n as u64, Access::Read);
+    let out = k.buffer("out", ty, groups as u64, Access::Write);
+    let sh = k.shared("sh", ty, CHUNK);
+    k.build(|f| {
+        let base = f.let_("base", workgroup_id(0) * CHUNK);
+        f.for_("j", 0u32, CHUNK, 1, |f, j| {
+            let g = f.let_("g", base.clone() + j.clone());
+            f.if_else(
+                g.clone().lt(n),
+                |f| f.store(sh, j.clone(), input.at(g.clone())),
+                |f| f.store(sh, j.clone(), lit(ty, 0.0)),
+            );
+        });
+        f.barrier();
+        for stride in [8u32, 4, 2, 1] {
+            f.for_("s", 0u32, stride, 1, |f, s| {
+                f.store(sh, s.clone(), sh.at(s.clone()) + sh.at(s + stride));
+            });
+            f.barrier();
+        }
+        f.store(out, workgroup_id(0), sh.at(0u32));
+    })
+    .expect("valid")
+}
+
+#[test]
+fn shared_memory_reduction_one_invocation() {
+    let mut rng = Lcg(3);
+    for n in SIZES {
+        for ty in [U32, F32, F64, F16] {
+            let data = values(ty, n as usize, &mut rng)
+                .into_iter()
+                .map(|s| match s {
+                    // Keep the sums finite and NaN-free so the result is informative.
+                    Scalar::U32(v) => Scalar::U32(v % 1000),
+                    _ => Scalar::from_f64(ty, (rng.f32() * 8.0) as f64),
+                })
+                .collect();
+            let args = vec![buffer(ty, data), poison(ty, n.div_ceil(16) as usize)];
+            check(&shared_reduction(n, ty), [n.div_ceil(16), 1, 1], &args);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Math functions, casts, integer ops, floats
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn every_math_function_on_special_values() {
+    let mut rng = Lcg(4);
+    let shapes = [
+        Type::F32,
+        Type::F64,
+        Type::vector(F32, 4),
+        Type::vector(F64, 2),
+        Type::vector(F64, 4),
+        Type::vector(F32, 2),
+        Type::F16,
+        Type::BF16,
+        Type::vector(F16, 4),
+    ];
+    for ty in shapes {
+        for func in MathFn::ALL {
+            let ins = vec![ty; func.arity()];
+            let name = format!("math_{}_{}", func.name(), ty).replace(['<', '>'], "_");
+            check_elementwise(&name, &ins, ty.scalar, 64, &mut rng, |args| {
+                E(kernelc_ir::Expr::Math {
+                    func,
+                    args: args.into_iter().map(|a| a.0).collect(),
+                })
+            });
+        }
+    }
+}
+
+#[test]
+fn integer_math_functions() {
+    let mut rng = Lcg(5);
+    for ty in [
+        Type::I32,
+        Type::U32,
+        Type::I64,
+        Type::vector(I32, 4),
+        Type::vector(U32, 4),
+        Type::vector(I64, 2),
+        Type::vector(I64, 4),
+        Type::vector(U32, 2),
+    ] {
+        for func in [MathFn::Abs, MathFn::Min, MathFn::Max] {
+            let ins = vec![ty; func.arity()];
+            check_elementwise("int_math", &ins, ty.scalar, 40, &mut rng, |args| {
+                E(kernelc_ir::Expr::Math {
+                    func,
+                    args: args.into_iter().map(|a| a.0).collect(),
+                })
+            });
+        }
+    }
+}
+
+#[test]
+fn every_cast_pair() {
+    let mut rng = Lcg(6);
+    for from in ScalarType::ALL {
+        for to in ScalarType::ALL {
+            for lanes in [1u8, 4] {
+                let ty = Type::vector(from, lanes);
+                check_elementwise("cast", &[ty], to, 200, &mut rng, |a| a[0].clone().cast(to));
+            }
+        }
+    }
+}
+
+#[test]
+fn every_bitcast_pair() {
+    let mut rng = Lcg(7);
+    for from in ScalarType::ALL {
+        for to in ScalarType::ALL {
+            if from == Bool || to == Bool || from.size_bytes() != to.size_bytes() {
+                continue;
+            }
+            for lanes in [1u8, 2, 4] {
+                let ty = Type::vector(from, lanes);
+                check_elementwise("bitcast", &[ty], to, 50, &mut rng, |a| {
+                    a[0].clone().bitcast(to)
+                });
+            }
+        }
+    }
+}
+
+/// Replaces zero divisors by 1 and shift amounts by `amount % bits`, which the IR
+/// rejects at run time (tested separately).
+fn sanitize_rhs(op: &str, ty: ScalarType, data: &mut [Scalar]) {
+    for s in data.iter_mut() {
+        *s = match (op, *s) {
+            ("div" | "rem", Scalar::I32(0)) => Scalar::I32(1),
+            ("div" | "rem", Scalar::U32(0)) => Scalar::U32(1),
+            ("div" | "rem", Scalar::I64(0)) => Scalar::I64(1),
+            ("shl" | "shr", Scalar::U32(a)) => Scalar::U32(a % (ty.size_bytes() * 8)),
+            (_, other) => other,
+        };
+    }
+}
+
+#[test]
+fn integer_operators_wrap() {
+    let mut rng = Lcg(8);
+    type Op = fn(E, E) -> E;
+    let ops: [(&str, Op); 10] = [
+        ("add", |a, b| a + b),
+        ("sub", |a, b| a - b),
+        ("mul", |a, b| a * b),
+        ("div", |a, b| a / b),
+        ("rem", |a, b| a % b),
+        ("and", |a, b| a & b),
+        ("or", |a, b| a | b),
+        ("xor", |a, b| a ^ b),
+        ("shl", |a, b| a << b),
+        ("shr", |a, b| a >> b),
+    ];
+    for scalar in [I32, U32, I64] {
+        for lanes in [1u8, 2, 4] {
+            let ty = Type::vector(scalar, lanes);
+            for (name, op) in ops {
+                let shift = name.starts_with("sh");
+                let rhs_ty = if shift { ty.with_scalar(U32) } else { ty };
+                let n = 120u32;
+                let count = n as usize * lanes as usize;
+                let kernel = elementwise(name, &[ty, rhs_ty], scalar, n, |a| {
+                    op(a[0].clone(), a[1].clone())
+                });
+                let lhs = values(scalar, count, &mut rng);
+                let mut rhs = values(rhs_ty.scalar, count, &mut rng);
+                rhs.rotate_left(5);
+                sanitize_rhs(name, scalar, &mut rhs);
+                let args = vec![
+                    buffer(scalar, lhs),
+                    buffer(rhs_ty.scalar, rhs),
+                    poison(scalar, count),
+                ];
+                check(&kernel, [1, 1, 1], &args);
+            }
+        }
+    }
+    // Unary: negation, not.
+    for ty in [
+        Type::I32,
+        Type::I64,
+        Type::vector(I32, 4),
+        Type::vector(I64, 2),
+    ] {
+        check_elementwise("neg", &[ty], ty.scalar, 40, &mut rng, |a| -a[0].clone());
+    }
+    for ty in [
+        Type::U32,
+        Type::I32,
+        Type::I64,
+        Type::vector(U32, 4),
+        Type::vector(Bool, 4),
+        Type::BOOL,
+    ] {
+        check_elementwise("not", &[ty], ty.scalar, 40, &mut rng, |a| !a[0].clone());
+    }
+}
+
+#[test]
+fn float_arithmetic_comparisons_and_select() {
+    let mut rng = Lcg(9);
+    type Op = fn(E, E) -> E;
+    let ops: [(&str, Op); 5] = [
+        ("add", |a, b| a + b),
+        ("sub", |a, b| a - b),
+        ("mul", |a, b| a * b),
+        ("div", |a, b| a / b),
+        ("rem", |a, b| a % b),
+    ];
+    type Cmp = fn(E, E) -> E;
+    let cmps: [(&str, Cmp); 6] = [
+        ("eq", |a, b| a.eq(b)),
+        ("ne", |a, b| a.ne(b)),
+        ("lt", |a, b| a.lt(b)),
+        ("le", |a, b| a.le(b)),
+        ("gt", |a, b| a.gt(b)),
+        ("ge", |a, b| a.ge(b)),
+    ];
+    for scalar in [F32, F64, F16, Bf16] {
+        for lanes in [1u8, 2, 4] {
+            let ty = Type::vector(scalar, lanes);
+            for (name, op) in ops {
+                check_elementwise(name, &[ty, ty], scalar, 80, &mut rng, |a| {
+                    op(a[0].clone(), a[1].clone())
+                });
+            }
+            check_elementwise("neg", &[ty], scalar, 40, &mut rng, |a| -a[0].clone());
+            for (name, cmp) in cmps {
+                // The bool result, stored as u32 words.
+                check_elementwise(name, &[ty, ty], Bool, 60, &mut rng, |a| {
+                    cmp(a[0].clone(), a[1].clone())
+                });
+                // Through a lane-wise select (masks on SIMD types).
+                check_elementwise(name, &[ty, ty], scalar, 60, &mut rng, |a| {
+                    cmp(a[0].clone(), a[1].clone()).select(a[0].clone(), a[1].clone())
+                });
+            }
+        }
+    }
+    for scalar in [I32, U32, I64] {
+        for lanes in [1u8, 4] {
+            let ty = Type::vector(scalar, lanes);
+            for (name, cmp) in cmps {
+                check_elementwise(name, &[ty, ty], scalar, 60, &mut rng, |a| {
+                    cmp(a[0].clone(), a[1].clone()).select(a[0].clone(), a[1].clone())
+                });
+            }
+        }
+    }
+}
+
+#[test]
+fn bool_vectors_masks_and_mixed_shapes() {
+    let mut rng = Lcg(10);
+    // Masks combined with &, |, ^, !, then used to select f64x4 (other mask shape) and
+    // stored as bools.
+    let f4 = Type::vector(F32, 4);
+    let d4 = Type::vector(F64, 4);
+    check_elementwise("mask_logic", &[f4, f4], Bool, 50, &mut rng, |a| {
+        let m1 = a[0].clone().lt(a[1].clone());
+        let m2 = a[0].clone().ne(a[1].clone());
+        (m1.clone() & m2.clone()) ^ !(m1 | m2)
+    });
+    check_elementwise("mask_cross_select", &[f4, f4], F64, 50, &mut rng, |a| {
+        let m = a[0].clone().ge(a[1].clone());
+        m.select(a[0].clone().cast(F64), a[1].clone().cast(F64))
+    });
+    check_elementwise("d4_select", &[d4, d4], F64, 50, &mut rng, |a| {
+        let m = a[0].clone().gt(a[1].clone()) | a[0].clone().eq(a[1].clone());
+        m.select(a[0].clone(), a[1].clone())
+    });
+    // Scalar condition selecting vectors; splat, extract, vector construction.
+    check_elementwise("scalar_cond", &[f4, f4], F32, 50, &mut rng, |a| {
+        let c = a[0].clone().lane(2).lt(a[1].clone().lane(1));
+        c.select(
+            a[0].clone(),
+            vector([
+                a[1].clone().lane(3),
+                a[0].clone().lane(0),
+                E::from(1.5f32),
+                a[1].clone().lane(0) * 2.0f32,
+            ]),
+        ) + E::from(0.25f32).splat(4)
+    });
+}
+
+#[test]
+fn half_precision_arithmetic_rounds_per_operation() {
+    let mut rng = Lcg(11);
+    for ty in [F16, Bf16] {
+        for lanes in [1u8, 4] {
+            let t = Type::vector(ty, lanes);
+            check_elementwise("half_chain", &[t, t], ty, 100, &mut rng, |a| {
+                ((a[0].clone() * a[1].clone()) + a[0].clone()).sqrt() / a[1].clone()
+            });
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// f16 / bf16 conversions against the `half` crate
+// ---------------------------------------------------------------------------------------
+
+fn run_cast(from: ScalarType, to: ScalarType, data: Vec<Scalar>) -> HostBuffer {
+    let n = data.len() as u32;
+    let kernel = elementwise("conv", &[Type::scalar(from)], to, n, |a| {
+        a[0].clone().cast(to)
+    });
+    let k = compile(&kernel);
+    let mut args = vec![buffer(from, data), poison(to, n as usize)];
+    k.launch_host([1, 1, 1], &mut args).expect("launch");
+    args[1].as_buffer().expect("buffer").clone()
+}
+
+#[test]
+fn all_f16_patterns_round_trip_like_half() {
+    let all: Vec<Scalar> = (0..=u16::MAX).map(Scalar::F16).collect();
+    let wide = run_cast(F16, F32, all);
+    for (bits, s) in (0..=u16::MAX).zip(&wide.data) {
+        let want = f16::from_bits(bits).to_f32().to_bits();
+        assert_eq!(*s, Scalar::F32(want), "f16 {bits:#06x} -> f32");
+    }
+    let back = run_cast(F32, F16, wide.data.clone());
+    for (bits, s) in (0..=u16::MAX).zip(&back.data) {
+        let want = f16::from_f32(f16::from_bits(bits).to_f32()).to_bits();
+        assert_eq!(*s, Scalar::F16(want), "f16 {bits:#06x} -> f32 -> f16");
+    }
+    let wide = run_cast(F16, F64, (0..=u16::MAX).map(Scalar::F16).collect());
+    for (bits, s) in (0..=u16::MAX).zip(&wide.data) {
+        let want = f16::from_bits(bits).to_f64().to_bits();
+        assert_eq!(*s, Scalar::F64(want), "f16 {bits:#06x} -> f64");
+    }
+}
+
+#[test]
+fn all_bf16_patterns_round_trip_like_half() {
+    let all: Vec<Scalar> = (0..=u16::MAX).map(Scalar::Bf16).collect();
+    let wide = run_cast(Bf16, F32, all);
+    for (bits, s) in (0..=u16::MAX).zip(&wide.data) {
+        let want = bf16::from_bits(bits).to_f32().to_bits();
+        assert_eq!(*s, Scalar::F32(want), "bf16 {bits:#06x} -> f32");
+    }
+    let back = run_cast(F32, Bf16, wide.data.clone());
+    for (bits, s) in (0..=u16::MAX).zip(&back.data) {
+        let want = bf16::from_f32(bf16::from_bits(bits).to_f32()).to_bits();
+        assert_eq!(*s, Scalar::Bf16(want), "bf16 {bits:#06x} -> f32 -> bf16");
+    }
+}
+
+#[test]
+fn f32_and_f64_to_half_types_match_half_bit_for_bit() {
+    let mut rng = Lcg(12);
+    // Random bit patterns, plus every rounding boundary around the f16 range.
+    let mut f32s: Vec<u32> = (0..200_000).map(|_| rng.next_u32()).collect();
+    for e in 100u32..=145 {
+        for m in [
+            0u32, 0xFFF, 0x1000, 0x1001, 0x2FFF, 0x3000, 0x7FFFFF, 0x400000,
+        ] {
+            f32s.push((e << 23) | m);
+            f32s.push(0x8000_0000 | (e << 23) | m);
+        }
+    }
+    f32s.extend([
+        0x477F_EFFF,
+        0x477F_F000,
+        0x3880_0000,
+        0x387F_FFFF,
+        0x3300_0000,
+        0x3300_0001,
+    ]);
+    let data: Vec<Scalar> = f32s.iter().map(|&b| Scalar::F32(b)).collect();
+    let h = run_cast(F32, F16, data.clone());
+    let b = run_cast(F32, Bf16, data);
+    for (i, &bits) in f32s.iter().enumerate() {
+        let x = f32::from_bits(bits);
+        assert_eq!(
+            h.data[i],
+            Scalar::F16(f16::from_f32(x).to_bits()),
+            "f32 {bits:#010x} -> f16"
+        );
+        assert_eq!(
+            b.data[i],
+            Scalar::Bf16(bf16::from_f32(x).to_bits()),
+            "f32 {bits:#010x} -> bf16"
+        );
+    }
+    let f64s: Vec<u64> = (0..50_000).map(|_| rng.next_u64()).collect();
+    let data: Vec<Scalar> = f64s.iter().map(|&b| Scalar::F64(b)).collect();
+    let h = run_cast(F64, F16, data.clone());
+    let b = run_cast(F64, Bf16, data);
+    for (i, &bits) in f64s.iter().enumerate() {
+        let x = f64::from_bits(bits);
+        assert_eq!(
+            h.data[i],
+            Scalar::F16(f16::from_f64(x).to_bits()),
+            "f64 {bits:#018x} -> f16"
+        );
+        assert_eq!(
+            b.data[i],
+            Scalar::Bf16(bf16::from_f64(x).to_bits()),
+            "f64 {bits:#018x} -> bf16"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Control flow, builtins, scalars
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn builtins_on_a_3d_grid_with_3d_workgroups() {
+    let wg = [2u32, 3, 2];
+    let grid = [3u32, 2, 2];
+    let total: u32 = (0..3).map(|a| wg[a] * grid[a]).product();
+    let mut k = KernelBuilder::new("builtins", wg);
+    let out = k.buffer("out", U32, total as u64 * 12, Access::Write);
+    let kernel = k
+        .build(|f| {
+            let gx = wg[0] * grid[0];
+            let gy = wg[1] * grid[1];
+            let lin = f.let_(
+                "lin",
+                (global_id(2) * gy + global_id(1)) * gx + global_id(0),
+            );
+            let base = f.let_("base", lin * 12u32);
+            for axis in 0..3u8 {
+                let values = [
+                    global_id(axis),
+                    local_id(axis),
+                    workgroup_id(axis),
+                    num_workgroups(axis),
+                ];
+                for (j, v) in values.into_iter().enumerate() {
+                    f.store(out, base.clone() + (axis as u32 * 4 + j as u32), v);
+                }
+            }
+        })
+        .expect("valid");
+    check(&kernel, grid, &[poison(U32, total as usize * 12)]);
+}
+
+#[test]
+fn loops_returns_and_scalar_parameters() {
+    let mut k = KernelBuilder::new("control", [4, 1, 1]);
+    let out = k.buffer("out", I32, 64, Access::ReadWrite);
+    let lo = k.scalar("lo", I32);
+    let hi = k.scalar("hi", I32);
+    let scale = k.scalar("scale", F32);
+    let flag = k.scalar("flag", Bool);
+    let kernel = k
+        .build(|f| {
+            let i = f.let_("i", global_id(0));
+            f.if_(i.clone().ge(16u32), |f| f.ret());
+            let acc = f.var("acc", 0i32);
+            // A signed loop over a negative range, with an early return inside.
+            f.for_("j", lo.clone(), hi.clone(), 3, |f, j| {
+                f.if_(
+                    j.clone().eq(i.clone().cast(I32) - 5i32) & flag.clone(),
+                    |f| {
+                        f.store(out, i.clone() * 4u32, acc.get());
+                        f.ret();
+                    },
+                );
+                f.assign(acc, acc.get() + j * 2i32);
+            });
+            f.store(out, i.clone() * 4u32 + 1u32, acc.get());
+            f.store(
+                out,
+                i.clone() * 4u32 + 2u32,
+                (scale.clone() * i.clone().cast(F32)).cast(I32),
+            );
+            // A u32 loop whose counter would wrap: ends instead.
+            let n = f.var("n", 0i32);
+            f.for_("u", 0xFFFF_FFF0u32, 0xFFFF_FFFFu32, 7, |f, _| {
+                f.assign(n, n.get() + 1i32);
+            });
+            f.store(out, i * 4u32 + 3u32, n.get());
+        })
+        .expect("valid");
+    for flag in [false, true] {
+        let args = vec![
+            poison(I32, 64),
+            Arg::Scalar(Scalar::I32(-10)),
+            Arg::Scalar(Scalar::I32(20)),
+            Arg::Scalar(Scalar::f32(2.5)),
+            Arg::Scalar(Scalar::Bool(flag)),
+        ];
+        check(&kernel, [5, 1, 1], &args);
+    }
+}
+
+#[test]
+fn vector_locals_loads_and_stores_of_every_type() {
+    let mut rng = Lcg(13);
+    for s in ScalarType::ALL {
+        for lanes in [2u8, 4] {
+            // Through a mutable vector local, assigned in a loop.
+            let n = 16u32;
+            let len = (n * lanes as u32) as u64;
+            let mut k = KernelBuilder::new("vec_locals", [1, 1, 1]);
+            let a = k.buffer("a", s, len, Access::Read);
+            let out = k.buffer("out", s, len, Access::Write);
+            let kernel = k
+                .build(|f| {
+                    let v = f.var("v", a.load(0u32, lanes));
+                    f.for_("i", 0u32, n, 1, |f, i| {
+                        let idx = f.let_("idx", i * lanes as u32);
+                        let x = f.let_("x", a.load(idx.clone(), lanes));
+                        f.store(out, idx, v.get());
+                        f.assign(v, x);
+                    });
+                })
+                .expect("valid");
+            let args = vec![
+                buffer(s, values(s, len as usize, &mut rng)),
+                poison(s, len as usize),
+            ];
+            check(&kernel, [1, 1, 1], &args);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Errors
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn barrier_with_several_invocations_is_unsupported() {
+    let mut k = KernelBuilder::new("barrier64", [64, 1, 1]);
+    let out = k.buffer("out", F32, 64, Access::Write);
+    let kernel = k
+        .build(|f| {
+            f.barrier();
+            f.store(out, local_id(0), 1.0f32);
+        })
+        .expect("valid");
+    match cpu::compile(&kernel) {
+        Err(CodegenError::Unsupported { target, construct }) => {
+            assert_eq!(target, "cpu");
+            assert!(construct.contains("barrier"), "{construct}");
+        }
+        other => panic!("expected Unsupported, got {other:?}"),
+    }
+    assert!(matches!(
+        cpu::emit_object(&kernel),
+        Err(CodegenError::Unsupported { .. })
+    ));
+}
+
+#[test]
+fn invalid_kernel_is_rejected() {
+    let mut k = KernelBuilder::new("bad", [1, 1, 1]);
+    let out = k.buffer("out", F32, 4, Access::Read);
+    let mut kernel = k
+        .build(|f| f.store(out, 0u32, out.at(1u32)))
+        .unwrap_or_else(|_| {
+            // The builder validates; build the invalid kernel by hand instead.
+            Kernel {
+                name: "bad".into(),
+                workgroup_size: [1, 1, 1],
+                params: vec![],
+                shared: vec![],
+                locals: vec![],
+                body: vec![],
+            }
+        });
+    kernel.workgroup_size = [0, 1, 1];
+    assert!(matches!(
+        cpu::compile(&kernel),
+        Err(CodegenError::Invalid(_))
+    ));
+}
+
+#[test]
+fn argument_mismatches_are_typed_errors() {
+    let mut k = KernelBuilder::new("args", [1, 1, 1]);
+    let a = k.buffer("a", F32, 4, Access::Read);
+    let b = k.buffer("b", I64, 4, Access::Write);
+    let s = k.scalar("s", U32);
+    let kernel = k
+        .build(|f| {
+            f.for_("i", 0u32, 4u32, 1, |f, i| {
+                f.store(b, i.clone(), (a.at(i) * s.clone().cast(F32)).cast(I64))
+            })
+        })
+        .expect("valid");
+    let k = compile(&kernel);
+    let mut fa = vec![1.0f32; 4];
+    let mut fb = vec![0i64; 4];
+    // Correct.
+    k.launch(
+        [1, 1, 1],
+        &mut [
+            CpuArg::from_slice(&mut fa),
+            CpuArg::from_slice(&mut fb),
+            CpuArg::Scalar(Scalar::U32(3)),
+        ],
+    )
+    .expect("launch");
+    assert_eq!(fb, vec![3; 4]);
+    // Count.
+    let e = k.launch([1, 1, 1], &mut [CpuArg::from_slice(&mut fa)]);
+    assert!(
+        matches!(
+            e,
+            Err(LaunchError::ArgCount {
+                expected: 3,
+                found: 1,
+                ..
+            })
+        ),
+        "{e:?}"
+    );
+    // Kind.
+    let e = k.launch(
+        [1, 1, 1],
+        &mut [
+            CpuArg::Scalar(Scalar::f32(1.0)),
+            CpuArg::from_slice(&mut fb),
+            CpuArg::Scalar(Scalar::U32(3)),
+        ],
+    );
+    assert!(
+        matches!(
+            e,
+            Err(LaunchError::ArgKind {
+                index: 0,
+                expected: "buffer",
+                found: "scalar",
+                ..
+            })
+        ),
+        "{e:?}"
+    );
+    // Element type.
+    let mut wrong = vec![0u64 as f64; 2];
+    let e = k.launch(
+        [1, 1, 1],
+        &mut [
+            CpuArg::from_slice(&mut fa),
+            CpuArg::from_slice(&mut wrong),
+            CpuArg::Scalar(Scalar::U32(3)),
+        ],
+    );
+    assert!(
+        matches!(
+            e,
+            Err(LaunchError::ArgType {
+                index: 1,
+                expected: I64,
+                found: F64,
+                ..
+            })
+        ),
+        "{e:?}"
+    );
+    // Scalar type.
+    let e = k.launch(
+        [1, 1, 1],
+        &mut [
+            CpuArg::from_slice(&mut fa),
+            CpuArg::from_slice(&mut fb),
+            CpuArg::Scalar(Scalar::I32(3)),
+        ],
+    );
+    assert!(
+        matches!(
+            e,
+            Err(LaunchError::ArgType {
+                index: 2,
+                expected: U32,
+                found: I32,
+                ..
+            })
+        ),
+        "{e:?}"
+    );
+    // Length.
+    let mut short = vec![0i64; 3];
+    let e = k.launch(
+        [1, 1, 1],
+        &mut [
+            CpuArg::from_slice(&mut fa),
+            CpuArg::from_slice(&mut short),
+            CpuArg::Scalar(Scalar::U32(3)),
+        ],
+    );
+    assert!(
+        matches!(
+            e,
+            Err(LaunchError::ArgLength {
+                index: 1,
+                expected: 32,
+                found: 24,
+                ..
+            })
+        ),
+        "{e:?}"
+    );
+    // Alignment: 16 bytes for f32 starting at an odd address.
+    let mut raw = AlignedBytes::zeroed(17);
+    let e = k.launch(
+        [1, 1, 1],
+        &mut [
+            CpuArg::buffer(F32, &mut raw.as_mut_bytes()[1..]),
+            CpuArg::from_slice(&mut fb),
+            CpuArg::Scalar(Scalar::U32(3)),
+        ],
+    );
+    assert!(
+        matches!(
+            e,
+            Err(LaunchError::ArgMisaligned {
+                index: 0,
+                align: 4,
+                ..
+            })
+        ),
+        "{e:?}"
+    );
+    // Grid too large for u32 global ids (checked before anything runs).
+    let mut g = KernelBuilder::new("wide", [2, 1, 1]);
+    let out = g.buffer("out", U32, 4, Access::Write);
+    let wide = g
+        .build(|f| f.store(out, 0u32, global_id(0)))
+        .expect("valid");
+    let mut o = vec![0u32; 4];
+    let e = compile(&wide).launch([u32::MAX, 1, 1], &mut [CpuArg::from_slice(&mut o)]);
+    assert!(matches!(e, Err(LaunchError::GridTooLarge { .. })), "{e:?}");
+}
+
+#[test]
+fn out_of_bounds_accesses_are_reported_not_performed() {
+    // out[i] = a[i + 1] over i < 8 with len 8: the last load is out of bounds.
+    let mut k = KernelBuilder::new("oob", [1, 1, 1]);
+    let a = k.buffer("a", F32, 8, Access::Read);
+    let out = k.buffer("out", F32, 8, Access::Write);
+    let kernel = k
+        .build(|f| {
+            let i = f.let_("i", workgroup_id(0));
+            f.store(out, i.clone(), a.at(i.clone() + 1u32));
+        })
+        .expect("valid");
+    let mut args = vec![Arg::Buffer(HostBuffer::from_f32(&[1.0; 8])), poison(F32, 8)];
+    assert!(matches!(
+        run(&kernel, [8, 1, 1], &mut args.clone()),
+        Err(InterpError::OutOfBounds { .. })
+    ));
+    let e = compile(&kernel).launch_host([8, 1, 1], &mut args);
+    assert_eq!(
+        e,
+        Err(LaunchError::OutOfBounds {
+            kernel: "oob".into(),
+            workgroup: [7, 1 - 1, 0]
+        })
+    );
+    // A store out of bounds, with buffers surrounded by guard bytes that stay intact.
+    let mut k = KernelBuilder::new("oob_store", [1, 1, 1]);
+    let out = k.buffer("out", U32, 4, Access::Write);
+    let kernel = k
+        .build(|f| f.store(out, workgroup_id(0) * 1000u32, 7u32))
+        .expect("valid");
+    let k = compile(&kernel);
+    let mut raw = AlignedBytes::zeroed(4 * 4 + 4096);
+    let bytes = raw.as_mut_bytes();
+    bytes.fill(0xAB);
+    let e = k.launch([3, 1, 1], &mut [CpuArg::buffer(U32, &mut bytes[..16])]);
+    assert!(matches!(e, Err(LaunchError::OutOfBounds { .. })), "{e:?}");
+    assert!(
+        bytes[16..].iter().all(|&b| b == 0xAB),
+        "a guard byte was written"
+    );
+    assert_eq!(&bytes[..4], &7u32.to_le_bytes());
+}
+
+#[test]
+fn unaligned_vector_access_is_reported() {
+    let mut k = KernelBuilder::new("unaligned", [1, 1, 1]);
+    let a = k.buffer("a", F32, 16, Access::Read);
+    let out = k.buffer("out", F32, 16, Access::Write);
+    let kernel = k
+        .build(|f| {
+            let i = f.let_("i", workgroup_id(0) * 2u32);
+            f.store(out, i.clone(), a.load(i.clone(), 4).lane(0));
+        })
+        .expect("valid");
+    let mut args = vec![
+        Arg::Buffer(HostBuffer::from_f32(&[1.0; 16])),
+        poison(F32, 16),
+    ];
+    assert!(matches!(
+        run(&kernel, [2, 1, 1], &mut args.clone()),
+        Err(InterpError::UnalignedAccess { .. })
+    ));
+    let e = compile(&kernel).launch_host([2, 1, 1], &mut args);
+    assert!(
+        matches!(
+            e,
+            Err(LaunchError::UnalignedAccess {
+                workgroup: [1, 0, 0],
+                ..
+            })
+        ),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn division_by_zero_and_shift_overflow_are_reported_without_crashing() {
+    for (name, ty, op) in [
+        ("div_i32", I32, 0u8),
+        ("rem_i32", I32, 1),
+        ("div_u32", U32, 0),
+        ("rem_i64", I64, 1),
+        ("div_i64", I64, 0),
+    ] {
+        let mut k = KernelBuilder::new(name, [1, 1, 1]);
+        let a = k.buffer("a", ty, 4, Access::Read);
+        let b = k.buffer("b", ty, 4, Access::Read);
+        let out = k.buffer("out", ty, 4, Access::Write);
+        let kernel = k
+            .build(|f| {
+                let i = f.let_("i", workgroup_id(0));
+                let (x, y) = (a.at(i.clone()), b.at(i.clone()));
+                f.store(out, i, if op == 0 { x / y } else { x % y });
+            })
+            .expect("valid");
+        let mut args = vec![
+            buffer(ty, values(ty, 4, &mut Lcg(1)).into_iter().rev().collect()),
+            buffer(
+                ty,
+                [3.0, 5.0, 0.0, 2.0]
+                    .map(|v| Scalar::from_f64(ty, v))
+                    .to_vec(),
+            ),
+            poison(ty, 4),
+        ];
+        assert!(matches!(
+            run(&kernel, [4, 1, 1], &mut args.clone()),
+            Err(InterpError::Eval { .. })
+        ));
+        let e = compile(&kernel).launch_host([4, 1, 1], &mut args);
+        assert!(
+            matches!(
+                e,
+                Err(LaunchError::DivisionByZero {
+                    workgroup: [2, 0, 0],
+                    ..
+                })
+            ),
+            "{name}: {e:?}"
+        );
+    }
+    // MIN / -1 and MIN % -1 wrap (no trap, no error).
+    for ty in [I32, I64] {
+        let min = if ty == I32 {
+            Scalar::I32(i32::MIN)
+        } else {
+            Scalar::I64(i64::MIN)
+        };
+        let minus1 = Scalar::from_f64(ty, -1.0);
+        for (name, f) in [
+            ("div", (|x: E, y: E| x / y) as fn(E, E) -> E),
+            ("rem", |x, y| x % y),
+        ] {
+            let kernel = elementwise(name, &[Type::scalar(ty); 2], ty, 1, |a| {
+                f(a[0].clone(), a[1].clone())
+            });
+            check(
+                &kernel,
+                [1, 1, 1],
+                &[
+                    buffer(ty, vec![min]),
+                    buffer(ty, vec![minus1]),
+                    poison(ty, 1),
+                ],
+            );
+        }
+    }
+    let kernel = elementwise("shift", &[Type::U32, Type::U32], U32, 2, |a| {
+        a[0].clone() << a[1].clone()
+    });
+    let mut args = vec![
+        buffer(U32, vec![Scalar::U32(1), Scalar::U32(1)]),
+        buffer(U32, vec![Scalar::U32(31), Scalar::U32(32)]),
+        poison(U32, 2),
+    ];
+    let e = compile(&kernel).launch_host([1, 1, 1], &mut args);
+    assert!(matches!(e, Err(LaunchError::ShiftOverflow { .. })), "{e:?}");
+}
+
+// ---------------------------------------------------------------------------------------
+// Object files and CLIF
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn object_file_is_elf_and_exports_the_kernel() {
+    let kernel = elementwise("my-kernel.v2", &[Type::F32], F32, 4, |a| a[0].clone().exp());
+    let obj = cpu::emit_object(&kernel).expect("object");
+    if cfg!(target_os = "linux") {
+        assert_eq!(&obj[..4], b"\x7fELF");
+    }
+    let symbol = cpu::symbol_name(&kernel);
+    assert_eq!(symbol, "my_kernel_v2");
+    let contains = |needle: &[u8]| obj.windows(needle.len()).any(|w| w == needle);
+    assert!(
+        contains(symbol.as_bytes()),
+        "the kernel symbol is in the object"
+    );
+    assert!(contains(b"kernelc_cpu_exp_f32"), "the helper is imported");
+    let text = cpu::emit_clif(&kernel).expect("clif");
+    assert!(text.contains("call"), "{text}");
+}
+
+#[test]
+fn kernels_can_be_launched_from_several_threads_at_once() {
+    let n = 4096u32;
+    let k = compile(&vec_add_chunked(n, 64));
+    std::thread::scope(|s| {
+        for t in 0..3 {
+            let k = &k;
+            s.spawn(move || {
+                let mut a: Vec<f32> = (0..n).map(|i| (i + t) as f32).collect();
+                let mut b = vec![1.0f32; n as usize];
+                let mut c = vec![0.0f32; n as usize];
+                k.launch(
+                    [n / 64, 1, 1],
+                    &mut [
+                        CpuArg::from_slice(&mut a),
+                        CpuArg::from_slice(&mut b),
+                        CpuArg::from_slice(&mut c),
+                    ],
+                )
+                .expect("launch");
+                assert!(c
+                    .iter()
+                    .enumerate()
+                    .all(|(i, &v)| v == (i as u32 + t) as f32 + 1.0));
+            });
+        }
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// Random kernels: interpreter vs JIT
+// ---------------------------------------------------------------------------------------
+
+/// Random well-typed, error-free kernels run on the interpreter and the JIT (in the
+/// spirit of Cranelift's interpreter-vs-native fuzzing). Every expression form, every
+/// type and vector width, locals, ifs, loops and returns; loads are masked into bounds
+/// and divisors and shift amounts are made valid, so the interpreter never fails.
+mod fuzz {
+    use super::*;
+    use kernelc_ir::{
+        BinaryOp, Builtin, CmpOp, Expr, LocalDecl, LocalId, Memory, Param, ParamId, Stmt, UnaryOp,
+    };
+    use proptest::prelude::*;
+
+    const TYPES: [ScalarType; 8] = ScalarType::ALL;
+    /// Elements per input buffer; output region per invocation.
+    const LEN: u32 = 16;
+    const WG: u32 = 2;
+    const GRID: u32 = 2;
+    const INVOCATIONS: u32 = WG * GRID;
+
+    fn ti(s: ScalarType) -> u32 {
+        TYPES.iter().position(|&t| t == s).unwrap_or(0) as u32
+    }
+    fn input(s: ScalarType) -> Memory {
+        Memory::Buffer(ParamId(ti(s)))
+    }
+    fn param(s: ScalarType) -> ParamId {
+        ParamId(8 + ti(s))
+    }
+    fn output(s: ScalarType) -> Memory {
+        Memory::Buffer(ParamId(16 + ti(s)))
+    }
+    fn u32_lit(v: u32) -> Expr {
+        Expr::Lit(Scalar::U32(v))
+    }
+    fn bin(op: BinaryOp, lhs: Expr, rhs: Expr) -> Expr {
+        Expr::Binary {
+            op,
+            lhs: Box::new(lhs),
+            rhs: Box::new(rhs),
+        }
+    }
+    fn gid() -> Expr {
+        Expr::Builtin {
+            builtin: Builtin::GlobalId,
+            axis: 0,
+        }
+    }
+    /// A literal of `ty` (splat for vectors) from one value.
+    fn lit_ty(ty: Type, s: Scalar) -> Expr {
+        if ty.lanes == 1 {
+            Expr::Lit(s)
+        } else {
+            Expr::Splat {
+                lanes: ty.lanes,
+                arg: Box::new(Expr::Lit(s)),
+            }
+        }
+    }
+
+    struct Gen {
+        rng: Lcg,
+        locals: Vec<LocalDecl>,
+        scope: Vec<(LocalId, Type)>,
+    }
+
+    impl Gen {
+        fn pick(&mut self, n: u32) -> u32 {
+            self.rng.next_u32() % n.max(1)
+        }
+        fn scalar_type(&mut self) -> ScalarType {
+            TYPES[self.pick(8) as usize]
+        }
+        fn lanes(&mut self) -> u8 {
+            [1, 2, 4][self.pick(3) as usize]
+        }
+        fn value(&mut self, s: ScalarType) -> Scalar {
+            let n = 1 + self.pick(30) as usize;
+            values(s, n, &mut self.rng)[n - 1]
+        }
+
+        fn expr(&mut self, ty: Type, depth: u32) -> Expr {
+            if depth == 0 {
+                return self.leaf(ty);
+            }
+            let d = depth - 1;
+            let s = ty.scalar;
+            match self.pick(12) {
+                0 => self.leaf(ty),
+                1 => self.unary(ty, d),
+                2 | 3 => self.binary(ty, d),
+                4 if s == ScalarType::Bool => self.compare(ty, d),
+                4 => self.math(ty, d),
+                5 => {
+                    let cond_ty = if ty.lanes > 1 && self.pick(2) == 0 {
+                        ty.with_scalar(Bool)
+                    } else {
+                        Type::BOOL
+                    };
+                    Expr::Select {
+                        cond: Box::new(self.expr(cond_ty, d)),
+                        on_true: Box::new(self.expr(ty, d)),
+                        on_false: Box::new(self.expr(ty, d)),
+                    }
+                }
+                6 => {
+                    let from = self.scalar_type();
+                    Expr::Cast {
+                        to: s,
+                        arg: Box::new(self.expr(ty.with_scalar(from), d)),
+                    }
+                }
+                7 if s != Bool => {
+                    let same: Vec<ScalarType> = TYPES
+                        .into_iter()
+                        .filter(|t| *t != Bool && t.size_bytes() == s.size_bytes())
+                        .collect();
+                    let from = same[self.pick(same.len() as u32) as usize];
+                    Expr::Bitcast {
+                        to: s,
+                        arg: Box::new(self.expr(ty.with_scalar(from), d)),
+                    }
+                }
+                8 if ty.lanes == 1 => {
+                    let lanes = [2u8, 4][self.pick(2) as usize];
+                    Expr::Extract {
+                        lane: self.pick(lanes as u32) as u8,
+                        arg: Box::new(self.expr(Type::vector(s, lanes), d)),
+                    }
+                }
+                8 => {
+                    let one = Type::scalar(s);
+                    if self.pick(2) == 0 {
+                        Expr::Splat {
+                            lanes: ty.lanes,
+                            arg: Box::new(self.expr(one, d)),
+                        }
+                    } else {
+                        Expr::Vector((0..ty.lanes).map(|_| self.expr(one, d)).collect())
+                    }
+                }
+                9 => self.load(ty, d),
+                10 if s == Bool => self.compare(ty, d),
+                _ => self.leaf(ty),
+            }
+        }
+
+        fn leaf(&mut self, ty: Type) -> Expr {
+            let locals: Vec<LocalId> = self
+                .scope
+                .iter()
+                .filter(|(_, t)| *t == ty)
+                .map(|(l, _)| *l)
+                .collect();
+            match self.pick(6) {
+                0 | 1 if !locals.is_empty() => {
+                    Expr::Local(locals[self.pick(locals.len() as u32) as usize])
+                }
+                2 => self.load(ty, 0),
+                3 if ty.lanes == 1 => Expr::Param(param(ty.scalar)),
+                4 if ty == Type::U32 => gid(),
+                _ => {
+                    let v = self.value(ty.scalar);
+                    lit_ty(ty, v)
+                }
+            }
+        }
+
+        /// A load at an index masked into bounds and aligned.
+        fn load(&mut self, ty: Type, d: u32) -> Expr {
+            let mask = (LEN - 1) & !(ty.lanes as u32 - 1);
+            let raw = if d == 0 {
+                gid()
+            } else {
+                self.expr(Type::U32, d.min(1))
+            };
+            Expr::Load {
+                mem: input(ty.scalar),
+                index: Box::new(bin(BinaryOp::And, raw, u32_lit(mask))),
+                lanes: ty.lanes,
+            }
+        }
+
+        fn unary(&mut self, ty: Type, d: u32) -> Expr {
+            let s = ty.scalar;
+            let op = match s {
+                Bool | U32 => UnaryOp::Not,
+                I32 | I64 if self.pick(2) == 0 => UnaryOp::Not,
+                _ => UnaryOp::Neg,
+            };
+            Expr::Unary {
+                op,
+                arg: Box::new(self.expr(ty, d)),
+            }
+        }
+
+        fn binary(&mut self, ty: Type, d: u32) -> Expr {
+            use BinaryOp::*;
+            let s = ty.scalar;
+            let ops: &[BinaryOp] = match s {
+                Bool => &[And, Or, Xor],
+                I32 | U32 | I64 => &[Add, Sub, Mul, Div, Rem, And, Or, Xor, Shl, Shr],
+                _ => &[Add, Sub, Mul, Div, Rem],
+            };
+            let op = ops[self.pick(ops.len() as u32) as usize];
+            let lhs = self.expr(ty, d);
+            let rhs = match op {
+                Shl | Shr => {
+                    let bits = s.size_bytes() * 8;
+                    let amount = self.expr(ty.with_scalar(U32), d);
+                    bin(
+                        And,
+                        amount,
+                        lit_ty(ty.with_scalar(U32), Scalar::U32(bits - 1)),
+                    )
+                }
+                Div | Rem if s.is_int() => {
+                    // Never zero: `y | 1`.
+                    let y = self.expr(ty, d);
+                    bin(Or, y, lit_ty(ty, Scalar::from_f64(s, 1.0)))
+                }
+                _ => self.expr(ty, d),
+            };
+            bin(op, lhs, rhs)
+        }
+
+        fn compare(&mut self, ty: Type, d: u32) -> Expr {
+            let mut s = self.scalar_type();
+            let ops = [
+                CmpOp::Eq,
+                CmpOp::Ne,
+                CmpOp::Lt,
+                CmpOp::Le,
+                CmpOp::Gt,
+                CmpOp::Ge,
+            ];
+            let mut op = ops[self.pick(6) as usize];
+            if s == Bool && !matches!(op, CmpOp::Eq | CmpOp::Ne) {
+                s = F32;
+            }
+            if s == Bool {
+                op = CmpOp::Ne;
+            }
+            let operand = ty.with_scalar(s);
+            Expr::Cmp {
+                op,
+                lhs: Box::new(self.expr(operand, d)),
+                rhs: Box::new(self.expr(operand, d)),
+            }
+        }
+
+        fn math(&mut self, ty: Type, d: u32) -> Expr {
+            let func = if ty.scalar.is_float() {
+                MathFn::ALL[self.pick(MathFn::ALL.len() as u32) as usize]
+            } else {
+                [MathFn::Abs, MathFn::Min, MathFn::Max][self.pick(3) as usize]
+            };
+            Expr::Math {
+                func,
+                args: (0..func.arity()).map(|_| self.expr(ty, d)).collect(),
+            }
+        }
+
+        fn declare(&mut self, ty: Type, mutable: bool) -> LocalId {
+            let id = LocalId(self.locals.len() as u32);
+            self.locals.push(LocalDecl {
+                name: format!("v{}", id.0),
+                ty,
+                mutable,
+            });
+            id
+        }
+
+        fn block(&mut self, n: u32, depth: u32) -> Vec<Stmt> {
+            let scope = self.scope.len();
+            let out = (0..n).map(|_| self.stmt(depth)).collect();
+            self.scope.truncate(scope);
+            out
+        }
+
+        /// A store into this invocation's region of the output of `ty`'s type.
+        fn store(&mut self, ty: Type) -> Stmt {
+            let mask = (LEN - 1) & !(ty.lanes as u32 - 1);
+            let slot = self.expr(Type::U32, 1);
+            let index = bin(
+                BinaryOp::Add,
+                bin(BinaryOp::Mul, gid(), u32_lit(LEN)),
+                bin(BinaryOp::And, slot, u32_lit(mask)),
+            );
+            Stmt::Store {
+                mem: output(ty.scalar),
+                index,
+                value: self.expr(ty, 3),
+            }
+        }
+
+        fn stmt(&mut self, depth: u32) -> Stmt {
+            let ty = Type::vector(self.scalar_type(), self.lanes());
+            match self.pick(if depth == 0 { 3 } else { 6 }) {
+                0 => {
+                    let value = self.expr(ty, 3);
+                    let local = self.declare(ty, true);
+                    self.scope.push((local, ty));
+                    Stmt::Let { local, value }
+                }
+                1 | 2 => self.store(ty),
+                3 => {
+                    let cond = self.expr(Type::BOOL, 2);
+                    let (n_then, n_else) = (1 + self.pick(3), self.pick(3));
+                    Stmt::If {
+                        cond,
+                        then_body: self.block(n_then, depth - 1),
+                        else_body: self.block(n_else, depth - 1),
+                    }
+                }
+                4 => {
+                    let signed = self.pick(2) == 0;
+                    let start = self.pick(6) as i32 - 3;
+                    let end = start + self.pick(5) as i32;
+                    let (cty, s, e) = if signed {
+                        (Type::I32, Scalar::I32(start), Scalar::I32(end))
+                    } else {
+                        (
+                            Type::U32,
+                            Scalar::U32(start.unsigned_abs()),
+                            Scalar::U32(end.unsigned_abs() + 2),
+                        )
+                    };
+                    let var = self.declare(cty, false);
+                    self.scope.push((var, cty));
+                    let n = 1 + self.pick(3);
+                    let body = self.block(n, depth - 1);
+                    self.scope.retain(|(l, _)| *l != var);
+                    Stmt::For {
+                        var,
+                        start: Expr::Lit(s),
+                        end: Expr::Lit(e),
+                        step: 1 + self.pick(2),
+                        body,
+                    }
+                }
+                _ => {
+                    // Rarely return; otherwise assign a mutable local in scope.
+                    let mutable: Vec<(LocalId, Type)> = self
+                        .scope
+                        .iter()
+                        .copied()
+                        .filter(|(l, _)| self.locals[l.0 as usize].mutable)
+                        .collect();
+                    if self.pick(6) == 0 {
+                        Stmt::If {
+                            cond: self.expr(Type::BOOL, 1),
+                            then_body: vec![Stmt::Return],
+                            else_body: vec![],
+                        }
+                    } else if mutable.is_empty() {
+                        self.store(ty)
+                    } else {
+                        let (local, ty) = mutable[self.pick(mutable.len() as u32) as usize];
+                        Stmt::Assign {
+                            local,
+                            value: self.expr(ty, 3),
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn random_kernel(seed: u64) -> Kernel {
+        let mut g = Gen {
+            rng: Lcg(seed),
+            locals: Vec::new(),
+            scope: Vec::new(),
+        };
+        let n = 3 + g.pick(6);
+        let body = g.block(n, 2);
+        let mut params = Vec::new();
+        for (i, t) in TYPES.iter().enumerate() {
+            params.push(Param::Buffer {
+                name: format!("in{i}"),
+                elem: *t,
+                len: LEN as u64,
+                access: Access::Read,
+            });
+        }
+        for (i, t) in TYPES.iter().enumerate() {
+            params.push(Param::Scalar {
+                name: format!("p{i}"),
+                ty: *t,
+            });
+        }
+        for (i, t) in TYPES.iter().enumerate() {
+            params.push(Param::Buffer {
+                name: format!("out{i}"),
+                elem: *t,
+                len: (LEN * INVOCATIONS) as u64,
+                access: Access::Write,
+            });
+        }
+        Kernel {
+            name: format!("fuzz_{seed}"),
+            workgroup_size: [WG, 1, 1],
+            params,
+            shared: vec![],
+            locals: g.locals,
+            body,
+        }
+    }
+
+    fn arguments(seed: u64) -> Vec<Arg> {
+        let mut rng = Lcg(seed ^ 0x5eed);
+        let mut args = Vec::new();
+        for t in TYPES {
+            let mut v = values(t, 40, &mut rng);
+            // Mix the special values into random positions.
+            v.rotate_left(rng.next_u32() as usize % 40);
+            v.truncate(LEN as usize);
+            args.push(buffer(t, v));
+        }
+        for t in TYPES {
+            let n = 1 + rng.next_u32() as usize % 20;
+            args.push(Arg::Scalar(values(t, n, &mut rng)[n - 1]));
+        }
+        for t in TYPES {
+            args.push(poison(t, (LEN * INVOCATIONS) as usize));
+        }
+        args
+    }
+
+    fn check_seed(seed: u64) -> Result<(), TestCaseError> {
+        let kernel = random_kernel(seed);
+        if let Err(e) = kernelc_ir::validate(&kernel) {
+            return Err(TestCaseError::fail(format!(
+                "generator made an invalid kernel: {e}\n{kernel}"
+            )));
+        }
+        let args = arguments(seed);
+        let mut want = args.clone();
+        if let Err(e) = run(&kernel, [GRID, 1, 1], &mut want) {
+            return Err(TestCaseError::fail(format!(
+                "interpreter failed: {e}\n{kernel}"
+            )));
+        }
+        let compiled = cpu::compile(&kernel)
+            .map_err(|e| TestCaseError::fail(format!("compile failed: {e}\n{kernel}")))?;
+        let mut got = args.clone();
+        compiled
+            .launch_host([GRID, 1, 1], &mut got)
+            .map_err(|e| TestCaseError::fail(format!("launch failed: {e}\n{kernel}")))?;
+        for (p, (w, g)) in want.iter().zip(&got).enumerate() {
+            let (Some(w), Some(g)) = (w.as_buffer(), g.as_buffer()) else {
+                continue;
+            };
+            for (i, (&a, &b)) in w.data.iter().zip(&g.data).enumerate() {
+                if !same(a, b) {
+                    return Err(TestCaseError::fail(format!(
+                        "seed {seed}: param {p} element {i}: interpreter {a:?}, JIT {b:?}\n{kernel}"
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn config() -> ProptestConfig {
+        let cases = std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(300);
+        ProptestConfig {
+            cases,
+            ..ProptestConfig::default()
+        }
+    }
+
+    proptest! {
+        #![proptest_config(config())]
+
+        #[test]
+        fn random_kernels_agree_with_the_interpreter(seed in any::<u64>()) {
+            check_seed(seed)?;
+        }
+    }
+}
+
+#[test]
+fn raw_launch_and_host_description() {
+    let desc = cpu::host_isa_description();
+    assert!(desc.starts_with(std::env::consts::ARCH), "{desc}");
+    let n = 256u32;
+    let k = compile(&vec_add_chunked(n, 64));
+    let mut a = AlignedBytes::zeroed(n as usize * 4);
+    let mut b = AlignedBytes::zeroed(n as usize * 4);
+    let mut c = AlignedBytes::zeroed(n as usize * 4);
+    for (i, w) in a.as_mut_bytes().chunks_exact_mut(4).enumerate() {
+        w.copy_from_slice(&(i as f32).to_le_bytes());
+    }
+    for w in b.as_mut_bytes().chunks_exact_mut(4) {
+        w.copy_from_slice(&2.0f32.to_le_bytes());
+    }
+    let raw = |x: &mut AlignedBytes| cpu::RawArg::Buffer {
+        ptr: x.as_mut_bytes().as_mut_ptr(),
+        bytes: x.len(),
+    };
+    let args = [raw(&mut a), raw(&mut b), raw(&mut c)];
+    // SAFETY: the three buffers are distinct, live for the call and hold n f32s.
+    unsafe { k.launch_raw([n / 64, 1, 1], &args) }.expect("launch");
+    let out = c.to_host(F32).to_f32();
+    assert!(out.iter().enumerate().all(|(i, &v)| v == i as f32 + 2.0));
+    // Checked like `launch`: a short buffer is a typed error, not a wild write.
+    let short = [
+        raw(&mut a),
+        raw(&mut b),
+        cpu::RawArg::Buffer {
+            ptr: c.as_mut_bytes().as_mut_ptr(),
+            bytes: 16,
+        },
+    ];
+    // SAFETY: as above; the call is refused before running.
+    let e = unsafe { k.launch_raw([n / 64, 1, 1], &short) };
+    assert!(
+        matches!(e, Err(LaunchError::ArgLength { index: 2, .. })),
+        "{e:?}"
+    );
+}

@@ -1,0 +1,312 @@
+//! Reduction-family lowering: the conformance cases of these kinds on the interpreter
+//! (CPU and GPU caps), and the shape of the schedules (shared-memory trees and
+//! workgroup sizes on GPU caps, loops on CPU caps, the split path, typed refusals).
+
+use kernelc_ir::{ScalarType, Stmt};
+use kernelc_kernels::conformance::{cases, check, Interpreter};
+use kernelc_kernels::lower::{lower, LowerError, Plan, TargetCaps};
+use kernelc_kernels::spec::*;
+
+const SEED: u64 = 0x5eed;
+
+const KINDS: &[OpKind] = &[
+    OpKind::Reduce,
+    OpKind::Softmax,
+    OpKind::SoftmaxBackward,
+    OpKind::CrossEntropy,
+    OpKind::LayerNorm,
+    OpKind::LayerNormBackward,
+    OpKind::BatchNorm,
+    OpKind::BatchNormBackward,
+];
+
+/// This family's cases that lower today (`KERNELC_KINDS` narrows the run).
+fn family_cases() -> Vec<OpSpec> {
+    let only = std::env::var("KERNELC_KINDS").ok();
+    KINDS
+        .iter()
+        .filter(|k| {
+            only.as_deref()
+                .is_none_or(|list| list.split(',').any(|n| n.trim() == k.name()))
+        })
+        .filter(|k| {
+            !matches!(
+                lower(&k.example(), &TargetCaps::cpu()),
+                Err(LowerError::NotLowered(_))
+            )
+        })
+        .flat_map(|&k| cases::for_kind(k))
+        .collect()
+}
+
+fn conform(label: &str, caps: TargetCaps) {
+    let exec = Interpreter::new(label, caps.clone());
+    let mut failures = Vec::new();
+    let mut passed = 0;
+    for spec in family_cases() {
+        let supported = spec
+            .inputs()
+            .iter()
+            .chain(spec.outputs().iter())
+            .all(|s| caps.supports(s.dtype));
+        if !supported {
+            continue;
+        }
+        match check(&exec, &spec, SEED) {
+            Ok(()) => passed += 1,
+            Err(f) => failures.push(format!(
+                "{} {}: {f}",
+                spec.name(),
+                serde_json::to_string(&spec).unwrap_or_default()
+            )),
+        }
+    }
+    println!("{label}: {passed} passed");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn conformance_cpu_caps() {
+    conform("interp/cpu-caps", TargetCaps::cpu());
+}
+
+#[test]
+fn conformance_gpu_caps() {
+    conform("interp/gpu-caps", TargetCaps::cuda_sm90());
+}
+
+#[test]
+fn conformance_gpu_baseline_caps() {
+    conform("interp/gpu-baseline", TargetCaps::gpu_baseline());
+}
+
+fn has_barrier(block: &[Stmt]) -> bool {
+    block.iter().any(|s| match s {
+        Stmt::Barrier => true,
+        Stmt::If {
+            then_body,
+            else_body,
+            ..
+        } => has_barrier(then_body) || has_barrier(else_body),
+        Stmt::For { body, .. } => has_barrier(body),
+        _ => false,
+    })
+}
+
+fn sum_rows(rows: usize, cols: usize) -> OpSpec {
+    OpSpec::Reduce(ReduceSpec {
+        func: ReduceFn::Sum,
+        dtype: ScalarType::F32,
+        shape: vec![rows, cols],
+        axes: vec![1],
+        keepdim: false,
+        index_dtype: None,
+        accumulate: false,
+    })
+}
+
+fn plan(spec: &OpSpec, caps: &TargetCaps) -> Plan {
+    lower(spec, caps).expect("lowers")
+}
+
+#[test]
+fn long_rows_use_a_shared_memory_tree_on_gpu() {
+    let p = plan(&sum_rows(64, 1000), &TargetCaps::cuda_sm90());
+    assert_eq!(p.launches.len(), 1);
+    let k = &p.launches[0].kernel;
+    assert_eq!(k.workgroup_size, [256, 1, 1]);
+    assert!(!k.shared.is_empty());
+    assert!(has_barrier(&k.body));
+    assert_eq!(p.launches[0].grid, [64, 1, 1]);
+}
+
+#[test]
+fn short_rows_share_a_workgroup() {
+    let p = plan(&sum_rows(100, 7), &TargetCaps::cuda_sm90());
+    let k = &p.launches[0].kernel;
+    // 8 invocations per row, 32 rows per workgroup.
+    assert_eq!(k.workgroup_size, [256, 1, 1]);
+    assert_eq!(p.launches[0].grid, [4, 1, 1]);
+}
+
+#[test]
+fn cpu_caps_loop_without_shared_memory() {
+    let p = plan(&sum_rows(64, 1000), &TargetCaps::cpu());
+    let k = &p.launches[0].kernel;
+    assert_eq!(k.workgroup_size, [1, 1, 1]);
+    assert!(k.shared.is_empty());
+    assert!(!has_barrier(&k.body));
+}
+
+#[test]
+fn a_whole_tensor_sum_splits() {
+    let spec = OpSpec::Reduce(ReduceSpec {
+        func: ReduceFn::Sum,
+        dtype: ScalarType::F32,
+        shape: vec![1 << 20],
+        axes: vec![0],
+        keepdim: false,
+        index_dtype: None,
+        accumulate: false,
+    });
+    for caps in [TargetCaps::cuda_sm90(), TargetCaps::cpu()] {
+        let p = plan(&spec, &caps);
+        assert_eq!(p.launches.len(), 2, "partials, then combine");
+        assert!(p.launches[0].grid[0] > 1);
+        assert!(!p.temps.is_empty());
+    }
+}
+
+#[test]
+fn f64_on_a_gpu_without_f64_is_refused() {
+    let spec = OpSpec::Softmax(SoftmaxSpec {
+        dtype: ScalarType::F64,
+        shape: vec![4, 5],
+        axis: 1,
+        log: false,
+    });
+    assert!(matches!(
+        lower(&spec, &TargetCaps::gpu_baseline()),
+        Err(LowerError::UnsupportedDtype { .. })
+    ));
+}
+
+/// The table's normalised tolerances scale with `len · max|input|` (targets and saved
+/// statistics included), which is loose for long rows. This holds the f32 and f64
+/// cases to a much tighter bound relative to each output's own scale, so a wrong
+/// formula cannot hide inside the allowance.
+#[test]
+fn f32_and_f64_results_are_tight() {
+    use kernelc_kernels::conformance::{case_data, Executor};
+    use kernelc_kernels::reference;
+    for caps in [TargetCaps::cpu(), TargetCaps::cuda_sm90()] {
+        let exec = Interpreter::new("tight", caps);
+        for spec in family_cases() {
+            let outs = spec.outputs();
+            let dtype = outs[0].dtype;
+            let rel = match dtype {
+                ScalarType::F64 => 1e-12,
+                ScalarType::F32 => 2e-5,
+                _ => continue,
+            };
+            let data = case_data(&spec, SEED);
+            let refs: Vec<&[f64]> = data.values.iter().map(|v| v.as_slice()).collect();
+            let want = reference(&spec, &refs).expect("reference");
+            let got = exec.run(&spec, &data.buffers).expect("runs");
+            for ((sig, got), want) in outs.iter().zip(&got).zip(&want) {
+                let scale = want
+                    .iter()
+                    .filter(|v| v.is_finite())
+                    .fold(1e-3f64, |m, v| m.max(v.abs()));
+                for (i, (g, w)) in got.to_f64().iter().zip(want).enumerate() {
+                    let ok = if w.is_nan() {
+                        g.is_nan()
+                    } else {
+                        (g - w).abs() <= rel * scale
+                    };
+                    assert!(
+                        ok,
+                        "{} {}[{i}]: got {g}, want {w} ({})",
+                        spec.name(),
+                        sig.name,
+                        serde_json::to_string(&spec).unwrap_or_default()
+                    );
+                }
+            }
+        }
+    }
+}
+
+fn max_load_lanes(block: &[Stmt]) -> u8 {
+    use kernelc_ir::Expr;
+    fn expr(e: &Expr) -> u8 {
+        let own = match e {
+            Expr::Load { lanes, .. } => *lanes,
+            _ => 1,
+        };
+        e.children().into_iter().map(expr).fold(own, u8::max)
+    }
+    block
+        .iter()
+        .map(|s| match s {
+            Stmt::Let { value, .. } | Stmt::Assign { value, .. } => expr(value),
+            Stmt::Store { index, value, .. } => expr(index).max(expr(value)),
+            Stmt::If {
+                cond,
+                then_body,
+                else_body,
+            } => expr(cond)
+                .max(max_load_lanes(then_body))
+                .max(max_load_lanes(else_body)),
+            Stmt::For { body, .. } => max_load_lanes(body),
+            _ => 1,
+        })
+        .fold(1, u8::max)
+}
+
+#[test]
+fn contiguous_rows_load_vectors() {
+    for caps in [TargetCaps::cuda_sm90(), TargetCaps::cpu()] {
+        let p = plan(&sum_rows(64, 1000), &caps);
+        assert_eq!(max_load_lanes(&p.launches[0].kernel.body), 4);
+        // 255 is no multiple of any width: scalar steps.
+        let p = plan(&sum_rows(64, 255), &caps);
+        assert_eq!(max_load_lanes(&p.launches[0].kernel.body), 1);
+    }
+    // f64 vectors stop at 16 bytes.
+    let spec = OpSpec::Softmax(SoftmaxSpec {
+        dtype: ScalarType::F64,
+        shape: vec![8, 1000],
+        axis: 1,
+        log: false,
+    });
+    let p = plan(&spec, &TargetCaps::cuda_sm90());
+    assert_eq!(max_load_lanes(&p.launches[0].kernel.body), 2);
+}
+
+#[test]
+fn layer_norm_parameter_gradients_split_over_rows_on_gpu() {
+    let spec = OpSpec::LayerNormBackward(LayerNormBackwardSpec {
+        dtype: ScalarType::F32,
+        shape: vec![8192, 1024],
+        rms: false,
+        weight: true,
+        bias: true,
+        param_grads: true,
+    });
+    let p = plan(&spec, &TargetCaps::cuda_sm90());
+    // dx (one row per group), partial column sums, their combine.
+    assert_eq!(p.launches.len(), 3);
+    assert_eq!(p.launches[0].grid, [8192, 1, 1]);
+    assert!(p.launches[1].grid[0] >= 64, "{:?}", p.launches[1].grid);
+}
+
+#[test]
+fn batch_norm_momentum_is_a_uniform() {
+    use kernelc_kernels::lower::Binding;
+    let spec = OpSpec::BatchNorm(BatchNormSpec {
+        dtype: ScalarType::F32,
+        shape: vec![2, 3, 4, 4],
+        eps: 1e-5,
+        momentum: 0.25,
+        training: true,
+    });
+    let p = plan(&spec, &TargetCaps::cpu());
+    let uniforms: Vec<&Binding> = p
+        .launches
+        .iter()
+        .flat_map(|l| &l.bindings)
+        .filter(|b| matches!(b, Binding::Scalar(_)))
+        .collect();
+    assert_eq!(uniforms.len(), 1);
+    // Two momenta, one kernel: the IR does not depend on it.
+    let other = OpSpec::BatchNorm(BatchNormSpec {
+        momentum: 0.5,
+        ..match spec {
+            OpSpec::BatchNorm(s) => s,
+            _ => unreachable!(),
+        }
+    });
+    let q = plan(&other, &TargetCaps::cpu());
+    assert_eq!(p.launches[0].kernel, q.launches[0].kernel);
+}

@@ -1,0 +1,83 @@
+//! Every way a runtime call can fail, each saying what was wrong.
+
+use kernelc_ir::ScalarType;
+use kernelc_kernels::lower::LowerError;
+use kernelc_kernels::SpecError;
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum RuntimeError {
+    #[error("invalid op: {0}")]
+    Spec(#[from] SpecError),
+    #[error("cannot lower the op for {device}: {source}")]
+    Lower {
+        device: String,
+        #[source]
+        source: LowerError,
+    },
+    #[error("cannot compile kernel `{kernel}` for {device}: {message}")]
+    Compile {
+        device: String,
+        kernel: String,
+        message: String,
+    },
+    #[error("kernel `{kernel}` failed on {device}: {message}")]
+    Launch {
+        device: String,
+        kernel: String,
+        message: String,
+    },
+    #[error("{op} takes {expected} input tensors, got {found}")]
+    InputCount {
+        op: String,
+        expected: usize,
+        found: usize,
+    },
+    #[error("{op}: input `{input}` must have shape {expected:?}, got {found:?}")]
+    InputShape {
+        op: String,
+        input: String,
+        expected: Vec<usize>,
+        found: Vec<usize>,
+    },
+    #[error("{op}: input `{input}` must be {expected}, got {found}")]
+    InputDtype {
+        op: String,
+        input: String,
+        expected: ScalarType,
+        found: ScalarType,
+    },
+    #[error("tensor lives on {tensor_device}, but this runtime runs on {runtime_device}")]
+    WrongDevice {
+        tensor_device: String,
+        runtime_device: String,
+    },
+    #[error("shape {shape:?} holds {expected} elements, but {found} values were given")]
+    DataLength {
+        shape: Vec<usize>,
+        expected: usize,
+        found: usize,
+    },
+    #[error("tensor is {found}, not {expected}")]
+    Dtype {
+        expected: ScalarType,
+        found: ScalarType,
+    },
+    #[error(
+        "a tensor of shape {shape:?} ({dtype}) needs {bytes} bytes, over the limit of {limit}"
+    )]
+    TooLarge {
+        shape: Vec<usize>,
+        dtype: ScalarType,
+        bytes: u128,
+        limit: u64,
+    },
+    #[error("out of memory allocating {bytes} bytes on {device}")]
+    OutOfMemory { device: String, bytes: u64 },
+    #[error("{0}")]
+    BadArgument(String),
+    #[error("device unavailable: {0}")]
+    NoDevice(String),
+}
+
+pub type Result<T, E = RuntimeError> = std::result::Result<T, E>;

@@ -1,0 +1,371 @@
+//! [`Runtime`]: runs ops on a device, JIT-compiling each kernel for the exact shapes it
+//! is called with and caching the result.
+//!
+//! `run(spec, inputs)`: checks the inputs against the spec → lowers the spec for the
+//! device's caps (plans are cached per spec) → compiles each launch's kernel through the
+//! two-level cache → allocates fresh outputs → launches in order.
+
+use crate::cache::{CacheKey, DiskCache, MemoryCache};
+use crate::device::{Device, Executable, Storage};
+use crate::element::{f64_to_bytes, to_bytes, Element};
+use crate::error::{Result, RuntimeError};
+use crate::tensor::Tensor;
+use kernelc_ir::ScalarType;
+use kernelc_kernels::lower::{lower, Binding, Plan, TargetCaps};
+use kernelc_kernels::spec::{OpSpec, TensorSig};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// Which device a [`Runtime`] runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeviceChoice {
+    /// The host CPU, through Cranelift. Always available.
+    Cpu,
+    /// The best device present: CUDA, then wgpu, then the CPU (only the CPU exists today).
+    BestAvailable,
+}
+
+/// Counters of what the runtime did, for tests and tuning.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Kernels compiled (cache misses at both levels).
+    pub compiles: u64,
+    /// Kernels found in the in-memory cache.
+    pub memory_hits: u64,
+    /// Kernels rebuilt from an artifact found on disk.
+    pub disk_hits: u64,
+    /// Launches issued.
+    pub launches: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    compiles: AtomicU64,
+    memory_hits: AtomicU64,
+    disk_hits: AtomicU64,
+    launches: AtomicU64,
+}
+
+/// Largest single buffer a runtime allocates (requests past it are typed errors).
+const DEFAULT_MAX_BUFFER_BYTES: u64 = 1 << 40;
+
+/// Runs ops on one device.
+pub struct Runtime {
+    device: Device,
+    caps: TargetCaps,
+    plans: Mutex<HashMap<String, Arc<Plan>>>,
+    executables: MemoryCache<Executable, String>,
+    disk: DiskCache,
+    counters: Counters,
+    max_buffer_bytes: u64,
+    poison_outputs: bool,
+}
+
+impl Runtime {
+    /// A runtime on the chosen device, with the disk cache configured from the
+    /// environment (`KERNELC_CACHE_DIR`, `KERNELC_CACHE=off`).
+    pub fn new(choice: DeviceChoice) -> Result<Runtime> {
+        Ok(Runtime::with_device(
+            Device::open(choice)?,
+            DiskCache::from_env(),
+        ))
+    }
+
+    /// A CPU runtime.
+    pub fn cpu() -> Runtime {
+        Runtime::with_device(Device::cpu(), DiskCache::from_env())
+    }
+
+    /// A runtime on `device` with an explicit disk cache.
+    pub fn with_device(device: Device, disk: DiskCache) -> Runtime {
+        let caps = device.caps();
+        Runtime {
+            device,
+            caps,
+            plans: Mutex::new(HashMap::new()),
+            executables: MemoryCache::default(),
+            disk,
+            counters: Counters::default(),
+            max_buffer_bytes: DEFAULT_MAX_BUFFER_BYTES,
+            poison_outputs: false,
+        }
+    }
+
+    /// The device's name (`"cpu (x86_64, 2 threads)"`).
+    pub fn device_name(&self) -> String {
+        self.device.name()
+    }
+
+    pub fn caps(&self) -> &TargetCaps {
+        &self.caps
+    }
+
+    pub fn disk_cache(&self) -> &DiskCache {
+        &self.disk
+    }
+
+    pub fn stats(&self) -> Stats {
+        let c = &self.counters;
+        Stats {
+            compiles: c.compiles.load(Ordering::Relaxed),
+            memory_hits: c.memory_hits.load(Ordering::Relaxed),
+            disk_hits: c.disk_hits.load(Ordering::Relaxed),
+            launches: c.launches.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Fills every output with 0xFF bytes (NaN for floats) before the kernels run, so
+    /// that an element no kernel writes is visible (the conformance harness uses it).
+    pub fn set_poison_outputs(&mut self, on: bool) {
+        self.poison_outputs = on;
+    }
+
+    /// Caps the size of any one buffer (the default is 1 TiB).
+    pub fn set_max_buffer_bytes(&mut self, bytes: u64) {
+        self.max_buffer_bytes = bytes;
+    }
+
+    fn byte_len(&self, shape: &[usize], dtype: ScalarType) -> Result<usize> {
+        let elements = shape
+            .iter()
+            .try_fold(1u128, |acc, &d| acc.checked_mul(d as u128));
+        let bytes = elements.and_then(|n| n.checked_mul(dtype.size_bytes() as u128));
+        match bytes {
+            Some(b) if b <= self.max_buffer_bytes as u128 && b <= isize::MAX as u128 => {
+                Ok(b as usize)
+            }
+            _ => Err(RuntimeError::TooLarge {
+                shape: shape.to_vec(),
+                dtype,
+                bytes: bytes.unwrap_or(u128::MAX),
+                limit: self.max_buffer_bytes,
+            }),
+        }
+    }
+
+    fn alloc(&self, shape: &[usize], dtype: ScalarType) -> Result<Tensor> {
+        let bytes = self.byte_len(shape, dtype)?;
+        Ok(Tensor {
+            shape: shape.to_vec(),
+            dtype,
+            storage: Arc::new(self.device.alloc(bytes)?),
+        })
+    }
+
+    /// Uploads `data` as a tensor of `shape`.
+    pub fn tensor<T: Element>(&self, shape: &[usize], data: &[T]) -> Result<Tensor> {
+        let tensor = self.check_data_len(shape, T::DTYPE, data.len())?;
+        tensor.storage.write_bytes(&to_bytes(data))?;
+        Ok(tensor)
+    }
+
+    /// Uploads raw little-endian device bytes (bool as u32 words) as a tensor.
+    pub fn tensor_from_bytes(
+        &self,
+        shape: &[usize],
+        dtype: ScalarType,
+        bytes: &[u8],
+    ) -> Result<Tensor> {
+        let tensor =
+            self.check_data_len(shape, dtype, bytes.len() / dtype.size_bytes() as usize)?;
+        if bytes.len() % dtype.size_bytes() as usize != 0 {
+            return Err(RuntimeError::BadArgument(format!(
+                "{} bytes is not a whole number of {dtype} elements",
+                bytes.len()
+            )));
+        }
+        tensor.storage.write_bytes(bytes)?;
+        Ok(tensor)
+    }
+
+    /// Uploads f64 values converted to `dtype` (rounded to nearest, integers saturating).
+    pub fn tensor_from_f64(
+        &self,
+        shape: &[usize],
+        dtype: ScalarType,
+        data: &[f64],
+    ) -> Result<Tensor> {
+        let tensor = self.check_data_len(shape, dtype, data.len())?;
+        tensor.storage.write_bytes(&f64_to_bytes(dtype, data))?;
+        Ok(tensor)
+    }
+
+    fn check_data_len(&self, shape: &[usize], dtype: ScalarType, found: usize) -> Result<Tensor> {
+        let tensor = self.alloc(shape, dtype)?;
+        if tensor.numel() != found {
+            return Err(RuntimeError::DataLength {
+                shape: shape.to_vec(),
+                expected: tensor.numel(),
+                found,
+            });
+        }
+        Ok(tensor)
+    }
+
+    /// A tensor of zeros.
+    pub fn zeros(&self, shape: &[usize], dtype: ScalarType) -> Result<Tensor> {
+        let tensor = self.alloc(shape, dtype)?;
+        tensor.storage.fill_zero();
+        Ok(tensor)
+    }
+
+    /// Runs one op: checks `inputs` against the spec, JIT-compiles (or reuses) its
+    /// kernels for these shapes, and returns fresh output tensors in `spec.outputs()`
+    /// order.
+    pub fn run(&self, spec: &OpSpec, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+        spec.validate()?;
+        self.check_inputs(spec, inputs)?;
+        let plan = self.plan(spec)?;
+        let outputs = spec
+            .outputs()
+            .iter()
+            .map(|s| self.alloc(&s.shape, s.dtype))
+            .collect::<Result<Vec<_>>>()?;
+        if self.poison_outputs {
+            for t in &outputs {
+                t.storage.fill(0xFF);
+            }
+        }
+        let temps = plan
+            .temps
+            .iter()
+            .map(|t| self.alloc(&[t.len as usize], t.dtype))
+            .collect::<Result<Vec<_>>>()?;
+        for launch in &plan.launches {
+            let exe = self.executable(&launch.kernel)?;
+            let storages: Vec<BindingRef<'_>> = launch
+                .bindings
+                .iter()
+                .map(|b| match b {
+                    Binding::Input(i) => inputs.get(*i).map(|t| BindingRef::Buffer(&t.storage)),
+                    Binding::Output(i) => outputs.get(*i).map(|t| BindingRef::Buffer(&t.storage)),
+                    Binding::Temp(i) => temps.get(*i).map(|t| BindingRef::Buffer(&t.storage)),
+                    Binding::Scalar(s) => Some(BindingRef::Scalar(*s)),
+                })
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| RuntimeError::Launch {
+                    device: self.device_name(),
+                    kernel: launch.kernel.name.clone(),
+                    message: "the plan binds a buffer the op does not have".into(),
+                })?;
+            self.device.launch(&exe, launch.grid, &storages)?;
+            self.counters.launches.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(outputs)
+    }
+
+    fn check_inputs(&self, spec: &OpSpec, inputs: &[&Tensor]) -> Result<()> {
+        let sigs: Vec<TensorSig> = spec.inputs();
+        if sigs.len() != inputs.len() {
+            return Err(RuntimeError::InputCount {
+                op: spec.name(),
+                expected: sigs.len(),
+                found: inputs.len(),
+            });
+        }
+        for (sig, tensor) in sigs.iter().zip(inputs) {
+            if !self.device.owns(&tensor.storage) {
+                return Err(RuntimeError::WrongDevice {
+                    tensor_device: tensor.device_name(),
+                    runtime_device: self.device_name(),
+                });
+            }
+            if tensor.dtype != sig.dtype {
+                return Err(RuntimeError::InputDtype {
+                    op: spec.name(),
+                    input: sig.name.clone(),
+                    expected: sig.dtype,
+                    found: tensor.dtype,
+                });
+            }
+            if tensor.numel() != sig.numel()
+                || (tensor.shape != sig.shape && !same_elements(&tensor.shape, &sig.shape))
+            {
+                return Err(RuntimeError::InputShape {
+                    op: spec.name(),
+                    input: sig.name.clone(),
+                    expected: sig.shape.clone(),
+                    found: tensor.shape.clone(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The lowered plan of `spec` for this device (lowering is cached per spec).
+    pub fn plan(&self, spec: &OpSpec) -> Result<Arc<Plan>> {
+        let key =
+            serde_json::to_string(spec).map_err(|e| RuntimeError::BadArgument(e.to_string()))?;
+        if let Some(plan) = self
+            .plans
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+        {
+            return Ok(plan.clone());
+        }
+        let plan = Arc::new(
+            lower(spec, &self.caps).map_err(|source| RuntimeError::Lower {
+                device: self.device_name(),
+                source,
+            })?,
+        );
+        self.plans
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key, plan.clone());
+        Ok(plan)
+    }
+
+    /// The compiled kernel, from memory, from disk, or compiled now (once per key even
+    /// under concurrent requests).
+    pub fn executable(&self, kernel: &kernelc_ir::Kernel) -> Result<Arc<Executable>> {
+        let key = CacheKey::new(
+            kernelc_ir::stable_hash(kernel).as_bytes(),
+            self.device.target_name(),
+            &self.device.target_options(),
+        );
+        if let Some(exe) = self.executables.get(&key) {
+            self.counters.memory_hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(exe);
+        }
+        self.executables
+            .get_or_compile(key, || {
+                let started = Instant::now();
+                let (exe, from_disk) = self.device.compile(kernel, &key, &self.disk)?;
+                let counter = if from_disk {
+                    &self.counters.disk_hits
+                } else {
+                    &self.counters.compiles
+                };
+                counter.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(
+                    kernel = %kernel.name,
+                    from_disk,
+                    micros = started.elapsed().as_micros() as u64,
+                    "kernel ready"
+                );
+                Ok(exe)
+            })
+            .map_err(|message| RuntimeError::Compile {
+                device: self.device_name(),
+                kernel: kernel.name.clone(),
+                message,
+            })
+    }
+}
+
+/// A shape equal to `expected` up to leading/trailing 1s is accepted (a [n] tensor for
+/// a [1, n] input): same elements, same row-major order.
+fn same_elements(found: &[usize], expected: &[usize]) -> bool {
+    let strip = |s: &[usize]| s.iter().copied().filter(|&d| d != 1).collect::<Vec<_>>();
+    strip(found) == strip(expected)
+}
+
+/// What one kernel parameter is bound to at launch.
+pub(crate) enum BindingRef<'a> {
+    Buffer(&'a Arc<Storage>),
+    Scalar(kernelc_ir::Scalar),
+}
