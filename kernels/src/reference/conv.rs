@@ -253,8 +253,18 @@ pub(crate) fn pool2d_backward(s: &Pool2dBackwardSpec, i: &[&[f64]]) -> Vec<Vec<f
             for ox in 0..ow {
                 let o = (p * oh + oy) * ow + ox;
                 match s.kind {
+                    // With a window, an index routes only into its own output's window
+                    // (where the forward can have put it); others are skipped.
                     PoolKind::Max => {
-                        if let Some(r) = resolve_index(i[1][o], h * w, false) {
+                        let Some(r) = resolve_index(i[1][o], h * w, false) else {
+                            continue;
+                        };
+                        let in_window = s.window.as_ref().is_none_or(|win| {
+                            window_taps(win, oy, ox, h, w, true)
+                                .0
+                                .contains(&(r / w, r % w))
+                        });
+                        if in_window {
                             dx[p * h * w + r] += dy[o];
                         }
                     }

@@ -421,6 +421,10 @@ impl Family for Pool2dSpec {
 /// avg: dx[p] += dy[n,c,o] / count(o) for every in-image p of window o
 /// ```
 ///
+/// Max with a `window` routes each index only into its own output's window (where the
+/// forward can have written it) and skips others; that lets every input pixel gather
+/// its gradient in one race-free pass. Without a window any in-plane index is routed.
+///
 /// `dx` starts from zeros, or from the prior `dx` with `accumulate` (rumus
 /// `max_pool2d_backward` adds into `dst`). Max needs `index_dtype`; avg needs
 /// `window` (whose output size must be `out_height × out_width`). Inputs: `dy
