@@ -232,3 +232,164 @@ pub fn decode(bytes: &[u8]) -> Result<&[u8], Corruption> {
     }
     Ok(payload)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    fn key(n: u8) -> CacheKey {
+        CacheKey::new(&[n; 32], "cpu", "test")
+    }
+
+    #[test]
+    fn key_depends_on_every_part() {
+        let base = CacheKey::new(&[1; 32], "cpu", "x86_64 has_avx");
+        assert_eq!(base, CacheKey::new(&[1; 32], "cpu", "x86_64 has_avx"));
+        assert_ne!(base, CacheKey::new(&[2; 32], "cpu", "x86_64 has_avx"));
+        assert_ne!(base, CacheKey::new(&[1; 32], "wgsl", "x86_64 has_avx"));
+        assert_ne!(base, CacheKey::new(&[1; 32], "cpu", "x86_64"));
+        // Parts are length-prefixed: moving a boundary changes the key.
+        assert_ne!(
+            CacheKey::new(&[1; 32], "cpu", "x"),
+            CacheKey::new(&[1; 32], "cpux", "")
+        );
+        assert_eq!(base.to_hex().len(), 64);
+        assert_eq!(base.to_string(), base.to_hex());
+        assert!(format!("{base:?}").contains(&base.to_hex()));
+    }
+
+    #[test]
+    fn encode_decode_round_trip() {
+        for payload in [&b""[..], b"x", b"some compiled code \x00\xff"] {
+            let file = encode(payload);
+            assert_eq!(file.len(), HEADER_LEN + payload.len());
+            assert_eq!(decode(&file), Ok(payload));
+        }
+    }
+
+    #[test]
+    fn decode_reports_each_corruption() {
+        let good = encode(b"hello, cache");
+        assert_eq!(decode(&good[..HEADER_LEN - 1]), Err(Corruption::TooShort));
+        assert_eq!(decode(&[]), Err(Corruption::TooShort));
+
+        let mut bad_magic = good.clone();
+        bad_magic[0] ^= 0xFF;
+        assert_eq!(decode(&bad_magic), Err(Corruption::BadMagic));
+
+        // Truncated payload.
+        assert_eq!(
+            decode(&good[..good.len() - 3]),
+            Err(Corruption::LengthMismatch {
+                header: 12,
+                actual: 9
+            })
+        );
+        // Trailing garbage.
+        let mut longer = good.clone();
+        longer.push(0);
+        assert_eq!(
+            decode(&longer),
+            Err(Corruption::LengthMismatch {
+                header: 12,
+                actual: 13
+            })
+        );
+
+        let mut flipped = good.clone();
+        let last = flipped.len() - 1;
+        flipped[last] ^= 1;
+        assert_eq!(decode(&flipped), Err(Corruption::ChecksumMismatch));
+
+        let mut bad_sum = good;
+        bad_sum[20] ^= 1;
+        assert_eq!(decode(&bad_sum), Err(Corruption::ChecksumMismatch));
+    }
+
+    #[test]
+    fn disk_cache_stores_loads_and_deletes_damaged_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let disk = DiskCache::at(dir.path().join("nested"));
+        let k = key(7);
+        assert_eq!(disk.load(&k, "art"), None);
+        disk.store(&k, "art", b"payload").unwrap();
+        assert_eq!(disk.load(&k, "art").as_deref(), Some(&b"payload"[..]));
+        // Another kind under the same key is another file.
+        assert_eq!(disk.load(&k, "other"), None);
+
+        let path = dir.path().join("nested").join(format!("{k}.art"));
+        let mut bytes = std::fs::read(&path).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 0x40;
+        std::fs::write(&path, &bytes).unwrap();
+        assert_eq!(disk.load(&k, "art"), None);
+        assert!(!path.exists(), "a damaged file is deleted");
+
+        // Overwriting is atomic and leaves no temporary files behind.
+        disk.store(&k, "art", b"one").unwrap();
+        disk.store(&k, "art", b"two").unwrap();
+        assert_eq!(disk.load(&k, "art").as_deref(), Some(&b"two"[..]));
+        let files = std::fs::read_dir(dir.path().join("nested"))
+            .unwrap()
+            .count();
+        assert_eq!(files, 1);
+    }
+
+    #[test]
+    fn disk_cache_off_stores_nothing() {
+        let disk = DiskCache::off();
+        assert!(disk.dir().is_none());
+        disk.store(&key(1), "art", b"x").unwrap();
+        assert_eq!(disk.load(&key(1), "art"), None);
+    }
+
+    #[test]
+    fn memory_cache_compiles_once_under_contention() {
+        let cache: MemoryCache<u64, String> = MemoryCache::default();
+        let compiles = AtomicUsize::new(0);
+        let barrier = std::sync::Barrier::new(16);
+        let values: Vec<Arc<u64>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..16)
+                .map(|_| {
+                    s.spawn(|| {
+                        barrier.wait();
+                        cache
+                            .get_or_compile(key(3), || {
+                                compiles.fetch_add(1, Ordering::SeqCst);
+                                std::thread::sleep(Duration::from_millis(20));
+                                Ok(42)
+                            })
+                            .unwrap()
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert_eq!(compiles.load(Ordering::SeqCst), 1);
+        assert!(values.iter().all(|v| **v == 42));
+        assert!(values.iter().all(|v| Arc::ptr_eq(v, &values[0])));
+        assert_eq!(cache.len(), 1);
+        assert_eq!(cache.get(&key(3)).as_deref(), Some(&42));
+        assert_eq!(cache.get(&key(4)), None);
+    }
+
+    #[test]
+    fn memory_cache_forgets_failures() {
+        let cache: MemoryCache<u64, String> = MemoryCache::default();
+        assert!(cache.is_empty());
+        let err = cache.get_or_compile(key(5), || Err("boom".to_string()));
+        assert_eq!(err, Err("boom".to_string()));
+        assert_eq!(cache.get(&key(5)), None);
+        assert!(cache.is_empty());
+        let ok = cache.get_or_compile(key(5), || Ok(7)).unwrap();
+        assert_eq!(*ok, 7);
+        // A hit does not call the closure.
+        let again = cache
+            .get_or_compile(key(5), || panic!("compiled twice"))
+            .unwrap();
+        assert!(Arc::ptr_eq(&ok, &again));
+        assert_eq!(cache.len(), 1);
+    }
+}

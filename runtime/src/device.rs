@@ -74,6 +74,13 @@ impl Device {
         }
     }
 
+    /// The buffer pool's (reuses, fresh allocations) so far.
+    pub(crate) fn pool_stats(&self) -> (u64, u64) {
+        match self {
+            Device::Cpu(d) => d.pool.stats(),
+        }
+    }
+
     pub(crate) fn owns(&self, storage: &Storage) -> bool {
         match (self, storage) {
             (Device::Cpu(d), Storage::Cpu(s)) => s.device_id == d.id,
@@ -108,34 +115,62 @@ impl Device {
     }
 }
 
-/// The CPU artifact kind on disk: the kernel's IR as JSON. Compiling validated IR with
+/// Compiles `kernel` for the CPU through the disk cache. Compiling validated IR with
 /// Cranelift is the whole cost on the CPU, so the disk level holds Cranelift's own
-/// compiled-function cache entries (see `kernelc_codegen::cpu::compile_cached`).
+/// compiled-function cache entries (see `kernelc_codegen::cpu::compile_cached`), one
+/// file per function: `<key>.clif-<16 hex digits of the function key>`.
+///
+/// The kernel counts as rebuilt from disk only when every function Cranelift asked
+/// the store for came from it and was used: a function whose artifact was missing,
+/// damaged, or loaded but rejected by Cranelift (which then recompiles it and stores
+/// the result) makes the whole kernel a compile.
 fn cpu_compile(
     kernel: &Kernel,
     key: &CacheKey,
     disk: &DiskCache,
 ) -> std::result::Result<(CpuKernel, bool), String> {
-    let mut store = DiskStore { disk, key, hits: 0 };
+    let mut store = DiskStore {
+        disk,
+        key,
+        functions: Vec::new(),
+    };
     let exe = cpu::compile_cached(kernel, &mut store).map_err(|e| e.to_string())?;
-    Ok((exe, store.hits > 0))
+    Ok((exe, store.all_from_disk()))
 }
 
 /// Cranelift's compiled-code cache, kept in the disk cache under the kernel's key.
 struct DiskStore<'a> {
     disk: &'a DiskCache,
     key: &'a CacheKey,
-    hits: u32,
+    /// Each function key asked for, and whether its code came from disk (a load that
+    /// returned bytes and was not followed by a store of the same key).
+    functions: Vec<(Vec<u8>, bool)>,
+}
+
+impl DiskStore<'_> {
+    fn mark(&mut self, function_key: &[u8], from_disk: bool) {
+        match self.functions.iter_mut().find(|(k, _)| k == function_key) {
+            Some(entry) => entry.1 = from_disk,
+            None => self.functions.push((function_key.to_vec(), from_disk)),
+        }
+    }
+
+    fn all_from_disk(&self) -> bool {
+        !self.functions.is_empty() && self.functions.iter().all(|(_, hit)| *hit)
+    }
 }
 
 impl cpu::CodeStore for DiskStore<'_> {
     fn load(&mut self, function_key: &[u8]) -> Option<Vec<u8>> {
-        let bytes = self.disk.load(self.key, &entry_kind(function_key))?;
-        self.hits += 1;
-        Some(bytes)
+        let bytes = self.disk.load(self.key, &entry_kind(function_key));
+        self.mark(function_key, bytes.is_some());
+        bytes
     }
 
     fn store(&mut self, function_key: &[u8], code: Vec<u8>) {
+        // Cranelift stores only what it compiled: a loaded value it could not use
+        // (e.g. from another Cranelift version) is not a disk hit.
+        self.mark(function_key, false);
         if let Err(e) = self.disk.store(self.key, &entry_kind(function_key), &code) {
             tracing::warn!(error = %e, "cannot write the kernel cache");
         }

@@ -32,12 +32,17 @@ pub enum DeviceChoice {
 pub struct Stats {
     /// Kernels compiled (cache misses at both levels).
     pub compiles: u64,
-    /// Kernels found in the in-memory cache.
+    /// Kernels found in the in-memory cache (including callers that waited for another
+    /// thread's compile of the same key).
     pub memory_hits: u64,
     /// Kernels rebuilt from an artifact found on disk.
     pub disk_hits: u64,
     /// Launches issued.
     pub launches: u64,
+    /// Buffers served from the device's pool (reused allocations).
+    pub pool_reuses: u64,
+    /// Buffers freshly allocated because the pool had no block of that size.
+    pub pool_allocations: u64,
 }
 
 #[derive(Default)]
@@ -108,11 +113,14 @@ impl Runtime {
 
     pub fn stats(&self) -> Stats {
         let c = &self.counters;
+        let (pool_reuses, pool_allocations) = self.device.pool_stats();
         Stats {
             compiles: c.compiles.load(Ordering::Relaxed),
             memory_hits: c.memory_hits.load(Ordering::Relaxed),
             disk_hits: c.disk_hits.load(Ordering::Relaxed),
             launches: c.launches.load(Ordering::Relaxed),
+            pool_reuses,
+            pool_allocations,
         }
     }
 
@@ -331,8 +339,13 @@ impl Runtime {
             self.counters.memory_hits.fetch_add(1, Ordering::Relaxed);
             return Ok(exe);
         }
-        self.executables
+        // Several threads may miss above at once; exactly one runs the closure, the
+        // others wait for its result and count as memory hits.
+        let mut compiled_here = false;
+        let result = self
+            .executables
             .get_or_compile(key, || {
+                compiled_here = true;
                 let started = Instant::now();
                 let (exe, from_disk) = self.device.compile(kernel, &key, &self.disk)?;
                 let counter = if from_disk {
@@ -353,7 +366,11 @@ impl Runtime {
                 device: self.device_name(),
                 kernel: kernel.name.clone(),
                 message,
-            })
+            });
+        if result.is_ok() && !compiled_here {
+            self.counters.memory_hits.fetch_add(1, Ordering::Relaxed);
+        }
+        result
     }
 }
 
