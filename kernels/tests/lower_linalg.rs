@@ -21,12 +21,6 @@ fn family_cases() -> Vec<OpSpec> {
             only.as_deref()
                 .is_none_or(|list| list.split(',').any(|n| n.trim() == k.name()))
         })
-        .filter(|k| {
-            !matches!(
-                lower(&k.example(), &TargetCaps::cpu()),
-                Err(LowerError::NotLowered(_))
-            )
-        })
         .flat_map(|&k| cases::for_kind(k))
         .collect()
 }

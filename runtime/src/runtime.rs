@@ -60,7 +60,9 @@ const DEFAULT_MAX_BUFFER_BYTES: u64 = 1 << 40;
 pub struct Runtime {
     device: Device,
     caps: TargetCaps,
-    plans: Mutex<HashMap<String, Arc<Plan>>>,
+    /// Lowered plans with their compiled kernels, by spec: a repeated op skips lowering,
+    /// hashing and the kernel cache entirely.
+    prepared: Mutex<HashMap<String, Arc<Prepared>>>,
     executables: MemoryCache<Executable, String>,
     disk: DiskCache,
     counters: Counters,
@@ -89,7 +91,7 @@ impl Runtime {
         Runtime {
             device,
             caps,
-            plans: Mutex::new(HashMap::new()),
+            prepared: Mutex::new(HashMap::new()),
             executables: MemoryCache::default(),
             disk,
             counters: Counters::default(),
@@ -225,7 +227,8 @@ impl Runtime {
     pub fn run(&self, spec: &OpSpec, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
         spec.validate()?;
         self.check_inputs(spec, inputs)?;
-        let plan = self.plan(spec)?;
+        let prepared = self.prepare(spec)?;
+        let plan = &prepared.plan;
         let outputs = spec
             .outputs()
             .iter()
@@ -241,8 +244,7 @@ impl Runtime {
             .iter()
             .map(|t| self.alloc(&[t.len as usize], t.dtype))
             .collect::<Result<Vec<_>>>()?;
-        for launch in &plan.launches {
-            let exe = self.executable(&launch.kernel)?;
+        for (launch, exe) in plan.launches.iter().zip(&prepared.executables) {
             let storages: Vec<BindingRef<'_>> = launch
                 .bindings
                 .iter()
@@ -302,29 +304,54 @@ impl Runtime {
         Ok(())
     }
 
-    /// The lowered plan of `spec` for this device (lowering is cached per spec).
+    /// The lowered plan of `spec` for this device (compiles nothing).
     pub fn plan(&self, spec: &OpSpec) -> Result<Arc<Plan>> {
         let key =
             serde_json::to_string(spec).map_err(|e| RuntimeError::BadArgument(e.to_string()))?;
-        if let Some(plan) = self
-            .plans
+        if let Some(p) = self.prepared.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+            return Ok(p.plan.clone());
+        }
+        self.lower(spec)
+    }
+
+    fn lower(&self, spec: &OpSpec) -> Result<Arc<Plan>> {
+        Ok(Arc::new(lower(spec, &self.caps).map_err(|source| {
+            RuntimeError::Lower {
+                device: self.device_name(),
+                source,
+            }
+        })?))
+    }
+
+    /// The plan of `spec` and its compiled kernels, from the per-spec cache or made now.
+    fn prepare(&self, spec: &OpSpec) -> Result<Arc<Prepared>> {
+        let key =
+            serde_json::to_string(spec).map_err(|e| RuntimeError::BadArgument(e.to_string()))?;
+        let cached = self
+            .prepared
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(&key)
-        {
-            return Ok(plan.clone());
+            .cloned();
+        if let Some(prepared) = cached {
+            // Every kernel of the plan is served from memory.
+            self.counters
+                .memory_hits
+                .fetch_add(prepared.executables.len() as u64, Ordering::Relaxed);
+            return Ok(prepared);
         }
-        let plan = Arc::new(
-            lower(spec, &self.caps).map_err(|source| RuntimeError::Lower {
-                device: self.device_name(),
-                source,
-            })?,
-        );
-        self.plans
+        let plan = self.lower(spec)?;
+        let executables = plan
+            .launches
+            .iter()
+            .map(|l| self.executable(&l.kernel))
+            .collect::<Result<Vec<_>>>()?;
+        let prepared = Arc::new(Prepared { plan, executables });
+        self.prepared
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(key, plan.clone());
-        Ok(plan)
+            .insert(key, prepared.clone());
+        Ok(prepared)
     }
 
     /// The compiled kernel, from memory, from disk, or compiled now (once per key even
@@ -379,6 +406,12 @@ impl Runtime {
 fn same_elements(found: &[usize], expected: &[usize]) -> bool {
     let strip = |s: &[usize]| s.iter().copied().filter(|&d| d != 1).collect::<Vec<_>>();
     strip(found) == strip(expected)
+}
+
+/// A lowered plan with one compiled kernel per launch.
+struct Prepared {
+    plan: Arc<Plan>,
+    executables: Vec<Arc<Executable>>,
 }
 
 /// What one kernel parameter is bound to at launch.

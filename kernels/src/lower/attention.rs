@@ -292,7 +292,7 @@ fn declare(k: &mut KernelBuilder, op: &OpSpec, sh: &Shape) -> Result<Mems, Lower
         inputs.get(2),
         outputs.first(),
     ) else {
-        return Err(LowerError::NotLowered("attention without q, k, v and o"));
+        return Err(LowerError::Internal("attention without q, k, v and o"));
     };
     let (q, kk, v) = (
         buffer(k, q, Access::Read),

@@ -185,7 +185,7 @@ fn first_output(outputs: Vec<TensorSig>) -> Result<TensorSig, LowerError> {
     outputs
         .into_iter()
         .next()
-        .ok_or(LowerError::NotLowered("op without outputs"))
+        .ok_or(LowerError::Internal("op without outputs"))
 }
 
 pub fn unary(spec: &UnarySpec, caps: &TargetCaps) -> Result<Plan, LowerError> {

@@ -30,7 +30,7 @@ pub use interp::{poison, run_plan, PlanRunError};
 pub use plan::{Binding, Launch, Plan, TempBuffer};
 
 use crate::error::SpecError;
-use crate::spec::{OpKind, OpSpec};
+use crate::spec::OpSpec;
 use kernelc_ir::{ScalarType, ValidationError};
 use thiserror::Error;
 
@@ -53,8 +53,9 @@ pub enum LowerError {
         needed: u64,
         available: u64,
     },
-    #[error("lowering of `{0}` ops is not built yet")]
-    NotLowered(&'static str),
+    /// A state a validated spec cannot reach: a bug in kernelc, reported, not hidden.
+    #[error("internal error while lowering: {0}")]
+    Internal(&'static str),
     /// A lowering produced an invalid kernel: a bug in kernelc, reported, not hidden.
     #[error("internal error: lowering produced an invalid kernel: {0}")]
     InvalidKernel(#[from] ValidationError),
@@ -104,20 +105,5 @@ pub fn lower(spec: &OpSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
         OpSpec::Conv2d(s) => conv::conv2d(s, caps),
         OpSpec::Im2col(s) => conv::im2col(s, caps),
         OpSpec::Col2im(s) => conv::col2im(s, caps),
-        other => Err(LowerError::NotLowered(other.kind().name())),
     }
-}
-
-/// Kinds [`lower`] handles today.
-pub fn lowered_kinds() -> Vec<OpKind> {
-    OpKind::ALL
-        .iter()
-        .copied()
-        .filter(|k| {
-            !matches!(
-                lower(&k.example(), &TargetCaps::cpu()),
-                Err(LowerError::NotLowered(_))
-            )
-        })
-        .collect()
 }

@@ -188,7 +188,7 @@ fn strided_copy(
 }
 
 fn sig(sigs: Vec<TensorSig>, i: usize) -> Result<TensorSig, LowerError> {
-    sigs.into_iter().nth(i).ok_or(LowerError::NotLowered(
+    sigs.into_iter().nth(i).ok_or(LowerError::Internal(
         "op signature without the expected buffer",
     ))
 }

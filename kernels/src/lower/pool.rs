@@ -93,7 +93,7 @@ fn dim(v: usize, what: &str) -> Result<u32, LowerError> {
 }
 
 fn nth(sigs: &[TensorSig], i: usize, what: &'static str) -> Result<TensorSig, LowerError> {
-    sigs.get(i).cloned().ok_or(LowerError::NotLowered(what))
+    sigs.get(i).cloned().ok_or(LowerError::Internal(what))
 }
 
 /// `(plane, row, col)` of a flat NCHW index into planes of `rows × cols`.
@@ -311,7 +311,7 @@ pub fn pool2d_backward(spec: &Pool2dBackwardSpec, caps: &TargetCaps) -> Result<P
         (_, Some(window)) => pool_backward_gather(spec, &window, caps),
         (PoolKind::Max, None) => max_backward_scatter(spec, caps),
         // The spec validator rejects average pooling without a window.
-        (PoolKind::Avg, None) => Err(LowerError::NotLowered("average pooling without a window")),
+        (PoolKind::Avg, None) => Err(LowerError::Internal("average pooling without a window")),
     }
 }
 
