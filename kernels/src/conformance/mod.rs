@@ -129,10 +129,13 @@ pub fn check(exec: &dyn Executor, spec: &OpSpec, seed: u64) -> Result<(), Failur
         Scale::Accumulated { .. } => Some(magnitudes(spec, &data.values)?),
         _ => None,
     };
-    let max_input = data
-        .values
+    // Index inputs (ids, targets, positions) are not magnitudes of the math.
+    let max_input = spec
+        .inputs()
         .iter()
-        .flatten()
+        .zip(&data.values)
+        .filter(|(sig, _)| !inputs::is_index(spec, &sig.name))
+        .flat_map(|(_, v)| v.iter())
         .filter(|v| v.is_finite())
         .fold(0.0f64, |m, v| m.max(v.abs()));
     for (k, ((sig, got), want)) in sigs.iter().zip(&got).zip(&want).enumerate() {

@@ -19,12 +19,15 @@
 //! * **Batch-norm backward**: per-channel `Σdy`, `Σdy·x̂` the same way, then an
 //!   elementwise launch for `dx`.
 //!
-//! Statistics accumulate in f32 for f16/bf16 and in f64 for f64.
+//! The forward passes fold `x − x₀` (`x₀` the row's or channel's first value), so the
+//! rounding of the mean scales with the data's spread rather than its offset and
+//! `x − μ` stays accurate when `|μ| ≫ σ`. Statistics accumulate in f32 for f16/bf16
+//! and in f64 for f64.
 
 use super::math::{bind, compute_type, Num};
 use super::reduction::{
-    declare, fold_plan, row_kernel, Buf, Fold, FoldFns, Item, Monoid, PlanBuilder, Sum, Uniform,
-    View, Welford,
+    declare, fold_plan, row_kernel, Buf, Fold, FoldFns, Item, Monoid, PlanBuilder, Slices, Sum,
+    Uniform, View, Welford,
 };
 use super::schedule::plan_1d;
 use super::{LowerError, Plan, TargetCaps};
@@ -53,7 +56,7 @@ pub fn layer_norm(spec: &LayerNormSpec, caps: &TargetCaps) -> Result<Plan, Lower
     let op = OpSpec::LayerNorm(spec.clone());
     let (ins, outs) = (op.inputs(), op.outputs());
     let (rows, cols) = spec.rows_cols();
-    let view = View::of_shape(&[rows, cols], |d| d == 1)?;
+    let view = View::of_shape(&[rows, cols], |d| d == 1)?.whole_slices();
     let n = view.len() as f64;
     let num = Num::scalar(compute_type(spec.dtype));
     let dtype = spec.dtype;
@@ -82,22 +85,32 @@ pub fn layer_norm(spec: &LayerNormSpec, caps: &TargetCaps) -> Result<Plan, Lower
         &monoid.types(),
         &bufs,
         |f, m, g, tree| {
-            let vn = g.num(num.ty);
             // The normalised value: x, or x + residual.
-            let value = |f: &mut Body, off: &E| {
-                let v = vn.load(m[0], dtype, off.clone());
+            let value = |f: &mut Body, n: &Num, off: &E| {
+                let v = n.load(m[0], dtype, off.clone());
                 let v = match res {
-                    Some(r) => v + vn.load(m[r], dtype, off.clone()),
+                    Some(r) => v + n.load(m[r], dtype, off.clone()),
                     None => v,
                 };
                 bind(f, "v", v)
             };
+            let vn = g.num(num.ty);
+            // Layer norm folds x − x₀ (x₀ the row's first value): the mean's rounding
+            // then scales with the row's spread, not its offset, so x − μ stays
+            // accurate when |μ| ≫ σ.
+            let shift = (!spec.rms).then(|| value(f, &num, &g.base));
+            let shift_v = shift.clone().map(|k| bind(f, "shift_v", g.splat(k)));
+            let centred = |v: E| match &shift_v {
+                Some(k) => v - k.clone(),
+                None => v,
+            };
             let acc = g.fold(f, monoid, |f, j| {
                 let off = bind(f, "off", g.offset(j));
-                let v = value(f, &off);
-                vec![if spec.rms { v.clone() * v } else { v }]
+                let v = value(f, &vn, &off);
+                vec![if spec.rms { v.clone() * v } else { centred(v) }]
             });
             let total = tree.reduce(f, g, monoid, &acc, true);
+            // `mean` is that of the shifted values (0 for RMS).
             let (mean, var) = if spec.rms {
                 (num.lit(0.0), total[0].clone() / num.lit(n))
             } else {
@@ -107,7 +120,11 @@ pub fn layer_norm(spec: &LayerNormSpec, caps: &TargetCaps) -> Result<Plan, Lower
             if let Some(s) = stats_out {
                 f.if_(g.leader.clone(), |f| {
                     let at = f.let_("at", g.q.clone() * 2u32);
-                    f.store(m[s], at.clone(), num.narrow(mean.clone(), dtype));
+                    let mu = match &shift {
+                        Some(k) => k.clone() + mean.clone(),
+                        None => mean.clone(),
+                    };
+                    f.store(m[s], at.clone(), num.narrow(mu, dtype));
                     f.store(m[s], at + 1u32, num.narrow(rstd.clone(), dtype));
                 });
             }
@@ -117,14 +134,14 @@ pub fn layer_norm(spec: &LayerNormSpec, caps: &TargetCaps) -> Result<Plan, Lower
             );
             g.for_each(f, |f, j| {
                 let off = bind(f, "off", g.offset(&j));
-                let v = value(f, &off);
+                let v = value(f, &vn, &off);
                 if let Some(s) = sum_out {
                     f.store(m[s], off.clone(), vn.narrow(v.clone(), dtype));
                 }
                 let mut out = if spec.rms {
                     v * rstd.clone()
                 } else {
-                    (v - mean.clone()) * rstd.clone()
+                    (centred(v) - mean.clone()) * rstd.clone()
                 };
                 if let Some(w) = w {
                     out = out * vn.load(m[w], dtype, j.clone());
@@ -146,7 +163,7 @@ pub fn layer_norm_backward(
     let op = OpSpec::LayerNormBackward(spec.clone());
     let (ins, outs) = (op.inputs(), op.outputs());
     let (rows, cols) = spec.rows_cols();
-    let view = View::of_shape(&[rows, cols], |d| d == 1)?;
+    let view = View::of_shape(&[rows, cols], |d| d == 1)?.whole_slices();
     let n = view.len() as f64;
     let num = Num::scalar(compute_type(spec.dtype));
     let dtype = spec.dtype;
@@ -264,7 +281,7 @@ fn param_grads(
         caps,
         fold,
         FoldFns {
-            prologue: |_: &mut Body, _: &[Mem], _: &E| Vec::new(),
+            prologue: |_: &mut Body, _: &[Mem], _: &Slices| Vec::new(),
             item: |f: &mut Body, it: &Item| {
                 let (m, vn) = (it.mems, it.num(num.ty));
                 let dyv = bind(f, "dy", vn.load(m[0], dtype, it.off.clone()));
@@ -314,7 +331,7 @@ fn channel_map(
     let (n, c, s) = shape;
     let grid = plan_1d((n * c * s) as u64, caps, 1)?;
     let mut k = KernelBuilder::new(name, grid.workgroup_size());
-    let mems = declare(&mut k, bufs);
+    let (mems, params) = declare(&mut k, bufs);
     let kernel = k.build(|f| {
         grid.for_each_item(f, |f, i| {
             let mut ch = i.clone();
@@ -328,7 +345,7 @@ fn channel_map(
             body(f, &mems, i, ch);
         });
     })?;
-    plan.push(kernel, grid.grid, bufs);
+    plan.push(kernel, grid.grid, &params);
     Ok(())
 }
 
@@ -361,10 +378,19 @@ pub fn batch_norm(spec: &BatchNormSpec, caps: &TargetCaps) -> Result<Plan, Lower
         return Ok(plan.finish());
     }
 
-    // Per-channel (mean, 1/σ) in the compute type for the normalising launch.
-    let stats = plan.temp("channel_stats", num.ty, 2 * c as u32, Access::Write);
+    // Per channel (x₀, mean of x − x₀, 1/σ) in the compute type, for the normalising
+    // launch. Folding x − x₀ (x₀ the channel's first value) keeps x − μ accurate when
+    // |μ| ≫ σ: the mean's rounding scales with the spread, not the offset.
+    let stats = plan.temp("channel_stats", num.ty, 3 * c as u32, Access::Write);
     let welford = Welford { ty: num.ty };
     let m = (n * s) as f64;
+    let first = move |q: &E| {
+        if s == 1 {
+            q.clone()
+        } else {
+            q.clone() * s as u32
+        }
+    };
     let fold = Fold {
         name: format!("{}_stats", op.name()),
         view: View::of_shape(&[n, c, s], |d| d != 1)?,
@@ -372,6 +398,7 @@ pub fn batch_norm(spec: &BatchNormSpec, caps: &TargetCaps) -> Result<Plan, Lower
         monoid: &welford,
         items: vec![Buf::input(&ins, 0)],
         finals: vec![
+            Buf::input(&ins, 0),
             Buf::input(&ins, 3),
             Buf::input(&ins, 4),
             Buf::output(&outs, 1),
@@ -390,27 +417,34 @@ pub fn batch_norm(spec: &BatchNormSpec, caps: &TargetCaps) -> Result<Plan, Lower
         caps,
         fold,
         FoldFns {
-            prologue: |_: &mut Body, _: &[Mem], _: &E| Vec::new(),
+            prologue: |f: &mut Body, mm: &[Mem], slices: &Slices| {
+                vec![slices.gather(f, |_, q| num.load(mm[0], dtype, first(&q)))]
+            },
             item: |_: &mut Body, it: &Item| {
-                vec![it.num(num.ty).load(it.mems[0], dtype, it.off.clone())]
+                let x = it.num(num.ty).load(it.mems[0], dtype, it.off.clone());
+                vec![x - it.splat(it.pre[0].clone())]
             },
             epilogue: |f: &mut Body, mm: &[Mem], uni: &[E], q: &E, total: &[E]| {
-                let mean = total[1].clone();
+                let shift = f.let_("shift", num.load(mm[0], dtype, first(q)));
+                let centred = total[1].clone();
+                let mean = f.let_("mean", shift.clone() + centred.clone());
                 let var = f.let_("var", total[2].clone() / num.lit(m));
                 let rstd = f.let_("rstd", (var.clone() + num.lit(spec.eps)).rsqrt());
-                let at = f.let_("at", q.clone() * 2u32);
                 // Running statistics: this invocation reads each before writing it.
                 let take = uni[0].clone();
                 let keep = f.let_("keep", num.lit(1.0) - take.clone());
                 let rm =
-                    num.load(mm[0], dtype, q.clone()) * keep.clone() + take.clone() * mean.clone();
-                let rv = num.load(mm[1], dtype, q.clone()) * keep + take * var;
-                f.store(mm[2], at.clone(), num.narrow(mean.clone(), dtype));
-                f.store(mm[2], at.clone() + 1u32, num.narrow(rstd.clone(), dtype));
-                f.store(mm[3], q.clone(), num.narrow(rm, dtype));
-                f.store(mm[4], q.clone(), num.narrow(rv, dtype));
-                f.store(mm[5], at.clone(), mean);
-                f.store(mm[5], at + 1u32, rstd);
+                    num.load(mm[1], dtype, q.clone()) * keep.clone() + take.clone() * mean.clone();
+                let rv = num.load(mm[2], dtype, q.clone()) * keep + take * var;
+                let at = f.let_("at", q.clone() * 2u32);
+                f.store(mm[3], at.clone(), num.narrow(mean, dtype));
+                f.store(mm[3], at + 1u32, num.narrow(rstd.clone(), dtype));
+                f.store(mm[4], q.clone(), num.narrow(rm, dtype));
+                f.store(mm[5], q.clone(), num.narrow(rv, dtype));
+                let at = f.let_("at3", q.clone() * 3u32);
+                f.store(mm[6], at.clone(), shift);
+                f.store(mm[6], at.clone() + 1u32, centred);
+                f.store(mm[6], at + 2u32, rstd);
             },
         },
     )?;
@@ -429,9 +463,9 @@ pub fn batch_norm(spec: &BatchNormSpec, caps: &TargetCaps) -> Result<Plan, Lower
         (n, c, s),
         &bufs,
         |f, m, i, ch| {
-            let at = f.let_("at", ch.clone() * 2u32);
-            let xhat =
-                (num.load(m[0], dtype, i.clone()) - m[3].at(at.clone())) * m[3].at(at + 1u32);
+            let at = f.let_("at", ch.clone() * 3u32);
+            let centred = num.load(m[0], dtype, i.clone()) - m[3].at(at.clone());
+            let xhat = (centred - m[3].at(at.clone() + 1u32)) * m[3].at(at + 2u32);
             let y = xhat * num.load(m[1], dtype, ch.clone()) + num.load(m[2], dtype, ch);
             f.store(m[4], i, num.narrow(y, dtype));
         },
@@ -476,12 +510,9 @@ pub fn batch_norm_backward(
         caps,
         fold,
         FoldFns {
-            prologue: |f: &mut Body, m: &[Mem], q: &E| {
-                let at = f.let_("at", q.clone() * 2u32);
-                vec![
-                    f.let_("mean", num.load(m[2], dtype, at.clone())),
-                    f.let_("rstd", num.load(m[2], dtype, at + 1u32)),
-                ]
+            prologue: |f: &mut Body, m: &[Mem], slices: &Slices| {
+                let stat = |k: u32| move |_: &mut Body, q: E| num.load(m[2], dtype, q * 2u32 + k);
+                vec![slices.gather(f, stat(0)), slices.gather(f, stat(1))]
             },
             item: |f: &mut Body, it: &Item| {
                 let (m, vn) = (it.mems, it.num(num.ty));

@@ -11,7 +11,8 @@
 
 use super::math::{compute_type, Num};
 use super::reduction::{
-    fold_plan, ArgExtremum, Buf, Extremum, Fold, FoldFns, Item, Monoid, PlanBuilder, Sum, View,
+    fold_plan, ArgExtremum, Buf, Extremum, Fold, FoldFns, Item, Monoid, PlanBuilder, Slices, Sum,
+    View,
 };
 use super::{LowerError, Plan, TargetCaps};
 use crate::spec::{OpSpec, ReduceFn, ReduceSpec};
@@ -59,7 +60,7 @@ pub fn reduce(spec: &ReduceSpec, caps: &TargetCaps) -> Result<Plan, LowerError> 
         caps,
         fold,
         FoldFns {
-            prologue: |_: &mut Body, _: &[Mem], _: &E| Vec::new(),
+            prologue: |_: &mut Body, _: &[Mem], _: &Slices| Vec::new(),
             item: |_: &mut Body, it: &Item| {
                 vec![it.num(num.ty).load(it.mems[0], dtype, it.off.clone())]
             },

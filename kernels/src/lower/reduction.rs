@@ -24,11 +24,13 @@
 //! On a CPU (one invocation per workgroup) `g = 1`: no shared memory, no barrier, and
 //! one workgroup loops over enough slices to amortise its scheduling.
 //!
-//! **Vectors.** When the innermost reduced axis is contiguous and a multiple of the
-//! caps' vector width, each step of an invocation loads `lanes` (2 or 4, at most 16
-//! bytes) contiguous elements at once and keeps one state per lane; the lanes are
-//! combined before the tree. Second passes (softmax, norms) load and store the same
-//! vectors. On a CPU this is the SIMD width; on a GPU, 128-bit loads.
+//! **Vectors.** Steps load the caps' vector width (2 or 4 lanes, at most 16 bytes) of
+//! contiguous elements where the contiguous axis is a multiple of it. In rows, the
+//! lanes are neighbouring elements of one slice, each with its own state, combined
+//! before the tree. In columns, they are one element of each of 4 (2) adjacent
+//! slices: a group then owns that many slices and every state is one lane per slice,
+//! through the tree and into the second pass. On a CPU this is the SIMD width; on a
+//! GPU, 128-bit loads.
 //!
 //! **Split.** When the slices are too few to fill the device and long enough to share
 //! ([`split_parts`]), [`fold_plan`] cuts each slice into parts: a first launch folds
@@ -58,6 +60,8 @@ use kernelc_ir::{Access, Expr, Scalar, ScalarType};
 pub struct View {
     kept: Vec<(u32, u32)>,
     reduced: Vec<(u32, u32)>,
+    /// Whether a group may take adjacent slices as the lanes of its values.
+    across: bool,
 }
 
 fn too_large(what: &str, value: u64) -> LowerError {
@@ -93,6 +97,7 @@ impl View {
         let mut view = View {
             kept: Vec::new(),
             reduced: Vec::new(),
+            across: true,
         };
         let mut stride = 1u32;
         let mut axes: Vec<(usize, u32, u32)> = Vec::new();
@@ -116,6 +121,7 @@ impl View {
         let mut view = View {
             kept: Vec::new(),
             reduced: Vec::new(),
+            across: true,
         };
         for &(e, s) in kept {
             push_axis(&mut view.kept, e, s);
@@ -124,6 +130,13 @@ impl View {
             push_axis(&mut view.reduced, e, s);
         }
         view
+    }
+
+    /// The same view, with every group on one slice: per-slice values stay scalars
+    /// (ops that index per-slice data, such as saved statistics or targets).
+    pub fn whole_slices(mut self) -> View {
+        self.across = false;
+        self
     }
 
     /// Number of slices (output positions).
@@ -379,25 +392,23 @@ impl SoftmaxStats {
 }
 
 /// Welford's `(count, mean, M2)`, combined with Chan's parallel formula: numerically
-/// stable mean and variance in one pass.
+/// stable mean and variance in one pass. The count is kept in the compute type (exact
+/// up to 2^24 per invocation, and only a weight beyond): no integer-to-float
+/// conversion in the loop.
 pub struct Welford {
     pub ty: ScalarType,
 }
 
 impl Monoid for Welford {
     fn types(&self) -> Vec<ScalarType> {
-        vec![ScalarType::U32, self.ty, self.ty]
+        vec![self.ty; 3]
     }
     fn start(&self, _: Option<Vec<E>>, lanes: u8) -> Vec<E> {
-        vec![
-            konst(ScalarType::U32, 0.0, lanes),
-            konst(self.ty, 0.0, lanes),
-            konst(self.ty, 0.0, lanes),
-        ]
+        vec![konst(self.ty, 0.0, lanes); 3]
     }
     fn lift(&self, _: &mut Body, x: Vec<E>, _: &E, lanes: u8) -> Vec<E> {
         vec![
-            konst(ScalarType::U32, 1.0, lanes),
+            konst(self.ty, 1.0, lanes),
             x[0].clone(),
             konst(self.ty, 0.0, lanes),
         ]
@@ -406,12 +417,11 @@ impl Monoid for Welford {
         let n = f.let_("n", a[0].clone() + b[0].clone());
         let d = f.let_("d", b[1].clone() - a[1].clone());
         // The weight of b; an empty total has weight 0 / 1, never 0 / 0.
-        let one = konst(ScalarType::U32, 1.0, lanes);
         let w = f.let_(
             "w",
-            b[0].clone().cast(self.ty) / n.clone().max(one).cast(self.ty),
+            b[0].clone() / n.clone().max(konst(self.ty, 1.0, lanes)),
         );
-        let spread = d.clone() * d.clone() * a[0].clone().cast(self.ty) * w.clone();
+        let spread = d.clone() * d.clone() * a[0].clone() * w.clone();
         vec![
             n,
             a[1].clone() + d * w,
@@ -420,9 +430,11 @@ impl Monoid for Welford {
     }
     fn update(&self, f: &mut Body, acc: &[E], x: Vec<E>, _: &E, lanes: u8) -> Vec<E> {
         let x = bind(f, "x", x[0].clone());
-        let n = f.let_("n", acc[0].clone() + konst(ScalarType::U32, 1.0, lanes));
+        let n = f.let_("n", acc[0].clone() + konst(self.ty, 1.0, lanes));
+        // 1/n depends on the count only: the division stays off the chain of means.
+        let inv = f.let_("inv_n", konst(self.ty, 1.0, lanes) / n.clone());
         let d = f.let_("d", x.clone() - acc[1].clone());
-        let mean = f.let_("mean", acc[1].clone() + d.clone() / n.clone().cast(self.ty));
+        let mean = f.let_("mean", acc[1].clone() + d.clone() * inv);
         vec![n, mean.clone(), acc[2].clone() + d * (x - mean)]
     }
 }
@@ -476,8 +488,9 @@ fn pow2_floor(n: u32) -> u32 {
 
 /// How groups of invocations are laid over the slices of a [`View`] (see the module
 /// docs): `p` groups of `g` invocations per workgroup, `t` passes per workgroup, each
-/// slice cut into `parts` parts of `part_len` elements, each invocation taking `lanes`
-/// contiguous elements per step.
+/// slice cut into `parts` parts of `part_len` elements. A step of an invocation loads
+/// `lanes` contiguous elements of one slice (rows), or one element of each of
+/// `slice_lanes` adjacent slices (columns); at most one of the two exceeds 1.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Schedule {
     pub view: View,
@@ -485,8 +498,10 @@ pub struct Schedule {
     pub len: u32,
     pub parts: u32,
     pub part_len: u32,
-    /// Contiguous elements per step (vector loads), 1, 2 or 4.
+    /// Contiguous elements of one slice per step, 1, 2 or 4.
     pub lanes: u8,
+    /// Adjacent slices per group, one per lane, 1, 2 or 4.
+    pub slice_lanes: u8,
     /// Invocations per group (a power of two).
     pub g: u32,
     /// Groups per workgroup pass (a power of two).
@@ -499,18 +514,27 @@ pub struct Schedule {
     pub grid: [u32; 3],
 }
 
-/// Lanes per step: the caps' vector width (at most 16 bytes of `elem_bytes`
-/// elements) when the innermost reduced axis is contiguous and a multiple of it, so
-/// that every vector is aligned and stays inside one contiguous run.
-fn lanes_for(view: &View, caps: &TargetCaps, elem_bytes: u32) -> u8 {
-    let Some(&(extent, 1)) = view.reduced.last() else {
-        return 1;
-    };
+/// `(lanes, slice_lanes)`: the caps' vector width (at most 16 bytes of `elem_bytes`
+/// elements) along the contiguous axis, when its extent is a multiple of it, so that
+/// every vector is aligned and stays inside one contiguous run. The contiguous axis is
+/// the innermost reduced one (rows: lanes of one slice) or the innermost kept one
+/// (columns: lanes of adjacent slices).
+fn lanes_for(view: &View, caps: &TargetCaps, elem_bytes: u32) -> (u8, u8) {
     let widest = (caps.vector_width as u32).min(MAX_VECTOR_BYTES / elem_bytes.max(1));
-    [4u32, 2]
-        .into_iter()
-        .find(|&l| l <= widest && extent % l == 0)
-        .map_or(1, |l| l as u8)
+    let pick = |extent: u32| {
+        [4u32, 2]
+            .into_iter()
+            .find(|&l| l <= widest && extent % l == 0)
+            .map_or(1, |l| l as u8)
+    };
+    if view.contiguous() {
+        (view.reduced.last().map_or(1, |d| pick(d.0)), 1)
+    } else {
+        match view.kept.last() {
+            Some(&(extent, 1)) if view.across => (1, pick(extent)),
+            _ => (1, 1),
+        }
+    }
 }
 
 impl Schedule {
@@ -523,16 +547,17 @@ impl Schedule {
         elem_bytes: u32,
     ) -> Result<Schedule, LowerError> {
         let (slices, len) = (view.slices(), view.len());
-        let lanes = lanes_for(&view, caps, elem_bytes);
+        let (lanes, slice_lanes) = lanes_for(&view, caps, elem_bytes);
         let l = lanes as u32;
         let parts = parts.clamp(1, (len / l).max(1));
         // Parts start on a vector boundary.
         let part_len = len.div_ceil(parts).div_ceil(l).max(1) * l;
         let parts = len.div_ceil(part_len).max(1);
         let steps = part_len / l;
-        let groups = slices
+        let vector_slices = slices / slice_lanes as u32;
+        let groups = vector_slices
             .checked_mul(parts)
-            .ok_or_else(|| too_large("reduction groups", slices as u64 * parts as u64))?;
+            .ok_or_else(|| too_large("reduction groups", vector_slices as u64 * parts as u64))?;
         let inv = pow2_floor(caps.invocations_1d());
         let rows = view.contiguous();
         let (g, p) = if rows {
@@ -541,11 +566,11 @@ impl Schedule {
         } else {
             // Neighbouring slices of one part share a workgroup: more parts mean more
             // workgroups, not fewer invocations per slice.
-            let p = inv.min(pow2_ceil(slices));
+            let p = inv.min(pow2_ceil(vector_slices));
             ((inv / p).min(pow2_ceil(steps)), p)
         };
         let t = if caps.is_serial() {
-            (CPU_WORK / part_len).clamp(1, groups)
+            (CPU_WORK / (part_len * slice_lanes as u32)).clamp(1, groups)
         } else {
             1
         };
@@ -558,6 +583,7 @@ impl Schedule {
             parts,
             part_len,
             lanes,
+            slice_lanes,
             g,
             p,
             t,
@@ -567,9 +593,13 @@ impl Schedule {
         })
     }
 
-    /// Groups in all: `slices · parts`.
+    /// Groups in all: `slices / slice_lanes · parts`.
     pub fn groups(&self) -> u32 {
-        self.slices * self.parts
+        self.vector_slices() * self.parts
+    }
+
+    fn vector_slices(&self) -> u32 {
+        self.slices / self.slice_lanes as u32
     }
 
     /// The workgroup size to declare.
@@ -590,12 +620,12 @@ impl Schedule {
         caps: &TargetCaps,
         name: &str,
     ) -> Result<Tree, LowerError> {
-        let inv = self.p * self.g;
+        let len = self.p * self.g * self.slice_lanes as u32;
         let mut shared = Vec::new();
         if self.g > 1 {
             let bytes: u64 = types
                 .iter()
-                .map(|t| t.size_bytes() as u64 * inv as u64)
+                .map(|t| t.size_bytes() as u64 * len as u64)
                 .sum();
             if bytes > caps.shared_memory_bytes as u64 {
                 return Err(LowerError::SharedMemory {
@@ -605,13 +635,14 @@ impl Schedule {
                 });
             }
             for (c, &ty) in types.iter().enumerate() {
-                shared.push(k.shared(format!("tree{c}"), ty, inv));
+                shared.push(k.shared(format!("tree{c}"), ty, len));
             }
         }
         Ok(Tree {
             shared,
             g: self.g,
             stride: if self.rows { 1 } else { self.p },
+            lanes: self.slice_lanes,
         })
     }
 
@@ -663,20 +694,23 @@ impl Schedule {
 
     fn group(&self, f: &mut Body, lid: E, r: E, gamma: E, body: impl FnOnce(&mut Body, &Group)) {
         let groups = self.groups();
+        let vector_slices = self.vector_slices();
+        let sl = self.slice_lanes as u32;
         let gamma = f.let_("gamma", gamma);
         let valid = f.let_("valid", gamma.clone().lt(groups));
         // Loads of a group past the end go to the last group, so they stay in bounds.
         let safe = f.let_("group", gamma.clone().min(groups - 1));
-        let (q, j0, j1) = if self.parts == 1 {
+        let (qv, j0, j1) = if self.parts == 1 {
             let end = valid.clone().select(self.len, 0u32);
             (safe, E::from(0u32), f.let_("end", end))
         } else {
-            let q = f.let_("q", safe.clone() % self.slices);
-            let j0 = f.let_("j0", safe / self.slices * self.part_len);
+            let qv = f.let_("qv", safe.clone() % vector_slices);
+            let j0 = f.let_("j0", safe / vector_slices * self.part_len);
             let end = (j0.clone() + self.part_len).min(self.len);
             let end = valid.clone().select(end, j0.clone());
-            (q, j0, f.let_("end", end))
+            (qv, j0, f.let_("end", end))
         };
+        let q = if sl == 1 { qv } else { f.let_("q", qv * sl) };
         let base = bind(f, "base", self.view.base(&q));
         let leader = if self.g == 1 {
             valid
@@ -694,6 +728,7 @@ impl Schedule {
             j1,
             g: self.g,
             lanes: self.lanes,
+            slice_lanes: self.slice_lanes,
             view: self.view.clone(),
         };
         body(f, &group);
@@ -706,21 +741,24 @@ pub struct Group {
     pub lid: E,
     /// Rank in the group (0 is the leader).
     pub r: E,
-    /// Group index (`part · slices + q`); past the end for groups that do not exist.
+    /// Group index (`part · slices / slice_lanes + slice / slice_lanes`); past the
+    /// end for groups that do not exist.
     pub gamma: E,
     /// The group exists and this is its rank 0: the one invocation that writes the
     /// slice's results.
     pub leader: E,
-    /// The slice (clamped into range for groups past the end).
+    /// The (first) slice (clamped into range for groups past the end).
     pub q: E,
-    /// Offset of the slice's first element.
+    /// Offset of the (first) slice's first element.
     pub base: E,
     /// The group's elements are `j0..j1` (empty for groups past the end).
     pub j0: E,
     pub j1: E,
     g: u32,
-    /// Contiguous elements per step: `j` passed to bodies is the first of them.
+    /// Contiguous elements of the slice per step: `j` given to bodies is the first.
     pub lanes: u8,
+    /// Adjacent slices of the group, one per lane of every value.
+    pub slice_lanes: u8,
     view: View,
 }
 
@@ -734,15 +772,28 @@ impl Group {
         }
     }
 
-    /// The numeric context of one step: `ty` with this group's lanes.
+    /// Lanes of a step's values.
+    pub fn step_lanes(&self) -> u8 {
+        self.lanes.max(self.slice_lanes)
+    }
+
+    /// The numeric context of one step: `ty` with the step's lanes.
     pub fn num(&self, ty: ScalarType) -> Num {
         Num {
             ty,
-            lanes: self.lanes,
+            lanes: self.step_lanes(),
         }
     }
 
-    /// A per-slice scalar made to match a step's values.
+    /// The numeric context of per-slice values (totals): one lane per slice.
+    pub fn stat_num(&self, ty: ScalarType) -> Num {
+        Num {
+            ty,
+            lanes: self.slice_lanes,
+        }
+    }
+
+    /// A per-slice value (a total) made to match a step's values.
     pub fn splat(&self, e: E) -> E {
         if self.lanes == 1 {
             e
@@ -751,13 +802,25 @@ impl Group {
         }
     }
 
-    /// The positions of a step's lanes: `j` or `(j, j+1, ...)`.
+    /// The positions of a step's lanes: `j`, `(j, j+1, ...)` along one slice, or
+    /// `(j, j, ...)` across slices.
     pub fn lane_index(&self, j: &E) -> E {
+        if self.slice_lanes > 1 {
+            return j.clone().splat(self.slice_lanes);
+        }
         if self.lanes == 1 {
             return j.clone();
         }
         let ramp = vector((0..self.lanes as u32).map(E::from));
         j.clone().splat(self.lanes) + ramp
+    }
+
+    /// The group's slices, for per-slice values.
+    pub fn slices(&self) -> Slices {
+        Slices {
+            q: self.q.clone(),
+            lanes: self.slice_lanes,
+        }
     }
 
     /// Calls `body(f, j)` for this invocation's steps: `j = j0 + r·lanes`, then every
@@ -776,15 +839,15 @@ impl Group {
         f.for_("j", start, self.j1.clone(), self.g * l, body);
     }
 
-    /// Folds this invocation's elements into scalar accumulators: `item(f, j)` gives
-    /// the values of step `j` (vectors of `lanes`); lanes are combined at the end.
+    /// Folds this invocation's elements into accumulators of per-slice shape: `item(f,
+    /// j)` gives the values of step `j`; lanes along one slice are combined at the end.
     pub fn fold(
         &self,
         f: &mut Body,
         monoid: &dyn Monoid,
         item: impl Fn(&mut Body, &E) -> Vec<E>,
     ) -> Vec<Var> {
-        let lanes = self.lanes;
+        let lanes = self.step_lanes();
         let first = if monoid.starts_from_first() {
             let zero = E::from(0u32);
             let x = item(f, &zero);
@@ -804,12 +867,12 @@ impl Group {
             let next = monoid.update(f, &acc, x, &at, lanes);
             assign_all(f, &vars, next);
         });
-        if lanes == 1 {
+        if self.lanes == 1 {
             return vars;
         }
-        // One state per lane: combine neighbours pairwise (lane order kept, so ties
-        // of arg-reductions still see the lower position on the left).
-        let mut states: Vec<Vec<E>> = (0..lanes)
+        // One state per lane of one slice: combine neighbours pairwise (lane order
+        // kept, so ties of arg-reductions still see the lower position on the left).
+        let mut states: Vec<Vec<E>> = (0..self.lanes)
             .map(|l| vars.iter().map(|v| v.get().lane(l)).collect())
             .collect();
         while states.len() > 1 {
@@ -827,6 +890,29 @@ impl Group {
             .into_iter()
             .map(|e| f.var("acc", e))
             .collect()
+    }
+}
+
+/// The slices of one group: `q`, or `q .. q + lanes` (one per lane).
+pub struct Slices {
+    pub q: E,
+    pub lanes: u8,
+}
+
+impl Slices {
+    /// A per-slice value, `value(f, slice)` for each of the group's slices, gathered
+    /// into one lane per slice.
+    pub fn gather(&self, f: &mut Body, value: impl Fn(&mut Body, E) -> E) -> E {
+        if self.lanes == 1 {
+            return value(f, self.q.clone());
+        }
+        let lanes: Vec<E> = (0..self.lanes as u32)
+            .map(|l| {
+                let v = value(f, self.q.clone() + l);
+                bind(f, "lane", v)
+            })
+            .collect();
+        vector(lanes)
     }
 }
 
@@ -858,9 +944,27 @@ pub struct Tree {
     g: u32,
     /// Distance in invocation ids between ranks `r` and `r + 1` of a group.
     stride: u32,
+    /// Lanes of a state (one per slice of the group).
+    lanes: u8,
 }
 
 impl Tree {
+    fn at(&self, mem: Mem, lid: E) -> E {
+        if self.lanes == 1 {
+            mem.at(lid)
+        } else {
+            mem.load(lid * self.lanes as u32, self.lanes)
+        }
+    }
+
+    fn put(&self, f: &mut Body, mem: Mem, lid: E, value: E) {
+        if self.lanes == 1 {
+            f.store(mem, lid, value);
+        } else {
+            f.store(mem, lid * self.lanes as u32, value);
+        }
+    }
+
     /// Combines `acc` across the group by a tree in shared memory (log₂ g steps, each
     /// ending in a barrier). Returns the total: in every invocation of the group with
     /// `broadcast`, else in the leader only. Must be called in uniform control flow.
@@ -876,7 +980,7 @@ impl Tree {
             return acc.iter().map(|v| v.get()).collect();
         }
         for (mem, v) in self.shared.iter().zip(acc) {
-            f.store(*mem, group.lid.clone(), v.get());
+            self.put(f, *mem, group.lid.clone(), v.get());
         }
         f.barrier();
         let mut step = self.g / 2;
@@ -890,13 +994,13 @@ impl Tree {
                 let other: Vec<E> = self
                     .shared
                     .iter()
-                    .map(|m| f.let_("other", m.at(partner.clone())))
+                    .map(|m| f.let_("other", self.at(*m, partner.clone())))
                     .collect();
-                let next = monoid.combine(f, &mine, &other, 1);
+                let next = monoid.combine(f, &mine, &other, self.lanes);
                 assign_all(f, acc, next);
                 if !last || broadcast {
                     for (mem, v) in self.shared.iter().zip(acc) {
-                        f.store(*mem, group.lid.clone(), v.get());
+                        self.put(f, *mem, group.lid.clone(), v.get());
                     }
                 }
             });
@@ -911,7 +1015,7 @@ impl Tree {
         let total: Vec<E> = self
             .shared
             .iter()
-            .map(|m| f.let_("total", m.at(leader.clone())))
+            .map(|m| f.let_("total", self.at(*m, leader.clone())))
             .collect();
         // The arrays are reused by the next reduction: everyone must have read first.
         f.barrier();
@@ -959,20 +1063,35 @@ impl Buf {
     }
 }
 
-/// Declares `bufs` as the kernel's parameters, in order. An output updating an input
-/// in place (same name) is declared as `name_out`.
-pub fn declare(k: &mut KernelBuilder, bufs: &[Buf]) -> Vec<Mem> {
+/// Declares `bufs` as the kernel's parameters, in order: a read-only buffer listed
+/// again (same binding) is declared once, and an output updating an input in place
+/// (same name) is declared as `name_out`. Returns one memory per entry of `bufs` and
+/// the parameters declared (whose bindings the launch takes).
+pub fn declare(k: &mut KernelBuilder, bufs: &[Buf]) -> (Vec<Mem>, Vec<Buf>) {
+    let mut params: Vec<Buf> = Vec::new();
     let mut names: Vec<String> = Vec::new();
-    bufs.iter()
+    let mut declared: Vec<Mem> = Vec::new();
+    let mems = bufs
+        .iter()
         .map(|b| {
+            let again = params.iter().position(|p| {
+                p.binding == b.binding && p.access == Access::Read && b.access == Access::Read
+            });
+            if let Some(i) = again {
+                return declared[i];
+            }
             let mut name = b.name.clone();
             while names.contains(&name) {
                 name.push_str("_out");
             }
             names.push(name.clone());
-            k.buffer(name, b.dtype, b.len, b.access)
+            let mem = k.buffer(name, b.dtype, b.len, b.access);
+            params.push(b.clone());
+            declared.push(mem);
+            mem
         })
-        .collect()
+        .collect();
+    (mems, params)
 }
 
 /// Launches and temporaries collected into a [`Plan`].
@@ -1078,14 +1197,17 @@ fn declare_uniforms(k: &mut KernelBuilder, uniforms: &[Uniform]) -> Vec<E> {
         .collect()
 }
 
-/// What an item closure sees: the items' buffers, the prologue's values, and the
-/// step's first element `j` at `off` (`lanes` contiguous elements).
+/// What an item closure sees: the items' buffers, the prologue's values (one lane
+/// per slice of the group), and the step's first element `j` at `off`.
 pub struct Item<'a> {
     pub mems: &'a [Mem],
     pub pre: &'a [E],
     pub off: E,
     pub j: E,
+    /// Contiguous elements of one slice in the step.
     pub lanes: u8,
+    /// Adjacent slices in the step, one per lane.
+    pub slice_lanes: u8,
 }
 
 impl Item<'_> {
@@ -1093,11 +1215,11 @@ impl Item<'_> {
     pub fn num(&self, ty: ScalarType) -> Num {
         Num {
             ty,
-            lanes: self.lanes,
+            lanes: self.lanes.max(self.slice_lanes),
         }
     }
 
-    /// A per-slice scalar made to match the step's values.
+    /// A per-slice value (a prologue value) made to match the step's values.
     pub fn splat(&self, e: E) -> E {
         if self.lanes == 1 {
             e
@@ -1106,9 +1228,14 @@ impl Item<'_> {
         }
     }
 
-    /// Per-lane values that are not contiguous: `value(f, position)` for each lane's
-    /// element position, gathered into a vector.
+    /// Per-position values that are not contiguous: `value(f, position)` for each
+    /// lane's element position, as the step's lanes.
     pub fn gather(&self, f: &mut Body, value: impl Fn(&mut Body, E) -> E) -> E {
+        if self.slice_lanes > 1 {
+            // Every lane is at position j (of its own slice).
+            let v = value(f, self.j.clone());
+            return v.splat(self.slice_lanes);
+        }
         if self.lanes == 1 {
             return value(f, self.j.clone());
         }
@@ -1122,13 +1249,33 @@ impl Item<'_> {
     }
 }
 
-/// Per-slice values computed before the fold (`prologue(f, items, q)`), the values of
-/// one step (`item(f, &Item)`, vectors of `lanes`), and the leader's epilogue
-/// (`epilogue(f, finals, uniforms, q, total)`).
+/// Per-slice values computed before the fold (`prologue(f, items, slices)`, one lane
+/// per slice of the group), the values of one step (`item(f, &Item)`), and the
+/// leader's epilogue for one slice (`epilogue(f, finals, uniforms, q, total)`, scalars;
+/// called once per slice of the group).
 pub struct FoldFns<P, I, Ep> {
     pub prologue: P,
     pub item: I,
     pub epilogue: Ep,
+}
+
+/// Runs `epilogue` for each slice of `group` with that slice's lane of `total`.
+fn per_slice<Ep>(f: &mut Body, group: &Group, total: &[E], epilogue: Ep)
+where
+    Ep: Fn(&mut Body, &E, &[E]),
+{
+    if group.slice_lanes == 1 {
+        epilogue(f, &group.q, total);
+        return;
+    }
+    for l in 0..group.slice_lanes {
+        let q = f.let_("slice", group.q.clone() + l as u32);
+        let lane: Vec<E> = total
+            .iter()
+            .map(|t| f.let_("total", t.clone().lane(l)))
+            .collect();
+        epilogue(f, &q, &lane);
+    }
 }
 
 /// Lowers a [`Fold`]: one launch, or two when [`split_parts`] cuts the slices
@@ -1141,58 +1288,58 @@ pub fn fold_plan<P, I, Ep>(
     fns: FoldFns<P, I, Ep>,
 ) -> Result<(), LowerError>
 where
-    P: FnOnce(&mut Body, &[Mem], &E) -> Vec<E>,
+    P: FnOnce(&mut Body, &[Mem], &Slices) -> Vec<E>,
     I: Fn(&mut Body, &Item) -> Vec<E>,
-    Ep: FnOnce(&mut Body, &[Mem], &[E], &E, &[E]),
+    Ep: Fn(&mut Body, &[Mem], &[E], &E, &[E]),
 {
     let elem_bytes = fold.elem.size_bytes();
     let parts = split_parts(&fold.view, caps, elem_bytes)?;
     let types = fold.monoid.types();
     let n_items = fold.items.len();
     let sched = Schedule::new(fold.view.clone(), caps, parts, elem_bytes)?;
+    let split = sched.parts > 1;
     let FoldFns {
         prologue,
         item,
         epilogue,
     } = fns;
 
-    // Launch 1: fold each group's elements; finish, or leave partial states.
-    let partials: Vec<Buf> = if sched.parts > 1 {
-        let groups = sched.groups();
+    // Launch 1: fold each group's elements; finish, or leave partial states (slice q
+    // of part k at k·slices + q).
+    let partials: Vec<Buf> = if split {
+        let len = sched.slices * sched.parts;
         types
             .iter()
             .enumerate()
-            .map(|(c, &ty)| plan.temp(&format!("partial{c}"), ty, groups, Access::Write))
+            .map(|(c, &ty)| plan.temp(&format!("partial{c}"), ty, len, Access::Write))
             .collect()
     } else {
         Vec::new()
     };
     let mut bufs = fold.items.clone();
-    if sched.parts > 1 {
-        bufs.extend(partials.iter().cloned());
+    bufs.extend(if split {
+        partials.iter().cloned()
     } else {
-        bufs.extend(fold.finals.iter().cloned());
-    }
-    let name = if sched.parts > 1 {
+        fold.finals.iter().cloned()
+    });
+    let name = if split {
         format!("{}_partial", fold.name)
     } else {
         fold.name.clone()
     };
-    let mut k = KernelBuilder::new(name.clone(), sched.workgroup_size());
-    let mems = declare(&mut k, &bufs);
-    let split = sched.parts > 1;
     let uniforms = if split {
         Vec::new()
     } else {
         fold.uniforms.clone()
     };
+    let mut k = KernelBuilder::new(name.clone(), sched.workgroup_size());
+    let (mems, params) = declare(&mut k, &bufs);
     let uni = declare_uniforms(&mut k, &uniforms);
     let tree = sched.tree(&mut k, &types, caps, &name)?;
-    let mut epilogue = Some(epilogue);
     let kernel = k.build(|f| {
         sched.for_each_group(f, |f, g| {
             let items = &mems[..n_items];
-            let pre = prologue(f, items, &g.q);
+            let pre = prologue(f, items, &g.slices());
             let acc = g.fold(f, fold.monoid, |f, j| {
                 let off = bind(f, "off", g.offset(j));
                 let step = Item {
@@ -1201,6 +1348,7 @@ where
                     off,
                     j: j.clone(),
                     lanes: g.lanes,
+                    slice_lanes: g.slice_lanes,
                 };
                 item(f, &step)
             });
@@ -1208,19 +1356,25 @@ where
             let outs = &mems[n_items..];
             f.if_(g.leader.clone(), |f| {
                 if split {
+                    let sl = g.slice_lanes as u32;
+                    let at = if sl == 1 {
+                        g.gamma.clone()
+                    } else {
+                        g.gamma.clone() * sl
+                    };
                     for (m, v) in outs.iter().zip(&total) {
-                        f.store(*m, g.gamma.clone(), v.clone());
+                        f.store(*m, at.clone(), v.clone());
                     }
-                } else if let Some(ep) = epilogue.take() {
-                    ep(f, outs, &uni, &g.q, &total);
+                } else {
+                    per_slice(f, g, &total, |f, q, t| epilogue(f, outs, &uni, q, t));
                 }
             });
         });
     })?;
-    plan.push_with_uniforms(kernel, sched.grid, &bufs, &uniforms);
-    let Some(epilogue) = epilogue else {
+    plan.push_with_uniforms(kernel, sched.grid, &params, &uniforms);
+    if !split {
         return Ok(());
-    };
+    }
 
     // Launch 2: the partials of slice q sit at k·slices + q: a column reduction.
     let (slices, parts) = (sched.slices, sched.parts);
@@ -1233,7 +1387,7 @@ where
     bufs.extend(fold.finals.iter().cloned());
     let name = format!("{}_combine", fold.name);
     let mut k = KernelBuilder::new(name.clone(), sched.workgroup_size());
-    let mems = declare(&mut k, &bufs);
+    let (mems, params) = declare(&mut k, &bufs);
     let uni = declare_uniforms(&mut k, &fold.uniforms);
     let tree = sched.tree(&mut k, &types, caps, &name)?;
     let kernel = k.build(|f| {
@@ -1241,20 +1395,27 @@ where
             let (parts, outs) = mems.split_at(n_partials);
             let acc = g.fold(f, &monoid, |f, j| {
                 let off = bind(f, "off", g.offset(j));
-                parts.iter().map(|m| m.load(off.clone(), g.lanes)).collect()
+                parts
+                    .iter()
+                    .map(|m| m.load(off.clone(), g.step_lanes()))
+                    .collect()
             });
             let total = tree.reduce(f, g, &monoid, &acc, false);
-            f.if_(g.leader.clone(), |f| epilogue(f, outs, &uni, &g.q, &total));
+            f.if_(g.leader.clone(), |f| {
+                per_slice(f, g, &total, |f, q, t| epilogue(f, outs, &uni, q, t));
+            });
         });
     })?;
-    plan.push_with_uniforms(kernel, sched.grid, &bufs, &fold.uniforms);
+    plan.push_with_uniforms(kernel, sched.grid, &params, &fold.uniforms);
     Ok(())
 }
 
 /// One launch of a row op (softmax, norms, ...): each group folds its slice, combines
 /// with `tree` (states of `types`), and makes a second pass over the slice with the
 /// totals; `body(f, mems, group, tree)` writes that, with `bufs` declared in order.
-/// Vector steps are sized for the widest buffer.
+/// Vector steps are sized for the widest buffer. Unless the view has
+/// [`View::whole_slices`], a group may take adjacent slices as the lanes of its
+/// values: the body then treats totals as one lane per slice ([`Group::stat_num`]).
 pub fn row_kernel(
     plan: &mut PlanBuilder,
     caps: &TargetCaps,
@@ -1267,19 +1428,19 @@ pub fn row_kernel(
     let widest = bufs.iter().map(|b| b.dtype.size_bytes()).max().unwrap_or(4);
     let sched = Schedule::new(view, caps, 1, widest)?;
     let mut k = KernelBuilder::new(name, sched.workgroup_size());
-    let mems = declare(&mut k, bufs);
+    let (mems, params) = declare(&mut k, bufs);
     let tree = sched.tree(&mut k, types, caps, name)?;
     let kernel = k.build(|f| sched.for_each_group(f, |f, g| body(f, &mems, g, &tree)))?;
-    plan.push(kernel, sched.grid, bufs);
+    plan.push(kernel, sched.grid, &params);
     Ok(())
 }
 
-/// The most negative finite value of a float type, as a literal: `x < −MAX` tests for
-/// `−∞` without an infinite literal.
-pub fn lowest_finite(ty: ScalarType) -> E {
-    let v = match ty {
+/// The most negative finite value of a float type, as a literal of `num`'s lanes:
+/// `x < −MAX` tests for `−∞` without an infinite literal.
+pub fn lowest_finite(num: &Num) -> E {
+    let v = match num.ty {
         ScalarType::F64 => -f64::MAX,
         _ => -(f32::MAX as f64),
     };
-    lit(ty, v)
+    num.lit(v)
 }

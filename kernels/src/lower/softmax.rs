@@ -10,19 +10,24 @@
 //!    the backward; combine them with a shared-memory tree and broadcast;
 //! 2. write every element from the totals (`e^{x−m}/s`, `x − m − ln s`, ...).
 //!
-//! The second read of a slice comes from cache. Statistics accumulate in f32 for
-//! f16/bf16 and in f64 for f64.
+//! The second read of a slice comes from cache. On a CPU (f32/f64), where each `exp`
+//! is a call and rows sit in cache, softmax instead takes three passes with one `exp`
+//! per element (max; `e^{x−m}` into `y` and its sum; scale `y`). Statistics
+//! accumulate in f32 for f16/bf16 and in f64 for f64.
 
 use super::math::{bind, compute_type, Num};
 use super::reduction::{
-    lowest_finite, row_kernel, Buf, Monoid, PlanBuilder, SoftmaxStats, Sum, View,
+    lowest_finite, row_kernel, Buf, Extremum, Monoid, PlanBuilder, SoftmaxStats, Sum, View,
 };
 use super::{LowerError, Plan, TargetCaps};
 use crate::spec::{CrossEntropySpec, OpSpec, SoftmaxBackwardSpec, SoftmaxSpec};
 use kernelc_ir::builder::*;
-use kernelc_ir::ScalarType;
+use kernelc_ir::{Access, ScalarType};
 
 pub fn softmax(spec: &SoftmaxSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
+    if stash_exponentials(spec, caps) {
+        return softmax_stashed(spec, caps);
+    }
     let op = OpSpec::Softmax(spec.clone());
     let (ins, outs) = (op.inputs(), op.outputs());
     let view = View::of_shape(&spec.shape, |d| d == spec.axis)?;
@@ -47,12 +52,14 @@ pub fn softmax(spec: &SoftmaxSpec, caps: &TargetCaps) -> Result<Plan, LowerError
             });
             let total = tree.reduce(f, g, &stats, &acc, true);
             let (max, sum) = (total[0].clone(), total[1].clone());
+            let sn = g.stat_num(num.ty);
             // A slice whose maximum is −∞ (fully masked) gives 0 (log-softmax: −∞ = max).
-            let dead = f.let_("dead", max.clone().lt(lowest_finite(num.ty)));
+            let dead = f.let_("dead", max.clone().lt(lowest_finite(&sn)));
+            let dead = bind(f, "dead_v", g.splat(dead));
             let scale = if spec.log {
                 max.clone() + sum.log()
             } else {
-                num.lit(1.0) / sum
+                sn.lit(1.0) / sum
             };
             let scale = f.let_("scale", g.splat(scale));
             let max = bind(f, "max", g.splat(max));
@@ -66,6 +73,72 @@ pub fn softmax(spec: &SoftmaxSpec, caps: &TargetCaps) -> Result<Plan, LowerError
                     dead.clone().select(vn.lit(0.0), e)
                 };
                 f.store(y, off, vn.narrow(value, dtype));
+            });
+        },
+    )?;
+    Ok(plan.finish())
+}
+
+/// Whether softmax should compute each `e^{x−m}` once and keep it in `y`: on a CPU
+/// (one invocation, rows in cache) an `exp` costs more than re-reading a row, so
+/// three passes (max; `e^{x−m}` into `y` and its sum; scale `y`) beat the online
+/// form's two passes with two `exp`s per element. A GPU's `exp` is nearly free and
+/// its memory is not: it keeps the online form. Only where `y` holds the compute
+/// type exactly (f32, f64), so that the kept value is not rounded twice.
+fn stash_exponentials(spec: &SoftmaxSpec, caps: &TargetCaps) -> bool {
+    caps.is_serial() && !spec.log && compute_type(spec.dtype) == spec.dtype
+}
+
+/// Softmax in three passes with one `exp` per element (see [`stash_exponentials`]);
+/// `y` is read back, so it is bound read-write.
+fn softmax_stashed(spec: &SoftmaxSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
+    let op = OpSpec::Softmax(spec.clone());
+    let (ins, outs) = (op.inputs(), op.outputs());
+    let view = View::of_shape(&spec.shape, |d| d == spec.axis)?;
+    let num = Num::scalar(compute_type(spec.dtype));
+    let max = Extremum {
+        ty: num.ty,
+        max: true,
+    };
+    let sum = Sum { ty: num.ty, n: 1 };
+    let mut y_buf = Buf::output(&outs, 0);
+    y_buf.access = Access::ReadWrite;
+    let bufs = [Buf::input(&ins, 0), y_buf];
+    let dtype = spec.dtype;
+    let mut plan = PlanBuilder::default();
+    row_kernel(
+        &mut plan,
+        caps,
+        &op.name(),
+        view,
+        &max.types(),
+        &bufs,
+        |f, m, g, tree| {
+            let (x, y) = (m[0], m[1]);
+            let vn = g.num(num.ty);
+            let acc = g.fold(f, &max, |f, j| {
+                let off = bind(f, "off", g.offset(j));
+                vec![vn.load(x, dtype, off)]
+            });
+            let top = tree.reduce(f, g, &max, &acc, true)[0].clone();
+            let sn = g.stat_num(num.ty);
+            // A slice whose maximum is −∞ (fully masked) gives 0.
+            let dead = f.let_("dead", top.clone().lt(lowest_finite(&sn)));
+            let top = bind(f, "max", g.splat(top));
+            let acc = g.fold(f, &sum, |f, j| {
+                let off = bind(f, "off", g.offset(j));
+                let e = (vn.load(x, dtype, off.clone()) - top.clone()).exp();
+                let e = f.let_("e", g.splat(dead.clone()).select(vn.lit(0.0), e));
+                f.store(y, off, e.clone());
+                vec![e]
+            });
+            let total = tree.reduce(f, g, &sum, &acc, true)[0].clone();
+            let scale = dead.clone().select(sn.lit(0.0), sn.lit(1.0) / total);
+            let scale = f.let_("scale", g.splat(scale));
+            g.for_each(f, |f, j| {
+                let off = bind(f, "off", g.offset(&j));
+                let e = y.load(off.clone(), g.step_lanes());
+                f.store(y, off, e * scale.clone());
             });
         },
     )?;
@@ -146,7 +219,7 @@ fn decode_target(f: &mut Body, t: E, index_dtype: ScalarType, classes: u32) -> (
 pub fn cross_entropy(spec: &CrossEntropySpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
     let op = OpSpec::CrossEntropy(spec.clone());
     let (ins, outs) = (op.inputs(), op.outputs());
-    let view = View::of_shape(&[spec.batch, spec.classes], |d| d == 1)?;
+    let view = View::of_shape(&[spec.batch, spec.classes], |d| d == 1)?.whole_slices();
     let classes = view.len();
     let num = Num::scalar(compute_type(spec.dtype));
     let stats = SoftmaxStats { ty: num.ty };

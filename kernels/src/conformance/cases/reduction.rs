@@ -64,6 +64,10 @@ fn reduce() -> Vec<OpSpec> {
         red(Sum, F32, &[20_000], &[0], false, None, true),
         // A column reduction that splits on GPU caps.
         red(Mean, F32, &[8192, 2], &[0], false, None, false),
+        // Columns in multiples of 4: each step loads one element of 4 adjacent slices.
+        red(ArgMax, I32, &[6, 8], &[0], false, Some(I32), false),
+        red(Sum, F16, &[5, 12], &[0], false, None, true),
+        red(Min, F64, &[3, 7, 4], &[1], true, None, false),
     ]
 }
 
@@ -75,6 +79,7 @@ fn softmax() -> Vec<OpSpec> {
         (F16, vec![4, 7, 5], 1, false),
         (Bf16, vec![2, 13, 3], 0, true),
         (F32, vec![5, 7], 1, true),
+        (F32, vec![5, 8], 0, false),
     ]
     .into_iter()
     .map(|(dtype, shape, axis, log)| {
@@ -196,6 +201,8 @@ fn batch_norm() -> Vec<OpSpec> {
         (F32, vec![7, 4], false),
         // Few channels of many elements: the statistics split on both schedules.
         (F32, vec![4, 2, 64, 64], true),
+        // No spatial axes: channels are adjacent columns.
+        (F32, vec![16, 8], true),
     ]
     .into_iter()
     .map(|(dtype, shape, training)| {
@@ -218,6 +225,7 @@ fn batch_norm_backward() -> Vec<OpSpec> {
         (F16, vec![2, 3, 5, 5], true),
         (Bf16, vec![4, 2, 3], true),
         (F32, vec![4, 2, 64, 64], true),
+        (F16, vec![9, 4], true),
     ]
     .into_iter()
     .map(|(dtype, shape, param_grads)| {
