@@ -7,49 +7,15 @@
 //! tiles), and the CPU device (Cranelift JIT through the runtime). Other devices join
 //! this same table as their targets land.
 
-use kernelc::kernels::conformance::{cases, check, Executor, Failure, Interpreter};
+use kernelc::kernels::conformance::{cases, check, conform, Executor, Failure, Interpreter};
 use kernelc::kernels::lower::TargetCaps;
 use kernelc::kernels::spec::{OpKind, OpSpec};
 
 const SEED: u64 = 0x5eed;
 
 /// Runs every case on `exec`; panics with the full list of failures.
-fn conform(exec: &dyn Executor, caps: &TargetCaps, specs: &[OpSpec]) {
-    let mut failures = Vec::new();
-    let mut skipped = 0;
-    let mut passed = 0;
-    for spec in specs {
-        // A dtype the target lacks is a typed refusal, not a failure.
-        let dtype_ok = spec
-            .inputs()
-            .iter()
-            .chain(spec.outputs().iter())
-            .all(|s| caps.supports(s.dtype));
-        if !dtype_ok {
-            skipped += 1;
-            continue;
-        }
-        match check(exec, spec, SEED) {
-            Ok(()) => passed += 1,
-            Err(f) => failures.push(format!(
-                "{} {}: {f}",
-                spec.name(),
-                serde_json::to_string(spec).unwrap_or_default()
-            )),
-        }
-    }
-    println!(
-        "{}: {passed} passed, {skipped} skipped (dtype unsupported by the caps)",
-        exec.name()
-    );
-    assert!(
-        failures.is_empty(),
-        "{} of {} cases failed on {}:\n{}",
-        failures.len(),
-        specs.len(),
-        exec.name(),
-        failures.join("\n")
-    );
+fn run(exec: &dyn Executor, caps: &TargetCaps, specs: &[OpSpec]) {
+    conform(exec, caps, specs, SEED).assert_ok(&exec.name());
 }
 
 /// Every case of the table; `KERNELC_KINDS=gemm,softmax` narrows the run.
@@ -68,7 +34,7 @@ fn lowered_cases() -> Vec<OpSpec> {
 #[test]
 fn interpreter_with_cpu_caps() {
     let caps = TargetCaps::cpu();
-    conform(
+    run(
         &Interpreter::new("interp/cpu-caps", caps.clone()),
         &caps,
         &lowered_cases(),
@@ -82,13 +48,25 @@ fn cpu_device() {
     let mut rt = Runtime::with_device(Device::cpu(), DiskCache::off());
     rt.set_poison_outputs(true);
     let caps = rt.caps().clone();
-    conform(&rt, &caps, &lowered_cases());
+    run(&rt, &caps, &lowered_cases());
+}
+
+/// WebGPU's default limits: 16 KiB of shared memory, no f16/f64 (those cases are
+/// refused with a typed error and counted as skipped).
+#[test]
+fn interpreter_with_webgpu_baseline_caps() {
+    let caps = TargetCaps::gpu_baseline();
+    run(
+        &Interpreter::new("interp/webgpu-baseline-caps", caps.clone()),
+        &caps,
+        &lowered_cases(),
+    );
 }
 
 #[test]
 fn interpreter_with_gpu_caps() {
     let caps = TargetCaps::cuda_sm90();
-    conform(
+    run(
         &Interpreter::new("interp/gpu-caps", caps.clone()),
         &caps,
         &lowered_cases(),
@@ -109,11 +87,19 @@ fn every_kind_has_three_cases() {
 #[test]
 fn every_kind_lowers_for_every_caps() {
     use kernelc::kernels::lower::{lower, LowerError};
-    for caps in [TargetCaps::cpu(), TargetCaps::cuda_sm90(), TargetCaps::gpu_baseline()] {
+    for caps in [
+        TargetCaps::cpu(),
+        TargetCaps::cuda_sm90(),
+        TargetCaps::gpu_baseline(),
+    ] {
         for kind in OpKind::ALL {
             for spec in cases::for_kind(*kind) {
                 match lower(&spec, &caps) {
-                    Ok(plan) => assert!(!plan.launches.is_empty(), "{} lowers to no launch", spec.name()),
+                    Ok(plan) => assert!(
+                        !plan.launches.is_empty(),
+                        "{} lowers to no launch",
+                        spec.name()
+                    ),
                     Err(LowerError::UnsupportedDtype { .. }) => {}
                     Err(e) => panic!("{} does not lower: {e}", spec.name()),
                 }

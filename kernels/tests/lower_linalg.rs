@@ -4,67 +4,8 @@
 //! number of launches, typed refusals).
 
 use kernelc_ir::{Access, Param, ScalarType};
-use kernelc_kernels::conformance::{cases, check, Interpreter};
 use kernelc_kernels::lower::{lower, Binding, LowerError, Plan, TargetCaps};
 use kernelc_kernels::spec::*;
-
-const SEED: u64 = 0x5eed;
-
-const KINDS: &[OpKind] = &[OpKind::Gemm, OpKind::Conv2d, OpKind::Im2col, OpKind::Col2im];
-
-/// This family's cases that lower today (`KERNELC_KINDS` narrows the run).
-fn family_cases() -> Vec<OpSpec> {
-    let only = std::env::var("KERNELC_KINDS").ok();
-    KINDS
-        .iter()
-        .filter(|k| {
-            only.as_deref()
-                .is_none_or(|list| list.split(',').any(|n| n.trim() == k.name()))
-        })
-        .flat_map(|&k| cases::for_kind(k))
-        .collect()
-}
-
-fn conform(label: &str, caps: TargetCaps) {
-    let exec = Interpreter::new(label, caps.clone());
-    let mut failures = Vec::new();
-    let mut passed = 0;
-    for spec in family_cases() {
-        let supported = spec
-            .inputs()
-            .iter()
-            .chain(spec.outputs().iter())
-            .all(|s| caps.supports(s.dtype));
-        if !supported {
-            continue;
-        }
-        match check(&exec, &spec, SEED) {
-            Ok(()) => passed += 1,
-            Err(f) => failures.push(format!(
-                "{} {}: {f}",
-                spec.name(),
-                serde_json::to_string(&spec).unwrap_or_default()
-            )),
-        }
-    }
-    println!("{label}: {passed} passed");
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
-}
-
-#[test]
-fn conformance_cpu_caps() {
-    conform("interp/cpu-caps", TargetCaps::cpu());
-}
-
-#[test]
-fn conformance_gpu_caps() {
-    conform("interp/gpu-caps", TargetCaps::cuda_sm90());
-}
-
-#[test]
-fn conformance_gpu_baseline_caps() {
-    conform("interp/gpu-baseline", TargetCaps::gpu_baseline());
-}
 
 fn plan(spec: GemmSpec, caps: &TargetCaps) -> Plan {
     lower(&OpSpec::Gemm(spec), caps).expect("lowers")
@@ -239,22 +180,5 @@ fn im2col_and_col2im_are_one_map_launch() {
         let p = lower(&spec, &TargetCaps::cuda_sm90()).expect("lowers");
         assert_eq!(p.launches.len(), 1);
         assert_eq!(p.launches[0].kernel.invocations_per_workgroup(), 256);
-    }
-}
-
-/// Prints the kernels of `KERNELC_PRINT` (a JSON spec) for GPU and CPU caps.
-#[test]
-#[ignore]
-fn print_kernels() {
-    let Ok(json) = std::env::var("KERNELC_PRINT") else {
-        return;
-    };
-    let spec: OpSpec = serde_json::from_str(&json).expect("spec");
-    for caps in [TargetCaps::cuda_sm90(), TargetCaps::cpu()] {
-        let p = lower(&spec, &caps).expect("lowers");
-        for l in &p.launches {
-            println!("// grid {:?} bindings {:?}", l.grid, l.bindings);
-            println!("{}", kernelc_ir::print::print(&l.kernel));
-        }
     }
 }

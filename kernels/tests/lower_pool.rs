@@ -4,7 +4,7 @@
 //! pair) against the reference.
 
 use kernelc_ir::ScalarType::*;
-use kernelc_kernels::conformance::{cases, check, Interpreter};
+use kernelc_kernels::conformance::{cases, Interpreter};
 use kernelc_kernels::lower::{lower, TargetCaps};
 use kernelc_kernels::*;
 
@@ -16,32 +16,16 @@ fn all_caps() -> Vec<(&'static str, TargetCaps)> {
     ]
 }
 
+/// The sweeps' specs on every caps, through the shared harness.
 fn conform(specs: &[OpSpec]) {
     for (label, caps) in all_caps() {
-        let exec = Interpreter::new(label, caps.clone());
-        for s in specs {
-            if s.inputs().iter().any(|t| !caps.supports(t.dtype)) {
-                continue;
-            }
-            if let Err(e) = check(&exec, s, 3) {
-                panic!(
-                    "{label}: {} {}: {e}",
-                    s.name(),
-                    serde_json::to_string(s).unwrap()
-                );
-            }
-        }
-    }
-}
-
-#[test]
-fn table_cases_conform_on_every_caps() {
-    for kind in [
-        OpKind::Pool2d,
-        OpKind::Pool2dBackward,
-        OpKind::AdaptivePool2d,
-    ] {
-        conform(&cases::for_kind(kind));
+        kernelc_kernels::conformance::conform(
+            &Interpreter::new(label, caps.clone()),
+            &caps,
+            specs,
+            3,
+        )
+        .assert_ok(label);
     }
 }
 

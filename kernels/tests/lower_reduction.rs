@@ -1,4 +1,4 @@
-//! Reduction-family lowering: the conformance cases of these kinds on the interpreter
+//! Reduction-family lowering (the conformance cases run in the root harness):
 //! (CPU and GPU caps), and the shape of the schedules (shared-memory trees and
 //! workgroup sizes on GPU caps, loops on CPU caps, the split path, typed refusals).
 
@@ -9,69 +9,21 @@ use kernelc_kernels::spec::*;
 
 const SEED: u64 = 0x5eed;
 
-const KINDS: &[OpKind] = &[
-    OpKind::Reduce,
-    OpKind::Softmax,
-    OpKind::SoftmaxBackward,
-    OpKind::CrossEntropy,
-    OpKind::LayerNorm,
-    OpKind::LayerNormBackward,
-    OpKind::BatchNorm,
-    OpKind::BatchNormBackward,
-];
-
-/// This family's cases that lower today (`KERNELC_KINDS` narrows the run).
+/// This family's table cases.
 fn family_cases() -> Vec<OpSpec> {
-    let only = std::env::var("KERNELC_KINDS").ok();
-    KINDS
-        .iter()
-        .filter(|k| {
-            only.as_deref()
-                .is_none_or(|list| list.split(',').any(|n| n.trim() == k.name()))
-        })
-        .flat_map(|&k| cases::for_kind(k))
-        .collect()
-}
-
-fn conform(label: &str, caps: TargetCaps) {
-    let exec = Interpreter::new(label, caps.clone());
-    let mut failures = Vec::new();
-    let mut passed = 0;
-    for spec in family_cases() {
-        let supported = spec
-            .inputs()
-            .iter()
-            .chain(spec.outputs().iter())
-            .all(|s| caps.supports(s.dtype));
-        if !supported {
-            continue;
-        }
-        match check(&exec, &spec, SEED) {
-            Ok(()) => passed += 1,
-            Err(f) => failures.push(format!(
-                "{} {}: {f}",
-                spec.name(),
-                serde_json::to_string(&spec).unwrap_or_default()
-            )),
-        }
-    }
-    println!("{label}: {passed} passed");
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
-}
-
-#[test]
-fn conformance_cpu_caps() {
-    conform("interp/cpu-caps", TargetCaps::cpu());
-}
-
-#[test]
-fn conformance_gpu_caps() {
-    conform("interp/gpu-caps", TargetCaps::cuda_sm90());
-}
-
-#[test]
-fn conformance_gpu_baseline_caps() {
-    conform("interp/gpu-baseline", TargetCaps::gpu_baseline());
+    [
+        OpKind::Reduce,
+        OpKind::Softmax,
+        OpKind::SoftmaxBackward,
+        OpKind::CrossEntropy,
+        OpKind::LayerNorm,
+        OpKind::LayerNormBackward,
+        OpKind::BatchNorm,
+        OpKind::BatchNormBackward,
+    ]
+    .into_iter()
+    .flat_map(cases::for_kind)
+    .collect()
 }
 
 fn has_barrier(block: &[Stmt]) -> bool {

@@ -10,7 +10,7 @@ use crate::device::{Device, Executable, Storage};
 use crate::element::{f64_to_bytes, to_bytes, Element};
 use crate::error::{Result, RuntimeError};
 use crate::tensor::Tensor;
-use kernelc_ir::ScalarType;
+use kernelc_ir::{passes, ScalarType};
 use kernelc_kernels::lower::{lower, Binding, Plan, TargetCaps};
 use kernelc_kernels::spec::{OpSpec, TensorSig};
 use std::collections::HashMap;
@@ -308,7 +308,12 @@ impl Runtime {
     pub fn plan(&self, spec: &OpSpec) -> Result<Arc<Plan>> {
         let key =
             serde_json::to_string(spec).map_err(|e| RuntimeError::BadArgument(e.to_string()))?;
-        if let Some(p) = self.prepared.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+        if let Some(p) = self
+            .prepared
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+        {
             return Ok(p.plan.clone());
         }
         self.lower(spec)
@@ -341,10 +346,17 @@ impl Runtime {
             return Ok(prepared);
         }
         let plan = self.lower(spec)?;
+        // The IR passes (unrolling, folding, index simplification) run once per kernel,
+        // before hashing and compiling; they preserve meaning exactly.
         let executables = plan
             .launches
             .iter()
-            .map(|l| self.executable(&l.kernel))
+            .map(|l| {
+                self.executable(&passes::optimize(
+                    &l.kernel,
+                    &passes::PassOptions::default(),
+                ))
+            })
             .collect::<Result<Vec<_>>>()?;
         let prepared = Arc::new(Prepared { plan, executables });
         self.prepared

@@ -21,12 +21,7 @@ pub struct IrArgs {
 }
 
 pub fn run(args: IrArgs) -> Result<(), CliError> {
-    let text = if args.file.as_os_str() == "-" {
-        std::io::read_to_string(std::io::stdin())?
-    } else {
-        std::fs::read_to_string(&args.file)
-            .map_err(|e| format!("cannot read {}: {e}", args.file.display()))?
-    };
+    let text = super::read_input(&args.file)?;
     let mut kernel = json::from_json(&text)?;
     if args.optimize {
         kernel = passes::optimize(&kernel, &passes::PassOptions::default());

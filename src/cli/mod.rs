@@ -1,6 +1,7 @@
 //! Subcommands, one module each.
 
 mod ir;
+mod lower;
 
 use clap::{Parser, Subcommand};
 
@@ -19,6 +20,8 @@ pub struct Cli {
 enum Command {
     /// Read a kernel from IR JSON, validate it, and print it as text.
     Ir(ir::IrArgs),
+    /// Lower an op spec (JSON) for a target's caps and print its kernels.
+    Lower(lower::LowerArgs),
 }
 
 /// Any error a subcommand reports; printed once by `main`.
@@ -27,5 +30,16 @@ pub type CliError = Box<dyn std::error::Error>;
 pub fn run(cli: Cli) -> Result<(), CliError> {
     match cli.command {
         Command::Ir(args) => ir::run(args),
+        Command::Lower(args) => lower::run(args),
+    }
+}
+
+/// The contents of `path`, or of standard input for `-`.
+pub fn read_input(path: &std::path::Path) -> Result<String, CliError> {
+    if path.as_os_str() == "-" {
+        Ok(std::io::read_to_string(std::io::stdin())?)
+    } else {
+        std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()).into())
     }
 }

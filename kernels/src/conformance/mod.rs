@@ -195,10 +195,53 @@ fn magnitudes(spec: &OpSpec, values: &[Vec<f64>]) -> Result<Vec<Vec<f64>>, Failu
         .collect())
 }
 
-/// Runs every case of `specs` on `exec`; returns the failures with their spec.
-pub fn run_all(exec: &dyn Executor, specs: &[OpSpec], seed: u64) -> Vec<(OpSpec, Failure)> {
-    specs
-        .iter()
-        .filter_map(|spec| check(exec, spec, seed).err().map(|f| (spec.clone(), f)))
-        .collect()
+/// The outcome of running a table of cases on one executor.
+#[derive(Debug, Default)]
+pub struct Report {
+    pub passed: usize,
+    /// Cases whose dtypes the target lacks (a typed refusal, not a failure).
+    pub skipped: usize,
+    /// One line per failing case: its name, its spec as JSON, and why.
+    pub failures: Vec<String>,
+}
+
+impl Report {
+    /// Panics with every failure listed, after printing the counts.
+    pub fn assert_ok(&self, executor: &str) {
+        println!(
+            "{executor}: {} passed, {} skipped (dtype unsupported)",
+            self.passed, self.skipped
+        );
+        assert!(
+            self.failures.is_empty(),
+            "{} cases failed on {executor}:\n{}",
+            self.failures.len(),
+            self.failures.join("\n")
+        );
+    }
+}
+
+/// Runs every case of `specs` that `caps` supports on `exec`.
+pub fn conform(exec: &dyn Executor, caps: &TargetCaps, specs: &[OpSpec], seed: u64) -> Report {
+    let mut report = Report::default();
+    for spec in specs {
+        let supported = spec
+            .inputs()
+            .iter()
+            .chain(spec.outputs().iter())
+            .all(|s| caps.supports(s.dtype));
+        if !supported {
+            report.skipped += 1;
+            continue;
+        }
+        match check(exec, spec, seed) {
+            Ok(()) => report.passed += 1,
+            Err(f) => report.failures.push(format!(
+                "{} {}: {f}",
+                spec.name(),
+                serde_json::to_string(spec).unwrap_or_default()
+            )),
+        }
+    }
+    report
 }
