@@ -14,26 +14,7 @@ fn ops() -> Vec<(&'static str, OpSpec)> {
     vec![
         (
             "matmul 256x256x256",
-            OpSpec::Gemm(GemmSpec {
-                dtype: F32,
-                layout: Layout::RowMajor,
-                m: 256,
-                n: 256,
-                k: 256,
-                trans_a: false,
-                trans_b: false,
-                batch: vec![],
-                alpha: 1.0,
-                beta: 0.0,
-                bias: false,
-                lda: None,
-                ldb: None,
-                ldc: None,
-                stride_a: None,
-                stride_b: None,
-                stride_c: None,
-                input_rounding: None,
-            }),
+            OpSpec::Gemm(GemmSpec::new(F32, 256, 256, 256)),
         ),
         (
             "softmax 512x1000",

@@ -67,24 +67,8 @@ impl Runtime {
         }
         let (m, k, n) = (a.shape()[ra - 2], a.shape()[ra - 1], b.shape()[rb - 1]);
         let spec = OpSpec::Gemm(GemmSpec {
-            dtype: a.dtype(),
-            layout: Layout::RowMajor,
-            m,
-            n,
-            k,
-            trans_a: false,
-            trans_b: false,
             batch: a.shape()[..ra - 2].to_vec(),
-            alpha: 1.0,
-            beta: 0.0,
-            bias: false,
-            lda: None,
-            ldb: None,
-            ldc: None,
-            stride_a: None,
-            stride_b: None,
-            stride_c: None,
-            input_rounding: None,
+            ..GemmSpec::new(a.dtype(), m, n, k)
         });
         single(self.run(&spec, &[a, b])?)
     }

@@ -21,26 +21,7 @@ fn add_spec(shape: &[usize]) -> OpSpec {
 }
 
 fn gemm_spec(m: usize, n: usize, k: usize) -> OpSpec {
-    OpSpec::Gemm(GemmSpec {
-        dtype: ScalarType::F32,
-        layout: Layout::RowMajor,
-        m,
-        n,
-        k,
-        trans_a: false,
-        trans_b: false,
-        batch: vec![],
-        alpha: 1.0,
-        beta: 0.0,
-        bias: false,
-        lda: None,
-        ldb: None,
-        ldc: None,
-        stride_a: None,
-        stride_b: None,
-        stride_c: None,
-        input_rounding: None,
-    })
+    OpSpec::Gemm(GemmSpec::new(ScalarType::F32, m, n, k))
 }
 
 /// Nothing was compiled or launched.
