@@ -56,7 +56,9 @@ fn cold_compile() {
     let caps = TargetCaps::cpu();
     let mut times = Vec::new();
     for spec in cases::all() {
-        let Ok(plan) = lower(&spec, &caps) else { continue };
+        let Ok(plan) = lower(&spec, &caps) else {
+            continue;
+        };
         for launch in plan.launches {
             let t = Instant::now();
             if cpu::compile(&launch.kernel).is_ok() {
@@ -69,7 +71,11 @@ fn cold_compile() {
     let p90 = times[times.len() * 9 / 10];
     row(
         &format!("cold JIT compile, {} kernels", times.len()),
-        format!("median {:.2} ms, p90 {:.2} ms", median.as_secs_f64() * 1e3, p90.as_secs_f64() * 1e3),
+        format!(
+            "median {:.2} ms, p90 {:.2} ms",
+            median.as_secs_f64() * 1e3,
+            p90.as_secs_f64() * 1e3
+        ),
         "-".into(),
         "-".into(),
         "median <= 5 ms",
@@ -152,14 +158,28 @@ fn sgemm(n: usize) {
         // SAFETY: a_host, b_host and c are n*n row-major matrices with the strides given.
         unsafe {
             matrixmultiply::sgemm(
-                n, n, n, 1.0, a_host.as_ptr(), n as isize, 1, b_host.as_ptr(), n as isize, 1, 0.0,
-                c.as_mut_ptr(), n as isize, 1,
+                n,
+                n,
+                n,
+                1.0,
+                a_host.as_ptr(),
+                n as isize,
+                1,
+                b_host.as_ptr(),
+                n as isize,
+                1,
+                0.0,
+                c.as_mut_ptr(),
+                n as isize,
+                1,
             )
         }
     });
     let flops = 2.0 * (n as f64).powi(3);
     let gf = |d: Duration| flops / d.as_secs_f64() / 1e9;
-    let ceiling = fma_ceiling().map_or("?".into(), |c| format!("{:.0}% of FMA peak", 100.0 * gf(ours) * 1e9 / c));
+    let ceiling = fma_ceiling().map_or("?".into(), |c| {
+        format!("{:.0}% of FMA peak", 100.0 * gf(ours) * 1e9 / c)
+    });
     row(
         &format!("SGEMM {n}^3"),
         format!("{:.1} GFLOP/s ({ceiling})", gf(ours)),
@@ -230,7 +250,11 @@ fn normalisations(n: usize) {
 
 fn main() {
     let quick = std::env::args().any(|a| a == "quick");
-    println!("kernelc CPU benchmarks: {} threads, {}", threads(), std::env::consts::ARCH);
+    println!(
+        "kernelc CPU benchmarks: {} threads, {}",
+        threads(),
+        std::env::consts::ARCH
+    );
     println!("| benchmark | kernelc | baseline (same run) | ratio | bar |");
     println!("| --- | --- | --- | --- | --- |");
     cold_compile();

@@ -233,7 +233,7 @@ impl CpuKernel {
 
     /// Runs the kernel over `grid` workgroups on all cores (see [`Self::launch_with_threads`]).
     pub fn launch(&self, grid: [u32; 3], args: &mut [CpuArg<'_>]) -> Result<(), LaunchError> {
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let threads = host_threads();
         self.launch_with_threads(grid, args, threads)
     }
 
@@ -278,7 +278,7 @@ impl CpuKernel {
     /// (parameters with write access). Buffers may not overlap unless the kernel only
     /// reads all of them.
     pub unsafe fn launch_raw(&self, grid: [u32; 3], args: &[RawArg]) -> Result<(), LaunchError> {
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let threads = host_threads();
         let bound: Vec<Bound> = args
             .iter()
             .map(|a| match *a {
@@ -562,4 +562,11 @@ impl Job {
             *error = Some((linear, bits, id));
         }
     }
+}
+
+/// Threads a launch uses: the host's parallelism, asked once (the query reads cgroup
+/// and affinity state, which costs microseconds per call).
+fn host_threads() -> usize {
+    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }

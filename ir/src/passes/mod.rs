@@ -5,6 +5,9 @@
 //! * [`simplify`](mod@simplify): algebraic simplification of integer (index) arithmetic
 //!   and boolean logic; floats are never touched.
 //! * [`unroll`](mod@unroll): full unrolling of small loops with literal bounds.
+//! * [`math`](mod@math): expansion of transcendental math calls into IR implementing
+//!   them ([`expand_math`]), for targets whose native math is too loose or too slow.
+//!   Not part of [`optimize`]: a target chooses it.
 //!
 //! [`optimize`] chains them: unroll, then fold and simplify to a fixpoint, repeated while
 //! unrolling still finds loops whose bounds folding has just made literal.
@@ -22,8 +25,11 @@
 //!   literal); such an index keeps its original form.
 
 pub mod fold;
+pub mod math;
 pub mod simplify;
 pub mod unroll;
+
+pub use math::{expand_math, MathExpansion};
 
 use crate::kernel::*;
 use crate::scalar::Scalar;

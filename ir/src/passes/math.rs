@@ -1,0 +1,1561 @@
+//! Math expansion: replaces calls of transcendental functions by kernelc's own
+//! implementations, written in the IR itself.
+//!
+//! Native GPU math is looser than the tolerance table of `docs/semantics.md` (Vulkan and
+//! WGSL promise `3 + 2|x|` ULP for `exp` and only 2⁻¹¹ absolute for `sin`/`cos`; LLVM's
+//! NVPTX back end has no accurate `expf`/`logf` at all), and the CPU target would
+//! otherwise call scalar libm per lane. [`expand_math`] rewrites every selected
+//! [`Expr::Math`] call on f32 values (scalars or vectors) into straight-line IR — `+ - *`,
+//! comparisons, selects, bitcasts and integer bit manipulation, one division in `tanh`
+//! and two in `pow`, no tables, no branches — so every target meets the table with the
+//! same bits, and a CPU emitter gets code it can vectorise.
+//!
+//! # What is rewritten
+//!
+//! * Functions: `exp`, `exp2`, `log`, `log2`, `tanh`, `erf`, `sin`, `cos`, `pow`
+//!   ([`MathExpansion::SUPPORTED`]), each only if listed in [`MathExpansion::funcs`];
+//!   other functions (`sqrt`, `rsqrt`, `floor`, ... which every target has exactly or
+//!   within the table) are never touched, even if listed.
+//! * Types: f32 scalars and vectors (lane-wise: constants are splatted). f16 and bf16
+//!   arguments (lowering normally widens them first) are cast to f32, expanded, and the
+//!   result cast back. **f64 math is left alone**: it stays native/libm (a later version
+//!   may expand it too).
+//!
+//! # How
+//!
+//! Expressions are trees, so the implementation binds intermediate values to new
+//! immutable locals: each call's arguments are bound first (unless already a local,
+//! literal or parameter), then the algorithm is emitted as a sequence of `Let`s inserted
+//! just before the statement that contained the call (inside a loop body or `if` branch
+//! when the call is there), and the call is replaced by the final value. Every
+//! expression of a statement is evaluated whenever the statement runs (`select`
+//! evaluates both arms, `for` bounds and `if` conditions are evaluated at the
+//! statement), and expressions are pure, so this changes no result. Only the order in
+//! which two failing loads of one statement are reached may differ (the error reported
+//! then names the other one).
+//!
+//! The pass is idempotent (its output contains no call it would expand), keeps every
+//! declaration of the input, and maps a valid kernel to a valid kernel.
+//!
+//! # Algorithms and accuracy
+//!
+//! All are the classic Cephes/SLEEF-style f32 designs with minimax-like polynomials
+//! (Chebyshev fits, coefficients rounded to f32), range reduction through exact
+//! (Cody–Waite, Sterbenz) steps and error-free transformations (TwoSum, Dekker's
+//! product with 12-bit splits by masking), and exponent-field bit manipulation. Errors
+//! below are measured against the interpreter's reference (the function evaluated in
+//! f64 and rounded once to f32), in ULPs of that reference; "exhaustive" means every f32
+//! input of the range.
+//!
+//! | function | method | max error |
+//! | --- | --- | --- |
+//! | `exp` | `k = round(x·log2 e)`, `r = x − k·ln2` (two constants, exact first step), `e^r = 1 + r + r²·P₄(r)`, scaled by `2^k` in two exact steps so subnormal results are rounded once; `x > 89 → +∞`, `x < −104 → 0` | 1 ulp (exhaustive) |
+//! | `exp2` | `k = round(x)`, `r = x − k` (exact), `2^r = 1 + r·P₆(r)`, scaled as `exp` | 1 ulp (exhaustive) |
+//! | `log` | exponent/mantissa split on the bits (`m ∈ [√½, √2)`, subnormals scaled by 2²³ first), `log(1+f) = f − f²/2 + f³·P₈(f)`, `k·ln2` added as two constants | 1 ulp (exhaustive) |
+//! | `log2` | as `log`, then `(f + y)·log2 e` evaluated as `y·(log2e−1) + f·(log2e−1) + y + f + k` | 1 ulp (exhaustive) |
+//! | `tanh` | `|x| < 0.625`: `x + x·z·P₅(z)`, `z = x²`; else `1 − 2/(e^{2|x|} + 1)` (argument clamped at 10, where the result is 1) with the sign of `x` | 1 ulp (exhaustive) |
+//! | `erf` | `|x| < 1`: `x + x·((2/√π − 1) + z·Q₅(z))`; else `1 − e^{−x²}·R₁₂(x − 2.5)` (argument clamped at 4, where the result is 1) with the sign of `x` | 1 ulp (exhaustive) |
+//! | `sin`, `cos` | `k = round(x·2/π)`, `r = x − k·π/2` with π/2 as five 8-bit constants (exact products for `|k| < 2¹⁶`; the first two subtractions exact, the next three TwoSums) and a sixth rounded one, giving `r` as a double-f32 `rh + rl` accurate to ~2⁻⁵⁵ absolute (the closest f32 to a multiple of π/2 below 10⁵ is 2⁻²⁷·⁸ away); `sin r = r + r³·S₃(r²)`, `cos r = 1 − r²/2 + r⁴·C₃(r²) − rh·rl`, chosen and negated by the quadrant `k mod 4` | 1 ulp for `|x| ≤ 102 000` (exhaustive) |
+//! | `pow` | `pow(x, y) = 2^(y·log2|x|)` with `log2|x| = k + log2(1+f)` as a double-f32 (`log(1+f) = 2·atanh(s)`, `s = f/(2+f)` with its rounding error recovered, `2s + s³·C₃(s²)`), the product with `y` by Dekker's algorithm, and `exp2` of the double-f32 result | measured (random, millions of pairs): 1 ulp for `x ∈ (0, 10⁶]`, `|y| ≤ 30`; 4 ulp where `|y|` reaches ~250 (`x` near 1, results near the range limits, `|y·log2 x| ≈ 128`), from the f32 evaluation of the `s³` term |
+//!
+//! Special values follow IEEE 754/C: NaN in, NaN out; `exp(±∞) = +∞, 0`; `log(0) =
+//! −∞`, `log(x < 0) = NaN`, `log(+∞) = +∞`; `tanh(±∞) = erf(±∞) = ±1`; `sin/cos(±∞)
+//! = NaN`; zeros keep their sign where the function is odd. `pow` implements the C99
+//! table: `pow(x, ±0) = 1` and `pow(1, y) = 1` even for NaN, `pow(±0, y)` (±∞ or ±0 by
+//! the sign and oddness of `y`), `pow(±∞, y)`, `pow(x, ±∞)` (`pow(−1, ±∞) = 1`),
+//! negative `x` with an integer `y` (the sign from the parity of `y`; every `|y| ≥ 2²⁴`
+//! is even) and NaN for negative finite `x` with a non-integer `y`.
+//!
+//! # Limits
+//!
+//! * `sin`/`cos` are accurate for `|x| < 65536·π/2 ≈ 102 943` (`|k| < 2¹⁶`). Beyond, the
+//!   products `k·Pᵢ` round and the absolute error grows like `|x|·2⁻²⁴` (about 0.02 at
+//!   `|x| = 10⁶`, still within the table's `8·u·max|x|` allowance); beyond `|x| ≈ 6.6·10⁶`
+//!   the reduction is meaningless and the result is some value in `[−1, 1]` (no
+//!   Payne–Hanek reduction).
+//! * Subnormals: inputs are handled (log family normalises them, `exp` family produces
+//!   correctly scaled subnormal results) as long as the target does not flush them; on a
+//!   target that flushes f32 subnormals to zero (allowed by Vulkan without
+//!   `shaderDenormPreserveFloat32`) those results become zero, as native code would.
+//! * The error-free transformations (TwoSum, Dekker) assume what `docs/semantics.md`
+//!   requires: f32 `+ − *` correctly rounded and never contracted into an fma.
+//! * `tanh` and `pow` divide. With a looser division than IEEE (Vulkan allows 2.5 ULP;
+//!   simulated with ±2 ULP), `tanh` gets up to 1 ulp worse for `|x| ≥ 0.625`; `pow` is
+//!   unaffected, since it recovers the quotient's error (`s = sh + sl` from the exact
+//!   residual).
+
+use super::{expr_type, map_children, with_body};
+use crate::kernel::*;
+use crate::scalar::Scalar;
+use crate::types::{ScalarType, Type};
+use std::collections::HashSet;
+
+/// Which math calls [`expand_math`] replaces.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MathExpansion {
+    /// The functions to expand. Only those in [`MathExpansion::SUPPORTED`] are acted on;
+    /// others are ignored.
+    pub funcs: Vec<MathFn>,
+}
+
+impl MathExpansion {
+    /// Every function the pass has an implementation for.
+    pub const SUPPORTED: [MathFn; 9] = [
+        MathFn::Exp,
+        MathFn::Exp2,
+        MathFn::Log,
+        MathFn::Log2,
+        MathFn::Tanh,
+        MathFn::Erf,
+        MathFn::Sin,
+        MathFn::Cos,
+        MathFn::Pow,
+    ];
+
+    /// Expand every supported function (exp, exp2, log, log2, tanh, erf, sin, cos, pow).
+    pub fn all_transcendental() -> Self {
+        MathExpansion {
+            funcs: Self::SUPPORTED.to_vec(),
+        }
+    }
+
+    /// Expand exactly `funcs` (those of them that are supported).
+    pub fn only(funcs: &[MathFn]) -> Self {
+        MathExpansion {
+            funcs: funcs.to_vec(),
+        }
+    }
+
+    /// Expand nothing (the pass is then the identity).
+    pub fn none() -> Self {
+        MathExpansion { funcs: Vec::new() }
+    }
+
+    /// Whether calls of `func` are expanded.
+    pub fn expands(&self, func: MathFn) -> bool {
+        self.funcs.contains(&func) && Self::SUPPORTED.contains(&func)
+    }
+}
+
+impl Default for MathExpansion {
+    fn default() -> Self {
+        Self::all_transcendental()
+    }
+}
+
+/// Replaces the selected f32 (and f16/bf16) math calls of `kernel` by IR implementing
+/// them (see the [module documentation](self)). f64 calls and unselected functions are
+/// left as they are.
+pub fn expand_math(kernel: &Kernel, opts: &MathExpansion) -> Kernel {
+    let mut names: HashSet<String> = kernel.params.iter().map(|p| p.name().to_string()).collect();
+    names.extend(kernel.shared.iter().map(|s| s.name.clone()));
+    names.extend(kernel.locals.iter().map(|l| l.name.clone()));
+    let mut x = Expander {
+        kernel: with_body(kernel, Vec::new()),
+        opts,
+        names,
+        counter: 0,
+    };
+    let body = x.block(&kernel.body);
+    let mut out = x.kernel;
+    out.body = body;
+    out
+}
+
+// ---------------------------------------------------------------------------------------
+// The walk
+// ---------------------------------------------------------------------------------------
+
+struct Expander<'a> {
+    /// The output kernel's declarations (locals grow as the pass binds values).
+    kernel: Kernel,
+    opts: &'a MathExpansion,
+    /// Every declared name, so new locals get fresh ones.
+    names: HashSet<String>,
+    counter: u32,
+}
+
+impl Expander<'_> {
+    fn block(&mut self, block: &[Stmt]) -> Block {
+        let mut out = Vec::with_capacity(block.len());
+        for s in block {
+            self.stmt(s, &mut out);
+        }
+        out
+    }
+
+    /// Rewrites `s` into `out`, preceded by the `Let`s its expansions need.
+    fn stmt(&mut self, s: &Stmt, out: &mut Block) {
+        let rewritten = match s {
+            Stmt::Let { local, value } => Stmt::Let {
+                local: *local,
+                value: self.expr(value, out),
+            },
+            Stmt::Assign { local, value } => Stmt::Assign {
+                local: *local,
+                value: self.expr(value, out),
+            },
+            Stmt::Store { mem, index, value } => {
+                let index = self.expr(index, out);
+                Stmt::Store {
+                    mem: *mem,
+                    index,
+                    value: self.expr(value, out),
+                }
+            }
+            Stmt::If {
+                cond,
+                then_body,
+                else_body,
+            } => Stmt::If {
+                cond: self.expr(cond, out),
+                then_body: self.block(then_body),
+                else_body: self.block(else_body),
+            },
+            Stmt::For {
+                var,
+                start,
+                end,
+                step,
+                body,
+            } => {
+                let start = self.expr(start, out);
+                let end = self.expr(end, out);
+                Stmt::For {
+                    var: *var,
+                    start,
+                    end,
+                    step: *step,
+                    body: self.block(body),
+                }
+            }
+            Stmt::Return | Stmt::Barrier => s.clone(),
+        };
+        out.push(rewritten);
+    }
+
+    /// Rewrites `e` bottom-up; the `Let`s of its expansions go to `out`.
+    fn expr(&mut self, e: &Expr, out: &mut Block) -> Expr {
+        let rebuilt = map_children(e, |c| self.expr(c, out));
+        if let Expr::Math { func, args } = &rebuilt {
+            if self.opts.expands(*func) {
+                if let Some(expanded) = self.expand_call(*func, args, out) {
+                    return expanded;
+                }
+            }
+        }
+        rebuilt
+    }
+
+    /// The expansion of `func(args)`, or `None` to keep the call (f64, or an argument
+    /// that does not type, which a valid kernel never has).
+    fn expand_call(&mut self, func: MathFn, args: &[Expr], out: &mut Block) -> Option<Expr> {
+        let ty = expr_type(&self.kernel, args.first()?)?;
+        let back_to = match ty.scalar {
+            ScalarType::F32 => None,
+            ScalarType::F16 | ScalarType::Bf16 => Some(ty.scalar),
+            _ => return None,
+        };
+        if args.len() != func.arity() {
+            return None;
+        }
+        let mut em = Emitter {
+            x: self,
+            out,
+            lanes: ty.lanes,
+            prefix: func.name(),
+        };
+        let mut vals = Vec::with_capacity(args.len());
+        for a in args {
+            let a = match back_to {
+                Some(_) => Expr::Cast {
+                    to: ScalarType::F32,
+                    arg: Box::new(a.clone()),
+                },
+                None => a.clone(),
+            };
+            vals.push(em.bind(a));
+        }
+        let x = &vals[0];
+        let result = match func {
+            MathFn::Exp => exp(&mut em, x),
+            MathFn::Exp2 => exp2(&mut em, x),
+            MathFn::Log => log(&mut em, x),
+            MathFn::Log2 => log2(&mut em, x),
+            MathFn::Tanh => tanh(&mut em, x),
+            MathFn::Erf => erf(&mut em, x),
+            MathFn::Sin => sin(&mut em, x),
+            MathFn::Cos => cos(&mut em, x),
+            MathFn::Pow => pow(&mut em, x, vals.get(1)?),
+            _ => return None,
+        };
+        Some(match back_to {
+            Some(to) => Expr::Cast {
+                to,
+                arg: Box::new(result),
+            },
+            None => result,
+        })
+    }
+
+    /// Declares a new immutable local of type `ty` named after `prefix`.
+    fn new_local(&mut self, prefix: &str, ty: Type) -> LocalId {
+        let name = loop {
+            self.counter += 1;
+            let candidate = format!("{prefix}_t{}", self.counter);
+            if self.names.insert(candidate.clone()) {
+                break candidate;
+            }
+        };
+        let id = LocalId(self.kernel.locals.len() as u32);
+        self.kernel.locals.push(LocalDecl {
+            name,
+            ty,
+            mutable: false,
+        });
+        id
+    }
+}
+
+/// Emits IR for one call: values are expressions of `lanes` lanes; `bind` adds a `Let`.
+struct Emitter<'a, 'b> {
+    x: &'a mut Expander<'b>,
+    out: &'a mut Block,
+    lanes: u8,
+    prefix: &'static str,
+}
+
+impl Emitter<'_, '_> {
+    fn lit(&self, s: Scalar) -> Expr {
+        let lit = Expr::Lit(s);
+        if self.lanes > 1 {
+            Expr::Splat {
+                lanes: self.lanes,
+                arg: Box::new(lit),
+            }
+        } else {
+            lit
+        }
+    }
+
+    /// Binds `e` to a new local of scalar type `scalar` unless it is already trivial.
+    fn bind_as(&mut self, e: Expr, scalar: ScalarType) -> Expr {
+        let trivial = match &e {
+            Expr::Local(_) | Expr::Lit(_) | Expr::Param(_) => true,
+            Expr::Splat { arg, .. } => matches!(**arg, Expr::Lit(_)),
+            _ => false,
+        };
+        if trivial {
+            return e;
+        }
+        let id = self
+            .x
+            .new_local(self.prefix, Type::vector(scalar, self.lanes));
+        self.out.push(Stmt::Let {
+            local: id,
+            value: e,
+        });
+        Expr::Local(id)
+    }
+
+    fn bin(op: BinaryOp, a: &Expr, b: &Expr) -> Expr {
+        Expr::Binary {
+            op,
+            lhs: Box::new(a.clone()),
+            rhs: Box::new(b.clone()),
+        }
+    }
+
+    fn cmp(op: CmpOp, a: &Expr, b: &Expr) -> Expr {
+        Expr::Cmp {
+            op,
+            lhs: Box::new(a.clone()),
+            rhs: Box::new(b.clone()),
+        }
+    }
+
+    fn select(c: &Expr, t: &Expr, f: &Expr) -> Expr {
+        Expr::Select {
+            cond: Box::new(c.clone()),
+            on_true: Box::new(t.clone()),
+            on_false: Box::new(f.clone()),
+        }
+    }
+
+    fn shift(&self, op: BinaryOp, a: &Expr, n: u32) -> Expr {
+        let amount = self.lit(Scalar::U32(n));
+        Self::bin(op, a, &amount)
+    }
+}
+
+impl Ops for Emitter<'_, '_> {
+    type F = Expr;
+    type I = Expr;
+    type B = Expr;
+    fn cf(&mut self, v: f32) -> Expr {
+        self.lit(Scalar::f32(v))
+    }
+    fn ci(&mut self, v: i32) -> Expr {
+        self.lit(Scalar::I32(v))
+    }
+    fn add(&mut self, a: &Expr, b: &Expr) -> Expr {
+        Self::bin(BinaryOp::Add, a, b)
+    }
+    fn sub(&mut self, a: &Expr, b: &Expr) -> Expr {
+        Self::bin(BinaryOp::Sub, a, b)
+    }
+    fn mul(&mut self, a: &Expr, b: &Expr) -> Expr {
+        Self::bin(BinaryOp::Mul, a, b)
+    }
+    fn div(&mut self, a: &Expr, b: &Expr) -> Expr {
+        Self::bin(BinaryOp::Div, a, b)
+    }
+    fn neg(&mut self, a: &Expr) -> Expr {
+        Expr::Unary {
+            op: UnaryOp::Neg,
+            arg: Box::new(a.clone()),
+        }
+    }
+    fn abs(&mut self, a: &Expr) -> Expr {
+        Expr::Math {
+            func: MathFn::Abs,
+            args: vec![a.clone()],
+        }
+    }
+    fn lt(&mut self, a: &Expr, b: &Expr) -> Expr {
+        Self::cmp(CmpOp::Lt, a, b)
+    }
+    fn gt(&mut self, a: &Expr, b: &Expr) -> Expr {
+        Self::cmp(CmpOp::Gt, a, b)
+    }
+    fn ge(&mut self, a: &Expr, b: &Expr) -> Expr {
+        Self::cmp(CmpOp::Ge, a, b)
+    }
+    fn feq(&mut self, a: &Expr, b: &Expr) -> Expr {
+        Self::cmp(CmpOp::Eq, a, b)
+    }
+    fn fne(&mut self, a: &Expr, b: &Expr) -> Expr {
+        Self::cmp(CmpOp::Ne, a, b)
+    }
+    fn and(&mut self, a: &Expr, b: &Expr) -> Expr {
+        Self::bin(BinaryOp::And, a, b)
+    }
+    fn or(&mut self, a: &Expr, b: &Expr) -> Expr {
+        Self::bin(BinaryOp::Or, a, b)
+    }
+    fn not(&mut self, a: &Expr) -> Expr {
+        Expr::Unary {
+            op: UnaryOp::Not,
+            arg: Box::new(a.clone()),
+        }
+    }
+    fn sel(&mut self, c: &Expr, t: &Expr, f: &Expr) -> Expr {
+        Self::select(c, t, f)
+    }
+    fn iadd(&mut self, a: &Expr, b: &Expr) -> Expr {
+        Self::bin(BinaryOp::Add, a, b)
+    }
+    fn isub(&mut self, a: &Expr, b: &Expr) -> Expr {
+        Self::bin(BinaryOp::Sub, a, b)
+    }
+    fn iand(&mut self, a: &Expr, b: &Expr) -> Expr {
+        Self::bin(BinaryOp::And, a, b)
+    }
+    fn shl(&mut self, a: &Expr, n: u32) -> Expr {
+        self.shift(BinaryOp::Shl, a, n)
+    }
+    fn shr(&mut self, a: &Expr, n: u32) -> Expr {
+        self.shift(BinaryOp::Shr, a, n)
+    }
+    fn ieq(&mut self, a: &Expr, b: &Expr) -> Expr {
+        Self::cmp(CmpOp::Eq, a, b)
+    }
+    fn ilt(&mut self, a: &Expr, b: &Expr) -> Expr {
+        Self::cmp(CmpOp::Lt, a, b)
+    }
+    fn isel(&mut self, c: &Expr, t: &Expr, f: &Expr) -> Expr {
+        Self::select(c, t, f)
+    }
+    fn bits_of(&mut self, a: &Expr) -> Expr {
+        Expr::Bitcast {
+            to: ScalarType::I32,
+            arg: Box::new(a.clone()),
+        }
+    }
+    fn float_of_bits(&mut self, a: &Expr) -> Expr {
+        Expr::Bitcast {
+            to: ScalarType::F32,
+            arg: Box::new(a.clone()),
+        }
+    }
+    fn ftoi(&mut self, a: &Expr) -> Expr {
+        Expr::Cast {
+            to: ScalarType::I32,
+            arg: Box::new(a.clone()),
+        }
+    }
+    fn itof(&mut self, a: &Expr) -> Expr {
+        Expr::Cast {
+            to: ScalarType::F32,
+            arg: Box::new(a.clone()),
+        }
+    }
+    fn bind(&mut self, a: Expr) -> Expr {
+        self.bind_as(a, ScalarType::F32)
+    }
+    fn bindi(&mut self, a: Expr) -> Expr {
+        self.bind_as(a, ScalarType::I32)
+    }
+    fn bindb(&mut self, a: Expr) -> Expr {
+        self.bind_as(a, ScalarType::Bool)
+    }
+}
+
+// ---- algorithms begin ----
+//
+// The algorithms are written once against `Ops`: the pass instantiates them with IR
+// expressions (`Emitter`), the unit tests with native f32 arithmetic, which is bit for
+// bit what the interpreter computes on the emitted IR (f32 `+ - * /` correctly rounded,
+// casts saturating, integer arithmetic wrapping).
+
+/// The operations the algorithms use, on f32 (`F`), i32 (`I`) and bool (`B`) values of
+/// one lane count. Integer arithmetic wraps; `ftoi` truncates and saturates (NaN → 0).
+trait Ops {
+    type F: Clone;
+    type I: Clone;
+    type B: Clone;
+    fn cf(&mut self, v: f32) -> Self::F;
+    fn ci(&mut self, v: i32) -> Self::I;
+    fn add(&mut self, a: &Self::F, b: &Self::F) -> Self::F;
+    fn sub(&mut self, a: &Self::F, b: &Self::F) -> Self::F;
+    fn mul(&mut self, a: &Self::F, b: &Self::F) -> Self::F;
+    fn div(&mut self, a: &Self::F, b: &Self::F) -> Self::F;
+    fn neg(&mut self, a: &Self::F) -> Self::F;
+    fn abs(&mut self, a: &Self::F) -> Self::F;
+    fn lt(&mut self, a: &Self::F, b: &Self::F) -> Self::B;
+    fn gt(&mut self, a: &Self::F, b: &Self::F) -> Self::B;
+    fn ge(&mut self, a: &Self::F, b: &Self::F) -> Self::B;
+    fn feq(&mut self, a: &Self::F, b: &Self::F) -> Self::B;
+    fn fne(&mut self, a: &Self::F, b: &Self::F) -> Self::B;
+    fn and(&mut self, a: &Self::B, b: &Self::B) -> Self::B;
+    fn or(&mut self, a: &Self::B, b: &Self::B) -> Self::B;
+    fn not(&mut self, a: &Self::B) -> Self::B;
+    fn sel(&mut self, c: &Self::B, t: &Self::F, f: &Self::F) -> Self::F;
+    fn iadd(&mut self, a: &Self::I, b: &Self::I) -> Self::I;
+    fn isub(&mut self, a: &Self::I, b: &Self::I) -> Self::I;
+    fn iand(&mut self, a: &Self::I, b: &Self::I) -> Self::I;
+    fn shl(&mut self, a: &Self::I, n: u32) -> Self::I;
+    /// Arithmetic shift right.
+    fn shr(&mut self, a: &Self::I, n: u32) -> Self::I;
+    fn ieq(&mut self, a: &Self::I, b: &Self::I) -> Self::B;
+    fn ilt(&mut self, a: &Self::I, b: &Self::I) -> Self::B;
+    fn isel(&mut self, c: &Self::B, t: &Self::I, f: &Self::I) -> Self::I;
+    /// The bits of an f32 as an i32.
+    fn bits_of(&mut self, a: &Self::F) -> Self::I;
+    fn float_of_bits(&mut self, a: &Self::I) -> Self::F;
+    fn ftoi(&mut self, a: &Self::F) -> Self::I;
+    fn itof(&mut self, a: &Self::I) -> Self::F;
+    /// Names a value that is used more than once (IR: a `Let`).
+    fn bind(&mut self, a: Self::F) -> Self::F;
+    fn bindi(&mut self, a: Self::I) -> Self::I;
+    fn bindb(&mut self, a: Self::B) -> Self::B;
+}
+
+// ---- helpers ----
+
+/// Horner's scheme; coefficients from the highest degree down.
+fn poly<O: Ops>(o: &mut O, x: &O::F, c: &[f32]) -> O::F {
+    let mut acc = o.cf(c.first().copied().unwrap_or(0.0));
+    for &ci in c.iter().skip(1) {
+        let m = o.mul(&acc, x);
+        let k = o.cf(ci);
+        acc = o.add(&m, &k);
+    }
+    acc
+}
+
+fn addc<O: Ops>(o: &mut O, a: &O::F, c: f32) -> O::F {
+    let k = o.cf(c);
+    o.add(a, &k)
+}
+
+fn mulc<O: Ops>(o: &mut O, a: &O::F, c: f32) -> O::F {
+    let k = o.cf(c);
+    o.mul(a, &k)
+}
+
+fn ltc<O: Ops>(o: &mut O, a: &O::F, c: f32) -> O::B {
+    let k = o.cf(c);
+    o.lt(a, &k)
+}
+
+fn gtc<O: Ops>(o: &mut O, a: &O::F, c: f32) -> O::B {
+    let k = o.cf(c);
+    o.gt(a, &k)
+}
+
+fn eqc<O: Ops>(o: &mut O, a: &O::F, c: f32) -> O::B {
+    let k = o.cf(c);
+    o.feq(a, &k)
+}
+
+/// `c ? t : f` with a constant `t`.
+fn selc<O: Ops>(o: &mut O, c: &O::B, t: f32, f: &O::F) -> O::F {
+    let k = o.cf(t);
+    o.sel(c, &k, f)
+}
+
+/// `min(a, hi)` that keeps a NaN `a`.
+fn min_c<O: Ops>(o: &mut O, a: &O::F, hi: f32) -> O::F {
+    let c = gtc(o, a, hi);
+    selc(o, &c, hi, a)
+}
+
+/// `max(a, lo)` that keeps a NaN `a`.
+fn max_c<O: Ops>(o: &mut O, a: &O::F, lo: f32) -> O::F {
+    let c = ltc(o, a, lo);
+    selc(o, &c, lo, a)
+}
+
+fn iaddc<O: Ops>(o: &mut O, a: &O::I, c: i32) -> O::I {
+    let k = o.ci(c);
+    o.iadd(a, &k)
+}
+
+fn iandc<O: Ops>(o: &mut O, a: &O::I, c: i32) -> O::I {
+    let k = o.ci(c);
+    o.iand(a, &k)
+}
+
+/// 1.5 · 2²³: adding it rounds an f32 below 2²² in magnitude to an integer, which then
+/// sits in the low mantissa bits.
+const MAGIC: f32 = 12_582_912.0;
+const MAGIC_BITS: i32 = 0x4B40_0000;
+
+/// `v` rounded to the nearest integer (ties to even), as a float and as an integer;
+/// valid for `|v| < 2²²`.
+fn round_magic<O: Ops>(o: &mut O, v: &O::F) -> (O::F, O::I) {
+    let t = addc(o, v, MAGIC);
+    let t = o.bind(t);
+    let kf = addc(o, &t, -MAGIC);
+    let kf = o.bind(kf);
+    let tb = o.bits_of(&t);
+    let ki = iaddc(o, &tb, -MAGIC_BITS);
+    let ki = o.bindi(ki);
+    (kf, ki)
+}
+
+/// `2^k` for an integer `k` in `[-126, 127]`, built in the exponent field.
+fn pow2i<O: Ops>(o: &mut O, k: &O::I) -> O::F {
+    let e = iaddc(o, k, 127);
+    let s = o.shl(&e, 23);
+    o.float_of_bits(&s)
+}
+
+/// `p · 2^k` for `p` near 1 and `k` in `[-252, 254]`, in two steps of which only the
+/// second rounds (so a subnormal result is rounded once).
+fn scale<O: Ops>(o: &mut O, p: &O::F, k: &O::I) -> O::F {
+    let k1 = o.shr(k, 1);
+    let k1 = o.bindi(k1);
+    let k2 = o.isub(k, &k1);
+    let s1 = pow2i(o, &k1);
+    let s2 = pow2i(o, &k2);
+    let t = o.mul(p, &s1);
+    o.mul(&t, &s2)
+}
+
+/// Knuth's TwoSum: `s + e = a + b` exactly, `s = fl(a + b)`.
+fn two_sum<O: Ops>(o: &mut O, a: &O::F, b: &O::F) -> (O::F, O::F) {
+    let s = o.add(a, b);
+    let s = o.bind(s);
+    let bb = o.sub(&s, a);
+    let bb = o.bind(bb);
+    let sa = o.sub(&s, &bb);
+    let ea = o.sub(a, &sa);
+    let eb = o.sub(b, &bb);
+    let e = o.add(&ea, &eb);
+    let e = o.bind(e);
+    (s, e)
+}
+
+/// Fast2Sum: `s + e = a + b` exactly when `|a| ≥ |b|` (or the sum is exact).
+fn fast_two_sum<O: Ops>(o: &mut O, a: &O::F, b: &O::F) -> (O::F, O::F) {
+    let s = o.add(a, b);
+    let s = o.bind(s);
+    let d = o.sub(&s, a);
+    let e = o.sub(b, &d);
+    let e = o.bind(e);
+    (s, e)
+}
+
+/// `a = hi + lo` with `hi` the top 12 significand bits (by masking) and `lo` the rest,
+/// both exact; any finite `a` (no overflow, unlike Veltkamp's split).
+fn split<O: Ops>(o: &mut O, a: &O::F) -> (O::F, O::F) {
+    let b = o.bits_of(a);
+    let m = iandc(o, &b, 0xFFFF_F000_u32 as i32);
+    let hi = o.float_of_bits(&m);
+    let hi = o.bind(hi);
+    let lo = o.sub(a, &hi);
+    let lo = o.bind(lo);
+    (hi, lo)
+}
+
+/// Dekker's product: `p + e = a · b` exactly (barring overflow and underflow).
+fn two_prod<O: Ops>(o: &mut O, a: &O::F, b: &O::F) -> (O::F, O::F) {
+    let p = o.mul(a, b);
+    let p = o.bind(p);
+    let (ah, al) = split(o, a);
+    let (bh, bl) = split(o, b);
+    let hh = o.mul(&ah, &bh);
+    let t = o.sub(&hh, &p);
+    let hl = o.mul(&ah, &bl);
+    let t = o.add(&t, &hl);
+    let lh = o.mul(&al, &bh);
+    let t = o.add(&t, &lh);
+    let ll = o.mul(&al, &bl);
+    let e = o.add(&t, &ll);
+    let e = o.bind(e);
+    (p, e)
+}
+
+// ---- exp, exp2 ----
+
+const LOG2E: f32 = std::f32::consts::LOG2_E;
+/// ln 2 in two parts: the first has 15 significant bits, so `k · LN2_HI` is exact for
+/// `|k| ≤ 256`.
+const LN2_HI: f32 = 0.69314575;
+const LN2_LO: f32 = 1.4286068e-6;
+/// `e^r ≈ 1 + r + r² · EXP_P(r)` on `|r| ≤ 0.3467`.
+const EXP_P: [f32; 5] = [0.0013926204, 0.008363195, 0.041666556, 0.16666576, 0.5];
+/// `2^r ≈ 1 + r · EXP2_P(r)` on `|r| ≤ 0.5`.
+const EXP2_P: [f32; 7] = [
+    1.5297324e-5,
+    0.00015461445,
+    0.0013333502,
+    0.009618057,
+    0.05550411,
+    0.2402265,
+    std::f32::consts::LN_2,
+];
+
+/// `e^x` for `x` in `[-104, 89]` (or NaN).
+fn exp_core<O: Ops>(o: &mut O, x: &O::F) -> O::F {
+    let v = mulc(o, x, LOG2E);
+    let (kf, ki) = round_magic(o, &v);
+    // x - k·LN2_HI is exact (Sterbenz), then one rounding.
+    let h = mulc(o, &kf, LN2_HI);
+    let r = o.sub(x, &h);
+    let l = mulc(o, &kf, LN2_LO);
+    let r = o.sub(&r, &l);
+    let r = o.bind(r);
+    let z = o.mul(&r, &r);
+    let p = poly(o, &r, &EXP_P);
+    let q = o.mul(&z, &p);
+    let q = o.add(&q, &r);
+    let p = addc(o, &q, 1.0);
+    let p = o.bind(p);
+    scale(o, &p, &ki)
+}
+
+/// `e^x`: `x > 89` gives +∞ (e^89 overflows), `x < -104` gives 0 (e^-104 < 2^-150).
+fn exp<O: Ops>(o: &mut O, x: &O::F) -> O::F {
+    let xc = min_c(o, x, 89.0);
+    let xc = max_c(o, &xc, -104.0);
+    let xc = o.bind(xc);
+    exp_core(o, &xc)
+}
+
+/// `2^(h + l)` for a small correction `l` (|l| well below 1); `h` is clamped to
+/// `[-152, 129]`, beyond which the result is 0 or +∞ anyway.
+fn exp2_hl<O: Ops>(o: &mut O, h: &O::F, l: Option<&O::F>) -> O::F {
+    let hc = min_c(o, h, 129.0);
+    let hc = max_c(o, &hc, -152.0);
+    let hc = o.bind(hc);
+    let (kf, ki) = round_magic(o, &hc);
+    let mut r = o.sub(&hc, &kf);
+    if let Some(l) = l {
+        r = o.add(&r, l);
+    }
+    let r = o.bind(r);
+    let p = poly(o, &r, &EXP2_P);
+    let q = o.mul(&r, &p);
+    let p = addc(o, &q, 1.0);
+    let p = o.bind(p);
+    scale(o, &p, &ki)
+}
+
+fn exp2<O: Ops>(o: &mut O, x: &O::F) -> O::F {
+    exp2_hl(o, x, None)
+}
+
+// ---- log, log2 ----
+
+/// `log(1 + f) ≈ f - f²/2 + f³ · LOG_P(f)` on `f ∈ [√½ - 1, √2 - 1]`.
+const LOG_P: [f32; 9] = [
+    0.06969754,
+    -0.11479188,
+    0.11685796,
+    -0.124257766,
+    0.14249033,
+    -0.16667798,
+    0.20000717,
+    -0.24999997,
+    0.3333333,
+];
+/// The bits of √½ (rounded).
+const SQRT_HALF_BITS: i32 = 0x3f35_04f3;
+
+/// `x = 2^k · (1 + f)` with `1 + f ∈ [√½, √2)`, for positive `x` (subnormals are scaled
+/// by 2²³ first). Returns `k` (as a float) and `f` (exact).
+fn log_reduce<O: Ops>(o: &mut O, x: &O::F) -> (O::F, O::F) {
+    let sub = ltc(o, x, f32::MIN_POSITIVE);
+    let sub = o.bindb(sub);
+    let xs = mulc(o, x, 8_388_608.0);
+    let xs = o.sel(&sub, &xs, x);
+    // Offsetting the bits by 1 - √½ moves the mantissa range [√½, √2) onto one exponent.
+    let ix = o.bits_of(&xs);
+    let ix = iaddc(o, &ix, 0x3f80_0000 - SQRT_HALF_BITS);
+    let ix = o.bindi(ix);
+    let e = o.shr(&ix, 23);
+    let adj = o.ci(-127 - 23);
+    let nadj = o.ci(-127);
+    let adj = o.isel(&sub, &adj, &nadj);
+    let k = o.iadd(&e, &adj);
+    let k = o.itof(&k);
+    let k = o.bind(k);
+    let mb = iandc(o, &ix, 0x007f_ffff);
+    let mb = iaddc(o, &mb, SQRT_HALF_BITS);
+    let m = o.float_of_bits(&mb);
+    let f = addc(o, &m, -1.0);
+    let f = o.bind(f);
+    (k, f)
+}
+
+/// The pieces of `log x = k·ln 2 + f - z/2 + c`.
+struct LogParts<O: Ops> {
+    k: O::F,
+    f: O::F,
+    /// `f · f`
+    z: O::F,
+    /// `f³ · LOG_P(f)`
+    c: O::F,
+}
+
+fn log_parts<O: Ops>(o: &mut O, x: &O::F) -> LogParts<O> {
+    let (k, f) = log_reduce(o, x);
+    let z = o.mul(&f, &f);
+    let z = o.bind(z);
+    let p = poly(o, &f, &LOG_P);
+    let fz = o.mul(&f, &z);
+    let c = o.mul(&fz, &p);
+    let c = o.bind(c);
+    LogParts { k, f, z, c }
+}
+
+/// `log` special cases: +∞ → +∞, ±0 → −∞, negative or NaN → NaN.
+fn log_specials<O: Ops>(o: &mut O, x: &O::F, r: &O::F) -> O::F {
+    let is_inf = eqc(o, x, f32::INFINITY);
+    let r = selc(o, &is_inf, f32::INFINITY, r);
+    let is_zero = eqc(o, x, 0.0);
+    let r = selc(o, &is_zero, f32::NEG_INFINITY, &r);
+    let zero = o.cf(0.0);
+    let ok = o.ge(x, &zero);
+    let bad = o.not(&ok);
+    selc(o, &bad, f32::NAN, &r)
+}
+
+fn log<O: Ops>(o: &mut O, x: &O::F) -> O::F {
+    let p = log_parts(o, x);
+    // ln 2 = 0.693359375 - 2.12194440e-4; the first part has 9 bits, so k times it is exact.
+    let y = mulc(o, &p.k, -2.121_944_4e-4);
+    let y = o.add(&p.c, &y);
+    let hz = mulc(o, &p.z, 0.5);
+    let y = o.sub(&y, &hz);
+    let r = o.add(&p.f, &y);
+    let kh = mulc(o, &p.k, 0.693_359_4); // 0.693359375 exactly
+    let r = o.add(&r, &kh);
+    let r = o.bind(r);
+    log_specials(o, x, &r)
+}
+
+/// `log2(e) - 1`.
+const LOG2E_M1: f32 = 0.44269505;
+
+fn log2<O: Ops>(o: &mut O, x: &O::F) -> O::F {
+    let p = log_parts(o, x);
+    let hz = mulc(o, &p.z, 0.5);
+    let y = o.sub(&p.c, &hz);
+    let y = o.bind(y);
+    // (f + y) · log2 e with f added last but k: f·(log2e - 1) + f keeps f exact.
+    let a = mulc(o, &y, LOG2E_M1);
+    let b = mulc(o, &p.f, LOG2E_M1);
+    let r = o.add(&a, &b);
+    let r = o.add(&r, &y);
+    let r = o.add(&r, &p.f);
+    let r = o.add(&r, &p.k);
+    let r = o.bind(r);
+    log_specials(o, x, &r)
+}
+
+// ---- pow ----
+
+/// log2(e) as a double-f32.
+const LOG2E_HI: f32 = std::f32::consts::LOG2_E;
+const LOG2E_LO: f32 = 1.925963e-8;
+/// `2 atanh(s) ≈ 2s + s³ · ATANH_C(s²)` on `|s| ≤ 0.1716`.
+const ATANH_C: [f32; 4] = [0.23331614, 0.2855078, 0.40000123, 0.6666667];
+
+/// `log2(a)` for positive finite `a` as a double-f32 `(hi, lo)`, accurate to about
+/// 2⁻⁴⁰ relative.
+fn log2_dd<O: Ops>(o: &mut O, a: &O::F) -> (O::F, O::F) {
+    let (k, f) = log_reduce(o, a);
+    // s = f / (2 + f) as sh + sl: 2 + f = dh + dl exactly, then the residual
+    // f - sh·(dh + dl) (exact through Dekker) divided by dh.
+    let dh = addc(o, &f, 2.0);
+    let dh = o.bind(dh);
+    let two = o.cf(2.0);
+    let d2 = o.sub(&dh, &two);
+    let dl = o.sub(&f, &d2);
+    let dl = o.bind(dl);
+    let sh = o.div(&f, &dh);
+    let sh = o.bind(sh);
+    let (p1, p1e) = two_prod(o, &sh, &dh);
+    let res = o.sub(&f, &p1);
+    let res = o.sub(&res, &p1e);
+    let sdl = o.mul(&sh, &dl);
+    let res = o.sub(&res, &sdl);
+    let sl = o.div(&res, &dh);
+    let sl = o.bind(sl);
+    // log(1 + f) = 2 atanh(s) = 2sh + 2sl + s³ · C(s²), the small term from s rounded
+    // again (sh itself when the division is correctly rounded; a looser division's
+    // error is recovered here too)
+    let s1 = o.add(&sh, &sl);
+    let s1 = o.bind(s1);
+    let w = o.mul(&s1, &s1);
+    let w = o.bind(w);
+    let cp = poly(o, &w, &ATANH_C);
+    let c = o.mul(&s1, &w);
+    let c = o.mul(&c, &cp);
+    let sh2 = mulc(o, &sh, 2.0);
+    let sl2 = mulc(o, &sl, 2.0);
+    let t = o.add(&sl2, &c);
+    let (vh, vl) = fast_two_sum(o, &sh2, &t);
+    // times log2 e, as double-f32
+    let lg = o.cf(LOG2E_HI);
+    let (ph, pl) = two_prod(o, &vh, &lg);
+    let a1 = mulc(o, &vh, LOG2E_LO);
+    let a2 = mulc(o, &vl, LOG2E_HI);
+    let a12 = o.add(&a1, &a2);
+    let pl = o.add(&pl, &a12);
+    // plus k (|k| ≥ 1 > |ph|, or k = 0)
+    let (wh, we) = fast_two_sum(o, &k, &ph);
+    let wl = o.add(&we, &pl);
+    let wl = o.bind(wl);
+    (wh, wl)
+}
+
+fn pow<O: Ops>(o: &mut O, x: &O::F, y: &O::F) -> O::F {
+    let a = o.abs(x);
+    let a = o.bind(a);
+    // The general case: 2^(y · log2 a) with the exponent as a double-f32.
+    let (wh, wl) = log2_dd(o, &a);
+    let (th, te) = two_prod(o, y, &wh);
+    let ywl = o.mul(y, &wl);
+    let tl = o.add(&te, &ywl);
+    // A huge or infinite exponent saturates; its low part may then be NaN: drop it.
+    let ath = o.abs(&th);
+    let ok = ltc(o, &ath, 256.0);
+    let zero = o.cf(0.0);
+    let tl = o.sel(&ok, &tl, &zero);
+    let tl = o.bind(tl);
+    let r = exp2_hl(o, &th, Some(&tl));
+    let r = o.bind(r);
+    // Properties of y: integer (every |y| ≥ 2^24 is), odd integer.
+    let ay = o.abs(y);
+    let ay = o.bind(ay);
+    let yi = o.ftoi(y);
+    let yi = o.bindi(yi);
+    let yr = o.itof(&yi);
+    let y_is_int_small = o.feq(&yr, y);
+    let big = o.cf(16_777_216.0);
+    let y_big = o.ge(&ay, &big);
+    let y_big = o.bindb(y_big);
+    let y_int = o.or(&y_is_int_small, &y_big);
+    let y_int = o.bindb(y_int);
+    let y_odd_bit = iandc(o, &yi, 1);
+    let one_i = o.ci(1);
+    let y_odd = o.ieq(&y_odd_bit, &one_i);
+    let y_small = o.not(&y_big);
+    let y_odd = o.and(&y_odd, &y_small);
+    let y_odd = o.and(&y_odd, &y_int);
+    let y_odd = o.bindb(y_odd);
+    let y_neg = ltc(o, y, 0.0);
+    let y_neg = o.bindb(y_neg);
+    // |x| = 0: +∞ for y < 0, else 0.
+    let a_zero = eqc(o, &a, 0.0);
+    let inf = o.cf(f32::INFINITY);
+    let zero = o.cf(0.0);
+    let zr = o.sel(&y_neg, &inf, &zero);
+    let r = o.sel(&a_zero, &zr, &r);
+    // |x| = ∞: 0 for y < 0, else +∞.
+    let a_inf = eqc(o, &a, f32::INFINITY);
+    let ir = o.sel(&y_neg, &zero, &inf);
+    let r = o.sel(&a_inf, &ir, &r);
+    let r = o.bind(r);
+    // Negative x (by the sign bit, so -0 counts) with an odd integer y: negate.
+    let xb = o.bits_of(x);
+    let zi = o.ci(0);
+    let x_neg = o.ilt(&xb, &zi);
+    let x_neg = o.bindb(x_neg);
+    let flip = o.and(&x_neg, &y_odd);
+    let nr = o.neg(&r);
+    let r = o.sel(&flip, &nr, &r);
+    // Negative finite nonzero x with a non-integer y: NaN.
+    let fin = ltc(o, &a, f32::INFINITY);
+    let nz = gtc(o, &a, 0.0);
+    let fin = o.and(&fin, &nz);
+    let bad = o.and(&x_neg, &fin);
+    let not_int = o.not(&y_int);
+    let bad = o.and(&bad, &not_int);
+    let r = selc(o, &bad, f32::NAN, &r);
+    // pow(-1, ±∞) = 1.
+    let y_inf = eqc(o, &ay, f32::INFINITY);
+    let a_one = eqc(o, &a, 1.0);
+    let c = o.and(&y_inf, &a_one);
+    let r = selc(o, &c, 1.0, &r);
+    // NaN in, NaN out ...
+    let xn = o.fne(x, x);
+    let yn = o.fne(y, y);
+    let n = o.or(&xn, &yn);
+    let r = selc(o, &n, f32::NAN, &r);
+    // ... except pow(x, ±0) = pow(1, y) = 1.
+    let y0 = eqc(o, y, 0.0);
+    let x1 = eqc(o, x, 1.0);
+    let c = o.or(&y0, &x1);
+    selc(o, &c, 1.0, &r)
+}
+
+// ---- sin, cos ----
+
+const TWO_OVER_PI: f32 = std::f32::consts::FRAC_2_PI;
+/// π/2 as five constants of at most 8 significant bits (so `k · PIO2[i]` is exact for
+/// `|k| < 2¹⁶`) and a 24-bit sixth; the sum is within 2⁻⁷³ of π/2.
+const PIO2: [f32; 6] = [
+    1.5703125,
+    0.00048446655,
+    -6.4074993e-7,
+    9.895302e-10,
+    2.5579538e-12,
+    5.390303e-15,
+];
+/// `sin r ≈ r + r³ · SIN_P(r²)` on `|r| ≤ 0.7916`.
+const SIN_P: [f32; 4] = [2.7245078e-6, -0.00019840049, 0.008333332, -0.16666667];
+/// `cos r ≈ 1 - r²/2 + r⁴ · COS_P(r²)` on `|r| ≤ 0.7916`.
+const COS_P: [f32; 4] = [-2.7296915e-7, 2.4800569e-5, -0.0013888888, 0.041666668];
+
+fn sincos<O: Ops>(o: &mut O, x: &O::F, cos: bool) -> O::F {
+    let v = mulc(o, x, TWO_OVER_PI);
+    let (kf, ki) = round_magic(o, &v);
+    // r = x - k·π/2: the first two subtractions are exact (Sterbenz and the constants'
+    // granularity), the next three are TwoSums whose errors are collected in e.
+    let mut a = x.clone();
+    for &c in &PIO2[..2] {
+        let p = mulc(o, &kf, c);
+        a = o.sub(&a, &p);
+        a = o.bind(a);
+    }
+    let mut e: Option<O::F> = None;
+    for &c in &PIO2[2..5] {
+        let p = mulc(o, &kf, -c);
+        let (s, err) = two_sum(o, &a, &p);
+        a = s;
+        e = Some(match e {
+            None => err,
+            Some(e0) => {
+                let t = o.add(&e0, &err);
+                o.bind(t)
+            }
+        });
+    }
+    let p6 = mulc(o, &kf, PIO2[5]);
+    let e = match e {
+        Some(e) => o.sub(&e, &p6),
+        None => o.neg(&p6),
+    };
+    let (rh, rl) = fast_two_sum(o, &a, &e);
+    // Far beyond the accurate range r is meaningless: keep it bounded (NaN stays NaN).
+    let arh = o.abs(&rh);
+    let big = gtc(o, &arh, 1.5);
+    let big = o.bindb(big);
+    let zero = o.cf(0.0);
+    let rh = o.sel(&big, &zero, &rh);
+    let rh = o.bind(rh);
+    let rl = o.sel(&big, &zero, &rl);
+    let rl = o.bind(rl);
+    let z = o.mul(&rh, &rh);
+    let z = o.bind(z);
+    // sin(rh + rl) ≈ rh + (rh · z · S(z) + rl)
+    let sp = poly(o, &z, &SIN_P);
+    let t = o.mul(&z, &sp);
+    let t = o.mul(&rh, &t);
+    let t = o.add(&t, &rl);
+    let s = o.add(&rh, &t);
+    let s = o.bind(s);
+    // cos(rh + rl) ≈ 1 + ((z² · C(z) - rh · rl) - z/2)
+    let cp = poly(o, &z, &COS_P);
+    let zz = o.mul(&z, &z);
+    let t = o.mul(&zz, &cp);
+    let rr = o.mul(&rh, &rl);
+    let t = o.sub(&t, &rr);
+    let w = mulc(o, &z, 0.5);
+    let t = o.sub(&t, &w);
+    let c = addc(o, &t, 1.0);
+    let c = o.bind(c);
+    // quadrant: sin x = (sin r, cos r, -sin r, -cos r) for k mod 4 = 0..3; cos x = sin(x + π/2)
+    let q = if cos { iaddc(o, &ki, 1) } else { ki };
+    let q = o.bindi(q);
+    let zi = o.ci(0);
+    let b1 = iandc(o, &q, 1);
+    let use_sin = o.ieq(&b1, &zi);
+    let res = o.sel(&use_sin, &s, &c);
+    let res = o.bind(res);
+    let b2 = iandc(o, &q, 2);
+    let keep = o.ieq(&b2, &zi);
+    let nres = o.neg(&res);
+    let res = o.sel(&keep, &res, &nres);
+    if cos {
+        res
+    } else {
+        // sin(-0) = -0
+        let res = o.bind(res);
+        let z0 = eqc(o, x, 0.0);
+        o.sel(&z0, x, &res)
+    }
+}
+
+fn sin<O: Ops>(o: &mut O, x: &O::F) -> O::F {
+    sincos(o, x, false)
+}
+
+fn cos<O: Ops>(o: &mut O, x: &O::F) -> O::F {
+    sincos(o, x, true)
+}
+
+// ---- tanh ----
+
+/// `tanh x ≈ x + x³ · TANH_P(x²)` on `|x| ≤ 0.625`.
+const TANH_P: [f32; 6] = [
+    0.0022927448,
+    -0.008343945,
+    0.021768918,
+    -0.053959258,
+    0.13333304,
+    -0.33333334,
+];
+
+fn tanh<O: Ops>(o: &mut O, x: &O::F) -> O::F {
+    let ax = o.abs(x);
+    let ax = o.bind(ax);
+    // |x| < 0.625
+    let z = o.mul(x, x);
+    let z = o.bind(z);
+    let p = poly(o, &z, &TANH_P);
+    let t = o.mul(&z, &p);
+    let t = o.mul(x, &t);
+    let small = o.add(x, &t);
+    let small = o.bind(small);
+    // otherwise 1 - 2 / (e^(2|x|) + 1); tanh(10) rounds to 1
+    let xc = min_c(o, &ax, 10.0);
+    let x2 = mulc(o, &xc, 2.0);
+    let x2 = o.bind(x2);
+    let e = exp_core(o, &x2);
+    let d = addc(o, &e, 1.0);
+    let two = o.cf(2.0);
+    let q = o.div(&two, &d);
+    let one = o.cf(1.0);
+    let l = o.sub(&one, &q);
+    let l = o.bind(l);
+    let neg = ltc(o, x, 0.0);
+    let nl = o.neg(&l);
+    let l = o.sel(&neg, &nl, &l);
+    let is_small = ltc(o, &ax, 0.625);
+    let r = o.sel(&is_small, &small, &l);
+    let r = o.bind(r);
+    // tanh(-0) = -0
+    let z0 = eqc(o, x, 0.0);
+    o.sel(&z0, x, &r)
+}
+
+// ---- erf ----
+
+/// `2/√π - 1`.
+const TWO_OVER_SQRT_PI_M1: f32 = 0.12837917;
+/// `erf x ≈ x + x · ((2/√π - 1) + z · ERF_Q(z))`, `z = x²`, on `|x| ≤ 1`.
+const ERF_Q: [f32; 6] = [
+    8.379755e-5,
+    -0.00081619865,
+    0.005204579,
+    -0.0268617,
+    0.11283754,
+    -0.37612638,
+];
+/// `erfc x · e^(x²) ≈ ERFC_R(x - 2.5)` on `1 ≤ x ≤ 4`.
+const ERFC_R: [f32; 13] = [
+    1.0301513e-7,
+    -4.2647343e-7,
+    9.763902e-7,
+    -3.7472737e-6,
+    1.6114107e-5,
+    -5.9523158e-5,
+    0.00021091796,
+    -0.00073315296,
+    0.0024670658,
+    -0.0080016935,
+    0.024937995,
+    -0.07434734,
+    0.21080637,
+];
+
+fn erf<O: Ops>(o: &mut O, x: &O::F) -> O::F {
+    let ax = o.abs(x);
+    let ax = o.bind(ax);
+    // |x| < 1
+    let z = o.mul(x, x);
+    let z = o.bind(z);
+    let q = poly(o, &z, &ERF_Q);
+    let t = o.mul(&z, &q);
+    let t = addc(o, &t, TWO_OVER_SQRT_PI_M1);
+    let t = o.mul(x, &t);
+    let small = o.add(x, &t);
+    let small = o.bind(small);
+    // otherwise 1 - e^(-x²) · R(x - 2.5); erf(4) rounds to 1
+    let xc = min_c(o, &ax, 4.0);
+    let xc = o.bind(xc);
+    let x2 = o.mul(&xc, &xc);
+    let nx2 = o.neg(&x2);
+    let nx2 = o.bind(nx2);
+    let e = exp_core(o, &nx2);
+    let e = o.bind(e);
+    let u = addc(o, &xc, -2.5);
+    let u = o.bind(u);
+    let r = poly(o, &u, &ERFC_R);
+    let er = o.mul(&e, &r);
+    let one = o.cf(1.0);
+    let l = o.sub(&one, &er);
+    let l = o.bind(l);
+    let neg = ltc(o, x, 0.0);
+    let nl = o.neg(&l);
+    let l = o.sel(&neg, &nl, &l);
+    let is_small = ltc(o, &ax, 1.0);
+    let r = o.sel(&is_small, &small, &l);
+    let r = o.bind(r);
+    // erf(-0) = -0
+    let z0 = eqc(o, x, 0.0);
+    o.sel(&z0, x, &r)
+}
+
+// ---- algorithms end ----
+
+#[cfg(test)]
+mod tests {
+    //! The algorithms run natively (`Native` below, f32 arithmetic) compute bit for bit
+    //! what the interpreter computes on the emitted IR; `native_matches_ir` checks that,
+    //! so the exhaustive native sweeps (`#[ignore]`d: run them with
+    //! `cargo test -p kernelc-ir --release --lib passes::math -- --ignored --nocapture`)
+    //! measure the pass's output.
+
+    use super::*;
+    use crate::interp::{run, Arg, HostBuffer};
+
+    struct Native;
+
+    impl Ops for Native {
+        type F = f32;
+        type I = i32;
+        type B = bool;
+        fn cf(&mut self, v: f32) -> f32 {
+            v
+        }
+        fn ci(&mut self, v: i32) -> i32 {
+            v
+        }
+        fn add(&mut self, a: &f32, b: &f32) -> f32 {
+            a + b
+        }
+        fn sub(&mut self, a: &f32, b: &f32) -> f32 {
+            a - b
+        }
+        fn mul(&mut self, a: &f32, b: &f32) -> f32 {
+            a * b
+        }
+        fn div(&mut self, a: &f32, b: &f32) -> f32 {
+            a / b
+        }
+        fn neg(&mut self, a: &f32) -> f32 {
+            -a
+        }
+        fn abs(&mut self, a: &f32) -> f32 {
+            a.abs()
+        }
+        fn lt(&mut self, a: &f32, b: &f32) -> bool {
+            a < b
+        }
+        fn gt(&mut self, a: &f32, b: &f32) -> bool {
+            a > b
+        }
+        fn ge(&mut self, a: &f32, b: &f32) -> bool {
+            a >= b
+        }
+        fn feq(&mut self, a: &f32, b: &f32) -> bool {
+            a == b
+        }
+        fn fne(&mut self, a: &f32, b: &f32) -> bool {
+            a != b
+        }
+        fn and(&mut self, a: &bool, b: &bool) -> bool {
+            *a & *b
+        }
+        fn or(&mut self, a: &bool, b: &bool) -> bool {
+            *a | *b
+        }
+        fn not(&mut self, a: &bool) -> bool {
+            !a
+        }
+        fn sel(&mut self, c: &bool, t: &f32, f: &f32) -> f32 {
+            if *c {
+                *t
+            } else {
+                *f
+            }
+        }
+        fn iadd(&mut self, a: &i32, b: &i32) -> i32 {
+            a.wrapping_add(*b)
+        }
+        fn isub(&mut self, a: &i32, b: &i32) -> i32 {
+            a.wrapping_sub(*b)
+        }
+        fn iand(&mut self, a: &i32, b: &i32) -> i32 {
+            a & b
+        }
+        fn shl(&mut self, a: &i32, n: u32) -> i32 {
+            a.wrapping_shl(n)
+        }
+        fn shr(&mut self, a: &i32, n: u32) -> i32 {
+            a.wrapping_shr(n)
+        }
+        fn ieq(&mut self, a: &i32, b: &i32) -> bool {
+            a == b
+        }
+        fn ilt(&mut self, a: &i32, b: &i32) -> bool {
+            a < b
+        }
+        fn isel(&mut self, c: &bool, t: &i32, f: &i32) -> i32 {
+            if *c {
+                *t
+            } else {
+                *f
+            }
+        }
+        fn bits_of(&mut self, a: &f32) -> i32 {
+            a.to_bits() as i32
+        }
+        fn float_of_bits(&mut self, a: &i32) -> f32 {
+            f32::from_bits(*a as u32)
+        }
+        fn ftoi(&mut self, a: &f32) -> i32 {
+            *a as i32
+        }
+        fn itof(&mut self, a: &i32) -> f32 {
+            *a as f32
+        }
+        fn bind(&mut self, a: f32) -> f32 {
+            a
+        }
+        fn bindi(&mut self, a: i32) -> i32 {
+            a
+        }
+        fn bindb(&mut self, a: bool) -> bool {
+            a
+        }
+    }
+
+    fn native(func: MathFn, x: f32, y: f32) -> f32 {
+        let o = &mut Native;
+        match func {
+            MathFn::Exp => exp(o, &x),
+            MathFn::Exp2 => exp2(o, &x),
+            MathFn::Log => log(o, &x),
+            MathFn::Log2 => log2(o, &x),
+            MathFn::Tanh => tanh(o, &x),
+            MathFn::Erf => erf(o, &x),
+            MathFn::Sin => sin(o, &x),
+            MathFn::Cos => cos(o, &x),
+            MathFn::Pow => pow(o, &x, &y),
+            _ => f32::NAN,
+        }
+    }
+
+    /// The interpreter's reference: f64 evaluation rounded once.
+    fn reference(func: MathFn, x: f32, y: f32) -> f32 {
+        let (x, y) = (x as f64, y as f64);
+        (match func {
+            MathFn::Exp => x.exp(),
+            MathFn::Exp2 => x.exp2(),
+            MathFn::Log => x.ln(),
+            MathFn::Log2 => x.log2(),
+            MathFn::Tanh => x.tanh(),
+            MathFn::Erf => libm::erf(x),
+            MathFn::Sin => x.sin(),
+            MathFn::Cos => x.cos(),
+            MathFn::Pow => x.powf(y),
+            _ => f64::NAN,
+        }) as f32
+    }
+
+    /// Error in ULPs of `want` (subnormal ULP below the normal range); NaN and
+    /// infinities must match exactly.
+    fn ulps(got: f32, want: f32) -> f64 {
+        if want.is_nan() {
+            return if got.is_nan() { 0.0 } else { f64::INFINITY };
+        }
+        if want.is_infinite() || got.is_infinite() || got.is_nan() {
+            return if got == want { 0.0 } else { f64::INFINITY };
+        }
+        let e = ((want.abs().to_bits() >> 23) as i32).max(1) - 127;
+        ((got as f64) - (want as f64)).abs() / 2f64.powi(e - 23)
+    }
+
+    struct Lcg(u64);
+    impl Lcg {
+        fn next(&mut self) -> u32 {
+            self.0 = self
+                .0
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (self.0 >> 32) as u32
+        }
+    }
+
+    #[test]
+    fn native_matches_ir() {
+        let n = 4096usize;
+        let mut rng = Lcg(7);
+        for func in MathExpansion::SUPPORTED {
+            let xs: Vec<f32> = (0..n)
+                .map(|i| match i % 3 {
+                    0 => f32::from_bits(rng.next()),
+                    1 => (rng.next() as f32 / u32::MAX as f32 - 0.5) * 40.0,
+                    _ => (rng.next() as f32 / u32::MAX as f32) * 4.0,
+                })
+                .collect();
+            let ys: Vec<f32> = (0..n)
+                .map(|_| (rng.next() as f32 / u32::MAX as f32 - 0.5) * 60.0)
+                .collect();
+            let mut k = crate::builder::KernelBuilder::new("t", [64, 1, 1]);
+            let a = k.buffer("a", ScalarType::F32, n as u64, Access::Read);
+            let b = k.buffer("b", ScalarType::F32, n as u64, Access::Read);
+            let out = k.buffer("out", ScalarType::F32, n as u64, Access::Write);
+            let kernel = k
+                .build(|body| {
+                    let i = body.let_("i", crate::builder::global_id(0));
+                    let mut args = vec![a.at(i.clone()).0];
+                    if func == MathFn::Pow {
+                        args.push(b.at(i.clone()).0);
+                    }
+                    body.store(out, i, crate::builder::E(Expr::Math { func, args }));
+                })
+                .expect("valid");
+            let expanded = expand_math(&kernel, &MathExpansion::all_transcendental());
+            let mut args = vec![
+                Arg::Buffer(HostBuffer::from_f32(&xs)),
+                Arg::Buffer(HostBuffer::from_f32(&ys)),
+                Arg::Buffer(HostBuffer::zeros(ScalarType::F32, n)),
+            ];
+            run(&expanded, [(n / 64) as u32, 1, 1], &mut args).expect("runs");
+            let got = args[2].as_buffer().expect("buffer").to_f32();
+            for i in 0..n {
+                let want = native(func, xs[i], ys[i]);
+                assert!(
+                    got[i].to_bits() == want.to_bits() || (got[i].is_nan() && want.is_nan()),
+                    "{}({:e}, {:e}): IR {:e}, native {:e}",
+                    func.name(),
+                    xs[i],
+                    ys[i],
+                    got[i],
+                    want
+                );
+            }
+        }
+    }
+
+    /// Max error of `func` over every f32 whose bits lie in `[lo, hi]`, both signs.
+    fn sweep(func: MathFn, lo: f32, hi: f32) -> (f64, f32) {
+        let mut worst = (0.0, 0.0);
+        for bits in lo.to_bits()..=hi.to_bits() {
+            for x in [f32::from_bits(bits), -f32::from_bits(bits)] {
+                let e = ulps(native(func, x, 0.0), reference(func, x, 0.0));
+                if e > worst.0 {
+                    worst = (e, x);
+                }
+            }
+        }
+        eprintln!(
+            "{}: every |x| in [{lo:e}, {hi:e}]: max {} ulp at {:e}",
+            func.name(),
+            worst.0,
+            worst.1
+        );
+        worst
+    }
+
+    #[test]
+    #[ignore = "exhaustive: ~2^32 inputs per function (tens of minutes in release mode)"]
+    fn exhaustive_unary() {
+        let all = (0.0, f32::INFINITY);
+        for (func, (lo, hi)) in [
+            (MathFn::Exp, (0.0, 110.0)),
+            (MathFn::Exp2, (0.0, 160.0)),
+            (MathFn::Log, all),
+            (MathFn::Log2, all),
+            (MathFn::Tanh, all),
+            (MathFn::Erf, all),
+            (MathFn::Sin, (0.0, 102_900.0)),
+            (MathFn::Cos, (0.0, 102_900.0)),
+        ] {
+            let (e, x) = sweep(func, lo, hi);
+            assert!(e <= 1.0, "{}: {e} ulp at {x:e}", func.name());
+        }
+    }
+
+    #[test]
+    #[ignore = "slow (tens of millions of random pairs)"]
+    fn random_pow() {
+        let mut rng = Lcg(11);
+        let mut unit = move || rng.next() as f64 / u32::MAX as f64;
+        let mut worst = (0.0, 0.0, 0.0);
+        for i in 0..20_000_000u32 {
+            let (x, y) = if i % 2 == 0 {
+                // the brief's range: x in (0, 1e6], y in [-30, 30]
+                (
+                    (unit() * 168.9 - 149.0).exp2() as f32,
+                    (unit() * 60.0 - 30.0) as f32,
+                )
+            } else {
+                // any base, |y·log2 x| up to 128 (|y| up to ~250 near x = 1.4)
+                let x = f32::from_bits((unit() * 2_139_095_039.0) as u32);
+                let t = unit() * 278.0 - 150.0;
+                (x, (t / (x as f64).log2()) as f32)
+            };
+            let want = reference(MathFn::Pow, x, y);
+            if !(want.is_finite() && want.abs() >= f32::MIN_POSITIVE) {
+                continue;
+            }
+            let e = ulps(native(MathFn::Pow, x, y), want);
+            if e > worst.0 {
+                worst = (e, x, y);
+            }
+        }
+        eprintln!("pow: max {} ulp at ({:e}, {:e})", worst.0, worst.1, worst.2);
+        assert!(worst.0 <= 8.0);
+    }
+}
