@@ -62,6 +62,15 @@ impl Device {
         }
     }
 
+    /// Math functions compiled through kernelc's IR implementations (f32; 1 ulp)
+    /// rather than the target's own. On the CPU that replaces a scalar f64 library
+    /// call per lane with straight-line SIMD code.
+    pub fn math_expansion(&self) -> kernelc_ir::passes::MathExpansion {
+        match self {
+            Device::Cpu(_) => kernelc_ir::passes::MathExpansion::all_transcendental(),
+        }
+    }
+
     pub fn caps(&self) -> TargetCaps {
         match self {
             Device::Cpu(_) => TargetCaps::cpu(),

@@ -225,12 +225,23 @@ impl Runtime {
     /// kernels for these shapes, and returns fresh output tensors in `spec.outputs()`
     /// order.
     pub fn run(&self, spec: &OpSpec, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
-        spec.validate()?;
-        self.check_inputs(spec, inputs)?;
-        let prepared = self.prepare(spec)?;
+        let key =
+            serde_json::to_string(spec).map_err(|e| RuntimeError::BadArgument(e.to_string()))?;
+        let prepared = match self.cached(&key) {
+            // A spec seen before was validated then; only the tensors are new.
+            Some(prepared) => {
+                self.check_inputs(&prepared.name, &prepared.inputs, inputs)?;
+                prepared
+            }
+            None => {
+                spec.validate()?;
+                self.check_inputs(&spec.name(), &spec.inputs(), inputs)?;
+                self.prepare_new(key, spec)?
+            }
+        };
         let plan = &prepared.plan;
-        let outputs = spec
-            .outputs()
+        let outputs = prepared
+            .outputs
             .iter()
             .map(|s| self.alloc(&s.shape, s.dtype))
             .collect::<Result<Vec<_>>>()?;
@@ -266,11 +277,10 @@ impl Runtime {
         Ok(outputs)
     }
 
-    fn check_inputs(&self, spec: &OpSpec, inputs: &[&Tensor]) -> Result<()> {
-        let sigs: Vec<TensorSig> = spec.inputs();
+    fn check_inputs(&self, op: &str, sigs: &[TensorSig], inputs: &[&Tensor]) -> Result<()> {
         if sigs.len() != inputs.len() {
             return Err(RuntimeError::InputCount {
-                op: spec.name(),
+                op: op.to_string(),
                 expected: sigs.len(),
                 found: inputs.len(),
             });
@@ -284,7 +294,7 @@ impl Runtime {
             }
             if tensor.dtype != sig.dtype {
                 return Err(RuntimeError::InputDtype {
-                    op: spec.name(),
+                    op: op.to_string(),
                     input: sig.name.clone(),
                     expected: sig.dtype,
                     found: tensor.dtype,
@@ -294,7 +304,7 @@ impl Runtime {
                 || (tensor.shape != sig.shape && !same_elements(&tensor.shape, &sig.shape))
             {
                 return Err(RuntimeError::InputShape {
-                    op: spec.name(),
+                    op: op.to_string(),
                     input: sig.name.clone(),
                     expected: sig.shape.clone(),
                     found: tensor.shape.clone(),
@@ -329,41 +339,56 @@ impl Runtime {
     }
 
     /// The plan of `spec` and its compiled kernels, from the per-spec cache or made now.
-    fn prepare(&self, spec: &OpSpec) -> Result<Arc<Prepared>> {
-        let key =
-            serde_json::to_string(spec).map_err(|e| RuntimeError::BadArgument(e.to_string()))?;
-        let cached = self
+    /// The prepared plan of a spec key, counting its kernels as memory hits.
+    fn cached(&self, key: &str) -> Option<Arc<Prepared>> {
+        let prepared = self
             .prepared
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .get(&key)
-            .cloned();
-        if let Some(prepared) = cached {
-            // Every kernel of the plan is served from memory.
-            self.counters
-                .memory_hits
-                .fetch_add(prepared.executables.len() as u64, Ordering::Relaxed);
-            return Ok(prepared);
-        }
+            .get(key)
+            .cloned()?;
+        self.counters
+            .memory_hits
+            .fetch_add(prepared.executables.len() as u64, Ordering::Relaxed);
+        Some(prepared)
+    }
+
+    /// Lowers and compiles `spec` (a validated spec, not yet prepared).
+    fn prepare_new(&self, key: String, spec: &OpSpec) -> Result<Arc<Prepared>> {
         let plan = self.lower(spec)?;
         // The IR passes (unrolling, folding, index simplification) run once per kernel,
         // before hashing and compiling; they preserve meaning exactly.
         let executables = plan
             .launches
             .iter()
-            .map(|l| {
-                self.executable(&passes::optimize(
-                    &l.kernel,
-                    &passes::PassOptions::default(),
-                ))
-            })
+            .map(|l| self.executable(&self.target_ir(&l.kernel)))
             .collect::<Result<Vec<_>>>()?;
-        let prepared = Arc::new(Prepared { plan, executables });
+        let prepared = Arc::new(Prepared {
+            plan,
+            executables,
+            name: spec.name(),
+            inputs: spec.inputs(),
+            outputs: spec.outputs(),
+        });
         self.prepared
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(key, prepared.clone());
         Ok(prepared)
+    }
+
+    /// The kernel as this device compiles it: the IR passes (unrolling, folding, index
+    /// simplification), then kernelc's own math for the functions the device's native
+    /// math cannot meet the tolerance table with (or is slow at), then the passes again
+    /// to fold the expansion's constants. Every step preserves meaning.
+    fn target_ir(&self, kernel: &kernelc_ir::Kernel) -> kernelc_ir::Kernel {
+        let options = passes::PassOptions::default();
+        let optimized = passes::optimize(kernel, &options);
+        let expansion = self.device.math_expansion();
+        if expansion.funcs.is_empty() {
+            return optimized;
+        }
+        passes::optimize(&passes::expand_math(&optimized, &expansion), &options)
     }
 
     /// The compiled kernel, from memory, from disk, or compiled now (once per key even
@@ -424,6 +449,9 @@ fn same_elements(found: &[usize], expected: &[usize]) -> bool {
 struct Prepared {
     plan: Arc<Plan>,
     executables: Vec<Arc<Executable>>,
+    name: String,
+    inputs: Vec<TensorSig>,
+    outputs: Vec<TensorSig>,
 }
 
 /// What one kernel parameter is bound to at launch.
