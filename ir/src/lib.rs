@@ -15,6 +15,7 @@
 //! Invariants: the crate depends on nothing of kernelc's; every other crate consumes
 //! only validated kernels.
 
+pub mod analysis;
 pub mod builder;
 pub mod eval;
 pub mod hash;

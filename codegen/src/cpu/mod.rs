@@ -36,7 +36,10 @@
 //! * The function never traps and never touches memory outside the buffers and the
 //!   shared scratch it was given (given that they are as large as the kernel
 //!   declares). Every load and store is checked against the static length (one
-//!   compare and branch); a failing access is skipped (a load yields zero) and sets
+//!   compare and branch), except where the value-range analysis
+//!   ([`kernelc_ir::analysis`]) proves the check cannot fail (the index's range ends
+//!   at least `lanes` before the length; its alignment is a multiple of the lanes);
+//!   a failing access is skipped (a load yields zero) and sets
 //!   [`status::OUT_OF_BOUNDS`] or [`status::UNALIGNED`]. Integer division or
 //!   remainder by zero yields 0 and sets [`status::DIVISION_BY_ZERO`] (`MIN / -1`
 //!   wraps as in the IR); a shift by the bit width or more uses the amount modulo the

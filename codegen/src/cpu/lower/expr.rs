@@ -39,7 +39,7 @@ impl<M: Module> Lower<'_, '_, M> {
             Expr::Load { mem, index, lanes } => {
                 let i = self.expr(index)?;
                 let i = self.scalar_of(&i);
-                self.load(*mem, i, index.as_lit(), *lanes)
+                self.load(*mem, i, index, *lanes)
             }
             Expr::Unary { op, arg } => {
                 let a = self.expr(arg)?;

@@ -5,8 +5,14 @@
 //! an `and` for vectors) and one branch. Otherwise a cold block ORs
 //! [`status::OUT_OF_BOUNDS`](crate::cpu::status::OUT_OF_BOUNDS) or
 //! [`status::UNALIGNED`](crate::cpu::status::UNALIGNED) into the status word and skips
-//! the access (a load yields zeros). Literal indices were checked by the validator and
-//! get no check.
+//! the access (a load yields zeros).
+//!
+//! A check that cannot fail is left out: the value-range analysis
+//! ([`kernelc_ir::analysis::Ranges`], computed once per kernel) bounds the index
+//! expression, and when its range proves `hi + lanes <= len` the bounds compare goes,
+//! when its alignment is a multiple of `lanes` the alignment test goes, and with both
+//! the access is a plain load or store without a branch. (Literal indices, which the
+//! validator checked, are the simplest case: their range is exact.)
 
 use super::value::Val;
 use super::{internal, Lower};
@@ -16,11 +22,26 @@ use crate::CodegenError;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, BlockArg, InstBuilder, MemFlagsData, Value};
 use cranelift_module::Module;
-use kernelc_ir::{Memory, Scalar, ScalarType, Type};
+use kernelc_ir::{Expr, Memory, ScalarType, Type};
 
 /// Flags of a checked access: in bounds by construction, maybe not 16-byte aligned.
 fn access_flags() -> MemFlagsData {
     MemFlagsData::new().with_notrap()
+}
+
+/// The checks of one access that cannot fail.
+#[derive(Clone, Copy, Debug, Default)]
+struct Proven {
+    /// `index + lanes <= len` for every possible index.
+    in_bounds: bool,
+    /// Every possible index is a multiple of `lanes` (always so for scalars).
+    aligned: bool,
+}
+
+impl Proven {
+    fn all(self) -> bool {
+        self.in_bounds && self.aligned
+    }
 }
 
 impl<M: Module> Lower<'_, '_, M> {
@@ -37,18 +58,26 @@ impl<M: Module> Lower<'_, '_, M> {
         Ok((base, elem, len))
     }
 
-    /// Whether a literal index is known to be valid (the validator checked it).
-    fn statically_valid(lit: Option<Scalar>, lanes: u8, len: u64) -> bool {
-        match lit {
-            Some(Scalar::U32(i)) => i % lanes as u32 == 0 && i as u64 + lanes as u64 <= len,
-            _ => false,
+    /// Which checks of an access at `index` the value-range analysis proves
+    /// unnecessary.
+    fn proven(&self, index: &Expr, lanes: u8, len: u64) -> Proven {
+        let Some(r) = self.ranges.range(index) else {
+            return Proven::default();
+        };
+        let lanes = lanes as u64;
+        Proven {
+            in_bounds: r.hi.checked_add(lanes).is_some_and(|end| end <= len),
+            aligned: lanes <= 1 || r.align % lanes == 0,
         }
     }
 
     /// `(ok, in_bounds)`: whether the access may proceed, and whether it is in bounds.
-    fn access_ok(&mut self, index: Value, lanes: u8, len: u64) -> (Value, Value) {
+    /// Checks in `proven` are not emitted (their result is the constant true).
+    fn access_ok(&mut self, index: Value, lanes: u8, len: u64, proven: Proven) -> (Value, Value) {
         let lanes64 = lanes as u64;
-        let in_bounds = if len < lanes64 {
+        let in_bounds = if proven.in_bounds {
+            self.iconst(types::I8, 1)
+        } else if len < lanes64 {
             self.iconst(types::I8, 0)
         } else if len - lanes64 >= u32::MAX as u64 {
             self.iconst(types::I8, 1)
@@ -58,11 +87,14 @@ impl<M: Module> Lower<'_, '_, M> {
                 .ins()
                 .icmp(IntCC::UnsignedLessThanOrEqual, index, limit)
         };
-        if lanes == 1 {
+        if lanes == 1 || proven.aligned {
             return (in_bounds, in_bounds);
         }
         let low = self.b.ins().band_imm_u(index, lanes as i64 - 1);
         let aligned = self.b.ins().icmp_imm_u(IntCC::Equal, low, 0);
+        if proven.in_bounds {
+            return (aligned, in_bounds);
+        }
         (self.b.ins().band(in_bounds, aligned), in_bounds)
     }
 
@@ -89,15 +121,16 @@ impl<M: Module> Lower<'_, '_, M> {
         &mut self,
         mem: Memory,
         index: Value,
-        lit: Option<Scalar>,
+        index_expr: &Expr,
         lanes: u8,
     ) -> Result<Val, CodegenError> {
         let (base, elem, len) = self.memory_of(mem)?;
         let ty = Type::vector(elem, lanes);
-        if Self::statically_valid(lit, lanes, len) {
+        let proven = self.proven(index_expr, lanes, len);
+        if proven.all() {
             return Ok(self.raw_load(base, index, ty));
         }
-        let (ok, in_bounds) = self.access_ok(index, lanes, len);
+        let (ok, in_bounds) = self.access_ok(index, lanes, len, proven);
         let ok_b = self.b.create_block();
         let fail_b = self.b.create_block();
         let merge = self.b.create_block();
@@ -159,7 +192,7 @@ impl<M: Module> Lower<'_, '_, M> {
         &mut self,
         mem: Memory,
         index: Value,
-        lit: Option<Scalar>,
+        index_expr: &Expr,
         value: &Val,
     ) -> Result<(), CodegenError> {
         let (base, elem, len) = self.memory_of(mem)?;
@@ -170,11 +203,12 @@ impl<M: Module> Lower<'_, '_, M> {
             )));
         }
         let lanes = value.ty.lanes;
-        if Self::statically_valid(lit, lanes, len) {
+        let proven = self.proven(index_expr, lanes, len);
+        if proven.all() {
             self.raw_store(base, index, value);
             return Ok(());
         }
-        let (ok, in_bounds) = self.access_ok(index, lanes, len);
+        let (ok, in_bounds) = self.access_ok(index, lanes, len, proven);
         let ok_b = self.b.create_block();
         let fail_b = self.b.create_block();
         let merge = self.b.create_block();

@@ -26,6 +26,7 @@ use cranelift_codegen::ir::{
 use cranelift_codegen::Context;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
 use cranelift_module::{FuncId, Linkage, Module};
+use kernelc_ir::analysis::Ranges;
 use kernelc_ir::{Builtin, Kernel, LocalId, Param, Scalar, ScalarType, Stmt, Type};
 use std::collections::BTreeMap;
 use value::Val;
@@ -199,6 +200,8 @@ pub(crate) struct Lower<'a, 'f, M: Module> {
     wg_id: [Value; 3],
     num_wg: [Value; 3],
     local_ids: LocalIds,
+    /// Value ranges of the kernel's index expressions (which access checks can go).
+    ranges: Ranges,
     /// The canonical CLIF variables of each IR local.
     locals: Vec<Vec<Variable>>,
     status: Variable,
@@ -239,6 +242,7 @@ impl<'a, 'f, M: Module> Lower<'a, 'f, M> {
             wg_id: [zero; 3],
             num_wg: [zero; 3],
             local_ids: LocalIds::Zero(zero),
+            ranges: Ranges::of(kernel),
             locals: Vec::new(),
             status,
             ret_block: None,
@@ -425,7 +429,7 @@ impl<'a, 'f, M: Module> Lower<'a, 'f, M> {
                 let i = self.expr(index)?;
                 let i = self.scalar_of(&i);
                 let v = self.expr(value)?;
-                self.store(*mem, i, index.as_lit(), &v)?;
+                self.store(*mem, i, index, &v)?;
             }
             Stmt::If {
                 cond,

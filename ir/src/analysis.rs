@@ -1,0 +1,565 @@
+//! Value ranges of integer index expressions.
+//!
+//! [`Ranges::of`] computes, once per kernel, a conservative [`Interval`] for every
+//! immutable `u32`/`i32` local, and [`Ranges::range`] extends that to any expression:
+//! every value the expression can take at run time lies in the interval and is a
+//! multiple of its `align`. Backends use it to drop bounds and alignment checks that
+//! can never fail.
+//!
+//! Soundness is the point; precision is secondary. Anything the analysis cannot bound
+//! (loads, parameters, workgroup and global ids, mutable locals, values that may wrap,
+//! negative `i32` values, floats, vectors) is `None`.
+//!
+//! Facts used:
+//! * literals (non-negative `i32` literals too);
+//! * `local_id(axis)` lies in `0..workgroup_size[axis]`;
+//! * a loop counter lies in `[min start, max end - 1]`, a multiple of
+//!   `gcd(align(start), step)`: counters run in 64 bits and a loop ends instead of
+//!   wrapping (interpreter and backends agree), so no value is at or past `end`;
+//! * an immutable local lies in the hull of all its definitions (every `Let`, and
+//!   every loop whose counter it is). This holds for validated kernels, where a local
+//!   is read only after one of its definitions ran. Definitions are evaluated in
+//!   dependency order; a local whose definitions depend on it (directly or through
+//!   other locals) is unknown;
+//! * `+ - * / % << >> & | ^`, `min`, `max`, (`x % b`, `x & b`, `x >> b` and
+//!   `min(x, b)` also for an unknown `u32` `x`), `abs`, `select` (hull of the arms) and
+//!   casts/bitcasts between `u32` and `i32`, each `None` as soon as the result could
+//!   wrap (pass the type's maximum, or go below zero) or divide by zero, or shift by
+//!   the bit width or more.
+//!
+//! `i32` values are tracked only while provably non-negative, so both types share one
+//! unsigned representation.
+
+use crate::kernel::*;
+use crate::scalar::Scalar;
+use crate::types::{ScalarType, Type};
+use std::collections::VecDeque;
+
+/// The `align` of the interval `{0}`: zero is a multiple of everything, and every
+/// `u32`-range value that is a multiple of 2^32 is zero.
+pub const ZERO_ALIGN: u64 = 1 << 32;
+
+/// A set of non-negative integers: `lo..=hi`, all multiples of `align`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Interval {
+    /// Smallest possible value (a multiple of `align`, unless the interval is `{0}`).
+    pub lo: u64,
+    /// Largest possible value, inclusive.
+    pub hi: u64,
+    /// Every value is a multiple of `align` (at least 1).
+    pub align: u64,
+}
+
+impl Interval {
+    /// `{v}`.
+    pub fn constant(v: u64) -> Interval {
+        Interval {
+            lo: v,
+            hi: v,
+            align: if v == 0 { ZERO_ALIGN } else { v },
+        }
+    }
+
+    /// `lo..=hi` with multiples of `align`, tightened (bounds rounded inwards to
+    /// multiples of `align`); `None` when no value is left.
+    pub fn new(lo: u64, hi: u64, align: u64) -> Option<Interval> {
+        let align = align.max(1);
+        let lo = lo.checked_next_multiple_of(align)?;
+        let hi = hi - hi % align;
+        if lo > hi {
+            return None;
+        }
+        if lo == hi {
+            return Some(Interval::constant(lo));
+        }
+        Some(Interval { lo, hi, align })
+    }
+
+    /// Whether `v` is one of the interval's values (`lo <= v <= hi`, a multiple of
+    /// `align`).
+    pub fn contains(&self, v: u64) -> bool {
+        self.lo <= v && v <= self.hi && v % self.align.max(1) == 0
+    }
+
+    /// Whether the interval is exactly `{0}`.
+    pub fn is_zero(&self) -> bool {
+        self.hi == 0
+    }
+
+    /// The smallest interval holding both.
+    pub fn hull(self, other: Interval) -> Interval {
+        Interval {
+            lo: self.lo.min(other.lo),
+            hi: self.hi.max(other.hi),
+            align: join_align(self, other),
+        }
+    }
+}
+
+/// An align that divides every value of both intervals.
+fn join_align(a: Interval, b: Interval) -> u64 {
+    if a.is_zero() {
+        b.align
+    } else if b.is_zero() {
+        a.align
+    } else {
+        gcd(a.align, b.align)
+    }
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a.max(1)
+}
+
+/// `2^(trailing zeros of align)`: a power of two dividing every value.
+fn pow2_part(align: u64) -> u64 {
+    1u64 << align.max(1).trailing_zeros().min(32)
+}
+
+/// The integer types tracked (i32 only while non-negative).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    U32,
+    I32,
+}
+
+impl Kind {
+    fn of(ty: ScalarType) -> Option<Kind> {
+        match ty {
+            ScalarType::U32 => Some(Kind::U32),
+            ScalarType::I32 => Some(Kind::I32),
+            _ => None,
+        }
+    }
+
+    fn of_type(ty: Type) -> Option<Kind> {
+        if ty.lanes == 1 {
+            Kind::of(ty.scalar)
+        } else {
+            None
+        }
+    }
+
+    /// Largest value tracked: results above it may have wrapped.
+    fn max(self) -> u64 {
+        match self {
+            Kind::U32 => u32::MAX as u64,
+            Kind::I32 => i32::MAX as u64,
+        }
+    }
+}
+
+/// A range with the type it was computed in.
+type Ranged = (Kind, Interval);
+
+/// `lo..=hi` (multiples of `align`) in `kind`, or `None` if `hi` may have wrapped.
+fn fit(kind: Kind, lo: u64, hi: u64, align: u64) -> Option<Ranged> {
+    if hi > kind.max() {
+        return None;
+    }
+    Interval::new(lo, hi, align).map(|i| (kind, i))
+}
+
+/// One definition of a local.
+enum Def<'k> {
+    Let(&'k Expr),
+    Loop {
+        start: &'k Expr,
+        end: &'k Expr,
+        step: u32,
+    },
+}
+
+/// The value ranges of a kernel's integer locals; see the module documentation.
+#[derive(Clone, Debug)]
+pub struct Ranges {
+    workgroup_size: [u32; 3],
+    /// Per local: its type and range, `None` when unknown.
+    locals: Vec<Option<Ranged>>,
+    /// Per local: its tracked type, if `u32` or `i32`.
+    local_kinds: Vec<Option<Kind>>,
+    /// Per parameter: its tracked type, if a `u32` or `i32` scalar.
+    param_kinds: Vec<Option<Kind>>,
+}
+
+impl Ranges {
+    /// Analyses `kernel` (meant for validated kernels; on others it never panics, but
+    /// the ranges of locals read before any definition are meaningless).
+    pub fn of(kernel: &Kernel) -> Ranges {
+        let n = kernel.locals.len();
+        let mut ranges = Ranges {
+            workgroup_size: kernel.workgroup_size,
+            locals: vec![None; n],
+            local_kinds: kernel.locals.iter().map(|l| Kind::of_type(l.ty)).collect(),
+            param_kinds: kernel
+                .params
+                .iter()
+                .map(|p| match p {
+                    Param::Scalar { ty, .. } => Kind::of(*ty),
+                    Param::Buffer { .. } => None,
+                })
+                .collect(),
+        };
+        let mut defs: Vec<Vec<Def<'_>>> = (0..n).map(|_| Vec::new()).collect();
+        // A local with a write we cannot describe (an `Assign`, an unknown id).
+        let mut opaque = vec![false; n];
+        collect_defs(&kernel.body, &mut defs, &mut opaque);
+
+        let candidate: Vec<bool> = (0..n)
+            .map(|i| {
+                let decl = &kernel.locals[i];
+                !decl.mutable
+                    && !opaque[i]
+                    && !defs[i].is_empty()
+                    && Kind::of_type(decl.ty).is_some()
+            })
+            .collect();
+
+        // Dependencies between candidates: `deps[i]` are the candidates that
+        // definitions of `i` read; `users[j]` the candidates reading `j`.
+        let mut pending = vec![0usize; n];
+        let mut users: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for i in 0..n {
+            if !candidate[i] {
+                continue;
+            }
+            let mut read = Vec::new();
+            for d in &defs[i] {
+                match d {
+                    Def::Let(e) => locals_read(e, &mut read),
+                    Def::Loop { start, end, .. } => {
+                        locals_read(start, &mut read);
+                        locals_read(end, &mut read);
+                    }
+                }
+            }
+            read.sort_unstable();
+            read.dedup();
+            for j in read {
+                if candidate.get(j).copied().unwrap_or(false) {
+                    pending[i] += 1;
+                    users[j].push(i);
+                }
+            }
+        }
+        // Kahn's order: a local is evaluated once everything it reads is; locals on
+        // (or behind) a dependency cycle are never reached and stay unknown.
+        let mut ready: VecDeque<usize> = (0..n)
+            .filter(|&i| candidate[i] && pending[i] == 0)
+            .collect();
+        while let Some(i) = ready.pop_front() {
+            let kind = Kind::of_type(kernel.locals[i].ty);
+            let mut acc: Option<Interval> = None;
+            let mut known = kind.is_some();
+            for d in &defs[i] {
+                let r = match d {
+                    Def::Let(e) => ranges.eval(e).filter(|(k, _)| Some(*k) == kind),
+                    Def::Loop { start, end, step } => ranges.counter(kind, start, end, *step),
+                };
+                match r {
+                    Some((_, r)) => acc = Some(acc.map_or(r, |a| a.hull(r))),
+                    None => {
+                        known = false;
+                        break;
+                    }
+                }
+            }
+            if known {
+                ranges.locals[i] = kind.zip(acc);
+            }
+            for &u in &users[i] {
+                pending[u] -= 1;
+                if pending[u] == 0 {
+                    ready.push_back(u);
+                }
+            }
+        }
+        ranges
+    }
+
+    /// A conservative range of `e`'s values, if `e` is a `u32` or non-negative `i32`
+    /// scalar the analysis can bound.
+    pub fn range(&self, e: &Expr) -> Option<Interval> {
+        self.eval(e).map(|(_, i)| i)
+    }
+
+    /// The range of a local (immutable `u32`/`i32` locals only).
+    pub fn local(&self, id: LocalId) -> Option<Interval> {
+        self.locals
+            .get(id.0 as usize)
+            .copied()
+            .flatten()
+            .map(|(_, i)| i)
+    }
+
+    /// The values a loop counter of `kind` takes in `start..end` by `step`.
+    fn counter(&self, kind: Option<Kind>, start: &Expr, end: &Expr, step: u32) -> Option<Ranged> {
+        let kind = kind?;
+        let (sk, s) = self.eval(start)?;
+        let (ek, e) = self.eval(end)?;
+        if sk != kind || ek != kind || step == 0 || e.hi == 0 {
+            return None;
+        }
+        let align = if s.is_zero() {
+            step as u64
+        } else {
+            gcd(s.align, step as u64)
+        };
+        fit(kind, s.lo, e.hi - 1, align)
+    }
+
+    fn eval(&self, e: &Expr) -> Option<Ranged> {
+        match e {
+            Expr::Lit(Scalar::U32(v)) => Some((Kind::U32, Interval::constant(*v as u64))),
+            Expr::Lit(Scalar::I32(v)) if *v >= 0 => {
+                Some((Kind::I32, Interval::constant(*v as u64)))
+            }
+            Expr::Local(id) => self.locals.get(id.0 as usize).copied().flatten(),
+            Expr::Builtin {
+                builtin: Builtin::LocalId,
+                axis,
+            } => {
+                let size = *self.workgroup_size.get(*axis as usize)?;
+                fit(Kind::U32, 0, (size as u64).checked_sub(1)?, 1)
+            }
+            Expr::Binary { op, lhs, rhs } => self.binary(*op, lhs, rhs),
+            Expr::Math { func, args } => match (func, args.as_slice()) {
+                (MathFn::Abs, [a]) => self.eval(a),
+                (MathFn::Min | MathFn::Max, [a, b]) => {
+                    let (a, b) = match (self.eval(a), self.eval(b)) {
+                        (Some(a), Some(b)) => (a, b),
+                        // An unknown u32 clamped from above: `min(x, b) <= b`.
+                        (None, Some((Kind::U32, b))) | (Some((Kind::U32, b)), None)
+                            if *func == MathFn::Min =>
+                        {
+                            return fit(Kind::U32, 0, b.hi, 1);
+                        }
+                        _ => return None,
+                    };
+                    let ((ka, a), (kb, b)) = (a, b);
+                    if ka != kb {
+                        return None;
+                    }
+                    let (lo, hi) = if *func == MathFn::Min {
+                        (a.lo.min(b.lo), a.hi.min(b.hi))
+                    } else {
+                        (a.lo.max(b.lo), a.hi.max(b.hi))
+                    };
+                    fit(ka, lo, hi, join_align(a, b))
+                }
+                _ => None,
+            },
+            Expr::Select {
+                on_true, on_false, ..
+            } => {
+                let (kt, t) = self.eval(on_true)?;
+                let (kf, f) = self.eval(on_false)?;
+                if kt != kf {
+                    return None;
+                }
+                Some((kt, t.hull(f)))
+            }
+            Expr::Cast { to, arg } | Expr::Bitcast { to, arg } => {
+                let to = Kind::of(*to)?;
+                let (_, a) = self.eval(arg)?;
+                // Non-negative values at most the target's maximum convert unchanged.
+                fit(to, a.lo, a.hi, a.align)
+            }
+            _ => None,
+        }
+    }
+
+    /// The tracked type of a scalar expression when it is cheap to see (for the left
+    /// side of a shift whose range is unknown); `None` when unsure.
+    fn kind_hint(&self, e: &Expr) -> Option<Kind> {
+        match e {
+            Expr::Lit(s) => Kind::of(s.ty()),
+            Expr::Builtin { .. } => Some(Kind::U32),
+            Expr::Local(id) => self.local_kinds.get(id.0 as usize).copied().flatten(),
+            Expr::Param(p) => self.param_kinds.get(p.0 as usize).copied().flatten(),
+            Expr::Cast { to, .. } | Expr::Bitcast { to, .. } => Kind::of(*to),
+            Expr::Binary { lhs, .. } | Expr::Unary { arg: lhs, .. } => self.kind_hint(lhs),
+            _ => None,
+        }
+    }
+
+    fn binary(&self, op: BinaryOp, lhs: &Expr, rhs: &Expr) -> Option<Ranged> {
+        let l = self.eval(lhs);
+        let r = self.eval(rhs);
+        // Operators that bound their result with one side unknown (u32 only: an
+        // unknown i32 may be negative).
+        match (op, l, r) {
+            (BinaryOp::Rem, None, Some((Kind::U32, b))) if b.lo >= 1 => {
+                return fit(Kind::U32, 0, b.hi - 1, 1);
+            }
+            (BinaryOp::And, None, Some((k, b))) | (BinaryOp::And, Some((k, b)), None) => {
+                // `x & m` with `m >= 0` lies in `0..=m` whatever `x` is (an i32 `m` is
+                // non-negative here, so its sign bit clears the result's).
+                return fit(k, 0, b.hi, pow2_part(b.align));
+            }
+            (BinaryOp::Shr, None, Some((_, b))) if b.hi < 32 => {
+                if self.kind_hint(lhs)? != Kind::U32 {
+                    return None;
+                }
+                return fit(Kind::U32, 0, Kind::U32.max() >> b.lo, 1);
+            }
+            _ => {}
+        }
+        let (ka, a) = l?;
+        let (kb, b) = r?;
+        let shift = matches!(op, BinaryOp::Shl | BinaryOp::Shr);
+        if shift {
+            if kb != Kind::U32 || b.hi >= 32 {
+                return None;
+            }
+        } else if ka != kb {
+            return None;
+        }
+        let k = ka;
+        match op {
+            BinaryOp::Add => {
+                if a.is_zero() {
+                    return Some((k, b));
+                }
+                if b.is_zero() {
+                    return Some((k, a));
+                }
+                fit(k, a.lo + b.lo, a.hi + b.hi, gcd(a.align, b.align))
+            }
+            BinaryOp::Sub => {
+                if b.is_zero() {
+                    return Some((k, a));
+                }
+                // `a - b` never goes below zero only if `a.lo >= b.hi`.
+                let lo = a.lo.checked_sub(b.hi)?;
+                fit(k, lo, a.hi - b.lo, join_align(a, b))
+            }
+            BinaryOp::Mul => {
+                if a.is_zero() || b.is_zero() {
+                    return Some((k, Interval::constant(0)));
+                }
+                let hi = a.hi.checked_mul(b.hi)?;
+                // Non-zero intervals have `align <= hi`, so this cannot overflow
+                // where `hi` did not; stay careful anyway.
+                let align = a.align.checked_mul(b.align).unwrap_or(1);
+                fit(k, a.lo * b.lo, hi, align)
+            }
+            BinaryOp::Div => {
+                if b.lo == 0 {
+                    return None;
+                }
+                let align = if b.lo == b.hi && a.align % b.lo == 0 && !a.is_zero() {
+                    a.align / b.lo
+                } else {
+                    1
+                };
+                if a.is_zero() {
+                    return Some((k, a));
+                }
+                fit(k, a.lo / b.hi, a.hi / b.lo, align)
+            }
+            BinaryOp::Rem => {
+                if b.lo == 0 {
+                    return None;
+                }
+                if a.hi < b.lo {
+                    return Some((k, a));
+                }
+                // `a - q*b`: a multiple of whatever divides both.
+                fit(k, 0, a.hi.min(b.hi - 1), join_align(a, b))
+            }
+            BinaryOp::Shl => {
+                if a.is_zero() {
+                    return Some((k, a));
+                }
+                // `a.hi < 2^32` and `b.hi < 32`: no u64 overflow.
+                let hi = a.hi << b.hi;
+                let align = a.align.checked_shl(b.lo as u32).unwrap_or(1);
+                fit(k, a.lo << b.lo, hi, align)
+            }
+            BinaryOp::Shr => {
+                let align = if b.lo == b.hi && !a.is_zero() && a.align % (1u64 << b.lo) == 0 {
+                    a.align >> b.lo
+                } else {
+                    1
+                };
+                if a.is_zero() {
+                    return Some((k, a));
+                }
+                fit(k, a.lo >> b.hi, a.hi >> b.lo, align)
+            }
+            BinaryOp::And => fit(
+                k,
+                0,
+                a.hi.min(b.hi),
+                pow2_part(a.align).max(pow2_part(b.align)),
+            ),
+            BinaryOp::Or | BinaryOp::Xor => {
+                // Both below the next power of two, so is the result.
+                let m = a.hi.max(b.hi);
+                let bits = 64 - m.leading_zeros();
+                let hi = (1u64 << bits.min(63)) - 1;
+                let lo = if op == BinaryOp::Or {
+                    a.lo.max(b.lo)
+                } else {
+                    0
+                };
+                fit(k, lo, hi, pow2_part(a.align).min(pow2_part(b.align)))
+            }
+        }
+    }
+}
+
+fn collect_defs<'k>(block: &'k [Stmt], defs: &mut [Vec<Def<'k>>], opaque: &mut [bool]) {
+    for s in block {
+        match s {
+            Stmt::Let { local, value } => {
+                if let Some(d) = defs.get_mut(local.0 as usize) {
+                    d.push(Def::Let(value));
+                }
+            }
+            Stmt::Assign { local, .. } => {
+                if let Some(o) = opaque.get_mut(local.0 as usize) {
+                    *o = true;
+                }
+            }
+            Stmt::If {
+                then_body,
+                else_body,
+                ..
+            } => {
+                collect_defs(then_body, defs, opaque);
+                collect_defs(else_body, defs, opaque);
+            }
+            Stmt::For {
+                var,
+                start,
+                end,
+                step,
+                body,
+            } => {
+                if let Some(d) = defs.get_mut(var.0 as usize) {
+                    d.push(Def::Loop {
+                        start,
+                        end,
+                        step: *step,
+                    });
+                }
+                collect_defs(body, defs, opaque);
+            }
+            Stmt::Store { .. } | Stmt::Return | Stmt::Barrier => {}
+        }
+    }
+}
+
+fn locals_read(e: &Expr, out: &mut Vec<usize>) {
+    if let Expr::Local(id) = e {
+        out.push(id.0 as usize);
+    }
+    for c in e.children() {
+        locals_read(c, out);
+    }
+}
