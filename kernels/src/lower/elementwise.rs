@@ -188,19 +188,36 @@ fn first_output(outputs: Vec<TensorSig>) -> Result<TensorSig, LowerError> {
         .ok_or(LowerError::Internal("op without outputs"))
 }
 
-pub fn unary(spec: &UnarySpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
-    let op = OpSpec::Unary(spec.clone());
+/// The one-launch map plan of `op` over its inputs (in `inputs()` order) to its first
+/// output, computing in `num_ty`.
+fn map_op(
+    op: OpSpec,
+    caps: &TargetCaps,
+    num_ty: ScalarType,
+    f: impl FnOnce(&mut Body, &Num, &[E]) -> E,
+) -> Result<Plan, LowerError> {
     let out = first_output(op.outputs())?;
     map_plan(
         &op.name(),
         caps,
         &out,
         &inputs_of(op.inputs()),
+        num_ty,
+        |b, n, v| f(b, n, &v),
+    )
+}
+
+/// Operand `i` of a map kernel (the spec's signature guarantees it exists).
+fn arg(values: &[E], i: usize, n: &Num) -> E {
+    values.get(i).cloned().unwrap_or_else(|| n.lit(0.0))
+}
+
+pub fn unary(spec: &UnarySpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
+    map_op(
+        OpSpec::Unary(spec.clone()),
+        caps,
         compute_type(spec.dtype),
-        |b, n, v| {
-            let x = v.into_iter().next().unwrap_or_else(|| n.lit(0.0));
-            n.unary(b, spec.func, x)
-        },
+        |b, n, v| n.unary(b, spec.func, arg(v, 0, n)),
     )
 }
 
@@ -209,20 +226,9 @@ pub fn activation_backward(
     caps: &TargetCaps,
 ) -> Result<Plan, LowerError> {
     let op = OpSpec::ActivationBackward(spec.clone());
-    let out = first_output(op.outputs())?;
-    map_plan(
-        &op.name(),
-        caps,
-        &out,
-        &inputs_of(op.inputs()),
-        compute_type(spec.dtype),
-        |b, n, v| {
-            let mut v = v.into_iter();
-            let saved = v.next().unwrap_or_else(|| n.lit(0.0));
-            let dy = v.next().unwrap_or_else(|| n.lit(0.0));
-            n.activation_backward(b, spec.func, saved, dy)
-        },
-    )
+    map_op(op, caps, compute_type(spec.dtype), |b, n, v| {
+        n.activation_backward(b, spec.func, arg(v, 0, n), arg(v, 1, n))
+    })
 }
 
 /// `f(a, b)` in the compute type.
@@ -263,35 +269,21 @@ fn binary_value(b: &mut Body, n: &Num, func: BinaryFn, x: E, y: E) -> E {
 }
 
 pub fn binary(spec: &BinarySpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
-    let op = OpSpec::Binary(spec.clone());
-    let out = first_output(op.outputs())?;
-    map_plan(
-        &op.name(),
+    map_op(
+        OpSpec::Binary(spec.clone()),
         caps,
-        &out,
-        &inputs_of(op.inputs()),
         compute_type(spec.dtype),
-        |b, n, v| {
-            let mut v = v.into_iter();
-            let x = v.next().unwrap_or_else(|| n.lit(0.0));
-            let y = v.next().unwrap_or_else(|| n.lit(0.0));
-            binary_value(b, n, spec.func, x, y)
-        },
+        |b, n, v| binary_value(b, n, spec.func, arg(v, 0, n), arg(v, 1, n)),
     )
 }
 
 pub fn scalar(spec: &ScalarSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
-    let op = OpSpec::Scalar(spec.clone());
-    let out = first_output(op.outputs())?;
-    map_plan(
-        &op.name(),
+    map_op(
+        OpSpec::Scalar(spec.clone()),
         caps,
-        &out,
-        &inputs_of(op.inputs()),
         compute_type(spec.dtype),
         |b, n, v| {
-            let x = v.into_iter().next().unwrap_or_else(|| n.lit(0.0));
-            let s = n.lit(spec.scalar);
+            let (x, s) = (arg(v, 0, n), n.lit(spec.scalar));
             if spec.reversed {
                 binary_value(b, n, spec.func, s, x)
             } else {
@@ -302,26 +294,18 @@ pub fn scalar(spec: &ScalarSpec, caps: &TargetCaps) -> Result<Plan, LowerError> 
 }
 
 pub fn where_(spec: &WhereSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
-    let op = OpSpec::Where(spec.clone());
-    let out = first_output(op.outputs())?;
     let cond_ty = compute_type(spec.cond_dtype);
-    map_plan(
-        &op.name(),
+    map_op(
+        OpSpec::Where(spec.clone()),
         caps,
-        &out,
-        &inputs_of(op.inputs()),
         compute_type(spec.dtype),
         |_, n, v| {
-            let mut v = v.into_iter();
-            let cond = v.next().unwrap_or_else(|| n.lit(0.0));
-            let a = v.next().unwrap_or_else(|| n.lit(0.0));
-            let b = v.next().unwrap_or_else(|| n.lit(0.0));
             let zero = Num {
                 ty: cond_ty,
                 lanes: n.lanes,
             }
             .lit(0.0);
-            cond.ne(zero).select(a, b)
+            arg(v, 0, n).ne(zero).select(arg(v, 1, n), arg(v, 2, n))
         },
     )
 }
@@ -335,7 +319,7 @@ pub fn cast(spec: &CastSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
         o.sig.dtype = spec.from;
     }
     map_plan(&op.name(), caps, &out, &operands, spec.to, |_, n, v| {
-        let x = v.into_iter().next().unwrap_or_else(|| n.lit(0.0));
+        let x = arg(&v, 0, n);
         let from = compute_type(spec.from);
         if from == spec.to {
             x
