@@ -5,6 +5,7 @@
 use half::{bf16, f16};
 use kernelc_codegen::cpu::{self, AlignedBytes, CpuArg, CpuKernel, LaunchError};
 use kernelc_codegen::CodegenError;
+use kernelc_ir::args::ArgError;
 use kernelc_ir::builder::*;
 use kernelc_ir::interp::{run, Arg, HostBuffer, InterpError};
 use kernelc_ir::{Access, Kernel, MathFn, Scalar, ScalarType, Type};
@@ -1068,11 +1069,11 @@ fn argument_mismatches_are_typed_errors() {
     assert!(
         matches!(
             e,
-            Err(LaunchError::ArgCount {
+            Err(LaunchError::Arg(ArgError::Count {
                 expected: 3,
                 found: 1,
                 ..
-            })
+            }))
         ),
         "{e:?}"
     );
@@ -1088,12 +1089,12 @@ fn argument_mismatches_are_typed_errors() {
     assert!(
         matches!(
             e,
-            Err(LaunchError::ArgKind {
+            Err(LaunchError::Arg(ArgError::Kind {
                 index: 0,
                 expected: "buffer",
                 found: "scalar",
                 ..
-            })
+            }))
         ),
         "{e:?}"
     );
@@ -1110,12 +1111,12 @@ fn argument_mismatches_are_typed_errors() {
     assert!(
         matches!(
             e,
-            Err(LaunchError::ArgType {
+            Err(LaunchError::Arg(ArgError::Type {
                 index: 1,
                 expected: I64,
                 found: F64,
                 ..
-            })
+            }))
         ),
         "{e:?}"
     );
@@ -1131,12 +1132,12 @@ fn argument_mismatches_are_typed_errors() {
     assert!(
         matches!(
             e,
-            Err(LaunchError::ArgType {
+            Err(LaunchError::Arg(ArgError::Type {
                 index: 2,
                 expected: U32,
                 found: I32,
                 ..
-            })
+            }))
         ),
         "{e:?}"
     );
@@ -1153,12 +1154,12 @@ fn argument_mismatches_are_typed_errors() {
     assert!(
         matches!(
             e,
-            Err(LaunchError::ArgLength {
+            Err(LaunchError::Arg(ArgError::Length {
                 index: 1,
                 expected: 32,
                 found: 24,
                 ..
-            })
+            }))
         ),
         "{e:?}"
     );
@@ -1930,7 +1931,7 @@ fn raw_launch_and_host_description() {
     // SAFETY: as above; the call is refused before running.
     let e = unsafe { k.launch_raw([n / 64, 1, 1], &short) };
     assert!(
-        matches!(e, Err(LaunchError::ArgLength { index: 2, .. })),
+        matches!(e, Err(LaunchError::Arg(ArgError::Length { index: 2, .. }))),
         "{e:?}"
     );
 }

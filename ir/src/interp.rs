@@ -30,6 +30,7 @@
 //!   belong to the same workgroup and different epochs; a write and a read by different
 //!   invocations race unless they belong to the same workgroup and different epochs.
 
+use crate::args::{check_args as check_args_shared, ArgShape};
 use crate::eval::{self, EvalError, Value};
 use crate::kernel::*;
 use crate::scalar::Scalar;
@@ -208,12 +209,6 @@ impl Arg {
             Arg::Buffer(_) => None,
         }
     }
-    fn kind_name(&self) -> &'static str {
-        match self {
-            Arg::Buffer(_) => "buffer",
-            Arg::Scalar(_) => "scalar",
-        }
-    }
 }
 
 impl From<HostBuffer> for Arg {
@@ -306,43 +301,9 @@ pub enum InterpError {
     #[error(transparent)]
     Invalid(#[from] ValidationError),
 
-    #[error("kernel `{kernel}` takes {expected} arguments, {found} were given")]
-    ArgCount {
-        kernel: String,
-        expected: usize,
-        found: usize,
-    },
-
-    #[error(
-        "kernel `{kernel}`: argument {index} (`{param}`) must be a {expected}, a {found} was given"
-    )]
-    ArgKind {
-        kernel: String,
-        index: usize,
-        param: String,
-        expected: &'static str,
-        found: &'static str,
-    },
-
-    #[error(
-        "kernel `{kernel}`: argument {index} (`{param}`) must be of type {expected}, found {found}"
-    )]
-    ArgType {
-        kernel: String,
-        index: usize,
-        param: String,
-        expected: ScalarType,
-        found: ScalarType,
-    },
-
-    #[error("kernel `{kernel}`: buffer argument {index} (`{param}`) must have {expected} elements, found {found}")]
-    ArgLength {
-        kernel: String,
-        index: usize,
-        param: String,
-        expected: u64,
-        found: usize,
-    },
+    /// An argument does not fit its parameter (count, kind, type, length).
+    #[error(transparent)]
+    Arg(#[from] crate::args::ArgError),
 
     #[error("kernel `{kernel}`: buffer argument {index} (`{param}`) holds {expected} elements, but element {element} is a {found}")]
     ArgData {
@@ -498,73 +459,31 @@ pub fn run_unvalidated(
 
 #[allow(clippy::result_large_err)]
 fn check_args(kernel: &Kernel, args: &[Arg]) -> Result<(), InterpError> {
-    let kname = || kernel.name.clone();
-    if args.len() != kernel.params.len() {
-        return Err(InterpError::ArgCount {
-            kernel: kname(),
-            expected: kernel.params.len(),
-            found: args.len(),
-        });
-    }
-    for (index, (param, arg)) in kernel.params.iter().zip(args.iter()).enumerate() {
-        let pname = || param.name().to_string();
-        match (param, arg) {
-            (Param::Buffer { elem, len, .. }, Arg::Buffer(buf)) => {
-                if buf.elem != *elem {
-                    return Err(InterpError::ArgType {
-                        kernel: kname(),
-                        index,
-                        param: pname(),
-                        expected: *elem,
-                        found: buf.elem,
-                    });
-                }
-                if buf.data.len() as u64 != *len {
-                    return Err(InterpError::ArgLength {
-                        kernel: kname(),
-                        index,
-                        param: pname(),
-                        expected: *len,
-                        found: buf.data.len(),
-                    });
-                }
-                if let Some((element, s)) =
-                    buf.data.iter().enumerate().find(|(_, s)| s.ty() != *elem)
-                {
-                    return Err(InterpError::ArgData {
-                        kernel: kname(),
-                        index,
-                        param: pname(),
-                        element,
-                        expected: *elem,
-                        found: s.ty(),
-                    });
-                }
-            }
-            (Param::Scalar { ty, .. }, Arg::Scalar(s)) => {
-                if s.ty() != *ty {
-                    return Err(InterpError::ArgType {
-                        kernel: kname(),
-                        index,
-                        param: pname(),
-                        expected: *ty,
-                        found: s.ty(),
-                    });
-                }
-            }
-            (Param::Buffer { .. }, _) | (Param::Scalar { .. }, _) => {
-                let expected = match param {
-                    Param::Buffer { .. } => "buffer",
-                    Param::Scalar { .. } => "scalar",
-                };
-                return Err(InterpError::ArgKind {
-                    kernel: kname(),
-                    index,
-                    param: pname(),
-                    expected,
-                    found: arg.kind_name(),
-                });
-            }
+    let shapes: Vec<ArgShape> = args
+        .iter()
+        .map(|a| match a {
+            Arg::Buffer(buf) => ArgShape::Buffer {
+                elem: Some(buf.elem),
+                len: buf.data.len() as u64,
+            },
+            Arg::Scalar(s) => ArgShape::Scalar(s.ty()),
+        })
+        .collect();
+    check_args_shared(&kernel.name, &kernel.params, &shapes, "elements", |_| 1)?;
+    // Host buffers carry a type per element: every element must be of the buffer's type.
+    for (index, (param, arg)) in kernel.params.iter().zip(args).enumerate() {
+        let (Param::Buffer { elem, .. }, Arg::Buffer(buf)) = (param, arg) else {
+            continue;
+        };
+        if let Some((element, s)) = buf.data.iter().enumerate().find(|(_, s)| s.ty() != *elem) {
+            return Err(InterpError::ArgData {
+                kernel: kernel.name.clone(),
+                index,
+                param: param.name().to_string(),
+                element,
+                expected: *elem,
+                found: s.ty(),
+            });
         }
     }
     Ok(())

@@ -16,6 +16,7 @@
 //! only validated kernels.
 
 pub mod analysis;
+pub mod args;
 pub mod builder;
 pub mod eval;
 pub mod hash;

@@ -2,6 +2,7 @@
 //! planted bugs each caught with its exact error.
 
 use half::{bf16, f16};
+use kernelc_ir::args::ArgError;
 use kernelc_ir::builder::*;
 use kernelc_ir::eval::EvalError;
 use kernelc_ir::interp::{
@@ -956,18 +957,18 @@ fn argument_mismatches() {
     args.pop();
     assert!(matches!(
         run(&kernel, [1, 1, 1], &mut args),
-        Err(InterpError::ArgCount {
+        Err(InterpError::Arg(ArgError::Count {
             expected: 3,
             found: 2,
             ..
-        })
+        }))
     ));
 
     let mut args = good();
     args[1] = Arg::Buffer(HostBuffer::zeros(F32, 7));
     let err = run(&kernel, [1, 1, 1], &mut args).unwrap_err();
     assert!(
-        matches!(&err, InterpError::ArgLength { index: 1, param, expected: 8, found: 7, .. } if param == "b"),
+        matches!(&err, InterpError::Arg(ArgError::Length { index: 1, param, expected: 8, found: 7, .. }) if param == "b"),
         "{err}"
     );
 
@@ -977,12 +978,12 @@ fn argument_mismatches() {
     assert!(
         matches!(
             &err,
-            InterpError::ArgType {
+            InterpError::Arg(ArgError::Type {
                 index: 0,
                 expected: ScalarType::F32,
                 found: ScalarType::U32,
                 ..
-            }
+            })
         ),
         "{err}"
     );
@@ -993,12 +994,12 @@ fn argument_mismatches() {
     assert!(
         matches!(
             &err,
-            InterpError::ArgKind {
+            InterpError::Arg(ArgError::Kind {
                 index: 2,
                 expected: "buffer",
                 found: "scalar",
                 ..
-            }
+            })
         ),
         "{err}"
     );
@@ -1033,7 +1034,7 @@ fn argument_mismatches() {
     ];
     let err = run(&fill, [1, 1, 1], &mut args).unwrap_err();
     assert!(
-        matches!(&err, InterpError::ArgType { index: 1, param, .. } if param == "v"),
+        matches!(&err, InterpError::Arg(ArgError::Type { index: 1, param, .. }) if param == "v"),
         "{err}"
     );
     assert!(err.to_string().contains("`v`"), "{err}");

@@ -4,6 +4,7 @@ use super::bytes::AlignedBytes;
 use super::{encode_scalar, status, KernelFn};
 use cranelift_jit::JITModule;
 use half::{bf16, f16};
+use kernelc_ir::args::{check_args, ArgShape};
 use kernelc_ir::{Arg, Kernel, Param, Scalar, ScalarType};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -86,52 +87,12 @@ enum Bound {
     Scalar(Scalar),
 }
 
-impl Bound {
-    fn kind_name(&self) -> &'static str {
-        match self {
-            Bound::Buffer { .. } => "buffer",
-            Bound::Scalar(_) => "scalar",
-        }
-    }
-}
-
 /// Why a launch did not run, or what went wrong while it ran.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
 pub enum LaunchError {
-    #[error("kernel `{kernel}` takes {expected} arguments, {found} were given")]
-    ArgCount {
-        kernel: String,
-        expected: usize,
-        found: usize,
-    },
-    #[error(
-        "kernel `{kernel}`: argument {index} (`{param}`) must be a {expected}, a {found} was given"
-    )]
-    ArgKind {
-        kernel: String,
-        index: usize,
-        param: String,
-        expected: &'static str,
-        found: &'static str,
-    },
-    #[error(
-        "kernel `{kernel}`: argument {index} (`{param}`) must be of type {expected}, found {found}"
-    )]
-    ArgType {
-        kernel: String,
-        index: usize,
-        param: String,
-        expected: ScalarType,
-        found: ScalarType,
-    },
-    #[error("kernel `{kernel}`: buffer argument {index} (`{param}`) must have {expected} bytes, found {found}")]
-    ArgLength {
-        kernel: String,
-        index: usize,
-        param: String,
-        expected: u64,
-        found: usize,
-    },
+    /// An argument does not fit its parameter (count, kind, type, byte length).
+    #[error(transparent)]
+    Arg(#[from] kernelc_ir::args::ArgError),
     #[error(
         "kernel `{kernel}`: buffer argument {index} (`{param}`) is not aligned to {align} bytes"
     )]
@@ -389,76 +350,29 @@ impl CpuKernel {
     }
 
     fn check_args(&self, args: &[Bound]) -> Result<(), LaunchError> {
-        let kernel = || self.name.clone();
-        if args.len() != self.params.len() {
-            return Err(LaunchError::ArgCount {
-                kernel: kernel(),
-                expected: self.params.len(),
-                found: args.len(),
-            });
-        }
+        let shapes: Vec<ArgShape> = args
+            .iter()
+            .map(|a| match *a {
+                Bound::Buffer { elem, bytes, .. } => ArgShape::Buffer {
+                    elem,
+                    len: bytes as u64,
+                },
+                Bound::Scalar(s) => ArgShape::Scalar(s.ty()),
+            })
+            .collect();
+        check_args(&self.name, &self.params, &shapes, "bytes", |e| {
+            e.size_bytes() as u64
+        })?;
+        // Raw memory must also be aligned for its element type.
         for (index, (param, arg)) in self.params.iter().zip(args).enumerate() {
-            let pname = || param.name().to_string();
-            match (param, *arg) {
-                (
-                    Param::Buffer { elem, len, .. },
-                    Bound::Buffer {
-                        elem: found,
-                        ptr,
-                        bytes,
-                    },
-                ) => {
-                    if let Some(found) = found.filter(|f| f != elem) {
-                        return Err(LaunchError::ArgType {
-                            kernel: kernel(),
-                            index,
-                            param: pname(),
-                            expected: *elem,
-                            found,
-                        });
-                    }
-                    let size = elem.size_bytes() as u64;
-                    let expected = len.saturating_mul(size);
-                    if bytes as u64 != expected {
-                        return Err(LaunchError::ArgLength {
-                            kernel: kernel(),
-                            index,
-                            param: pname(),
-                            expected,
-                            found: bytes,
-                        });
-                    }
-                    if ptr.is_null() || ptr as usize % size as usize != 0 {
-                        return Err(LaunchError::ArgMisaligned {
-                            kernel: kernel(),
-                            index,
-                            param: pname(),
-                            align: size as usize,
-                        });
-                    }
-                }
-                (Param::Scalar { ty, .. }, Bound::Scalar(s)) => {
-                    if s.ty() != *ty {
-                        return Err(LaunchError::ArgType {
-                            kernel: kernel(),
-                            index,
-                            param: pname(),
-                            expected: *ty,
-                            found: s.ty(),
-                        });
-                    }
-                }
-                (Param::Buffer { .. }, _) | (Param::Scalar { .. }, _) => {
-                    let expected = match param {
-                        Param::Buffer { .. } => "buffer",
-                        Param::Scalar { .. } => "scalar",
-                    };
-                    return Err(LaunchError::ArgKind {
-                        kernel: kernel(),
+            if let (Param::Buffer { elem, .. }, Bound::Buffer { ptr, .. }) = (param, *arg) {
+                let align = elem.size_bytes() as usize;
+                if ptr.is_null() || ptr as usize % align != 0 {
+                    return Err(LaunchError::ArgMisaligned {
+                        kernel: self.name.clone(),
                         index,
-                        param: pname(),
-                        expected,
-                        found: arg.kind_name(),
+                        param: param.name().to_string(),
+                        align,
                     });
                 }
             }
