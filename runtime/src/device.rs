@@ -56,9 +56,9 @@ impl Device {
     }
 
     /// Target options in cache keys (the host ISA, for the CPU).
-    pub fn target_options(&self) -> String {
+    pub fn target_options(&self) -> &str {
         match self {
-            Device::Cpu(_) => cpu::host_isa_description(),
+            Device::Cpu(d) => &d.isa,
         }
     }
 
@@ -195,6 +195,9 @@ fn entry_kind(function_key: &[u8]) -> String {
 /// The host CPU.
 pub struct CpuDevice {
     id: u64,
+    /// The host ISA and its extensions, as compiled code depends on them (asked once:
+    /// building the ISA description is not free).
+    isa: String,
     pool: Arc<Pool>,
     threads: usize,
 }
@@ -203,6 +206,7 @@ impl CpuDevice {
     fn new() -> CpuDevice {
         CpuDevice {
             id: NEXT_DEVICE_ID.fetch_add(1, Ordering::Relaxed),
+            isa: cpu::host_isa_description(),
             pool: Arc::new(Pool::default()),
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
         }

@@ -397,7 +397,7 @@ impl Runtime {
         let key = CacheKey::new(
             kernelc_ir::stable_hash(kernel).as_bytes(),
             self.device.target_name(),
-            &self.device.target_options(),
+            self.device.target_options(),
         );
         if let Some(exe) = self.executables.get(&key) {
             self.counters.memory_hits.fetch_add(1, Ordering::Relaxed);
