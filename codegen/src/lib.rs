@@ -5,13 +5,22 @@
 //! not ops; it is total over valid IR or returns [`CodegenError::Unsupported`] naming
 //! the construct it cannot compile, and it never panics.
 //!
+//! * [`abi`]: what every target agrees on (status bits, entry point, shader bindings).
 //! * [`cpu`]: Cranelift. JIT-compiled machine code run on host threads
 //!   ([`cpu::CpuKernel`]), or a relocatable object file ([`cpu::emit_object`]).
-//!
-//! The WGSL, SPIR-V and PTX emitters (issues #4-#6) are not built yet; they will share
-//! [`CodegenError`].
+//! * `wgsl` (feature `wgsl`): a `naga::Module` validated by naga, written as WGSL text.
+//! * `spirv` (feature `spirv`): SPIR-V words built with `rspirv`, for Vulkan 1.1.
+//! * `ptx` (feature `ptx`): LLVM IR through `inkwell`, PTX text from LLVM's NVPTX
+//!   backend (needs LLVM 22 at build time; linked statically).
 
+pub mod abi;
 pub mod cpu;
 pub mod error;
+#[cfg(feature = "ptx")]
+pub mod ptx;
+#[cfg(feature = "spirv")]
+pub mod spirv;
+#[cfg(feature = "wgsl")]
+pub mod wgsl;
 
 pub use error::CodegenError;

@@ -377,18 +377,9 @@ impl Runtime {
         Ok(prepared)
     }
 
-    /// The kernel as this device compiles it: the IR passes (unrolling, folding, index
-    /// simplification), then kernelc's own math for the functions the device's native
-    /// math cannot meet the tolerance table with (or is slow at), then the passes again
-    /// to fold the expansion's constants. Every step preserves meaning.
+    /// The kernel as this device compiles it (see [`passes::for_target`]).
     fn target_ir(&self, kernel: &kernelc_ir::Kernel) -> kernelc_ir::Kernel {
-        let options = passes::PassOptions::default();
-        let optimized = passes::optimize(kernel, &options);
-        let expansion = self.device.math_expansion();
-        if expansion.funcs.is_empty() {
-            return optimized;
-        }
-        passes::optimize(&passes::expand_math(&optimized, &expansion), &options)
+        passes::for_target(kernel, &self.device.math_expansion())
     }
 
     /// The compiled kernel, from memory, from disk, or compiled now (once per key even

@@ -99,22 +99,13 @@ use crate::CodegenError;
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, Linkage, Module};
 use cranelift_object::{ObjectBuilder, ObjectModule};
-use kernelc_ir::{validate, Kernel, Scalar, Stmt};
+use kernelc_ir::{validate, Kernel, Stmt};
 
 /// The name of this target in errors.
 pub const TARGET: &str = "cpu";
 
-/// The bits of the status word a compiled kernel returns.
-pub mod status {
-    /// A load or store was out of bounds (it was skipped).
-    pub const OUT_OF_BOUNDS: u32 = 1;
-    /// A vector access at an index that is not a multiple of its lanes (skipped).
-    pub const UNALIGNED: u32 = 2;
-    /// Integer division or remainder by zero (the result was 0).
-    pub const DIVISION_BY_ZERO: u32 = 4;
-    /// A shift by the bit width or more.
-    pub const SHIFT_OVERFLOW: u32 = 8;
-}
+/// The bits of the status word a compiled kernel returns (shared by every target).
+pub use crate::abi::status;
 
 /// The C type of a compiled kernel (see the module documentation).
 pub type KernelFn = unsafe extern "C" fn(
@@ -126,17 +117,7 @@ pub type KernelFn = unsafe extern "C" fn(
 ) -> u32;
 
 /// A scalar argument as the compiled kernel reads it from its `u64` slot.
-pub fn encode_scalar(s: Scalar) -> u64 {
-    match s {
-        Scalar::Bool(b) => b as u64,
-        Scalar::I32(v) => v as u32 as u64,
-        Scalar::U32(v) => v as u64,
-        Scalar::I64(v) => v as u64,
-        Scalar::F16(b) | Scalar::Bf16(b) => b as u64,
-        Scalar::F32(b) => b as u64,
-        Scalar::F64(b) => b,
-    }
-}
+pub use crate::abi::encode_scalar_bits as encode_scalar;
 
 /// The symbol a kernel is exported under: its name with every character other than
 /// ASCII letters, digits and `_` replaced by `_`, and `_` prepended to a leading digit

@@ -104,6 +104,20 @@ pub fn optimize(kernel: &Kernel, opts: &PassOptions) -> Kernel {
     k
 }
 
+/// The kernel as a target compiles it: [`optimize`], then kernelc's own math
+/// ([`expand_math`]) for the functions `expansion` names (those whose native
+/// versions miss the tolerance table or are slow on the target), then [`optimize`]
+/// again to fold the expansion's constants. Every step preserves meaning. The runtime
+/// and the emitters' tests both use this, so a test compiles what a device runs.
+pub fn for_target(kernel: &Kernel, expansion: &MathExpansion) -> Kernel {
+    let options = PassOptions::default();
+    let optimized = optimize(kernel, &options);
+    if expansion.funcs.is_empty() {
+        return optimized;
+    }
+    optimize(&expand_math(&optimized, expansion), &options)
+}
+
 /// The type of an expression of a valid kernel (`None` only for invalid IR).
 ///
 /// Cheaper than [`crate::validate::type_of`]: it trusts the kernel and follows one path.

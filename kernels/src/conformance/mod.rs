@@ -245,3 +245,45 @@ pub fn conform(exec: &dyn Executor, caps: &TargetCaps, specs: &[OpSpec], seed: u
     }
     report
 }
+
+/// One kernel of the catalogue, as a target compiles it.
+#[derive(Clone, Debug)]
+pub struct CatalogueKernel {
+    /// The case it came from and its launch index (`"softmax[f32 7x33] #1"`).
+    pub label: String,
+    pub kernel: kernelc_ir::Kernel,
+}
+
+/// Every distinct kernel that lowering the conformance [`cases`] for `caps` yields,
+/// put through the target passes ([`kernelc_ir::passes::for_target`] with
+/// `expansion`), deduplicated by content. Cases whose dtypes `caps` lacks are left
+/// out; any other lowering error is returned, as it is a bug. Emitter tests compile
+/// these, so "every op kernel of the catalogue" means the same set on every target.
+pub fn catalogue_kernels(
+    caps: &TargetCaps,
+    expansion: &kernelc_ir::passes::MathExpansion,
+) -> Result<Vec<CatalogueKernel>, String> {
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    for spec in cases::all() {
+        let supported = spec
+            .inputs()
+            .iter()
+            .chain(spec.outputs().iter())
+            .all(|s| caps.supports(s.dtype));
+        if !supported {
+            continue;
+        }
+        let plan = lower(&spec, caps).map_err(|e| format!("{}: {e}", spec.name()))?;
+        for (i, launch) in plan.launches.iter().enumerate() {
+            let kernel = kernelc_ir::passes::for_target(&launch.kernel, expansion);
+            if seen.insert(kernelc_ir::stable_hash(&kernel)) {
+                out.push(CatalogueKernel {
+                    label: format!("{} #{i}", spec.name()),
+                    kernel,
+                });
+            }
+        }
+    }
+    Ok(out)
+}

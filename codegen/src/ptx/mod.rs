@@ -1,0 +1,1 @@
+//! PTX target (in progress).

@@ -1,0 +1,1 @@
+//! SPIR-V target (in progress).

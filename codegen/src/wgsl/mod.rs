@@ -1,0 +1,1 @@
+//! WGSL target (in progress).
