@@ -2,10 +2,14 @@
 //! on every executor available here, against the f64 reference under the tolerance
 //! table (`kernelc::kernels::tolerance`, stated in docs/semantics.md).
 //!
-//! Executors today: the reference interpreter running plans lowered for CPU-like caps
-//! (one invocation per workgroup) and for GPU-like caps (256 invocations, shared-memory
-//! tiles), and the CPU device (Cranelift JIT through the runtime). Other devices join
-//! this same table as their targets land.
+//! Executors: the reference interpreter running plans lowered for CPU-like caps (one
+//! invocation per workgroup), GPU-like caps and WebGPU-baseline caps; the CPU device
+//! (Cranelift JIT); the wgpu device through each shader path (WGSL text, naga IR,
+//! SPIR-V via naga, SPIR-V passthrough); and the CUDA device (PTX).
+//!
+//! A device that is not present is reported as NOT RUN on stderr, never as passed.
+//! With `CI` set, a missing wgpu adapter fails the run (CI has Mesa lavapipe); with
+//! `KERNELC_REQUIRE_CUDA` set, so does a missing CUDA device (the GPU machine).
 
 use kernelc::kernels::conformance::{cases, check, conform, Executor, Failure, Interpreter};
 use kernelc::kernels::lower::TargetCaps;
@@ -49,6 +53,72 @@ fn cpu_device() {
     rt.set_poison_outputs(true);
     let caps = rt.caps().clone();
     run(&rt, &caps, &lowered_cases());
+}
+
+/// A runtime on `choice`, or `None` (after saying so) when the device is absent and
+/// `required` is false.
+fn device_runtime(choice: kernelc::runtime::DeviceChoice, required: bool) -> Option<kernelc::runtime::Runtime> {
+    use kernelc::runtime::{cache::DiskCache, Device, Runtime};
+    match Device::open(choice) {
+        Ok(device) => {
+            let mut rt = Runtime::with_device(device, DiskCache::off());
+            rt.set_poison_outputs(true);
+            Some(rt)
+        }
+        Err(e) if !required => {
+            eprintln!("NOT RUN: conformance on {choice:?}: {e}");
+            None
+        }
+        Err(e) => panic!("{choice:?} is required here but unavailable: {e}"),
+    }
+}
+
+fn wgpu_path(shader: kernelc::runtime::ShaderPath) {
+    use kernelc::runtime::{DeviceChoice, WgpuOptions};
+    let choice = DeviceChoice::Wgpu(WgpuOptions {
+        shader,
+        allow_software: true,
+    });
+    let required = std::env::var_os("CI").is_some();
+    if let Some(rt) = device_runtime(choice, required) {
+        let caps = rt.caps().clone();
+        run(&rt, &caps, &lowered_cases());
+    }
+}
+
+#[cfg(feature = "wgpu")]
+#[test]
+fn wgpu_wgsl() {
+    wgpu_path(kernelc::runtime::ShaderPath::Wgsl);
+}
+
+#[cfg(feature = "wgpu")]
+#[test]
+fn wgpu_naga_ir() {
+    wgpu_path(kernelc::runtime::ShaderPath::NagaIr);
+}
+
+#[cfg(feature = "wgpu")]
+#[test]
+fn wgpu_spirv_via_naga() {
+    wgpu_path(kernelc::runtime::ShaderPath::SpirvViaNaga);
+}
+
+#[cfg(feature = "wgpu")]
+#[test]
+fn wgpu_spirv_passthrough() {
+    wgpu_path(kernelc::runtime::ShaderPath::SpirvPassthrough);
+}
+
+/// The CUDA device: PTX from LLVM, run through the driver API.
+#[cfg(feature = "cuda")]
+#[test]
+fn cuda_device() {
+    let required = std::env::var_os("KERNELC_REQUIRE_CUDA").is_some();
+    if let Some(rt) = device_runtime(kernelc::runtime::DeviceChoice::Cuda { ordinal: 0 }, required) {
+        let caps = rt.caps().clone();
+        run(&rt, &caps, &lowered_cases());
+    }
 }
 
 /// WebGPU's default limits: 16 KiB of shared memory, no f16/f64 (those cases are

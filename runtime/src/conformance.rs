@@ -67,7 +67,7 @@ impl Runtime {
 
 impl Executor for Runtime {
     fn name(&self) -> String {
-        self.device_name()
+        format!("{} [{}]", self.device_name(), self.target_name())
     }
 
     fn run(

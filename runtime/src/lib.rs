@@ -35,5 +35,5 @@ mod tensor;
 pub use device::Device;
 pub use element::Element;
 pub use error::{Result, RuntimeError};
-pub use runtime::{DeviceChoice, Runtime, Stats};
+pub use runtime::{DeviceChoice, Runtime, ShaderPath, Stats, WgpuOptions};
 pub use tensor::Tensor;

@@ -1,63 +1,103 @@
-//! A pool of host allocations, reused by size so that a loop of same-shaped ops does
-//! not pay for allocation each call.
+//! A pool of device allocations, reused by size so that a loop of same-shaped ops does
+//! not pay for allocation each call (host `Vec`s on the CPU, buffers on GPUs, where an
+//! allocation costs far more than a kernel launch).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-/// Memory is handed out in 16-byte words: aligned for every element type and for
-/// 128-bit vector loads.
-pub type Word = u128;
-
-/// Free blocks by word count, with a cap on what is kept.
-#[derive(Default)]
-pub struct Pool {
-    free: Mutex<PoolState>,
+/// Free blocks by size in bytes, with a cap on what is kept.
+pub struct Pool<B> {
+    free: Mutex<PoolState<B>>,
+    max_kept_bytes: usize,
 }
 
-#[derive(Default)]
-struct PoolState {
-    blocks: HashMap<usize, Vec<Vec<Word>>>,
-    kept_words: usize,
+struct PoolState<B> {
+    blocks: HashMap<usize, Vec<B>>,
+    kept_bytes: usize,
     hits: u64,
     misses: u64,
 }
 
-/// Most memory the pool keeps for reuse (256 MiB).
-const MAX_KEPT_WORDS: usize = (256 << 20) / 16;
+/// Most memory a pool keeps for reuse by default (256 MiB).
+pub const DEFAULT_MAX_KEPT_BYTES: usize = 256 << 20;
 
-impl Pool {
-    /// A block of at least `bytes` bytes. A reused block holds whatever its previous
-    /// user left (callers overwrite it); `None` when the allocation fails.
-    pub fn take(&self, bytes: usize) -> Option<Vec<Word>> {
-        let words = bytes.div_ceil(16).max(1);
+impl<B> Default for Pool<B> {
+    fn default() -> Self {
+        Pool::with_cap(DEFAULT_MAX_KEPT_BYTES)
+    }
+}
+
+impl<B> Pool<B> {
+    /// A pool that keeps at most `max_kept_bytes` of free blocks.
+    pub fn with_cap(max_kept_bytes: usize) -> Self {
+        Pool {
+            free: Mutex::new(PoolState {
+                blocks: HashMap::new(),
+                kept_bytes: 0,
+                hits: 0,
+                misses: 0,
+            }),
+            max_kept_bytes,
+        }
+    }
+
+    /// A free block of exactly `size` bytes (callers round sizes up to their
+    /// granularity first), or a new one from `alloc`. A reused block holds whatever
+    /// its previous user left. `None` when `alloc` fails.
+    pub fn take(&self, size: usize, alloc: impl FnOnce() -> Option<B>) -> Option<B> {
         {
-            let mut state = self.free.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(block) = state.blocks.get_mut(&words).and_then(Vec::pop) {
-                state.kept_words -= words;
+            let mut state = self.lock();
+            if let Some(block) = state.blocks.get_mut(&size).and_then(Vec::pop) {
+                state.kept_bytes -= size;
                 state.hits += 1;
                 return Some(block);
             }
             state.misses += 1;
         }
-        let mut block = Vec::new();
-        block.try_reserve_exact(words).ok()?;
-        block.resize(words, 0);
-        Some(block)
+        alloc()
     }
 
-    /// Returns a block for reuse (dropped if the pool is full).
-    pub fn give(&self, block: Vec<Word>) {
-        let words = block.len();
-        let mut state = self.free.lock().unwrap_or_else(|p| p.into_inner());
-        if state.kept_words + words <= MAX_KEPT_WORDS {
-            state.kept_words += words;
-            state.blocks.entry(words).or_default().push(block);
+    /// Returns a block of `size` bytes for reuse (dropped if the pool is full).
+    pub fn give(&self, size: usize, block: B) {
+        let mut state = self.lock();
+        if state.kept_bytes + size <= self.max_kept_bytes {
+            state.kept_bytes += size;
+            state.blocks.entry(size).or_default().push(block);
         }
+    }
+
+    /// Drops every free block (e.g. before retrying an allocation that failed).
+    pub fn clear(&self) {
+        let mut state = self.lock();
+        state.blocks.clear();
+        state.kept_bytes = 0;
     }
 
     /// (reuses, fresh allocations) so far.
     pub fn stats(&self) -> (u64, u64) {
-        let state = self.free.lock().unwrap_or_else(|p| p.into_inner());
+        let state = self.lock();
         (state.hits, state.misses)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, PoolState<B>> {
+        self.free.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_are_reused_by_size_and_the_cap_holds() {
+        let pool: Pool<Vec<u8>> = Pool::with_cap(100);
+        let a = pool.take(64, || Some(vec![1; 64])).unwrap();
+        pool.give(64, a);
+        let b = pool.take(64, || Some(vec![2; 64])).unwrap();
+        assert_eq!(b[0], 1, "the freed block is handed out again");
+        pool.give(64, b);
+        pool.give(64, vec![3; 64]); // over the cap of 100 bytes: dropped
+        assert_eq!(pool.take(32, || None), None, "no block of that size");
+        assert_eq!(pool.stats(), (1, 2));
     }
 }

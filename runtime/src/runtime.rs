@@ -6,7 +6,7 @@
 //! two-level cache → allocates fresh outputs → launches in order.
 
 use crate::cache::{CacheKey, DiskCache, MemoryCache};
-use crate::device::{Device, Executable, Storage};
+use crate::device::{Device, Executable, LaunchRef, Storage};
 use crate::element::{f64_to_bytes, to_bytes, Element};
 use crate::error::{Result, RuntimeError};
 use crate::tensor::Tensor;
@@ -23,8 +23,56 @@ use std::time::Instant;
 pub enum DeviceChoice {
     /// The host CPU, through Cranelift. Always available.
     Cpu,
-    /// The best device present: CUDA, then wgpu, then the CPU (only the CPU exists today).
+    /// A wgpu adapter (Vulkan, Metal, DX12; Mesa lavapipe with no GPU), feature `wgpu`.
+    Wgpu(WgpuOptions),
+    /// A CUDA GPU by ordinal, through the driver API (feature `cuda`).
+    Cuda { ordinal: usize },
+    /// The best device present: CUDA, then a wgpu hardware adapter, then the CPU.
     BestAvailable,
+}
+
+/// How a wgpu device is chosen and fed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WgpuOptions {
+    /// Which emitted form of a kernel wgpu receives.
+    pub shader: ShaderPath,
+    /// Accept a software adapter (lavapipe, WARP) when no hardware one exists (the
+    /// default `true`; `BestAvailable` never picks one).
+    pub allow_software: bool,
+}
+
+/// The form in which kernels reach wgpu.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum ShaderPath {
+    /// WGSL text from naga's WGSL backend, parsed again by wgpu.
+    #[default]
+    Wgsl,
+    /// The naga module itself (`ShaderSource::Naga`): no text round trip.
+    NagaIr,
+    /// SPIR-V from kernelc's rspirv emitter, read by naga's SPIR-V front end.
+    SpirvViaNaga,
+    /// SPIR-V from kernelc's rspirv emitter handed to the Vulkan driver as is
+    /// (`PASSTHROUGH_SHADERS`; Vulkan only).
+    SpirvPassthrough,
+}
+
+impl ShaderPath {
+    pub const ALL: [ShaderPath; 4] = [
+        ShaderPath::Wgsl,
+        ShaderPath::NagaIr,
+        ShaderPath::SpirvViaNaga,
+        ShaderPath::SpirvPassthrough,
+    ];
+
+    /// The target name in cache keys and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            ShaderPath::Wgsl => "wgsl",
+            ShaderPath::NagaIr => "naga",
+            ShaderPath::SpirvViaNaga => "spirv-naga",
+            ShaderPath::SpirvPassthrough => "spirv",
+        }
+    }
 }
 
 /// Counters of what the runtime did, for tests and tuning.
@@ -103,6 +151,12 @@ impl Runtime {
     /// The device's name (`"cpu (x86_64, 2 threads)"`).
     pub fn device_name(&self) -> String {
         self.device.name()
+    }
+
+    /// The target kernels are compiled for (`cpu`, `wgsl`, `naga`, `spirv`,
+    /// `spirv-naga`, `ptx`).
+    pub fn target_name(&self) -> &'static str {
+        self.device.target_name()
     }
 
     pub fn caps(&self) -> &TargetCaps {
@@ -217,7 +271,7 @@ impl Runtime {
     /// A tensor of zeros.
     pub fn zeros(&self, shape: &[usize], dtype: ScalarType) -> Result<Tensor> {
         let tensor = self.alloc(shape, dtype)?;
-        tensor.storage.fill_zero();
+        tensor.storage.fill_zero()?;
         Ok(tensor)
     }
 
@@ -247,7 +301,7 @@ impl Runtime {
             .collect::<Result<Vec<_>>>()?;
         if self.poison_outputs {
             for t in &outputs {
-                t.storage.fill(0xFF);
+                t.storage.fill(0xFF)?;
             }
         }
         let temps = plan
@@ -255,8 +309,9 @@ impl Runtime {
             .iter()
             .map(|t| self.alloc(&[t.len as usize], t.dtype))
             .collect::<Result<Vec<_>>>()?;
+        let mut launches = Vec::with_capacity(plan.launches.len());
         for (launch, exe) in plan.launches.iter().zip(&prepared.executables) {
-            let storages: Vec<BindingRef<'_>> = launch
+            let args: Vec<BindingRef<'_>> = launch
                 .bindings
                 .iter()
                 .map(|b| match b {
@@ -271,9 +326,17 @@ impl Runtime {
                     kernel: launch.kernel.name.clone(),
                     message: "the plan binds a buffer the op does not have".into(),
                 })?;
-            self.device.launch(&exe, launch.grid, &storages)?;
-            self.counters.launches.fetch_add(1, Ordering::Relaxed);
+            launches.push(LaunchRef {
+                exe,
+                grid: launch.grid,
+                args,
+            });
         }
+        self.device.execute(&launches)?;
+        self.counters
+            .launches
+            .fetch_add(launches.len() as u64, Ordering::Relaxed);
+        drop(launches);
         Ok(outputs)
     }
 

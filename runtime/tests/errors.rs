@@ -2,7 +2,7 @@
 //! and the runtime keeps working afterwards.
 
 use kernelc_ir::ScalarType;
-use kernelc_kernels::spec::{BinaryFn, BinarySpec, GemmSpec, Layout, OpSpec};
+use kernelc_kernels::spec::{BinaryFn, BinarySpec, GemmSpec, OpSpec};
 use kernelc_kernels::SpecError;
 use kernelc_runtime::cache::DiskCache;
 use kernelc_runtime::{Device, Runtime, RuntimeError};

@@ -1,128 +1,21 @@
-//! Devices: where buffers live and kernels run. Today the CPU (Cranelift JIT); wgpu and
-//! CUDA join as variants of the same enums.
+//! The host CPU: kernels JIT-compiled by Cranelift, run on host threads.
 
+use super::{next_device_id, LaunchRef, Storage};
 use crate::cache::{CacheKey, DiskCache};
 use crate::error::{Result, RuntimeError};
-use crate::pool::{Pool, Word};
-use crate::runtime::{BindingRef, DeviceChoice};
-use kernelc_codegen::cpu::{self, CpuKernel, RawArg};
+use crate::pool::Pool;
+use crate::runtime::BindingRef;
+pub use kernelc_codegen::cpu::CpuKernel;
+use kernelc_codegen::cpu::{self, RawArg};
+use kernelc_ir::passes::MathExpansion;
 use kernelc_ir::Kernel;
 use kernelc_kernels::lower::TargetCaps;
 use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// Distinguishes device instances, so a tensor from another runtime is refused.
-static NEXT_DEVICE_ID: AtomicU64 = AtomicU64::new(1);
-
-/// A device a [`crate::Runtime`] runs on.
-pub enum Device {
-    Cpu(CpuDevice),
-}
-
-/// A buffer on a device.
-pub enum Storage {
-    Cpu(CpuStorage),
-}
-
-/// A compiled kernel for a device.
-pub enum Executable {
-    Cpu(CpuKernel),
-}
-
-impl Device {
-    /// The device `choice` names; the CPU is always there.
-    pub fn open(choice: DeviceChoice) -> Result<Device> {
-        match choice {
-            DeviceChoice::Cpu | DeviceChoice::BestAvailable => Ok(Device::cpu()),
-        }
-    }
-
-    pub fn cpu() -> Device {
-        Device::Cpu(CpuDevice::new())
-    }
-
-    pub fn name(&self) -> String {
-        match self {
-            Device::Cpu(d) => d.name(),
-        }
-    }
-
-    /// The target name in cache keys.
-    pub fn target_name(&self) -> &'static str {
-        match self {
-            Device::Cpu(_) => "cpu",
-        }
-    }
-
-    /// Target options in cache keys (the host ISA, for the CPU).
-    pub fn target_options(&self) -> &str {
-        match self {
-            Device::Cpu(d) => &d.isa,
-        }
-    }
-
-    /// Math functions compiled through kernelc's IR implementations (f32; 1 ulp)
-    /// rather than the target's own. On the CPU that replaces a scalar f64 library
-    /// call per lane with straight-line SIMD code.
-    pub fn math_expansion(&self) -> kernelc_ir::passes::MathExpansion {
-        match self {
-            Device::Cpu(_) => kernelc_ir::passes::MathExpansion::all_transcendental(),
-        }
-    }
-
-    pub fn caps(&self) -> TargetCaps {
-        match self {
-            Device::Cpu(_) => TargetCaps::cpu(),
-        }
-    }
-
-    pub(crate) fn alloc(&self, bytes: usize) -> Result<Storage> {
-        match self {
-            Device::Cpu(d) => d.alloc(bytes).map(Storage::Cpu),
-        }
-    }
-
-    /// The buffer pool's (reuses, fresh allocations) so far.
-    pub(crate) fn pool_stats(&self) -> (u64, u64) {
-        match self {
-            Device::Cpu(d) => d.pool.stats(),
-        }
-    }
-
-    pub(crate) fn owns(&self, storage: &Storage) -> bool {
-        match (self, storage) {
-            (Device::Cpu(d), Storage::Cpu(s)) => s.device_id == d.id,
-        }
-    }
-
-    /// Compiles `kernel`, or rebuilds it from its disk artifact. Returns whether the
-    /// disk artifact was used.
-    pub(crate) fn compile(
-        &self,
-        kernel: &Kernel,
-        key: &CacheKey,
-        disk: &DiskCache,
-    ) -> std::result::Result<(Executable, bool), String> {
-        match self {
-            Device::Cpu(_) => {
-                let (exe, from_disk) = cpu_compile(kernel, key, disk)?;
-                Ok((Executable::Cpu(exe), from_disk))
-            }
-        }
-    }
-
-    pub(crate) fn launch(
-        &self,
-        exe: &Executable,
-        grid: [u32; 3],
-        args: &[BindingRef<'_>],
-    ) -> Result<()> {
-        match (self, exe) {
-            (Device::Cpu(d), Executable::Cpu(k)) => d.launch(k, grid, args),
-        }
-    }
-}
+/// Host memory is handed out in 16-byte words: aligned for every element type and
+/// for 128-bit vector loads.
+type Word = u128;
 
 /// Compiles `kernel` for the CPU through the disk cache. Compiling validated IR with
 /// Cranelift is the whole cost on the CPU, so the disk level holds Cranelift's own
@@ -198,26 +91,79 @@ pub struct CpuDevice {
     /// The host ISA and its extensions, as compiled code depends on them (asked once:
     /// building the ISA description is not free).
     isa: String,
-    pool: Arc<Pool>,
+    pool: Arc<Pool<Vec<Word>>>,
     threads: usize,
 }
 
 impl CpuDevice {
-    fn new() -> CpuDevice {
+    pub(crate) fn new() -> CpuDevice {
         CpuDevice {
-            id: NEXT_DEVICE_ID.fetch_add(1, Ordering::Relaxed),
+            id: next_device_id(),
             isa: cpu::host_isa_description(),
             pool: Arc::new(Pool::default()),
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
         }
     }
 
-    fn name(&self) -> String {
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    pub(crate) fn name(&self) -> String {
         format!("cpu ({}, {} threads)", std::env::consts::ARCH, self.threads)
     }
 
-    fn alloc(&self, bytes: usize) -> Result<CpuStorage> {
-        let words = self.pool.take(bytes).ok_or(RuntimeError::OutOfMemory {
+    pub(crate) fn target_name(&self) -> &'static str {
+        "cpu"
+    }
+
+    pub(crate) fn target_options(&self) -> &str {
+        &self.isa
+    }
+
+    /// Every f32 transcendental through kernelc's IR math: that replaces a scalar f64
+    /// library call per lane with straight-line SIMD code.
+    pub(crate) fn math_expansion(&self) -> MathExpansion {
+        MathExpansion::all_transcendental()
+    }
+
+    pub(crate) fn caps(&self) -> TargetCaps {
+        TargetCaps::cpu()
+    }
+
+    pub(crate) fn pool_stats(&self) -> (u64, u64) {
+        self.pool.stats()
+    }
+
+    pub(crate) fn compile(
+        &self,
+        kernel: &Kernel,
+        key: &CacheKey,
+        disk: &DiskCache,
+    ) -> std::result::Result<(CpuKernel, bool), String> {
+        cpu_compile(kernel, key, disk)
+    }
+
+    pub(crate) fn execute(&self, launches: &[LaunchRef<'_>]) -> Result<()> {
+        for launch in launches {
+            match launch.exe {
+                super::Executable::Cpu(k) => self.launch(k, launch.grid, &launch.args)?,
+                #[allow(unreachable_patterns)]
+                _ => return Err(super::foreign(&self.name(), "kernel")),
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn alloc(&self, bytes: usize) -> Result<CpuStorage> {
+        let words = bytes.div_ceil(16).max(1);
+        let block = self.pool.take(words * 16, || {
+            let mut block = Vec::new();
+            block.try_reserve_exact(words).ok()?;
+            block.resize(words, 0);
+            Some(block)
+        });
+        let words = block.ok_or(RuntimeError::OutOfMemory {
             device: self.name(),
             bytes: bytes as u64,
         })?;
@@ -234,14 +180,16 @@ impl CpuDevice {
             .iter()
             .map(|a| match a {
                 BindingRef::Buffer(storage) => match storage.as_ref() {
-                    Storage::Cpu(s) => RawArg::Buffer {
+                    Storage::Cpu(s) => Ok(RawArg::Buffer {
                         ptr: s.ptr(),
                         bytes: s.bytes,
-                    },
+                    }),
+                    #[allow(unreachable_patterns)]
+                    _ => Err(super::foreign(&self.name(), "buffer")),
                 },
-                BindingRef::Scalar(v) => RawArg::Scalar(*v),
+                BindingRef::Scalar(v) => Ok(RawArg::Scalar(*v)),
             })
-            .collect();
+            .collect::<Result<_>>()?;
         // SAFETY: every buffer pointer comes from a live `CpuStorage` borrowed for this
         // call, valid for `bytes` bytes and 16-byte aligned. Kernels write only their
         // outputs and temporaries, which `Runtime::run` allocated fresh for this op, so
@@ -259,7 +207,7 @@ impl CpuDevice {
 pub struct CpuStorage {
     words: UnsafeCell<Vec<Word>>,
     bytes: usize,
-    pool: Arc<Pool>,
+    pool: Arc<Pool<Vec<Word>>>,
     device_id: u64,
 }
 
@@ -283,48 +231,35 @@ impl CpuStorage {
 
 impl Drop for CpuStorage {
     fn drop(&mut self) {
-        self.pool.give(std::mem::take(self.words.get_mut()));
+        let block = std::mem::take(self.words.get_mut());
+        self.pool.give(block.len() * 16, block);
     }
 }
 
-impl Storage {
+impl CpuStorage {
+    pub(crate) fn device_id(&self) -> u64 {
+        self.device_id
+    }
+
     pub(crate) fn device_name(&self) -> String {
-        match self {
-            Storage::Cpu(_) => "cpu".to_string(),
-        }
+        "cpu".to_string()
     }
 
-    /// The buffer's bytes, downloaded.
     pub(crate) fn read_bytes(&self) -> Result<Vec<u8>> {
-        match self {
-            Storage::Cpu(s) => Ok(s.bytes_ref().to_vec()),
-        }
+        Ok(self.bytes_ref().to_vec())
     }
 
-    /// Overwrites the buffer (only while its tensor is being created).
     pub(crate) fn write_bytes(&self, data: &[u8]) -> Result<()> {
-        match self {
-            Storage::Cpu(s) => {
-                let n = data.len().min(s.bytes);
-                // SAFETY: called only on a storage no one else holds yet (fresh
-                // allocation inside `Runtime::tensor*`); `n` is within the allocation.
-                unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), s.ptr(), n) };
-                Ok(())
-            }
-        }
+        let n = data.len().min(self.bytes);
+        // SAFETY: called only on a storage no one else holds yet (fresh allocation
+        // inside `Runtime::tensor*`); `n` is within the allocation.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr(), n) };
+        Ok(())
     }
 
-    pub(crate) fn fill_zero(&self) {
-        self.fill(0);
-    }
-
-    /// Sets every byte (only while its tensor is being created).
-    pub(crate) fn fill(&self, byte: u8) {
-        match self {
-            Storage::Cpu(s) => {
-                // SAFETY: as `write_bytes`: a fresh allocation of at least `bytes` bytes.
-                unsafe { std::ptr::write_bytes(s.ptr(), byte, s.bytes) };
-            }
-        }
+    pub(crate) fn fill(&self, byte: u8) -> Result<()> {
+        // SAFETY: as `write_bytes`: a fresh allocation of at least `bytes` bytes.
+        unsafe { std::ptr::write_bytes(self.ptr(), byte, self.bytes) };
+        Ok(())
     }
 }

@@ -1,0 +1,748 @@
+//! wgpu devices: Vulkan, Metal, DX12 (Mesa lavapipe with no GPU). Kernels reach wgpu
+//! as WGSL text, as a naga module, or as kernelc's own SPIR-V (read by naga, or handed
+//! to the Vulkan driver as is), per [`ShaderPath`].
+//!
+//! Every kernel gets an explicit bind-group layout from
+//! [`kernelc_codegen::abi::ShaderLayout`]: buffers at their parameter index, the packed
+//! scalar words, and one status word per launch that the kernel ORs run-time errors
+//! into (read back once per op, after all its launches).
+//!
+//! wgpu reports most errors through error scopes rather than return values; every
+//! call that can fail on user-controlled sizes or on emitted code runs inside a scope,
+//! and a device-wide handler logs (instead of panicking on) anything that escapes.
+
+use super::{next_device_id, Executable, LaunchRef, Storage};
+use crate::cache::{CacheKey, DiskCache};
+use crate::error::{Result, RuntimeError};
+use crate::pool::Pool;
+use crate::runtime::{BindingRef, ShaderPath, WgpuOptions};
+use kernelc_codegen::abi::{self, ParamSlot, ShaderLayout};
+use kernelc_codegen::{spirv, wgsl};
+use kernelc_ir::passes::MathExpansion;
+use kernelc_ir::{Access, Kernel, Param, Scalar};
+use kernelc_kernels::lower::TargetCaps;
+use std::borrow::Cow;
+use std::sync::{mpsc, Arc};
+use wgpu::util::DeviceExt;
+
+/// Buffers are allocated in multiples of this many bytes (so the pool reuses them
+/// across nearby sizes; also a multiple of wgpu's 4-byte copy alignment).
+const ALLOCATION_GRANULE: u64 = 256;
+
+/// The wgpu device and its queue, shared by the device and its buffers.
+struct Gpu {
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+}
+
+/// A wgpu adapter opened for compute.
+pub struct WgpuDevice {
+    id: u64,
+    gpu: Arc<Gpu>,
+    path: ShaderPath,
+    name: String,
+    /// Adapter, driver and path: what emitted code and its compilation depend on.
+    options_key: String,
+    caps: TargetCaps,
+    limits: wgpu::Limits,
+    pool: Arc<Pool<wgpu::Buffer>>,
+    /// Alignment of a storage-buffer binding offset (the status words are spaced by it).
+    status_stride: u64,
+}
+
+/// A compute pipeline with its layout.
+pub struct WgpuKernel {
+    name: String,
+    pipeline: wgpu::ComputePipeline,
+    bind_group_layout: wgpu::BindGroupLayout,
+    layout: ShaderLayout,
+}
+
+/// A storage buffer; returned to the device's pool on drop.
+pub struct WgpuStorage {
+    buffer: Option<wgpu::Buffer>,
+    /// Bytes the tensor uses (the buffer may be larger).
+    bytes: usize,
+    gpu: Arc<Gpu>,
+    pool: Arc<Pool<wgpu::Buffer>>,
+    device_id: u64,
+    device_name: String,
+}
+
+impl WgpuDevice {
+    /// Opens the best adapter that `options` allows: a discrete GPU before an
+    /// integrated one before anything else, software adapters (lavapipe) only if
+    /// allowed. `KERNELC_WGPU_ADAPTER=<text>` picks the first adapter whose name
+    /// contains the text; `WGPU_BACKEND` restricts the backends as in wgpu.
+    pub fn open(options: WgpuOptions) -> Result<WgpuDevice> {
+        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
+            backends: wgpu::Backends::from_env().unwrap_or(wgpu::Backends::PRIMARY),
+            flags: wgpu::InstanceFlags::empty().with_env(),
+            ..wgpu::InstanceDescriptor::new_without_display_handle()
+        });
+        let adapter = pick_adapter(&instance, options)?;
+        open_adapter(adapter, options.shader)
+    }
+
+    /// A hardware adapter, for `DeviceChoice::BestAvailable`.
+    pub fn open_hardware() -> Result<WgpuDevice> {
+        WgpuDevice::open(WgpuOptions {
+            shader: ShaderPath::default(),
+            allow_software: false,
+        })
+    }
+
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    pub(crate) fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    pub(crate) fn target_name(&self) -> &'static str {
+        self.path.name()
+    }
+
+    pub(crate) fn target_options(&self) -> &str {
+        &self.options_key
+    }
+
+    /// Every f32 transcendental: Vulkan's and WGSL's own `exp`, `log`, `sin`, ... are
+    /// allowed errors far above the tolerance table (e.g. `exp` 3 + 2|x| ULP).
+    pub(crate) fn math_expansion(&self) -> MathExpansion {
+        MathExpansion::all_transcendental()
+    }
+
+    pub(crate) fn caps(&self) -> TargetCaps {
+        self.caps.clone()
+    }
+
+    pub(crate) fn pool_stats(&self) -> (u64, u64) {
+        self.pool.stats()
+    }
+
+    pub(crate) fn alloc(&self, bytes: usize) -> Result<WgpuStorage> {
+        let size = (bytes as u64)
+            .max(1)
+            .div_ceil(ALLOCATION_GRANULE)
+            .saturating_mul(ALLOCATION_GRANULE);
+        let too_large = || RuntimeError::OutOfMemory {
+            device: self.name(),
+            bytes: bytes as u64,
+        };
+        if size > self.limits.max_buffer_size
+            || size > self.limits.max_storage_buffer_binding_size
+        {
+            return Err(too_large());
+        }
+        let buffer = self
+            .pool
+            .take(size as usize, || self.create_buffer(size))
+            .or_else(|| {
+                // Memory held by the pool may be what is missing: free it, try again.
+                self.pool.clear();
+                self.create_buffer(size)
+            })
+            .ok_or_else(too_large)?;
+        Ok(WgpuStorage {
+            buffer: Some(buffer),
+            bytes,
+            gpu: self.gpu.clone(),
+            pool: self.pool.clone(),
+            device_id: self.id,
+            device_name: self.name(),
+        })
+    }
+
+    /// A storage buffer of `size` bytes, or `None` if wgpu refuses (out of memory).
+    fn create_buffer(&self, size: u64) -> Option<wgpu::Buffer> {
+        let scope = self.gpu.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let validation = self.gpu.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let buffer = self.gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("kernelc tensor"),
+            size,
+            usage: wgpu::BufferUsages::STORAGE
+                | wgpu::BufferUsages::COPY_SRC
+                | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let invalid = pollster::block_on(validation.pop());
+        let oom = pollster::block_on(scope.pop());
+        match (invalid, oom) {
+            (None, None) => Some(buffer),
+            (a, b) => {
+                tracing::warn!(error = ?a.or(b), size, "wgpu buffer allocation failed");
+                None
+            }
+        }
+    }
+
+    /// Emits `kernel` along this device's shader path and builds its pipeline. The
+    /// disk cache holds the emitted artifact (WGSL text or SPIR-V words); the naga-IR
+    /// path has no artifact and always emits (emission is the cheap part).
+    pub(crate) fn compile(
+        &self,
+        kernel: &Kernel,
+        key: &CacheKey,
+        disk: &DiskCache,
+    ) -> std::result::Result<(WgpuKernel, bool), String> {
+        let layout = ShaderLayout::of(kernel);
+        self.check_binding_count(kernel, &layout)?;
+        if let Some(artifact) = self.load_artifact(key, disk) {
+            match self.build(kernel, &layout, artifact) {
+                Ok(exe) => return Ok((exe, true)),
+                Err(e) => tracing::warn!(error = %e, "cached shader rejected; recompiling"),
+            }
+        }
+        let artifact = self.emit(kernel)?;
+        if let Some((kind, bytes)) = artifact.to_disk() {
+            if let Err(e) = disk.store(key, kind, &bytes) {
+                tracing::warn!(error = %e, "cannot write the kernel cache");
+            }
+        }
+        Ok((self.build(kernel, &layout, artifact)?, false))
+    }
+
+    fn check_binding_count(
+        &self,
+        kernel: &Kernel,
+        layout: &ShaderLayout,
+    ) -> std::result::Result<(), String> {
+        let buffers = kernel
+            .params
+            .iter()
+            .filter(|p| matches!(p, Param::Buffer { .. }))
+            .count() as u32
+            + layout.scalar_binding.is_some() as u32
+            + 1;
+        let limit = self.limits.max_storage_buffers_per_shader_stage;
+        if buffers > limit {
+            return Err(format!(
+                "the kernel binds {buffers} storage buffers; this adapter allows {limit}"
+            ));
+        }
+        Ok(())
+    }
+
+    fn load_artifact(&self, key: &CacheKey, disk: &DiskCache) -> Option<Artifact> {
+        match self.path {
+            ShaderPath::Wgsl => disk
+                .load(key, "wgsl")
+                .and_then(|b| String::from_utf8(b).ok())
+                .map(Artifact::Wgsl),
+            ShaderPath::SpirvViaNaga | ShaderPath::SpirvPassthrough => disk
+                .load(key, "spv")
+                .and_then(|b| words_from_bytes(&b))
+                .map(Artifact::Spirv),
+            ShaderPath::NagaIr => None,
+        }
+    }
+
+    fn emit(&self, kernel: &Kernel) -> std::result::Result<Artifact, String> {
+        let artifact = match self.path {
+            ShaderPath::Wgsl => Artifact::Wgsl(wgsl::wgsl_text(kernel).map_err(|e| e.to_string())?),
+            ShaderPath::NagaIr => Artifact::Naga(Box::new(
+                wgsl::emit_module(kernel).map_err(|e| e.to_string())?.0,
+            )),
+            ShaderPath::SpirvViaNaga | ShaderPath::SpirvPassthrough => {
+                Artifact::Spirv(spirv::emit(kernel).map_err(|e| e.to_string())?)
+            }
+        };
+        Ok(artifact)
+    }
+
+    /// The shader module and pipeline, with wgpu's validation errors as `Err`.
+    fn build(
+        &self,
+        kernel: &Kernel,
+        layout: &ShaderLayout,
+        artifact: Artifact,
+    ) -> std::result::Result<WgpuKernel, String> {
+        let device = &self.gpu.device;
+        let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let module = self.shader_module(kernel, artifact);
+        let bind_group_layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: Some(&kernel.name),
+            entries: &layout_entries(kernel, layout),
+        });
+        let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some(&kernel.name),
+            bind_group_layouts: &[Some(&bind_group_layout)],
+            immediate_size: 0,
+        });
+        let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(&kernel.name),
+            layout: Some(&pipeline_layout),
+            module: &module,
+            entry_point: Some(abi::ENTRY_POINT),
+            compilation_options: wgpu::PipelineCompilationOptions {
+                constants: &[],
+                // Kernels never read shared memory before writing it (the IR forbids
+                // it), so zeroing it would be wasted work.
+                zero_initialize_workgroup_memory: false,
+            },
+            cache: None,
+        });
+        if let Some(error) = pollster::block_on(scope.pop()) {
+            return Err(format!("wgpu rejected the {} shader: {error}", self.path.name()));
+        }
+        Ok(WgpuKernel {
+            name: kernel.name.clone(),
+            pipeline,
+            bind_group_layout,
+            layout: layout.clone(),
+        })
+    }
+
+    fn shader_module(&self, kernel: &Kernel, artifact: Artifact) -> wgpu::ShaderModule {
+        let device = &self.gpu.device;
+        let label = Some(kernel.name.as_str());
+        let source = match artifact {
+            Artifact::Wgsl(text) => wgpu::ShaderSource::Wgsl(Cow::Owned(text)),
+            Artifact::Naga(module) => wgpu::ShaderSource::Naga(Cow::Owned(*module)),
+            Artifact::Spirv(words) if self.path == ShaderPath::SpirvPassthrough => {
+                let [x, y, z] = kernel.workgroup_size;
+                let desc = wgpu::ShaderModuleDescriptorPassthrough {
+                    label,
+                    entry_points: Cow::Owned(vec![wgpu::PassthroughShaderEntryPoint {
+                        name: Cow::Borrowed(abi::ENTRY_POINT),
+                        workgroup_size: (x, y, z),
+                    }]),
+                    spirv: Some(Cow::Owned(words)),
+                    ..Default::default()
+                };
+                // SAFETY: the words come from kernelc's SPIR-V emitter for a validated
+                // kernel (every catalogue kernel passes `spirv-val --target-env
+                // vulkan1.1` in the emitter's tests). Its interface is exactly the
+                // explicit pipeline layout built from the same `ShaderLayout`, its
+                // entry point is `abi::ENTRY_POINT` with the kernel's workgroup size,
+                // and every memory access it makes is bounds-checked or proven in
+                // bounds, so skipping wgpu's own validation cannot let it touch memory
+                // outside its bindings.
+                return unsafe { device.create_shader_module_passthrough(desc) };
+            }
+            Artifact::Spirv(words) => wgpu::ShaderSource::SpirV(Cow::Owned(words)),
+        };
+        device.create_shader_module(wgpu::ShaderModuleDescriptor { label, source })
+    }
+
+    /// Records every launch of an op in one command buffer, waits for it, and turns
+    /// the first nonzero status word into an error naming its kernel.
+    pub(crate) fn execute(&self, launches: &[LaunchRef<'_>]) -> Result<()> {
+        let kernels = launches
+            .iter()
+            .map(|l| match l.exe {
+                Executable::Wgpu(k) => Ok(k),
+                #[allow(unreachable_patterns)]
+                _ => Err(super::foreign(&self.name, "kernel")),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        for (launch, kernel) in launches.iter().zip(&kernels) {
+            self.check_grid(kernel, launch.grid)?;
+        }
+        let status = self.status_buffer(launches.len())?;
+        let device = &self.gpu.device;
+        let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+            label: Some("kernelc op"),
+        });
+        encoder.clear_buffer(&status, 0, None);
+        for (i, (launch, kernel)) in launches.iter().zip(&kernels).enumerate() {
+            let scalars = self.scalar_buffer(kernel, &launch.args);
+            let bind_group = self.bind_group(kernel, launch, scalars.as_ref(), &status, i)?;
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some(&kernel.name),
+                timestamp_writes: None,
+            });
+            pass.set_pipeline(&kernel.pipeline);
+            pass.set_bind_group(0, &bind_group, &[]);
+            let [x, y, z] = launch.grid;
+            pass.dispatch_workgroups(x, y, z);
+        }
+        self.gpu.queue.submit([encoder.finish()]);
+        if let Some(error) = pollster::block_on(scope.pop()) {
+            return Err(self.launch_error(&kernels, 0, format!("wgpu rejected the launch: {error}")));
+        }
+        let words = self.read_buffer(&status, launches.len() as u64 * self.status_stride)?;
+        for (i, kernel) in kernels.iter().enumerate() {
+            let offset = i * self.status_stride as usize;
+            let bits = u32::from_le_bytes(words[offset..offset + 4].try_into().unwrap_or([0; 4]));
+            if bits != 0 {
+                return Err(self.launch_error(&kernels, i, abi::status::describe(bits)));
+            }
+        }
+        Ok(())
+    }
+
+    fn launch_error(&self, kernels: &[&WgpuKernel], index: usize, message: String) -> RuntimeError {
+        RuntimeError::Launch {
+            device: self.name(),
+            kernel: kernels.get(index).map_or_else(String::new, |k| k.name.clone()),
+            message,
+        }
+    }
+
+    fn check_grid(&self, kernel: &WgpuKernel, grid: [u32; 3]) -> Result<()> {
+        let max = self.limits.max_compute_workgroups_per_dimension;
+        if grid.iter().any(|&g| g > max) {
+            return Err(RuntimeError::Launch {
+                device: self.name(),
+                kernel: kernel.name.clone(),
+                message: format!("grid {grid:?} exceeds {max} workgroups per dimension"),
+            });
+        }
+        Ok(())
+    }
+
+    /// One status word per launch, each at a binding-offset-aligned position.
+    fn status_buffer(&self, launches: usize) -> Result<wgpu::Buffer> {
+        let size = (launches.max(1) as u64) * self.status_stride;
+        self.create_buffer(size).ok_or_else(|| RuntimeError::OutOfMemory {
+            device: self.name(),
+            bytes: size,
+        })
+    }
+
+    fn scalar_buffer(&self, kernel: &WgpuKernel, args: &[BindingRef<'_>]) -> Option<wgpu::Buffer> {
+        kernel.layout.scalar_binding?;
+        let values: Vec<Option<Scalar>> = args
+            .iter()
+            .map(|a| match a {
+                BindingRef::Scalar(s) => Some(*s),
+                BindingRef::Buffer(_) => None,
+            })
+            .collect();
+        let words = kernel.layout.encode_scalars(&values);
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        Some(self.gpu.device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: Some("kernelc scalars"),
+            contents: &bytes,
+            usage: wgpu::BufferUsages::STORAGE,
+        }))
+    }
+
+    fn bind_group(
+        &self,
+        kernel: &WgpuKernel,
+        launch: &LaunchRef<'_>,
+        scalars: Option<&wgpu::Buffer>,
+        status: &wgpu::Buffer,
+        index: usize,
+    ) -> Result<wgpu::BindGroup> {
+        let mut entries = Vec::with_capacity(launch.args.len() + 2);
+        for (slot, arg) in kernel.layout.params.iter().zip(&launch.args) {
+            if let (ParamSlot::Buffer { binding }, BindingRef::Buffer(storage)) = (slot, arg) {
+                let buffer = match storage.as_ref() {
+                    Storage::Wgpu(s) => s.buffer()?,
+                    #[allow(unreachable_patterns)]
+                    _ => return Err(super::foreign(&self.name, "buffer")),
+                };
+                entries.push(wgpu::BindGroupEntry {
+                    binding: *binding,
+                    resource: buffer.as_entire_binding(),
+                });
+            }
+        }
+        if let (Some(binding), Some(buffer)) = (kernel.layout.scalar_binding, scalars) {
+            entries.push(wgpu::BindGroupEntry {
+                binding,
+                resource: buffer.as_entire_binding(),
+            });
+        }
+        entries.push(wgpu::BindGroupEntry {
+            binding: kernel.layout.status_binding,
+            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                buffer: status,
+                offset: index as u64 * self.status_stride,
+                size: wgpu::BufferSize::new(4),
+            }),
+        });
+        Ok(self.gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some(&kernel.name),
+            layout: &kernel.bind_group_layout,
+            entries: &entries,
+        }))
+    }
+
+    fn read_buffer(&self, buffer: &wgpu::Buffer, size: u64) -> Result<Vec<u8>> {
+        read_back(&self.gpu, buffer, size).map_err(|message| RuntimeError::Launch {
+            device: self.name(),
+            kernel: String::new(),
+            message,
+        })
+    }
+}
+
+/// The adapter `options` asks for.
+fn pick_adapter(instance: &wgpu::Instance, options: WgpuOptions) -> Result<wgpu::Adapter> {
+    let adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()));
+    let wanted = std::env::var("KERNELC_WGPU_ADAPTER").ok();
+    let mut candidates: Vec<wgpu::Adapter> = adapters
+        .into_iter()
+        .filter(|a| {
+            let info = a.get_info();
+            let software = info.device_type == wgpu::DeviceType::Cpu;
+            let named = wanted.as_deref().is_none_or(|w| info.name.contains(w));
+            named && (options.allow_software || !software)
+        })
+        .collect();
+    candidates.sort_by_key(|a| adapter_rank(a.get_info().device_type));
+    candidates.into_iter().next().ok_or_else(|| {
+        RuntimeError::NoDevice(match wanted {
+            Some(w) => format!("wgpu: no adapter named like `{w}` (KERNELC_WGPU_ADAPTER)"),
+            None if options.allow_software => "wgpu: no adapter (install a Vulkan driver, or Mesa's lavapipe: mesa-vulkan-drivers)".into(),
+            None => "wgpu: no hardware adapter".into(),
+        })
+    })
+}
+
+/// Lower is better: discrete, integrated, virtual, other, software.
+fn adapter_rank(kind: wgpu::DeviceType) -> u8 {
+    match kind {
+        wgpu::DeviceType::DiscreteGpu => 0,
+        wgpu::DeviceType::IntegratedGpu => 1,
+        wgpu::DeviceType::VirtualGpu => 2,
+        wgpu::DeviceType::Other => 3,
+        wgpu::DeviceType::Cpu => 4,
+    }
+}
+
+/// A device on `adapter` with every limit it offers and the features kernelc uses.
+fn open_adapter(adapter: wgpu::Adapter, path: ShaderPath) -> Result<WgpuDevice> {
+    let info = adapter.get_info();
+    let offered = adapter.features();
+    let mut features = wgpu::Features::empty();
+    if offered.contains(wgpu::Features::SHADER_F16) {
+        features |= wgpu::Features::SHADER_F16;
+    }
+    if path == ShaderPath::SpirvPassthrough {
+        if !offered.contains(wgpu::Features::PASSTHROUGH_SHADERS) {
+            return Err(RuntimeError::NoDevice(format!(
+                "wgpu: {} ({:?}) cannot take SPIR-V passthrough shaders",
+                info.name, info.backend
+            )));
+        }
+        features |= wgpu::Features::PASSTHROUGH_SHADERS;
+    }
+    let limits = adapter.limits();
+    let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+        label: Some("kernelc"),
+        required_features: features,
+        required_limits: limits.clone(),
+        experimental_features: wgpu::ExperimentalFeatures::disabled(),
+        memory_hints: wgpu::MemoryHints::Performance,
+        trace: wgpu::Trace::Off,
+    }))
+    .map_err(|e| RuntimeError::NoDevice(format!("wgpu: cannot open {}: {e}", info.name)))?;
+    // Errors outside an error scope would otherwise panic inside wgpu.
+    device.on_uncaptured_error(Arc::new(|error: wgpu::Error| {
+        tracing::error!(%error, "uncaptured wgpu error");
+    }));
+    let name = format!("{} ({:?}, {:?})", info.name, info.backend, info.device_type);
+    let options_key = format!(
+        "{} | {:?} | {} {} | {:04x}:{:04x} | f16={}",
+        path.name(),
+        info.backend,
+        info.driver,
+        info.driver_info,
+        info.vendor,
+        info.device,
+        features.contains(wgpu::Features::SHADER_F16)
+    );
+    let caps = caps_from(&limits, features);
+    Ok(WgpuDevice {
+        id: next_device_id(),
+        gpu: Arc::new(Gpu { device, queue }),
+        path,
+        name,
+        options_key,
+        caps,
+        status_stride: u64::from(limits.min_storage_buffer_offset_alignment).max(4),
+        limits,
+        pool: Arc::new(Pool::default()),
+    })
+}
+
+/// What lowering may use on this adapter. f64 and i64 are off: WGSL has neither, and
+/// the SPIR-V path follows the same caps so both paths run the same plans.
+fn caps_from(limits: &wgpu::Limits, features: wgpu::Features) -> TargetCaps {
+    let invocations = limits.max_compute_invocations_per_workgroup;
+    TargetCaps {
+        max_invocations_per_workgroup: invocations,
+        max_workgroup_size: [
+            limits.max_compute_workgroup_size_x,
+            limits.max_compute_workgroup_size_y,
+            limits.max_compute_workgroup_size_z,
+        ],
+        max_workgroups_per_dimension: limits.max_compute_workgroups_per_dimension,
+        shared_memory_bytes: limits.max_compute_workgroup_storage_size,
+        preferred_invocations: invocations.min(256),
+        subgroup_size: None,
+        f16: features.contains(wgpu::Features::SHADER_F16),
+        bf16: false,
+        f64: false,
+        i64: false,
+        vector_width: 4,
+    }
+}
+
+/// The bind-group layout entries of a kernel, matching what its shader declares.
+fn layout_entries(kernel: &Kernel, layout: &ShaderLayout) -> Vec<wgpu::BindGroupLayoutEntry> {
+    let storage = |binding: u32, read_only: bool| wgpu::BindGroupLayoutEntry {
+        binding,
+        visibility: wgpu::ShaderStages::COMPUTE,
+        ty: wgpu::BindingType::Buffer {
+            ty: wgpu::BufferBindingType::Storage { read_only },
+            has_dynamic_offset: false,
+            min_binding_size: None,
+        },
+        count: None,
+    };
+    let mut entries: Vec<_> = kernel
+        .params
+        .iter()
+        .zip(&layout.params)
+        .filter_map(|(param, slot)| match (param, slot) {
+            (Param::Buffer { access, .. }, ParamSlot::Buffer { binding }) => {
+                Some(storage(*binding, *access == Access::Read))
+            }
+            _ => None,
+        })
+        .collect();
+    if let Some(binding) = layout.scalar_binding {
+        entries.push(storage(binding, true));
+    }
+    entries.push(storage(layout.status_binding, false));
+    entries
+}
+
+/// What a kernel is handed to wgpu as.
+enum Artifact {
+    Wgsl(String),
+    Naga(Box<wgpu::naga::Module>),
+    Spirv(Vec<u32>),
+}
+
+impl Artifact {
+    /// The disk-cache entry kind and bytes (the naga module is not stored).
+    fn to_disk(&self) -> Option<(&'static str, Vec<u8>)> {
+        match self {
+            Artifact::Wgsl(text) => Some(("wgsl", text.as_bytes().to_vec())),
+            Artifact::Spirv(words) => {
+                Some(("spv", words.iter().flat_map(|w| w.to_le_bytes()).collect()))
+            }
+            Artifact::Naga(_) => None,
+        }
+    }
+}
+
+fn words_from_bytes(bytes: &[u8]) -> Option<Vec<u32>> {
+    if bytes.len() % 4 != 0 || bytes.is_empty() {
+        return None;
+    }
+    Some(
+        bytes
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect(),
+    )
+}
+
+/// Copies the first `size` bytes of `buffer` to the host (waits for the GPU).
+fn read_back(gpu: &Gpu, buffer: &wgpu::Buffer, size: u64) -> std::result::Result<Vec<u8>, String> {
+    let size = size.next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT).max(4);
+    let staging = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("kernelc readback"),
+        size,
+        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    let mut encoder = gpu
+        .device
+        .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+    encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, size);
+    gpu.queue.submit([encoder.finish()]);
+    let (sender, receiver) = mpsc::channel();
+    staging.map_async(wgpu::MapMode::Read, .., move |result| {
+        // The receiver lives until `recv` below returns; a failed send only means
+        // it is gone, and then nobody needs the result.
+        let _ = sender.send(result);
+    });
+    gpu.device
+        .poll(wgpu::PollType::wait_indefinitely())
+        .map_err(|e| format!("waiting for the GPU failed: {e}"))?;
+    receiver
+        .recv()
+        .map_err(|_| "the GPU never answered the readback".to_string())?
+        .map_err(|e| format!("cannot map the readback buffer: {e}"))?;
+    let bytes = staging
+        .get_mapped_range(..)
+        .map_err(|e| format!("cannot read the readback buffer: {e}"))?
+        .to_vec();
+    staging.unmap();
+    Ok(bytes)
+}
+
+impl WgpuStorage {
+    fn buffer(&self) -> Result<&wgpu::Buffer> {
+        self.buffer.as_ref().ok_or_else(|| {
+            RuntimeError::BadArgument("a wgpu tensor used after its buffer was released".into())
+        })
+    }
+
+    pub(crate) fn device_id(&self) -> u64 {
+        self.device_id
+    }
+
+    pub(crate) fn device_name(&self) -> String {
+        self.device_name.clone()
+    }
+
+    pub(crate) fn read_bytes(&self) -> Result<Vec<u8>> {
+        let mut bytes = read_back(&self.gpu, self.buffer()?, self.bytes as u64).map_err(|message| {
+            RuntimeError::Launch {
+                device: self.device_name.clone(),
+                kernel: String::new(),
+                message,
+            }
+        })?;
+        bytes.truncate(self.bytes);
+        Ok(bytes)
+    }
+
+    pub(crate) fn write_bytes(&self, data: &[u8]) -> Result<()> {
+        let n = data.len().min(self.bytes);
+        let mut padded = data[..n].to_vec();
+        padded.resize(n.next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT as usize), 0);
+        if !padded.is_empty() {
+            self.gpu.queue.write_buffer(self.buffer()?, 0, &padded);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn fill(&self, byte: u8) -> Result<()> {
+        let buffer = self.buffer()?;
+        if byte == 0 {
+            let mut encoder = self
+                .gpu
+                .device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+            encoder.clear_buffer(buffer, 0, None);
+            self.gpu.queue.submit([encoder.finish()]);
+        } else {
+            self.gpu
+                .queue
+                .write_buffer(buffer, 0, &vec![byte; buffer.size() as usize]);
+        }
+        Ok(())
+    }
+}
+
+impl Drop for WgpuStorage {
+    fn drop(&mut self) {
+        if let Some(buffer) = self.buffer.take() {
+            self.pool.give(buffer.size() as usize, buffer);
+        }
+    }
+}
