@@ -31,14 +31,62 @@ pub enum DeviceChoice {
     BestAvailable,
 }
 
+impl std::str::FromStr for DeviceChoice {
+    type Err = RuntimeError;
+
+    /// `cpu`, `cuda`, `cuda:N`, `wgpu` (WGSL), `wgpu:wgsl|naga|spirv|spirv-naga`, or
+    /// `best`.
+    fn from_str(text: &str) -> Result<DeviceChoice> {
+        let (kind, detail) = text.split_once(':').unwrap_or((text, ""));
+        let bad = || {
+            RuntimeError::BadArgument(format!(
+                "unknown device `{text}`: expected cpu, cuda[:N], wgpu[:wgsl|naga|spirv|spirv-naga] or best"
+            ))
+        };
+        match (kind, detail) {
+            ("cpu", "") => Ok(DeviceChoice::Cpu),
+            ("best", "") => Ok(DeviceChoice::BestAvailable),
+            ("cuda", "") => Ok(DeviceChoice::Cuda { ordinal: 0 }),
+            ("cuda", n) => n
+                .parse()
+                .map(|ordinal| DeviceChoice::Cuda { ordinal })
+                .map_err(|_| bad()),
+            ("wgpu", path) => {
+                let shader = if path.is_empty() {
+                    ShaderPath::default()
+                } else {
+                    *ShaderPath::ALL
+                        .iter()
+                        .find(|p| p.name() == path)
+                        .ok_or_else(bad)?
+                };
+                Ok(DeviceChoice::Wgpu(WgpuOptions {
+                    shader,
+                    allow_software: true,
+                }))
+            }
+            _ => Err(bad()),
+        }
+    }
+}
+
 /// How a wgpu device is chosen and fed.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WgpuOptions {
     /// Which emitted form of a kernel wgpu receives.
     pub shader: ShaderPath,
     /// Accept a software adapter (lavapipe, WARP) when no hardware one exists (the
     /// default `true`; `BestAvailable` never picks one).
     pub allow_software: bool,
+}
+
+impl Default for WgpuOptions {
+    fn default() -> Self {
+        WgpuOptions {
+            shader: ShaderPath::default(),
+            allow_software: true,
+        }
+    }
 }
 
 /// The form in which kernels reach wgpu.
@@ -151,6 +199,12 @@ impl Runtime {
     /// The device's name (`"cpu (x86_64, 2 threads)"`).
     pub fn device_name(&self) -> String {
         self.device.name()
+    }
+
+    /// The math functions this device compiles through kernelc's own IR
+    /// implementations (see `kernelc_ir::passes::math`).
+    pub fn math_expansion(&self) -> passes::MathExpansion {
+        self.device.math_expansion()
     }
 
     /// The target kernels are compiled for (`cpu`, `wgsl`, `naga`, `spirv`,

@@ -1,5 +1,6 @@
 //! Subcommands, one module each.
 
+mod bench;
 mod ir;
 mod lower;
 
@@ -22,6 +23,8 @@ enum Command {
     Ir(ir::IrArgs),
     /// Lower an op spec (JSON) for a target's caps and print its kernels.
     Lower(lower::LowerArgs),
+    /// Time ops (and optionally every catalogue kernel's cold compile) on a device.
+    Bench(bench::BenchArgs),
 }
 
 /// Any error a subcommand reports; printed once by `main`.
@@ -31,6 +34,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
     match cli.command {
         Command::Ir(args) => ir::run(args),
         Command::Lower(args) => lower::run(args),
+        Command::Bench(args) => bench::run(args),
     }
 }
 

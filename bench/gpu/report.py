@@ -1,0 +1,46 @@
+#!/usr/bin/env python3
+"""Merges `kernelc bench --json` results with the torch baseline of the same run into
+one markdown table of ratios (kernelc's rate as a fraction of torch's).
+
+usage: report.py TORCH.json KERNELC.json [KERNELC2.json ...]
+"""
+import json
+import sys
+
+
+def rate(case):
+    if case.get("tflop_per_s") is not None:
+        return case["tflop_per_s"], "TFLOP/s"
+    if case.get("gb_per_s") is not None:
+        return case["gb_per_s"], "GB/s"
+    return 1.0 / case["seconds"], "runs/s"
+
+
+def main():
+    torch_run = json.load(open(sys.argv[1]))
+    base = {c["name"]: c for c in torch_run["cases"]}
+    for path in sys.argv[2:]:
+        ours = json.load(open(path))
+        print(f"\n### kernelc on {ours['device']} [{ours['target']}] vs {torch_run['target']} on {torch_run['device']}\n")
+        print("| case | kernelc | torch | kernelc / torch |")
+        print("| --- | --- | --- | --- |")
+        for c in ours["cases"]:
+            b = base.get(c["name"])
+            r, unit = rate(c)
+            if b is None:
+                print(f"| {c['name']} | {r:.2f} {unit} | - | - |")
+                continue
+            rb, _ = rate(b)
+            print(f"| {c['name']} | {r:.2f} {unit} ({c['seconds']*1e3:.3f} ms) | {rb:.2f} {unit} ({b['seconds']*1e3:.3f} ms) | {r / rb:.0%} |")
+        comp = ours.get("compile_seconds") or []
+        if comp:
+            med = comp[len(comp) // 2]
+            print(f"\ncold compile over {len(comp)} catalogue kernels: median {med*1e3:.2f} ms, p90 {comp[int(len(comp)*0.9)]*1e3:.2f} ms")
+        for f in ours.get("failures", []):
+            print(f"- kernelc failure: {f}")
+    for f in torch_run.get("failures", []):
+        print(f"- torch failure: {f}")
+
+
+if __name__ == "__main__":
+    main()

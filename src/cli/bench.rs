@@ -1,0 +1,190 @@
+//! `kernelc bench`: times ops on a device, for tables that compare against a baseline
+//! measured in the same run (e.g. `bench/gpu/torch_bench.py` on the same GPU).
+//!
+//! The cases come from a JSON file: a list of `{"name", "spec", "bytes"?, "flops"?}`,
+//! where `spec` is an op spec as `kernelc lower` reads it, `bytes` the memory traffic
+//! and `flops` the floating-point work of one run (to print GB/s or TFLOP/s). Each
+//! case's time is the median wall time of `--runs` calls of `Runtime::run` after one
+//! warm-up call, each call including its own completion (kernelc waits for every op to
+//! read its status word back).
+
+use super::{read_input, CliError};
+use clap::Args;
+use kernelc::kernels::conformance::{catalogue_kernels, inputs};
+use kernelc::kernels::spec::OpSpec;
+use kernelc::runtime::{cache::DiskCache, Device, DeviceChoice, Runtime, Tensor};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// cpu, cuda[:N], wgpu[:wgsl|naga|spirv|spirv-naga] or best.
+    #[arg(long, default_value = "best")]
+    device: String,
+    /// The cases: a JSON list of {"name", "spec", "bytes"?, "flops"?}.
+    #[arg(long)]
+    specs: Option<PathBuf>,
+    /// Timed calls per case (after one warm-up call).
+    #[arg(long, default_value_t = 20)]
+    runs: usize,
+    /// Also time the cold compile of every kernel of the op catalogue.
+    #[arg(long)]
+    compile: bool,
+    /// Write the results as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+#[derive(Deserialize, Debug)]
+struct Case {
+    name: String,
+    spec: OpSpec,
+    #[serde(default)]
+    bytes: Option<f64>,
+    #[serde(default)]
+    flops: Option<f64>,
+}
+
+#[derive(Serialize, Debug)]
+struct Timing {
+    name: String,
+    seconds: f64,
+    gb_per_s: Option<f64>,
+    tflop_per_s: Option<f64>,
+}
+
+#[derive(Serialize, Debug, Default)]
+struct Results {
+    device: String,
+    target: String,
+    cases: Vec<Timing>,
+    /// Cold compile per catalogue kernel, in seconds (sorted).
+    compile_seconds: Vec<f64>,
+    failures: Vec<String>,
+}
+
+pub fn run(args: BenchArgs) -> Result<(), CliError> {
+    let choice: DeviceChoice = args.device.parse()?;
+    let rt = Runtime::with_device(Device::open(choice)?, DiskCache::off());
+    let mut results = Results {
+        device: rt.device_name(),
+        target: rt.target_name().to_string(),
+        ..Results::default()
+    };
+    println!("device: {} [{}]", results.device, results.target);
+    if args.compile {
+        results.compile_seconds = cold_compiles(&rt)?;
+        print_compile_summary(&results.compile_seconds);
+    }
+    if let Some(path) = &args.specs {
+        let cases: Vec<Case> = serde_json::from_str(&read_input(path)?)
+            .map_err(|e| format!("{}: not a list of bench cases: {e}", path.display()))?;
+        println!("| case | time | rate |\n| --- | --- | --- |");
+        for case in &cases {
+            match time_case(&rt, case, args.runs.max(1)) {
+                Ok(t) => {
+                    println!("| {} | {} | {} |", t.name, show_time(t.seconds), show_rate(&t));
+                    results.cases.push(t);
+                }
+                Err(e) => {
+                    println!("| {} | failed: {e} | |", case.name);
+                    results.failures.push(format!("{}: {e}", case.name));
+                }
+            }
+        }
+    }
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&results)?)
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    if results.failures.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("{} cases failed", results.failures.len()).into())
+    }
+}
+
+/// Uploads seeded inputs, runs once to compile and warm up, then times `runs` calls.
+fn time_case(rt: &Runtime, case: &Case, runs: usize) -> Result<Timing, CliError> {
+    case.spec.validate()?;
+    let data = inputs::generate(&case.spec, 0xbe4c);
+    let tensors = case
+        .spec
+        .inputs()
+        .iter()
+        .zip(&data)
+        .map(|(sig, values)| rt.tensor_from_f64(&sig.shape, sig.dtype, values))
+        .collect::<Result<Vec<Tensor>, _>>()?;
+    drop(data);
+    let refs: Vec<&Tensor> = tensors.iter().collect();
+    rt.run(&case.spec, &refs)?;
+    let mut samples = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let started = Instant::now();
+        let outputs = rt.run(&case.spec, &refs)?;
+        samples.push(started.elapsed());
+        drop(outputs);
+    }
+    let seconds = median(&mut samples).as_secs_f64();
+    Ok(Timing {
+        name: case.name.clone(),
+        seconds,
+        gb_per_s: case.bytes.map(|b| b / seconds / 1e9),
+        tflop_per_s: case.flops.map(|f| f / seconds / 1e12),
+    })
+}
+
+/// The cold compile time of every distinct catalogue kernel on this device (emit,
+/// plus whatever the device does to load it), after one warm-up compile that pays
+/// for driver start-up.
+fn cold_compiles(rt: &Runtime) -> Result<Vec<f64>, CliError> {
+    let kernels = catalogue_kernels(rt.caps(), &rt.math_expansion())?;
+    let mut times = Vec::with_capacity(kernels.len());
+    for (i, k) in kernels.iter().enumerate() {
+        let started = Instant::now();
+        rt.executable(&k.kernel)
+            .map_err(|e| format!("{}: {e}", k.label))?;
+        if i > 0 {
+            times.push(started.elapsed().as_secs_f64());
+        }
+    }
+    times.sort_by(f64::total_cmp);
+    Ok(times)
+}
+
+fn print_compile_summary(times: &[f64]) {
+    if times.is_empty() {
+        return;
+    }
+    let at = |q: f64| times[((times.len() - 1) as f64 * q) as usize];
+    println!(
+        "cold compile over {} kernels: median {}, p90 {}, max {}",
+        times.len(),
+        show_time(at(0.5)),
+        show_time(at(0.9)),
+        show_time(at(1.0))
+    );
+}
+
+fn median(samples: &mut [Duration]) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn show_time(seconds: f64) -> String {
+    if seconds < 1e-3 {
+        format!("{:.1} µs", seconds * 1e6)
+    } else {
+        format!("{:.3} ms", seconds * 1e3)
+    }
+}
+
+fn show_rate(t: &Timing) -> String {
+    match (t.gb_per_s, t.tflop_per_s) {
+        (_, Some(tf)) if tf >= 1.0 => format!("{tf:.2} TFLOP/s"),
+        (_, Some(tf)) => format!("{:.2} GFLOP/s", tf * 1e3),
+        (Some(gb), None) => format!("{gb:.1} GB/s"),
+        (None, None) => String::new(),
+    }
+}
