@@ -930,3 +930,315 @@ fn uniform_values_stay_uniform_for_barriers() {
         assert!((g - w).abs() <= 4.0 * f32::EPSILON, "{g} vs {w}");
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// f64 (MathExpansion::f64)
+// ---------------------------------------------------------------------------------------
+
+fn expand_all_f64(kernel: &Kernel) -> Kernel {
+    let out = expand_math(kernel, &MathExpansion::all_transcendental_with_f64());
+    if let Err(e) = validate(&out) {
+        panic!("expanded kernel does not validate: {e}\n{out}");
+    }
+    out
+}
+
+/// The ULP of f64 `w`'s binade (subnormals: 2^-1074).
+fn ulp_of_f64(w: f64) -> f64 {
+    let biased = (w.abs().to_bits() >> 52).max(1);
+    if biased > 52 {
+        f64::from_bits((biased - 52) << 52)
+    } else {
+        f64::from_bits(1 << (biased - 1))
+    }
+}
+
+/// `|got - want|` in f64 ULPs of `want`; NaN, infinities and signed zeros must match.
+fn ulps_f64(got: f64, want: f64) -> f64 {
+    if want.is_nan() {
+        return if got.is_nan() { 0.0 } else { f64::INFINITY };
+    }
+    if want.is_infinite() || got.is_infinite() || got.is_nan() || want == 0.0 {
+        let same = got == want && got.is_sign_negative() == want.is_sign_negative();
+        return if same { 0.0 } else { f64::INFINITY };
+    }
+    (got - want).abs() / ulp_of_f64(want)
+}
+
+/// Special f64 inputs, the thresholds of exp/exp2 and the ends of the pieces.
+fn specials_f64() -> Vec<f64> {
+    let mut v = vec![
+        0.0,
+        -0.0,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        f64::MIN_POSITIVE,
+        -f64::MIN_POSITIVE,
+        f64::MAX,
+        f64::MIN,
+        f64::EPSILON,
+        1.0,
+        -1.0,
+        0.5,
+        2.0,
+        -2.0,
+        3.0,
+        1e-300,
+        -1e300,
+        709.782712893384,
+        709.7827128933841,
+        -745.1332191019411,
+        -745.1332191019412,
+        1024.0,
+        -1074.0,
+        -1075.0,
+        0.625,
+        1.0 - f64::EPSILON / 2.0,
+        2.5,
+        6.0,
+        22.0,
+        1e5,
+    ];
+    for bits in [1u64, 0x1234_5678, 0x000f_ffff_ffff_ffff] {
+        v.push(f64::from_bits(bits));
+        v.push(-f64::from_bits(bits));
+    }
+    v
+}
+
+/// Runs `func` over f64 inputs as written (the reference) and expanded with `lanes`
+/// lanes; checks special values exactly and returns the worst ULP error and its input.
+fn measure_f64(func: MathFn, xs: &[f64], ys: &[f64], lanes: u8) -> (f64, f64, f64) {
+    let n = padded(xs.len().div_ceil(lanes as usize) * lanes as usize);
+    let mut xv = xs.to_vec();
+    let mut yv = ys.to_vec();
+    xv.resize(n, 1.0);
+    yv.resize(n, 1.0);
+    let reference = map_kernel(F64, n, 1, |x, y| apply(func, x, y));
+    let kernel = map_kernel(F64, n, lanes, |x, y| apply(func, x, y));
+    let expanded = expand_all_f64(&kernel);
+    assert_no_call(&expanded.body, func);
+    let (a, b) = (HostBuffer::from_f64(&xv), HostBuffer::from_f64(&yv));
+    let want = run_map(&reference, F64, &a, &b, 1).to_f64();
+    let got = run_map(&expanded, F64, &a, &b, lanes).to_f64();
+    let mut worst = (0.0, 0.0, 0.0);
+    for i in 0..xs.len() {
+        let far_trig =
+            matches!(func, MathFn::Sin | MathFn::Cos) && xs[i].is_finite() && xs[i].abs() > 1.7e6;
+        if far_trig {
+            // beyond the accurate range (see `f64_sin_cos_stay_bounded_far_out`)
+            assert!(
+                got[i].abs() <= 1.0,
+                "f64 {}({:e}) = {:e}",
+                func.name(),
+                xs[i],
+                got[i]
+            );
+            continue;
+        }
+        let e = ulps_f64(got[i], want[i]);
+        assert!(
+            e.is_finite(),
+            "{}({:e}, {:e}): got {:e}, want {:e}",
+            func.name(),
+            xs[i],
+            ys[i],
+            got[i],
+            want[i]
+        );
+        if e > worst.0 {
+            worst = (e, xs[i], ys[i]);
+        }
+    }
+    eprintln!(
+        "f64 {:5} x{lanes}: {} points, max {:.1} ulp at x = {:e} y = {:e}",
+        func.name(),
+        xs.len(),
+        worst.0,
+        worst.1,
+        worst.2
+    );
+    worst
+}
+
+/// Random f64 inputs for `func` (`(x, y)`), over the ranges its algorithm distinguishes.
+fn inputs_f64(func: MathFn, rng: &mut Rng, n: usize) -> (Vec<f64>, Vec<f64>) {
+    let mut xs = specials_f64();
+    let mut ys = vec![0.0; xs.len()];
+    let sign = |rng: &mut Rng| if rng.next() % 2 == 0 { 1.0 } else { -1.0 };
+    for i in 0..n {
+        let small = (rng.unit() * 50.0 - 45.0).exp2() * sign(rng);
+        let (x, y) = match func {
+            MathFn::Exp if i % 2 == 0 => (rng.unit() * 1456.0 - 746.0, 0.0),
+            MathFn::Exp2 if i % 2 == 0 => (rng.unit() * 2105.0 - 1080.0, 0.0),
+            MathFn::Log | MathFn::Log2 if i % 2 == 0 => (f64::from_bits(rng.next() >> 1), 0.0),
+            MathFn::Log | MathFn::Log2 => (rng.unit() * 1.5 + 0.5, 0.0),
+            MathFn::Tanh => (rng.unit() * 24.0 * sign(rng), 0.0),
+            MathFn::Erf => (rng.unit() * 7.0 * sign(rng), 0.0),
+            MathFn::Sin | MathFn::Cos if i % 2 == 0 => ((rng.unit() * 50.0 - 30.0).exp2(), 0.0),
+            MathFn::Sin | MathFn::Cos => (rng.unit() * 2e5 - 1e5, 0.0),
+            MathFn::Pow if i % 4 == 3 => {
+                // negative bases with integer exponents
+                (
+                    -(rng.unit() * 20.0 - 10.0).exp2(),
+                    (rng.unit() * 80.0 - 40.0).round(),
+                )
+            }
+            MathFn::Pow => {
+                // any base, results spanning the whole range (subnormal to near overflow)
+                let x = f64::from_bits(rng.next() % 0x7ff0_0000_0000_0000);
+                let t = rng.unit() * 1454.0 - 745.0;
+                (x, t / x.ln())
+            }
+            _ => (small, 0.0),
+        };
+        xs.push(x);
+        ys.push(y);
+    }
+    if func == MathFn::Pow {
+        // special bases against special exponents
+        let sp = specials_f64();
+        for &x in &sp {
+            for &y in &sp {
+                xs.push(x);
+                ys.push(y);
+            }
+        }
+    }
+    (xs, ys)
+}
+
+#[test]
+fn f64_math_within_2_ulp_of_std() {
+    let mut rng = Rng(21);
+    for func in ALL {
+        let (xs, ys) = inputs_f64(func, &mut rng, 20_000);
+        let (e, x, y) = measure_f64(func, &xs, &ys, 1);
+        assert!(e <= 2.0, "f64 {}: {e} ulp at ({x:e}, {y:e})", func.name());
+    }
+}
+
+#[test]
+fn f64_vectors_match_scalar_lane_by_lane() {
+    let mut rng = Rng(22);
+    for func in ALL {
+        let (xs, ys) = inputs_f64(func, &mut rng, 500);
+        let n = padded(xs.len());
+        let mut xv = xs.clone();
+        let mut yv = ys.clone();
+        xv.resize(n, 1.0);
+        yv.resize(n, 1.0);
+        let (a, b) = (HostBuffer::from_f64(&xv), HostBuffer::from_f64(&yv));
+        let scalar = expand_all_f64(&map_kernel(F64, n, 1, |x, y| apply(func, x, y)));
+        let want = run_map(&scalar, F64, &a, &b, 1).to_f64();
+        for lanes in [2, 4] {
+            let vector = expand_all_f64(&map_kernel(F64, n, lanes, |x, y| apply(func, x, y)));
+            let got = run_map(&vector, F64, &a, &b, lanes).to_f64();
+            for i in 0..n {
+                assert!(
+                    got[i].to_bits() == want[i].to_bits() || (got[i].is_nan() && want[i].is_nan()),
+                    "f64 {} x{lanes} at ({:e}, {:e}): vector {:e}, scalar {:e}",
+                    func.name(),
+                    xv[i],
+                    yv[i],
+                    got[i],
+                    want[i]
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn f64_sin_cos_stay_bounded_far_out() {
+    let mut rng = Rng(23);
+    let xs: Vec<f64> = (0..2000)
+        .map(|_| (rng.unit() * 1000.0).exp2() * if rng.next() % 2 == 0 { 1.0 } else { -1.0 })
+        .collect();
+    let n = padded(xs.len());
+    let mut xv = xs.clone();
+    xv.resize(n, 1.0);
+    let a = HostBuffer::from_f64(&xv);
+    for func in [MathFn::Sin, MathFn::Cos] {
+        let k = expand_all_f64(&map_kernel(F64, n, 1, |x, y| apply(func, x, y)));
+        let got = run_map(&k, F64, &a, &a, 1).to_f64();
+        for (x, g) in xv.iter().zip(&got) {
+            assert!(g.abs() <= 1.0, "f64 {}({x:e}) = {g:e}", func.name());
+            // the table's allowance: 8 ulp of the argument's magnitude
+            let want = if func == MathFn::Sin {
+                x.sin()
+            } else {
+                x.cos()
+            };
+            assert!(
+                (g - want).abs() <= 8.0 * f64::EPSILON / 2.0 * (x.abs() + 1.0),
+                "f64 {}({x:e}) = {g:e}, want {want:e}",
+                func.name()
+            );
+        }
+    }
+}
+
+#[test]
+fn f64_expansion_is_idempotent_and_keeps_results() {
+    let kernel = mixed_kernel();
+    let once = expand_all_f64(&kernel);
+    let left: Vec<_> = calls(&once.body).into_iter().map(|(f, _)| f).collect();
+    assert!(
+        left.iter().all(|f| !ALL.contains(f)),
+        "no transcendental call stays: {left:?}"
+    );
+    let twice = expand_math(&once, &MathExpansion::all_transcendental_with_f64());
+    assert_eq!(once, twice);
+    assert_eq!(once.params, kernel.params);
+    assert_eq!(once.locals[..kernel.locals.len()], kernel.locals[..]);
+    let (want, want_d) = run_mixed(&kernel);
+    let (got, got_d) = run_mixed(&once);
+    for i in 0..want.len() {
+        let tol = 64.0 * f32::EPSILON * (1.0 + want[i].abs());
+        assert!((got[i] - want[i]).abs() <= tol, "out[{i}]");
+        let e = ulps_f64(got_d[i], want_d[i]);
+        // exp + sin of the same argument: a few ulp of the larger term
+        let tol_d = 4.0 * f64::EPSILON * (want_d[i].abs() + 1.0);
+        assert!(
+            e <= 4.0 || (got_d[i] - want_d[i]).abs() <= tol_d,
+            "dout[{i}]: {} vs {}",
+            got_d[i],
+            want_d[i]
+        );
+    }
+}
+
+#[test]
+fn f64_expansion_can_be_chosen_per_function() {
+    let kernel = mixed_kernel();
+    let only_sin = expand_math(&kernel, &MathExpansion::only(&[MathFn::Sin]).with_f64(true));
+    validate(&only_sin).expect("partial expansion validates");
+    let left: Vec<_> = calls(&only_sin.body).into_iter().map(|(f, _)| f).collect();
+    assert!(
+        !left.contains(&MathFn::Sin),
+        "both sin calls (f32, f64) expanded"
+    );
+    assert!(left.contains(&MathFn::Exp), "exp (f32 and f64) stays");
+    assert!(
+        !MathExpansion::all_transcendental().f64,
+        "the default leaves f64 alone"
+    );
+    assert_eq!(
+        MathExpansion::default(),
+        MathExpansion::all_transcendental()
+    );
+}
+
+#[test]
+fn f64_expansions_are_compact() {
+    for func in ALL {
+        let kernel = map_kernel(F64, WG as usize, 1, |x, y| apply(func, x, y));
+        let expanded = expand_all_f64(&kernel);
+        let added = expanded.locals.len() - kernel.locals.len();
+        let size = kernelc_ir::block_size(&expanded.body) - kernelc_ir::block_size(&kernel.body);
+        eprintln!("f64 {:5}: {added} locals, {size} nodes", func.name());
+        assert!(size < 2000, "f64 {} expands to {size} nodes", func.name());
+    }
+}

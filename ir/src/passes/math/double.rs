@@ -1,0 +1,1523 @@
+//! The f64 implementations of the math expansion (see the parent module's documentation
+//! for the accuracy table and [`MathExpansion::f64`](super::MathExpansion::f64)).
+//!
+//! The designs are the double-precision versions of the f32 ones: Cody–Waite range
+//! reductions whose first step is exact, polynomials fitted in the Chebyshev sense (in
+//! 60-digit arithmetic, coefficients rounded to f64) and evaluated by Horner's scheme, and
+//! double-double arithmetic (a value `h + l` with `|l| ≲ ulp(h)`) wherever one rounding
+//! would cost more than a fraction of an ulp: the reduced argument of `exp`, `log` of the
+//! mantissa, `y · log x` in `pow`, `x²` in `erf`, and `x − k·π/2`. The error-free
+//! products use `fma` (exact on every target); `+ − ×` must never be contracted.
+//!
+//! Like the f32 algorithms, these are written once against an operations trait
+//! ([`Ops64`]): the pass instantiates them with IR expressions (`Emitter`), the tests with
+//! native f64 arithmetic, which computes bit for bit what the interpreter computes on the
+//! emitted IR.
+
+use super::Emitter;
+use crate::kernel::{BinaryOp, CmpOp, Expr, MathFn, UnaryOp};
+use crate::scalar::Scalar;
+use crate::types::ScalarType;
+
+/// The operations the f64 algorithms use, on f64 (`F`), i64 (`I`) and bool (`B`) values
+/// of one lane count. Integer arithmetic wraps; `ftoi` truncates and saturates (NaN → 0).
+pub(super) trait Ops64 {
+    type F: Clone;
+    type I: Clone;
+    type B: Clone;
+    fn cf(&mut self, v: f64) -> Self::F;
+    fn ci(&mut self, v: i64) -> Self::I;
+    fn add(&mut self, a: &Self::F, b: &Self::F) -> Self::F;
+    fn sub(&mut self, a: &Self::F, b: &Self::F) -> Self::F;
+    fn mul(&mut self, a: &Self::F, b: &Self::F) -> Self::F;
+    fn div(&mut self, a: &Self::F, b: &Self::F) -> Self::F;
+    /// `a · b + c` rounded once.
+    fn fma(&mut self, a: &Self::F, b: &Self::F, c: &Self::F) -> Self::F;
+    fn neg(&mut self, a: &Self::F) -> Self::F;
+    fn abs(&mut self, a: &Self::F) -> Self::F;
+    fn lt(&mut self, a: &Self::F, b: &Self::F) -> Self::B;
+    fn gt(&mut self, a: &Self::F, b: &Self::F) -> Self::B;
+    fn ge(&mut self, a: &Self::F, b: &Self::F) -> Self::B;
+    fn feq(&mut self, a: &Self::F, b: &Self::F) -> Self::B;
+    fn fne(&mut self, a: &Self::F, b: &Self::F) -> Self::B;
+    fn and(&mut self, a: &Self::B, b: &Self::B) -> Self::B;
+    fn or(&mut self, a: &Self::B, b: &Self::B) -> Self::B;
+    fn not(&mut self, a: &Self::B) -> Self::B;
+    fn sel(&mut self, c: &Self::B, t: &Self::F, f: &Self::F) -> Self::F;
+    fn iadd(&mut self, a: &Self::I, b: &Self::I) -> Self::I;
+    fn isub(&mut self, a: &Self::I, b: &Self::I) -> Self::I;
+    fn iand(&mut self, a: &Self::I, b: &Self::I) -> Self::I;
+    fn shl(&mut self, a: &Self::I, n: u32) -> Self::I;
+    /// Arithmetic shift right.
+    fn shr(&mut self, a: &Self::I, n: u32) -> Self::I;
+    fn ieq(&mut self, a: &Self::I, b: &Self::I) -> Self::B;
+    fn ilt(&mut self, a: &Self::I, b: &Self::I) -> Self::B;
+    fn isel(&mut self, c: &Self::B, t: &Self::I, f: &Self::I) -> Self::I;
+    /// The bits of an f64 as an i64.
+    fn bits_of(&mut self, a: &Self::F) -> Self::I;
+    fn float_of_bits(&mut self, a: &Self::I) -> Self::F;
+    fn ftoi(&mut self, a: &Self::F) -> Self::I;
+    fn itof(&mut self, a: &Self::I) -> Self::F;
+    /// Names a value that is used more than once (IR: a `Let`).
+    fn bind(&mut self, a: Self::F) -> Self::F;
+    fn bindi(&mut self, a: Self::I) -> Self::I;
+    fn bindb(&mut self, a: Self::B) -> Self::B;
+}
+
+/// The expansion of the f64 call `func(args)` (arguments already bound), or `None` for a
+/// function without an f64 implementation.
+pub(super) fn expand<O: Ops64>(o: &mut O, func: MathFn, args: &[O::F]) -> Option<O::F> {
+    let x = args.first()?;
+    Some(match func {
+        MathFn::Exp => exp(o, x),
+        MathFn::Exp2 => exp2(o, x),
+        MathFn::Log => log(o, x),
+        MathFn::Log2 => log2(o, x),
+        MathFn::Tanh => tanh(o, x),
+        MathFn::Erf => erf(o, x),
+        MathFn::Sin => sincos(o, x, Trig::Sin),
+        MathFn::Cos => sincos(o, x, Trig::Cos),
+        MathFn::Pow => pow(o, x, args.get(1)?),
+        _ => return None,
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// IR emission
+// ---------------------------------------------------------------------------------------
+
+impl Emitter<'_, '_> {
+    fn math(func: MathFn, args: &[&Expr]) -> Expr {
+        Expr::Math {
+            func,
+            args: args.iter().map(|&a| a.clone()).collect(),
+        }
+    }
+
+    fn convert(e: &Expr, to: ScalarType, bitwise: bool) -> Expr {
+        let arg = Box::new(e.clone());
+        if bitwise {
+            Expr::Bitcast { to, arg }
+        } else {
+            Expr::Cast { to, arg }
+        }
+    }
+}
+
+impl Ops64 for Emitter<'_, '_> {
+    type F = Expr;
+    type I = Expr;
+    type B = Expr;
+    fn cf(&mut self, v: f64) -> Expr {
+        self.lit(Scalar::f64(v))
+    }
+    fn ci(&mut self, v: i64) -> Expr {
+        self.lit(Scalar::I64(v))
+    }
+    fn add(&mut self, a: &Expr, b: &Expr) -> Expr {
+        Self::bin(BinaryOp::Add, a, b)
+    }
+    fn sub(&mut self, a: &Expr, b: &Expr) -> Expr {
+        Self::bin(BinaryOp::Sub, a, b)
+    }
+    fn mul(&mut self, a: &Expr, b: &Expr) -> Expr {
+        Self::bin(BinaryOp::Mul, a, b)
+    }
+    fn div(&mut self, a: &Expr, b: &Expr) -> Expr {
+        Self::bin(BinaryOp::Div, a, b)
+    }
+    fn fma(&mut self, a: &Expr, b: &Expr, c: &Expr) -> Expr {
+        Self::math(MathFn::Fma, &[a, b, c])
+    }
+    fn neg(&mut self, a: &Expr) -> Expr {
+        Expr::Unary {
+            op: UnaryOp::Neg,
+            arg: Box::new(a.clone()),
+        }
+    }
+    fn abs(&mut self, a: &Expr) -> Expr {
+        Self::math(MathFn::Abs, &[a])
+    }
+    fn lt(&mut self, a: &Expr, b: &Expr) -> Expr {
+        Self::cmp(CmpOp::Lt, a, b)
+    }
+    fn gt(&mut self, a: &Expr, b: &Expr) -> Expr {
+        Self::cmp(CmpOp::Gt, a, b)
+    }
+    fn ge(&mut self, a: &Expr, b: &Expr) -> Expr {
+        Self::cmp(CmpOp::Ge, a, b)
+    }
+    fn feq(&mut self, a: &Expr, b: &Expr) -> Expr {
+        Self::cmp(CmpOp::Eq, a, b)
+    }
+    fn fne(&mut self, a: &Expr, b: &Expr) -> Expr {
+        Self::cmp(CmpOp::Ne, a, b)
+    }
+    fn and(&mut self, a: &Expr, b: &Expr) -> Expr {
+        Self::bin(BinaryOp::And, a, b)
+    }
+    fn or(&mut self, a: &Expr, b: &Expr) -> Expr {
+        Self::bin(BinaryOp::Or, a, b)
+    }
+    fn not(&mut self, a: &Expr) -> Expr {
+        Expr::Unary {
+            op: UnaryOp::Not,
+            arg: Box::new(a.clone()),
+        }
+    }
+    fn sel(&mut self, c: &Expr, t: &Expr, f: &Expr) -> Expr {
+        Self::select(c, t, f)
+    }
+    fn iadd(&mut self, a: &Expr, b: &Expr) -> Expr {
+        Self::bin(BinaryOp::Add, a, b)
+    }
+    fn isub(&mut self, a: &Expr, b: &Expr) -> Expr {
+        Self::bin(BinaryOp::Sub, a, b)
+    }
+    fn iand(&mut self, a: &Expr, b: &Expr) -> Expr {
+        Self::bin(BinaryOp::And, a, b)
+    }
+    fn shl(&mut self, a: &Expr, n: u32) -> Expr {
+        self.shift(BinaryOp::Shl, a, n)
+    }
+    fn shr(&mut self, a: &Expr, n: u32) -> Expr {
+        self.shift(BinaryOp::Shr, a, n)
+    }
+    fn ieq(&mut self, a: &Expr, b: &Expr) -> Expr {
+        Self::cmp(CmpOp::Eq, a, b)
+    }
+    fn ilt(&mut self, a: &Expr, b: &Expr) -> Expr {
+        Self::cmp(CmpOp::Lt, a, b)
+    }
+    fn isel(&mut self, c: &Expr, t: &Expr, f: &Expr) -> Expr {
+        Self::select(c, t, f)
+    }
+    fn bits_of(&mut self, a: &Expr) -> Expr {
+        Self::convert(a, ScalarType::I64, true)
+    }
+    fn float_of_bits(&mut self, a: &Expr) -> Expr {
+        Self::convert(a, ScalarType::F64, true)
+    }
+    fn ftoi(&mut self, a: &Expr) -> Expr {
+        Self::convert(a, ScalarType::I64, false)
+    }
+    fn itof(&mut self, a: &Expr) -> Expr {
+        Self::convert(a, ScalarType::F64, false)
+    }
+    fn bind(&mut self, a: Expr) -> Expr {
+        self.bind_as(a, ScalarType::F64)
+    }
+    fn bindi(&mut self, a: Expr) -> Expr {
+        self.bind_as(a, ScalarType::I64)
+    }
+    fn bindb(&mut self, a: Expr) -> Expr {
+        self.bind_as(a, ScalarType::Bool)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------------
+
+/// Horner's scheme; coefficients from the highest degree down.
+fn poly<O: Ops64>(o: &mut O, x: &O::F, c: &[f64]) -> O::F {
+    let mut acc = o.cf(c.first().copied().unwrap_or(0.0));
+    for &ci in c.iter().skip(1) {
+        let k = o.cf(ci);
+        acc = o.fma(&acc, x, &k);
+    }
+    acc
+}
+
+/// Horner's scheme on one of two coefficient sets of equal length, chosen per lane by
+/// `first` (a select per coefficient is cheaper than evaluating both polynomials).
+fn poly_either<O: Ops64>(o: &mut O, x: &O::F, first: &O::B, a: &[f64], b: &[f64]) -> O::F {
+    let mut acc: Option<O::F> = None;
+    for (&ca, &cb) in a.iter().zip(b) {
+        let (ka, kb) = (o.cf(ca), o.cf(cb));
+        let k = o.sel(first, &ka, &kb);
+        acc = Some(match acc {
+            None => k,
+            Some(acc) => o.fma(&acc, x, &k),
+        });
+    }
+    acc.unwrap_or_else(|| o.cf(0.0))
+}
+
+fn addc<O: Ops64>(o: &mut O, a: &O::F, c: f64) -> O::F {
+    let k = o.cf(c);
+    o.add(a, &k)
+}
+
+fn mulc<O: Ops64>(o: &mut O, a: &O::F, c: f64) -> O::F {
+    let k = o.cf(c);
+    o.mul(a, &k)
+}
+
+fn ltc<O: Ops64>(o: &mut O, a: &O::F, c: f64) -> O::B {
+    let k = o.cf(c);
+    o.lt(a, &k)
+}
+
+fn gtc<O: Ops64>(o: &mut O, a: &O::F, c: f64) -> O::B {
+    let k = o.cf(c);
+    o.gt(a, &k)
+}
+
+fn eqc<O: Ops64>(o: &mut O, a: &O::F, c: f64) -> O::B {
+    let k = o.cf(c);
+    o.feq(a, &k)
+}
+
+/// `c ? t : f` with a constant `t`.
+fn selc<O: Ops64>(o: &mut O, c: &O::B, t: f64, f: &O::F) -> O::F {
+    let k = o.cf(t);
+    o.sel(c, &k, f)
+}
+
+/// `min(a, hi)` that keeps a NaN `a`.
+fn min_c<O: Ops64>(o: &mut O, a: &O::F, hi: f64) -> O::F {
+    let c = gtc(o, a, hi);
+    selc(o, &c, hi, a)
+}
+
+/// `max(a, lo)` that keeps a NaN `a`.
+fn max_c<O: Ops64>(o: &mut O, a: &O::F, lo: f64) -> O::F {
+    let c = ltc(o, a, lo);
+    selc(o, &c, lo, a)
+}
+
+fn iaddc<O: Ops64>(o: &mut O, a: &O::I, c: i64) -> O::I {
+    let k = o.ci(c);
+    o.iadd(a, &k)
+}
+
+fn iandc<O: Ops64>(o: &mut O, a: &O::I, c: i64) -> O::I {
+    let k = o.ci(c);
+    o.iand(a, &k)
+}
+
+/// 1.5 · 2⁵²: adding it rounds an f64 below 2⁵¹ in magnitude to an integer, which then
+/// sits in the low mantissa bits.
+const MAGIC: f64 = 6_755_399_441_055_744.0;
+const MAGIC_BITS: i64 = 0x4338_0000_0000_0000;
+
+/// `v` rounded to the nearest integer (ties to even), as a float and as an integer;
+/// valid for `|v| < 2⁵¹`.
+fn round_magic<O: Ops64>(o: &mut O, v: &O::F) -> (O::F, O::I) {
+    let t = addc(o, v, MAGIC);
+    let t = o.bind(t);
+    let kf = addc(o, &t, -MAGIC);
+    let kf = o.bind(kf);
+    let tb = o.bits_of(&t);
+    let ki = iaddc(o, &tb, -MAGIC_BITS);
+    let ki = o.bindi(ki);
+    (kf, ki)
+}
+
+/// `2^k` for an integer `k` in `[-1022, 1023]`, built in the exponent field.
+fn pow2i<O: Ops64>(o: &mut O, k: &O::I) -> O::F {
+    let e = iaddc(o, k, 1023);
+    let s = o.shl(&e, 52);
+    o.float_of_bits(&s)
+}
+
+/// `p · 2^k` for `p` near 1 and `k` in `[-2044, 2046]`, in two steps of which only the
+/// second rounds (so a subnormal result is rounded once, and overflow gives +∞).
+fn scale<O: Ops64>(o: &mut O, p: &O::F, k: &O::I) -> O::F {
+    let k1 = o.shr(k, 1);
+    let k1 = o.bindi(k1);
+    let k2 = o.isub(k, &k1);
+    let s1 = pow2i(o, &k1);
+    let s2 = pow2i(o, &k2);
+    let t = o.mul(p, &s1);
+    o.mul(&t, &s2)
+}
+
+/// Knuth's TwoSum: `s + e = a + b` exactly, `s = fl(a + b)`.
+fn two_sum<O: Ops64>(o: &mut O, a: &O::F, b: &O::F) -> (O::F, O::F) {
+    let s = o.add(a, b);
+    let s = o.bind(s);
+    let bb = o.sub(&s, a);
+    let bb = o.bind(bb);
+    let sa = o.sub(&s, &bb);
+    let ea = o.sub(a, &sa);
+    let eb = o.sub(b, &bb);
+    let e = o.add(&ea, &eb);
+    let e = o.bind(e);
+    (s, e)
+}
+
+/// Fast2Sum: `s + e = a + b` exactly when `|a| ≥ |b|` (or `a = 0`).
+fn fast_two_sum<O: Ops64>(o: &mut O, a: &O::F, b: &O::F) -> (O::F, O::F) {
+    let s = o.add(a, b);
+    let s = o.bind(s);
+    let d = o.sub(&s, a);
+    let e = o.sub(b, &d);
+    let e = o.bind(e);
+    (s, e)
+}
+
+/// `p + e = a · b` exactly (barring overflow and underflow), the error by one fma.
+fn two_prod<O: Ops64>(o: &mut O, a: &O::F, b: &O::F) -> (O::F, O::F) {
+    let p = o.mul(a, b);
+    let p = o.bind(p);
+    let np = o.neg(&p);
+    let e = o.fma(a, b, &np);
+    let e = o.bind(e);
+    (p, e)
+}
+
+/// The double-double product `(ah + al) · (bh + bl)`, dropping `al · bl`.
+fn dd_mul<O: Ops64>(o: &mut O, a: (&O::F, &O::F), b: (&O::F, &O::F)) -> (O::F, O::F) {
+    let (p, e) = two_prod(o, a.0, b.0);
+    let c1 = o.mul(a.0, b.1);
+    let c2 = o.mul(a.1, b.0);
+    let c = o.add(&c1, &c2);
+    let l = o.add(&e, &c);
+    let l = o.bind(l);
+    (p, l)
+}
+
+/// The double-double product `(ah + al) · c` for a constant `c = ch + cl`.
+fn dd_mul_const<O: Ops64>(o: &mut O, a: (&O::F, &O::F), c: (f64, f64)) -> (O::F, O::F) {
+    let ch = o.cf(c.0);
+    let cl = o.cf(c.1);
+    dd_mul(o, a, (&ch, &cl))
+}
+
+// ---------------------------------------------------------------------------------------
+// exp, exp2
+// ---------------------------------------------------------------------------------------
+
+/// ln 2 in two parts: the first has 42 significant bits, so `k · LN2_HI` is exact for
+/// `|k| < 2¹¹`; the second makes the sum accurate to ~2⁻⁹⁶.
+const LN2_HI: f64 = 0.693_147_180_559_890_3;
+const LN2_LO: f64 = 5.497_923_018_708_371e-14;
+/// ln 2 as a double-double (the closest f64 and the rest).
+const LN2_DD: (f64, f64) = (std::f64::consts::LN_2, 2.319_046_813_846_299_6e-17);
+/// log₂ e as a double-double.
+const LOG2E_DD: (f64, f64) = (std::f64::consts::LOG2_E, 2.035_527_374_093_103_3e-17);
+/// `e^r ≈ 1 + r + r² · EXP_Q(r)` on `|r| ≤ 0.3466` (fit error 2⁻⁵⁹·³).
+const EXP_Q: [f64; 11] = [
+    2.091_468_516_141_806_7e-9,
+    2.510_521_447_475_141_3e-8,
+    2.755_727_364_745_108_7e-7,
+    2.755_725_540_628_504_4e-6,
+    2.480_158_732_554_432e-5,
+    0.000_198_412_698_748_158_34,
+    0.001_388_888_888_888_375,
+    0.008_333_333_333_326_136,
+    0.041_666_666_666_666_67,
+    0.166_666_666_666_666_7,
+    0.5,
+];
+/// Beyond these, `e^x` is `+∞` (ln of the largest f64 is 709.78) or `0` (e^-746 is
+/// below half the smallest subnormal); clamping there keeps `k` in range of [`scale`].
+const EXP_MAX: f64 = 709.79;
+const EXP_MIN: f64 = -746.0;
+
+/// `2^k · e^(rh + rl)` for a reduced argument `|rh| ≤ 0.3466 + ε`, `|rl| ≲ ulp(rh)`:
+/// `e^(rh+rl) ≈ 1 + rh + (rl·(1 + rh) + rh²·Q(rh))`, the `1 + rh` kept exact.
+fn exp_reduced<O: Ops64>(o: &mut O, rh: &O::F, rl: &O::F, k: &O::I) -> O::F {
+    let z = o.mul(rh, rh);
+    let q = poly(o, rh, &EXP_Q);
+    let t = o.mul(&z, &q);
+    let c = o.fma(rh, rl, rl);
+    let t = o.add(&t, &c);
+    let one = o.cf(1.0);
+    let (s, e) = fast_two_sum(o, &one, rh);
+    let t = o.add(&e, &t);
+    let p = o.add(&s, &t);
+    let p = o.bind(p);
+    scale(o, &p, k)
+}
+
+/// `e^(h + l)` for a double-double argument (`l` absent: 0). `h` is clamped to
+/// `[EXP_MIN, EXP_MAX]`, and `l` dropped where `h` is far outside (where `l` may be NaN
+/// from an infinite `h`; the result is 0 or +∞ there anyway).
+fn exp_dd<O: Ops64>(o: &mut O, h: &O::F, l: Option<&O::F>) -> O::F {
+    let hc = min_c(o, h, EXP_MAX);
+    let hc = max_c(o, &hc, EXP_MIN);
+    let hc = o.bind(hc);
+    let v = mulc(o, &hc, std::f64::consts::LOG2_E);
+    let (kf, ki) = round_magic(o, &v);
+    // h - k·LN2_HI is exact: the product is, and the difference is a multiple of
+    // ulp(h) below 0.35 (or Sterbenz applies).
+    let kh = mulc(o, &kf, LN2_HI);
+    let a = o.sub(&hc, &kh);
+    let a = o.bind(a);
+    let kl = mulc(o, &kf, LN2_LO);
+    let low = match l {
+        Some(l) => {
+            let ah = o.abs(h);
+            let near = ltc(o, &ah, 1000.0);
+            let zero = o.cf(0.0);
+            let l = o.sel(&near, l, &zero);
+            o.sub(&l, &kl)
+        }
+        None => o.neg(&kl),
+    };
+    let low = o.bind(low);
+    let (rh, rl) = two_sum(o, &a, &low);
+    exp_reduced(o, &rh, &rl, &ki)
+}
+
+fn exp<O: Ops64>(o: &mut O, x: &O::F) -> O::F {
+    exp_dd(o, x, None)
+}
+
+/// `2^x = 2^k · e^((x − k)·ln 2)`, the product as a double-double.
+fn exp2<O: Ops64>(o: &mut O, x: &O::F) -> O::F {
+    // 2^1024 overflows, 2^-1076 rounds to 0: clamping keeps k in range of `scale`.
+    let xc = min_c(o, x, 1025.0);
+    let xc = max_c(o, &xc, -1080.0);
+    let xc = o.bind(xc);
+    let (kf, ki) = round_magic(o, &xc);
+    let r = o.sub(&xc, &kf);
+    let r = o.bind(r);
+    let zero = o.cf(0.0);
+    let (rh, rl) = dd_mul_const(o, (&r, &zero), LN2_DD);
+    exp_reduced(o, &rh, &rl, &ki)
+}
+
+// ---------------------------------------------------------------------------------------
+// log, log2
+// ---------------------------------------------------------------------------------------
+
+/// The bits of √½ (rounded) and of 1.
+const SQRT_HALF_BITS: i64 = 0x3fe6_a09e_667f_3bcd;
+const ONE_BITS: i64 = 0x3ff0_0000_0000_0000;
+const MANTISSA_MASK: i64 = 0x000f_ffff_ffff_ffff;
+/// 2/3 as a double-double.
+const TWO_THIRDS_DD: (f64, f64) = (0.666_666_666_666_666_6, 3.700_743_415_417_188e-17);
+/// `2·atanh(s) = 2s + (2/3)s³ + s⁵ · ATANH_T(s²)` on `|s| ≤ 0.1716` (`ATANH_T(w) =
+/// Σ 2wⁿ/(2n + 5)`; fit error 2⁻⁶⁶).
+const ATANH_T: [f64; 9] = [
+    0.107_624_155_979_720_05,
+    0.104_563_282_429_454_38,
+    0.117_668_130_775_911_33,
+    0.133_332_965_354_372_4,
+    0.153_846_157_611_573_89,
+    0.181_818_181_796_570_14,
+    0.222_222_222_222_284_3,
+    0.285_714_285_714_285_64,
+    0.4,
+];
+
+/// `x = 2^k · m` with `m ∈ [√½, √2)`, for positive finite `x` (subnormals are scaled by
+/// 2⁵² first). Returns `k` (as a float) and `f = m − 1` (exact).
+fn log_reduce<O: Ops64>(o: &mut O, x: &O::F) -> (O::F, O::F) {
+    let sub = ltc(o, x, f64::MIN_POSITIVE);
+    let sub = o.bindb(sub);
+    let xs = mulc(o, x, 4_503_599_627_370_496.0); // 2^52
+    let xs = o.sel(&sub, &xs, x);
+    // Offsetting the bits by 1 - √½ moves the mantissa range [√½, √2) onto one exponent.
+    let ix = o.bits_of(&xs);
+    let ix = iaddc(o, &ix, ONE_BITS - SQRT_HALF_BITS);
+    let ix = o.bindi(ix);
+    let e = o.shr(&ix, 52);
+    let sub_adj = o.ci(-1023 - 52);
+    let adj = o.ci(-1023);
+    let adj = o.isel(&sub, &sub_adj, &adj);
+    let k = o.iadd(&e, &adj);
+    let k = o.itof(&k);
+    let k = o.bind(k);
+    let mb = iandc(o, &ix, MANTISSA_MASK);
+    let mb = iaddc(o, &mb, SQRT_HALF_BITS);
+    let m = o.float_of_bits(&mb);
+    let f = addc(o, &m, -1.0);
+    let f = o.bind(f);
+    (k, f)
+}
+
+/// `log(1 + f)` for `1 + f ∈ [√½, √2)` as a double-double, accurate to ~2⁻⁶⁸ relative:
+/// `2·atanh(s)` with `s = f / (2 + f)` as a double-double and the `(2/3)s³` term too.
+fn log1p_dd<O: Ops64>(o: &mut O, f: &O::F) -> (O::F, O::F) {
+    // 2 + f = dh + dl exactly (dh - 2 is exact by Sterbenz).
+    let dh = addc(o, f, 2.0);
+    let dh = o.bind(dh);
+    let d2 = addc(o, &dh, -2.0);
+    let dl = o.sub(f, &d2);
+    let dl = o.bind(dl);
+    // s = sh + sl from the division's exact residual f - sh·dh.
+    let sh = o.div(f, &dh);
+    let sh = o.bind(sh);
+    let nsh = o.neg(&sh);
+    let res = o.fma(&nsh, &dh, f);
+    let sdl = o.mul(&sh, &dl);
+    let res = o.sub(&res, &sdl);
+    let sl = o.div(&res, &dh);
+    let sl = o.bind(sl);
+    // s² and s³ as double-doubles, (2/3)s³, and the rest s⁵·T(s²) rounded once.
+    let (wh, wl) = dd_mul(o, (&sh, &sl), (&sh, &sl));
+    let (ch, cl) = dd_mul(o, (&sh, &sl), (&wh, &wl));
+    let (th, tl) = dd_mul_const(o, (&ch, &cl), TWO_THIRDS_DD);
+    let t = poly(o, &wh, &ATANH_T);
+    let c5 = o.mul(&ch, &wh);
+    let rest = o.mul(&c5, &t);
+    let rest = o.bind(rest);
+    // 2sh + ((2/3)s³ + rest) + (2sl + tl + rounding errors), largest first.
+    let (u, ue) = fast_two_sum(o, &th, &rest);
+    let sh2 = mulc(o, &sh, 2.0);
+    let (h, he) = fast_two_sum(o, &sh2, &u);
+    let sl2 = mulc(o, &sl, 2.0);
+    let small = o.add(&sl2, &tl);
+    let small = o.add(&small, &ue);
+    let l = o.add(&he, &small);
+    let l = o.bind(l);
+    (h, l)
+}
+
+/// `log x` for positive finite `x` as a double-double (unnormalised: `|l|` may reach a
+/// few ulp of `h`), accurate to ~2⁻⁶⁷ relative.
+fn log_dd<O: Ops64>(o: &mut O, x: &O::F) -> (O::F, O::F) {
+    let (k, f) = log_reduce(o, x);
+    let (h, l) = log1p_dd(o, &f);
+    // k·LN2_HI is exact; |k·ln 2| ≥ 0.69 > |h| unless k = 0, so Fast2Sum applies.
+    let kh = mulc(o, &k, LN2_HI);
+    let (a, ae) = fast_two_sum(o, &kh, &h);
+    let kl = mulc(o, &k, LN2_LO);
+    let low = o.add(&l, &kl);
+    let low = o.add(&ae, &low);
+    let low = o.bind(low);
+    (a, low)
+}
+
+/// `log` special cases: +∞ → +∞, ±0 → −∞, negative or NaN → NaN.
+fn log_specials<O: Ops64>(o: &mut O, x: &O::F, r: &O::F) -> O::F {
+    let is_inf = eqc(o, x, f64::INFINITY);
+    let r = selc(o, &is_inf, f64::INFINITY, r);
+    let is_zero = eqc(o, x, 0.0);
+    let r = selc(o, &is_zero, f64::NEG_INFINITY, &r);
+    let zero = o.cf(0.0);
+    let ok = o.ge(x, &zero);
+    let bad = o.not(&ok);
+    selc(o, &bad, f64::NAN, &r)
+}
+
+fn log<O: Ops64>(o: &mut O, x: &O::F) -> O::F {
+    let (h, l) = log_dd(o, x);
+    let r = o.add(&h, &l);
+    let r = o.bind(r);
+    log_specials(o, x, &r)
+}
+
+/// `log2 x = k + log(m)·log₂e`, the product as a double-double and `k` added exactly
+/// (so powers of two give exact integers).
+fn log2<O: Ops64>(o: &mut O, x: &O::F) -> O::F {
+    let (k, f) = log_reduce(o, x);
+    let (h, l) = log1p_dd(o, &f);
+    let (ph, pl) = dd_mul_const(o, (&h, &l), LOG2E_DD);
+    // |k| ≥ 1 > |ph| (|log2 m| ≤ 0.5), or k = 0
+    let (a, ae) = fast_two_sum(o, &k, &ph);
+    let low = o.add(&ae, &pl);
+    let r = o.add(&a, &low);
+    let r = o.bind(r);
+    log_specials(o, x, &r)
+}
+
+// ---------------------------------------------------------------------------------------
+// pow
+// ---------------------------------------------------------------------------------------
+
+/// Every f64 of magnitude 2⁵³ or more is an even integer.
+const TWO_POW_53: f64 = 9_007_199_254_740_992.0;
+
+/// `pow(x, y) = e^(y·log|x|)` with the logarithm and the product as double-doubles, then
+/// the C99/IEEE special cases (as `f64::powf`), selected over the general result.
+fn pow<O: Ops64>(o: &mut O, x: &O::F, y: &O::F) -> O::F {
+    let a = o.abs(x);
+    let a = o.bind(a);
+    let (lh, ll) = log_dd(o, &a);
+    let (th, te) = two_prod(o, y, &lh);
+    let yl = o.mul(y, &ll);
+    let tl = o.add(&te, &yl);
+    let tl = o.bind(tl);
+    let r = exp_dd(o, &th, Some(&tl));
+    let r = o.bind(r);
+    pow_specials(o, x, y, &a, &r)
+}
+
+/// Properties of `y` that `pow` needs: whether it is an integer, an odd integer.
+fn integer_parity<O: Ops64>(o: &mut O, y: &O::F) -> (O::B, O::B) {
+    let ay = o.abs(y);
+    let yi = o.ftoi(y);
+    let yi = o.bindi(yi);
+    let yr = o.itof(&yi);
+    let exact = o.feq(&yr, y);
+    let big = o.cf(TWO_POW_53);
+    let y_big = o.ge(&ay, &big);
+    let y_big = o.bindb(y_big);
+    let y_int = o.or(&exact, &y_big);
+    let y_int = o.bindb(y_int);
+    let odd_bit = iandc(o, &yi, 1);
+    let one = o.ci(1);
+    let odd = o.ieq(&odd_bit, &one);
+    let small = o.not(&y_big);
+    let odd = o.and(&odd, &small);
+    let odd = o.and(&odd, &y_int);
+    let odd = o.bindb(odd);
+    (y_int, odd)
+}
+
+/// The special cases of `pow` (`a = |x|`, `r` the general result).
+fn pow_specials<O: Ops64>(o: &mut O, x: &O::F, y: &O::F, a: &O::F, r: &O::F) -> O::F {
+    let (y_int, y_odd) = integer_parity(o, y);
+    let y_neg = ltc(o, y, 0.0);
+    let y_neg = o.bindb(y_neg);
+    let inf = o.cf(f64::INFINITY);
+    let zero = o.cf(0.0);
+    // |x| = 0: +∞ for y < 0, else 0.
+    let a_zero = eqc(o, a, 0.0);
+    let zr = o.sel(&y_neg, &inf, &zero);
+    let r = o.sel(&a_zero, &zr, r);
+    // |x| = ∞: 0 for y < 0, else +∞.
+    let a_inf = eqc(o, a, f64::INFINITY);
+    let ir = o.sel(&y_neg, &zero, &inf);
+    let r = o.sel(&a_inf, &ir, &r);
+    let r = o.bind(r);
+    // Negative x (by the sign bit, so -0 counts) with an odd integer y: negate.
+    let xb = o.bits_of(x);
+    let zi = o.ci(0);
+    let x_neg = o.ilt(&xb, &zi);
+    let x_neg = o.bindb(x_neg);
+    let flip = o.and(&x_neg, &y_odd);
+    let nr = o.neg(&r);
+    let r = o.sel(&flip, &nr, &r);
+    // Negative finite nonzero x with a non-integer y: NaN.
+    let fin = ltc(o, a, f64::INFINITY);
+    let nz = gtc(o, a, 0.0);
+    let fin = o.and(&fin, &nz);
+    let bad = o.and(&x_neg, &fin);
+    let not_int = o.not(&y_int);
+    let bad = o.and(&bad, &not_int);
+    let r = selc(o, &bad, f64::NAN, &r);
+    // pow(-1, ±∞) = 1.
+    let ay = o.abs(y);
+    let y_inf = eqc(o, &ay, f64::INFINITY);
+    let a_one = eqc(o, a, 1.0);
+    let c = o.and(&y_inf, &a_one);
+    let r = selc(o, &c, 1.0, &r);
+    // NaN in, NaN out ...
+    let xn = o.fne(x, x);
+    let yn = o.fne(y, y);
+    let n = o.or(&xn, &yn);
+    let r = selc(o, &n, f64::NAN, &r);
+    // ... except pow(x, ±0) = pow(1, y) = 1.
+    let y0 = eqc(o, y, 0.0);
+    let x1 = eqc(o, x, 1.0);
+    let c = o.or(&y0, &x1);
+    selc(o, &c, 1.0, &r)
+}
+
+// ---------------------------------------------------------------------------------------
+// sin, cos
+// ---------------------------------------------------------------------------------------
+
+/// π/2 as three constants of at most 33 significant bits (so `k · PIO2[i]` is exact for
+/// `|k| < 2²⁰`) and a full fourth; the sum is within 2⁻¹⁵⁹ of π/2.
+const PIO2: [f64; 4] = [
+    1.570_796_326_734_125_6,
+    6.077_100_506_303_966e-11,
+    2.022_266_248_711_166_5e-21,
+    8.478_427_660_368_9e-32,
+];
+/// Arguments at least this large are not reduced (`k` would not fit the rounding trick's
+/// range): they are treated as 0. Below, beyond `|k| = 2²⁰` the products `k·PIO2[i]`
+/// round and the absolute error grows like `|x|·2⁻⁵⁴` (under a quarter at 2⁵¹), within
+/// the tolerance table's `8·u·|x|` allowance, which from 2⁵¹ on admits any value in
+/// `[−1, 1]`.
+const TRIG_REDUCIBLE: f64 = 2_251_799_813_685_248.0; // 2^51
+/// `sin r ≈ r + r³ · SIN_S(r²)` on `|r| ≤ 0.8` (fit error 2⁻⁶⁵·⁹).
+const SIN_S: [f64; 7] = [
+    -7.584_436_884_170_301e-13,
+    1.605_849_255_672_989_2e-10,
+    -2.505_210_598_135_075_2e-8,
+    2.755_731_921_860_257_5e-6,
+    -0.000_198_412_698_412_641,
+    0.008_333_333_333_333_331,
+    -0.166_666_666_666_666_66,
+];
+/// `cos r ≈ 1 − r²/2 + r⁴ · COS_C(r²)` on `|r| ≤ 0.8` (fit error 2⁻⁵⁹·¹).
+const COS_C: [f64; 6] = [
+    -1.137_933_858_529_813_6e-11,
+    2.087_609_969_231_492_6e-9,
+    -2.755_731_704_403_567e-7,
+    2.480_158_729_831_839_5e-5,
+    -0.001_388_888_888_888_709_6,
+    0.041_666_666_666_666_664,
+];
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Trig {
+    Sin,
+    Cos,
+}
+
+/// `x − k·π/2` as a double-double `rh + rl`, for `|x| < 2⁵¹`: exact products for
+/// `|k| < 2²⁰`, the first subtraction exact (Sterbenz), the next two TwoSums.
+fn reduce_pio2<O: Ops64>(o: &mut O, x: &O::F, kf: &O::F) -> (O::F, O::F) {
+    let p = mulc(o, kf, PIO2[0]);
+    let a = o.sub(x, &p);
+    let mut a = o.bind(a);
+    let mut err: Option<O::F> = None;
+    for &c in &PIO2[1..3] {
+        let p = mulc(o, kf, -c);
+        let (s, e) = two_sum(o, &a, &p);
+        a = s;
+        err = Some(match err {
+            None => e,
+            Some(e0) => {
+                let t = o.add(&e0, &e);
+                o.bind(t)
+            }
+        });
+    }
+    let p4 = mulc(o, kf, PIO2[3]);
+    let e = match err {
+        Some(e) => o.sub(&e, &p4),
+        None => o.neg(&p4),
+    };
+    fast_two_sum(o, &a, &e)
+}
+
+/// `sin(rh + rl) ≈ rh + (rl + rh³·S(rh²))` (`z = rh²`).
+fn sin_reduced<O: Ops64>(o: &mut O, rh: &O::F, rl: &O::F, z: &O::F) -> O::F {
+    let sp = poly(o, z, &SIN_S);
+    let t = o.mul(z, &sp);
+    let t = o.fma(rh, &t, rl);
+    o.add(rh, &t)
+}
+
+/// `cos(rh + rl) ≈ (1 − zh/2) + (z²·C(z) − zl/2 − rh·rl)` with `rh² = zh + zl` exactly
+/// and `1 − zh/2` kept as a double-double.
+fn cos_reduced<O: Ops64>(o: &mut O, rh: &O::F, rl: &O::F, zh: &O::F, zl: &O::F) -> O::F {
+    let hz = mulc(o, zh, 0.5);
+    let hz = o.bind(hz);
+    let one = o.cf(1.0);
+    let nhz = o.neg(&hz);
+    let (c1, e1) = fast_two_sum(o, &one, &nhz);
+    let cp = poly(o, zh, &COS_C);
+    let zz = o.mul(zh, zh);
+    let t = o.mul(&zz, &cp);
+    let hl = mulc(o, zl, 0.5);
+    let t = o.sub(&t, &hl);
+    let rr = o.mul(rh, rl);
+    let t = o.sub(&t, &rr);
+    let t = o.add(&e1, &t);
+    o.add(&c1, &t)
+}
+
+fn sincos<O: Ops64>(o: &mut O, x: &O::F, which: Trig) -> O::F {
+    let ax = o.abs(x);
+    let ax = o.bind(ax);
+    let reducible = ltc(o, &ax, TRIG_REDUCIBLE);
+    let zero = o.cf(0.0);
+    let xr = o.sel(&reducible, x, &zero);
+    let xr = o.bind(xr);
+    let v = mulc(o, &xr, std::f64::consts::FRAC_2_PI);
+    let (kf, ki) = round_magic(o, &v);
+    let (rh, rl) = reduce_pio2(o, &xr, &kf);
+    let (zh, zl) = two_prod(o, &rh, &rh);
+    let s = sin_reduced(o, &rh, &rl, &zh);
+    let s = o.bind(s);
+    let c = cos_reduced(o, &rh, &rl, &zh, &zl);
+    let c = o.bind(c);
+    // quadrant: sin x = (sin r, cos r, -sin r, -cos r) for k mod 4 = 0..3; cos x = sin(x + π/2)
+    let q = match which {
+        Trig::Sin => ki,
+        Trig::Cos => iaddc(o, &ki, 1),
+    };
+    let q = o.bindi(q);
+    let zi = o.ci(0);
+    let b1 = iandc(o, &q, 1);
+    let use_sin = o.ieq(&b1, &zi);
+    let res = o.sel(&use_sin, &s, &c);
+    let res = o.bind(res);
+    let b2 = iandc(o, &q, 2);
+    let keep = o.ieq(&b2, &zi);
+    let nres = o.neg(&res);
+    let res = o.sel(&keep, &res, &nres);
+    let res = match which {
+        // sin(±0) = ±0
+        Trig::Sin => {
+            let res = o.bind(res);
+            let z0 = eqc(o, x, 0.0);
+            o.sel(&z0, x, &res)
+        }
+        Trig::Cos => res,
+    };
+    // ±∞ and NaN give NaN.
+    let res = o.bind(res);
+    let finite = ltc(o, &ax, f64::INFINITY);
+    let nan = o.cf(f64::NAN);
+    o.sel(&finite, &res, &nan)
+}
+
+// ---------------------------------------------------------------------------------------
+// tanh
+// ---------------------------------------------------------------------------------------
+
+/// `tanh x ≈ x + x³ · TANH_P(x²)` on `|x| ≤ 0.625` (fit error 2⁻⁵⁷·⁸).
+const TANH_P: [f64; 12] = [
+    6.485_163_482_793_113e-6,
+    -3.120_110_142_579_74e-5,
+    9.257_116_129_556_769e-5,
+    -0.000_237_590_649_605_556_2,
+    0.000_589_660_657_775_704_3,
+    -0.001_455_775_412_047_805_5,
+    0.003_592_121_751_154_962_2,
+    -0.008_863_235_103_240_878,
+    0.021_869_488_519_008_305,
+    -0.053_968_253_967_896_99,
+    0.133_333_333_333_330_42,
+    -0.333_333_333_333_333_3,
+];
+/// Below this, the polynomial; above, the formula through `e^(2|x|)`, whose cancellation
+/// `1 − q` then loses less than a bit.
+const TANH_SMALL: f64 = 0.625;
+/// `tanh(22)` rounds to 1 (`2e^-44 < 2^-54`).
+const TANH_ONE: f64 = 22.0;
+
+fn tanh<O: Ops64>(o: &mut O, x: &O::F) -> O::F {
+    let ax = o.abs(x);
+    let ax = o.bind(ax);
+    let z = o.mul(x, x);
+    let z = o.bind(z);
+    let p = poly(o, &z, &TANH_P);
+    let t = o.mul(&z, &p);
+    let small = o.fma(x, &t, x);
+    let small = o.bind(small);
+    // otherwise ±(1 - 2 / (e^(2|x|) + 1))
+    let xc = min_c(o, &ax, TANH_ONE);
+    let x2 = mulc(o, &xc, 2.0);
+    let e = exp_dd(o, &x2, None);
+    let d = addc(o, &e, 1.0);
+    let two = o.cf(2.0);
+    let q = o.div(&two, &d);
+    let one = o.cf(1.0);
+    let l = o.sub(&one, &q);
+    let l = o.bind(l);
+    let neg = ltc(o, x, 0.0);
+    let nl = o.neg(&l);
+    let l = o.sel(&neg, &nl, &l);
+    let is_small = ltc(o, &ax, TANH_SMALL);
+    let r = o.sel(&is_small, &small, &l);
+    let r = o.bind(r);
+    // tanh(-0) = -0
+    let z0 = eqc(o, x, 0.0);
+    o.sel(&z0, x, &r)
+}
+
+// ---------------------------------------------------------------------------------------
+// erf
+// ---------------------------------------------------------------------------------------
+
+/// `erf x ≈ x + x · ERF_E(x²)` on `|x| ≤ 1` (`ERF_E(0) = 2/√π − 1`; fit error 2⁻⁵⁶·⁹).
+const ERF_E: [f64; 12] = [
+    -7.795_898_827_002_142e-10,
+    1.372_006_454_677_768_6e-8,
+    -1.620_848_380_187_170_5e-7,
+    1.644_742_470_331_736_2e-6,
+    -1.492_473_690_741_966e-5,
+    0.000_120_552_949_048_397_07,
+    -0.000_854_832_597_538_969_2,
+    0.005_223_977_607_116_422_5,
+    -0.026_866_170_643_237_77,
+    0.112_837_916_709_450_06,
+    -0.376_126_389_031_835_43,
+    0.128_379_167_095_512_56,
+];
+/// `erfc x · e^(x²) ≈ ERFC_NEAR(x − 1.75)` on `1 ≤ x ≤ 2.5` (fit error 2⁻⁶²·⁸).
+const ERFC_NEAR: [f64; 20] = [
+    -7.284_226_875_618_169e-11,
+    3.024_522_338_163_812_7e-10,
+    -1.027_948_707_091_912_1e-9,
+    4.078_439_777_723_807e-9,
+    -1.609_217_678_531_122_4e-8,
+    6.125_858_418_423_319e-8,
+    -2.277_591_171_385_855_4e-7,
+    8.271_168_226_436_86e-7,
+    -2.927_938_946_074_689e-6,
+    1.008_668_711_863_498_5e-5,
+    -3.375_535_512_350_179e-5,
+    0.000_109_505_287_898_778_97,
+    -0.000_343_533_353_481_902_85,
+    0.001_039_204_522_494_317_5,
+    -0.003_020_974_651_424_632,
+    0.008_404_319_207_326_675,
+    -0.022_259_995_241_388_338,
+    0.055_763_630_087_087_304,
+    -0.130_976_345_514_485_2,
+    0.284_972_234_737_436_4,
+];
+/// `erfc x · e^(x²) ≈ ERFC_FAR(x − 4.25)` on `2.5 ≤ x ≤ 6` (fit error 2⁻⁵²·⁶, ample
+/// where `e^(−x²) ≤ 2⁻⁹`).
+const ERFC_FAR: [f64; 20] = [
+    -4.468_448_672_963_503e-15,
+    2.670_890_640_370_474e-14,
+    -8.951_517_882_296_557e-14,
+    5.147_060_299_059_555e-13,
+    -3.367_987_548_113_354_4e-12,
+    1.904_382_052_080_062_4e-11,
+    -1.047_303_875_114_282_9e-10,
+    5.764_865_097_795_361e-10,
+    -3.133_906_547_477_162e-9,
+    1.678_160_115_881_657_3e-8,
+    -8.855_425_944_253_482e-8,
+    4.602_596_045_787_792_7e-7,
+    -2.354_600_684_586_301_6e-6,
+    1.184_809_394_373_369_5e-5,
+    -5.859_550_020_157_721e-5,
+    0.000_284_575_156_768_283_87,
+    -0.001_355_933_167_105_193_8,
+    0.006_331_866_273_879_434,
+    -0.028_944_331_414_615_315,
+    0.129_345_274_785_987_8,
+];
+/// `erf(6)` rounds to 1 (`erfc 6 ≈ 2.2e-17 < 2^-54`).
+const ERF_ONE: f64 = 6.0;
+
+fn erf<O: Ops64>(o: &mut O, x: &O::F) -> O::F {
+    let ax = o.abs(x);
+    let ax = o.bind(ax);
+    // |x| < 1
+    let z = o.mul(x, x);
+    let z = o.bind(z);
+    let e = poly(o, &z, &ERF_E);
+    let small = o.fma(x, &e, x);
+    let small = o.bind(small);
+    // otherwise ±(1 - e^(-x²) · R(x)), x² as a double-double
+    let xc = min_c(o, &ax, ERF_ONE);
+    let xc = o.bind(xc);
+    let (sh, sl) = two_prod(o, &xc, &xc);
+    let nsh = o.neg(&sh);
+    let nsl = o.neg(&sl);
+    let g = exp_dd(o, &nsh, Some(&nsl));
+    let g = o.bind(g);
+    let near = ltc(o, &xc, 2.5);
+    let near = o.bindb(near);
+    let c_near = o.cf(1.75);
+    let c_far = o.cf(4.25);
+    let centre = o.sel(&near, &c_near, &c_far);
+    let u = o.sub(&xc, &centre);
+    let u = o.bind(u);
+    let r = poly_either(o, &u, &near, &ERFC_NEAR, &ERFC_FAR);
+    let one = o.cf(1.0);
+    let ng = o.neg(&g);
+    let l = o.fma(&ng, &r, &one);
+    let l = o.bind(l);
+    let neg = ltc(o, x, 0.0);
+    let nl = o.neg(&l);
+    let l = o.sel(&neg, &nl, &l);
+    let is_small = ltc(o, &ax, 1.0);
+    o.sel(&is_small, &small, &l)
+}
+
+#[cfg(test)]
+mod tests {
+    //! `Native` runs the algorithms in f64 arithmetic, bit for bit what the interpreter
+    //! computes on the emitted IR (`native_matches_ir` checks that), so the random sweeps
+    //! measure the pass's output quickly. Wider sweeps are `#[ignore]`d: run them with
+    //! `cargo test -p kernelc-ir --release --lib passes::math::double -- --ignored --nocapture`.
+
+    use super::*;
+    use crate::builder::{global_id, KernelBuilder, E};
+    use crate::interp::{run, Arg, HostBuffer};
+    use crate::kernel::Access;
+    use crate::passes::{expand_math, MathExpansion};
+
+    struct Native;
+
+    impl Ops64 for Native {
+        type F = f64;
+        type I = i64;
+        type B = bool;
+        fn cf(&mut self, v: f64) -> f64 {
+            v
+        }
+        fn ci(&mut self, v: i64) -> i64 {
+            v
+        }
+        fn add(&mut self, a: &f64, b: &f64) -> f64 {
+            a + b
+        }
+        fn sub(&mut self, a: &f64, b: &f64) -> f64 {
+            a - b
+        }
+        fn mul(&mut self, a: &f64, b: &f64) -> f64 {
+            a * b
+        }
+        fn div(&mut self, a: &f64, b: &f64) -> f64 {
+            a / b
+        }
+        fn fma(&mut self, a: &f64, b: &f64, c: &f64) -> f64 {
+            a.mul_add(*b, *c)
+        }
+        fn neg(&mut self, a: &f64) -> f64 {
+            -a
+        }
+        fn abs(&mut self, a: &f64) -> f64 {
+            a.abs()
+        }
+        fn lt(&mut self, a: &f64, b: &f64) -> bool {
+            a < b
+        }
+        fn gt(&mut self, a: &f64, b: &f64) -> bool {
+            a > b
+        }
+        fn ge(&mut self, a: &f64, b: &f64) -> bool {
+            a >= b
+        }
+        fn feq(&mut self, a: &f64, b: &f64) -> bool {
+            a == b
+        }
+        fn fne(&mut self, a: &f64, b: &f64) -> bool {
+            a != b
+        }
+        fn and(&mut self, a: &bool, b: &bool) -> bool {
+            *a & *b
+        }
+        fn or(&mut self, a: &bool, b: &bool) -> bool {
+            *a | *b
+        }
+        fn not(&mut self, a: &bool) -> bool {
+            !a
+        }
+        fn sel(&mut self, c: &bool, t: &f64, f: &f64) -> f64 {
+            if *c {
+                *t
+            } else {
+                *f
+            }
+        }
+        fn iadd(&mut self, a: &i64, b: &i64) -> i64 {
+            a.wrapping_add(*b)
+        }
+        fn isub(&mut self, a: &i64, b: &i64) -> i64 {
+            a.wrapping_sub(*b)
+        }
+        fn iand(&mut self, a: &i64, b: &i64) -> i64 {
+            a & b
+        }
+        fn shl(&mut self, a: &i64, n: u32) -> i64 {
+            a.wrapping_shl(n)
+        }
+        fn shr(&mut self, a: &i64, n: u32) -> i64 {
+            a.wrapping_shr(n)
+        }
+        fn ieq(&mut self, a: &i64, b: &i64) -> bool {
+            a == b
+        }
+        fn ilt(&mut self, a: &i64, b: &i64) -> bool {
+            a < b
+        }
+        fn isel(&mut self, c: &bool, t: &i64, f: &i64) -> i64 {
+            if *c {
+                *t
+            } else {
+                *f
+            }
+        }
+        fn bits_of(&mut self, a: &f64) -> i64 {
+            a.to_bits() as i64
+        }
+        fn float_of_bits(&mut self, a: &i64) -> f64 {
+            f64::from_bits(*a as u64)
+        }
+        fn ftoi(&mut self, a: &f64) -> i64 {
+            *a as i64
+        }
+        fn itof(&mut self, a: &i64) -> f64 {
+            *a as f64
+        }
+        fn bind(&mut self, a: f64) -> f64 {
+            a
+        }
+        fn bindi(&mut self, a: i64) -> i64 {
+            a
+        }
+        fn bindb(&mut self, a: bool) -> bool {
+            a
+        }
+    }
+
+    fn native(func: MathFn, x: f64, y: f64) -> f64 {
+        expand(&mut Native, func, &[x, y]).unwrap_or(f64::NAN)
+    }
+
+    /// The interpreter's f64 reference.
+    fn reference(func: MathFn, x: f64, y: f64) -> f64 {
+        match func {
+            MathFn::Exp => x.exp(),
+            MathFn::Exp2 => x.exp2(),
+            MathFn::Log => x.ln(),
+            MathFn::Log2 => x.log2(),
+            MathFn::Tanh => x.tanh(),
+            MathFn::Erf => libm::erf(x),
+            MathFn::Sin => x.sin(),
+            MathFn::Cos => x.cos(),
+            MathFn::Pow => x.powf(y),
+            _ => f64::NAN,
+        }
+    }
+
+    /// Error in ULPs of `want` (subnormal ULP below the normal range); NaN, infinities
+    /// and the sign of zero must match exactly.
+    fn ulps(got: f64, want: f64) -> f64 {
+        if want.is_nan() {
+            return if got.is_nan() { 0.0 } else { f64::INFINITY };
+        }
+        if want.is_infinite() || got.is_infinite() || got.is_nan() || want == 0.0 {
+            let same = got == want && got.is_sign_negative() == want.is_sign_negative();
+            return if same { 0.0 } else { f64::INFINITY };
+        }
+        (got - want).abs() / ulp_of(want)
+    }
+
+    /// The ULP of `w`'s binade: `2^(E − 1075)` for the biased exponent `E` (at least 1).
+    fn ulp_of(w: f64) -> f64 {
+        let biased = (w.abs().to_bits() >> 52).max(1);
+        if biased > 52 {
+            f64::from_bits((biased - 52) << 52)
+        } else {
+            f64::from_bits(1 << (biased - 1))
+        }
+    }
+
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        fn unit(&mut self) -> f64 {
+            (self.next() >> 11) as f64 / (1u64 << 53) as f64
+        }
+        fn uniform(&mut self, lo: f64, hi: f64) -> f64 {
+            lo + (hi - lo) * self.unit()
+        }
+        /// `±2^e` with `e` uniform in `[lo, hi)`, the sign random when `signed`.
+        fn log_uniform(&mut self, lo: f64, hi: f64, signed: bool) -> f64 {
+            let m = self.uniform(lo, hi).exp2();
+            if signed && self.next() & 1 == 1 {
+                -m
+            } else {
+                m
+            }
+        }
+    }
+
+    /// Special and boundary inputs every function is checked on.
+    fn specials() -> Vec<f64> {
+        let mut v = vec![
+            0.0,
+            -0.0,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+            -f64::NAN,
+            f64::MIN_POSITIVE,
+            -f64::MIN_POSITIVE,
+            f64::MAX,
+            f64::MIN,
+            f64::EPSILON,
+            1.0,
+            -1.0,
+            0.5,
+            2.0,
+            -2.0,
+            3.0,
+            -3.0,
+            1e-300,
+            -1e-300,
+            1e300,
+            -1e300,
+            709.782712893384,
+            709.7827128933841,
+            709.79,
+            -708.3964185322641,
+            -745.1332191019411,
+            -745.1332191019412,
+            -746.0,
+            1023.9999999999999,
+            1024.0,
+            -1074.0,
+            -1074.5,
+            -1075.0,
+            -1075.0000000000002,
+            0.625,
+            0.6249999999999999,
+            22.0,
+            6.0,
+            2.5,
+            1e5,
+            1.6e6,
+            1e15,
+            1e300,
+        ];
+        for bits in [
+            1u64,
+            2,
+            3,
+            0x100,
+            0x1234_5678,
+            0x000f_ffff_ffff_ffff,
+            0x0008_0000_0000_0000,
+        ] {
+            v.push(f64::from_bits(bits));
+            v.push(-f64::from_bits(bits));
+        }
+        v
+    }
+
+    #[test]
+    fn native_matches_ir() {
+        let n = 2048usize;
+        let mut rng = Rng(7);
+        for func in MathExpansion::SUPPORTED {
+            let mut xs: Vec<f64> = (0..n)
+                .map(|i| match i % 3 {
+                    0 => f64::from_bits(rng.next()),
+                    1 => rng.uniform(-40.0, 40.0),
+                    _ => rng.uniform(0.0, 4.0),
+                })
+                .collect();
+            let sp = specials();
+            xs[..sp.len()].copy_from_slice(&sp);
+            let ys: Vec<f64> = (0..n).map(|_| rng.uniform(-60.0, 60.0)).collect();
+            let mut k = KernelBuilder::new("t", [64, 1, 1]);
+            let a = k.buffer("a", ScalarType::F64, n as u64, Access::Read);
+            let b = k.buffer("b", ScalarType::F64, n as u64, Access::Read);
+            let out = k.buffer("out", ScalarType::F64, n as u64, Access::Write);
+            let kernel = k
+                .build(|body| {
+                    let i = body.let_("i", global_id(0));
+                    let mut args = vec![a.at(i.clone()).0];
+                    if func == MathFn::Pow {
+                        args.push(b.at(i.clone()).0);
+                    }
+                    body.store(out, i, E(Expr::Math { func, args }));
+                })
+                .expect("valid");
+            let expanded = expand_math(&kernel, &MathExpansion::all_transcendental_with_f64());
+            crate::validate(&expanded).expect("expanded kernel validates");
+            let mut args = vec![
+                Arg::Buffer(HostBuffer::from_f64(&xs)),
+                Arg::Buffer(HostBuffer::from_f64(&ys)),
+                Arg::Buffer(HostBuffer::zeros(ScalarType::F64, n)),
+            ];
+            run(&expanded, [(n / 64) as u32, 1, 1], &mut args).expect("runs");
+            let got = args[2].as_buffer().expect("buffer").to_f64();
+            for i in 0..n {
+                let want = native(func, xs[i], ys[i]);
+                assert!(
+                    got[i].to_bits() == want.to_bits() || (got[i].is_nan() && want.is_nan()),
+                    "{}({:e}, {:e}): IR {:e}, native {:e}",
+                    func.name(),
+                    xs[i],
+                    ys[i],
+                    got[i],
+                    want
+                );
+            }
+        }
+    }
+
+    /// Max error of `func` over `n` inputs drawn by `draw` (`(x, y)`), with the input
+    /// where it occurs; every non-finite or zero reference must be met exactly.
+    fn measure(
+        func: MathFn,
+        what: &str,
+        n: usize,
+        mut draw: impl FnMut() -> (f64, f64),
+    ) -> (f64, f64, f64) {
+        let mut worst = (0.0, 0.0, 0.0);
+        for _ in 0..n {
+            let (x, y) = draw();
+            let e = ulps(native(func, x, y), reference(func, x, y));
+            assert!(
+                e.is_finite(),
+                "{}({x:e}, {y:e}) = {:e}, want {:e}",
+                func.name(),
+                native(func, x, y),
+                reference(func, x, y)
+            );
+            if e > worst.0 {
+                worst = (e, x, y);
+            }
+        }
+        eprintln!(
+            "{:5} {what:40}: max {:.3} ulp at x = {:e}, y = {:e} ({n} points)",
+            func.name(),
+            worst.0,
+            worst.1,
+            worst.2
+        );
+        worst
+    }
+
+    #[test]
+    fn special_values_match_std() {
+        let sp = specials();
+        for func in MathExpansion::SUPPORTED {
+            let ys: &[f64] = if func == MathFn::Pow { &sp } else { &[0.0] };
+            for &x in &sp {
+                for &y in ys {
+                    let (got, want) = (native(func, x, y), reference(func, x, y));
+                    let exact = want.is_nan() || want.is_infinite() || want == 0.0;
+                    let ok = if exact {
+                        ulps(got, want) == 0.0
+                    } else {
+                        // far-out trig arguments only need to stay in [-1, 1]
+                        let far = matches!(func, MathFn::Sin | MathFn::Cos) && x.abs() > 2e6;
+                        ulps(got, want) <= 2.0 || (far && got.abs() <= 1.0)
+                    };
+                    assert!(ok, "{}({x:e}, {y:e}) = {got:e}, want {want:e}", func.name());
+                }
+            }
+        }
+    }
+
+    /// Draws one input `(x, y)`.
+    type Draw = Box<dyn FnMut(&mut Rng) -> (f64, f64)>;
+    /// One accuracy range: its description, the bound, and how to draw inputs.
+    type Range = (&'static str, f64, Draw);
+
+    fn ranges(func: MathFn) -> Vec<Range> {
+        fn unary(f: impl FnMut(&mut Rng) -> f64 + 'static) -> Draw {
+            let mut f = f;
+            Box::new(move |r| (f(r), 0.0))
+        }
+        match func {
+            MathFn::Exp => vec![
+                ("x in [-746, 710]", 1.0, unary(|r| r.uniform(-746.0, 710.0))),
+                (
+                    "|x| in [2^-60, 4]",
+                    1.0,
+                    unary(|r| r.log_uniform(-60.0, 2.0, true)),
+                ),
+            ],
+            MathFn::Exp2 => vec![
+                (
+                    "x in [-1080, 1025]",
+                    1.0,
+                    unary(|r| r.uniform(-1080.0, 1025.0)),
+                ),
+                (
+                    "|x| in [2^-60, 4]",
+                    1.0,
+                    unary(|r| r.log_uniform(-60.0, 2.0, true)),
+                ),
+            ],
+            MathFn::Log | MathFn::Log2 => vec![
+                (
+                    "x > 0 (random bits)",
+                    1.0,
+                    unary(|r| f64::from_bits(r.next() >> 1)),
+                ),
+                ("x in [0.5, 2]", 1.0, unary(|r| r.uniform(0.5, 2.0))),
+                (
+                    "x in 1 ± 2^-20",
+                    1.0,
+                    unary(|r| 1.0 + r.uniform(-1.0, 1.0) * 2f64.powi(-20)),
+                ),
+            ],
+            MathFn::Tanh => vec![
+                (
+                    "|x| in [2^-40, 0.625]",
+                    2.0,
+                    unary(|r| r.log_uniform(-40.0, -0.678, true)),
+                ),
+                (
+                    "|x| in [0.625, 23]",
+                    2.0,
+                    unary(|r| r.uniform(0.625, 23.0) * if r.next() & 1 == 0 { 1.0 } else { -1.0 }),
+                ),
+            ],
+            MathFn::Erf => vec![
+                (
+                    "|x| in [2^-40, 1]",
+                    2.0,
+                    unary(|r| r.log_uniform(-40.0, 0.0, true)),
+                ),
+                ("x in [-6.5, 6.5]", 2.0, unary(|r| r.uniform(-6.5, 6.5))),
+            ],
+            MathFn::Sin | MathFn::Cos => vec![
+                ("x in [-10, 10]", 2.0, unary(|r| r.uniform(-10.0, 10.0))),
+                (
+                    "|x| in [2^-30, 1e5] (log-uniform)",
+                    2.0,
+                    unary(|r| r.log_uniform(-30.0, 16.6, true)),
+                ),
+                ("|x| in [1e5, 1.6e6]", 2.0, unary(|r| r.uniform(1e5, 1.6e6))),
+            ],
+            MathFn::Pow => vec![
+                (
+                    "x in (0, 1e6], y in [-30, 30]",
+                    2.0,
+                    Box::new(|r: &mut Rng| {
+                        (r.log_uniform(-1070.0, 19.93, false), r.uniform(-30.0, 30.0))
+                    }),
+                ),
+                (
+                    "any x > 0, y log x in [-745, 709.7]",
+                    2.0,
+                    Box::new(|r: &mut Rng| {
+                        let x = f64::from_bits(r.next() % 0x7ff0_0000_0000_0000);
+                        let t = r.uniform(-745.0, 709.7);
+                        (x, t / x.ln())
+                    }),
+                ),
+                (
+                    "x near 1, |y log x| <= 708",
+                    2.0,
+                    Box::new(|r: &mut Rng| {
+                        let x = 1.0 + r.uniform(-0.3, 0.4) * 2f64.powi(-((r.next() % 40) as i32));
+                        let t = r.uniform(-708.0, 708.0);
+                        (x, t / x.ln())
+                    }),
+                ),
+                (
+                    "x < 0, integer y in [-60, 60]",
+                    2.0,
+                    Box::new(|r: &mut Rng| {
+                        (
+                            -r.log_uniform(-10.0, 10.0, false),
+                            (r.uniform(-60.0, 60.0)).round(),
+                        )
+                    }),
+                ),
+            ],
+            _ => Vec::new(),
+        }
+    }
+
+    fn accuracy(n: usize) {
+        let mut rng = Rng(0x5eed);
+        let mut failures = Vec::new();
+        for func in MathExpansion::SUPPORTED {
+            for (what, bound, mut draw) in ranges(func) {
+                let (e, x, y) = measure(func, what, n, || draw(&mut rng));
+                if e > bound {
+                    failures.push(format!("{} {what}: {e} ulp at ({x:e}, {y:e})", func.name()));
+                }
+            }
+        }
+        assert!(failures.is_empty(), "{failures:#?}");
+    }
+
+    #[test]
+    fn accuracy_random_samples() {
+        accuracy(100_000);
+    }
+
+    #[test]
+    #[ignore = "slow: 20 million points per range (about a minute in release mode)"]
+    fn accuracy_wide_sweep() {
+        accuracy(20_000_000);
+    }
+}
