@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The GPU machine's run: conformance, sanitizers and benchmarks of kernelc against
+# torch on the same GPU, in one command. Built and packed here by bench/gpu/pack.sh;
+# run there from the repository root:
+#
+#   . .device/setup.sh && bash bench/gpu/device-run.sh [conformance] [sanitize] [bench] [wgpu-bench]
+#
+# (no stage named: all four). Results go to $OUT (the device tool brings them back);
+# the last lines printed are the summary.
+set -uo pipefail
+OUT=${OUT:-/tmp/kernelc-out}
+mkdir -p "$OUT"
+stages=${*:-conformance sanitize bench wgpu-bench}
+bin=/tmp/kc/bin
+conformance=$(ls $bin/conformance-* 2>/dev/null | head -1)
+cuda_tests=$(ls $bin/cuda-* 2>/dev/null | head -1)
+summary=()
+note() { summary+=("$1"); echo "== $1"; }
+
+for stage in $stages; do
+  case $stage in
+  conformance)
+    # Every op of the catalogue on CUDA and on wgpu through NVIDIA's Vulkan driver,
+    # through all four shader paths; absent devices fail the run here.
+    KERNELC_REQUIRE_CUDA=1 CI=1 timeout 400 "$conformance" --test-threads=4 \
+      cuda_device wgpu_ > "$OUT/conformance.txt" 2>&1
+    note "conformance (cuda + 4 wgpu paths): exit $? -- $(grep -E '^test result' "$OUT/conformance.txt" | tail -1)"
+    grep -E 'passed, [0-9]+ skipped' "$OUT/conformance.txt" | sed 's/^/   /'
+    if [ -n "$cuda_tests" ]; then
+      timeout 120 "$cuda_tests" --test-threads=1 > "$OUT/cuda-tests.txt" 2>&1
+      note "runtime cuda tests: exit $? -- $(grep -E '^test result' "$OUT/cuda-tests.txt" | tail -1)"
+    fi
+    ;;
+  sanitize)
+    # Every op at the table's ragged shapes (primes, non-multiples of every tile).
+    for tool in memcheck racecheck; do
+      KERNELC_REQUIRE_CUDA=1 timeout 280 compute-sanitizer --tool $tool --error-exitcode 3 \
+        "$conformance" --test-threads=1 cuda_device > "$OUT/sanitize-$tool.txt" 2>&1
+      rc=$?
+      note "compute-sanitizer $tool: exit $rc -- $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize-$tool.txt" | tail -1)"
+    done
+    ;;
+  bench)
+    python3 bench/gpu/torch_bench.py bench/gpu/specs.json "$OUT/torch.json" > "$OUT/torch.txt" 2>&1
+    note "torch baseline: exit $?"
+    timeout 400 kernelc bench --device cuda --specs bench/gpu/specs.json --compile \
+      --json "$OUT/kernelc-cuda.json" > "$OUT/kernelc-cuda.txt" 2>&1
+    note "kernelc bench cuda: exit $?"
+    python3 bench/gpu/report.py "$OUT/torch.json" "$OUT/kernelc-cuda.json" > "$OUT/report.md"
+    ;;
+  wgpu-bench)
+    python3 bench/gpu/torch_bench.py bench/gpu/specs-wgpu.json "$OUT/torch-wgpu.json" > /dev/null 2>&1
+    for path in wgsl spirv; do
+      timeout 200 kernelc bench --device wgpu:$path --specs bench/gpu/specs-wgpu.json \
+        --json "$OUT/kernelc-wgpu-$path.json" > "$OUT/kernelc-wgpu-$path.txt" 2>&1
+      note "kernelc bench wgpu:$path: exit $?"
+    done
+    python3 bench/gpu/report.py "$OUT/torch-wgpu.json" "$OUT"/kernelc-wgpu-*.json > "$OUT/report-wgpu.md"
+    ;;
+  *) echo "unknown stage $stage" >&2; exit 2 ;;
+  esac
+done
+echo; echo "## summary"; printf '%s\n' "${summary[@]}"
+for f in "$OUT"/report*.md; do [ -e "$f" ] && cat "$f"; done
