@@ -68,8 +68,8 @@ impl Scalar {
             ScalarType::I32 => Scalar::I32(v as i32),
             ScalarType::U32 => Scalar::U32(v as u32),
             ScalarType::I64 => Scalar::I64(v as i64),
-            ScalarType::F16 => Scalar::f16(f16::from_f64(v)),
-            ScalarType::Bf16 => Scalar::bf16(bf16::from_f64(v)),
+            ScalarType::F16 => Scalar::F16(f64_to_f16_bits(v)),
+            ScalarType::Bf16 => Scalar::Bf16(f64_to_bf16_bits(v)),
             ScalarType::F32 => Scalar::f32(v as f32),
             ScalarType::F64 => Scalar::f64(v),
         }
@@ -205,12 +205,85 @@ macro_rules! float_bits_serde {
     };
 }
 
-float_bits_serde!(f16_bits, u16, |b| f16::from_bits(b).to_f64(), |v| {
-    f16::from_f64(v).to_bits()
-});
-float_bits_serde!(bf16_bits, u16, |b| bf16::from_bits(b).to_f64(), |v| {
-    bf16::from_f64(v).to_bits()
-});
+float_bits_serde!(f16_bits, u16, |b| f16::from_bits(b).to_f64(), f64_to_f16_bits);
+float_bits_serde!(bf16_bits, u16, |b| bf16::from_bits(b).to_f64(), f64_to_bf16_bits);
 float_bits_serde!(f32_bits, u32, |b| f32::from_bits(b) as f64, |v| (v as f32)
     .to_bits());
 float_bits_serde!(f64_bits, u64, f64::from_bits, f64::to_bits);
+
+/// `v` rounded once (to nearest, ties to even) to f16, as bits.
+///
+/// `half`'s own `from_f64` drops the low 32 mantissa bits before rounding, which
+/// rounds a value just above a tie down. Rounding to f32 *to odd* first keeps the
+/// sticky information (f32 has more than two bits beyond f16's and bf16's
+/// precision), so the second, nearest-even rounding is the only one that counts.
+pub fn f64_to_f16_bits(v: f64) -> u16 {
+    f16::from_f32(f64_to_f32_round_to_odd(v)).to_bits()
+}
+
+/// `v` rounded once (to nearest, ties to even) to bf16, as bits (see
+/// [`f64_to_f16_bits`]).
+pub fn f64_to_bf16_bits(v: f64) -> u16 {
+    bf16::from_f32(f64_to_f32_round_to_odd(v)).to_bits()
+}
+
+/// `v` rounded to f32 toward zero, with the last bit set if that was inexact.
+fn f64_to_f32_round_to_odd(v: f64) -> f32 {
+    let nearest = v as f32;
+    if nearest as f64 == v || v.is_nan() {
+        return nearest;
+    }
+    let mut bits = nearest.to_bits();
+    // Step back toward zero if rounding went away from it (or overflowed to inf).
+    if (nearest as f64).abs() > v.abs() {
+        bits -= 1;
+    }
+    f32::from_bits(bits | 1)
+}
+
+#[cfg(test)]
+mod rounding_tests {
+    use super::*;
+
+    #[test]
+    fn a_value_just_above_a_bf16_tie_rounds_up() {
+        // 899678337 = 0x35A00081: the bf16 neighbours are 0x4e56 and 0x4e57, and the
+        // value is just above their midpoint (half's from_f64 gives 0x4e56).
+        assert_eq!(f64_to_bf16_bits(899_678_337.0), 0x4e57);
+    }
+
+    #[test]
+    fn agrees_with_exact_rounding_on_many_values() {
+        // Reference: exact rational comparison through f64 (every f16/bf16 and every
+        // midpoint between neighbours is an f64).
+        let mut x = 0x1234_5678_9abc_def0u64;
+        for _ in 0..200_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let v = f64::from_bits(x) ;
+            let v = if v.is_finite() { v % 70_000.0 } else { 1.5 };
+            for (bits, to_f64) in [
+                (f64_to_f16_bits(v), (|b| f16::from_bits(b).to_f64()) as fn(u16) -> f64),
+                (f64_to_bf16_bits(v), |b| bf16::from_bits(b).to_f64()),
+            ] {
+                let got = to_f64(bits);
+                let (lo, hi) = (to_f64(bits.wrapping_sub(1)), to_f64(bits.wrapping_add(1)));
+                // No representable neighbour is strictly closer.
+                if got.is_finite() && lo.is_finite() && hi.is_finite() {
+                    assert!((got - v).abs() <= (lo - v).abs(), "{v}: {got} vs {lo}");
+                    assert!((got - v).abs() <= (hi - v).abs(), "{v}: {got} vs {hi}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn specials_are_kept() {
+        assert!(f16::from_bits(f64_to_f16_bits(f64::NAN)).is_nan());
+        assert_eq!(f64_to_bf16_bits(f64::INFINITY), bf16::INFINITY.to_bits());
+        assert_eq!(f64_to_f16_bits(1e10), f16::INFINITY.to_bits());
+        assert_eq!(f64_to_bf16_bits(-0.0), bf16::NEG_ZERO.to_bits());
+        assert_eq!(f64_to_bf16_bits(f64::MAX), bf16::INFINITY.to_bits());
+    }
+}

@@ -119,16 +119,16 @@ pub extern "C" fn kernelc_cpu_fmod_f64(x: f64, y: f64) -> f64 {
     x % y
 }
 
-/// f64 to f16 bits (in the low 16 bits of the result), as `half::f16::from_f64`.
+/// f64 to f16 bits (in the low 16 bits of the result), rounded once as the IR defines.
 #[no_mangle]
 pub extern "C" fn kernelc_cpu_f64_to_f16(x: f64) -> u32 {
-    f16::from_f64(x).to_bits() as u32
+    kernelc_ir::scalar::f64_to_f16_bits(x) as u32
 }
 
-/// f64 to bf16 bits (in the low 16 bits of the result), as `half::bf16::from_f64`.
+/// f64 to bf16 bits (in the low 16 bits of the result), rounded once as the IR defines.
 #[no_mangle]
 pub extern "C" fn kernelc_cpu_f64_to_bf16(x: f64) -> u32 {
-    bf16::from_f64(x).to_bits() as u32
+    kernelc_ir::scalar::f64_to_bf16_bits(x) as u32
 }
 
 macro_rules! helper {

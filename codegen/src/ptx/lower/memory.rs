@@ -1,0 +1,339 @@
+//! Loads and stores, each checked against the memory's static length.
+//!
+//! An access of `lanes` elements at `index` is done only when `index <= len - lanes`
+//! (and, for vectors, `index % lanes == 0`). Otherwise the invocation ORs
+//! `OUT_OF_BOUNDS` or `UNALIGNED` into its status and skips the access (a load yields
+//! zeros). Checks the value-range analysis ([`kernelc_ir::analysis::Ranges`]) proves
+//! unnecessary are left out; with all of them gone the access is a plain load or store
+//! without a branch.
+//!
+//! A vector access is one LLVM vector load or store (`ld.global.v4.b32` for 4 x f32),
+//! aligned to `lanes * size` bytes, at most 16 (the widest PTX access on sm_90 is 128
+//! bits, and LLVM splits wider vectors into 16-byte pieces): the index is a multiple
+//! of `lanes` by then, and buffers and shared arrays are at least 16-byte aligned.
+
+use super::value::{int, Val};
+use super::{internal, Lower, OrInternal, BUFFER_ALIGN, SHARED_ALIGN};
+use crate::abi::status;
+use crate::CodegenError;
+use inkwell::types::BasicTypeEnum;
+use inkwell::values::{BasicValue, BasicValueEnum, InstructionValue, IntValue, PointerValue};
+use inkwell::IntPredicate;
+use kernelc_ir::{Expr, Memory, ScalarType, Type};
+
+/// The checks of one access that cannot fail.
+#[derive(Clone, Copy, Debug, Default)]
+struct Proven {
+    /// `index + lanes <= len` for every possible index.
+    in_bounds: bool,
+    /// Every possible index is a multiple of `lanes` (always so for scalars).
+    aligned: bool,
+}
+
+/// Where an access goes: base pointer, element type, length, base alignment.
+struct Target<'ctx> {
+    base: PointerValue<'ctx>,
+    elem: ScalarType,
+    len: u64,
+    align: u32,
+}
+
+impl<'ctx> Lower<'_, 'ctx> {
+    fn memory_of(&self, mem: Memory) -> Result<Target<'ctx>, CodegenError> {
+        let (elem, len) = self
+            .kernel
+            .memory(mem)
+            .ok_or_else(|| internal(format!("unknown memory {mem:?}")))?;
+        let (base, align) = match mem {
+            Memory::Buffer(p) => (
+                self.buffers.get(p.0 as usize).copied().flatten(),
+                BUFFER_ALIGN,
+            ),
+            Memory::Shared(s) => (self.shared.get(s.0 as usize).copied(), SHARED_ALIGN),
+        };
+        let base = base.ok_or_else(|| internal(format!("no base pointer for {mem:?}")))?;
+        Ok(Target {
+            base,
+            elem,
+            len,
+            align,
+        })
+    }
+
+    /// Which checks of an access at `index` the value-range analysis proves
+    /// unnecessary.
+    fn proven(&self, index: &Expr, lanes: u8, len: u64) -> Proven {
+        let Some(r) = self.ranges.range(index) else {
+            return Proven {
+                in_bounds: false,
+                aligned: lanes <= 1,
+            };
+        };
+        let lanes = lanes as u64;
+        Proven {
+            in_bounds: r.hi.checked_add(lanes).is_some_and(|end| end <= len),
+            aligned: lanes <= 1 || r.align % lanes == 0,
+        }
+    }
+
+    /// `(ok, in_bounds)` as `i1`s: whether the access may proceed, and whether it is in
+    /// bounds. Checks in `proven` are constant true.
+    fn access_ok(
+        &self,
+        index: IntValue<'ctx>,
+        lanes: u8,
+        len: u64,
+        proven: Proven,
+    ) -> Result<(IntValue<'ctx>, IntValue<'ctx>), CodegenError> {
+        let bool_t = self.ctx.bool_type();
+        let i32t = self.ctx.i32_type();
+        let lanes64 = lanes as u64;
+        let in_bounds = if proven.in_bounds {
+            bool_t.const_int(1, false)
+        } else if len < lanes64 {
+            bool_t.const_zero()
+        } else if len - lanes64 >= u32::MAX as u64 {
+            bool_t.const_int(1, false)
+        } else {
+            self.b
+                .build_int_compare(
+                    IntPredicate::ULE,
+                    index,
+                    i32t.const_int(len - lanes64, false),
+                    "in_bounds",
+                )
+                .or_internal()?
+        };
+        if proven.aligned {
+            return Ok((in_bounds, in_bounds));
+        }
+        let low = self
+            .b
+            .build_and(index, i32t.const_int(lanes64 - 1, false), "")
+            .or_internal()?;
+        let aligned = self
+            .b
+            .build_int_compare(IntPredicate::EQ, low, i32t.const_zero(), "aligned")
+            .or_internal()?;
+        let ok = self.b.build_and(in_bounds, aligned, "ok").or_internal()?;
+        Ok((ok, in_bounds))
+    }
+
+    /// In the failure branch of an access: records why it failed.
+    fn raise_access_fault(&self, in_bounds: IntValue<'ctx>) -> Result<(), CodegenError> {
+        let i32t = self.ctx.i32_type();
+        let bits = self
+            .b
+            .build_select(
+                in_bounds,
+                i32t.const_int(status::UNALIGNED as u64, false),
+                i32t.const_int(status::OUT_OF_BOUNDS as u64, false),
+                "",
+            )
+            .or_internal()?;
+        self.raise(int(bits)?)
+    }
+
+    /// The pointer to element `index` (in bounds when used).
+    fn element_ptr(
+        &self,
+        t: &Target<'ctx>,
+        index: IntValue<'ctx>,
+    ) -> Result<PointerValue<'ctx>, CodegenError> {
+        let wide = self
+            .b
+            .build_int_z_extend(index, self.ctx.i64_type(), "")
+            .or_internal()?;
+        let elem = self.memory_type(t.elem);
+        // SAFETY: `build_in_bounds_gep` is unsafe only because an out-of-bounds GEP is
+        // poison; callers use the pointer only where `index + lanes <= len` is checked
+        // or proven, i.e. inside the buffer or shared array.
+        unsafe { self.b.build_in_bounds_gep(elem, t.base, &[wide], "") }.or_internal()
+    }
+
+    /// The alignment of a `lanes`-wide access at a multiple of `lanes`.
+    fn access_align(t: &Target<'ctx>, lanes: u8) -> u32 {
+        (lanes as u32 * t.elem.size_bytes()).min(t.align)
+    }
+
+    fn set_align(inst: Option<InstructionValue<'ctx>>, align: u32) -> Result<(), CodegenError> {
+        inst.ok_or_else(|| internal("a memory access is not an instruction"))?
+            .set_alignment(align)
+            .map_err(|e| internal(format!("setting alignment {align}: {e}")))
+    }
+
+    pub(super) fn load(
+        &mut self,
+        mem: Memory,
+        index: IntValue<'ctx>,
+        index_expr: &Expr,
+        lanes: u8,
+    ) -> Result<Val<'ctx>, CodegenError> {
+        let t = self.memory_of(mem)?;
+        let ty = Type::vector(t.elem, lanes);
+        let proven = self.proven(index_expr, lanes, t.len);
+        if proven.in_bounds && proven.aligned {
+            let lanes = self.raw_load(&t, index, lanes)?;
+            return Ok(Val { ty, lanes });
+        }
+        let (ok, in_bounds) = self.access_ok(index, lanes, t.len, proven)?;
+        let func = self.func;
+        let ok_b = self.ctx.append_basic_block(func, "load");
+        let fail_b = self.ctx.append_basic_block(func, "load.fault");
+        let merge = self.ctx.append_basic_block(func, "load.end");
+        self.b
+            .build_conditional_branch(ok, ok_b, fail_b)
+            .or_internal()?;
+
+        self.b.position_at_end(ok_b);
+        let loaded = self.raw_load(&t, index, lanes)?;
+        self.b.build_unconditional_branch(merge).or_internal()?;
+        // `raw_load` stays in `ok_b` (no control flow).
+        self.b.position_at_end(fail_b);
+        self.raise_access_fault(in_bounds)?;
+        self.b.build_unconditional_branch(merge).or_internal()?;
+
+        self.b.position_at_end(merge);
+        let scalar: BasicTypeEnum<'ctx> = self.scalar_type(t.elem);
+        let zero = self.zero(t.elem);
+        let mut out = Vec::with_capacity(loaded.len());
+        for v in loaded {
+            let phi = self.b.build_phi(scalar, "").or_internal()?;
+            phi.add_incoming(&[(&v, ok_b), (&zero, fail_b)]);
+            out.push(phi.as_basic_value());
+        }
+        Ok(Val { ty, lanes: out })
+    }
+
+    /// The lanes at `index` (one wide load for vectors), as values of the IR type.
+    fn raw_load(
+        &mut self,
+        t: &Target<'ctx>,
+        index: IntValue<'ctx>,
+        lanes: u8,
+    ) -> Result<Vec<BasicValueEnum<'ctx>>, CodegenError> {
+        let ptr = self.element_ptr(t, index)?;
+        let elem = self.memory_type(t.elem);
+        let align = Self::access_align(t, lanes);
+        let raw: Vec<BasicValueEnum<'ctx>> = if lanes == 1 {
+            let v = self.b.build_load(elem, ptr, "").or_internal()?;
+            Self::set_align(v.as_instruction_value(), align)?;
+            vec![v]
+        } else {
+            let vec_t = vector_type(elem, lanes)?;
+            let v = self.b.build_load(vec_t, ptr, "").or_internal()?;
+            Self::set_align(v.as_instruction_value(), align)?;
+            let v = inkwell::values::VectorValue::try_from(v)
+                .map_err(|_| internal("a vector load is not a vector"))?;
+            let mut out = Vec::with_capacity(lanes as usize);
+            for l in 0..lanes {
+                let i = self.ctx.i32_type().const_int(l as u64, false);
+                out.push(self.b.build_extract_element(v, i, "").or_internal()?);
+            }
+            out
+        };
+        if t.elem != ScalarType::Bool {
+            return Ok(raw);
+        }
+        // Bool words: nonzero is true.
+        let mut out = Vec::with_capacity(raw.len());
+        for w in raw {
+            let w = int(w)?;
+            out.push(
+                self.b
+                    .build_int_compare(IntPredicate::NE, w, w.get_type().const_zero(), "")
+                    .or_internal()?
+                    .into(),
+            );
+        }
+        Ok(out)
+    }
+
+    pub(super) fn store(
+        &mut self,
+        mem: Memory,
+        index: IntValue<'ctx>,
+        index_expr: &Expr,
+        value: &Val<'ctx>,
+    ) -> Result<(), CodegenError> {
+        let t = self.memory_of(mem)?;
+        if value.ty.scalar != t.elem {
+            return Err(internal(format!(
+                "storing {} into memory of {}",
+                value.ty, t.elem
+            )));
+        }
+        let lanes = value.ty.lanes;
+        let proven = self.proven(index_expr, lanes, t.len);
+        if proven.in_bounds && proven.aligned {
+            return self.raw_store(&t, index, value);
+        }
+        let (ok, in_bounds) = self.access_ok(index, lanes, t.len, proven)?;
+        let func = self.func;
+        let ok_b = self.ctx.append_basic_block(func, "store");
+        let fail_b = self.ctx.append_basic_block(func, "store.fault");
+        let merge = self.ctx.append_basic_block(func, "store.end");
+        self.b
+            .build_conditional_branch(ok, ok_b, fail_b)
+            .or_internal()?;
+
+        self.b.position_at_end(ok_b);
+        self.raw_store(&t, index, value)?;
+        self.b.build_unconditional_branch(merge).or_internal()?;
+
+        self.b.position_at_end(fail_b);
+        self.raise_access_fault(in_bounds)?;
+        self.b.build_unconditional_branch(merge).or_internal()?;
+
+        self.b.position_at_end(merge);
+        Ok(())
+    }
+
+    fn raw_store(
+        &mut self,
+        t: &Target<'ctx>,
+        index: IntValue<'ctx>,
+        value: &Val<'ctx>,
+    ) -> Result<(), CodegenError> {
+        let mut lanes = Vec::with_capacity(value.lanes.len());
+        for &v in &value.lanes {
+            lanes.push(if t.elem == ScalarType::Bool {
+                // true is stored as 1.
+                self.b
+                    .build_int_z_extend(int(v)?, self.ctx.i32_type(), "")
+                    .or_internal()?
+                    .into()
+            } else {
+                v
+            });
+        }
+        let ptr = self.element_ptr(t, index)?;
+        let align = Self::access_align(t, value.ty.lanes);
+        let stored = if let [single] = lanes.as_slice() {
+            self.b.build_store(ptr, *single).or_internal()?
+        } else {
+            let vec_t = vector_type(self.memory_type(t.elem), value.ty.lanes)?;
+            let mut v = vec_t.get_poison();
+            for (l, lane) in lanes.into_iter().enumerate() {
+                let i = self.ctx.i32_type().const_int(l as u64, false);
+                v = self.b.build_insert_element(v, lane, i, "").or_internal()?;
+            }
+            self.b.build_store(ptr, v).or_internal()?
+        };
+        Self::set_align(Some(stored), align)
+    }
+}
+
+/// `<lanes x elem>`.
+fn vector_type(
+    elem: BasicTypeEnum<'_>,
+    lanes: u8,
+) -> Result<inkwell::types::VectorType<'_>, CodegenError> {
+    use inkwell::types::BasicTypeEnum as T;
+    let n = lanes as u32;
+    Ok(match elem {
+        T::IntType(t) => t.vec_type(n),
+        T::FloatType(t) => t.vec_type(n),
+        other => return Err(internal(format!("vector of {other:?}"))),
+    })
+}

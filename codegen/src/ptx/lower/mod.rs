@@ -1,0 +1,732 @@
+//! Kernel IR -> LLVM IR for one kernel function.
+//!
+//! [`build_module`] creates the module (NVPTX triple and data layout), the kernel
+//! function with the ABI of [`crate::ptx`], and its body:
+//!
+//! * an entry block with one `alloca` per lane of every IR local (zero-initialised),
+//!   per loop counter and for the status accumulator (LLVM's `mem2reg`/SROA turn them
+//!   into SSA values), and the decoding of scalar parameters;
+//! * the statements, structured as the IR is (an `if` is a conditional branch and a
+//!   merge block, a `for` a header/body/exit triple, a `return` a branch to the exit);
+//! * the exit block, where an invocation whose status is nonzero ORs it atomically
+//!   into the status word (once per invocation, not once per error).
+//!
+//! Submodules: [`value`] (lowered values, LLVM types), `expr` (expressions), `scalar`
+//! (per-lane operators), `cast`, `memory` (checked loads and stores).
+
+mod cast;
+mod expr;
+mod memory;
+mod scalar;
+pub(super) mod value;
+
+use super::fmod::{self, Width};
+use super::{internal, unsupported};
+use crate::abi::ENTRY_POINT;
+use crate::CodegenError;
+use inkwell::attributes::AttributeLoc;
+use inkwell::basic_block::BasicBlock;
+use inkwell::builder::{Builder, BuilderError};
+use inkwell::context::Context;
+use inkwell::intrinsics::Intrinsic;
+use inkwell::module::{Linkage, Module};
+use inkwell::targets::TargetMachine;
+use inkwell::types::{BasicMetadataTypeEnum, BasicType, BasicTypeEnum};
+use inkwell::values::{
+    BasicMetadataValueEnum, BasicValueEnum, FunctionValue, IntValue, PointerValue, ValueKind,
+};
+use inkwell::{AddressSpace, AtomicOrdering, AtomicRMWBinOp, IntPredicate};
+use kernelc_ir::analysis::Ranges;
+use kernelc_ir::{Builtin, Expr, Kernel, LocalId, Param, ScalarType, Stmt, Type};
+use std::collections::BTreeMap;
+use value::{int, Val};
+
+/// LLVM's `ptx_kernel` calling convention (`CallingConv::PTX_Kernel`): marks the
+/// function as a `.entry`. (LLVM 22 ignores the old `nvvm.annotations` metadata.)
+const PTX_KERNEL_CC: u32 = 71;
+/// NVPTX address spaces.
+pub(super) const GLOBAL: u16 = 1;
+pub(super) const SHARED: u16 = 3;
+/// Alignment of every shared array (bytes).
+pub(super) const SHARED_ALIGN: u32 = 16;
+/// Alignment the runtime guarantees for buffer arguments (CUDA allocations are
+/// 256-byte aligned; 16 is all the widest access, 128 bits, needs).
+pub(super) const BUFFER_ALIGN: u32 = 16;
+
+/// CUDA's limits on a block (every SM kernelc accepts).
+const MAX_THREADS_PER_BLOCK: u64 = 1024;
+const MAX_BLOCK_DIM: [u32; 3] = [1024, 1024, 64];
+/// Static shared memory a kernel may declare (CUDA's limit without opt-in).
+const MAX_STATIC_SHARED_BYTES: u64 = 48 * 1024;
+
+/// Results of LLVM builder calls: a failure is a bug in the emitter (the builder is
+/// always positioned, operands are well typed).
+pub(super) trait OrInternal<T> {
+    fn or_internal(self) -> Result<T, CodegenError>;
+}
+
+impl<T> OrInternal<T> for Result<T, BuilderError> {
+    fn or_internal(self) -> Result<T, CodegenError> {
+        self.map_err(|e| internal(format!("LLVM builder: {e}")))
+    }
+}
+
+/// Bytes of the shared arrays, each padded to [`SHARED_ALIGN`].
+fn shared_bytes(kernel: &Kernel) -> u64 {
+    kernel
+        .shared
+        .iter()
+        .map(|s| (s.len as u64 * s.elem.size_bytes() as u64).next_multiple_of(SHARED_ALIGN as u64))
+        .sum()
+}
+
+/// What a valid kernel may still ask for that no CUDA block can give.
+pub(super) fn check_supported(kernel: &Kernel) -> Result<(), CodegenError> {
+    let size = kernel.workgroup_size;
+    let threads = kernel.invocations_per_workgroup();
+    if threads > MAX_THREADS_PER_BLOCK || size.iter().zip(MAX_BLOCK_DIM).any(|(&d, m)| d > m) {
+        return Err(unsupported(format!(
+            "a workgroup of {}x{}x{} invocations (a CUDA block has at most {MAX_THREADS_PER_BLOCK} \
+             threads, at most {}x{}x{})",
+            size[0], size[1], size[2], MAX_BLOCK_DIM[0], MAX_BLOCK_DIM[1], MAX_BLOCK_DIM[2]
+        )));
+    }
+    let shared = shared_bytes(kernel);
+    if shared > MAX_STATIC_SHARED_BYTES {
+        return Err(unsupported(format!(
+            "{shared} bytes of shared memory (at most {MAX_STATIC_SHARED_BYTES} static bytes)"
+        )));
+    }
+    Ok(())
+}
+
+/// The LLVM module of `kernel` (validated and checked by [`check_supported`]).
+pub(super) fn build_module<'ctx>(
+    context: &'ctx Context,
+    kernel: &Kernel,
+    tm: &TargetMachine,
+) -> Result<Module<'ctx>, CodegenError> {
+    let module = context.create_module(&kernel.name);
+    module.set_triple(&tm.get_triple());
+    module.set_data_layout(&tm.get_target_data().get_data_layout());
+    let fmods: Vec<Width> = {
+        let mut lower = Lower::new(context, &module, kernel)?;
+        lower.build_body()?;
+        lower.fmods.keys().copied().collect()
+    };
+    for width in fmods {
+        fmod::link(context, &module, width)?;
+    }
+    Ok(module)
+}
+
+/// Whether control continues after a statement or block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Flow {
+    Continue,
+    /// The invocation returned: the current block is terminated.
+    Returned,
+}
+
+/// The state of lowering one kernel.
+pub(super) struct Lower<'a, 'ctx> {
+    pub(super) ctx: &'ctx Context,
+    module: &'a Module<'ctx>,
+    pub(super) b: Builder<'ctx>,
+    /// Positioned at the end of the entry block (which gets its branch to the body
+    /// last): where `alloca`s go.
+    allocas: Builder<'ctx>,
+    entry: BasicBlock<'ctx>,
+    pub(super) kernel: &'a Kernel,
+    func: FunctionValue<'ctx>,
+    /// Value ranges of the kernel's index expressions (which access checks can go).
+    pub(super) ranges: Ranges,
+    /// The pointer of each buffer parameter (by parameter index).
+    pub(super) buffers: Vec<Option<PointerValue<'ctx>>>,
+    /// The value of each scalar parameter (by parameter index).
+    scalars: Vec<Option<Val<'ctx>>>,
+    /// The `addrspace(3)` global of each shared array.
+    pub(super) shared: Vec<PointerValue<'ctx>>,
+    /// One `alloca` per lane of each IR local.
+    locals: Vec<Vec<PointerValue<'ctx>>>,
+    /// The invocation's status bits so far (an `i32` alloca).
+    status: PointerValue<'ctx>,
+    /// The status word (the last kernel parameter).
+    status_out: PointerValue<'ctx>,
+    exit: BasicBlock<'ctx>,
+    /// The `fmod` functions the kernel calls (declared; defined after lowering).
+    pub(super) fmods: BTreeMap<Width, FunctionValue<'ctx>>,
+}
+
+impl<'a, 'ctx> Lower<'a, 'ctx> {
+    fn new(
+        ctx: &'ctx Context,
+        module: &'a Module<'ctx>,
+        kernel: &'a Kernel,
+    ) -> Result<Self, CodegenError> {
+        let func = declare_kernel(ctx, module, kernel)?;
+        let entry = ctx.append_basic_block(func, "entry");
+        let exit = ctx.append_basic_block(func, "exit");
+        let allocas = ctx.create_builder();
+        allocas.position_at_end(entry);
+        let b = ctx.create_builder();
+        b.position_at_end(entry);
+        let status = allocas
+            .build_alloca(ctx.i32_type(), "status")
+            .or_internal()?;
+        allocas
+            .build_store(status, ctx.i32_type().const_zero())
+            .or_internal()?;
+        let status_out = func
+            .get_nth_param(kernel.params.len() as u32)
+            .ok_or_else(|| internal("the kernel function lacks its status parameter"))?
+            .into_pointer_value_checked()?;
+        let mut lower = Lower {
+            ctx,
+            module,
+            b,
+            allocas,
+            entry,
+            kernel,
+            func,
+            ranges: Ranges::of(kernel),
+            buffers: Vec::new(),
+            scalars: Vec::new(),
+            shared: Vec::new(),
+            locals: Vec::new(),
+            status,
+            status_out,
+            exit,
+            fmods: BTreeMap::new(),
+        };
+        lower.bind_params()?;
+        lower.declare_shared();
+        lower.declare_locals()?;
+        Ok(lower)
+    }
+
+    /// Buffer pointers and decoded scalar parameters.
+    fn bind_params(&mut self) -> Result<(), CodegenError> {
+        for (i, param) in self.kernel.params.iter().enumerate() {
+            let value = self
+                .func
+                .get_nth_param(i as u32)
+                .ok_or_else(|| internal(format!("the kernel function lacks parameter {i}")))?;
+            match param {
+                Param::Buffer { .. } => {
+                    self.buffers.push(Some(value.into_pointer_value_checked()?));
+                    self.scalars.push(None);
+                }
+                Param::Scalar { ty, .. } => {
+                    let v = self.scalar_from_bits(*ty, int(value)?)?;
+                    self.buffers.push(None);
+                    self.scalars.push(Some(Val::scalar(*ty, v)));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A scalar of type `ty` from its `u64` encoding (`abi::encode_scalar_bits`).
+    fn scalar_from_bits(
+        &self,
+        ty: ScalarType,
+        bits: IntValue<'ctx>,
+    ) -> Result<BasicValueEnum<'ctx>, CodegenError> {
+        let b = &self.b;
+        let c = self.ctx;
+        Ok(match ty {
+            ScalarType::Bool => b
+                .build_int_compare(IntPredicate::NE, bits, c.i64_type().const_zero(), "")
+                .or_internal()?
+                .into(),
+            ScalarType::I32 | ScalarType::U32 => b
+                .build_int_truncate(bits, c.i32_type(), "")
+                .or_internal()?
+                .into(),
+            ScalarType::I64 => bits.into(),
+            ScalarType::F16 | ScalarType::Bf16 => {
+                let w = b.build_int_truncate(bits, c.i16_type(), "").or_internal()?;
+                b.build_bit_cast(w, self.scalar_type(ty), "")
+                    .or_internal()?
+            }
+            ScalarType::F32 => {
+                let w = b.build_int_truncate(bits, c.i32_type(), "").or_internal()?;
+                b.build_bit_cast(w, c.f32_type(), "").or_internal()?
+            }
+            ScalarType::F64 => b.build_bit_cast(bits, c.f64_type(), "").or_internal()?,
+        })
+    }
+
+    /// One static `addrspace(3)` array per shared declaration, 16-byte aligned.
+    fn declare_shared(&mut self) {
+        for (i, decl) in self.kernel.shared.iter().enumerate() {
+            let ty = self.memory_type(decl.elem).array_type(decl.len);
+            let global =
+                self.module
+                    .add_global(ty, Some(AddressSpace::from(SHARED)), &format!("shared{i}"));
+            global.set_linkage(Linkage::Internal);
+            global.set_initializer(&ty.get_poison());
+            global.set_alignment(SHARED_ALIGN);
+            self.shared.push(global.as_pointer_value());
+        }
+    }
+
+    /// A zero-initialised `alloca` per lane of every local.
+    fn declare_locals(&mut self) -> Result<(), CodegenError> {
+        for (i, decl) in self.kernel.locals.iter().enumerate() {
+            let mut lanes = Vec::with_capacity(decl.ty.lanes as usize);
+            for lane in 0..decl.ty.lanes {
+                let slot =
+                    self.alloca(self.scalar_type(decl.ty.scalar), &format!("l{i}.{lane}"))?;
+                self.allocas
+                    .build_store(slot, self.zero(decl.ty.scalar))
+                    .or_internal()?;
+                lanes.push(slot);
+            }
+            self.locals.push(lanes);
+        }
+        Ok(())
+    }
+
+    /// An `alloca` in the entry block.
+    fn alloca(
+        &self,
+        ty: BasicTypeEnum<'ctx>,
+        name: &str,
+    ) -> Result<PointerValue<'ctx>, CodegenError> {
+        self.allocas.build_alloca(ty, name).or_internal()
+    }
+
+    /// Emits the body, then the exit block that publishes the status.
+    fn build_body(&mut self) -> Result<(), CodegenError> {
+        let body = self.ctx.append_basic_block(self.func, "body");
+        self.b.position_at_end(body);
+        if self.block(&self.kernel.body)? == Flow::Continue {
+            self.b.build_unconditional_branch(self.exit).or_internal()?;
+        }
+        // The entry block is complete: every alloca is in it.
+        self.allocas.position_at_end(self.entry);
+        self.allocas
+            .build_unconditional_branch(body)
+            .or_internal()?;
+        self.build_exit()
+    }
+
+    /// `if (status != 0) atomicOr(status_out, status); return;`
+    fn build_exit(&mut self) -> Result<(), CodegenError> {
+        let report = self.ctx.append_basic_block(self.func, "report");
+        let done = self.ctx.append_basic_block(self.func, "done");
+        let i32t = self.ctx.i32_type();
+        self.b.position_at_end(self.exit);
+        let status = int(self
+            .b
+            .build_load(i32t, self.status, "status")
+            .or_internal()?)?;
+        let failed = self
+            .b
+            .build_int_compare(IntPredicate::NE, status, i32t.const_zero(), "failed")
+            .or_internal()?;
+        self.b
+            .build_conditional_branch(failed, report, done)
+            .or_internal()?;
+        self.b.position_at_end(report);
+        self.b
+            .build_atomicrmw(
+                AtomicRMWBinOp::Or,
+                self.status_out,
+                status,
+                AtomicOrdering::Monotonic,
+            )
+            .or_internal()?;
+        self.b.build_unconditional_branch(done).or_internal()?;
+        self.b.position_at_end(done);
+        self.b.build_return(None).or_internal()?;
+        Ok(())
+    }
+
+    // -- statements -------------------------------------------------------------------
+
+    fn block(&mut self, stmts: &[Stmt]) -> Result<Flow, CodegenError> {
+        for s in stmts {
+            if self.stmt(s)? == Flow::Returned {
+                return Ok(Flow::Returned);
+            }
+        }
+        Ok(Flow::Continue)
+    }
+
+    fn stmt(&mut self, stmt: &Stmt) -> Result<Flow, CodegenError> {
+        match stmt {
+            Stmt::Let { local, value } | Stmt::Assign { local, value } => {
+                let v = self.expr(value)?;
+                self.write_local(*local, &v)?;
+            }
+            Stmt::Store { mem, index, value } => {
+                let i = self.expr(index)?;
+                let i = int(i.first()?)?;
+                let v = self.expr(value)?;
+                self.store(*mem, i, index, &v)?;
+            }
+            Stmt::If {
+                cond,
+                then_body,
+                else_body,
+            } => return self.if_(cond, then_body, else_body),
+            Stmt::For {
+                var,
+                start,
+                end,
+                step,
+                body,
+            } => return self.for_(*var, start, end, *step, body),
+            Stmt::Return => {
+                self.b.build_unconditional_branch(self.exit).or_internal()?;
+                return Ok(Flow::Returned);
+            }
+            Stmt::Barrier => self.barrier()?,
+        }
+        Ok(Flow::Continue)
+    }
+
+    fn if_(
+        &mut self,
+        cond: &Expr,
+        then_body: &[Stmt],
+        else_body: &[Stmt],
+    ) -> Result<Flow, CodegenError> {
+        let c = self.expr(cond)?;
+        let c = int(c.first()?)?;
+        let then_b = self.ctx.append_basic_block(self.func, "then");
+        let else_b = self.ctx.append_basic_block(self.func, "else");
+        self.b
+            .build_conditional_branch(c, then_b, else_b)
+            .or_internal()?;
+        let mut merge = None;
+        for (block, body) in [(then_b, then_body), (else_b, else_body)] {
+            self.b.position_at_end(block);
+            if self.block(body)? == Flow::Continue {
+                let m = match merge {
+                    Some(m) => m,
+                    None => {
+                        let m = self.ctx.append_basic_block(self.func, "endif");
+                        merge = Some(m);
+                        m
+                    }
+                };
+                self.b.build_unconditional_branch(m).or_internal()?;
+            }
+        }
+        match merge {
+            Some(m) => {
+                self.b.position_at_end(m);
+                Ok(Flow::Continue)
+            }
+            None => Ok(Flow::Returned),
+        }
+    }
+
+    /// `for var in start..end by step`: the counter runs in i64, so a step past the
+    /// counter type's maximum ends the loop instead of wrapping (as in the interpreter).
+    fn for_(
+        &mut self,
+        var: LocalId,
+        start: &Expr,
+        end: &Expr,
+        step: u32,
+        body: &[Stmt],
+    ) -> Result<Flow, CodegenError> {
+        let ty = self.local_type(var)?;
+        let signed = ty == Type::I32;
+        let i64t = self.ctx.i64_type();
+        let s = int(self.expr(start)?.first()?)?;
+        let e = int(self.expr(end)?.first()?)?;
+        let widen = |l: &Self, v: IntValue<'ctx>| {
+            if signed {
+                l.b.build_int_s_extend(v, i64t, "")
+            } else {
+                l.b.build_int_z_extend(v, i64t, "")
+            }
+        };
+        let s64 = widen(self, s).or_internal()?;
+        let e64 = widen(self, e).or_internal()?;
+        let counter = self.alloca(i64t.into(), "counter")?;
+        self.b.build_store(counter, s64).or_internal()?;
+        let header = self.ctx.append_basic_block(self.func, "for");
+        let body_b = self.ctx.append_basic_block(self.func, "for.body");
+        let exit = self.ctx.append_basic_block(self.func, "for.end");
+        self.b.build_unconditional_branch(header).or_internal()?;
+        self.b.position_at_end(header);
+        let c = int(self.b.build_load(i64t, counter, "i").or_internal()?)?;
+        let more = self
+            .b
+            .build_int_compare(IntPredicate::SLT, c, e64, "")
+            .or_internal()?;
+        self.b
+            .build_conditional_branch(more, body_b, exit)
+            .or_internal()?;
+        self.b.position_at_end(body_b);
+        let narrow = self
+            .b
+            .build_int_truncate(c, self.ctx.i32_type(), "")
+            .or_internal()?;
+        self.write_local(var, &Val::scalar(ty.scalar, narrow.into()))?;
+        if self.block(body)? == Flow::Continue {
+            let next = self
+                .b
+                .build_int_add(c, i64t.const_int(step as u64, false), "")
+                .or_internal()?;
+            self.b.build_store(counter, next).or_internal()?;
+            self.b.build_unconditional_branch(header).or_internal()?;
+        }
+        self.b.position_at_end(exit);
+        Ok(Flow::Continue)
+    }
+
+    /// Workgroup execution and memory barrier: `bar.sync 0` (also orders the
+    /// block's shared and global memory accesses).
+    fn barrier(&mut self) -> Result<(), CodegenError> {
+        let zero = self.ctx.i32_type().const_zero();
+        self.call_intrinsic_void(
+            "llvm.nvvm.barrier.cta.sync.aligned.all",
+            &[],
+            &[zero.into()],
+        )
+    }
+
+    // -- locals -----------------------------------------------------------------------
+
+    fn local_type(&self, id: LocalId) -> Result<Type, CodegenError> {
+        self.kernel
+            .local(id)
+            .map(|d| d.ty)
+            .ok_or_else(|| internal(format!("unknown local #{}", id.0)))
+    }
+
+    fn local_slots(&self, id: LocalId) -> Result<&[PointerValue<'ctx>], CodegenError> {
+        self.locals
+            .get(id.0 as usize)
+            .map(Vec::as_slice)
+            .ok_or_else(|| internal(format!("unknown local #{}", id.0)))
+    }
+
+    fn write_local(&mut self, id: LocalId, v: &Val<'ctx>) -> Result<(), CodegenError> {
+        let slots = self.local_slots(id)?;
+        if slots.len() != v.lanes.len() {
+            return Err(internal(format!(
+                "local #{} has {} lanes, {} given",
+                id.0,
+                slots.len(),
+                v.lanes.len()
+            )));
+        }
+        for (&slot, &lane) in slots.iter().zip(&v.lanes) {
+            self.b.build_store(slot, lane).or_internal()?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn read_local(&mut self, id: LocalId) -> Result<Val<'ctx>, CodegenError> {
+        let ty = self.local_type(id)?;
+        let elem = self.scalar_type(ty.scalar);
+        let mut lanes = Vec::with_capacity(ty.lanes as usize);
+        for &slot in self.local_slots(id)? {
+            lanes.push(self.b.build_load(elem, slot, "").or_internal()?);
+        }
+        Ok(Val { ty, lanes })
+    }
+
+    pub(super) fn param_value(&self, index: u32) -> Result<Val<'ctx>, CodegenError> {
+        self.scalars
+            .get(index as usize)
+            .cloned()
+            .flatten()
+            .ok_or_else(|| internal(format!("parameter #{index} is not a scalar")))
+    }
+
+    // -- builtins, status, intrinsics -------------------------------------------------
+
+    /// A special register: `tid`, `ctaid`, `nctaid` along `axis`.
+    fn sreg(&self, name: &str, axis: u8) -> Result<IntValue<'ctx>, CodegenError> {
+        let axis = match axis {
+            0 => "x",
+            1 => "y",
+            2 => "z",
+            _ => return Err(internal(format!("builtin axis {axis}"))),
+        };
+        int(self.call_intrinsic(&format!("llvm.nvvm.read.ptx.sreg.{name}.{axis}"), &[], &[])?)
+    }
+
+    pub(super) fn builtin(
+        &self,
+        builtin: Builtin,
+        axis: u8,
+    ) -> Result<IntValue<'ctx>, CodegenError> {
+        Ok(match builtin {
+            Builtin::LocalId => self.sreg("tid", axis)?,
+            Builtin::WorkgroupId => self.sreg("ctaid", axis)?,
+            Builtin::NumWorkgroups => self.sreg("nctaid", axis)?,
+            Builtin::GlobalId => {
+                // workgroup_id * workgroup_size + local_id, wrapping as the IR's u32.
+                let size = self
+                    .kernel
+                    .workgroup_size
+                    .get(axis as usize)
+                    .copied()
+                    .ok_or_else(|| internal(format!("builtin axis {axis}")))?;
+                let base = self
+                    .b
+                    .build_int_mul(
+                        self.sreg("ctaid", axis)?,
+                        self.ctx.i32_type().const_int(size as u64, false),
+                        "",
+                    )
+                    .or_internal()?;
+                self.b
+                    .build_int_add(base, self.sreg("tid", axis)?, "gid")
+                    .or_internal()?
+            }
+        })
+    }
+
+    /// ORs `bits` (an `i32`) into the invocation's status.
+    pub(super) fn raise(&self, bits: IntValue<'ctx>) -> Result<(), CodegenError> {
+        let i32t = self.ctx.i32_type();
+        let s = int(self.b.build_load(i32t, self.status, "").or_internal()?)?;
+        let s = self.b.build_or(s, bits, "").or_internal()?;
+        self.b.build_store(self.status, s).or_internal()?;
+        Ok(())
+    }
+
+    /// ORs `bit` into the invocation's status when `cond` (an `i1`) holds.
+    pub(super) fn raise_if(&self, cond: IntValue<'ctx>, bit: u32) -> Result<(), CodegenError> {
+        let i32t = self.ctx.i32_type();
+        let bits = self
+            .b
+            .build_select(
+                cond,
+                i32t.const_int(bit as u64, false),
+                i32t.const_zero(),
+                "",
+            )
+            .or_internal()?;
+        self.raise(int(bits)?)
+    }
+
+    fn intrinsic(
+        &self,
+        name: &str,
+        overloads: &[BasicTypeEnum<'ctx>],
+    ) -> Result<FunctionValue<'ctx>, CodegenError> {
+        Intrinsic::find(name)
+            .and_then(|i| i.get_declaration(self.module, overloads))
+            .ok_or_else(|| internal(format!("LLVM does not know the intrinsic `{name}`")))
+    }
+
+    fn call(
+        &self,
+        func: FunctionValue<'ctx>,
+        args: &[BasicValueEnum<'ctx>],
+    ) -> Result<ValueKind<'ctx>, CodegenError> {
+        let args: Vec<BasicMetadataValueEnum<'ctx>> = args.iter().map(|&a| a.into()).collect();
+        Ok(self
+            .b
+            .build_call(func, &args, "")
+            .or_internal()?
+            .try_as_basic_value())
+    }
+
+    /// Calls an intrinsic that returns a value (`overloads`: its overloaded types).
+    pub(super) fn call_intrinsic(
+        &self,
+        name: &str,
+        overloads: &[BasicTypeEnum<'ctx>],
+        args: &[BasicValueEnum<'ctx>],
+    ) -> Result<BasicValueEnum<'ctx>, CodegenError> {
+        match self.call(self.intrinsic(name, overloads)?, args)? {
+            ValueKind::Basic(v) => Ok(v),
+            ValueKind::Instruction(_) => Err(internal(format!("`{name}` returned nothing"))),
+        }
+    }
+
+    fn call_intrinsic_void(
+        &self,
+        name: &str,
+        overloads: &[BasicTypeEnum<'ctx>],
+        args: &[BasicValueEnum<'ctx>],
+    ) -> Result<(), CodegenError> {
+        self.call(self.intrinsic(name, overloads)?, args)?;
+        Ok(())
+    }
+
+    /// Calls kernelc's exact `fmod` of `width` (declared here, linked in afterwards).
+    pub(super) fn call_fmod(
+        &mut self,
+        width: Width,
+        x: BasicValueEnum<'ctx>,
+        y: BasicValueEnum<'ctx>,
+    ) -> Result<BasicValueEnum<'ctx>, CodegenError> {
+        let func = match self.fmods.get(&width) {
+            Some(f) => *f,
+            None => {
+                let t: BasicMetadataTypeEnum<'ctx> = x.get_type().into();
+                let fn_type = x.get_type().fn_type(&[t, t], false);
+                let f = self.module.add_function(width.symbol(), fn_type, None);
+                self.fmods.insert(width, f);
+                f
+            }
+        };
+        match self.call(func, &[x, y])? {
+            ValueKind::Basic(v) => Ok(v),
+            ValueKind::Instruction(_) => Err(internal("fmod returned nothing")),
+        }
+    }
+}
+
+/// The kernel function: one 8-byte parameter per IR parameter (buffers as global
+/// pointers, scalars as `i64`), then the status pointer; the `ptx_kernel` calling
+/// convention; `.reqntid` = the workgroup size.
+fn declare_kernel<'ctx>(
+    ctx: &'ctx Context,
+    module: &Module<'ctx>,
+    kernel: &Kernel,
+) -> Result<FunctionValue<'ctx>, CodegenError> {
+    let global_ptr = ctx.ptr_type(AddressSpace::from(GLOBAL));
+    let mut params: Vec<BasicMetadataTypeEnum<'ctx>> = kernel
+        .params
+        .iter()
+        .map(|p| match p {
+            Param::Buffer { .. } => global_ptr.into(),
+            Param::Scalar { .. } => ctx.i64_type().into(),
+        })
+        .collect();
+    params.push(global_ptr.into());
+    let fn_type = ctx.void_type().fn_type(&params, false);
+    let func = module.add_function(ENTRY_POINT, fn_type, Some(Linkage::External));
+    func.set_call_conventions(PTX_KERNEL_CC);
+    let [x, y, z] = kernel.workgroup_size;
+    func.add_attribute(
+        AttributeLoc::Function,
+        ctx.create_string_attribute("nvvm.reqntid", &format!("{x},{y},{z}")),
+    );
+    for (i, p) in kernel.params.iter().enumerate() {
+        if let Some(v) = func.get_nth_param(i as u32) {
+            v.set_name(p.name());
+        }
+    }
+    if let Some(v) = func.get_nth_param(kernel.params.len() as u32) {
+        v.set_name("status");
+    }
+    Ok(func)
+}
+
+/// A checked `into_pointer_value` (the inkwell one panics on other values).
+trait IntoPointerChecked<'ctx> {
+    fn into_pointer_value_checked(self) -> Result<PointerValue<'ctx>, CodegenError>;
+}
+
+impl<'ctx> IntoPointerChecked<'ctx> for BasicValueEnum<'ctx> {
+    fn into_pointer_value_checked(self) -> Result<PointerValue<'ctx>, CodegenError> {
+        PointerValue::try_from(self).map_err(|_| internal("a kernel parameter is not a pointer"))
+    }
+}
