@@ -500,6 +500,12 @@ impl Ops for Emitter<'_, '_> {
             args: vec![a.clone()],
         }
     }
+    fn round(&mut self, a: &Expr) -> Expr {
+        Expr::Math {
+            func: MathFn::Round,
+            args: vec![a.clone()],
+        }
+    }
     fn lt(&mut self, a: &Expr, b: &Expr) -> Expr {
         Self::cmp(CmpOp::Lt, a, b)
     }
@@ -610,6 +616,8 @@ trait Ops {
     fn div(&mut self, a: &Self::F, b: &Self::F) -> Self::F;
     fn neg(&mut self, a: &Self::F) -> Self::F;
     fn abs(&mut self, a: &Self::F) -> Self::F;
+    /// To the nearest integer, ties to even (every target has it natively).
+    fn round(&mut self, a: &Self::F) -> Self::F;
     fn lt(&mut self, a: &Self::F, b: &Self::F) -> Self::B;
     fn gt(&mut self, a: &Self::F, b: &Self::F) -> Self::B;
     fn ge(&mut self, a: &Self::F, b: &Self::F) -> Self::B;
@@ -705,20 +713,14 @@ fn iandc<O: Ops>(o: &mut O, a: &O::I, c: i32) -> O::I {
     o.iand(a, &k)
 }
 
-/// 1.5 · 2²³: adding it rounds an f32 below 2²² in magnitude to an integer, which then
-/// sits in the low mantissa bits.
-const MAGIC: f32 = 12_582_912.0;
-const MAGIC_BITS: i32 = 0x4B40_0000;
-
 /// `v` rounded to the nearest integer (ties to even), as a float and as an integer;
-/// valid for `|v| < 2²²`.
-fn round_magic<O: Ops>(o: &mut O, v: &O::F) -> (O::F, O::I) {
-    let t = addc(o, v, MAGIC);
-    let t = o.bind(t);
-    let kf = addc(o, &t, -MAGIC);
+/// valid for `|v| < 2³¹`. A native `round`, not the `(v + 1.5·2²³) − 1.5·2²³` trick:
+/// shader compilers that may reassociate float arithmetic (WGSL cannot forbid it;
+/// Mesa folds `(a + c) − c` to `a`) would turn that trick into the identity.
+fn round_nearest<O: Ops>(o: &mut O, v: &O::F) -> (O::F, O::I) {
+    let kf = o.round(v);
     let kf = o.bind(kf);
-    let tb = o.bits_of(&t);
-    let ki = iaddc(o, &tb, -MAGIC_BITS);
+    let ki = o.ftoi(&kf);
     let ki = o.bindi(ki);
     (kf, ki)
 }
@@ -819,7 +821,7 @@ const EXP2_P: [f32; 7] = [
 /// `e^x` for `x` in `[-104, 89]` (or NaN).
 fn exp_core<O: Ops>(o: &mut O, x: &O::F) -> O::F {
     let v = mulc(o, x, LOG2E);
-    let (kf, ki) = round_magic(o, &v);
+    let (kf, ki) = round_nearest(o, &v);
     // x - k·LN2_HI is exact (Sterbenz), then one rounding.
     let h = mulc(o, &kf, LN2_HI);
     let r = o.sub(x, &h);
@@ -849,7 +851,7 @@ fn exp2_hl<O: Ops>(o: &mut O, h: &O::F, l: Option<&O::F>) -> O::F {
     let hc = min_c(o, h, 129.0);
     let hc = max_c(o, &hc, -152.0);
     let hc = o.bind(hc);
-    let (kf, ki) = round_magic(o, &hc);
+    let (kf, ki) = round_nearest(o, &hc);
     let mut r = o.sub(&hc, &kf);
     if let Some(l) = l {
         r = o.add(&r, l);
@@ -1133,7 +1135,7 @@ const COS_P: [f32; 4] = [-2.7296915e-7, 2.4800569e-5, -0.0013888888, 0.041666668
 
 fn sincos<O: Ops>(o: &mut O, x: &O::F, cos: bool) -> O::F {
     let v = mulc(o, x, TWO_OVER_PI);
-    let (kf, ki) = round_magic(o, &v);
+    let (kf, ki) = round_nearest(o, &v);
     // r = x - k·π/2: the first two subtractions are exact (Sterbenz and the constants'
     // granularity), the next three are TwoSums whose errors are collected in e.
     let mut a = x.clone();
@@ -1374,6 +1376,9 @@ mod tests {
         }
         fn abs(&mut self, a: &f32) -> f32 {
             a.abs()
+        }
+        fn round(&mut self, a: &f32) -> f32 {
+            a.round_ties_even()
         }
         fn lt(&mut self, a: &f32, b: &f32) -> bool {
             a < b

@@ -35,6 +35,8 @@ pub(super) trait Ops64 {
     fn fma(&mut self, a: &Self::F, b: &Self::F, c: &Self::F) -> Self::F;
     fn neg(&mut self, a: &Self::F) -> Self::F;
     fn abs(&mut self, a: &Self::F) -> Self::F;
+    /// To the nearest integer, ties to even (every target has it natively).
+    fn round(&mut self, a: &Self::F) -> Self::F;
     fn lt(&mut self, a: &Self::F, b: &Self::F) -> Self::B;
     fn gt(&mut self, a: &Self::F, b: &Self::F) -> Self::B;
     fn ge(&mut self, a: &Self::F, b: &Self::F) -> Self::B;
@@ -137,6 +139,9 @@ impl Ops64 for Emitter<'_, '_> {
     }
     fn abs(&mut self, a: &Expr) -> Expr {
         Self::math(MathFn::Abs, &[a])
+    }
+    fn round(&mut self, a: &Expr) -> Expr {
+        Self::math(MathFn::Round, &[a])
     }
     fn lt(&mut self, a: &Expr, b: &Expr) -> Expr {
         Self::cmp(CmpOp::Lt, a, b)
@@ -297,20 +302,13 @@ fn iandc<O: Ops64>(o: &mut O, a: &O::I, c: i64) -> O::I {
     o.iand(a, &k)
 }
 
-/// 1.5 · 2⁵²: adding it rounds an f64 below 2⁵¹ in magnitude to an integer, which then
-/// sits in the low mantissa bits.
-const MAGIC: f64 = 6_755_399_441_055_744.0;
-const MAGIC_BITS: i64 = 0x4338_0000_0000_0000;
-
 /// `v` rounded to the nearest integer (ties to even), as a float and as an integer;
-/// valid for `|v| < 2⁵¹`.
-fn round_magic<O: Ops64>(o: &mut O, v: &O::F) -> (O::F, O::I) {
-    let t = addc(o, v, MAGIC);
-    let t = o.bind(t);
-    let kf = addc(o, &t, -MAGIC);
+/// valid for `|v| < 2⁶³`. A native `round` rather than the `1.5·2⁵²` addition trick,
+/// which a reassociating shader compiler folds away (see the f32 version).
+fn round_nearest<O: Ops64>(o: &mut O, v: &O::F) -> (O::F, O::I) {
+    let kf = o.round(v);
     let kf = o.bind(kf);
-    let tb = o.bits_of(&t);
-    let ki = iaddc(o, &tb, -MAGIC_BITS);
+    let ki = o.ftoi(&kf);
     let ki = o.bindi(ki);
     (kf, ki)
 }
@@ -441,7 +439,7 @@ fn exp_dd<O: Ops64>(o: &mut O, h: &O::F, l: Option<&O::F>) -> O::F {
     let hc = max_c(o, &hc, EXP_MIN);
     let hc = o.bind(hc);
     let v = mulc(o, &hc, std::f64::consts::LOG2_E);
-    let (kf, ki) = round_magic(o, &v);
+    let (kf, ki) = round_nearest(o, &v);
     // h - k·LN2_HI is exact: the product is, and the difference is a multiple of
     // ulp(h) below 0.35 (or Sterbenz applies).
     let kh = mulc(o, &kf, LN2_HI);
@@ -473,7 +471,7 @@ fn exp2<O: Ops64>(o: &mut O, x: &O::F) -> O::F {
     let xc = min_c(o, x, 1025.0);
     let xc = max_c(o, &xc, -1080.0);
     let xc = o.bind(xc);
-    let (kf, ki) = round_magic(o, &xc);
+    let (kf, ki) = round_nearest(o, &xc);
     let r = o.sub(&xc, &kf);
     let r = o.bind(r);
     let zero = o.cf(0.0);
@@ -817,7 +815,7 @@ fn sincos<O: Ops64>(o: &mut O, x: &O::F, which: Trig) -> O::F {
     let xr = o.sel(&reducible, x, &zero);
     let xr = o.bind(xr);
     let v = mulc(o, &xr, std::f64::consts::FRAC_2_PI);
-    let (kf, ki) = round_magic(o, &v);
+    let (kf, ki) = round_nearest(o, &v);
     let (rh, rl) = reduce_pio2(o, &xr, &kf);
     let (zh, zl) = two_prod(o, &rh, &rh);
     let s = sin_reduced(o, &rh, &rl, &zh);
@@ -1060,6 +1058,9 @@ mod tests {
         }
         fn abs(&mut self, a: &f64) -> f64 {
             a.abs()
+        }
+        fn round(&mut self, a: &f64) -> f64 {
+            a.round_ties_even()
         }
         fn lt(&mut self, a: &f64, b: &f64) -> bool {
             a < b
