@@ -71,7 +71,8 @@ fn median(mut v: Vec<Duration>) -> Duration {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let rt = Runtime::new(DeviceChoice::BestAvailable)?;
+    // KERNELC_DEVICE=cpu|cuda|wgpu[:path] picks a device; the default is the best one.
+    let rt = Runtime::new(DeviceChoice::from_env()?)?;
     println!("device: {}", rt.device_name());
     println!(
         "{:<30} {:>12} {:>12} {:>10}  check",

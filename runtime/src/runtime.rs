@@ -31,6 +31,17 @@ pub enum DeviceChoice {
     BestAvailable,
 }
 
+impl DeviceChoice {
+    /// `KERNELC_DEVICE` parsed (see [`std::str::FromStr`] below), or `BestAvailable`
+    /// when it is unset.
+    pub fn from_env() -> Result<DeviceChoice> {
+        match std::env::var("KERNELC_DEVICE") {
+            Ok(text) if !text.trim().is_empty() => text.trim().parse(),
+            _ => Ok(DeviceChoice::BestAvailable),
+        }
+    }
+}
+
 impl std::str::FromStr for DeviceChoice {
     type Err = RuntimeError;
 
@@ -566,4 +577,35 @@ struct Prepared {
 pub(crate) enum BindingRef<'a> {
     Buffer(&'a Arc<Storage>),
     Scalar(kernelc_ir::Scalar),
+}
+
+#[cfg(test)]
+mod device_choice_tests {
+    use super::*;
+
+    #[test]
+    fn device_choices_parse() {
+        assert_eq!("cpu".parse::<DeviceChoice>().ok(), Some(DeviceChoice::Cpu));
+        assert_eq!(
+            "cuda:1".parse::<DeviceChoice>().ok(),
+            Some(DeviceChoice::Cuda { ordinal: 1 })
+        );
+        assert_eq!(
+            "wgpu:spirv".parse::<DeviceChoice>().ok(),
+            Some(DeviceChoice::Wgpu(WgpuOptions {
+                shader: ShaderPath::SpirvPassthrough,
+                allow_software: true
+            }))
+        );
+        assert_eq!(
+            "wgpu".parse::<DeviceChoice>().ok(),
+            Some(DeviceChoice::Wgpu(WgpuOptions::default()))
+        );
+        for bad in ["gpu", "cuda:x", "wgpu:hlsl", "cpu:0", ""] {
+            assert!(
+                matches!(bad.parse::<DeviceChoice>(), Err(RuntimeError::BadArgument(_))),
+                "{bad:?} must be refused"
+            );
+        }
+    }
 }

@@ -561,7 +561,14 @@ impl Schedule {
         let inv = pow2_floor(caps.invocations_1d());
         let rows = view.contiguous();
         let (g, p) = if rows {
-            let g = inv.min(pow2_ceil(steps));
+            // Small groups with several steps each (at least GPU_MIN_PER_INVOCATION
+            // elements) and several rows per workgroup, rather than one step per
+            // invocation and a deep tree of barriers -- unless there are too few
+            // rows to keep the device busy that way.
+            let min_steps = (GPU_MIN_PER_INVOCATION as u32 / l).max(1);
+            let small = pow2_ceil(steps.div_ceil(min_steps));
+            let fill = pow2_ceil(GPU_TARGET_INVOCATIONS.div_ceil(groups.max(1) as u64).min(inv as u64) as u32);
+            let g = inv.min(pow2_ceil(steps)).min(small.max(fill));
             (g, (inv / g).min(pow2_ceil(groups)))
         } else {
             // Neighbouring slices of one part share a workgroup: more parts mean more

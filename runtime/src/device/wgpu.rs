@@ -365,7 +365,7 @@ impl WgpuDevice {
             return Err(self.launch_error(&kernels, 0, format!("wgpu rejected the launch: {error}")));
         }
         let words = self.read_buffer(&status, launches.len() as u64 * self.status_stride)?;
-        for (i, kernel) in kernels.iter().enumerate() {
+        for i in 0..kernels.len() {
             let offset = i * self.status_stride as usize;
             let bits = u32::from_le_bytes(words[offset..offset + 4].try_into().unwrap_or([0; 4]));
             if bits != 0 {
