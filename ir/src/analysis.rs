@@ -173,6 +173,22 @@ enum Def<'k> {
     },
 }
 
+/// The checks of one memory access that cannot fail (see [`Ranges::access`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AccessProof {
+    /// `index + lanes <= len` for every possible index.
+    pub in_bounds: bool,
+    /// Every possible index is a multiple of `lanes` (always so for scalars).
+    pub aligned: bool,
+}
+
+impl AccessProof {
+    /// Whether no check is needed at all.
+    pub fn all(self) -> bool {
+        self.in_bounds && self.aligned
+    }
+}
+
 /// The value ranges of a kernel's integer locals; see the module documentation.
 #[derive(Clone, Debug)]
 pub struct Ranges {
@@ -284,6 +300,22 @@ impl Ranges {
     /// scalar the analysis can bound.
     pub fn range(&self, e: &Expr) -> Option<Interval> {
         self.eval(e).map(|(_, i)| i)
+    }
+
+    /// Which run-time checks of a `lanes`-wide access at `index` into a memory of `len`
+    /// elements cannot fail, so an emitter may leave them out.
+    pub fn access(&self, index: &Expr, lanes: u8, len: u64) -> AccessProof {
+        let lanes = lanes as u64;
+        match self.range(index) {
+            Some(r) => AccessProof {
+                in_bounds: r.hi.checked_add(lanes).is_some_and(|end| end <= len),
+                aligned: lanes <= 1 || r.align % lanes == 0,
+            },
+            None => AccessProof {
+                in_bounds: false,
+                aligned: lanes <= 1,
+            },
+        }
     }
 
     /// The range of a local (immutable `u32`/`i32` locals only).

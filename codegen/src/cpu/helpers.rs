@@ -17,7 +17,7 @@
 
 use cranelift_codegen::ir::types;
 use cranelift_codegen::ir::Type as ClifType;
-use half::{bf16, f16};
+
 
 /// One helper: its symbol, its address, and its C signature (parameter and return
 /// types; all are passed by value in registers).

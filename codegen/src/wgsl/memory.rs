@@ -16,14 +16,6 @@ use naga::{BinaryOperator as Bo, Expression, Handle, ScalarKind, Statement, Unar
 
 type H = Handle<Expression>;
 
-/// The checks of one access that cannot fail.
-#[derive(Clone, Copy, Debug, Default)]
-struct Proven {
-    /// `index + lanes <= len` for every possible index.
-    in_bounds: bool,
-    /// Every possible index is a multiple of `lanes` (always so for scalars).
-    aligned: bool,
-}
 
 /// The run-time test of an access that may fail.
 #[derive(Clone, Copy, Debug)]
@@ -51,21 +43,8 @@ impl Lower<'_> {
         Ok((base, elem, len))
     }
 
-    /// Which checks of an access at `index` the value-range analysis proves
-    /// unnecessary.
-    fn proven(&self, index: &Expr, lanes: u8, len: u64) -> Proven {
-        let Some(r) = self.ranges.range(index) else {
-            return Proven::default();
-        };
-        let lanes = lanes as u64;
-        Proven {
-            in_bounds: r.hi.checked_add(lanes).is_some_and(|end| end <= len),
-            aligned: lanes <= 1 || r.align % lanes == 0,
-        }
-    }
-
     fn check(&mut self, index: H, index_expr: &Expr, lanes: u8, len: u64) -> Check {
-        let proven = self.proven(index_expr, lanes, len);
+        let proven = self.ranges.access(index_expr, lanes, len);
         let lanes64 = lanes as u64;
         if !proven.in_bounds && len < lanes64 {
             return Check::Never;

@@ -29,20 +29,7 @@ fn access_flags() -> MemFlagsData {
     MemFlagsData::new().with_notrap()
 }
 
-/// The checks of one access that cannot fail.
-#[derive(Clone, Copy, Debug, Default)]
-struct Proven {
-    /// `index + lanes <= len` for every possible index.
-    in_bounds: bool,
-    /// Every possible index is a multiple of `lanes` (always so for scalars).
-    aligned: bool,
-}
-
-impl Proven {
-    fn all(self) -> bool {
-        self.in_bounds && self.aligned
-    }
-}
+use kernelc_ir::analysis::AccessProof as Proven;
 
 impl<M: Module> Lower<'_, '_, M> {
     fn memory_of(&self, mem: Memory) -> Result<(Value, ScalarType, u64), CodegenError> {
@@ -56,19 +43,6 @@ impl<M: Module> Lower<'_, '_, M> {
         };
         let base = base.ok_or_else(|| internal(format!("no base address for {mem:?}")))?;
         Ok((base, elem, len))
-    }
-
-    /// Which checks of an access at `index` the value-range analysis proves
-    /// unnecessary.
-    fn proven(&self, index: &Expr, lanes: u8, len: u64) -> Proven {
-        let Some(r) = self.ranges.range(index) else {
-            return Proven::default();
-        };
-        let lanes = lanes as u64;
-        Proven {
-            in_bounds: r.hi.checked_add(lanes).is_some_and(|end| end <= len),
-            aligned: lanes <= 1 || r.align % lanes == 0,
-        }
     }
 
     /// `(ok, in_bounds)`: whether the access may proceed, and whether it is in bounds.
@@ -126,7 +100,7 @@ impl<M: Module> Lower<'_, '_, M> {
     ) -> Result<Val, CodegenError> {
         let (base, elem, len) = self.memory_of(mem)?;
         let ty = Type::vector(elem, lanes);
-        let proven = self.proven(index_expr, lanes, len);
+        let proven = self.ranges.access(index_expr, lanes, len);
         if proven.all() {
             return Ok(self.raw_load(base, index, ty));
         }
@@ -203,7 +177,7 @@ impl<M: Module> Lower<'_, '_, M> {
             )));
         }
         let lanes = value.ty.lanes;
-        let proven = self.proven(index_expr, lanes, len);
+        let proven = self.ranges.access(index_expr, lanes, len);
         if proven.all() {
             self.raw_store(base, index, value);
             return Ok(());

@@ -21,14 +21,7 @@ use inkwell::values::{BasicValue, BasicValueEnum, InstructionValue, IntValue, Po
 use inkwell::IntPredicate;
 use kernelc_ir::{Expr, Memory, ScalarType, Type};
 
-/// The checks of one access that cannot fail.
-#[derive(Clone, Copy, Debug, Default)]
-struct Proven {
-    /// `index + lanes <= len` for every possible index.
-    in_bounds: bool,
-    /// Every possible index is a multiple of `lanes` (always so for scalars).
-    aligned: bool,
-}
+use kernelc_ir::analysis::AccessProof as Proven;
 
 /// Where an access goes: base pointer, element type, length, base alignment.
 struct Target<'ctx> {
@@ -58,22 +51,6 @@ impl<'ctx> Lower<'_, 'ctx> {
             len,
             align,
         })
-    }
-
-    /// Which checks of an access at `index` the value-range analysis proves
-    /// unnecessary.
-    fn proven(&self, index: &Expr, lanes: u8, len: u64) -> Proven {
-        let Some(r) = self.ranges.range(index) else {
-            return Proven {
-                in_bounds: false,
-                aligned: lanes <= 1,
-            };
-        };
-        let lanes = lanes as u64;
-        Proven {
-            in_bounds: r.hi.checked_add(lanes).is_some_and(|end| end <= len),
-            aligned: lanes <= 1 || r.align % lanes == 0,
-        }
     }
 
     /// `(ok, in_bounds)` as `i1`s: whether the access may proceed, and whether it is in
@@ -171,7 +148,7 @@ impl<'ctx> Lower<'_, 'ctx> {
     ) -> Result<Val<'ctx>, CodegenError> {
         let t = self.memory_of(mem)?;
         let ty = Type::vector(t.elem, lanes);
-        let proven = self.proven(index_expr, lanes, t.len);
+        let proven = self.ranges.access(index_expr, lanes, t.len);
         if proven.in_bounds && proven.aligned {
             let lanes = self.raw_load(&t, index, lanes)?;
             return Ok(Val { ty, lanes });
@@ -264,7 +241,7 @@ impl<'ctx> Lower<'_, 'ctx> {
             )));
         }
         let lanes = value.ty.lanes;
-        let proven = self.proven(index_expr, lanes, t.len);
+        let proven = self.ranges.access(index_expr, lanes, t.len);
         if proven.in_bounds && proven.aligned {
             return self.raw_store(&t, index, value);
         }
