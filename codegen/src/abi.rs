@@ -14,22 +14,34 @@
 //!
 //! # Shader binding layout (WGSL and SPIR-V, bind group 0)
 //!
-//! * Buffer parameter `i` is binding `i`: a storage buffer of a runtime-sized array of
-//!   its element type (bool elements as `u32` words, nonzero is true). Read-only when
-//!   the parameter's access is `read`.
+//! The bindings are dense, `0..n` without gaps: wgpu's Vulkan backend numbers the
+//! descriptors of a bind group layout `0, 1, 2, ...` in the order of their wgpu binding
+//! numbers and remaps only the shaders naga generates, so a SPIR-V module handed to
+//! wgpu as passthrough must already use those dense numbers (gfx-rs/wgpu#9326). With a
+//! gap, every later resource of a passthrough module reads another descriptor.
+//!
+//! * The `j`-th buffer parameter (counting buffers only, in declaration order) is
+//!   binding `j`: a storage buffer of a runtime-sized array of its element type (bool
+//!   elements as `u32` words, nonzero is true). Read-only when the parameter's access
+//!   is `read`.
 //! * Scalar parameters have no binding of their own. They are packed, in declaration
 //!   order, into one read-only storage buffer of `u32` words at binding
-//!   [`ShaderLayout::scalar_binding`] (`params.len()`), present only if the kernel has
-//!   a scalar: 4-byte types and bool (0/1) take one word, f16/bf16 one word holding
-//!   their 16 bits in the low half, 8-byte types two words (low word first) at an even
-//!   word offset. [`ShaderLayout::encode_scalars`] builds the words.
-//! * The status word is binding [`ShaderLayout::status_binding`] (`params.len() + 1`):
-//!   a read-write storage buffer holding one `atomic<u32>`, which the kernel only
-//!   `atomicOr`s into. The runtime zeroes it before a launch and reads it after.
+//!   [`ShaderLayout::scalar_binding`] (the number of buffers), present only if the
+//!   kernel has a scalar: 4-byte types and bool (0/1) take one word, f16/bf16 one word
+//!   holding their 16 bits in the low half, 8-byte types two words (low word first) at
+//!   an even word offset. [`ShaderLayout::encode_scalars`] builds the words.
+//! * The status word is the last binding, [`ShaderLayout::status_binding`] (the number
+//!   of buffers, plus one with a scalar block): a read-write storage buffer holding one
+//!   `atomic<u32>`, which the kernel only `atomicOr`s into. The runtime zeroes it
+//!   before a launch and reads it after.
 //!
 //! The PTX target takes the same information as kernel parameters (see its module).
 
 use kernelc_ir::{Kernel, Param, Scalar, ScalarType};
+
+/// The version of this ABI. Changing any rule here changes emitted artifacts, so it is
+/// part of every kernel-cache key (version 2: dense shader bindings).
+pub const ABI_VERSION: u32 = 2;
 
 /// The name of the entry point (WGSL, SPIR-V) or kernel function (PTX) of every
 /// emitted module.
@@ -93,12 +105,16 @@ impl ShaderLayout {
     /// The layout of `kernel`'s parameters.
     pub fn of(kernel: &Kernel) -> ShaderLayout {
         let mut words = 0u32;
+        let mut buffers = 0u32;
         let params = kernel
             .params
             .iter()
-            .enumerate()
-            .map(|(i, p)| match p {
-                Param::Buffer { .. } => ParamSlot::Buffer { binding: i as u32 },
+            .map(|p| match p {
+                Param::Buffer { .. } => {
+                    let slot = ParamSlot::Buffer { binding: buffers };
+                    buffers += 1;
+                    slot
+                }
                 Param::Scalar { ty, .. } => {
                     let width = scalar_words(*ty);
                     words = words.next_multiple_of(width);
@@ -108,12 +124,12 @@ impl ShaderLayout {
                 }
             })
             .collect();
-        let n = kernel.params.len() as u32;
+        let scalar_binding = (words > 0).then_some(buffers);
         ShaderLayout {
             params,
-            scalar_binding: (words > 0).then_some(n),
+            scalar_binding,
             scalar_words: words,
-            status_binding: n + 1,
+            status_binding: buffers + scalar_binding.is_some() as u32,
         }
     }
 
@@ -186,7 +202,7 @@ mod tests {
     }
 
     #[test]
-    fn buffers_keep_their_index_and_scalars_pack_with_8_byte_alignment() {
+    fn buffers_are_numbered_densely_and_scalars_pack_with_8_byte_alignment() {
         let k = kernel(vec![
             Param::Buffer {
                 name: "x".into(),
@@ -208,8 +224,8 @@ mod tests {
                 ParamSlot::Scalar { word: 4 },
             ]
         );
-        assert_eq!(layout.scalar_binding, Some(4));
-        assert_eq!(layout.status_binding, 5);
+        assert_eq!(layout.scalar_binding, Some(1));
+        assert_eq!(layout.status_binding, 2);
         assert_eq!(layout.scalar_words, 5);
         let words = layout.encode_scalars(&[
             None,
@@ -234,7 +250,7 @@ mod tests {
     fn no_scalars_means_no_scalar_binding() {
         let layout = ShaderLayout::of(&kernel(vec![]));
         assert_eq!(layout.scalar_binding, None);
-        assert_eq!(layout.status_binding, 1);
+        assert_eq!(layout.status_binding, 0);
     }
 
     #[test]

@@ -61,7 +61,6 @@ fn spirv_val() -> Option<PathBuf> {
     tool("spirv-val", &["/usr/bin/spirv-val"])
 }
 
-
 /// A fresh temporary file path.
 fn temp_path(ext: &str) -> PathBuf {
     static NEXT: AtomicU64 = AtomicU64::new(0);
@@ -330,7 +329,13 @@ fn status_word_is_only_atomically_ored() {
     // One publication per return: the early return and the end of the body.
     assert_eq!(count(&text, "OpAtomicOr"), 2, "{text}");
     assert_eq!(count(&text, "OpReturn"), 2, "{text}");
-    assert!(text.contains("OpDecorate %kernelc_status Binding 3") || text.contains("Binding 3"));
+    // Two buffers and no scalars: the status word is the third binding (dense, see
+    // `dense_bindings`).
+    let (named, _) = bindings(&text);
+    assert!(
+        named.contains(&("kernelc_status".to_string(), 2)),
+        "{named:?}\n{text}"
+    );
     // The read-only input is NonWritable.
     assert!(text.contains("NonWritable"), "{text}");
     // Unproven accesses are checked: an unsigned compare against len - 1.
@@ -675,4 +680,103 @@ fn dump_catalogue() {
             }
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Resource bindings
+// ---------------------------------------------------------------------------------------
+
+/// The `Binding` decoration of each named resource variable, by name, and every
+/// (descriptor set, binding) pair the module declares, from its disassembly.
+fn bindings(text: &str) -> (Vec<(String, u32)>, Vec<(u32, u32)>) {
+    let mut names = std::collections::HashMap::new();
+    let mut set_of = std::collections::HashMap::new();
+    let mut binding_of = Vec::new();
+    for line in text.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            ["OpName", id, name] => {
+                names.insert(id.to_string(), name.trim_matches('"').to_string());
+            }
+            ["OpDecorate", id, "DescriptorSet", set] => {
+                set_of.insert(id.to_string(), set.parse::<u32>().expect("a set number"));
+            }
+            ["OpDecorate", id, "Binding", b] => {
+                binding_of.push((id.to_string(), b.parse::<u32>().expect("a binding number")));
+            }
+            _ => {}
+        }
+    }
+    let named = binding_of
+        .iter()
+        .map(|(id, b)| (names.get(id).cloned().unwrap_or_else(|| id.clone()), *b))
+        .collect();
+    let pairs = binding_of
+        .iter()
+        .map(|(id, b)| (set_of.get(id).copied().unwrap_or(u32::MAX), *b))
+        .collect();
+    (named, pairs)
+}
+
+/// `Ok` when the module's resources sit in descriptor set 0 at bindings exactly
+/// `0..n`, without gaps.
+///
+/// wgpu-hal's Vulkan backend (wgpu 30) numbers the `VkDescriptorSetLayoutBinding`s of a
+/// bind group layout densely, in the order of the layout's wgpu binding numbers, and
+/// remaps only the shaders naga generates. A passthrough SPIR-V module is used as is,
+/// so its binding numbers must already be those dense ones (gfx-rs/wgpu#9326). A gap
+/// (numbering bindings by parameter index leaves one per scalar parameter, and one for
+/// an absent scalar block) shifts every later resource: the scalar block reads another
+/// buffer (GEMM's `alpha` read as 0), and the status word names a binding the
+/// pipeline layout lacks (undefined in Vulkan), so run-time errors may go unreported.
+fn dense_bindings(words: &[u32]) -> Result<(), String> {
+    let (_, mut pairs) = bindings(&disassemble(words));
+    pairs.sort_unstable();
+    let expected: Vec<(u32, u32)> = (0..pairs.len() as u32).map(|b| (0, b)).collect();
+    if pairs == expected {
+        Ok(())
+    } else {
+        Err(format!(
+            "(descriptor set, binding) pairs {pairs:?} are not set 0, bindings 0..{}",
+            pairs.len()
+        ))
+    }
+}
+
+/// The failure behind GEMM, conv2d and batch-norm training giving wrong results (a
+/// scalar parameter read as 0) through wgpu's SPIR-V passthrough on lavapipe: a
+/// scalar parameter between buffers must not leave a hole in the binding numbers.
+#[test]
+fn bindings_are_dense_around_scalar_parameters() {
+    let mut k = KernelBuilder::new("axpy", [64, 1, 1]);
+    let xs = k.buffer("xs", F32, 64, Access::Read);
+    let alpha = k.scalar("alpha", F32);
+    let ys = k.buffer("ys", F32, 64, Access::ReadWrite);
+    let kernel = k
+        .build(|f| {
+            let i = f.let_("i", global_id(0));
+            f.if_(i.clone().lt(64u32), |f| {
+                let v = alpha.clone() * xs.at(i.clone()) + ys.at(i.clone());
+                f.store(ys, i, v);
+            });
+        })
+        .unwrap();
+    let words = emit_ok(&kernel);
+    let text = emit_valid(&kernel);
+    let (mut named, _) = bindings(&text);
+    named.sort_by_key(|(_, b)| *b);
+    let expected = [
+        ("xs", 0),
+        ("ys", 1),
+        ("kernelc_scalars", 2),
+        ("kernelc_status", 3),
+    ];
+    let expected: Vec<(String, u32)> = expected.iter().map(|(n, b)| (n.to_string(), *b)).collect();
+    assert_eq!(named, expected, "{text}");
+    dense_bindings(&words).unwrap_or_else(|e| panic!("{e}\n{text}"));
+}
+
+#[test]
+fn every_catalogue_kernel_has_dense_bindings() {
+    check_catalogue("dense bindings", &dense_bindings);
 }

@@ -26,6 +26,8 @@ impl CacheKey {
     pub fn new(kernel_hash: &[u8; 32], target: &str, options: &str) -> CacheKey {
         let mut h = blake3::Hasher::new();
         h.update(b"kernelc cache key v1\0");
+        // Artifacts depend on the targets' shared ABI (binding numbers, parameters).
+        h.update(&kernelc_codegen::abi::ABI_VERSION.to_le_bytes());
         h.update(kernel_hash);
         for part in [target, options, env!("CARGO_PKG_VERSION")] {
             h.update(&(part.len() as u64).to_le_bytes());

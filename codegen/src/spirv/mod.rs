@@ -14,8 +14,11 @@
 //!   its `Input` variables (SPIR-V 1.3: storage buffers and workgroup variables are not
 //!   interface variables before 1.4), and `OpExecutionMode LocalSize` = the kernel's
 //!   workgroup size.
-//! * Bindings follow [`crate::abi::ShaderLayout`] (descriptor set 0): buffer parameter `i` at
-//!   binding `i`, a `StorageBuffer` `struct { T data[]; }` decorated `Block` (member
+//! * Bindings are exactly those of [`crate::abi::ShaderLayout`] (descriptor set 0), which
+//!   must be dense (`0..n`, no gaps): wgpu's Vulkan backend numbers descriptors densely
+//!   and does not remap a passthrough module, so a gap makes every later resource
+//!   read another descriptor (gfx-rs/wgpu#9326; `tests/spirv.rs` checks density).
+//!   Each buffer parameter is a `StorageBuffer` `struct { T data[]; }` decorated `Block` (member
 //!   offset 0, array stride = element size; `NonWritable` when read-only); bool
 //!   elements are `u32` words; the packed scalar words at `scalar_binding` (read-only
 //!   `u32[]`); the status word at `status_binding` (`struct { u32 }`, only ever

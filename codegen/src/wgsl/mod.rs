@@ -11,7 +11,8 @@
 //! One compute entry point named [`crate::abi::ENTRY_POINT`] with the kernel's
 //! workgroup size, bound exactly as [`crate::abi::ShaderLayout`] says (bind group 0):
 //!
-//! * buffer parameter `i`: binding `i`, `var<storage, read>` (access `read`) or
+//! * the `j`-th buffer parameter: binding `j` (bindings are dense, see
+//!   [`crate::abi`]), `var<storage, read>` (access `read`) or
 //!   `var<storage, read_write>` (`write`, `read_write`) of `array<T>`; bool elements
 //!   are `u32` words (nonzero is true, `true` is stored as 1);
 //! * the scalar parameters: one `var<storage, read> array<u32>` at
