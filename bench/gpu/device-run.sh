@@ -34,7 +34,7 @@ for stage in $stages; do
   sanitize)
     # Every op at the table's ragged shapes (primes, non-multiples of every tile).
     for tool in memcheck racecheck; do
-      KERNELC_REQUIRE_CUDA=1 timeout 280 compute-sanitizer --tool $tool --error-exitcode 3 \
+      KERNELC_REQUIRE_CUDA=1 timeout 200 compute-sanitizer --tool $tool --error-exitcode 3 \
         "$conformance" --test-threads=1 cuda_device > "$OUT/sanitize-$tool.txt" 2>&1
       rc=$?
       note "compute-sanitizer $tool: exit $rc -- $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize-$tool.txt" | tail -1)"
@@ -60,5 +60,8 @@ for stage in $stages; do
   *) echo "unknown stage $stage" >&2; exit 2 ;;
   esac
 done
-echo; echo "## summary"; printf '%s\n' "${summary[@]}"
+echo; echo "## summary"; printf '%s\n' "${summary[@]}" | tee "$OUT/summary.txt"
 for f in "$OUT"/report*.md; do [ -e "$f" ] && cat "$f"; done
+# The device tool brings back at most 8 files: everything but the summary and the
+# reports goes into one archive.
+(cd "$OUT" && tar czf logs.tgz --remove-files $(ls | grep -v -e '^report' -e '^summary.txt$' -e '^logs.tgz$'))

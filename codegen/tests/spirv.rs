@@ -509,6 +509,105 @@ fn f16_and_wide_types_declare_their_capabilities() {
     assert_eq!(count(&text, "OpCapability"), 1, "only Shader:\n{text}");
 }
 
+/// Emits, checks with spirv-val and naga's front end; returns the disassembly.
+fn emit_valid_for_naga(kernel: &Kernel) -> String {
+    let text = emit_valid(kernel);
+    if let Err(msg) = naga_parse(&emit_ok(kernel)) {
+        panic!("naga rejected `{}`: {msg}\n{text}", kernel.name);
+    }
+    text
+}
+
+/// The `OpFunction` lines of the disassembly.
+fn functions(text: &str) -> usize {
+    count(text, "OpFunction")
+}
+
+#[test]
+fn float_remainder_is_an_exact_fmod_helper_not_frem() {
+    // f32 scalar and vector, and f16 (computed in f32 registers): one f32 helper.
+    let mut k = KernelBuilder::new("fmod_f32", [4, 1, 1]);
+    let a = k.buffer("a", F32, 16, Access::Read);
+    let c = k.buffer("c", F32, 16, Access::Write);
+    let h = k.buffer("h", F16, 4, Access::ReadWrite);
+    let kernel = k
+        .build(|f| {
+            let i = f.let_("i", global_id(0) * 4u32);
+            f.store(c, 0u32, a.at(0u32) % a.at(1u32));
+            let v = a.load(i.clone(), 4) % a.load(i.clone(), 4).sqrt();
+            f.store(c, i, v);
+            f.store(h, 0u32, h.at(1u32) % h.at(2u32));
+        })
+        .unwrap();
+    let text = emit_valid_for_naga(&kernel);
+    assert_eq!(count(&text, "OpFRem"), 0, "{text}");
+    assert!(
+        text.contains("OpName %") && text.contains("\"kernelc_fmod_f32\""),
+        "{text}"
+    );
+    assert!(!text.contains("kernelc_fmod_f64"), "{text}");
+    assert_eq!(
+        functions(&text),
+        2,
+        "the entry point and one helper:\n{text}"
+    );
+    // 1 scalar f32 + 4 lanes + 1 f16.
+    assert_eq!(count(&text, "OpFunctionCall"), 6, "{text}");
+    // The helper is integer-only: no float arithmetic that could round or contract.
+    for op in ["OpFAdd", "OpFSub", "OpFMul", "OpFDiv", "OpFRem", "OpFMod"] {
+        assert_eq!(count(&text, op), 0, "{op} in\n{text}");
+    }
+    assert_eq!(
+        count(&text, "OpCapability"),
+        2,
+        "Shader and 16-bit storage:\n{text}"
+    );
+
+    // f64: its own helper on u64 bit patterns (Int64), besides the f32 one.
+    let mut k = KernelBuilder::new("fmod_f64", [1, 1, 1]);
+    let d = k.buffer("d", F64, 4, Access::ReadWrite);
+    let a = k.buffer("a", F32, 4, Access::ReadWrite);
+    let kernel = k
+        .build(|f| {
+            f.store(d, 0u32, d.at(1u32) % d.at(2u32));
+            f.store(a, 0u32, a.at(1u32) % a.at(2u32));
+        })
+        .unwrap();
+    let text = emit_valid_for_naga(&kernel);
+    assert_eq!(count(&text, "OpFRem"), 0, "{text}");
+    assert!(text.contains("\"kernelc_fmod_f64\""), "{text}");
+    assert!(text.contains("\"kernelc_fmod_f32\""), "{text}");
+    assert_eq!(functions(&text), 3, "{text}");
+    assert!(text.contains("OpCapability Int64"), "{text}");
+
+    // The helpers precede the entry point (calls refer back to defined functions).
+    let main_id = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("OpEntryPoint GLCompute "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("an entry point");
+    let entry = text.find(&format!("{main_id} = OpFunction "));
+    let first_parameter = text.find("OpFunctionParameter");
+    assert!(
+        matches!((first_parameter, entry), (Some(p), Some(e)) if p < e),
+        "{text}"
+    );
+
+    // No float `%`: no helper.
+    let mut k = KernelBuilder::new("no_fmod", [1, 1, 1]);
+    let a = k.buffer("a", F32, 4, Access::ReadWrite);
+    let u = k.buffer("u", U32, 4, Access::ReadWrite);
+    let kernel = k
+        .build(|f| {
+            f.store(a, 0u32, a.at(1u32) / a.at(2u32));
+            f.store(u, 0u32, u.at(1u32) % u.at(2u32));
+        })
+        .unwrap();
+    let text = emit_valid(&kernel);
+    assert_eq!(functions(&text), 1, "{text}");
+    assert!(!text.contains("kernelc_fmod"), "{text}");
+}
+
 #[test]
 fn scalars_and_vectors_emit_valid_code() {
     let mut k = KernelBuilder::new("vectors", [16, 1, 1]);

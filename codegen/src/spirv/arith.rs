@@ -1,7 +1,8 @@
 //! Unary, binary and comparison operators and math functions, lane-wise on scalars
 //! and vectors. f16 results are rounded back to the f16 grid after each operation.
 
-use super::emitter::{Emitter, Glsl, Val, R};
+use super::emitter::{build_error, Emitter, Glsl, Val, R};
+use super::fmod::Width;
 use super::{internal, unsupported};
 use crate::abi::status;
 use kernelc_ir::{BinaryOp, CmpOp, MathFn, Scalar, ScalarType, Type, UnaryOp};
@@ -74,38 +75,27 @@ impl Emitter<'_> {
         self.finish_float(a.ty, r)
     }
 
-    /// C `fmod`: `OpFRem` (truncated, sign of the dividend), with what SPIR-V leaves
-    /// undefined made explicit: `y == 0`, `x` infinite or a NaN give NaN; `y`
-    /// infinite (and `x` finite) gives `x`.
+    /// C `fmod`, exactly: a call of the helper of the width (see [`super::fmod`]),
+    /// per lane for vectors.
     fn fmod(&mut self, x: Val, y: Val) -> R<Word> {
+        let width = match x.ty.scalar {
+            ScalarType::F64 => Width::F64,
+            _ => Width::F32,
+        };
+        let scalar = self.reg_scalar(x.ty.scalar)?;
+        if x.ty.lanes <= 1 {
+            return self.fmod_call(width, scalar, x.id, y.id);
+        }
+        let mut lanes = Vec::with_capacity(x.ty.lanes as usize);
+        for lane in 0..x.ty.lanes as u32 {
+            let xl = self.extract(scalar, x.id, lane)?;
+            let yl = self.extract(scalar, y.id, lane)?;
+            lanes.push(self.fmod_call(width, scalar, xl, yl)?);
+        }
         let reg = self.reg_type(x.ty)?;
-        let bools = self.bool_like(x.ty)?;
-        let lanes = x.ty.lanes;
-        let r = self.ins(Op::FRem, reg, &[x.id, y.id])?;
-        let zero = self.zero(x.ty)?;
-        let y_zero = self.ins(Op::FOrdEqual, bools, &[y.id, zero])?;
-        // Infinite: |v| > MAX (naga's SPIR-V front end has no OpIsInf).
-        let max = match x.ty.scalar {
-            ScalarType::F64 => Scalar::f64(f64::MAX),
-            _ => Scalar::f32(f32::MAX),
-        };
-        let max = self.splat_const(max, lanes)?;
-        let x_abs = self.glsl(Glsl::FAbs, reg, &[x.id])?;
-        let y_abs = self.glsl(Glsl::FAbs, reg, &[y.id])?;
-        let x_inf = self.ins(Op::FOrdGreaterThan, bools, &[x_abs, max])?;
-        let y_inf = self.ins(Op::FOrdGreaterThan, bools, &[y_abs, max])?;
-        let x_nan = self.is_nan(bools, x.id)?;
-        let y_nan = self.is_nan(bools, y.id)?;
-        let bad = self.or(bools, y_zero, x_inf)?;
-        let bad = self.or(bools, bad, x_nan)?;
-        let bad = self.or(bools, bad, y_nan)?;
-        let nan = match x.ty.scalar {
-            ScalarType::F64 => Scalar::f64(f64::NAN),
-            _ => Scalar::f32(f32::NAN),
-        };
-        let nan = self.splat_const(nan, lanes)?;
-        let r = self.ins(Op::Select, reg, &[y_inf, x.id, r])?;
-        self.ins(Op::Select, reg, &[bad, nan, r])
+        self.b
+            .composite_construct(reg, None, lanes)
+            .map_err(build_error)
     }
 
     fn int_binary(&mut self, op: BinaryOp, a: Val, b: Val) -> R<Word> {

@@ -90,6 +90,9 @@ pub(crate) struct Emitter<'k> {
     pub status_acc: Word,
     /// The status word's variable (struct { u32 }).
     pub status_var: Word,
+    /// The reserved ids of the `fmod` helpers (f32, f64), by first use (see
+    /// [`super::fmod`]).
+    pub fmod_fns: [Option<Word>; 2],
 }
 
 impl<'k> Emitter<'k> {
@@ -113,6 +116,7 @@ impl<'k> Emitter<'k> {
             locals: Vec::new(),
             status_acc: 0,
             status_var: 0,
+            fmod_fns: [None; 2],
         }
     }
 

@@ -61,20 +61,20 @@ impl Emitter<'_> {
     /// The checks of an access, or `None` when the analysis proves it safe.
     fn checks(&mut self, index: Word, index_expr: &Expr, lanes: u8, len: u64) -> R<Option<Checks>> {
         let n = lanes as u64;
-        let range = self.ranges.range(index_expr);
-        let proven_in_bounds = range.is_some_and(|r| r.hi.checked_add(n).is_some_and(|e| e <= len));
-        let proven_aligned = lanes <= 1 || range.is_some_and(|r| r.align % n == 0);
-        if proven_in_bounds && proven_aligned {
+        let proven = self.ranges.access(index_expr, lanes, len);
+        if proven.in_bounds && proven.aligned {
             return Ok(None);
         }
         let bool_ty = self.bool_ty();
-        let in_bounds = if proven_in_bounds || len - n >= u32::MAX as u64 {
+        // `len >= lanes` here (callers handle shorter memories), and an index is a u32:
+        // a limit of u32::MAX or more is never exceeded.
+        let in_bounds = if proven.in_bounds || len - n >= u32::MAX as u64 {
             self.const_bool(true)
         } else {
             let limit = self.const_u32((len - n) as u32);
             self.ins(Op::ULessThanEqual, bool_ty, &[index, limit])?
         };
-        let ok = if proven_aligned {
+        let ok = if proven.aligned {
             in_bounds
         } else {
             let u = self.u32_ty();

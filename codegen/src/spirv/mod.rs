@@ -5,7 +5,8 @@
 //!
 //! # The module
 //!
-//! * `Capability Shader`, plus only what the kernel's types need: `Int64`, `Float64`,
+//! * `Capability Shader`, plus only what the kernel's types need: `Int64` (also for
+//!   the f64 `fmod` helper), `Float64`,
 //!   `StorageBuffer16BitAccess` (f16 buffers), `Float16` (f16 shared arrays). Vulkan
 //!   devices support 64-bit and 16-bit types only optionally; the runtime checks the
 //!   device's features against the module's capabilities.
@@ -53,9 +54,10 @@
 //! * `min`/`max` on floats are IEEE minNum/maxNum built from a compare, `x != x` and
 //!   selects (GLSL `FMin` is undefined for NaN). `round` is `RoundEven`; `abs` on
 //!   signed integers wraps (`abs(MIN) = MIN`).
-//! * Float `%` is `OpFRem` (C `fmod`: truncated, sign of the dividend), with the
-//!   cases SPIR-V leaves undefined made explicit: a zero divisor, an infinite dividend
-//!   or a NaN give NaN, an infinite divisor gives the dividend.
+//! * Float `%` is C `fmod`, exactly (truncated, sign of the dividend; a zero divisor,
+//!   an infinite dividend or a NaN give NaN): a helper `OpFunction` per float width
+//!   doing an integer long division on the bit patterns ([`fmod`]), not `OpFRem`,
+//!   which Vulkan computes only as precisely as `x - y * trunc(x / y)`.
 //! * Transcendental functions (`exp`, `log`, `sin`, ...) are refused with
 //!   [`CodegenError::Unsupported`]: GLSL.std.450's versions are looser than the
 //!   tolerance table (and 32-bit only); the runtime expands f32/f16 ones into IR first
@@ -68,8 +70,8 @@
 //!
 //! # Precision caveats of Vulkan itself
 //!
-//! Vulkan allows `OpFDiv` 2.5 ULP, `Sqrt`/`InverseSqrt` a few ULP, `OpFRem` the
-//! precision of `x - y * trunc(x / y)`, and `Fma` to be computed unfused; int <-> float
+//! Vulkan allows `OpFDiv` 2.5 ULP, `Sqrt`/`InverseSqrt` a few ULP, and `Fma` to be
+//! computed unfused; int <-> float
 //! and f64 -> f32 conversions use the device's rounding. The emitter cannot change
 //! that; drivers based on LLVM (lavapipe) are exact for all of these.
 
@@ -77,6 +79,7 @@ mod arith;
 mod convert;
 mod emitter;
 mod expr;
+mod fmod;
 mod globals;
 mod memory;
 mod stmt;

@@ -114,10 +114,10 @@ impl CudaDevice {
             ),
             ptx_options,
             caps: props.caps(),
+            pool: Arc::new(Pool::with_cap(pool_cap(&ctx))),
             limits: props.limits,
             ctx,
             stream,
-            pool: Arc::new(Pool::default()),
         };
         tracing::debug!(device = %device.name, options = %device.target_options, "CUDA device open");
         Ok(device)
@@ -480,6 +480,14 @@ fn describe(e: &DriverError) -> String {
 // ---- device properties ----------------------------------------------------------------
 
 /// What `open` reads from the driver.
+/// Most freed device memory the pool keeps: half the device's memory (the pool is
+/// cleared and the allocation retried whenever an allocation fails). Like torch's
+/// caching allocator: a fresh cuMemAlloc + cuMemFree per op costs more than a
+/// memory-bound kernel.
+fn pool_cap(ctx: &Arc<CudaContext>) -> usize {
+    ctx.total_mem().map_or(crate::pool::DEFAULT_MAX_KEPT_BYTES, |total| total / 2)
+}
+
 struct DeviceProperties {
     name: String,
     sm: u32,

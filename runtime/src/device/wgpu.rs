@@ -29,6 +29,11 @@ use wgpu::util::DeviceExt;
 /// across nearby sizes; also a multiple of wgpu's 4-byte copy alignment).
 const ALLOCATION_GRANULE: u64 = 256;
 
+/// Most freed buffer memory a wgpu device keeps for reuse (wgpu does not report the
+/// adapter's memory size; the pool is cleared and the allocation retried whenever an
+/// allocation fails).
+const WGPU_POOL_CAP: usize = 4 << 30;
+
 /// The wgpu device and its queue, shared by the device and its buffers.
 struct Gpu {
     device: wgpu::Device,
@@ -324,7 +329,18 @@ impl WgpuDevice {
             }
             Artifact::Spirv(words) => wgpu::ShaderSource::SpirV(Cow::Owned(words)),
         };
-        device.create_shader_module(wgpu::ShaderModuleDescriptor { label, source })
+        // SAFETY: the shader is kernelc's own output for a validated kernel. Every
+        // memory access it makes is bounds- and alignment-checked by the emitter or
+        // proven in bounds by `kernelc_ir::analysis` (see `kernelc_codegen::abi`), so
+        // wgpu's second layer of bounds checks is redundant; and every loop is a
+        // counted IR `For` whose bounds are evaluated once, so it terminates without
+        // wgpu's loop bounding.
+        unsafe {
+            device.create_shader_module_trusted(
+                wgpu::ShaderModuleDescriptor { label, source },
+                wgpu::ShaderRuntimeChecks::unchecked(),
+            )
+        }
     }
 
     /// Records every launch of an op in one command buffer, waits for it, and turns
@@ -560,7 +576,9 @@ fn open_adapter(adapter: wgpu::Adapter, path: ShaderPath) -> Result<WgpuDevice> 
         caps,
         status_stride: u64::from(limits.min_storage_buffer_offset_alignment).max(4),
         limits,
-        pool: Arc::new(Pool::default()),
+        // Keep freed buffers for reuse: a fresh buffer costs an allocation and wgpu's
+        // zero-initialisation on first use, more than a memory-bound kernel.
+        pool: Arc::new(Pool::with_cap(WGPU_POOL_CAP)),
     })
 }
 
