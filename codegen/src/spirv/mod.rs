@@ -29,9 +29,9 @@
 //!
 //! # Semantics (docs/semantics.md)
 //!
-//! * Register representation: see [`emitter`]. f16 values live in f32 registers,
+//! * Register representation: see `emitter`. f16 values live in f32 registers,
 //!   always exactly on the f16 grid: every f16 arithmetic result is computed in f32 and
-//!   rounded to nearest even by integer bit manipulation ([`convert`]), so the result
+//!   rounded to nearest even by integer bit manipulation (`convert`), so the result
 //!   does not depend on the device's rounding mode and the f32 <-> f16 conversions at
 //!   loads and stores are exact. bf16 values likewise (f32 registers on the bf16
 //!   grid); bf16 buffers and shared arrays are refused with
@@ -56,7 +56,7 @@
 //!   signed integers wraps (`abs(MIN) = MIN`).
 //! * Float `%` is C `fmod`, exactly (truncated, sign of the dividend; a zero divisor,
 //!   an infinite dividend or a NaN give NaN): a helper `OpFunction` per float width
-//!   doing an integer long division on the bit patterns ([`fmod`]), not `OpFRem`,
+//!   doing an integer long division on the bit patterns (`fmod`), not `OpFRem`,
 //!   which Vulkan computes only as precisely as `x - y * trunc(x / y)`.
 //! * Transcendental functions (`exp`, `log`, `sin`, ...) are refused with
 //!   [`CodegenError::Unsupported`]: GLSL.std.450's versions are looser than the
