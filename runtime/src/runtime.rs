@@ -123,6 +123,11 @@ impl ShaderPath {
         ShaderPath::SpirvPassthrough,
     ];
 
+    /// Whether kernels reach wgpu as kernelc's SPIR-V.
+    pub fn is_spirv(self) -> bool {
+        matches!(self, ShaderPath::SpirvViaNaga | ShaderPath::SpirvPassthrough)
+    }
+
     /// The target name in cache keys and reports.
     pub fn name(self) -> &'static str {
         match self {

@@ -121,7 +121,8 @@ impl WgpuDevice {
     /// Every f32 transcendental: Vulkan's and WGSL's own `exp`, `log`, `sin`, ... are
     /// allowed errors far above the tolerance table (e.g. `exp` 3 + 2|x| ULP).
     pub(crate) fn math_expansion(&self) -> MathExpansion {
-        MathExpansion::all_transcendental()
+        // GLSL.std.450 has no f64 exp/log/sin/...: f64 goes through kernelc's IR too.
+        MathExpansion::all_transcendental().with_f64(self.caps.f64)
     }
 
     pub(crate) fn caps(&self) -> TargetCaps {
@@ -608,6 +609,17 @@ fn open_adapter(adapter: wgpu::Adapter, path: ShaderPath) -> Result<WgpuDevice> 
     if offered.contains(wgpu::Features::SHADER_F16) {
         features |= wgpu::Features::SHADER_F16;
     }
+    // f64 and i64 only through kernelc's SPIR-V (WGSL has neither). f64 needs i64 too:
+    // kernelc's f64 math works on the bits as i64.
+    let wide = wgpu::Features::SHADER_F64 | wgpu::Features::SHADER_INT64;
+    if path.is_spirv() {
+        if offered.contains(wgpu::Features::SHADER_INT64) {
+            features |= wgpu::Features::SHADER_INT64;
+        }
+        if offered.contains(wide) {
+            features |= wide;
+        }
+    }
     if path == ShaderPath::SpirvPassthrough {
         if !offered.contains(wgpu::Features::PASSTHROUGH_SHADERS) {
             return Err(RuntimeError::NoDevice(format!(
@@ -633,14 +645,14 @@ fn open_adapter(adapter: wgpu::Adapter, path: ShaderPath) -> Result<WgpuDevice> 
     }));
     let name = format!("{} ({:?}, {:?})", info.name, info.backend, info.device_type);
     let options_key = format!(
-        "{} | {:?} | {} {} | {:04x}:{:04x} | f16={}",
+        "{} | {:?} | {} {} | {:04x}:{:04x} | {:?}",
         path.name(),
         info.backend,
         info.driver,
         info.driver_info,
         info.vendor,
         info.device,
-        features.contains(wgpu::Features::SHADER_F16)
+        features
     );
     let caps = caps_from(&limits, features);
     Ok(WgpuDevice {
@@ -658,8 +670,9 @@ fn open_adapter(adapter: wgpu::Adapter, path: ShaderPath) -> Result<WgpuDevice> 
     })
 }
 
-/// What lowering may use on this adapter. f64 and i64 are off: WGSL has neither, and
-/// the SPIR-V path follows the same caps so both paths run the same plans.
+/// What lowering may use on this adapter: f16, f64 and i64 where the device was
+/// opened with them (see `open_adapter`); bf16 memory never (neither WGSL nor kernelc's
+/// SPIR-V stores it).
 fn caps_from(limits: &wgpu::Limits, features: wgpu::Features) -> TargetCaps {
     let invocations = limits.max_compute_invocations_per_workgroup;
     TargetCaps {
@@ -675,8 +688,8 @@ fn caps_from(limits: &wgpu::Limits, features: wgpu::Features) -> TargetCaps {
         subgroup_size: None,
         f16: features.contains(wgpu::Features::SHADER_F16),
         bf16: false,
-        f64: false,
-        i64: false,
+        f64: features.contains(wgpu::Features::SHADER_F64),
+        i64: features.contains(wgpu::Features::SHADER_INT64),
         vector_width: 4,
     }
 }
