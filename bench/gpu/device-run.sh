@@ -14,6 +14,7 @@ stages=${*:-conformance sanitize bench wgpu-bench}
 bin=/tmp/kc/bin
 conformance=$(ls $bin/conformance-* 2>/dev/null | head -1)
 cuda_tests=$(ls $bin/cuda-* 2>/dev/null | head -1)
+wgpu_tests=$(ls $bin/wgpu-* 2>/dev/null | head -1)
 summary=()
 note() { summary+=("$1"); echo "== $1"; }
 
@@ -23,12 +24,16 @@ for stage in $stages; do
     # Every op of the catalogue on CUDA and on wgpu through NVIDIA's Vulkan driver,
     # through all four shader paths; absent devices fail the run here.
     KERNELC_REQUIRE_CUDA=1 CI=1 timeout 400 "$conformance" --test-threads=4 \
-      cuda_device wgpu_ > "$OUT/conformance.txt" 2>&1
+      cuda_device wgpu_ --nocapture > "$OUT/conformance.txt" 2>&1
     note "conformance (cuda + 4 wgpu paths): exit $? -- $(grep -E '^test result' "$OUT/conformance.txt" | tail -1)"
     grep -E 'passed, [0-9]+ skipped' "$OUT/conformance.txt" | sed 's/^/   /'
     if [ -n "$cuda_tests" ]; then
       timeout 120 "$cuda_tests" --test-threads=1 > "$OUT/cuda-tests.txt" 2>&1
       note "runtime cuda tests: exit $? -- $(grep -E '^test result' "$OUT/cuda-tests.txt" | tail -1)"
+    fi
+    if [ -n "$wgpu_tests" ]; then
+      CI=1 timeout 120 "$wgpu_tests" --test-threads=1 > "$OUT/wgpu-tests.txt" 2>&1
+      note "runtime wgpu tests (NVIDIA Vulkan): exit $? -- $(grep -E '^test result' "$OUT/wgpu-tests.txt" | tail -1)"
     fi
     ;;
   sanitize)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds (release, static LLVM) what bench/gpu/device-run.sh needs on the GPU machine
 # and packs it into .device/ with ../shared/tools/device-pack: the kernelc CLI, the
-# root conformance test binary and the runtime's CUDA tests.
+# root conformance test binary and the runtime's CUDA and wgpu tests.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 cargo build --release --bin kernelc
@@ -10,9 +10,9 @@ tests=$(cargo test --release --no-run --message-format=json --test conformance -
 for l in sys.stdin:
     m=json.loads(l)
     if m.get("executable") and m.get("target",{}).get("name")=="conformance": print(m["executable"])')
-cuda=$(cargo test --release --no-run --message-format=json --test cuda -p kernelc-runtime 2>/dev/null \
+runtime_tests=$(cargo test --release --no-run --message-format=json --test cuda --test wgpu -p kernelc-runtime 2>/dev/null \
   | python3 -c 'import json,sys
 for l in sys.stdin:
     m=json.loads(l)
-    if m.get("executable") and m.get("target",{}).get("name")=="cuda": print(m["executable"])')
-../shared/tools/device-pack target/release/kernelc $tests $cuda
+    if m.get("executable") and m.get("target",{}).get("name") in ("cuda", "wgpu"): print(m["executable"])')
+../shared/tools/device-pack target/release/kernelc $tests $runtime_tests

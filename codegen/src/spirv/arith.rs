@@ -148,14 +148,19 @@ impl Emitter<'_> {
             let overflow = self.and(bools, n_min, d_m1)?;
             safe_d = self.ins(Op::Select, reg, &[overflow, one, safe_d])?;
         }
-        let spv = match (is_div, s.is_signed_int()) {
-            (true, true) => Op::SDiv,
-            (true, false) => Op::UDiv,
-            // OpSRem: the sign of the dividend, as the IR (OpSMod follows the divisor).
-            (false, true) => Op::SRem,
-            (false, false) => Op::UMod,
+        let q = match (is_div, s.is_signed_int()) {
+            (true, true) => self.ins(Op::SDiv, reg, &[n.id, safe_d])?,
+            (true, false) => self.ins(Op::UDiv, reg, &[n.id, safe_d])?,
+            // `n - d * (n / d)`, the sign of the dividend as the IR wants. Not OpSRem:
+            // NVIDIA's Vulkan driver gave `-7 % 3 = 2` with it (GLSL's `%` is undefined
+            // for negative operands, and drivers carry that over).
+            (false, true) => {
+                let quotient = self.ins(Op::SDiv, reg, &[n.id, safe_d])?;
+                let product = self.ins(Op::IMul, reg, &[quotient, safe_d])?;
+                self.ins(Op::ISub, reg, &[n.id, product])?
+            }
+            (false, false) => self.ins(Op::UMod, reg, &[n.id, safe_d])?,
         };
-        let q = self.ins(spv, reg, &[n.id, safe_d])?;
         self.ins(Op::Select, reg, &[d_zero, zero, q])
     }
 
