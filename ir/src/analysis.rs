@@ -595,3 +595,139 @@ fn locals_read(e: &Expr, out: &mut Vec<usize>) {
         locals_read(c, out);
     }
 }
+
+/// For each parameter, the vector width `L` (2 or 4) at which a target may view the
+/// buffer as an array of `L`-lane vectors instead of scalars: every load and store of
+/// it is `L` lanes wide, its index is proven a multiple of `L`, its length is a
+/// multiple of `L`, and its elements are 32-bit numbers (f32, i32, u32). `None` for
+/// scalar parameters and for buffers accessed any other way. Shader targets use it to
+/// turn four scalar accesses into one vector access (WGSL and SPIR-V index a storage
+/// buffer only by whole elements of its declared type).
+pub fn uniform_vector_widths(kernel: &Kernel, ranges: &Ranges) -> Vec<Option<u8>> {
+    let mut widths: Vec<Width> = kernel
+        .params
+        .iter()
+        .map(|p| match p {
+            Param::Buffer { elem, len, .. }
+                if matches!(elem, ScalarType::F32 | ScalarType::I32 | ScalarType::U32) =>
+            {
+                Width::Unseen { len: *len }
+            }
+            _ => Width::No,
+        })
+        .collect();
+    visit_accesses(kernel, &kernel.body, &mut |mem, index, lanes| {
+        if let Memory::Buffer(p) = mem {
+            if let Some(w) = widths.get_mut(p.0 as usize) {
+                w.see(index, lanes, ranges);
+            }
+        }
+    });
+    widths.into_iter().map(Width::result).collect()
+}
+
+/// What the accesses of one buffer allow so far.
+#[derive(Clone, Copy)]
+enum Width {
+    Unseen { len: u64 },
+    Lanes(u8),
+    No,
+}
+
+impl Width {
+    fn see(&mut self, index: &Expr, lanes: u8, ranges: &Ranges) {
+        let fits = |len: u64| {
+            lanes > 1 && len % lanes as u64 == 0 && ranges.access(index, lanes, len).aligned
+        };
+        *self = match *self {
+            Width::Unseen { len } if fits(len) => Width::Lanes(lanes),
+            Width::Lanes(l) if l == lanes && ranges.access(index, lanes, u64::MAX).aligned => {
+                Width::Lanes(l)
+            }
+            _ => Width::No,
+        };
+    }
+
+    fn result(self) -> Option<u8> {
+        match self {
+            Width::Lanes(l) => Some(l),
+            // A buffer never accessed gains nothing from a vector view.
+            Width::Unseen { .. } | Width::No => None,
+        }
+    }
+}
+
+/// Calls `f(memory, index, lanes)` for every load and store in `block`.
+fn visit_accesses(kernel: &Kernel, block: &[Stmt], f: &mut impl FnMut(Memory, &Expr, u8)) {
+    fn expr(e: &Expr, f: &mut impl FnMut(Memory, &Expr, u8)) {
+        if let Expr::Load { mem, index, lanes } = e {
+            f(*mem, index, *lanes);
+        }
+        for c in e.children() {
+            expr(c, f);
+        }
+    }
+    for s in block {
+        match s {
+            Stmt::Let { value, .. } | Stmt::Assign { value, .. } => expr(value, f),
+            Stmt::Store { mem, index, value } => {
+                // An untypable value (invalid IR) counts as a width no view has.
+                let lanes = crate::passes::expr_type(kernel, value).map_or(0, |t| t.lanes);
+                f(*mem, index, lanes);
+                expr(index, f);
+                expr(value, f);
+            }
+            Stmt::If {
+                cond,
+                then_body,
+                else_body,
+            } => {
+                expr(cond, f);
+                visit_accesses(kernel, then_body, f);
+                visit_accesses(kernel, else_body, f);
+            }
+            Stmt::For {
+                start, end, body, ..
+            } => {
+                expr(start, f);
+                expr(end, f);
+                visit_accesses(kernel, body, f);
+            }
+            Stmt::Return | Stmt::Barrier => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod vector_width_tests {
+    use super::*;
+    use crate::builder::*;
+    use crate::types::ScalarType::{F32, F64};
+
+    fn widths(build: impl FnOnce(KernelBuilder) -> Kernel) -> Vec<Option<u8>> {
+        let kernel = build(KernelBuilder::new("k", [64, 1, 1]));
+        uniform_vector_widths(&kernel, &Ranges::of(&kernel))
+    }
+
+    #[test]
+    fn aligned_vec4_accesses_allow_a_vector_view_and_mixed_ones_do_not() {
+        let w = widths(|mut k| {
+            let a = k.buffer("a", F32, 256, Access::Read);
+            let b = k.buffer("b", F32, 256, Access::Read);
+            let out = k.buffer("out", F32, 256, Access::Write);
+            let d = k.buffer("d", F64, 256, Access::Read);
+            let s = k.scalar("s", F32);
+            k.build(|f| {
+                let i = f.let_("i", local_id(0) * 4u32);
+                // `b` is read both as a vector and as a scalar: no view.
+                let v = a.load(i.clone(), 4)
+                    + b.load(i.clone(), 4)
+                    + (b.at(i.clone()) + s.clone()).splat(4)
+                    + d.at(i.clone()).cast(F32).splat(4);
+                f.store(out, i.clone(), v);
+            })
+            .unwrap()
+        });
+        assert_eq!(w, vec![Some(4), None, Some(4), None, None]);
+    }
+}
