@@ -883,3 +883,156 @@ fn bindings_are_dense_around_scalar_parameters() {
 fn every_catalogue_kernel_has_dense_bindings() {
     check_catalogue("dense bindings", &dense_bindings);
 }
+
+/// The disassembly line defining `id` (`%5 = OpTypeVector %6 4` for `%5`).
+fn definition<'t>(text: &'t str, id: &str) -> Option<&'t str> {
+    text.lines()
+        .map(str::trim)
+        .find(|l| l.split_once(" = ").is_some_and(|(lhs, _)| lhs.trim() == id))
+}
+
+/// The operand `n` (after the opcode) of the instruction defining `id`.
+fn operand<'t>(text: &'t str, id: &str, n: usize) -> Option<&'t str> {
+    definition(text, id)?
+        .split_once(" = ")?
+        .1
+        .split_whitespace()
+        .nth(n + 1)
+}
+
+/// The runtime array inside the `Block` variable named `name`: (the definition of its
+/// element type, its `ArrayStride`).
+fn buffer_array(text: &str, name: &str) -> (String, u32) {
+    let var = text
+        .lines()
+        .find_map(|l| {
+            let rest = l.trim().strip_prefix("OpName ")?;
+            let (id, quoted) = rest.split_once(' ')?;
+            (quoted == format!("\"{name}\"")).then(|| id.to_string())
+        })
+        .unwrap_or_else(|| panic!("no variable `{name}`:\n{text}"));
+    let ptr = operand(text, &var, 0).expect("variable type");
+    let block = operand(text, ptr, 1).expect("pointee");
+    let array = operand(text, block, 0).expect("struct member");
+    assert!(
+        definition(text, array).is_some_and(|d| d.contains("OpTypeRuntimeArray")),
+        "`{name}` is not a runtime array:\n{text}"
+    );
+    let elem = operand(text, array, 0).expect("array element");
+    let stride = text
+        .lines()
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix(&format!("OpDecorate {array} ArrayStride "))?
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("no ArrayStride on {array}:\n{text}"));
+    (
+        definition(text, elem).unwrap_or_default().to_string(),
+        stride,
+    )
+}
+
+#[test]
+fn aligned_vector_buffers_are_vector_arrays() {
+    let mut k = KernelBuilder::new("add4", [64, 1, 1]);
+    let a = k.buffer("a", F32, 256, Access::Read);
+    let b = k.buffer("b", F32, 256, Access::Read);
+    let mixed = k.buffer("mixed", F32, 256, Access::Read);
+    let out = k.buffer("out", F32, 256, Access::Write);
+    let kernel = k
+        .build(|f| {
+            let i = f.let_("i", local_id(0) * 4u32);
+            let sum = a.load(i.clone(), 4)
+                + b.load(i.clone(), 4)
+                + mixed.load(i.clone(), 4)
+                + mixed.at(i.clone()).splat(4);
+            f.store(out, i, sum);
+        })
+        .unwrap();
+    let text = emit_valid(&kernel);
+    naga_parse(&emit_ok(&kernel)).unwrap_or_else(|e| panic!("naga: {e}\n{text}"));
+    for name in ["a", "b", "out"] {
+        let (elem, stride) = buffer_array(&text, name);
+        assert!(
+            elem.contains("OpTypeVector") && elem.ends_with(" 4"),
+            "`{name}` element is {elem}:\n{text}"
+        );
+        assert_eq!(stride, 16, "`{name}`:\n{text}");
+    }
+    let (elem, stride) = buffer_array(&text, "mixed");
+    assert!(
+        elem.contains("OpTypeFloat 32"),
+        "`mixed` element is {elem}:\n{text}"
+    );
+    assert_eq!(stride, 4);
+    // a, b: one vector load each; mixed: 4 + 1 scalar loads; out: one vector store.
+    assert_eq!(
+        count(&text, "OpLoad") - loads_outside_buffers(&text),
+        2 + 5,
+        "{text}"
+    );
+    assert_eq!(
+        count(&text, "OpStore") - stores_outside_buffers(&text),
+        1,
+        "{text}"
+    );
+    assert_eq!(count(&text, "OpShiftRightLogical"), 3, "{text}");
+}
+
+/// The `OpLoad`s that do not read a buffer element: builtins, locals, the status
+/// accumulator.
+fn loads_outside_buffers(text: &str) -> usize {
+    let chains: Vec<String> = results_of(text, "OpAccessChain");
+    text.lines()
+        .filter(|l| {
+            let mut w = l.split_whitespace().skip_while(|w| *w != "OpLoad");
+            w.next().is_some() && w.nth(1).is_some_and(|ptr| !chains.iter().any(|c| c == ptr))
+        })
+        .count()
+}
+
+/// The `OpStore`s that do not write a buffer element (locals, the status accumulator).
+fn stores_outside_buffers(text: &str) -> usize {
+    let chains: Vec<String> = results_of(text, "OpAccessChain");
+    text.lines()
+        .filter(|l| {
+            let mut w = l.split_whitespace().skip_while(|w| *w != "OpStore");
+            w.next().is_some() && w.next().is_some_and(|ptr| !chains.iter().any(|c| c == ptr))
+        })
+        .count()
+}
+
+#[test]
+fn vector_view_keeps_element_unit_bounds_checks() {
+    let mut k = KernelBuilder::new("add4_checked", [64, 1, 1]);
+    let a = k.buffer("a", U32, 256, Access::Read);
+    let out = k.buffer("out", U32, 256, Access::Write);
+    let kernel = k
+        .build(|f| {
+            // In 4..=256: aligned, but the last invocation is out of bounds.
+            let i = f.let_("i", local_id(0) * 4u32 + 4u32);
+            f.store(out, i.clone(), a.load(i, 4) + E::from(1u32).splat(4));
+        })
+        .unwrap();
+    let text = emit_valid(&kernel);
+    for name in ["a", "out"] {
+        let (elem, stride) = buffer_array(&text, name);
+        assert!(
+            elem.contains("OpTypeVector"),
+            "`{name}` element is {elem}:\n{text}"
+        );
+        assert_eq!(stride, 16, "`{name}`:\n{text}");
+    }
+    // Both accesses compare the element index against len - lanes = 252.
+    let limit = results_of(&text, "OpConstant")
+        .into_iter()
+        .find(|id| definition(&text, id).is_some_and(|d| d.ends_with(" 252")))
+        .unwrap_or_else(|| panic!("no constant 252:\n{text}"));
+    let checks = text
+        .lines()
+        .filter(|l| l.contains("OpULessThanEqual") && l.trim_end().ends_with(&format!(" {limit}")))
+        .count();
+    assert_eq!(checks, 2, "{text}");
+}

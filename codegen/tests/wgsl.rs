@@ -102,6 +102,7 @@ fn check_catalogue(caps: &TargetCaps, what: &str) -> usize {
         .unwrap_or_else(|e| panic!("lowering the catalogue ({what}): {e}"));
     assert!(!kernels.is_empty());
     let mut failures = Vec::new();
+    let mut vector_views = 0;
     for k in &kernels {
         let shader = match wgsl::emit(&k.kernel) {
             Ok(s) => s,
@@ -110,6 +111,9 @@ fn check_catalogue(caps: &TargetCaps, what: &str) -> usize {
                 continue;
             }
         };
+        if shader.text.contains(": array<vec") {
+            vector_views += 1;
+        }
         if let Err(e) = reparse(&shader.text) {
             failures.push(format!(
                 "{}: re-parse/validate:\n{e}\n{}",
@@ -119,7 +123,8 @@ fn check_catalogue(caps: &TargetCaps, what: &str) -> usize {
     }
     let passed = kernels.len() - failures.len();
     println!(
-        "wgsl catalogue ({what}): {passed}/{} kernels emit, validate, and re-parse + validate",
+        "wgsl catalogue ({what}): {passed}/{} kernels emit, validate, and re-parse + validate \
+         ({vector_views} with a buffer viewed as vectors)",
         kernels.len()
     );
     if !failures.is_empty() {
@@ -412,6 +417,94 @@ fn vector_accesses_check_alignment() {
     assert!(raises(&s.module, kernelc_codegen::abi::status::UNALIGNED));
     assert!(s.text.contains("& 3u) == 0u"), "{}", s.text);
     assert!(s.text.contains("vec4<f32>("), "{}", s.text);
+}
+
+#[test]
+fn aligned_vector_buffers_are_declared_as_vector_arrays() {
+    // The elementwise add as lowered: each invocation loads and stores one vec4 at
+    // `local_id * 4`. `mixed` is also read as a scalar, so it keeps `array<f32>`.
+    let mut k = KernelBuilder::new("add4", [64, 1, 1]);
+    let x = k.buffer("x", F32, 256, Access::Read);
+    let y = k.buffer("y", F32, 256, Access::Read);
+    let mixed = k.buffer("mixed", F32, 256, Access::Read);
+    let out = k.buffer("out", F32, 256, Access::Write);
+    let k = k
+        .build(|b| {
+            let i = b.let_("i", local_id(0) * 4u32);
+            let v = x.load(i.clone(), 4) + y.load(i.clone(), 4) + mixed.load(i.clone(), 4);
+            let v = v + mixed.at(i.clone()).splat(4);
+            b.store(out, i, v);
+        })
+        .unwrap();
+    let s = emit(&k);
+    let t = &s.text;
+    reparse(t).unwrap();
+    for expected in [
+        "@group(0) @binding(0) \nvar<storage> x: array<vec4<f32>>;",
+        "@group(0) @binding(1) \nvar<storage> y: array<vec4<f32>>;",
+        "@group(0) @binding(2) \nvar<storage> mixed: array<f32>;",
+        "@group(0) @binding(3) \nvar<storage, read_write> out: array<vec4<f32>>;",
+    ] {
+        assert!(t.contains(expected), "missing {expected:?} in:\n{t}");
+    }
+    // One vector element per access, addressed by `index >> 2`; only `mixed` is
+    // still read lane by lane and composed.
+    assert_eq!(t.matches(">> 2u").count(), 3, "{t}");
+    assert_eq!(t.matches("vec4<f32>(").count(), 1, "{t}");
+    // Every access is proven in bounds and aligned: no check, no status raised.
+    assert!(!raises(
+        &s.module,
+        kernelc_codegen::abi::status::OUT_OF_BOUNDS
+    ));
+    assert!(!raises(&s.module, kernelc_codegen::abi::status::UNALIGNED));
+}
+
+#[test]
+fn the_lowered_large_f32_add_loads_and_stores_whole_vec4s() {
+    // The case this view exists for: 256M f32 added elementwise, as the runtime
+    // lowers it for a WebGPU device, reads and writes one `vec4<f32>` per access.
+    let spec = kernelc_kernels::OpSpec::Binary(kernelc_kernels::BinarySpec {
+        func: kernelc_kernels::BinaryFn::Add,
+        dtype: F32,
+        lhs: vec![1 << 28],
+        rhs: vec![1 << 28],
+    });
+    let plan = kernelc_kernels::lower::lower(&spec, &TargetCaps::gpu_baseline()).unwrap();
+    assert_eq!(plan.launches.len(), 1);
+    let s = emit(&plan.launches[0].kernel);
+    let t = &s.text;
+    reparse(t).unwrap();
+    assert_eq!(t.matches(": array<vec4<f32>>;").count(), 3, "{t}");
+    assert!(!t.contains(": array<f32>;"), "{t}");
+    assert!(!t.contains("vec4<f32>("), "{t}");
+}
+
+#[test]
+fn vector_array_accesses_keep_their_bounds_checks_in_elements() {
+    // `local_id * 4` (up to 252) is aligned but not proven in bounds for 200
+    // elements: the check is still `index <= len - 4` in elements, and a failing
+    // load reads element 0 of the view.
+    let mut k = KernelBuilder::new("add4_checked", [64, 1, 1]);
+    let x = k.buffer("x", F32, 200, Access::Read);
+    let out = k.buffer("out", U32, 200, Access::Write);
+    let k = k
+        .build(|b| {
+            let i = b.let_("i", local_id(0) * 4u32);
+            b.store(out, i.clone(), x.load(i, 4).bitcast(U32));
+        })
+        .unwrap();
+    let s = emit(&k);
+    let t = &s.text;
+    reparse(t).unwrap();
+    assert!(t.contains("x: array<vec4<f32>>;"), "{t}");
+    assert!(t.contains("out: array<vec4<u32>>;"), "{t}");
+    assert!(t.contains("<= 196u"), "{t}");
+    assert!(t.contains("x[(select(0u, "), "{t}");
+    assert!(raises(
+        &s.module,
+        kernelc_codegen::abi::status::OUT_OF_BOUNDS
+    ));
+    assert!(!raises(&s.module, kernelc_codegen::abi::status::UNALIGNED));
 }
 
 #[test]

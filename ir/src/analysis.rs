@@ -173,6 +173,15 @@ enum Def<'k> {
     },
 }
 
+/// The largest power of two dividing `v` (`MAX_ALIGN` for 0).
+fn pow2_factor(v: u64) -> u64 {
+    if v == 0 {
+        MAX_ALIGN
+    } else {
+        (1u64 << v.trailing_zeros()).min(MAX_ALIGN)
+    }
+}
+
 /// The checks of one memory access that cannot fail (see [`Ranges::access`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct AccessProof {
@@ -199,7 +208,15 @@ pub struct Ranges {
     local_kinds: Vec<Option<Kind>>,
     /// Per parameter: its tracked type, if a `u32` or `i32` scalar.
     param_kinds: Vec<Option<Kind>>,
+    /// Per local: a power of two its value is always a multiple of (1 when unknown).
+    /// Tracked apart from the ranges: `i * 4` is a multiple of 4 even when `i` has no
+    /// known range, and stays one when u32 arithmetic wraps (2³² is a multiple).
+    local_align: Vec<u64>,
 }
+
+/// The largest alignment tracked (every u32 and i32 bit pattern is a multiple of 1,
+/// and 0 is a multiple of everything).
+const MAX_ALIGN: u64 = 1 << 32;
 
 impl Ranges {
     /// Analyses `kernel` (meant for validated kernels; on others it never panics, but
@@ -218,6 +235,7 @@ impl Ranges {
                     Param::Buffer { .. } => None,
                 })
                 .collect(),
+            local_align: vec![1; n],
         };
         let mut defs: Vec<Vec<Def<'_>>> = (0..n).map(|_| Vec::new()).collect();
         // A local with a write we cannot describe (an `Assign`, an unknown id).
@@ -286,6 +304,16 @@ impl Ranges {
             if known {
                 ranges.locals[i] = kind.zip(acc);
             }
+            ranges.local_align[i] = defs[i]
+                .iter()
+                .map(|d| match d {
+                    Def::Let(e) => ranges.alignment(e),
+                    Def::Loop { start, step, .. } => {
+                        ranges.alignment(start).min(pow2_factor(*step as u64))
+                    }
+                })
+                .min()
+                .unwrap_or(1);
             for &u in &users[i] {
                 pending[u] -= 1;
                 if pending[u] == 0 {
@@ -306,16 +334,46 @@ impl Ranges {
     /// elements cannot fail, so an emitter may leave them out.
     pub fn access(&self, index: &Expr, lanes: u8, len: u64) -> AccessProof {
         let lanes = lanes as u64;
-        match self.range(index) {
-            Some(r) => AccessProof {
-                in_bounds: r.hi.checked_add(lanes).is_some_and(|end| end <= len),
-                aligned: lanes <= 1 || r.align % lanes == 0,
-            },
-            None => AccessProof {
-                in_bounds: false,
-                aligned: lanes <= 1,
-            },
+        AccessProof {
+            in_bounds: self
+                .range(index)
+                .is_some_and(|r| r.hi.checked_add(lanes).is_some_and(|end| end <= len)),
+            aligned: lanes <= 1 || self.alignment(index) % lanes == 0,
         }
+    }
+
+    /// A power of two the value of the u32/i32 expression `e` is always a multiple of
+    /// (as a bit pattern), whether or not its range is known; 1 when nothing is known.
+    pub fn alignment(&self, e: &Expr) -> u64 {
+        let from_range = self.range(e).map_or(1, |r| r.align.clamp(1, MAX_ALIGN));
+        let structural = match e {
+            Expr::Lit(Scalar::U32(v)) => pow2_factor(*v as u64),
+            Expr::Lit(Scalar::I32(v)) => pow2_factor(*v as u32 as u64),
+            Expr::Local(id) => self.local_align.get(id.0 as usize).copied().unwrap_or(1),
+            Expr::Binary { op, lhs, rhs } => match op {
+                BinaryOp::Add | BinaryOp::Sub => self.alignment(lhs).min(self.alignment(rhs)),
+                BinaryOp::Mul => self
+                    .alignment(lhs)
+                    .saturating_mul(self.alignment(rhs))
+                    .min(MAX_ALIGN),
+                BinaryOp::Shl => match rhs.as_lit() {
+                    Some(Scalar::U32(k)) if k < 32 => {
+                        (self.alignment(lhs) << k).min(MAX_ALIGN)
+                    }
+                    _ => 1,
+                },
+                _ => 1,
+            },
+            Expr::Select {
+                on_true, on_false, ..
+            } => self.alignment(on_true).min(self.alignment(on_false)),
+            Expr::Math {
+                func: MathFn::Min | MathFn::Max,
+                args,
+            } => args.iter().map(|a| self.alignment(a)).min().unwrap_or(1),
+            _ => 1,
+        };
+        structural.max(from_range)
     }
 
     /// The range of a local (immutable `u32`/`i32` locals only).
@@ -729,5 +787,24 @@ mod vector_width_tests {
             .unwrap()
         });
         assert_eq!(w, vec![Some(4), None, Some(4), None, None]);
+    }
+
+    #[test]
+    fn alignment_survives_an_unknown_range() {
+        // A grid-stride index: `i` starts at `workgroup_id * 256 + local_id` (no known
+        // range), yet `i * 4` is always a multiple of 4.
+        let w = widths(|mut k| {
+            let a = k.buffer("a", F32, 1 << 20, Access::Read);
+            let out = k.buffer("out", F32, 1 << 20, Access::Write);
+            k.build(|f| {
+                let base = f.let_("base", workgroup_id(0) * 256u32);
+                f.for_("i", base + local_id(0), 1u32 << 18, 256, |f, i| {
+                    let index = f.let_("index", i * 4u32);
+                    f.store(out, index.clone(), a.load(index, 4));
+                });
+            })
+            .unwrap()
+        });
+        assert_eq!(w, vec![Some(4), Some(4)]);
     }
 }

@@ -34,7 +34,11 @@ pub(crate) struct Val {
 pub(crate) struct BufferVar {
     pub var: Word,
     pub elem: ScalarType,
+    /// Length in elements (scalars), whatever the view.
     pub len: u64,
+    /// Lanes of the array's element type: 1 for a `T[]`, `L` for a `vecL<T>[]` view
+    /// (see [`kernelc_ir::analysis::uniform_vector_widths`]).
+    pub view_lanes: u8,
 }
 
 /// A workgroup-shared array.

@@ -4,6 +4,7 @@
 use super::emitter::{build_error, BufferVar, Emitter, SharedVar, Val, R};
 use super::{for_each_expr, internal, stmt::Flow};
 use crate::abi::{ParamSlot, ShaderLayout, ENTRY_POINT};
+use kernelc_ir::analysis::uniform_vector_widths;
 use kernelc_ir::{Builtin, Expr, Param, ScalarType, Type};
 use rspirv::dr::Operand;
 use rspirv::spirv::{
@@ -69,9 +70,15 @@ fn bind(e: &mut Emitter, var: Word, binding: u32) {
     e.b.decorate(var, Decoration::Binding, [Operand::LiteralBit32(binding)]);
 }
 
+/// One `Block` variable per buffer parameter. A buffer that every access reads or
+/// writes as an aligned `L`-lane vector is declared as an array of `vecL<T>` (stride
+/// `L` elements): one vector `OpLoad`/`OpStore` per access instead of `L` scalar
+/// ones, which drivers turn into one wide memory transaction. The bytes, and so the
+/// binding's size, are those of the scalar array.
 fn declare_buffers(e: &mut Emitter, layout: &ShaderLayout) -> R<()> {
     let kernel = e.kernel;
-    for (param, slot) in kernel.params.iter().zip(&layout.params) {
+    let views = uniform_vector_widths(kernel, &e.ranges);
+    for (i, (param, slot)) in kernel.params.iter().zip(&layout.params).enumerate() {
         let (
             Param::Buffer {
                 name,
@@ -85,8 +92,10 @@ fn declare_buffers(e: &mut Emitter, layout: &ShaderLayout) -> R<()> {
             e.buffers.push(None);
             continue;
         };
-        let elem_ty = e.storage_scalar(*elem, true)?;
-        let block = e.runtime_block(elem_ty, elem.size_bytes());
+        let view_lanes = views.get(i).copied().flatten().unwrap_or(1);
+        let scalar_ty = e.storage_scalar(*elem, true)?;
+        let elem_ty = e.vector_of(scalar_ty, view_lanes);
+        let block = e.runtime_block(elem_ty, elem.size_bytes() * view_lanes as u32);
         let ptr = e.pointer(StorageClass::StorageBuffer, block);
         let var = e.b.variable(ptr, None, StorageClass::StorageBuffer, None);
         e.b.name(var, name.as_str());
@@ -98,6 +107,7 @@ fn declare_buffers(e: &mut Emitter, layout: &ShaderLayout) -> R<()> {
             var,
             elem: *elem,
             len: *len,
+            view_lanes,
         }));
     }
     Ok(())

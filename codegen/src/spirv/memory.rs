@@ -10,7 +10,10 @@
 //! * A failing store is skipped: a selection construct around the store.
 //!
 //! Either way the failure ORs `OUT_OF_BOUNDS` or `UNALIGNED` into the status.
-//! Vector accesses are composed of scalar accesses (memory is an array of scalars).
+//! Memory is an array of scalars, where vector accesses are composed of scalar
+//! accesses, except for a buffer declared as an array of `vecL<T>` (its accesses are
+//! all aligned `L`-lane vectors, see `globals::declare_buffers`): there an access is
+//! one vector load or store of slot `index / L`. The checks stay in element units.
 
 use super::emitter::{build_error, Emitter, Val, R};
 use super::internal;
@@ -26,6 +29,8 @@ struct Place {
     len: u64,
     /// Storage buffers wrap their array in a struct (member 0).
     in_buffer: bool,
+    /// Lanes of the array's element type (1: scalars).
+    view_lanes: u8,
 }
 
 /// The dynamic conditions of one access (constants where proven).
@@ -47,12 +52,14 @@ impl Emitter<'_> {
                     elem: b.elem,
                     len: b.len,
                     in_buffer: true,
+                    view_lanes: b.view_lanes,
                 }),
             Memory::Shared(s) => self.shared.get(s.0 as usize).map(|s| Place {
                 var: s.var,
                 elem: s.elem,
                 len: s.len,
                 in_buffer: false,
+                view_lanes: 1,
             }),
         }
         .ok_or_else(|| internal(format!("unknown memory {mem:?}")))
@@ -112,6 +119,33 @@ impl Emitter<'_> {
             .map_err(build_error)
     }
 
+    /// A pointer to the vector slot holding elements `index .. index + lanes` of a
+    /// buffer viewed as `vecL<T>[]`. The index is a proven multiple of `lanes` (the
+    /// view exists only then), so the slot is `index >> log2(lanes)`.
+    fn vector_slot_ptr(&mut self, p: Place, index: Word, lanes: u8) -> R<Word> {
+        let shift = match (p.view_lanes, lanes, p.elem) {
+            (view, 2 | 4, ScalarType::F32 | ScalarType::I32 | ScalarType::U32) if view == lanes => {
+                lanes.trailing_zeros()
+            }
+            _ => {
+                return Err(internal(format!(
+                    "{lanes}-lane access to a vec{}<{}> buffer view",
+                    p.view_lanes, p.elem
+                )))
+            }
+        };
+        let u = self.u32_ty();
+        let amount = self.const_u32(shift);
+        let slot = self.ins(Op::ShiftRightLogical, u, &[index, amount])?;
+        let scalar = self.storage_scalar(p.elem, p.in_buffer)?;
+        let vector = self.vector_of(scalar, lanes);
+        let ptr_ty = self.pointer(StorageClass::StorageBuffer, vector);
+        let member = self.const_u32(0);
+        self.b
+            .access_chain(ptr_ty, None, p.var, [member, slot])
+            .map_err(build_error)
+    }
+
     /// `index + lane`.
     fn lane_index(&mut self, index: Word, lane: u8) -> R<Word> {
         if lane == 0 {
@@ -150,19 +184,25 @@ impl Emitter<'_> {
                 self.ins(Op::Select, u, &[c.ok, index, zero])?
             }
         };
-        let mut parts = Vec::with_capacity(lanes as usize);
-        for lane in 0..lanes {
-            let i = self.lane_index(safe_index, lane)?;
-            let ptr = self.element_ptr(p, i)?;
-            parts.push(self.read_element(p, ptr)?);
-        }
         let reg = self.reg_type(ty)?;
-        let loaded = if lanes == 1 {
-            parts[0]
+        let loaded = if p.view_lanes > 1 {
+            // f32/i32/u32 only: the memory type is the register type.
+            let ptr = self.vector_slot_ptr(p, safe_index, lanes)?;
+            self.load(reg, ptr)?
         } else {
-            self.b
-                .composite_construct(reg, None, parts)
-                .map_err(build_error)?
+            let mut parts = Vec::with_capacity(lanes as usize);
+            for lane in 0..lanes {
+                let i = self.lane_index(safe_index, lane)?;
+                let ptr = self.element_ptr(p, i)?;
+                parts.push(self.read_element(p, ptr)?);
+            }
+            if lanes == 1 {
+                parts[0]
+            } else {
+                self.b
+                    .composite_construct(reg, None, parts)
+                    .map_err(build_error)?
+            }
         };
         let id = match &checks {
             None => loaded,
@@ -243,6 +283,22 @@ impl Emitter<'_> {
                 Some(merge)
             }
         };
+        if p.view_lanes > 1 {
+            let ptr = self.vector_slot_ptr(p, index, lanes)?;
+            self.store(ptr, value.id)?;
+        } else {
+            self.store_lanes(p, index, value)?;
+        }
+        if let Some(merge) = merge {
+            self.b.branch(merge).map_err(build_error)?;
+            self.b.begin_block(Some(merge)).map_err(build_error)?;
+        }
+        Ok(())
+    }
+
+    /// Stores `value` lane by lane into a memory of scalars.
+    fn store_lanes(&mut self, p: Place, index: Word, value: Val) -> R<()> {
+        let lanes = value.ty.lanes;
         let scalar = self.reg_scalar(p.elem)?;
         for lane in 0..lanes {
             let v = if lanes == 1 {
@@ -253,10 +309,6 @@ impl Emitter<'_> {
             let i = self.lane_index(index, lane)?;
             let ptr = self.element_ptr(p, i)?;
             self.write_element(p, ptr, v)?;
-        }
-        if let Some(merge) = merge {
-            self.b.branch(merge).map_err(build_error)?;
-            self.b.begin_block(Some(merge)).map_err(build_error)?;
         }
         Ok(())
     }

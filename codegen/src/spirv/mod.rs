@@ -21,7 +21,11 @@
 //!   read another descriptor (gfx-rs/wgpu#9326; `tests/spirv.rs` checks density).
 //!   Each buffer parameter is a `StorageBuffer` `struct { T data[]; }` decorated `Block` (member
 //!   offset 0, array stride = element size; `NonWritable` when read-only); bool
-//!   elements are `u32` words; the packed scalar words at `scalar_binding` (read-only
+//!   elements are `u32` words. A buffer of f32/i32/u32 whose every access is an
+//!   `L`-lane vector at an index proven a multiple of `L` (and whose length is one;
+//!   [`kernelc_ir::analysis::uniform_vector_widths`]) is instead a `vecL<T> data[]`
+//!   (stride `4 * L`), accessed with one vector `OpLoad`/`OpStore` at `index >> log2(L)`:
+//!   the same bytes, one wide transaction instead of `L` scalar ones; the packed scalar words at `scalar_binding` (read-only
 //!   `u32[]`); the status word at `status_binding` (`struct { u32 }`, only ever
 //!   `OpAtomicOr`ed with device scope and relaxed semantics). Shared arrays are
 //!   `Workgroup` fixed-size arrays. Builtins are `Input` `uvec3`s (`GlobalInvocationId`,

@@ -7,7 +7,7 @@ use super::func::FnBuilder;
 use super::{backend, types};
 use crate::abi::{ParamSlot, ShaderLayout, ENTRY_POINT};
 use crate::CodegenError;
-use kernelc_ir::analysis::Ranges;
+use kernelc_ir::analysis::{uniform_vector_widths, Ranges};
 use kernelc_ir::{Builtin, Expr, Kernel, LocalId, Param, ScalarType, Stmt, Type};
 use naga::{
     AddressSpace, ArraySize, BinaryOperator, Block, Expression, Handle, ResourceBinding,
@@ -75,6 +75,9 @@ pub(super) struct Lower<'k> {
     pub(super) ranges: Ranges,
     /// Per parameter: the pointer to its buffer (`None` for scalars).
     pub(super) buffers: Vec<Option<Handle<Expression>>>,
+    /// Per parameter: `Some(L)` when its buffer is declared `array<vecL<T>>` (every
+    /// access is an aligned `L`-lane vector; see `uniform_vector_widths`).
+    pub(super) buffer_views: Vec<Option<u8>>,
     /// Per shared array: the pointer to it.
     pub(super) shared: Vec<Handle<Expression>>,
     /// Per parameter: its decoded value (`None` for buffers).
@@ -119,7 +122,9 @@ impl<'k> Lower<'k> {
             builtin_args.push(f.expr(Expression::FunctionArgument(i as u32)));
         }
 
-        let buffer_vars = declare_buffers(&mut module, kernel, &layout)?;
+        let ranges = Ranges::of(kernel);
+        let buffer_views = uniform_vector_widths(kernel, &ranges);
+        let buffer_vars = declare_buffers(&mut module, kernel, &layout, &buffer_views)?;
         let shared_vars = declare_shared(&mut module, kernel)?;
         let scalar_block = declare_scalar_block(&mut module, &layout);
         let status_var = declare_status(&mut module, &layout);
@@ -172,8 +177,9 @@ impl<'k> Lower<'k> {
             kernel,
             module,
             f,
-            ranges: Ranges::of(kernel),
+            ranges,
             buffers,
+            buffer_views,
             shared,
             scalars: Vec::new(),
             builtins,
@@ -482,20 +488,24 @@ fn global(
     )
 }
 
-/// `array<T>` (runtime-sized) or `array<T, n>` of a memory element type.
+/// `array<T>` (runtime-sized) or `array<T, n>` of a memory element type, or, with
+/// `lanes` > 1, `array<vecN<T>>`: the same bytes, one element per `lanes` of them
+/// (only for 4-byte `T`, whose `vec2`/`vec4` have no padding: the stride is the size).
 fn array_of(
     module: &mut naga::Module,
     elem: ScalarType,
+    lanes: u8,
     size: ArraySize,
 ) -> Result<Handle<naga::Type>, CodegenError> {
     let s = types::memory_scalar(elem)?;
-    let base = types::intern(&mut module.types, TypeInner::Scalar(s));
+    let inner = types::inner(s, lanes)?;
+    let base = types::intern(&mut module.types, inner);
     Ok(types::intern(
         &mut module.types,
         TypeInner::Array {
             base,
             size,
-            stride: s.width as u32,
+            stride: s.width as u32 * lanes as u32,
         },
     ))
 }
@@ -505,9 +515,10 @@ fn declare_buffers(
     module: &mut naga::Module,
     kernel: &Kernel,
     layout: &ShaderLayout,
+    views: &[Option<u8>],
 ) -> Result<Vec<Option<Handle<naga::GlobalVariable>>>, CodegenError> {
     let mut out = Vec::with_capacity(kernel.params.len());
-    for (param, slot) in kernel.params.iter().zip(&layout.params) {
+    for (p, (param, slot)) in kernel.params.iter().zip(&layout.params).enumerate() {
         let (
             Param::Buffer {
                 name, elem, access, ..
@@ -518,7 +529,8 @@ fn declare_buffers(
             out.push(None);
             continue;
         };
-        let ty = array_of(module, *elem, ArraySize::Dynamic)?;
+        let lanes = views.get(p).copied().flatten().unwrap_or(1);
+        let ty = array_of(module, *elem, lanes, ArraySize::Dynamic)?;
         let access = if access.can_write() {
             StorageAccess::LOAD | StorageAccess::STORE
         } else {
@@ -540,7 +552,7 @@ fn declare_shared(
     let mut out = Vec::with_capacity(kernel.shared.len());
     for s in &kernel.shared {
         let len = NonZeroU32::new(s.len.max(1)).unwrap_or(NonZeroU32::MIN);
-        let ty = array_of(module, s.elem, ArraySize::Constant(len))?;
+        let ty = array_of(module, s.elem, 1, ArraySize::Constant(len))?;
         out.push(global(module, &s.name, AddressSpace::WorkGroup, None, ty));
     }
     Ok(out)

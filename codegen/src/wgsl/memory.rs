@@ -6,7 +6,14 @@
 //! store is skipped; either ORs `OUT_OF_BOUNDS` (or `UNALIGNED` for an in-bounds
 //! misaligned vector access) into the status word. Checks the value-range analysis
 //! ([`kernelc_ir::analysis::Ranges`]) proves unnecessary are not emitted, exactly as
-//! the CPU target does. Vector accesses are `lanes` scalar accesses of the `array<T>`.
+//! the CPU target does.
+//!
+//! A buffer every access of which is an `L`-lane vector at an index proven a multiple
+//! of `L` ([`kernelc_ir::analysis::uniform_vector_widths`]) is declared
+//! `array<vecL<T>>` (its view) and each access is one vector load or store of element
+//! `index >> log2(L)`: one wide memory transaction instead of `L` scalar ones. The
+//! checks stay in element units (`index <= len - L`), so they are the same checks.
+//! Every other vector access is `lanes` scalar accesses of the `array<T>`.
 
 use super::lower::{internal, Lower, Val};
 use crate::abi::status;
@@ -15,7 +22,6 @@ use kernelc_ir::{Expr, Memory, Scalar, ScalarType, Type};
 use naga::{BinaryOperator as Bo, Expression, Handle, ScalarKind, Statement, UnaryOperator};
 
 type H = Handle<Expression>;
-
 
 /// The run-time test of an access that may fail.
 #[derive(Clone, Copy, Debug)]
@@ -28,19 +34,39 @@ enum Check {
     Test { ok: H, fault: H },
 }
 
+/// A memory as declared: what an access addresses.
+#[derive(Clone, Copy, Debug)]
+struct Array {
+    /// The pointer to the global variable.
+    base: H,
+    /// The IR element type and length (in elements), which the checks use.
+    elem: ScalarType,
+    len: u64,
+    /// The lanes of one array element: 1 for `array<T>`, `L` for `array<vecL<T>>`.
+    view: u8,
+}
+
 impl Lower<'_> {
-    /// The pointer to a memory, its element type and its length.
-    fn memory_of(&self, mem: Memory) -> Result<(H, ScalarType, u64), CodegenError> {
+    /// The declared array of a memory.
+    fn memory_of(&self, mem: Memory) -> Result<Array, CodegenError> {
         let (elem, len) = self
             .kernel
             .memory(mem)
             .ok_or_else(|| internal(format!("unknown memory {mem:?}")))?;
-        let base = match mem {
-            Memory::Buffer(p) => self.buffers.get(p.0 as usize).copied().flatten(),
-            Memory::Shared(s) => self.shared.get(s.0 as usize).copied(),
+        let (base, view) = match mem {
+            Memory::Buffer(p) => (
+                self.buffers.get(p.0 as usize).copied().flatten(),
+                self.buffer_views.get(p.0 as usize).copied().flatten(),
+            ),
+            Memory::Shared(s) => (self.shared.get(s.0 as usize).copied(), None),
         };
         let base = base.ok_or_else(|| internal(format!("no variable for {mem:?}")))?;
-        Ok((base, elem, len))
+        Ok(Array {
+            base,
+            elem,
+            len,
+            view: view.unwrap_or(1),
+        })
     }
 
     fn check(&mut self, index: H, index_expr: &Expr, lanes: u8, len: u64) -> Check {
@@ -101,10 +127,10 @@ impl Lower<'_> {
         index_expr: &Expr,
         lanes: u8,
     ) -> Result<Val, CodegenError> {
-        let (base, elem, len) = self.memory_of(mem)?;
-        let ty = Type::vector(elem, lanes);
-        let h = match self.check(index.h, index_expr, lanes, len) {
-            Check::None => self.raw_load(base, index.h, ty)?,
+        let array = self.memory_of(mem)?;
+        let ty = Type::vector(array.elem, lanes);
+        let h = match self.check(index.h, index_expr, lanes, array.len) {
+            Check::None => self.raw_load(array, index.h, ty)?,
             Check::Never => {
                 let oob = self.lit_u32(status::OUT_OF_BOUNDS);
                 self.raise(oob);
@@ -115,7 +141,7 @@ impl Lower<'_> {
                 self.raise_if(failed, fault)?;
                 let zero_index = self.lit_u32(0);
                 let safe_index = self.select(ok, index.h, zero_index);
-                let v = self.raw_load(base, safe_index, ty)?;
+                let v = self.raw_load(array, safe_index, ty)?;
                 let zero = self.zero(ty)?;
                 self.select(ok, v, zero)
             }
@@ -128,7 +154,29 @@ impl Lower<'_> {
         self.konst(ty, Scalar::zero(ty.scalar))
     }
 
-    fn raw_load(&mut self, base: H, index: H, ty: Type) -> Result<H, CodegenError> {
+    /// The view element an access of `lanes` at element `index` is, when the array
+    /// is a view (`index` is then a proven multiple of the view's lanes).
+    fn view_index(&mut self, array: Array, index: H, lanes: u8) -> Result<Option<H>, CodegenError> {
+        if array.view == 1 {
+            return Ok(None);
+        }
+        if lanes != array.view {
+            return Err(internal(format!(
+                "a {lanes}-lane access of a buffer viewed as {}-lane vectors",
+                array.view
+            )));
+        }
+        let shift = self.lit_u32(array.view.trailing_zeros());
+        Ok(Some(self.binary(Bo::ShiftRight, index, shift)))
+    }
+
+    fn raw_load(&mut self, array: Array, index: H, ty: Type) -> Result<H, CodegenError> {
+        let base = array.base;
+        if let Some(i) = self.view_index(array, index, ty.lanes)? {
+            // A view holds only f32/i32/u32: the loaded vector is the value.
+            let pointer = self.e(Expression::Access { base, index: i });
+            return Ok(self.e(Expression::Load { pointer }));
+        }
         let mut lanes = Vec::with_capacity(ty.lanes as usize);
         for l in 0..ty.lanes {
             let i = self.lane_index(index, l);
@@ -161,15 +209,15 @@ impl Lower<'_> {
         index_expr: &Expr,
         value: Val,
     ) -> Result<(), CodegenError> {
-        let (base, elem, len) = self.memory_of(mem)?;
-        if value.ty.scalar != elem {
+        let array = self.memory_of(mem)?;
+        if value.ty.scalar != array.elem {
             return Err(internal(format!(
-                "storing {} into memory of {elem}",
-                value.ty
+                "storing {} into memory of {}",
+                value.ty, array.elem
             )));
         }
-        match self.check(index.h, index_expr, value.ty.lanes, len) {
-            Check::None => self.raw_store(base, index.h, value),
+        match self.check(index.h, index_expr, value.ty.lanes, array.len) {
+            Check::None => self.raw_store(array, index.h, value),
             Check::Never => {
                 let oob = self.lit_u32(status::OUT_OF_BOUNDS);
                 self.raise(oob);
@@ -177,7 +225,7 @@ impl Lower<'_> {
             }
             Check::Test { ok, fault } => {
                 self.f.open();
-                self.raw_store(base, index.h, value)?;
+                self.raw_store(array, index.h, value)?;
                 let accept = self.close()?;
                 self.f.open();
                 self.raise(fault);
@@ -192,8 +240,17 @@ impl Lower<'_> {
         }
     }
 
-    fn raw_store(&mut self, base: H, index: H, value: Val) -> Result<(), CodegenError> {
+    fn raw_store(&mut self, array: Array, index: H, value: Val) -> Result<(), CodegenError> {
+        let base = array.base;
         let lanes = value.ty.lanes;
+        if let Some(i) = self.view_index(array, index, lanes)? {
+            let pointer = self.e(Expression::Access { base, index: i });
+            self.f.stmt(Statement::Store {
+                pointer,
+                value: value.h,
+            });
+            return Ok(());
+        }
         for l in 0..lanes {
             let mut v = if lanes == 1 {
                 value.h
