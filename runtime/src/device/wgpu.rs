@@ -23,7 +23,7 @@ use kernelc_ir::passes::MathExpansion;
 use kernelc_ir::{Access, Kernel, Param, Scalar};
 use kernelc_kernels::lower::TargetCaps;
 use std::borrow::Cow;
-use std::sync::{mpsc, Arc};
+use std::sync::{mpsc, Arc, Mutex};
 use wgpu::util::DeviceExt;
 
 /// Buffers are allocated in multiples of this many bytes (so the pool reuses them
@@ -34,6 +34,19 @@ const ALLOCATION_GRANULE: u64 = 256;
 /// adapter's memory size; the pool is cleared and the allocation retried whenever an
 /// allocation fails).
 const WGPU_POOL_CAP: usize = 4 << 30;
+
+/// Launches one reusable status buffer has words for (ops with more get their own).
+const STATUS_WORDS_PER_BUFFER: usize = 8;
+/// Reusable status buffers kept per device (one per op running concurrently).
+const MAX_FREE_STATUS_WORDS: usize = 16;
+
+/// One op's status words and the buffer they are read back through.
+struct StatusWords {
+    status: wgpu::Buffer,
+    staging: wgpu::Buffer,
+    /// Launches it has words for.
+    launches: usize,
+}
 
 /// The wgpu device and its queue, shared by the device and its buffers.
 struct Gpu {
@@ -54,6 +67,9 @@ pub struct WgpuDevice {
     pool: Arc<Pool<wgpu::Buffer>>,
     /// Alignment of a storage-buffer binding offset (the status words are spaced by it).
     status_stride: u64,
+    /// Status words and their readback buffers, reused across ops: creating buffers
+    /// per op cost more than a small kernel.
+    status_words: Mutex<Vec<StatusWords>>,
 }
 
 /// A compute pipeline with its layout.
@@ -404,16 +420,18 @@ impl WgpuDevice {
             self.check_args(kernel, launch)?;
             self.check_grid(kernel, launch.grid)?;
         }
-        let status = self.status_buffer(launches.len())?;
+        let words = self.take_status_words(launches.len())?;
+        let status = &words.status;
+        let bytes = launches.len().max(1) as u64 * self.status_stride;
         let device = &self.gpu.device;
         let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
         let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
             label: Some("kernelc op"),
         });
-        encoder.clear_buffer(&status, 0, None);
+        encoder.clear_buffer(status, 0, None);
         for (i, (launch, kernel)) in launches.iter().zip(&kernels).enumerate() {
             let scalars = self.scalar_buffer(kernel, &launch.args);
-            let bind_group = self.bind_group(kernel, launch, scalars.as_ref(), &status, i)?;
+            let bind_group = self.bind_group(kernel, launch, scalars.as_ref(), status, i)?;
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some(&kernel.name),
                 timestamp_writes: None,
@@ -423,11 +441,21 @@ impl WgpuDevice {
             let [x, y, z] = launch.grid;
             pass.dispatch_workgroups(x, y, z);
         }
+        encoder.copy_buffer_to_buffer(status, 0, &words.staging, 0, bytes);
         self.gpu.queue.submit([encoder.finish()]);
         if let Some(error) = pollster::block_on(scope.pop()) {
             return Err(self.launch_error(&kernels, 0, format!("wgpu rejected the launch: {error}")));
         }
-        let words = self.read_buffer(&status, launches.len() as u64 * self.status_stride)?;
+        let read = map_read(&self.gpu, &words.staging, bytes);
+        let words = match read {
+            Ok(bytes) => {
+                self.give_status_words(words);
+                bytes
+            }
+            Err(message) => {
+                return Err(self.launch_error(&kernels, 0, message));
+            }
+        };
         for i in 0..kernels.len() {
             let offset = i * self.status_stride as usize;
             let bits = u32::from_le_bytes(words[offset..offset + 4].try_into().unwrap_or([0; 4]));
@@ -492,13 +520,38 @@ impl WgpuDevice {
         Ok(())
     }
 
-    /// One status word per launch, each at a binding-offset-aligned position.
-    fn status_buffer(&self, launches: usize) -> Result<wgpu::Buffer> {
-        let size = (launches.max(1) as u64) * self.status_stride;
-        self.create_buffer(size).ok_or_else(|| RuntimeError::OutOfMemory {
+    /// Status words for `launches` launches (one per launch, each at a
+    /// binding-offset-aligned position) and a readback buffer, reused when possible.
+    fn take_status_words(&self, launches: usize) -> Result<StatusWords> {
+        let mut free = self.status_words.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(i) = free.iter().position(|w| w.launches >= launches) {
+            return Ok(free.swap_remove(i));
+        }
+        drop(free);
+        let capacity = launches.max(STATUS_WORDS_PER_BUFFER);
+        let size = capacity as u64 * self.status_stride;
+        let status = self.create_buffer(size).ok_or_else(|| RuntimeError::OutOfMemory {
             device: self.name(),
             bytes: size,
+        })?;
+        let staging = self.gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("kernelc status readback"),
+            size,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        Ok(StatusWords {
+            status,
+            staging,
+            launches: capacity,
         })
+    }
+
+    fn give_status_words(&self, words: StatusWords) {
+        let mut free = self.status_words.lock().unwrap_or_else(|p| p.into_inner());
+        if free.len() < MAX_FREE_STATUS_WORDS {
+            free.push(words);
+        }
     }
 
     fn scalar_buffer(&self, kernel: &WgpuKernel, args: &[BindingRef<'_>]) -> Option<wgpu::Buffer> {
@@ -556,14 +609,6 @@ impl WgpuDevice {
             layout: &kernel.bind_group_layout,
             entries: &entries,
         }))
-    }
-
-    fn read_buffer(&self, buffer: &wgpu::Buffer, size: u64) -> Result<Vec<u8>> {
-        read_back(&self.gpu, buffer, size).map_err(|message| RuntimeError::Launch {
-            device: self.name(),
-            kernel: String::new(),
-            message,
-        })
     }
 }
 
@@ -667,6 +712,7 @@ fn open_adapter(adapter: wgpu::Adapter, path: ShaderPath) -> Result<WgpuDevice> 
         // Keep freed buffers for reuse: a fresh buffer costs an allocation and wgpu's
         // zero-initialisation on first use, more than a memory-bound kernel.
         pool: Arc::new(Pool::with_cap(WGPU_POOL_CAP)),
+        status_words: Mutex::new(Vec::new()),
     })
 }
 
@@ -775,8 +821,14 @@ fn read_back(gpu: &Gpu, buffer: &wgpu::Buffer, size: u64) -> std::result::Result
         .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
     encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, size);
     gpu.queue.submit([encoder.finish()]);
+    map_read(gpu, &staging, size)
+}
+
+/// The first `size` bytes of the mappable `staging` buffer, once the GPU has finished
+/// what was submitted (waits); the buffer is unmapped again.
+fn map_read(gpu: &Gpu, staging: &wgpu::Buffer, size: u64) -> std::result::Result<Vec<u8>, String> {
     let (sender, receiver) = mpsc::channel();
-    staging.map_async(wgpu::MapMode::Read, .., move |result| {
+    staging.map_async(wgpu::MapMode::Read, ..size, move |result| {
         // The receiver lives until `recv` below returns; a failed send only means
         // it is gone, and then nobody needs the result.
         let _ = sender.send(result);
@@ -789,7 +841,7 @@ fn read_back(gpu: &Gpu, buffer: &wgpu::Buffer, size: u64) -> std::result::Result
         .map_err(|_| "the GPU never answered the readback".to_string())?
         .map_err(|e| format!("cannot map the readback buffer: {e}"))?;
     let bytes = staging
-        .get_mapped_range(..)
+        .get_mapped_range(..size)
         .map_err(|e| format!("cannot read the readback buffer: {e}"))?
         .to_vec();
     staging.unmap();
