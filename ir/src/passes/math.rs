@@ -331,7 +331,7 @@ impl Expander<'_> {
                 },
                 None => a.clone(),
             };
-            vals.push(em.bind(a));
+            vals.push(Ops::<W32>::bind(&mut em, a));
         }
         let x = &vals[0];
         let result = match func {
@@ -371,7 +371,7 @@ impl Expander<'_> {
         };
         let vals: Vec<Expr> = args
             .iter()
-            .map(|a| double::Ops64::bind(&mut em, a.clone()))
+            .map(|a| Ops::<W64>::bind(&mut em, a.clone()))
             .collect();
         double::expand(&mut em, func, &vals)
     }
@@ -464,17 +464,33 @@ impl Emitter<'_, '_> {
         let amount = self.lit(Scalar::U32(n));
         Self::bin(op, a, &amount)
     }
+
+    fn math(func: MathFn, args: &[&Expr]) -> Expr {
+        Expr::Math {
+            func,
+            args: args.iter().map(|&a| a.clone()).collect(),
+        }
+    }
+
+    fn convert(e: &Expr, to: ScalarType, bitwise: bool) -> Expr {
+        let arg = Box::new(e.clone());
+        if bitwise {
+            Expr::Bitcast { to, arg }
+        } else {
+            Expr::Cast { to, arg }
+        }
+    }
 }
 
-impl Ops for Emitter<'_, '_> {
+impl<W: Width> Ops<W> for Emitter<'_, '_> {
     type F = Expr;
     type I = Expr;
     type B = Expr;
-    fn cf(&mut self, v: f32) -> Expr {
-        self.lit(Scalar::f32(v))
+    fn cf(&mut self, v: W::Float) -> Expr {
+        self.lit(W::float_lit(v))
     }
-    fn ci(&mut self, v: i32) -> Expr {
-        self.lit(Scalar::I32(v))
+    fn ci(&mut self, v: W::Int) -> Expr {
+        self.lit(W::int_lit(v))
     }
     fn add(&mut self, a: &Expr, b: &Expr) -> Expr {
         Self::bin(BinaryOp::Add, a, b)
@@ -495,16 +511,10 @@ impl Ops for Emitter<'_, '_> {
         }
     }
     fn abs(&mut self, a: &Expr) -> Expr {
-        Expr::Math {
-            func: MathFn::Abs,
-            args: vec![a.clone()],
-        }
+        Self::math(MathFn::Abs, &[a])
     }
     fn round(&mut self, a: &Expr) -> Expr {
-        Expr::Math {
-            func: MathFn::Round,
-            args: vec![a.clone()],
-        }
+        Self::math(MathFn::Round, &[a])
     }
     fn lt(&mut self, a: &Expr, b: &Expr) -> Expr {
         Self::cmp(CmpOp::Lt, a, b)
@@ -561,34 +571,22 @@ impl Ops for Emitter<'_, '_> {
         Self::select(c, t, f)
     }
     fn bits_of(&mut self, a: &Expr) -> Expr {
-        Expr::Bitcast {
-            to: ScalarType::I32,
-            arg: Box::new(a.clone()),
-        }
+        Self::convert(a, W::INT, true)
     }
     fn float_of_bits(&mut self, a: &Expr) -> Expr {
-        Expr::Bitcast {
-            to: ScalarType::F32,
-            arg: Box::new(a.clone()),
-        }
+        Self::convert(a, W::FLOAT, true)
     }
     fn ftoi(&mut self, a: &Expr) -> Expr {
-        Expr::Cast {
-            to: ScalarType::I32,
-            arg: Box::new(a.clone()),
-        }
+        Self::convert(a, W::INT, false)
     }
     fn itof(&mut self, a: &Expr) -> Expr {
-        Expr::Cast {
-            to: ScalarType::F32,
-            arg: Box::new(a.clone()),
-        }
+        Self::convert(a, W::FLOAT, false)
     }
     fn bind(&mut self, a: Expr) -> Expr {
-        self.bind_as(a, ScalarType::F32)
+        self.bind_as(a, W::FLOAT)
     }
     fn bindi(&mut self, a: Expr) -> Expr {
-        self.bind_as(a, ScalarType::I32)
+        self.bind_as(a, W::INT)
     }
     fn bindb(&mut self, a: Expr) -> Expr {
         self.bind_as(a, ScalarType::Bool)
@@ -597,19 +595,117 @@ impl Ops for Emitter<'_, '_> {
 
 // ---- algorithms begin ----
 //
-// The algorithms are written once against `Ops`: the pass instantiates them with IR
-// expressions (`Emitter`), the unit tests with native f32 arithmetic, which is bit for
-// bit what the interpreter computes on the emitted IR (f32 `+ - * /` correctly rounded,
-// casts saturating, integer arithmetic wrapping).
+// The algorithms are written once against `Ops` (f32: `Ops<W32>`; f64: `Ops<W64>` and
+// `double::Ops64`): the pass instantiates them with IR expressions (`Emitter`), the unit
+// tests with native arithmetic, which is bit for bit what the interpreter computes on the
+// emitted IR (`+ - * /` correctly rounded, casts saturating, integer arithmetic wrapping).
 
-/// The operations the algorithms use, on f32 (`F`), i32 (`I`) and bool (`B`) values of
-/// one lane count. Integer arithmetic wraps; `ftoi` truncates and saturates (NaN → 0).
-trait Ops {
+/// A float width the algorithms are written for: its constants' Rust types, its IR
+/// scalar types and its exponent-field layout.
+trait Width {
+    /// The Rust type of a float constant (`f32`, `f64`).
+    type Float: Copy;
+    /// The Rust type of an integer of the float's width (`i32`, `i64`).
+    type Int: Copy + std::ops::Sub<Output = Self::Int>;
+    const FLOAT: ScalarType;
+    const INT: ScalarType;
+    /// The exponent bias (127, 1023).
+    const EXP_BIAS: i32;
+    /// The number of explicit significand bits (23, 52): the exponent field's shift.
+    const MANT_BITS: u32;
+    /// `2^MANT_BITS`, which scales a subnormal to a normal number.
+    const TWO_POW_MANT: Self::Float;
+    /// The bits of 1.
+    const ONE_BITS: Self::Int;
+    /// The bits of √½ (rounded).
+    const SQRT_HALF_BITS: Self::Int;
+    /// The significand field.
+    const MANT_MASK: Self::Int;
+    const MIN_POSITIVE: Self::Float;
+    const INFINITY: Self::Float;
+    const NEG_INFINITY: Self::Float;
+    const NAN: Self::Float;
+    fn float_lit(v: Self::Float) -> Scalar;
+    fn int_lit(v: Self::Int) -> Scalar;
+    /// An `i32` as an integer of this width.
+    fn int(v: i32) -> Self::Int;
+    /// An `f32` as a float of this width (exact).
+    fn float(v: f32) -> Self::Float;
+}
+
+/// f32 (with i32 integers).
+struct W32;
+
+/// f64 (with i64 integers).
+struct W64;
+
+impl Width for W32 {
+    type Float = f32;
+    type Int = i32;
+    const FLOAT: ScalarType = ScalarType::F32;
+    const INT: ScalarType = ScalarType::I32;
+    const EXP_BIAS: i32 = 127;
+    const MANT_BITS: u32 = 23;
+    const TWO_POW_MANT: f32 = 8_388_608.0;
+    const ONE_BITS: i32 = 0x3f80_0000;
+    const SQRT_HALF_BITS: i32 = 0x3f35_04f3;
+    const MANT_MASK: i32 = 0x007f_ffff;
+    const MIN_POSITIVE: f32 = f32::MIN_POSITIVE;
+    const INFINITY: f32 = f32::INFINITY;
+    const NEG_INFINITY: f32 = f32::NEG_INFINITY;
+    const NAN: f32 = f32::NAN;
+    fn float_lit(v: f32) -> Scalar {
+        Scalar::f32(v)
+    }
+    fn int_lit(v: i32) -> Scalar {
+        Scalar::I32(v)
+    }
+    fn int(v: i32) -> i32 {
+        v
+    }
+    fn float(v: f32) -> f32 {
+        v
+    }
+}
+
+impl Width for W64 {
+    type Float = f64;
+    type Int = i64;
+    const FLOAT: ScalarType = ScalarType::F64;
+    const INT: ScalarType = ScalarType::I64;
+    const EXP_BIAS: i32 = 1023;
+    const MANT_BITS: u32 = 52;
+    const TWO_POW_MANT: f64 = 4_503_599_627_370_496.0;
+    const ONE_BITS: i64 = 0x3ff0_0000_0000_0000;
+    const SQRT_HALF_BITS: i64 = 0x3fe6_a09e_667f_3bcd;
+    const MANT_MASK: i64 = 0x000f_ffff_ffff_ffff;
+    const MIN_POSITIVE: f64 = f64::MIN_POSITIVE;
+    const INFINITY: f64 = f64::INFINITY;
+    const NEG_INFINITY: f64 = f64::NEG_INFINITY;
+    const NAN: f64 = f64::NAN;
+    fn float_lit(v: f64) -> Scalar {
+        Scalar::f64(v)
+    }
+    fn int_lit(v: i64) -> Scalar {
+        Scalar::I64(v)
+    }
+    fn int(v: i32) -> i64 {
+        v.into()
+    }
+    fn float(v: f32) -> f64 {
+        v.into()
+    }
+}
+
+/// The operations the algorithms use, on float (`F`), integer (`I`, of the float's width)
+/// and bool (`B`) values of one lane count, for the width `W`. Integer arithmetic wraps;
+/// `ftoi` truncates and saturates (NaN → 0).
+trait Ops<W: Width> {
     type F: Clone;
     type I: Clone;
     type B: Clone;
-    fn cf(&mut self, v: f32) -> Self::F;
-    fn ci(&mut self, v: i32) -> Self::I;
+    fn cf(&mut self, v: W::Float) -> Self::F;
+    fn ci(&mut self, v: W::Int) -> Self::I;
     fn add(&mut self, a: &Self::F, b: &Self::F) -> Self::F;
     fn sub(&mut self, a: &Self::F, b: &Self::F) -> Self::F;
     fn mul(&mut self, a: &Self::F, b: &Self::F) -> Self::F;
@@ -636,7 +732,7 @@ trait Ops {
     fn ieq(&mut self, a: &Self::I, b: &Self::I) -> Self::B;
     fn ilt(&mut self, a: &Self::I, b: &Self::I) -> Self::B;
     fn isel(&mut self, c: &Self::B, t: &Self::I, f: &Self::I) -> Self::I;
-    /// The bits of an f32 as an i32.
+    /// The bits of a float as an integer of its width.
     fn bits_of(&mut self, a: &Self::F) -> Self::I;
     fn float_of_bits(&mut self, a: &Self::I) -> Self::F;
     fn ftoi(&mut self, a: &Self::F) -> Self::I;
@@ -647,77 +743,67 @@ trait Ops {
     fn bindb(&mut self, a: Self::B) -> Self::B;
 }
 
-// ---- helpers ----
+// ---- helpers (both widths) ----
 
-/// Horner's scheme; coefficients from the highest degree down.
-fn poly<O: Ops>(o: &mut O, x: &O::F, c: &[f32]) -> O::F {
-    let mut acc = o.cf(c.first().copied().unwrap_or(0.0));
-    for &ci in c.iter().skip(1) {
-        let m = o.mul(&acc, x);
-        let k = o.cf(ci);
-        acc = o.add(&m, &k);
-    }
-    acc
-}
-
-fn addc<O: Ops>(o: &mut O, a: &O::F, c: f32) -> O::F {
+fn addc<W: Width, O: Ops<W>>(o: &mut O, a: &O::F, c: W::Float) -> O::F {
     let k = o.cf(c);
     o.add(a, &k)
 }
 
-fn mulc<O: Ops>(o: &mut O, a: &O::F, c: f32) -> O::F {
+fn mulc<W: Width, O: Ops<W>>(o: &mut O, a: &O::F, c: W::Float) -> O::F {
     let k = o.cf(c);
     o.mul(a, &k)
 }
 
-fn ltc<O: Ops>(o: &mut O, a: &O::F, c: f32) -> O::B {
+fn ltc<W: Width, O: Ops<W>>(o: &mut O, a: &O::F, c: W::Float) -> O::B {
     let k = o.cf(c);
     o.lt(a, &k)
 }
 
-fn gtc<O: Ops>(o: &mut O, a: &O::F, c: f32) -> O::B {
+fn gtc<W: Width, O: Ops<W>>(o: &mut O, a: &O::F, c: W::Float) -> O::B {
     let k = o.cf(c);
     o.gt(a, &k)
 }
 
-fn eqc<O: Ops>(o: &mut O, a: &O::F, c: f32) -> O::B {
+fn eqc<W: Width, O: Ops<W>>(o: &mut O, a: &O::F, c: W::Float) -> O::B {
     let k = o.cf(c);
     o.feq(a, &k)
 }
 
 /// `c ? t : f` with a constant `t`.
-fn selc<O: Ops>(o: &mut O, c: &O::B, t: f32, f: &O::F) -> O::F {
+fn selc<W: Width, O: Ops<W>>(o: &mut O, c: &O::B, t: W::Float, f: &O::F) -> O::F {
     let k = o.cf(t);
     o.sel(c, &k, f)
 }
 
 /// `min(a, hi)` that keeps a NaN `a`.
-fn min_c<O: Ops>(o: &mut O, a: &O::F, hi: f32) -> O::F {
+fn min_c<W: Width, O: Ops<W>>(o: &mut O, a: &O::F, hi: W::Float) -> O::F {
     let c = gtc(o, a, hi);
     selc(o, &c, hi, a)
 }
 
 /// `max(a, lo)` that keeps a NaN `a`.
-fn max_c<O: Ops>(o: &mut O, a: &O::F, lo: f32) -> O::F {
+fn max_c<W: Width, O: Ops<W>>(o: &mut O, a: &O::F, lo: W::Float) -> O::F {
     let c = ltc(o, a, lo);
     selc(o, &c, lo, a)
 }
 
-fn iaddc<O: Ops>(o: &mut O, a: &O::I, c: i32) -> O::I {
+fn iaddc<W: Width, O: Ops<W>>(o: &mut O, a: &O::I, c: W::Int) -> O::I {
     let k = o.ci(c);
     o.iadd(a, &k)
 }
 
-fn iandc<O: Ops>(o: &mut O, a: &O::I, c: i32) -> O::I {
+fn iandc<W: Width, O: Ops<W>>(o: &mut O, a: &O::I, c: W::Int) -> O::I {
     let k = o.ci(c);
     o.iand(a, &k)
 }
 
 /// `v` rounded to the nearest integer (ties to even), as a float and as an integer;
-/// valid for `|v| < 2³¹`. A native `round`, not the `(v + 1.5·2²³) − 1.5·2²³` trick:
-/// shader compilers that may reassociate float arithmetic (WGSL cannot forbid it;
-/// Mesa folds `(a + c) − c` to `a`) would turn that trick into the identity.
-fn round_nearest<O: Ops>(o: &mut O, v: &O::F) -> (O::F, O::I) {
+/// valid for `|v| < 2³¹` (f32) or `2⁶³` (f64). A native `round`, not the
+/// `(v + 1.5·2²³) − 1.5·2²³` trick (`1.5·2⁵²` for f64): shader compilers that may
+/// reassociate float arithmetic (WGSL cannot forbid it; Mesa folds `(a + c) − c` to `a`)
+/// would turn that trick into the identity.
+fn round_nearest<W: Width, O: Ops<W>>(o: &mut O, v: &O::F) -> (O::F, O::I) {
     let kf = o.round(v);
     let kf = o.bind(kf);
     let ki = o.ftoi(&kf);
@@ -725,16 +811,18 @@ fn round_nearest<O: Ops>(o: &mut O, v: &O::F) -> (O::F, O::I) {
     (kf, ki)
 }
 
-/// `2^k` for an integer `k` in `[-126, 127]`, built in the exponent field.
-fn pow2i<O: Ops>(o: &mut O, k: &O::I) -> O::F {
-    let e = iaddc(o, k, 127);
-    let s = o.shl(&e, 23);
+/// `2^k` for an integer `k` in the normal exponent range (`[-126, 127]` for f32,
+/// `[-1022, 1023]` for f64), built in the exponent field.
+fn pow2i<W: Width, O: Ops<W>>(o: &mut O, k: &O::I) -> O::F {
+    let e = iaddc(o, k, W::int(W::EXP_BIAS));
+    let s = o.shl(&e, W::MANT_BITS);
     o.float_of_bits(&s)
 }
 
-/// `p · 2^k` for `p` near 1 and `k` in `[-252, 254]`, in two steps of which only the
-/// second rounds (so a subnormal result is rounded once).
-fn scale<O: Ops>(o: &mut O, p: &O::F, k: &O::I) -> O::F {
+/// `p · 2^k` for `p` near 1 and `k` in twice the normal exponent range (`[-252, 254]`
+/// for f32, `[-2044, 2046]` for f64), in two steps of which only the second rounds (so a
+/// subnormal result is rounded once, and overflow gives +∞).
+fn scale<W: Width, O: Ops<W>>(o: &mut O, p: &O::F, k: &O::I) -> O::F {
     let k1 = o.shr(k, 1);
     let k1 = o.bindi(k1);
     let k2 = o.isub(k, &k1);
@@ -745,7 +833,7 @@ fn scale<O: Ops>(o: &mut O, p: &O::F, k: &O::I) -> O::F {
 }
 
 /// Knuth's TwoSum: `s + e = a + b` exactly, `s = fl(a + b)`.
-fn two_sum<O: Ops>(o: &mut O, a: &O::F, b: &O::F) -> (O::F, O::F) {
+fn two_sum<W: Width, O: Ops<W>>(o: &mut O, a: &O::F, b: &O::F) -> (O::F, O::F) {
     let s = o.add(a, b);
     let s = o.bind(s);
     let bb = o.sub(&s, a);
@@ -758,8 +846,8 @@ fn two_sum<O: Ops>(o: &mut O, a: &O::F, b: &O::F) -> (O::F, O::F) {
     (s, e)
 }
 
-/// Fast2Sum: `s + e = a + b` exactly when `|a| ≥ |b|` (or the sum is exact).
-fn fast_two_sum<O: Ops>(o: &mut O, a: &O::F, b: &O::F) -> (O::F, O::F) {
+/// Fast2Sum: `s + e = a + b` exactly when `|a| ≥ |b|` (or `a = 0`, or the sum is exact).
+fn fast_two_sum<W: Width, O: Ops<W>>(o: &mut O, a: &O::F, b: &O::F) -> (O::F, O::F) {
     let s = o.add(a, b);
     let s = o.bind(s);
     let d = o.sub(&s, a);
@@ -768,9 +856,61 @@ fn fast_two_sum<O: Ops>(o: &mut O, a: &O::F, b: &O::F) -> (O::F, O::F) {
     (s, e)
 }
 
+/// `x = 2^k · m` with `m ∈ [√½, √2)`, for positive finite `x` (subnormals are scaled by
+/// `2^MANT_BITS` first). Returns `k` (as a float) and `f = m − 1` (exact).
+fn log_reduce<W: Width, O: Ops<W>>(o: &mut O, x: &O::F) -> (O::F, O::F) {
+    let sub = ltc(o, x, W::MIN_POSITIVE);
+    let sub = o.bindb(sub);
+    let xs = mulc(o, x, W::TWO_POW_MANT);
+    let xs = o.sel(&sub, &xs, x);
+    // Offsetting the bits by 1 - √½ moves the mantissa range [√½, √2) onto one exponent.
+    let ix = o.bits_of(&xs);
+    let ix = iaddc(o, &ix, W::ONE_BITS - W::SQRT_HALF_BITS);
+    let ix = o.bindi(ix);
+    let e = o.shr(&ix, W::MANT_BITS);
+    let sub_adj = o.ci(W::int(-W::EXP_BIAS - W::MANT_BITS as i32));
+    let adj = o.ci(W::int(-W::EXP_BIAS));
+    let adj = o.isel(&sub, &sub_adj, &adj);
+    let k = o.iadd(&e, &adj);
+    let k = o.itof(&k);
+    let k = o.bind(k);
+    let mb = iandc(o, &ix, W::MANT_MASK);
+    let mb = iaddc(o, &mb, W::SQRT_HALF_BITS);
+    let m = o.float_of_bits(&mb);
+    let f = addc(o, &m, W::float(-1.0));
+    let f = o.bind(f);
+    (k, f)
+}
+
+/// `log` special cases: +∞ → +∞, ±0 → −∞, negative or NaN → NaN.
+fn log_specials<W: Width, O: Ops<W>>(o: &mut O, x: &O::F, r: &O::F) -> O::F {
+    let is_inf = eqc(o, x, W::INFINITY);
+    let r = selc(o, &is_inf, W::INFINITY, r);
+    let is_zero = eqc(o, x, W::float(0.0));
+    let r = selc(o, &is_zero, W::NEG_INFINITY, &r);
+    let zero = o.cf(W::float(0.0));
+    let ok = o.ge(x, &zero);
+    let bad = o.not(&ok);
+    selc(o, &bad, W::NAN, &r)
+}
+
+// ---- f32 helpers ----
+
+/// Horner's scheme; coefficients from the highest degree down (no fma: f32 `+ − *`
+/// only).
+fn poly<O: Ops<W32>>(o: &mut O, x: &O::F, c: &[f32]) -> O::F {
+    let mut acc = o.cf(c.first().copied().unwrap_or(0.0));
+    for &ci in c.iter().skip(1) {
+        let m = o.mul(&acc, x);
+        let k = o.cf(ci);
+        acc = o.add(&m, &k);
+    }
+    acc
+}
+
 /// `a = hi + lo` with `hi` the top 12 significand bits (by masking) and `lo` the rest,
 /// both exact; any finite `a` (no overflow, unlike Veltkamp's split).
-fn split<O: Ops>(o: &mut O, a: &O::F) -> (O::F, O::F) {
+fn split<O: Ops<W32>>(o: &mut O, a: &O::F) -> (O::F, O::F) {
     let b = o.bits_of(a);
     let m = iandc(o, &b, 0xFFFF_F000_u32 as i32);
     let hi = o.float_of_bits(&m);
@@ -781,7 +921,7 @@ fn split<O: Ops>(o: &mut O, a: &O::F) -> (O::F, O::F) {
 }
 
 /// Dekker's product: `p + e = a · b` exactly (barring overflow and underflow).
-fn two_prod<O: Ops>(o: &mut O, a: &O::F, b: &O::F) -> (O::F, O::F) {
+fn two_prod<O: Ops<W32>>(o: &mut O, a: &O::F, b: &O::F) -> (O::F, O::F) {
     let p = o.mul(a, b);
     let p = o.bind(p);
     let (ah, al) = split(o, a);
@@ -819,7 +959,7 @@ const EXP2_P: [f32; 7] = [
 ];
 
 /// `e^x` for `x` in `[-104, 89]` (or NaN).
-fn exp_core<O: Ops>(o: &mut O, x: &O::F) -> O::F {
+fn exp_core<O: Ops<W32>>(o: &mut O, x: &O::F) -> O::F {
     let v = mulc(o, x, LOG2E);
     let (kf, ki) = round_nearest(o, &v);
     // x - k·LN2_HI is exact (Sterbenz), then one rounding.
@@ -838,7 +978,7 @@ fn exp_core<O: Ops>(o: &mut O, x: &O::F) -> O::F {
 }
 
 /// `e^x`: `x > 89` gives +∞ (e^89 overflows), `x < -104` gives 0 (e^-104 < 2^-150).
-fn exp<O: Ops>(o: &mut O, x: &O::F) -> O::F {
+fn exp<O: Ops<W32>>(o: &mut O, x: &O::F) -> O::F {
     let xc = min_c(o, x, 89.0);
     let xc = max_c(o, &xc, -104.0);
     let xc = o.bind(xc);
@@ -847,7 +987,7 @@ fn exp<O: Ops>(o: &mut O, x: &O::F) -> O::F {
 
 /// `2^(h + l)` for a small correction `l` (|l| well below 1); `h` is clamped to
 /// `[-152, 129]`, beyond which the result is 0 or +∞ anyway.
-fn exp2_hl<O: Ops>(o: &mut O, h: &O::F, l: Option<&O::F>) -> O::F {
+fn exp2_hl<O: Ops<W32>>(o: &mut O, h: &O::F, l: Option<&O::F>) -> O::F {
     let hc = min_c(o, h, 129.0);
     let hc = max_c(o, &hc, -152.0);
     let hc = o.bind(hc);
@@ -864,7 +1004,7 @@ fn exp2_hl<O: Ops>(o: &mut O, h: &O::F, l: Option<&O::F>) -> O::F {
     scale(o, &p, &ki)
 }
 
-fn exp2<O: Ops>(o: &mut O, x: &O::F) -> O::F {
+fn exp2<O: Ops<W32>>(o: &mut O, x: &O::F) -> O::F {
     exp2_hl(o, x, None)
 }
 
@@ -882,37 +1022,9 @@ const LOG_P: [f32; 9] = [
     -0.24999997,
     0.3333333,
 ];
-/// The bits of √½ (rounded).
-const SQRT_HALF_BITS: i32 = 0x3f35_04f3;
-
-/// `x = 2^k · (1 + f)` with `1 + f ∈ [√½, √2)`, for positive `x` (subnormals are scaled
-/// by 2²³ first). Returns `k` (as a float) and `f` (exact).
-fn log_reduce<O: Ops>(o: &mut O, x: &O::F) -> (O::F, O::F) {
-    let sub = ltc(o, x, f32::MIN_POSITIVE);
-    let sub = o.bindb(sub);
-    let xs = mulc(o, x, 8_388_608.0);
-    let xs = o.sel(&sub, &xs, x);
-    // Offsetting the bits by 1 - √½ moves the mantissa range [√½, √2) onto one exponent.
-    let ix = o.bits_of(&xs);
-    let ix = iaddc(o, &ix, 0x3f80_0000 - SQRT_HALF_BITS);
-    let ix = o.bindi(ix);
-    let e = o.shr(&ix, 23);
-    let adj = o.ci(-127 - 23);
-    let nadj = o.ci(-127);
-    let adj = o.isel(&sub, &adj, &nadj);
-    let k = o.iadd(&e, &adj);
-    let k = o.itof(&k);
-    let k = o.bind(k);
-    let mb = iandc(o, &ix, 0x007f_ffff);
-    let mb = iaddc(o, &mb, SQRT_HALF_BITS);
-    let m = o.float_of_bits(&mb);
-    let f = addc(o, &m, -1.0);
-    let f = o.bind(f);
-    (k, f)
-}
 
 /// The pieces of `log x = k·ln 2 + f - z/2 + c`.
-struct LogParts<O: Ops> {
+struct LogParts<O: Ops<W32>> {
     k: O::F,
     f: O::F,
     /// `f · f`
@@ -921,7 +1033,7 @@ struct LogParts<O: Ops> {
     c: O::F,
 }
 
-fn log_parts<O: Ops>(o: &mut O, x: &O::F) -> LogParts<O> {
+fn log_parts<O: Ops<W32>>(o: &mut O, x: &O::F) -> LogParts<O> {
     let (k, f) = log_reduce(o, x);
     let z = o.mul(&f, &f);
     let z = o.bind(z);
@@ -932,19 +1044,7 @@ fn log_parts<O: Ops>(o: &mut O, x: &O::F) -> LogParts<O> {
     LogParts { k, f, z, c }
 }
 
-/// `log` special cases: +∞ → +∞, ±0 → −∞, negative or NaN → NaN.
-fn log_specials<O: Ops>(o: &mut O, x: &O::F, r: &O::F) -> O::F {
-    let is_inf = eqc(o, x, f32::INFINITY);
-    let r = selc(o, &is_inf, f32::INFINITY, r);
-    let is_zero = eqc(o, x, 0.0);
-    let r = selc(o, &is_zero, f32::NEG_INFINITY, &r);
-    let zero = o.cf(0.0);
-    let ok = o.ge(x, &zero);
-    let bad = o.not(&ok);
-    selc(o, &bad, f32::NAN, &r)
-}
-
-fn log<O: Ops>(o: &mut O, x: &O::F) -> O::F {
+fn log<O: Ops<W32>>(o: &mut O, x: &O::F) -> O::F {
     let p = log_parts(o, x);
     // ln 2 = 0.693359375 - 2.12194440e-4; the first part has 9 bits, so k times it is exact.
     let y = mulc(o, &p.k, -2.121_944_4e-4);
@@ -961,7 +1061,7 @@ fn log<O: Ops>(o: &mut O, x: &O::F) -> O::F {
 /// `log2(e) - 1`.
 const LOG2E_M1: f32 = 0.44269505;
 
-fn log2<O: Ops>(o: &mut O, x: &O::F) -> O::F {
+fn log2<O: Ops<W32>>(o: &mut O, x: &O::F) -> O::F {
     let p = log_parts(o, x);
     let hz = mulc(o, &p.z, 0.5);
     let y = o.sub(&p.c, &hz);
@@ -987,7 +1087,7 @@ const ATANH_C: [f32; 4] = [0.23331614, 0.2855078, 0.40000123, 0.6666667];
 
 /// `log2(a)` for positive finite `a` as a double-f32 `(hi, lo)`, accurate to about
 /// 2⁻⁴⁰ relative.
-fn log2_dd<O: Ops>(o: &mut O, a: &O::F) -> (O::F, O::F) {
+fn log2_dd<O: Ops<W32>>(o: &mut O, a: &O::F) -> (O::F, O::F) {
     let (k, f) = log_reduce(o, a);
     // s = f / (2 + f) as sh + sl: 2 + f = dh + dl exactly, then the residual
     // f - sh·(dh + dl) (exact through Dekker) divided by dh.
@@ -1034,7 +1134,7 @@ fn log2_dd<O: Ops>(o: &mut O, a: &O::F) -> (O::F, O::F) {
     (wh, wl)
 }
 
-fn pow<O: Ops>(o: &mut O, x: &O::F, y: &O::F) -> O::F {
+fn pow<O: Ops<W32>>(o: &mut O, x: &O::F, y: &O::F) -> O::F {
     let a = o.abs(x);
     let a = o.bind(a);
     // The general case: 2^(y · log2 a) with the exponent as a double-f32.
@@ -1133,7 +1233,7 @@ const SIN_P: [f32; 4] = [2.7245078e-6, -0.00019840049, 0.008333332, -0.16666667]
 /// `cos r ≈ 1 - r²/2 + r⁴ · COS_P(r²)` on `|r| ≤ 0.7916`.
 const COS_P: [f32; 4] = [-2.7296915e-7, 2.4800569e-5, -0.0013888888, 0.041666668];
 
-fn sincos<O: Ops>(o: &mut O, x: &O::F, cos: bool) -> O::F {
+fn sincos<O: Ops<W32>>(o: &mut O, x: &O::F, cos: bool) -> O::F {
     let v = mulc(o, x, TWO_OVER_PI);
     let (kf, ki) = round_nearest(o, &v);
     // r = x - k·π/2: the first two subtractions are exact (Sterbenz and the constants'
@@ -1213,11 +1313,11 @@ fn sincos<O: Ops>(o: &mut O, x: &O::F, cos: bool) -> O::F {
     }
 }
 
-fn sin<O: Ops>(o: &mut O, x: &O::F) -> O::F {
+fn sin<O: Ops<W32>>(o: &mut O, x: &O::F) -> O::F {
     sincos(o, x, false)
 }
 
-fn cos<O: Ops>(o: &mut O, x: &O::F) -> O::F {
+fn cos<O: Ops<W32>>(o: &mut O, x: &O::F) -> O::F {
     sincos(o, x, true)
 }
 
@@ -1233,7 +1333,7 @@ const TANH_P: [f32; 6] = [
     -0.33333334,
 ];
 
-fn tanh<O: Ops>(o: &mut O, x: &O::F) -> O::F {
+fn tanh<O: Ops<W32>>(o: &mut O, x: &O::F) -> O::F {
     let ax = o.abs(x);
     let ax = o.bind(ax);
     // |x| < 0.625
@@ -1296,7 +1396,7 @@ const ERFC_R: [f32; 13] = [
     0.21080637,
 ];
 
-fn erf<O: Ops>(o: &mut O, x: &O::F) -> O::F {
+fn erf<O: Ops<W32>>(o: &mut O, x: &O::F) -> O::F {
     let ax = o.abs(x);
     let ax = o.bind(ax);
     // |x| < 1
@@ -1338,129 +1438,137 @@ fn erf<O: Ops>(o: &mut O, x: &O::F) -> O::F {
 
 #[cfg(test)]
 mod tests {
-    //! The algorithms run natively (`Native` below, f32 arithmetic) compute bit for bit
-    //! what the interpreter computes on the emitted IR; `native_matches_ir` checks that,
-    //! so the exhaustive native sweeps (`#[ignore]`d: run them with
+    //! The algorithms run natively (`Native` below, f32 arithmetic; `double`'s tests use
+    //! it for f64) compute bit for bit what the interpreter computes on the emitted IR;
+    //! `native_matches_ir` checks that, so the exhaustive native sweeps (`#[ignore]`d: run them with
     //! `cargo test -p kernelc-ir --release --lib passes::math -- --ignored --nocapture`)
     //! measure the pass's output.
 
     use super::*;
     use crate::interp::{run, Arg, HostBuffer};
 
-    struct Native;
+    /// The native evaluator: runs the algorithms on Rust scalars of either width (one
+    /// lane), bit for bit what the interpreter computes on the emitted IR.
+    pub(super) struct Native;
 
-    impl Ops for Native {
-        type F = f32;
-        type I = i32;
-        type B = bool;
-        fn cf(&mut self, v: f32) -> f32 {
-            v
-        }
-        fn ci(&mut self, v: i32) -> i32 {
-            v
-        }
-        fn add(&mut self, a: &f32, b: &f32) -> f32 {
-            a + b
-        }
-        fn sub(&mut self, a: &f32, b: &f32) -> f32 {
-            a - b
-        }
-        fn mul(&mut self, a: &f32, b: &f32) -> f32 {
-            a * b
-        }
-        fn div(&mut self, a: &f32, b: &f32) -> f32 {
-            a / b
-        }
-        fn neg(&mut self, a: &f32) -> f32 {
-            -a
-        }
-        fn abs(&mut self, a: &f32) -> f32 {
-            a.abs()
-        }
-        fn round(&mut self, a: &f32) -> f32 {
-            a.round_ties_even()
-        }
-        fn lt(&mut self, a: &f32, b: &f32) -> bool {
-            a < b
-        }
-        fn gt(&mut self, a: &f32, b: &f32) -> bool {
-            a > b
-        }
-        fn ge(&mut self, a: &f32, b: &f32) -> bool {
-            a >= b
-        }
-        fn feq(&mut self, a: &f32, b: &f32) -> bool {
-            a == b
-        }
-        fn fne(&mut self, a: &f32, b: &f32) -> bool {
-            a != b
-        }
-        fn and(&mut self, a: &bool, b: &bool) -> bool {
-            *a & *b
-        }
-        fn or(&mut self, a: &bool, b: &bool) -> bool {
-            *a | *b
-        }
-        fn not(&mut self, a: &bool) -> bool {
-            !a
-        }
-        fn sel(&mut self, c: &bool, t: &f32, f: &f32) -> f32 {
-            if *c {
-                *t
-            } else {
-                *f
+    macro_rules! native_ops {
+        ($w:ty, $f:ty, $i:ty, $u:ty) => {
+            impl Ops<$w> for Native {
+                type F = $f;
+                type I = $i;
+                type B = bool;
+                fn cf(&mut self, v: $f) -> $f {
+                    v
+                }
+                fn ci(&mut self, v: $i) -> $i {
+                    v
+                }
+                fn add(&mut self, a: &$f, b: &$f) -> $f {
+                    a + b
+                }
+                fn sub(&mut self, a: &$f, b: &$f) -> $f {
+                    a - b
+                }
+                fn mul(&mut self, a: &$f, b: &$f) -> $f {
+                    a * b
+                }
+                fn div(&mut self, a: &$f, b: &$f) -> $f {
+                    a / b
+                }
+                fn neg(&mut self, a: &$f) -> $f {
+                    -a
+                }
+                fn abs(&mut self, a: &$f) -> $f {
+                    a.abs()
+                }
+                fn round(&mut self, a: &$f) -> $f {
+                    a.round_ties_even()
+                }
+                fn lt(&mut self, a: &$f, b: &$f) -> bool {
+                    a < b
+                }
+                fn gt(&mut self, a: &$f, b: &$f) -> bool {
+                    a > b
+                }
+                fn ge(&mut self, a: &$f, b: &$f) -> bool {
+                    a >= b
+                }
+                fn feq(&mut self, a: &$f, b: &$f) -> bool {
+                    a == b
+                }
+                fn fne(&mut self, a: &$f, b: &$f) -> bool {
+                    a != b
+                }
+                fn and(&mut self, a: &bool, b: &bool) -> bool {
+                    *a & *b
+                }
+                fn or(&mut self, a: &bool, b: &bool) -> bool {
+                    *a | *b
+                }
+                fn not(&mut self, a: &bool) -> bool {
+                    !a
+                }
+                fn sel(&mut self, c: &bool, t: &$f, f: &$f) -> $f {
+                    if *c {
+                        *t
+                    } else {
+                        *f
+                    }
+                }
+                fn iadd(&mut self, a: &$i, b: &$i) -> $i {
+                    a.wrapping_add(*b)
+                }
+                fn isub(&mut self, a: &$i, b: &$i) -> $i {
+                    a.wrapping_sub(*b)
+                }
+                fn iand(&mut self, a: &$i, b: &$i) -> $i {
+                    a & b
+                }
+                fn shl(&mut self, a: &$i, n: u32) -> $i {
+                    a.wrapping_shl(n)
+                }
+                fn shr(&mut self, a: &$i, n: u32) -> $i {
+                    a.wrapping_shr(n)
+                }
+                fn ieq(&mut self, a: &$i, b: &$i) -> bool {
+                    a == b
+                }
+                fn ilt(&mut self, a: &$i, b: &$i) -> bool {
+                    a < b
+                }
+                fn isel(&mut self, c: &bool, t: &$i, f: &$i) -> $i {
+                    if *c {
+                        *t
+                    } else {
+                        *f
+                    }
+                }
+                fn bits_of(&mut self, a: &$f) -> $i {
+                    a.to_bits() as $i
+                }
+                fn float_of_bits(&mut self, a: &$i) -> $f {
+                    <$f>::from_bits(*a as $u)
+                }
+                fn ftoi(&mut self, a: &$f) -> $i {
+                    *a as $i
+                }
+                fn itof(&mut self, a: &$i) -> $f {
+                    *a as $f
+                }
+                fn bind(&mut self, a: $f) -> $f {
+                    a
+                }
+                fn bindi(&mut self, a: $i) -> $i {
+                    a
+                }
+                fn bindb(&mut self, a: bool) -> bool {
+                    a
+                }
             }
-        }
-        fn iadd(&mut self, a: &i32, b: &i32) -> i32 {
-            a.wrapping_add(*b)
-        }
-        fn isub(&mut self, a: &i32, b: &i32) -> i32 {
-            a.wrapping_sub(*b)
-        }
-        fn iand(&mut self, a: &i32, b: &i32) -> i32 {
-            a & b
-        }
-        fn shl(&mut self, a: &i32, n: u32) -> i32 {
-            a.wrapping_shl(n)
-        }
-        fn shr(&mut self, a: &i32, n: u32) -> i32 {
-            a.wrapping_shr(n)
-        }
-        fn ieq(&mut self, a: &i32, b: &i32) -> bool {
-            a == b
-        }
-        fn ilt(&mut self, a: &i32, b: &i32) -> bool {
-            a < b
-        }
-        fn isel(&mut self, c: &bool, t: &i32, f: &i32) -> i32 {
-            if *c {
-                *t
-            } else {
-                *f
-            }
-        }
-        fn bits_of(&mut self, a: &f32) -> i32 {
-            a.to_bits() as i32
-        }
-        fn float_of_bits(&mut self, a: &i32) -> f32 {
-            f32::from_bits(*a as u32)
-        }
-        fn ftoi(&mut self, a: &f32) -> i32 {
-            *a as i32
-        }
-        fn itof(&mut self, a: &i32) -> f32 {
-            *a as f32
-        }
-        fn bind(&mut self, a: f32) -> f32 {
-            a
-        }
-        fn bindi(&mut self, a: i32) -> i32 {
-            a
-        }
-        fn bindb(&mut self, a: bool) -> bool {
-            a
-        }
+        };
     }
+    native_ops!(W32, f32, i32, u32);
+    native_ops!(W64, f64, i64, u64);
 
     fn native(func: MathFn, x: f32, y: f32) -> f32 {
         let o = &mut Native;

@@ -9,61 +9,22 @@
 //! mantissa, `y · log x` in `pow`, `x²` in `erf`, and `x − k·π/2`. The error-free
 //! products use `fma` (exact on every target); `+ − ×` must never be contracted.
 //!
-//! Like the f32 algorithms, these are written once against an operations trait
-//! ([`Ops64`]): the pass instantiates them with IR expressions (`Emitter`), the tests with
-//! native f64 arithmetic, which computes bit for bit what the interpreter computes on the
-//! emitted IR.
+//! Like the f32 algorithms, these are written once against the parent module's
+//! width-generic operations trait (`Ops<W64>`, plus `fma` from [`Ops64`]), and use its
+//! width-generic helpers (constant operands, TwoSum, `2^k` scaling, the `log` reduction):
+//! the pass instantiates them with IR expressions (`Emitter`), the tests with native f64
+//! arithmetic, which computes bit for bit what the interpreter computes on the emitted IR.
 
-use super::Emitter;
-use crate::kernel::{BinaryOp, CmpOp, Expr, MathFn, UnaryOp};
-use crate::scalar::Scalar;
-use crate::types::ScalarType;
+use super::{
+    addc, eqc, fast_two_sum, gtc, iaddc, iandc, log_reduce, log_specials, ltc, max_c, min_c, mulc,
+    round_nearest, scale, selc, two_sum, Emitter, Ops, W64,
+};
+use crate::kernel::{Expr, MathFn};
 
-/// The operations the f64 algorithms use, on f64 (`F`), i64 (`I`) and bool (`B`) values
-/// of one lane count. Integer arithmetic wraps; `ftoi` truncates and saturates (NaN → 0).
-pub(super) trait Ops64 {
-    type F: Clone;
-    type I: Clone;
-    type B: Clone;
-    fn cf(&mut self, v: f64) -> Self::F;
-    fn ci(&mut self, v: i64) -> Self::I;
-    fn add(&mut self, a: &Self::F, b: &Self::F) -> Self::F;
-    fn sub(&mut self, a: &Self::F, b: &Self::F) -> Self::F;
-    fn mul(&mut self, a: &Self::F, b: &Self::F) -> Self::F;
-    fn div(&mut self, a: &Self::F, b: &Self::F) -> Self::F;
+/// The f64 operations: those of [`Ops`] for [`W64`], and `fma`.
+pub(super) trait Ops64: Ops<W64> {
     /// `a · b + c` rounded once.
     fn fma(&mut self, a: &Self::F, b: &Self::F, c: &Self::F) -> Self::F;
-    fn neg(&mut self, a: &Self::F) -> Self::F;
-    fn abs(&mut self, a: &Self::F) -> Self::F;
-    /// To the nearest integer, ties to even (every target has it natively).
-    fn round(&mut self, a: &Self::F) -> Self::F;
-    fn lt(&mut self, a: &Self::F, b: &Self::F) -> Self::B;
-    fn gt(&mut self, a: &Self::F, b: &Self::F) -> Self::B;
-    fn ge(&mut self, a: &Self::F, b: &Self::F) -> Self::B;
-    fn feq(&mut self, a: &Self::F, b: &Self::F) -> Self::B;
-    fn fne(&mut self, a: &Self::F, b: &Self::F) -> Self::B;
-    fn and(&mut self, a: &Self::B, b: &Self::B) -> Self::B;
-    fn or(&mut self, a: &Self::B, b: &Self::B) -> Self::B;
-    fn not(&mut self, a: &Self::B) -> Self::B;
-    fn sel(&mut self, c: &Self::B, t: &Self::F, f: &Self::F) -> Self::F;
-    fn iadd(&mut self, a: &Self::I, b: &Self::I) -> Self::I;
-    fn isub(&mut self, a: &Self::I, b: &Self::I) -> Self::I;
-    fn iand(&mut self, a: &Self::I, b: &Self::I) -> Self::I;
-    fn shl(&mut self, a: &Self::I, n: u32) -> Self::I;
-    /// Arithmetic shift right.
-    fn shr(&mut self, a: &Self::I, n: u32) -> Self::I;
-    fn ieq(&mut self, a: &Self::I, b: &Self::I) -> Self::B;
-    fn ilt(&mut self, a: &Self::I, b: &Self::I) -> Self::B;
-    fn isel(&mut self, c: &Self::B, t: &Self::I, f: &Self::I) -> Self::I;
-    /// The bits of an f64 as an i64.
-    fn bits_of(&mut self, a: &Self::F) -> Self::I;
-    fn float_of_bits(&mut self, a: &Self::I) -> Self::F;
-    fn ftoi(&mut self, a: &Self::F) -> Self::I;
-    fn itof(&mut self, a: &Self::I) -> Self::F;
-    /// Names a value that is used more than once (IR: a `Let`).
-    fn bind(&mut self, a: Self::F) -> Self::F;
-    fn bindi(&mut self, a: Self::I) -> Self::I;
-    fn bindb(&mut self, a: Self::B) -> Self::B;
 }
 
 /// The expansion of the f64 call `func(args)` (arguments already bound), or `None` for a
@@ -88,135 +49,9 @@ pub(super) fn expand<O: Ops64>(o: &mut O, func: MathFn, args: &[O::F]) -> Option
 // IR emission
 // ---------------------------------------------------------------------------------------
 
-impl Emitter<'_, '_> {
-    fn math(func: MathFn, args: &[&Expr]) -> Expr {
-        Expr::Math {
-            func,
-            args: args.iter().map(|&a| a.clone()).collect(),
-        }
-    }
-
-    fn convert(e: &Expr, to: ScalarType, bitwise: bool) -> Expr {
-        let arg = Box::new(e.clone());
-        if bitwise {
-            Expr::Bitcast { to, arg }
-        } else {
-            Expr::Cast { to, arg }
-        }
-    }
-}
-
 impl Ops64 for Emitter<'_, '_> {
-    type F = Expr;
-    type I = Expr;
-    type B = Expr;
-    fn cf(&mut self, v: f64) -> Expr {
-        self.lit(Scalar::f64(v))
-    }
-    fn ci(&mut self, v: i64) -> Expr {
-        self.lit(Scalar::I64(v))
-    }
-    fn add(&mut self, a: &Expr, b: &Expr) -> Expr {
-        Self::bin(BinaryOp::Add, a, b)
-    }
-    fn sub(&mut self, a: &Expr, b: &Expr) -> Expr {
-        Self::bin(BinaryOp::Sub, a, b)
-    }
-    fn mul(&mut self, a: &Expr, b: &Expr) -> Expr {
-        Self::bin(BinaryOp::Mul, a, b)
-    }
-    fn div(&mut self, a: &Expr, b: &Expr) -> Expr {
-        Self::bin(BinaryOp::Div, a, b)
-    }
     fn fma(&mut self, a: &Expr, b: &Expr, c: &Expr) -> Expr {
         Self::math(MathFn::Fma, &[a, b, c])
-    }
-    fn neg(&mut self, a: &Expr) -> Expr {
-        Expr::Unary {
-            op: UnaryOp::Neg,
-            arg: Box::new(a.clone()),
-        }
-    }
-    fn abs(&mut self, a: &Expr) -> Expr {
-        Self::math(MathFn::Abs, &[a])
-    }
-    fn round(&mut self, a: &Expr) -> Expr {
-        Self::math(MathFn::Round, &[a])
-    }
-    fn lt(&mut self, a: &Expr, b: &Expr) -> Expr {
-        Self::cmp(CmpOp::Lt, a, b)
-    }
-    fn gt(&mut self, a: &Expr, b: &Expr) -> Expr {
-        Self::cmp(CmpOp::Gt, a, b)
-    }
-    fn ge(&mut self, a: &Expr, b: &Expr) -> Expr {
-        Self::cmp(CmpOp::Ge, a, b)
-    }
-    fn feq(&mut self, a: &Expr, b: &Expr) -> Expr {
-        Self::cmp(CmpOp::Eq, a, b)
-    }
-    fn fne(&mut self, a: &Expr, b: &Expr) -> Expr {
-        Self::cmp(CmpOp::Ne, a, b)
-    }
-    fn and(&mut self, a: &Expr, b: &Expr) -> Expr {
-        Self::bin(BinaryOp::And, a, b)
-    }
-    fn or(&mut self, a: &Expr, b: &Expr) -> Expr {
-        Self::bin(BinaryOp::Or, a, b)
-    }
-    fn not(&mut self, a: &Expr) -> Expr {
-        Expr::Unary {
-            op: UnaryOp::Not,
-            arg: Box::new(a.clone()),
-        }
-    }
-    fn sel(&mut self, c: &Expr, t: &Expr, f: &Expr) -> Expr {
-        Self::select(c, t, f)
-    }
-    fn iadd(&mut self, a: &Expr, b: &Expr) -> Expr {
-        Self::bin(BinaryOp::Add, a, b)
-    }
-    fn isub(&mut self, a: &Expr, b: &Expr) -> Expr {
-        Self::bin(BinaryOp::Sub, a, b)
-    }
-    fn iand(&mut self, a: &Expr, b: &Expr) -> Expr {
-        Self::bin(BinaryOp::And, a, b)
-    }
-    fn shl(&mut self, a: &Expr, n: u32) -> Expr {
-        self.shift(BinaryOp::Shl, a, n)
-    }
-    fn shr(&mut self, a: &Expr, n: u32) -> Expr {
-        self.shift(BinaryOp::Shr, a, n)
-    }
-    fn ieq(&mut self, a: &Expr, b: &Expr) -> Expr {
-        Self::cmp(CmpOp::Eq, a, b)
-    }
-    fn ilt(&mut self, a: &Expr, b: &Expr) -> Expr {
-        Self::cmp(CmpOp::Lt, a, b)
-    }
-    fn isel(&mut self, c: &Expr, t: &Expr, f: &Expr) -> Expr {
-        Self::select(c, t, f)
-    }
-    fn bits_of(&mut self, a: &Expr) -> Expr {
-        Self::convert(a, ScalarType::I64, true)
-    }
-    fn float_of_bits(&mut self, a: &Expr) -> Expr {
-        Self::convert(a, ScalarType::F64, true)
-    }
-    fn ftoi(&mut self, a: &Expr) -> Expr {
-        Self::convert(a, ScalarType::I64, false)
-    }
-    fn itof(&mut self, a: &Expr) -> Expr {
-        Self::convert(a, ScalarType::F64, false)
-    }
-    fn bind(&mut self, a: Expr) -> Expr {
-        self.bind_as(a, ScalarType::F64)
-    }
-    fn bindi(&mut self, a: Expr) -> Expr {
-        self.bind_as(a, ScalarType::I64)
-    }
-    fn bindb(&mut self, a: Expr) -> Expr {
-        self.bind_as(a, ScalarType::Bool)
     }
 }
 
@@ -247,113 +82,6 @@ fn poly_either<O: Ops64>(o: &mut O, x: &O::F, first: &O::B, a: &[f64], b: &[f64]
         });
     }
     acc.unwrap_or_else(|| o.cf(0.0))
-}
-
-fn addc<O: Ops64>(o: &mut O, a: &O::F, c: f64) -> O::F {
-    let k = o.cf(c);
-    o.add(a, &k)
-}
-
-fn mulc<O: Ops64>(o: &mut O, a: &O::F, c: f64) -> O::F {
-    let k = o.cf(c);
-    o.mul(a, &k)
-}
-
-fn ltc<O: Ops64>(o: &mut O, a: &O::F, c: f64) -> O::B {
-    let k = o.cf(c);
-    o.lt(a, &k)
-}
-
-fn gtc<O: Ops64>(o: &mut O, a: &O::F, c: f64) -> O::B {
-    let k = o.cf(c);
-    o.gt(a, &k)
-}
-
-fn eqc<O: Ops64>(o: &mut O, a: &O::F, c: f64) -> O::B {
-    let k = o.cf(c);
-    o.feq(a, &k)
-}
-
-/// `c ? t : f` with a constant `t`.
-fn selc<O: Ops64>(o: &mut O, c: &O::B, t: f64, f: &O::F) -> O::F {
-    let k = o.cf(t);
-    o.sel(c, &k, f)
-}
-
-/// `min(a, hi)` that keeps a NaN `a`.
-fn min_c<O: Ops64>(o: &mut O, a: &O::F, hi: f64) -> O::F {
-    let c = gtc(o, a, hi);
-    selc(o, &c, hi, a)
-}
-
-/// `max(a, lo)` that keeps a NaN `a`.
-fn max_c<O: Ops64>(o: &mut O, a: &O::F, lo: f64) -> O::F {
-    let c = ltc(o, a, lo);
-    selc(o, &c, lo, a)
-}
-
-fn iaddc<O: Ops64>(o: &mut O, a: &O::I, c: i64) -> O::I {
-    let k = o.ci(c);
-    o.iadd(a, &k)
-}
-
-fn iandc<O: Ops64>(o: &mut O, a: &O::I, c: i64) -> O::I {
-    let k = o.ci(c);
-    o.iand(a, &k)
-}
-
-/// `v` rounded to the nearest integer (ties to even), as a float and as an integer;
-/// valid for `|v| < 2⁶³`. A native `round` rather than the `1.5·2⁵²` addition trick,
-/// which a reassociating shader compiler folds away (see the f32 version).
-fn round_nearest<O: Ops64>(o: &mut O, v: &O::F) -> (O::F, O::I) {
-    let kf = o.round(v);
-    let kf = o.bind(kf);
-    let ki = o.ftoi(&kf);
-    let ki = o.bindi(ki);
-    (kf, ki)
-}
-
-/// `2^k` for an integer `k` in `[-1022, 1023]`, built in the exponent field.
-fn pow2i<O: Ops64>(o: &mut O, k: &O::I) -> O::F {
-    let e = iaddc(o, k, 1023);
-    let s = o.shl(&e, 52);
-    o.float_of_bits(&s)
-}
-
-/// `p · 2^k` for `p` near 1 and `k` in `[-2044, 2046]`, in two steps of which only the
-/// second rounds (so a subnormal result is rounded once, and overflow gives +∞).
-fn scale<O: Ops64>(o: &mut O, p: &O::F, k: &O::I) -> O::F {
-    let k1 = o.shr(k, 1);
-    let k1 = o.bindi(k1);
-    let k2 = o.isub(k, &k1);
-    let s1 = pow2i(o, &k1);
-    let s2 = pow2i(o, &k2);
-    let t = o.mul(p, &s1);
-    o.mul(&t, &s2)
-}
-
-/// Knuth's TwoSum: `s + e = a + b` exactly, `s = fl(a + b)`.
-fn two_sum<O: Ops64>(o: &mut O, a: &O::F, b: &O::F) -> (O::F, O::F) {
-    let s = o.add(a, b);
-    let s = o.bind(s);
-    let bb = o.sub(&s, a);
-    let bb = o.bind(bb);
-    let sa = o.sub(&s, &bb);
-    let ea = o.sub(a, &sa);
-    let eb = o.sub(b, &bb);
-    let e = o.add(&ea, &eb);
-    let e = o.bind(e);
-    (s, e)
-}
-
-/// Fast2Sum: `s + e = a + b` exactly when `|a| ≥ |b|` (or `a = 0`).
-fn fast_two_sum<O: Ops64>(o: &mut O, a: &O::F, b: &O::F) -> (O::F, O::F) {
-    let s = o.add(a, b);
-    let s = o.bind(s);
-    let d = o.sub(&s, a);
-    let e = o.sub(b, &d);
-    let e = o.bind(e);
-    (s, e)
 }
 
 /// `p + e = a · b` exactly (barring overflow and underflow), the error by one fma.
@@ -483,10 +211,6 @@ fn exp2<O: Ops64>(o: &mut O, x: &O::F) -> O::F {
 // log, log2
 // ---------------------------------------------------------------------------------------
 
-/// The bits of √½ (rounded) and of 1.
-const SQRT_HALF_BITS: i64 = 0x3fe6_a09e_667f_3bcd;
-const ONE_BITS: i64 = 0x3ff0_0000_0000_0000;
-const MANTISSA_MASK: i64 = 0x000f_ffff_ffff_ffff;
 /// 2/3 as a double-double.
 const TWO_THIRDS_DD: (f64, f64) = (0.666_666_666_666_666_6, 3.700_743_415_417_188e-17);
 /// `2·atanh(s) = 2s + (2/3)s³ + s⁵ · ATANH_T(s²)` on `|s| ≤ 0.1716` (`ATANH_T(w) =
@@ -502,32 +226,6 @@ const ATANH_T: [f64; 9] = [
     0.285_714_285_714_285_64,
     0.4,
 ];
-
-/// `x = 2^k · m` with `m ∈ [√½, √2)`, for positive finite `x` (subnormals are scaled by
-/// 2⁵² first). Returns `k` (as a float) and `f = m − 1` (exact).
-fn log_reduce<O: Ops64>(o: &mut O, x: &O::F) -> (O::F, O::F) {
-    let sub = ltc(o, x, f64::MIN_POSITIVE);
-    let sub = o.bindb(sub);
-    let xs = mulc(o, x, 4_503_599_627_370_496.0); // 2^52
-    let xs = o.sel(&sub, &xs, x);
-    // Offsetting the bits by 1 - √½ moves the mantissa range [√½, √2) onto one exponent.
-    let ix = o.bits_of(&xs);
-    let ix = iaddc(o, &ix, ONE_BITS - SQRT_HALF_BITS);
-    let ix = o.bindi(ix);
-    let e = o.shr(&ix, 52);
-    let sub_adj = o.ci(-1023 - 52);
-    let adj = o.ci(-1023);
-    let adj = o.isel(&sub, &sub_adj, &adj);
-    let k = o.iadd(&e, &adj);
-    let k = o.itof(&k);
-    let k = o.bind(k);
-    let mb = iandc(o, &ix, MANTISSA_MASK);
-    let mb = iaddc(o, &mb, SQRT_HALF_BITS);
-    let m = o.float_of_bits(&mb);
-    let f = addc(o, &m, -1.0);
-    let f = o.bind(f);
-    (k, f)
-}
 
 /// `log(1 + f)` for `1 + f ∈ [√½, √2)` as a double-double, accurate to ~2⁻⁶⁸ relative:
 /// `2·atanh(s)` with `s = f / (2 + f)` as a double-double and the `(2/3)s³` term too.
@@ -580,18 +278,6 @@ fn log_dd<O: Ops64>(o: &mut O, x: &O::F) -> (O::F, O::F) {
     let low = o.add(&ae, &low);
     let low = o.bind(low);
     (a, low)
-}
-
-/// `log` special cases: +∞ → +∞, ±0 → −∞, negative or NaN → NaN.
-fn log_specials<O: Ops64>(o: &mut O, x: &O::F, r: &O::F) -> O::F {
-    let is_inf = eqc(o, x, f64::INFINITY);
-    let r = selc(o, &is_inf, f64::INFINITY, r);
-    let is_zero = eqc(o, x, 0.0);
-    let r = selc(o, &is_zero, f64::NEG_INFINITY, &r);
-    let zero = o.cf(0.0);
-    let ok = o.ge(x, &zero);
-    let bad = o.not(&ok);
-    selc(o, &bad, f64::NAN, &r)
 }
 
 fn log<O: Ops64>(o: &mut O, x: &O::F) -> O::F {
@@ -1020,127 +706,17 @@ mod tests {
     //! measure the pass's output quickly. Wider sweeps are `#[ignore]`d: run them with
     //! `cargo test -p kernelc-ir --release --lib passes::math::double -- --ignored --nocapture`.
 
+    use super::super::tests::Native;
     use super::*;
     use crate::builder::{global_id, KernelBuilder, E};
     use crate::interp::{run, Arg, HostBuffer};
     use crate::kernel::Access;
     use crate::passes::{expand_math, MathExpansion};
-
-    struct Native;
+    use crate::types::ScalarType;
 
     impl Ops64 for Native {
-        type F = f64;
-        type I = i64;
-        type B = bool;
-        fn cf(&mut self, v: f64) -> f64 {
-            v
-        }
-        fn ci(&mut self, v: i64) -> i64 {
-            v
-        }
-        fn add(&mut self, a: &f64, b: &f64) -> f64 {
-            a + b
-        }
-        fn sub(&mut self, a: &f64, b: &f64) -> f64 {
-            a - b
-        }
-        fn mul(&mut self, a: &f64, b: &f64) -> f64 {
-            a * b
-        }
-        fn div(&mut self, a: &f64, b: &f64) -> f64 {
-            a / b
-        }
         fn fma(&mut self, a: &f64, b: &f64, c: &f64) -> f64 {
             a.mul_add(*b, *c)
-        }
-        fn neg(&mut self, a: &f64) -> f64 {
-            -a
-        }
-        fn abs(&mut self, a: &f64) -> f64 {
-            a.abs()
-        }
-        fn round(&mut self, a: &f64) -> f64 {
-            a.round_ties_even()
-        }
-        fn lt(&mut self, a: &f64, b: &f64) -> bool {
-            a < b
-        }
-        fn gt(&mut self, a: &f64, b: &f64) -> bool {
-            a > b
-        }
-        fn ge(&mut self, a: &f64, b: &f64) -> bool {
-            a >= b
-        }
-        fn feq(&mut self, a: &f64, b: &f64) -> bool {
-            a == b
-        }
-        fn fne(&mut self, a: &f64, b: &f64) -> bool {
-            a != b
-        }
-        fn and(&mut self, a: &bool, b: &bool) -> bool {
-            *a & *b
-        }
-        fn or(&mut self, a: &bool, b: &bool) -> bool {
-            *a | *b
-        }
-        fn not(&mut self, a: &bool) -> bool {
-            !a
-        }
-        fn sel(&mut self, c: &bool, t: &f64, f: &f64) -> f64 {
-            if *c {
-                *t
-            } else {
-                *f
-            }
-        }
-        fn iadd(&mut self, a: &i64, b: &i64) -> i64 {
-            a.wrapping_add(*b)
-        }
-        fn isub(&mut self, a: &i64, b: &i64) -> i64 {
-            a.wrapping_sub(*b)
-        }
-        fn iand(&mut self, a: &i64, b: &i64) -> i64 {
-            a & b
-        }
-        fn shl(&mut self, a: &i64, n: u32) -> i64 {
-            a.wrapping_shl(n)
-        }
-        fn shr(&mut self, a: &i64, n: u32) -> i64 {
-            a.wrapping_shr(n)
-        }
-        fn ieq(&mut self, a: &i64, b: &i64) -> bool {
-            a == b
-        }
-        fn ilt(&mut self, a: &i64, b: &i64) -> bool {
-            a < b
-        }
-        fn isel(&mut self, c: &bool, t: &i64, f: &i64) -> i64 {
-            if *c {
-                *t
-            } else {
-                *f
-            }
-        }
-        fn bits_of(&mut self, a: &f64) -> i64 {
-            a.to_bits() as i64
-        }
-        fn float_of_bits(&mut self, a: &i64) -> f64 {
-            f64::from_bits(*a as u64)
-        }
-        fn ftoi(&mut self, a: &f64) -> i64 {
-            *a as i64
-        }
-        fn itof(&mut self, a: &i64) -> f64 {
-            *a as f64
-        }
-        fn bind(&mut self, a: f64) -> f64 {
-            a
-        }
-        fn bindi(&mut self, a: i64) -> i64 {
-            a
-        }
-        fn bindb(&mut self, a: bool) -> bool {
-            a
         }
     }
 
