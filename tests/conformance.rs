@@ -57,7 +57,10 @@ fn cpu_device() {
 
 /// A runtime on `choice`, or `None` (after saying so) when the device is absent and
 /// `required` is false.
-fn device_runtime(choice: kernelc::runtime::DeviceChoice, required: bool) -> Option<kernelc::runtime::Runtime> {
+fn device_runtime(
+    choice: kernelc::runtime::DeviceChoice,
+    required: bool,
+) -> Option<kernelc::runtime::Runtime> {
     use kernelc::runtime::{cache::DiskCache, Device, Runtime};
     match Device::open(choice) {
         Ok(device) => {
@@ -115,7 +118,10 @@ fn wgpu_spirv_passthrough() {
 #[test]
 fn cuda_device() {
     let required = std::env::var_os("KERNELC_REQUIRE_CUDA").is_some();
-    if let Some(rt) = device_runtime(kernelc::runtime::DeviceChoice::Cuda { ordinal: 0 }, required) {
+    if let Some(rt) = device_runtime(
+        kernelc::runtime::DeviceChoice::Cuda { ordinal: 0 },
+        required,
+    ) {
         let caps = rt.caps().clone();
         run(&rt, &caps, &lowered_cases());
     }

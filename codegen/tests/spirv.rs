@@ -297,7 +297,11 @@ fn integer_division_is_guarded() {
     // Signed remainder is `n - d * (n / d)`, never OpSRem (NVIDIA's driver gets its
     // sign wrong for negative operands).
     assert_eq!(count(&text, "OpSRem"), 0, "{text}");
-    assert_eq!(count(&text, "OpSDiv"), 2, "one for `/`, one for `%`:\n{text}");
+    assert_eq!(
+        count(&text, "OpSDiv"),
+        2,
+        "one for `/`, one for `%`:\n{text}"
+    );
     // The divisor of every OpSDiv/OpUDiv is a select (never the raw load).
     for op in ["OpSDiv", "OpUDiv"] {
         let line = text

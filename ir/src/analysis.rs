@@ -357,9 +357,7 @@ impl Ranges {
                     .saturating_mul(self.alignment(rhs))
                     .min(MAX_ALIGN),
                 BinaryOp::Shl => match rhs.as_lit() {
-                    Some(Scalar::U32(k)) if k < 32 => {
-                        (self.alignment(lhs) << k).min(MAX_ALIGN)
-                    }
+                    Some(Scalar::U32(k)) if k < 32 => (self.alignment(lhs) << k).min(MAX_ALIGN),
                     _ => 1,
                 },
                 _ => 1,

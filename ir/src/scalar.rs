@@ -205,8 +205,18 @@ macro_rules! float_bits_serde {
     };
 }
 
-float_bits_serde!(f16_bits, u16, |b| f16::from_bits(b).to_f64(), f64_to_f16_bits);
-float_bits_serde!(bf16_bits, u16, |b| bf16::from_bits(b).to_f64(), f64_to_bf16_bits);
+float_bits_serde!(
+    f16_bits,
+    u16,
+    |b| f16::from_bits(b).to_f64(),
+    f64_to_f16_bits
+);
+float_bits_serde!(
+    bf16_bits,
+    u16,
+    |b| bf16::from_bits(b).to_f64(),
+    f64_to_bf16_bits
+);
 float_bits_serde!(f32_bits, u32, |b| f32::from_bits(b) as f64, |v| (v as f32)
     .to_bits());
 float_bits_serde!(f64_bits, u64, f64::from_bits, f64::to_bits);
@@ -261,10 +271,13 @@ mod rounding_tests {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            let v = f64::from_bits(x) ;
+            let v = f64::from_bits(x);
             let v = if v.is_finite() { v % 70_000.0 } else { 1.5 };
             for (bits, to_f64) in [
-                (f64_to_f16_bits(v), (|b| f16::from_bits(b).to_f64()) as fn(u16) -> f64),
+                (
+                    f64_to_f16_bits(v),
+                    (|b| f16::from_bits(b).to_f64()) as fn(u16) -> f64,
+                ),
                 (f64_to_bf16_bits(v), |b| bf16::from_bits(b).to_f64()),
             ] {
                 let got = to_f64(bits);

@@ -100,8 +100,12 @@ pub fn f64_to_bytes(dtype: ScalarType, values: &[f64]) -> Vec<u8> {
             ScalarType::U32 => (v as u32).write_le(&mut out),
             ScalarType::Bool => ((v != 0.0) as u32).write_le(&mut out),
             ScalarType::I64 => (v as i64).write_le(&mut out),
-            ScalarType::F16 => f16::from_bits(kernelc_ir::scalar::f64_to_f16_bits(v)).write_le(&mut out),
-            ScalarType::Bf16 => bf16::from_bits(kernelc_ir::scalar::f64_to_bf16_bits(v)).write_le(&mut out),
+            ScalarType::F16 => {
+                f16::from_bits(kernelc_ir::scalar::f64_to_f16_bits(v)).write_le(&mut out)
+            }
+            ScalarType::Bf16 => {
+                bf16::from_bits(kernelc_ir::scalar::f64_to_bf16_bits(v)).write_le(&mut out)
+            }
         }
     }
     out

@@ -125,7 +125,10 @@ impl ShaderPath {
 
     /// Whether kernels reach wgpu as kernelc's SPIR-V.
     pub fn is_spirv(self) -> bool {
-        matches!(self, ShaderPath::SpirvViaNaga | ShaderPath::SpirvPassthrough)
+        matches!(
+            self,
+            ShaderPath::SpirvViaNaga | ShaderPath::SpirvPassthrough
+        )
     }
 
     /// The target name in cache keys and reports.
@@ -608,7 +611,10 @@ mod device_choice_tests {
         );
         for bad in ["gpu", "cuda:x", "wgpu:hlsl", "cpu:0", ""] {
             assert!(
-                matches!(bad.parse::<DeviceChoice>(), Err(RuntimeError::BadArgument(_))),
+                matches!(
+                    bad.parse::<DeviceChoice>(),
+                    Err(RuntimeError::BadArgument(_))
+                ),
                 "{bad:?} must be refused"
             );
         }

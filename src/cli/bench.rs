@@ -84,7 +84,12 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
         for case in &cases {
             match time_case(&rt, case, args.runs.max(1)) {
                 Ok(t) => {
-                    println!("| {} | {} | {} |", t.name, show_time(t.seconds), show_rate(&t));
+                    println!(
+                        "| {} | {} | {} |",
+                        t.name,
+                        show_time(t.seconds),
+                        show_rate(&t)
+                    );
                     results.cases.push(t);
                 }
                 Err(e) => {

@@ -18,7 +18,6 @@
 use cranelift_codegen::ir::types;
 use cranelift_codegen::ir::Type as ClifType;
 
-
 /// One helper: its symbol, its address, and its C signature (parameter and return
 /// types; all are passed by value in registers).
 #[derive(Clone, Copy, Debug)]

@@ -567,7 +567,11 @@ impl Schedule {
             // rows to keep the device busy that way.
             let min_steps = (GPU_MIN_PER_INVOCATION as u32 / l).max(1);
             let small = pow2_ceil(steps.div_ceil(min_steps));
-            let fill = pow2_ceil(GPU_TARGET_INVOCATIONS.div_ceil(groups.max(1) as u64).min(inv as u64) as u32);
+            let fill = pow2_ceil(
+                GPU_TARGET_INVOCATIONS
+                    .div_ceil(groups.max(1) as u64)
+                    .min(inv as u64) as u32,
+            );
             let g = inv.min(pow2_ceil(steps)).min(small.max(fill));
             (g, (inv / g).min(pow2_ceil(groups)))
         } else {

@@ -485,7 +485,8 @@ fn describe(e: &DriverError) -> String {
 /// caching allocator: a fresh cuMemAlloc + cuMemFree per op costs more than a
 /// memory-bound kernel.
 fn pool_cap(ctx: &Arc<CudaContext>) -> usize {
-    ctx.total_mem().map_or(crate::pool::DEFAULT_MAX_KEPT_BYTES, |total| total / 2)
+    ctx.total_mem()
+        .map_or(crate::pool::DEFAULT_MAX_KEPT_BYTES, |total| total / 2)
 }
 
 struct DeviceProperties {

@@ -158,8 +158,7 @@ impl WgpuDevice {
             device: self.name(),
             bytes: bytes as u64,
         };
-        if size > self.limits.max_buffer_size
-            || size > self.limits.max_storage_buffer_binding_size
+        if size > self.limits.max_buffer_size || size > self.limits.max_storage_buffer_binding_size
         {
             return Err(too_large());
         }
@@ -184,8 +183,14 @@ impl WgpuDevice {
 
     /// A storage buffer of `size` bytes, or `None` if wgpu refuses (out of memory).
     fn create_buffer(&self, size: u64) -> Option<wgpu::Buffer> {
-        let scope = self.gpu.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
-        let validation = self.gpu.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let scope = self
+            .gpu
+            .device
+            .push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let validation = self
+            .gpu
+            .device
+            .push_error_scope(wgpu::ErrorFilter::Validation);
         let buffer = self.gpu.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("kernelc tensor"),
             size,
@@ -351,7 +356,10 @@ impl WgpuDevice {
             cache: None,
         });
         if let Some(error) = pollster::block_on(scope.pop()) {
-            return Err(format!("wgpu rejected the {} shader: {error}", self.path.name()));
+            return Err(format!(
+                "wgpu rejected the {} shader: {error}",
+                self.path.name()
+            ));
         }
         Ok(WgpuKernel {
             name: kernel.name.clone(),
@@ -444,7 +452,11 @@ impl WgpuDevice {
         encoder.copy_buffer_to_buffer(status, 0, &words.staging, 0, bytes);
         self.gpu.queue.submit([encoder.finish()]);
         if let Some(error) = pollster::block_on(scope.pop()) {
-            return Err(self.launch_error(&kernels, 0, format!("wgpu rejected the launch: {error}")));
+            return Err(self.launch_error(
+                &kernels,
+                0,
+                format!("wgpu rejected the launch: {error}"),
+            ));
         }
         let read = map_read(&self.gpu, &words.staging, bytes);
         let words = match read {
@@ -469,7 +481,9 @@ impl WgpuDevice {
     fn launch_error(&self, kernels: &[&WgpuKernel], index: usize, message: String) -> RuntimeError {
         RuntimeError::Launch {
             device: self.name(),
-            kernel: kernels.get(index).map_or_else(String::new, |k| k.name.clone()),
+            kernel: kernels
+                .get(index)
+                .map_or_else(String::new, |k| k.name.clone()),
             message,
         }
     }
@@ -530,10 +544,12 @@ impl WgpuDevice {
         drop(free);
         let capacity = launches.max(STATUS_WORDS_PER_BUFFER);
         let size = capacity as u64 * self.status_stride;
-        let status = self.create_buffer(size).ok_or_else(|| RuntimeError::OutOfMemory {
-            device: self.name(),
-            bytes: size,
-        })?;
+        let status = self
+            .create_buffer(size)
+            .ok_or_else(|| RuntimeError::OutOfMemory {
+                device: self.name(),
+                bytes: size,
+            })?;
         let staging = self.gpu.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("kernelc status readback"),
             size,
@@ -565,11 +581,15 @@ impl WgpuDevice {
             .collect();
         let words = kernel.layout.encode_scalars(&values);
         let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
-        Some(self.gpu.device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
-            label: Some("kernelc scalars"),
-            contents: &bytes,
-            usage: wgpu::BufferUsages::STORAGE,
-        }))
+        Some(
+            self.gpu
+                .device
+                .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                    label: Some("kernelc scalars"),
+                    contents: &bytes,
+                    usage: wgpu::BufferUsages::STORAGE,
+                }),
+        )
     }
 
     fn bind_group(
@@ -604,11 +624,14 @@ impl WgpuDevice {
                 size: wgpu::BufferSize::new(4),
             }),
         });
-        Ok(self.gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some(&kernel.name),
-            layout: &kernel.bind_group_layout,
-            entries: &entries,
-        }))
+        Ok(self
+            .gpu
+            .device
+            .create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some(&kernel.name),
+                layout: &kernel.bind_group_layout,
+                entries: &entries,
+            }))
     }
 }
 
@@ -864,13 +887,14 @@ impl WgpuStorage {
     }
 
     pub(crate) fn read_bytes(&self) -> Result<Vec<u8>> {
-        let mut bytes = read_back(&self.gpu, self.buffer()?, self.bytes as u64).map_err(|message| {
-            RuntimeError::Launch {
-                device: self.device_name.clone(),
-                kernel: String::new(),
-                message,
-            }
-        })?;
+        let mut bytes =
+            read_back(&self.gpu, self.buffer()?, self.bytes as u64).map_err(|message| {
+                RuntimeError::Launch {
+                    device: self.device_name.clone(),
+                    kernel: String::new(),
+                    message,
+                }
+            })?;
         bytes.truncate(self.bytes);
         Ok(bytes)
     }
