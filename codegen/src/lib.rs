@@ -18,6 +18,8 @@ pub mod cpu;
 pub mod error;
 #[cfg(feature = "ptx")]
 pub mod ptx;
+#[cfg(any(feature = "wgsl", feature = "spirv"))]
+mod shader;
 #[cfg(feature = "spirv")]
 pub mod spirv;
 #[cfg(feature = "wgsl")]

@@ -2,8 +2,9 @@
 //! function prologue (locals, status accumulator, scalar parameters).
 
 use super::emitter::{build_error, BufferVar, Emitter, SharedVar, Val, R};
-use super::{for_each_expr, internal, stmt::Flow};
+use super::{internal, stmt::Flow};
 use crate::abi::{ParamSlot, ShaderLayout, ENTRY_POINT};
+use crate::shader::for_each_expr;
 use kernelc_ir::analysis::uniform_vector_widths;
 use kernelc_ir::{Builtin, Expr, Param, ScalarType, Type};
 use rspirv::dr::Operand;

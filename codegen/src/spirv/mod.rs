@@ -90,7 +90,7 @@ mod stmt;
 
 use crate::CodegenError;
 use emitter::Emitter;
-use kernelc_ir::{validate, Expr, Kernel, Param, ScalarType, Stmt};
+use kernelc_ir::{validate, Kernel, Param, ScalarType};
 use rspirv::binary::{Assemble, Disassemble};
 
 /// The name of this target in errors.
@@ -116,16 +116,7 @@ pub fn disassemble(words: &[u32]) -> String {
 
 /// Refuses what this target cannot express, before any code is built.
 fn check_supported(kernel: &Kernel) -> Result<(), CodegenError> {
-    let bf16_memory = kernel.params.iter().any(|p| {
-        matches!(
-            p,
-            Param::Buffer {
-                elem: ScalarType::Bf16,
-                ..
-            }
-        )
-    }) || kernel.shared.iter().any(|s| s.elem == ScalarType::Bf16);
-    if bf16_memory {
+    if crate::shader::first_memory_of(kernel, ScalarType::Bf16).is_some() {
         return Err(emitter::bf16_unsupported());
     }
     for p in &kernel.params {
@@ -140,43 +131,6 @@ fn check_supported(kernel: &Kernel) -> Result<(), CodegenError> {
         }
     }
     Ok(())
-}
-
-/// Calls `f` on every expression of `block`, nested blocks and sub-expressions
-/// included.
-pub(crate) fn for_each_expr(block: &[Stmt], f: &mut dyn FnMut(&Expr)) {
-    fn walk(e: &Expr, f: &mut dyn FnMut(&Expr)) {
-        f(e);
-        for c in e.children() {
-            walk(c, f);
-        }
-    }
-    for s in block {
-        match s {
-            Stmt::Let { value, .. } | Stmt::Assign { value, .. } => walk(value, f),
-            Stmt::Store { index, value, .. } => {
-                walk(index, f);
-                walk(value, f);
-            }
-            Stmt::If {
-                cond,
-                then_body,
-                else_body,
-            } => {
-                walk(cond, f);
-                for_each_expr(then_body, f);
-                for_each_expr(else_body, f);
-            }
-            Stmt::For {
-                start, end, body, ..
-            } => {
-                walk(start, f);
-                walk(end, f);
-                for_each_expr(body, f);
-            }
-            Stmt::Return | Stmt::Barrier => {}
-        }
-    }
 }
 
 fn unsupported(construct: impl Into<String>) -> CodegenError {

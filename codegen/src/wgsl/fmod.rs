@@ -73,15 +73,10 @@ impl Lower<'_> {
 
     /// `if cond { return value; }`.
     fn return_if(&mut self, cond: H, value: H) -> Result<(), CodegenError> {
-        self.f.open();
-        self.ret(value);
-        let accept = self.close()?;
-        self.f.stmt(Statement::If {
-            condition: cond,
-            accept,
-            reject: Block::new(),
-        });
-        Ok(())
+        self.if_then(cond, |l| {
+            l.ret(value);
+            Ok(())
+        })
     }
 
     fn load_var(&mut self, pointer: H) -> H {
@@ -146,16 +141,12 @@ impl Lower<'_> {
 
         // |x| <= |y|: x itself, or a zero with x's sign when they are equal.
         let not_above = self.binary(Bo::LessEqual, ux2, uy2);
-        self.f.open();
-        let equal = self.binary(Bo::Equal, ux2, uy2);
-        self.return_if(equal, signed_zero)?;
-        self.ret(x);
-        let accept = self.close()?;
-        self.f.stmt(Statement::If {
-            condition: not_above,
-            accept,
-            reject: Block::new(),
-        });
+        self.if_then(not_above, |l| {
+            let equal = l.binary(Bo::Equal, ux2, uy2);
+            l.return_if(equal, signed_zero)?;
+            l.ret(x);
+            Ok(())
+        })?;
 
         self.normalise(ux, exp_x, mx, ex)?;
         self.normalise(uy, exp_y, my, ey)?;
@@ -165,14 +156,10 @@ impl Lower<'_> {
         let e_x = self.load_var(ex);
         let e_y = self.load_var(ey);
         let finished = self.binary(Bo::LessEqual, e_x, e_y);
-        self.f.open();
-        self.f.stmt(Statement::Break);
-        let accept = self.close()?;
-        self.f.stmt(Statement::If {
-            condition: finished,
-            accept,
-            reject: Block::new(),
-        });
+        self.if_then(finished, |l| {
+            l.f.stmt(Statement::Break);
+            Ok(())
+        })?;
         self.subtract_step(mx, my, signed_zero)?;
         let m = self.load_var(mx);
         let one = self.lit_u32(1);
@@ -274,17 +261,12 @@ impl Lower<'_> {
         let top = self.binary(Bo::ShiftRight, diff, c31);
         let zero_u = self.lit_u32(0);
         let fits = self.binary(Bo::Equal, top, zero_u);
-        self.f.open();
-        let zero_u = self.lit_u32(0);
-        let exact = self.binary(Bo::Equal, diff, zero_u);
-        self.return_if(exact, zero)?;
-        self.store_to(mx, diff);
-        let accept = self.close()?;
-        self.f.stmt(Statement::If {
-            condition: fits,
-            accept,
-            reject: Block::new(),
-        });
-        Ok(())
+        self.if_then(fits, |l| {
+            let zero_u = l.lit_u32(0);
+            let exact = l.binary(Bo::Equal, diff, zero_u);
+            l.return_if(exact, zero)?;
+            l.store_to(mx, diff);
+            Ok(())
+        })
     }
 }

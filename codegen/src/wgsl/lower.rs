@@ -35,28 +35,13 @@ enum Flow {
     Returned,
 }
 
-/// The entry point's builtin arguments, in argument order.
-const BUILTINS: [(Builtin, naga::BuiltIn, &str); 4] = [
-    (
-        Builtin::GlobalId,
-        naga::BuiltIn::GlobalInvocationId,
-        "global_id",
-    ),
-    (
-        Builtin::LocalId,
-        naga::BuiltIn::LocalInvocationId,
-        "local_id",
-    ),
-    (
-        Builtin::WorkgroupId,
-        naga::BuiltIn::WorkGroupId,
-        "workgroup_id",
-    ),
-    (
-        Builtin::NumWorkgroups,
-        naga::BuiltIn::NumWorkGroups,
-        "num_workgroups",
-    ),
+/// The entry point's builtin arguments, in argument order (named as the IR names
+/// them).
+const BUILTINS: [(Builtin, naga::BuiltIn); 4] = [
+    (Builtin::GlobalId, naga::BuiltIn::GlobalInvocationId),
+    (Builtin::LocalId, naga::BuiltIn::LocalInvocationId),
+    (Builtin::WorkgroupId, naga::BuiltIn::WorkGroupId),
+    (Builtin::NumWorkgroups, naga::BuiltIn::NumWorkGroups),
 ];
 
 /// Builds the module of a validated kernel whose constructs `support::check` accepted.
@@ -110,9 +95,9 @@ impl<'k> Lower<'k> {
         let mut builtin_args = Vec::with_capacity(BUILTINS.len());
         {
             let (args, _) = f.signature_mut();
-            for (_, builtin, name) in BUILTINS {
+            for (ir, builtin) in BUILTINS {
                 args.push(naga::FunctionArgument {
-                    name: Some(name.to_string()),
+                    name: Some(ir.name().to_string()),
                     ty: uvec3,
                     binding: Some(naga::Binding::BuiltIn(builtin)),
                 });
@@ -270,7 +255,7 @@ impl<'k> Lower<'k> {
     pub(super) fn builtin(&self, builtin: Builtin, axis: u8) -> Result<Val, CodegenError> {
         let index = BUILTINS
             .iter()
-            .position(|(b, _, _)| *b == builtin)
+            .position(|(b, _)| *b == builtin)
             .ok_or_else(|| internal(format!("unknown builtin {builtin:?}")))?;
         let h = self
             .builtins
@@ -321,6 +306,23 @@ impl<'k> Lower<'k> {
         self.f
             .close()
             .ok_or_else(|| internal("closing the function body as a nested block"))
+    }
+
+    /// `if cond { .. }` around the statements `then` emits (`cond` a scalar bool).
+    pub(super) fn if_then(
+        &mut self,
+        cond: Handle<Expression>,
+        then: impl FnOnce(&mut Self) -> Result<(), CodegenError>,
+    ) -> Result<(), CodegenError> {
+        self.f.open();
+        then(self)?;
+        let accept = self.close()?;
+        self.f.stmt(Statement::If {
+            condition: cond,
+            accept,
+            reject: Block::new(),
+        });
+        Ok(())
     }
 
     fn stmt(&mut self, stmt: &Stmt) -> Result<Flow, CodegenError> {

@@ -8,7 +8,7 @@ use crate::abi::status;
 use crate::CodegenError;
 use kernelc_ir::{Scalar, ScalarType, Type};
 use naga::{
-    AtomicFunction, BinaryOperator as Bo, Block, Expression, Handle, Literal, MathFunction,
+    AtomicFunction, BinaryOperator as Bo, Expression, Handle, Literal, MathFunction,
     RelationalFunction, ScalarKind, Statement, UnaryOperator,
 };
 
@@ -145,15 +145,10 @@ impl Lower<'_> {
 
     /// `if cond { atomicOr(&status[0], bits) }` (`cond` a scalar bool).
     pub(super) fn raise_if(&mut self, cond: H, bits: H) -> Result<(), CodegenError> {
-        self.f.open();
-        self.raise(bits);
-        let accept = self.close()?;
-        self.f.stmt(Statement::If {
-            condition: cond,
-            accept,
-            reject: Block::new(),
-        });
-        Ok(())
+        self.if_then(cond, |l| {
+            l.raise(bits);
+            Ok(())
+        })
     }
 
     // -- floats ---------------------------------------------------------------------------
