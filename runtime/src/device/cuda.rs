@@ -169,8 +169,9 @@ impl CudaDevice {
 
     // ---- memory -------------------------------------------------------------------
 
+    /// A storage of `bytes` bytes (a pooled block, else a fresh one: only then is the
+    /// driver called, and `DeviceBlock::alloc` binds the context for it).
     pub(crate) fn alloc(&self, bytes: usize) -> Result<CudaStorage> {
-        self.bind()?;
         let granted = bytes
             .checked_next_multiple_of(ALLOC_GRANULE)
             .ok_or(RuntimeError::OutOfMemory {
@@ -292,6 +293,8 @@ impl CudaDevice {
             .map(|l| self.prepare(l))
             .collect::<Result<Vec<_>>>()?;
         let status_word = self.alloc(STATUS_BYTES)?;
+        // Once for the whole op: every driver call below runs on this thread.
+        self.bind()?;
         status_word.fill_async(0)?;
         let mut failure = None;
         for (launch, (kernel, words)) in launches.iter().zip(prepared) {
@@ -300,14 +303,23 @@ impl CudaDevice {
                 break;
             }
         }
-        // Always wait, even after a failed launch: the launches before it still use
-        // buffers that this op borrows only until it returns.
-        let synced = self.synchronize(launches);
+        // The status download is queued behind the launches, so its one
+        // synchronisation waits for them too. Always waited for, even after a failed
+        // launch: the launches before it still use buffers that this op borrows only
+        // until it returns.
+        let mut word = [0u8; STATUS_BYTES];
+        let synced = status_word
+            .download(&mut word)
+            .map_err(|e| RuntimeError::Launch {
+                device: self.name(),
+                kernel: kernel_names(launches),
+                message: describe(&e),
+            });
         if let Some(e) = failure {
             return Err(e);
         }
         synced?;
-        let bits = status_word.read_u32()?;
+        let bits = u32::from_le_bytes(word);
         if bits != 0 {
             return Err(RuntimeError::Launch {
                 device: self.name(),
@@ -360,7 +372,8 @@ impl CudaDevice {
         }
     }
 
-    /// Enqueues one launch of `kernel` on the stream.
+    /// Enqueues one launch of `kernel` on the stream (the context is current:
+    /// `execute` binds it once per op).
     fn launch(
         &self,
         kernel: &CudaKernel,
@@ -378,7 +391,6 @@ impl CudaDevice {
             .map(|w| (w as *mut u64).cast::<c_void>())
             .collect();
         let [bx, by, bz] = kernel.workgroup_size;
-        self.bind()?;
         // SAFETY: ABI match: the PTX entry of a kernelc kernel takes exactly one
         // 8-byte parameter per IR parameter plus the trailing status pointer
         // (`kernelc_codegen::ptx`); `prepare` checked one argument per IR parameter,
@@ -432,15 +444,6 @@ impl CudaDevice {
             ));
         }
         Ok(())
-    }
-
-    fn synchronize(&self, launches: &[LaunchRef<'_>]) -> Result<()> {
-        self.bind()?;
-        self.stream.synchronize().map_err(|e| RuntimeError::Launch {
-            device: self.name(),
-            kernel: kernel_names(launches),
-            message: describe(&e),
-        })
     }
 
     fn launch_error(&self, kernel: &CudaKernel, message: String) -> RuntimeError {
@@ -678,23 +681,22 @@ impl CudaStorage {
             return Ok(out);
         }
         self.bind()?;
-        // SAFETY: `ptr` is a live allocation of at least `bytes` bytes (`granted`), and
-        // `out` is exactly `bytes` long; it is not touched until the stream has been
-        // synchronised below, after which the copy is complete.
-        unsafe { result::memcpy_dtoh_async(&mut out, self.ptr, self.stream.cu_stream()) }
+        self.download(&mut out)
             .map_err(|e| self.failure("download failed", e))?;
-        self.synchronize()?;
         Ok(out)
     }
 
-    /// The first 4 bytes as a little-endian `u32` (the status word).
-    fn read_u32(&self) -> Result<u32> {
-        let bytes = self.read_bytes()?;
-        let mut word = [0u8; 4];
-        for (w, b) in word.iter_mut().zip(bytes) {
-            *w = b;
-        }
-        Ok(u32::from_le_bytes(word))
+    /// Fills `out` from the buffer's first bytes once all earlier work on the stream is
+    /// done: one copy queued on the stream, then one synchronisation. The context must
+    /// be current.
+    fn download(&self, out: &mut [u8]) -> std::result::Result<(), DriverError> {
+        let len = out.len().min(self.bytes);
+        let out = &mut out[..len];
+        // SAFETY: `ptr` is a live allocation of at least `bytes >= out.len()` bytes
+        // (`granted`); `out` is not touched until the stream has been synchronised
+        // below, after which the copy is complete.
+        unsafe { result::memcpy_dtoh_async(out, self.ptr, self.stream.cu_stream()) }?;
+        self.stream.synchronize()
     }
 
     pub(crate) fn write_bytes(&self, data: &[u8]) -> Result<()> {
@@ -713,14 +715,15 @@ impl CudaStorage {
     }
 
     pub(crate) fn fill(&self, byte: u8) -> Result<()> {
+        self.bind()?;
         self.fill_async(byte)?;
         // Waited for so that dropping the storage right away frees nothing in use.
         self.synchronize()
     }
 
-    /// Enqueues setting every byte; later stream work sees it.
+    /// Enqueues setting every byte; later stream work sees it. The context must be
+    /// current.
     fn fill_async(&self, byte: u8) -> Result<()> {
-        self.bind()?;
         // SAFETY: `ptr` is a live allocation of `granted >= bytes` bytes; only a
         // storage no kernel uses yet is filled (a fresh tensor or status word).
         unsafe { result::memset_d8_async(self.ptr, byte, self.bytes, self.stream.cu_stream()) }

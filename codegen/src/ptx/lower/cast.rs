@@ -20,16 +20,6 @@ use inkwell::{FloatPredicate, IntPredicate};
 use kernelc_ir::ScalarType::{self, *};
 
 impl<'ctx> Lower<'_, 'ctx> {
-    fn float_type(&self, s: ScalarType) -> Result<FloatType<'ctx>, CodegenError> {
-        Ok(match s {
-            F16 => self.ctx.f16_type(),
-            Bf16 => self.ctx.bf16_type(),
-            F32 => self.ctx.f32_type(),
-            F64 => self.ctx.f64_type(),
-            other => return Err(internal(format!("{other} is not a float type"))),
-        })
-    }
-
     /// One lane from `from` to `to`.
     pub(super) fn cast_scalar(
         &mut self,

@@ -16,6 +16,7 @@ use super::value::{int, Val};
 use super::{internal, Lower, OrInternal, BUFFER_ALIGN, SHARED_ALIGN};
 use crate::abi::status;
 use crate::CodegenError;
+use inkwell::basic_block::BasicBlock;
 use inkwell::types::BasicTypeEnum;
 use inkwell::values::{BasicValue, BasicValueEnum, InstructionValue, IntValue, PointerValue};
 use inkwell::IntPredicate;
@@ -111,6 +112,40 @@ impl<'ctx> Lower<'_, 'ctx> {
         self.raise(int(bits)?)
     }
 
+    /// Branches on the checks `proven` leaves: `access` (which adds no control flow)
+    /// runs where they pass; where they fail, the fault is raised and the access
+    /// skipped. Leaves the builder in the merge block and returns `access`'s result with
+    /// the merge block's two predecessors (access, fault).
+    fn guarded<R>(
+        &mut self,
+        name: &str,
+        index: IntValue<'ctx>,
+        lanes: u8,
+        len: u64,
+        proven: Proven,
+        access: impl FnOnce(&mut Self) -> Result<R, CodegenError>,
+    ) -> Result<(R, BasicBlock<'ctx>, BasicBlock<'ctx>), CodegenError> {
+        let (ok, in_bounds) = self.access_ok(index, lanes, len, proven)?;
+        let func = self.func;
+        let ok_b = self.ctx.append_basic_block(func, name);
+        let fail_b = self.ctx.append_basic_block(func, &format!("{name}.fault"));
+        let merge = self.ctx.append_basic_block(func, &format!("{name}.end"));
+        self.b
+            .build_conditional_branch(ok, ok_b, fail_b)
+            .or_internal()?;
+
+        self.b.position_at_end(ok_b);
+        let result = access(self)?;
+        self.b.build_unconditional_branch(merge).or_internal()?;
+
+        self.b.position_at_end(fail_b);
+        self.raise_access_fault(in_bounds)?;
+        self.b.build_unconditional_branch(merge).or_internal()?;
+
+        self.b.position_at_end(merge);
+        Ok((result, ok_b, fail_b))
+    }
+
     /// The pointer to element `index` (in bounds when used).
     fn element_ptr(
         &self,
@@ -149,28 +184,13 @@ impl<'ctx> Lower<'_, 'ctx> {
         let t = self.memory_of(mem)?;
         let ty = Type::vector(t.elem, lanes);
         let proven = self.ranges.access(index_expr, lanes, t.len);
-        if proven.in_bounds && proven.aligned {
+        if proven.all() {
             let lanes = self.raw_load(&t, index, lanes)?;
             return Ok(Val { ty, lanes });
         }
-        let (ok, in_bounds) = self.access_ok(index, lanes, t.len, proven)?;
-        let func = self.func;
-        let ok_b = self.ctx.append_basic_block(func, "load");
-        let fail_b = self.ctx.append_basic_block(func, "load.fault");
-        let merge = self.ctx.append_basic_block(func, "load.end");
-        self.b
-            .build_conditional_branch(ok, ok_b, fail_b)
-            .or_internal()?;
-
-        self.b.position_at_end(ok_b);
-        let loaded = self.raw_load(&t, index, lanes)?;
-        self.b.build_unconditional_branch(merge).or_internal()?;
-        // `raw_load` stays in `ok_b` (no control flow).
-        self.b.position_at_end(fail_b);
-        self.raise_access_fault(in_bounds)?;
-        self.b.build_unconditional_branch(merge).or_internal()?;
-
-        self.b.position_at_end(merge);
+        let (loaded, ok_b, fail_b) = self.guarded("load", index, lanes, t.len, proven, |l| {
+            l.raw_load(&t, index, lanes)
+        })?;
         let scalar: BasicTypeEnum<'ctx> = self.scalar_type(t.elem);
         let zero = self.zero(t.elem);
         let mut out = Vec::with_capacity(loaded.len());
@@ -242,27 +262,12 @@ impl<'ctx> Lower<'_, 'ctx> {
         }
         let lanes = value.ty.lanes;
         let proven = self.ranges.access(index_expr, lanes, t.len);
-        if proven.in_bounds && proven.aligned {
+        if proven.all() {
             return self.raw_store(&t, index, value);
         }
-        let (ok, in_bounds) = self.access_ok(index, lanes, t.len, proven)?;
-        let func = self.func;
-        let ok_b = self.ctx.append_basic_block(func, "store");
-        let fail_b = self.ctx.append_basic_block(func, "store.fault");
-        let merge = self.ctx.append_basic_block(func, "store.end");
-        self.b
-            .build_conditional_branch(ok, ok_b, fail_b)
-            .or_internal()?;
-
-        self.b.position_at_end(ok_b);
-        self.raw_store(&t, index, value)?;
-        self.b.build_unconditional_branch(merge).or_internal()?;
-
-        self.b.position_at_end(fail_b);
-        self.raise_access_fault(in_bounds)?;
-        self.b.build_unconditional_branch(merge).or_internal()?;
-
-        self.b.position_at_end(merge);
+        self.guarded("store", index, lanes, t.len, proven, |l| {
+            l.raw_store(&t, index, value)
+        })?;
         Ok(())
     }
 

@@ -23,6 +23,7 @@ use crate::ptx::{internal, unsupported};
 use crate::CodegenError;
 use inkwell::values::{BasicValueEnum, FloatValue, IntValue};
 use inkwell::{FloatPredicate, IntPredicate};
+use kernelc_ir::passes::MathExpansion;
 use kernelc_ir::{BinaryOp, CmpOp, MathFn, ScalarType, UnaryOp};
 
 impl<'ctx> Lower<'_, 'ctx> {
@@ -49,14 +50,9 @@ impl<'ctx> Lower<'_, 'ctx> {
         v: FloatValue<'ctx>,
     ) -> Result<BasicValueEnum<'ctx>, CodegenError> {
         match s {
-            ScalarType::F16 => Ok(self
+            ScalarType::F16 | ScalarType::Bf16 => Ok(self
                 .b
-                .build_float_trunc(v, self.ctx.f16_type(), "")
-                .or_internal()?
-                .into()),
-            ScalarType::Bf16 => Ok(self
-                .b
-                .build_float_trunc(v, self.ctx.bf16_type(), "")
+                .build_float_trunc(v, self.float_type(s)?, "")
                 .or_internal()?
                 .into()),
             _ => Ok(v.into()),
@@ -289,8 +285,14 @@ impl<'ctx> Lower<'_, 'ctx> {
         if !s.is_float() {
             return self.int_math(func, s, args);
         }
-        if is_transcendental(func) {
-            return Err(unsupported(transcendental_message(func, s)));
+        // The functions the math pass expands are exactly those NVPTX has no accurate
+        // native instruction for (without libdevice).
+        if MathExpansion::SUPPORTED.contains(&func) {
+            return Err(unsupported(format!(
+                "{s} {} (no libdevice); expand it first with kernelc_ir::passes::for_target \
+                 and MathExpansion::all_transcendental_with_f64()",
+                func.name()
+            )));
         }
         if func == MathFn::Fma && matches!(s, ScalarType::F16 | ScalarType::Bf16) {
             return self.narrow_fma(s, args);
@@ -392,44 +394,10 @@ impl<'ctx> Lower<'_, 'ctx> {
             wide.push(self.b.build_float_ext(f, f64t, "").or_internal()?.into());
         }
         let r = float(self.call_intrinsic("llvm.fma", &[f64t.into()], &wide)?)?;
-        let narrow = if s == ScalarType::F16 {
-            self.ctx.f16_type()
-        } else {
-            self.ctx.bf16_type()
-        };
         Ok(self
             .b
-            .build_float_trunc(r, narrow, "")
+            .build_float_trunc(r, self.float_type(s)?, "")
             .or_internal()?
             .into())
-    }
-}
-
-/// The functions NVPTX has no accurate native instruction for.
-pub(crate) fn is_transcendental(func: MathFn) -> bool {
-    matches!(
-        func,
-        MathFn::Exp
-            | MathFn::Exp2
-            | MathFn::Log
-            | MathFn::Log2
-            | MathFn::Tanh
-            | MathFn::Erf
-            | MathFn::Sin
-            | MathFn::Cos
-            | MathFn::Pow
-    )
-}
-
-/// Why a transcendental call cannot be emitted, and what to do about it.
-fn transcendental_message(func: MathFn, s: ScalarType) -> String {
-    let what = format!("{s} {} (no libdevice)", func.name());
-    if s == ScalarType::F64 {
-        what
-    } else {
-        format!(
-            "{what}; expand it first with kernelc_ir::passes::for_target and \
-             MathExpansion::all_transcendental()"
-        )
     }
 }

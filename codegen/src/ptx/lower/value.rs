@@ -11,7 +11,7 @@
 use super::{Lower, OrInternal};
 use crate::ptx::internal;
 use crate::CodegenError;
-use inkwell::types::BasicTypeEnum;
+use inkwell::types::{BasicTypeEnum, FloatType};
 use inkwell::values::{BasicValueEnum, FloatValue, IntValue};
 use kernelc_ir::{Scalar, ScalarType, Type};
 
@@ -62,6 +62,21 @@ impl<'ctx> Lower<'_, 'ctx> {
             ScalarType::F32 => c.f32_type().into(),
             ScalarType::F64 => c.f64_type().into(),
         }
+    }
+
+    /// The LLVM type of a value of the float type `s`.
+    pub(in crate::ptx) fn float_type(
+        &self,
+        s: ScalarType,
+    ) -> Result<FloatType<'ctx>, CodegenError> {
+        let c = self.ctx;
+        Ok(match s {
+            ScalarType::F16 => c.f16_type(),
+            ScalarType::Bf16 => c.bf16_type(),
+            ScalarType::F32 => c.f32_type(),
+            ScalarType::F64 => c.f64_type(),
+            other => return Err(internal(format!("{other} is not a float type"))),
+        })
     }
 
     /// The LLVM type of an element of `s` in memory (bool is a 32-bit word).
