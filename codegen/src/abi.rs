@@ -133,6 +133,12 @@ impl ShaderLayout {
         }
     }
 
+    /// Storage buffers the shader binds in all: buffers, scalar block, status word
+    /// (the bindings are dense, so the status word's is the last).
+    pub fn binding_count(&self) -> u32 {
+        self.status_binding + 1
+    }
+
     /// The scalar block for `values` (one per parameter; buffer slots are ignored and
     /// may hold anything). A value whose type differs from its parameter's is encoded
     /// by its own type: check arguments first (`kernelc_ir::args::check_args`).
@@ -226,6 +232,7 @@ mod tests {
         );
         assert_eq!(layout.scalar_binding, Some(1));
         assert_eq!(layout.status_binding, 2);
+        assert_eq!(layout.binding_count(), 3);
         assert_eq!(layout.scalar_words, 5);
         let words = layout.encode_scalars(&[
             None,
@@ -251,6 +258,7 @@ mod tests {
         let layout = ShaderLayout::of(&kernel(vec![]));
         assert_eq!(layout.scalar_binding, None);
         assert_eq!(layout.status_binding, 0);
+        assert_eq!(layout.binding_count(), 1);
     }
 
     #[test]

@@ -98,6 +98,42 @@ impl TargetCaps {
         }
     }
 
+    /// Why `kernel` cannot run on this target as declared, if it cannot: a workgroup
+    /// size (per axis or in all) or shared memory over the limits. Devices check this
+    /// before handing a kernel to a driver, which may fail in any way when given more
+    /// than it has; lowered kernels fit by construction.
+    pub fn check_workgroup(&self, kernel: &kernelc_ir::Kernel) -> Result<(), String> {
+        let size = kernel.workgroup_size;
+        if size.contains(&0)
+            || size.iter().zip(self.max_workgroup_size).any(|(&n, max)| n > max)
+            || kernel.invocations_per_workgroup() > u64::from(self.max_invocations_per_workgroup)
+        {
+            return Err(format!(
+                "workgroup size {size:?} exceeds this target's {:?} ({} invocations in all)",
+                self.max_workgroup_size, self.max_invocations_per_workgroup
+            ));
+        }
+        // A lower bound on what a target declares (no padding between arrays), so that
+        // anything lowering planned within the cap passes.
+        let shared = kernel.shared_bytes();
+        if shared > u64::from(self.shared_memory_bytes) {
+            return Err(format!(
+                "the kernel's workgroup memory is {shared} bytes; this target allows {}",
+                self.shared_memory_bytes
+            ));
+        }
+        Ok(())
+    }
+
+    /// Why `grid` cannot be launched on this target, if it cannot.
+    pub fn check_grid(&self, grid: [u32; 3]) -> Result<(), String> {
+        let max = self.max_workgroups_per_dimension;
+        if grid.iter().any(|&g| g > max) {
+            return Err(format!("grid {grid:?} exceeds {max} workgroups per dimension"));
+        }
+        Ok(())
+    }
+
     /// Invocations for a 1-D workgroup: the preference, within the limits.
     pub fn invocations_1d(&self) -> u32 {
         self.preferred_invocations
@@ -109,5 +145,32 @@ impl TargetCaps {
     /// Whether this is a one-invocation-per-workgroup target (a CPU).
     pub fn is_serial(&self) -> bool {
         self.invocations_1d() == 1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kernelc_ir::builder::KernelBuilder;
+
+    fn kernel(size: [u32; 3], shared: u32) -> kernelc_ir::Kernel {
+        let mut k = KernelBuilder::new("k", size);
+        if shared > 0 {
+            k.shared("s", ScalarType::F32, shared);
+        }
+        k.build(|_| {}).expect("valid")
+    }
+
+    #[test]
+    fn workgroups_and_grids_are_checked_against_the_limits() {
+        let caps = TargetCaps::gpu_baseline();
+        assert!(caps.check_workgroup(&kernel([256, 1, 1], 4096)).is_ok());
+        assert!(caps.check_workgroup(&kernel([512, 1, 1], 0)).is_err());
+        assert!(caps.check_workgroup(&kernel([16, 16, 2], 0)).is_err());
+        let over = caps.shared_memory_bytes / 4 + 1;
+        let e = caps.check_workgroup(&kernel([64, 1, 1], over)).unwrap_err();
+        assert!(e.contains("workgroup memory"), "{e}");
+        assert!(caps.check_grid([65_535, 1, 1]).is_ok());
+        assert!(caps.check_grid([1, 65_536, 1]).is_err());
     }
 }

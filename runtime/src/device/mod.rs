@@ -247,7 +247,6 @@ impl Storage {
 
 /// The error for an executable or storage handed to a device of another kind (a bug
 /// in the runtime: they never leave the runtime that made them).
-#[allow(dead_code)]
 pub(crate) fn foreign(device: &str, what: &str) -> RuntimeError {
     RuntimeError::WrongDevice {
         tensor_device: format!("another device's {what}"),

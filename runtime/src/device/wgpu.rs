@@ -220,8 +220,8 @@ impl WgpuDevice {
         disk: &DiskCache,
     ) -> std::result::Result<(WgpuKernel, bool), String> {
         let layout = ShaderLayout::of(kernel);
-        self.check_binding_count(kernel, &layout)?;
-        self.check_workgroup(kernel)?;
+        self.check_binding_count(&layout)?;
+        self.caps.check_workgroup(kernel)?;
         if let Some(artifact) = self.load_artifact(key, disk) {
             match self.build(kernel, &layout, artifact) {
                 Ok(exe) => return Ok((exe, true)),
@@ -237,60 +237,12 @@ impl WgpuDevice {
         Ok((self.build(kernel, &layout, artifact)?, false))
     }
 
-    fn check_binding_count(
-        &self,
-        kernel: &Kernel,
-        layout: &ShaderLayout,
-    ) -> std::result::Result<(), String> {
-        let buffers = kernel
-            .params
-            .iter()
-            .filter(|p| matches!(p, Param::Buffer { .. }))
-            .count() as u32
-            + layout.scalar_binding.is_some() as u32
-            + 1;
+    fn check_binding_count(&self, layout: &ShaderLayout) -> std::result::Result<(), String> {
+        let buffers = layout.binding_count();
         let limit = self.limits.max_storage_buffers_per_shader_stage;
         if buffers > limit {
             return Err(format!(
                 "the kernel binds {buffers} storage buffers; this adapter allows {limit}"
-            ));
-        }
-        Ok(())
-    }
-
-    /// The workgroup size and workgroup memory against the adapter's limits. wgpu
-    /// does not check workgroup memory when it creates a pipeline, and checks nothing
-    /// of a passthrough module; a driver handed more than it has may fail in any way.
-    /// (Lowered kernels fit by construction: lowering plans within these caps.)
-    fn check_workgroup(&self, kernel: &Kernel) -> std::result::Result<(), String> {
-        let limits = &self.limits;
-        let size = kernel.workgroup_size;
-        let max_size = [
-            limits.max_compute_workgroup_size_x,
-            limits.max_compute_workgroup_size_y,
-            limits.max_compute_workgroup_size_z,
-        ];
-        let invocations: u64 = size.iter().map(|&n| u64::from(n)).product();
-        let max_invocations = limits.max_compute_invocations_per_workgroup;
-        if size.iter().zip(max_size).any(|(&n, max)| n > max)
-            || invocations > u64::from(max_invocations)
-        {
-            return Err(format!(
-                "workgroup size {size:?} exceeds this adapter's {max_size:?} \
-                 ({max_invocations} invocations in all)"
-            ));
-        }
-        // A lower bound on what the shader declares (no padding between arrays), so
-        // that anything lowering planned within the cap passes.
-        let shared: u64 = kernel
-            .shared
-            .iter()
-            .map(|s| u64::from(s.len) * u64::from(s.elem.size_bytes()))
-            .sum();
-        let max_shared = limits.max_compute_workgroup_storage_size;
-        if shared > u64::from(max_shared) {
-            return Err(format!(
-                "the kernel's workgroup memory is {shared} bytes; this adapter allows {max_shared}"
             ));
         }
         Ok(())
@@ -523,15 +475,11 @@ impl WgpuDevice {
     }
 
     fn check_grid(&self, kernel: &WgpuKernel, grid: [u32; 3]) -> Result<()> {
-        let max = self.limits.max_compute_workgroups_per_dimension;
-        if grid.iter().any(|&g| g > max) {
-            return Err(RuntimeError::Launch {
-                device: self.name(),
-                kernel: kernel.name.clone(),
-                message: format!("grid {grid:?} exceeds {max} workgroups per dimension"),
-            });
-        }
-        Ok(())
+        self.caps.check_grid(grid).map_err(|message| RuntimeError::Launch {
+            device: self.name(),
+            kernel: kernel.name.clone(),
+            message,
+        })
     }
 
     /// Status words for `launches` launches (one per launch, each at a
@@ -1375,8 +1323,8 @@ mod tests {
         for k in &kernels {
             let kernel = &k.kernel;
             let layout = ShaderLayout::of(kernel);
-            dev.check_binding_count(kernel, &layout)
-                .and_then(|()| dev.check_workgroup(kernel))
+            dev.check_binding_count(&layout)
+                .and_then(|()| dev.caps.check_workgroup(kernel))
                 .unwrap_or_else(|e| panic!("{}: {e}", k.label));
         }
     }
