@@ -42,19 +42,24 @@ impl<B> Pool<B> {
     }
 
     /// A free block of exactly `size` bytes (callers round sizes up to their
-    /// granularity first), or a new one from `alloc`. A reused block holds whatever
-    /// its previous user left. `None` when `alloc` fails.
-    pub fn take(&self, size: usize, alloc: impl FnOnce() -> Option<B>) -> Option<B> {
+    /// granularity first), or a new one from `alloc`. If `alloc` fails, every free
+    /// block is released (memory the pool holds may be what stands in the way) and
+    /// `alloc` runs once more; its second error is returned. A reused block holds
+    /// whatever its previous user left.
+    pub fn take<E>(&self, size: usize, mut alloc: impl FnMut() -> Result<B, E>) -> Result<B, E> {
         {
             let mut state = self.lock();
             if let Some(block) = state.blocks.get_mut(&size).and_then(Vec::pop) {
                 state.kept_bytes -= size;
                 state.hits += 1;
-                return Some(block);
+                return Ok(block);
             }
             state.misses += 1;
         }
-        alloc()
+        alloc().or_else(|_| {
+            self.clear();
+            alloc()
+        })
     }
 
     /// Returns a block of `size` bytes for reuse (dropped if the pool is full).
@@ -66,8 +71,8 @@ impl<B> Pool<B> {
         }
     }
 
-    /// Drops every free block (e.g. before retrying an allocation that failed).
-    pub fn clear(&self) {
+    /// Drops every free block.
+    fn clear(&self) {
         let mut state = self.lock();
         state.blocks.clear();
         state.kept_bytes = 0;
@@ -91,13 +96,32 @@ mod tests {
     #[test]
     fn blocks_are_reused_by_size_and_the_cap_holds() {
         let pool: Pool<Vec<u8>> = Pool::with_cap(100);
-        let a = pool.take(64, || Some(vec![1; 64])).unwrap();
+        let a = pool.take(64, || Ok::<_, ()>(vec![1; 64])).unwrap();
         pool.give(64, a);
-        let b = pool.take(64, || Some(vec![2; 64])).unwrap();
+        let b = pool.take(64, || Ok::<_, ()>(vec![2; 64])).unwrap();
         assert_eq!(b[0], 1, "the freed block is handed out again");
         pool.give(64, b);
         pool.give(64, vec![3; 64]); // over the cap of 100 bytes: dropped
-        assert_eq!(pool.take(32, || None), None, "no block of that size");
+        assert_eq!(pool.take(32, || Err(())), Err(()), "no block of that size");
         assert_eq!(pool.stats(), (1, 2));
+    }
+
+    #[test]
+    fn a_failed_allocation_releases_the_free_blocks_and_tries_again() {
+        let pool: Pool<Vec<u8>> = Pool::with_cap(1000);
+        pool.give(64, vec![0; 64]);
+        let mut tries = 0;
+        let got = pool.take(32, || {
+            tries += 1;
+            if tries == 1 {
+                Err("out of memory")
+            } else {
+                Ok(vec![0; 32])
+            }
+        });
+        assert_eq!(got.map(|b| b.len()), Ok(32));
+        assert_eq!(tries, 2);
+        // The 64-byte block was released before the second try.
+        assert_eq!(pool.take(64, || Err("none")), Err("none"));
     }
 }

@@ -159,14 +159,17 @@ impl CpuDevice {
         let words = bytes.div_ceil(16).max(1);
         let block = self.pool.take(words * 16, || {
             let mut block = Vec::new();
-            block.try_reserve_exact(words).ok()?;
+            block.try_reserve_exact(words)?;
             block.resize(words, 0);
-            Some(block)
+            Ok(block)
         });
-        let words = block.ok_or(RuntimeError::OutOfMemory {
-            device: self.name(),
-            bytes: bytes as u64,
-        })?;
+        let words =
+            block.map_err(
+                |_: std::collections::TryReserveError| RuntimeError::OutOfMemory {
+                    device: self.name(),
+                    bytes: bytes as u64,
+                },
+            )?;
         Ok(CpuStorage {
             words: UnsafeCell::new(words),
             bytes,

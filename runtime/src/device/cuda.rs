@@ -179,14 +179,9 @@ impl CudaDevice {
                 bytes: bytes as u64,
             })?
             .max(ALLOC_GRANULE);
-        let block = match self.take_block(granted) {
-            Err(e) if e.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
-                // Free blocks of other sizes may be what stands in the way.
-                self.pool.clear();
-                self.take_block(granted)
-            }
-            other => other,
-        };
+        let block = self
+            .pool
+            .take(granted, || DeviceBlock::alloc(&self.ctx, granted));
         let block = block.map_err(|e| {
             if e.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
                 RuntimeError::OutOfMemory {
@@ -209,17 +204,6 @@ impl CudaDevice {
         })
     }
 
-    /// A pooled block of exactly `granted` bytes, or a fresh one.
-    fn take_block(&self, granted: usize) -> std::result::Result<DeviceBlock, DriverError> {
-        let mut failure = None;
-        let block = self.pool.take(granted, || {
-            DeviceBlock::alloc(&self.ctx, granted)
-                .map_err(|e| failure = Some(e))
-                .ok()
-        });
-        block.ok_or(failure.unwrap_or(DriverError(sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY)))
-    }
-
     // ---- compilation --------------------------------------------------------------
 
     /// The kernel's PTX from the disk cache when present and accepted by the driver,
@@ -230,6 +214,7 @@ impl CudaDevice {
         key: &CacheKey,
         disk: &DiskCache,
     ) -> std::result::Result<(CudaKernel, bool), String> {
+        self.caps.check_workgroup(kernel)?;
         if let Some(bytes) = disk.load(key, PTX_KIND) {
             let started = Instant::now();
             let loaded = String::from_utf8(bytes)
@@ -417,30 +402,14 @@ impl CudaDevice {
         launched.map_err(|e| self.launch_error(kernel, describe(&e)))
     }
 
-    /// The workgroup size against the block limits and `grid` against the grid limits.
+    /// `grid` against the device's per-axis grid limits (the workgroup was checked
+    /// against the caps when the kernel was compiled).
     fn check_dims(&self, kernel: &CudaKernel, grid: [u32; 3]) -> Result<()> {
-        let limits = &self.limits;
-        let wg = kernel.workgroup_size;
-        let threads = wg.iter().map(|&d| d as u64).product::<u64>();
-        if wg.contains(&0)
-            || threads > limits.max_threads_per_block as u64
-            || wg.iter().zip(limits.max_block).any(|(&d, max)| d > max)
-        {
+        let max_grid = self.limits.max_grid;
+        if grid.iter().zip(max_grid).any(|(&g, max)| g > max) {
             return Err(self.launch_error(
                 kernel,
-                format!(
-                    "workgroup size {wg:?} exceeds this device's blocks (at most {} threads, {:?} per axis)",
-                    limits.max_threads_per_block, limits.max_block
-                ),
-            ));
-        }
-        if grid.iter().zip(limits.max_grid).any(|(&g, max)| g > max) {
-            return Err(self.launch_error(
-                kernel,
-                format!(
-                    "grid {grid:?} exceeds this device's grid limits {:?}",
-                    limits.max_grid
-                ),
+                format!("grid {grid:?} exceeds this device's grid limits {max_grid:?}"),
             ));
         }
         Ok(())

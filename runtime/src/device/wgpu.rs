@@ -164,13 +164,8 @@ impl WgpuDevice {
         }
         let buffer = self
             .pool
-            .take(size as usize, || self.create_buffer(size))
-            .or_else(|| {
-                // Memory held by the pool may be what is missing: free it, try again.
-                self.pool.clear();
-                self.create_buffer(size)
-            })
-            .ok_or_else(too_large)?;
+            .take(size as usize, || self.create_buffer(size).ok_or(()))
+            .map_err(|()| too_large())?;
         Ok(WgpuStorage {
             buffer: Some(buffer),
             bytes,
@@ -475,11 +470,13 @@ impl WgpuDevice {
     }
 
     fn check_grid(&self, kernel: &WgpuKernel, grid: [u32; 3]) -> Result<()> {
-        self.caps.check_grid(grid).map_err(|message| RuntimeError::Launch {
-            device: self.name(),
-            kernel: kernel.name.clone(),
-            message,
-        })
+        self.caps
+            .check_grid(grid)
+            .map_err(|message| RuntimeError::Launch {
+                device: self.name(),
+                kernel: kernel.name.clone(),
+                message,
+            })
     }
 
     /// Status words for `launches` launches (one per launch, each at a
