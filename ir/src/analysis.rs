@@ -173,12 +173,12 @@ enum Def<'k> {
     },
 }
 
-/// The largest power of two dividing `v` (`MAX_ALIGN` for 0).
+/// The largest power of two dividing the u32 bit pattern `v` ([`ZERO_ALIGN`] for 0).
 fn pow2_factor(v: u64) -> u64 {
     if v == 0 {
-        MAX_ALIGN
+        ZERO_ALIGN
     } else {
-        (1u64 << v.trailing_zeros()).min(MAX_ALIGN)
+        pow2_part(v)
     }
 }
 
@@ -213,10 +213,6 @@ pub struct Ranges {
     /// known range, and stays one when u32 arithmetic wraps (2³² is a multiple).
     local_align: Vec<u64>,
 }
-
-/// The largest alignment tracked (every u32 and i32 bit pattern is a multiple of 1,
-/// and 0 is a multiple of everything).
-const MAX_ALIGN: u64 = 1 << 32;
 
 impl Ranges {
     /// Analyses `kernel` (meant for validated kernels; on others it never panics, but
@@ -345,7 +341,9 @@ impl Ranges {
     /// A power of two the value of the u32/i32 expression `e` is always a multiple of
     /// (as a bit pattern), whether or not its range is known; 1 when nothing is known.
     pub fn alignment(&self, e: &Expr) -> u64 {
-        let from_range = self.range(e).map_or(1, |r| r.align.clamp(1, MAX_ALIGN));
+        // Only the power-of-two part: `min` below is a common divisor only of powers of
+        // two (a range's `align` may be 6, and `min(4, 6)` does not divide 6).
+        let from_range = self.range(e).map_or(1, |r| pow2_part(r.align));
         let structural = match e {
             Expr::Lit(Scalar::U32(v)) => pow2_factor(*v as u64),
             Expr::Lit(Scalar::I32(v)) => pow2_factor(*v as u32 as u64),
@@ -355,9 +353,9 @@ impl Ranges {
                 BinaryOp::Mul => self
                     .alignment(lhs)
                     .saturating_mul(self.alignment(rhs))
-                    .min(MAX_ALIGN),
+                    .min(ZERO_ALIGN),
                 BinaryOp::Shl => match rhs.as_lit() {
-                    Some(Scalar::U32(k)) if k < 32 => (self.alignment(lhs) << k).min(MAX_ALIGN),
+                    Some(Scalar::U32(k)) if k < 32 => (self.alignment(lhs) << k).min(ZERO_ALIGN),
                     _ => 1,
                 },
                 _ => 1,
@@ -664,11 +662,11 @@ pub fn uniform_vector_widths(kernel: &Kernel, ranges: &Ranges) -> Vec<Option<u8>
         .params
         .iter()
         .map(|p| match p {
-            Param::Buffer { elem, len, .. }
-                if matches!(elem, ScalarType::F32 | ScalarType::I32 | ScalarType::U32) =>
-            {
-                Width::Unseen { len: *len }
-            }
+            Param::Buffer {
+                elem: ScalarType::F32 | ScalarType::I32 | ScalarType::U32,
+                len,
+                ..
+            } => Width::Unseen { len: *len },
             _ => Width::No,
         })
         .collect();
@@ -692,14 +690,13 @@ enum Width {
 
 impl Width {
     fn see(&mut self, index: &Expr, lanes: u8, ranges: &Ranges) {
-        let fits = |len: u64| {
-            lanes > 1 && len % lanes as u64 == 0 && ranges.access(index, lanes, len).aligned
-        };
+        // `lanes > 1` first: an untypable store is seen with 0 lanes.
+        let aligned = || lanes > 1 && ranges.alignment(index) % u64::from(lanes) == 0;
         *self = match *self {
-            Width::Unseen { len } if fits(len) => Width::Lanes(lanes),
-            Width::Lanes(l) if l == lanes && ranges.access(index, lanes, u64::MAX).aligned => {
-                Width::Lanes(l)
+            Width::Unseen { len } if aligned() && len % u64::from(lanes) == 0 => {
+                Width::Lanes(lanes)
             }
+            Width::Lanes(l) if l == lanes && aligned() => Width::Lanes(l),
             _ => Width::No,
         };
     }

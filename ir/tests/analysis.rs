@@ -426,6 +426,7 @@ fn random_expressions_stay_in_their_ranges() {
             .expect("valid random kernel");
         let ranges = Ranges::of(&kernel);
         let rs: Vec<_> = exprs.iter().map(|e| ranges.range(e.expr())).collect();
+        let aligns: Vec<_> = exprs.iter().map(|e| ranges.alignment(e.expr())).collect();
         let mut args = vec![Arg::Buffer(HostBuffer::zeros(
             U32,
             (cap * wg as u64) as usize,
@@ -438,9 +439,15 @@ fn random_expressions_stay_in_their_ranges() {
         for inv in 0..wg as usize {
             for it in 0..n_iter as usize {
                 for (w, r) in rs.iter().enumerate() {
+                    let v = data[inv * cap as usize + it * 3 + w] as u64;
+                    assert!(
+                        v % aligns[w] == 0,
+                        "case {case}: value {v} not a multiple of alignment {} of {:?}\n{kernel}",
+                        aligns[w],
+                        exprs[w].expr()
+                    );
                     let Some(r) = r else { continue };
                     bounded += 1;
-                    let v = data[inv * cap as usize + it * 3 + w] as u64;
                     assert!(
                         r.contains(v),
                         "case {case}: value {v} outside {r:?} of {:?}\n{kernel}",
@@ -465,4 +472,30 @@ fn bool_and_vectors_are_unknown() {
     assert_eq!(r[1], None);
     let k = raw_kernel(vec![], vec![]);
     assert_eq!(Ranges::of(&k).range(&Expr::Lit(Scalar::Bool(true))), None);
+}
+
+#[test]
+fn alignment_of_a_sum_is_a_power_of_two_dividing_both_terms() {
+    // A literal's range has `align` 6 (or 29), which is no power of two: taking the
+    // smaller of 4 and 6 would call `x * 4 + 6` a multiple of 4.
+    let kb = KernelBuilder::new("k", [64, 1, 1]);
+    let mut exprs = Vec::new();
+    let kernel = kb
+        .build(|b| {
+            let x = b.let_("x", workgroup_id(0));
+            let i = b.let_("i", local_id(0) * 6u32);
+            exprs = vec![
+                x.clone() * 4u32 + 6u32,
+                local_id(0).lt(2u32).select(E::from(4u32), E::from(6u32)),
+                i.clone() + x.clone() * 8u32,
+                i + 12u32,
+                x * 4u32 + 12u32,
+            ];
+        })
+        .expect("valid kernel");
+    let ranges = Ranges::of(&kernel);
+    let aligns: Vec<u64> = exprs.iter().map(|e| ranges.alignment(e.expr())).collect();
+    assert_eq!(aligns, vec![2, 2, 2, 2, 4]);
+    assert!(!ranges.access(exprs[0].expr(), 4, u64::MAX).aligned);
+    assert!(ranges.access(exprs[4].expr(), 4, u64::MAX).aligned);
 }

@@ -69,10 +69,11 @@
 //! single rounding would cost accuracy; error-free products use `fma`, which every target
 //! has exact (`fma` calls appear in the output; they are never expanded). Divisions: one
 //! in `tanh`, two in `log`, `log2` and `pow` (`s = f/(2+f)` and its correction), none in
-//! the others; they must be correctly rounded (as f64 division is on every target). Errors are measured against the interpreter's reference, Rust's `f64`
-//! functions (`libm::erf` for `erf`), which are themselves not always correctly rounded,
-//! over 20 million random inputs per range (`accuracy_wide_sweep`, ignored by default; the
-//! default test runs 10 000 per range in debug and 100 000 in release):
+//! the others; they must be correctly rounded (as f64 division is on every target).
+//! Errors are measured against the interpreter's reference, Rust's `f64` functions
+//! (`libm::erf` for `erf`), which are themselves not always correctly rounded, over 20
+//! million random inputs per range (`accuracy_wide_sweep`, ignored by default; the
+//! default test, `accuracy_random_samples`, runs 100 000 per range):
 //!
 //! | function | method | max error (ranges) |
 //! | --- | --- | --- |
@@ -333,19 +334,7 @@ impl Expander<'_> {
             };
             vals.push(Ops::<W32>::bind(&mut em, a));
         }
-        let x = &vals[0];
-        let result = match func {
-            MathFn::Exp => exp(&mut em, x),
-            MathFn::Exp2 => exp2(&mut em, x),
-            MathFn::Log => log(&mut em, x),
-            MathFn::Log2 => log2(&mut em, x),
-            MathFn::Tanh => tanh(&mut em, x),
-            MathFn::Erf => erf(&mut em, x),
-            MathFn::Sin => sin(&mut em, x),
-            MathFn::Cos => cos(&mut em, x),
-            MathFn::Pow => pow(&mut em, x, vals.get(1)?),
-            _ => return None,
-        };
+        let result = expand_f32(&mut em, func, &vals)?;
         Some(match back_to {
             Some(to) => Expr::Cast {
                 to,
@@ -894,7 +883,25 @@ fn log_specials<W: Width, O: Ops<W>>(o: &mut O, x: &O::F, r: &O::F) -> O::F {
     selc(o, &bad, W::NAN, &r)
 }
 
-// ---- f32 helpers ----
+// ---- f32 ----
+
+/// The expansion of the f32 call `func(args)` (arguments already bound), or `None` for a
+/// function without an f32 implementation.
+fn expand_f32<O: Ops<W32>>(o: &mut O, func: MathFn, args: &[O::F]) -> Option<O::F> {
+    let x = args.first()?;
+    Some(match func {
+        MathFn::Exp => exp(o, x),
+        MathFn::Exp2 => exp2(o, x),
+        MathFn::Log => log(o, x),
+        MathFn::Log2 => log2(o, x),
+        MathFn::Tanh => tanh(o, x),
+        MathFn::Erf => erf(o, x),
+        MathFn::Sin => sin(o, x),
+        MathFn::Cos => cos(o, x),
+        MathFn::Pow => pow(o, x, args.get(1)?),
+        _ => return None,
+    })
+}
 
 /// Horner's scheme; coefficients from the highest degree down (no fma: f32 `+ − *`
 /// only).
@@ -1571,19 +1578,7 @@ mod tests {
     native_ops!(W64, f64, i64, u64);
 
     fn native(func: MathFn, x: f32, y: f32) -> f32 {
-        let o = &mut Native;
-        match func {
-            MathFn::Exp => exp(o, &x),
-            MathFn::Exp2 => exp2(o, &x),
-            MathFn::Log => log(o, &x),
-            MathFn::Log2 => log2(o, &x),
-            MathFn::Tanh => tanh(o, &x),
-            MathFn::Erf => erf(o, &x),
-            MathFn::Sin => sin(o, &x),
-            MathFn::Cos => cos(o, &x),
-            MathFn::Pow => pow(o, &x, &y),
-            _ => f32::NAN,
-        }
+        expand_f32(&mut Native, func, &[x, y]).unwrap_or(f32::NAN)
     }
 
     /// The interpreter's reference: f64 evaluation rounded once.
@@ -1627,6 +1622,57 @@ mod tests {
         }
     }
 
+    /// Checks that the IR [`expand_math`] emits for `func` (f32 or f64, as `W`), run by
+    /// the interpreter on `xs` (and `ys`, `pow`'s exponents), validates and computes bit
+    /// for bit (any NaN for a NaN) what `native` computes.
+    pub(super) fn assert_native_matches_ir<W: Width>(
+        func: MathFn,
+        xs: &[W::Float],
+        ys: &[W::Float],
+        native: impl Fn(W::Float, W::Float) -> W::Float,
+    ) where
+        W::Float: Into<f64>,
+    {
+        let n = xs.len();
+        let buffer = |v: &[W::Float]| {
+            HostBuffer::new(W::FLOAT, v.iter().map(|&x| W::float_lit(x)).collect())
+        };
+        let mut k = crate::builder::KernelBuilder::new("t", [64, 1, 1]);
+        let a = k.buffer("a", W::FLOAT, n as u64, Access::Read);
+        let b = k.buffer("b", W::FLOAT, n as u64, Access::Read);
+        let out = k.buffer("out", W::FLOAT, n as u64, Access::Write);
+        let kernel = k
+            .build(|body| {
+                let i = body.let_("i", crate::builder::global_id(0));
+                let mut args = vec![a.at(i.clone()).0];
+                if func == MathFn::Pow {
+                    args.push(b.at(i.clone()).0);
+                }
+                body.store(out, i, crate::builder::E(Expr::Math { func, args }));
+            })
+            .expect("valid");
+        let expanded = expand_math(&kernel, &MathExpansion::all_transcendental_with_f64());
+        crate::validate(&expanded).expect("expanded kernel validates");
+        let mut args = vec![
+            Arg::Buffer(buffer(xs)),
+            Arg::Buffer(buffer(ys)),
+            Arg::Buffer(HostBuffer::zeros(W::FLOAT, n)),
+        ];
+        run(&expanded, [(n / 64) as u32, 1, 1], &mut args).expect("runs");
+        // Both widths widen to f64 exactly, so comparing f64 bits compares the results'.
+        let got = args[2].as_buffer().expect("buffer").to_f64();
+        for i in 0..n {
+            let (x, y): (f64, f64) = (xs[i].into(), ys[i].into());
+            let want: f64 = native(xs[i], ys[i]).into();
+            assert!(
+                got[i].to_bits() == want.to_bits() || (got[i].is_nan() && want.is_nan()),
+                "{}({x:e}, {y:e}): IR {:e}, native {want:e}",
+                func.name(),
+                got[i],
+            );
+        }
+    }
+
     #[test]
     fn native_matches_ir() {
         let n = 4096usize;
@@ -1642,40 +1688,7 @@ mod tests {
             let ys: Vec<f32> = (0..n)
                 .map(|_| (rng.next() as f32 / u32::MAX as f32 - 0.5) * 60.0)
                 .collect();
-            let mut k = crate::builder::KernelBuilder::new("t", [64, 1, 1]);
-            let a = k.buffer("a", ScalarType::F32, n as u64, Access::Read);
-            let b = k.buffer("b", ScalarType::F32, n as u64, Access::Read);
-            let out = k.buffer("out", ScalarType::F32, n as u64, Access::Write);
-            let kernel = k
-                .build(|body| {
-                    let i = body.let_("i", crate::builder::global_id(0));
-                    let mut args = vec![a.at(i.clone()).0];
-                    if func == MathFn::Pow {
-                        args.push(b.at(i.clone()).0);
-                    }
-                    body.store(out, i, crate::builder::E(Expr::Math { func, args }));
-                })
-                .expect("valid");
-            let expanded = expand_math(&kernel, &MathExpansion::all_transcendental());
-            let mut args = vec![
-                Arg::Buffer(HostBuffer::from_f32(&xs)),
-                Arg::Buffer(HostBuffer::from_f32(&ys)),
-                Arg::Buffer(HostBuffer::zeros(ScalarType::F32, n)),
-            ];
-            run(&expanded, [(n / 64) as u32, 1, 1], &mut args).expect("runs");
-            let got = args[2].as_buffer().expect("buffer").to_f32();
-            for i in 0..n {
-                let want = native(func, xs[i], ys[i]);
-                assert!(
-                    got[i].to_bits() == want.to_bits() || (got[i].is_nan() && want.is_nan()),
-                    "{}({:e}, {:e}): IR {:e}, native {:e}",
-                    func.name(),
-                    xs[i],
-                    ys[i],
-                    got[i],
-                    want
-                );
-            }
+            assert_native_matches_ir::<W32>(func, &xs, &ys, |x, y| native(func, x, y));
         }
     }
 

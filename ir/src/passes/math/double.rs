@@ -706,13 +706,9 @@ mod tests {
     //! measure the pass's output quickly. Wider sweeps are `#[ignore]`d: run them with
     //! `cargo test -p kernelc-ir --release --lib passes::math::double -- --ignored --nocapture`.
 
-    use super::super::tests::Native;
+    use super::super::tests::{assert_native_matches_ir, Native};
     use super::*;
-    use crate::builder::{global_id, KernelBuilder, E};
-    use crate::interp::{run, Arg, HostBuffer};
-    use crate::kernel::Access;
-    use crate::passes::{expand_math, MathExpansion};
-    use crate::types::ScalarType;
+    use crate::passes::MathExpansion;
 
     impl Ops64 for Native {
         fn fma(&mut self, a: &f64, b: &f64, c: &f64) -> f64 {
@@ -866,41 +862,7 @@ mod tests {
             let sp = specials();
             xs[..sp.len()].copy_from_slice(&sp);
             let ys: Vec<f64> = (0..n).map(|_| rng.uniform(-60.0, 60.0)).collect();
-            let mut k = KernelBuilder::new("t", [64, 1, 1]);
-            let a = k.buffer("a", ScalarType::F64, n as u64, Access::Read);
-            let b = k.buffer("b", ScalarType::F64, n as u64, Access::Read);
-            let out = k.buffer("out", ScalarType::F64, n as u64, Access::Write);
-            let kernel = k
-                .build(|body| {
-                    let i = body.let_("i", global_id(0));
-                    let mut args = vec![a.at(i.clone()).0];
-                    if func == MathFn::Pow {
-                        args.push(b.at(i.clone()).0);
-                    }
-                    body.store(out, i, E(Expr::Math { func, args }));
-                })
-                .expect("valid");
-            let expanded = expand_math(&kernel, &MathExpansion::all_transcendental_with_f64());
-            crate::validate(&expanded).expect("expanded kernel validates");
-            let mut args = vec![
-                Arg::Buffer(HostBuffer::from_f64(&xs)),
-                Arg::Buffer(HostBuffer::from_f64(&ys)),
-                Arg::Buffer(HostBuffer::zeros(ScalarType::F64, n)),
-            ];
-            run(&expanded, [(n / 64) as u32, 1, 1], &mut args).expect("runs");
-            let got = args[2].as_buffer().expect("buffer").to_f64();
-            for i in 0..n {
-                let want = native(func, xs[i], ys[i]);
-                assert!(
-                    got[i].to_bits() == want.to_bits() || (got[i].is_nan() && want.is_nan()),
-                    "{}({:e}, {:e}): IR {:e}, native {:e}",
-                    func.name(),
-                    xs[i],
-                    ys[i],
-                    got[i],
-                    want
-                );
-            }
+            assert_native_matches_ir::<W64>(func, &xs, &ys, |x, y| native(func, x, y));
         }
     }
 
