@@ -105,7 +105,10 @@ impl TargetCaps {
     pub fn check_workgroup(&self, kernel: &kernelc_ir::Kernel) -> Result<(), String> {
         let size = kernel.workgroup_size;
         if size.contains(&0)
-            || size.iter().zip(self.max_workgroup_size).any(|(&n, max)| n > max)
+            || size
+                .iter()
+                .zip(self.max_workgroup_size)
+                .any(|(&n, max)| n > max)
             || kernel.invocations_per_workgroup() > u64::from(self.max_invocations_per_workgroup)
         {
             return Err(format!(
@@ -129,7 +132,9 @@ impl TargetCaps {
     pub fn check_grid(&self, grid: [u32; 3]) -> Result<(), String> {
         let max = self.max_workgroups_per_dimension;
         if grid.iter().any(|&g| g > max) {
-            return Err(format!("grid {grid:?} exceeds {max} workgroups per dimension"));
+            return Err(format!(
+                "grid {grid:?} exceeds {max} workgroups per dimension"
+            ));
         }
         Ok(())
     }
