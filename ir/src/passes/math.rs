@@ -611,6 +611,8 @@ trait Width {
     /// The significand field.
     const MANT_MASK: Self::Int;
     const MIN_POSITIVE: Self::Float;
+    /// The smallest magnitude from which every float is an integer (2^24, 2^53).
+    const INTEGRAL_FROM: Self::Float;
     const INFINITY: Self::Float;
     const NEG_INFINITY: Self::Float;
     const NAN: Self::Float;
@@ -643,6 +645,7 @@ impl Width for W32 {
     const INFINITY: f32 = f32::INFINITY;
     const NEG_INFINITY: f32 = f32::NEG_INFINITY;
     const NAN: f32 = f32::NAN;
+    const INTEGRAL_FROM: f32 = 16_777_216.0;
     fn float_lit(v: f32) -> Scalar {
         Scalar::f32(v)
     }
@@ -672,6 +675,7 @@ impl Width for W64 {
     const INFINITY: f64 = f64::INFINITY;
     const NEG_INFINITY: f64 = f64::NEG_INFINITY;
     const NAN: f64 = f64::NAN;
+    const INTEGRAL_FROM: f64 = 9_007_199_254_740_992.0;
     fn float_lit(v: f64) -> Scalar {
         Scalar::f64(v)
     }
@@ -1015,6 +1019,81 @@ fn exp2<O: Ops<W32>>(o: &mut O, x: &O::F) -> O::F {
     exp2_hl(o, x, None)
 }
 
+// ---- pow special cases (both widths) ----
+
+/// Properties of `y` that `pow` needs: whether it is an integer, an odd integer.
+fn integer_parity<W: Width, O: Ops<W>>(o: &mut O, y: &O::F) -> (O::B, O::B) {
+    let ay = o.abs(y);
+    let yi = o.ftoi(y);
+    let yi = o.bindi(yi);
+    let yr = o.itof(&yi);
+    let exact = o.feq(&yr, y);
+    let big = o.cf(W::INTEGRAL_FROM);
+    let y_big = o.ge(&ay, &big);
+    let y_big = o.bindb(y_big);
+    let y_int = o.or(&exact, &y_big);
+    let y_int = o.bindb(y_int);
+    let odd_bit = iandc(o, &yi, W::int(1));
+    let one = o.ci(W::int(1));
+    let odd = o.ieq(&odd_bit, &one);
+    let small = o.not(&y_big);
+    let odd = o.and(&odd, &small);
+    let odd = o.and(&odd, &y_int);
+    let odd = o.bindb(odd);
+    (y_int, odd)
+}
+
+/// The special cases of `pow` (`a = |x|`, `r` the general result), as IEEE and
+/// `powf`/`pow` define them, for either width.
+fn pow_specials<W: Width, O: Ops<W>>(o: &mut O, x: &O::F, y: &O::F, a: &O::F, r: &O::F) -> O::F {
+    let (y_int, y_odd) = integer_parity(o, y);
+    let y_neg = ltc(o, y, W::float(0.0));
+    let y_neg = o.bindb(y_neg);
+    let inf = o.cf(W::INFINITY);
+    let zero = o.cf(W::float(0.0));
+    // |x| = 0: +∞ for y < 0, else 0.
+    let a_zero = eqc(o, a, W::float(0.0));
+    let zr = o.sel(&y_neg, &inf, &zero);
+    let r = o.sel(&a_zero, &zr, r);
+    // |x| = ∞: 0 for y < 0, else +∞.
+    let a_inf = eqc(o, a, W::INFINITY);
+    let ir = o.sel(&y_neg, &zero, &inf);
+    let r = o.sel(&a_inf, &ir, &r);
+    let r = o.bind(r);
+    // Negative x (by the sign bit, so -0 counts) with an odd integer y: negate.
+    let xb = o.bits_of(x);
+    let zi = o.ci(W::int(0));
+    let x_neg = o.ilt(&xb, &zi);
+    let x_neg = o.bindb(x_neg);
+    let flip = o.and(&x_neg, &y_odd);
+    let nr = o.neg(&r);
+    let r = o.sel(&flip, &nr, &r);
+    // Negative finite nonzero x with a non-integer y: NaN.
+    let fin = ltc(o, a, W::INFINITY);
+    let nz = gtc(o, a, W::float(0.0));
+    let fin = o.and(&fin, &nz);
+    let bad = o.and(&x_neg, &fin);
+    let not_int = o.not(&y_int);
+    let bad = o.and(&bad, &not_int);
+    let r = selc(o, &bad, W::NAN, &r);
+    // pow(-1, ±∞) = 1.
+    let ay = o.abs(y);
+    let y_inf = eqc(o, &ay, W::INFINITY);
+    let a_one = eqc(o, a, W::float(1.0));
+    let c = o.and(&y_inf, &a_one);
+    let r = selc(o, &c, W::float(1.0), &r);
+    // NaN in, NaN out ...
+    let xn = o.fne(x, x);
+    let yn = o.fne(y, y);
+    let n = o.or(&xn, &yn);
+    let r = selc(o, &n, W::NAN, &r);
+    // ... except pow(x, ±0) = pow(1, y) = 1.
+    let y0 = eqc(o, y, W::float(0.0));
+    let x1 = eqc(o, x, W::float(1.0));
+    let c = o.or(&y0, &x1);
+    selc(o, &c, W::float(1.0), &r)
+}
+
 // ---- log, log2 ----
 
 /// `log(1 + f) ≈ f - f²/2 + f³ · LOG_P(f)` on `f ∈ [√½ - 1, √2 - 1]`.
@@ -1157,69 +1236,7 @@ fn pow<O: Ops<W32>>(o: &mut O, x: &O::F, y: &O::F) -> O::F {
     let tl = o.bind(tl);
     let r = exp2_hl(o, &th, Some(&tl));
     let r = o.bind(r);
-    // Properties of y: integer (every |y| ≥ 2^24 is), odd integer.
-    let ay = o.abs(y);
-    let ay = o.bind(ay);
-    let yi = o.ftoi(y);
-    let yi = o.bindi(yi);
-    let yr = o.itof(&yi);
-    let y_is_int_small = o.feq(&yr, y);
-    let big = o.cf(16_777_216.0);
-    let y_big = o.ge(&ay, &big);
-    let y_big = o.bindb(y_big);
-    let y_int = o.or(&y_is_int_small, &y_big);
-    let y_int = o.bindb(y_int);
-    let y_odd_bit = iandc(o, &yi, 1);
-    let one_i = o.ci(1);
-    let y_odd = o.ieq(&y_odd_bit, &one_i);
-    let y_small = o.not(&y_big);
-    let y_odd = o.and(&y_odd, &y_small);
-    let y_odd = o.and(&y_odd, &y_int);
-    let y_odd = o.bindb(y_odd);
-    let y_neg = ltc(o, y, 0.0);
-    let y_neg = o.bindb(y_neg);
-    // |x| = 0: +∞ for y < 0, else 0.
-    let a_zero = eqc(o, &a, 0.0);
-    let inf = o.cf(f32::INFINITY);
-    let zero = o.cf(0.0);
-    let zr = o.sel(&y_neg, &inf, &zero);
-    let r = o.sel(&a_zero, &zr, &r);
-    // |x| = ∞: 0 for y < 0, else +∞.
-    let a_inf = eqc(o, &a, f32::INFINITY);
-    let ir = o.sel(&y_neg, &zero, &inf);
-    let r = o.sel(&a_inf, &ir, &r);
-    let r = o.bind(r);
-    // Negative x (by the sign bit, so -0 counts) with an odd integer y: negate.
-    let xb = o.bits_of(x);
-    let zi = o.ci(0);
-    let x_neg = o.ilt(&xb, &zi);
-    let x_neg = o.bindb(x_neg);
-    let flip = o.and(&x_neg, &y_odd);
-    let nr = o.neg(&r);
-    let r = o.sel(&flip, &nr, &r);
-    // Negative finite nonzero x with a non-integer y: NaN.
-    let fin = ltc(o, &a, f32::INFINITY);
-    let nz = gtc(o, &a, 0.0);
-    let fin = o.and(&fin, &nz);
-    let bad = o.and(&x_neg, &fin);
-    let not_int = o.not(&y_int);
-    let bad = o.and(&bad, &not_int);
-    let r = selc(o, &bad, f32::NAN, &r);
-    // pow(-1, ±∞) = 1.
-    let y_inf = eqc(o, &ay, f32::INFINITY);
-    let a_one = eqc(o, &a, 1.0);
-    let c = o.and(&y_inf, &a_one);
-    let r = selc(o, &c, 1.0, &r);
-    // NaN in, NaN out ...
-    let xn = o.fne(x, x);
-    let yn = o.fne(y, y);
-    let n = o.or(&xn, &yn);
-    let r = selc(o, &n, f32::NAN, &r);
-    // ... except pow(x, ±0) = pow(1, y) = 1.
-    let y0 = eqc(o, y, 0.0);
-    let x1 = eqc(o, x, 1.0);
-    let c = o.or(&y0, &x1);
-    selc(o, &c, 1.0, &r)
+    pow_specials(o, x, y, &a, &r)
 }
 
 // ---- sin, cos ----

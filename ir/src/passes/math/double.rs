@@ -16,8 +16,8 @@
 //! arithmetic, which computes bit for bit what the interpreter computes on the emitted IR.
 
 use super::{
-    addc, eqc, fast_two_sum, gtc, iaddc, iandc, log_reduce, log_specials, ltc, max_c, min_c, mulc,
-    round_nearest, scale, selc, two_sum, Emitter, Ops, W64,
+    addc, eqc, fast_two_sum, iaddc, iandc, log_reduce, log_specials, ltc, max_c, min_c, mulc,
+    pow_specials, round_nearest, scale, two_sum, Emitter, Ops, W64,
 };
 use crate::kernel::{Expr, MathFn};
 
@@ -305,9 +305,6 @@ fn log2<O: Ops64>(o: &mut O, x: &O::F) -> O::F {
 // pow
 // ---------------------------------------------------------------------------------------
 
-/// Every f64 of magnitude 2⁵³ or more is an even integer.
-const TWO_POW_53: f64 = 9_007_199_254_740_992.0;
-
 /// `pow(x, y) = e^(y·log|x|)` with the logarithm and the product as double-doubles, then
 /// the C99/IEEE special cases (as `f64::powf`), selected over the general result.
 fn pow<O: Ops64>(o: &mut O, x: &O::F, y: &O::F) -> O::F {
@@ -321,78 +318,6 @@ fn pow<O: Ops64>(o: &mut O, x: &O::F, y: &O::F) -> O::F {
     let r = exp_dd(o, &th, Some(&tl));
     let r = o.bind(r);
     pow_specials(o, x, y, &a, &r)
-}
-
-/// Properties of `y` that `pow` needs: whether it is an integer, an odd integer.
-fn integer_parity<O: Ops64>(o: &mut O, y: &O::F) -> (O::B, O::B) {
-    let ay = o.abs(y);
-    let yi = o.ftoi(y);
-    let yi = o.bindi(yi);
-    let yr = o.itof(&yi);
-    let exact = o.feq(&yr, y);
-    let big = o.cf(TWO_POW_53);
-    let y_big = o.ge(&ay, &big);
-    let y_big = o.bindb(y_big);
-    let y_int = o.or(&exact, &y_big);
-    let y_int = o.bindb(y_int);
-    let odd_bit = iandc(o, &yi, 1);
-    let one = o.ci(1);
-    let odd = o.ieq(&odd_bit, &one);
-    let small = o.not(&y_big);
-    let odd = o.and(&odd, &small);
-    let odd = o.and(&odd, &y_int);
-    let odd = o.bindb(odd);
-    (y_int, odd)
-}
-
-/// The special cases of `pow` (`a = |x|`, `r` the general result).
-fn pow_specials<O: Ops64>(o: &mut O, x: &O::F, y: &O::F, a: &O::F, r: &O::F) -> O::F {
-    let (y_int, y_odd) = integer_parity(o, y);
-    let y_neg = ltc(o, y, 0.0);
-    let y_neg = o.bindb(y_neg);
-    let inf = o.cf(f64::INFINITY);
-    let zero = o.cf(0.0);
-    // |x| = 0: +∞ for y < 0, else 0.
-    let a_zero = eqc(o, a, 0.0);
-    let zr = o.sel(&y_neg, &inf, &zero);
-    let r = o.sel(&a_zero, &zr, r);
-    // |x| = ∞: 0 for y < 0, else +∞.
-    let a_inf = eqc(o, a, f64::INFINITY);
-    let ir = o.sel(&y_neg, &zero, &inf);
-    let r = o.sel(&a_inf, &ir, &r);
-    let r = o.bind(r);
-    // Negative x (by the sign bit, so -0 counts) with an odd integer y: negate.
-    let xb = o.bits_of(x);
-    let zi = o.ci(0);
-    let x_neg = o.ilt(&xb, &zi);
-    let x_neg = o.bindb(x_neg);
-    let flip = o.and(&x_neg, &y_odd);
-    let nr = o.neg(&r);
-    let r = o.sel(&flip, &nr, &r);
-    // Negative finite nonzero x with a non-integer y: NaN.
-    let fin = ltc(o, a, f64::INFINITY);
-    let nz = gtc(o, a, 0.0);
-    let fin = o.and(&fin, &nz);
-    let bad = o.and(&x_neg, &fin);
-    let not_int = o.not(&y_int);
-    let bad = o.and(&bad, &not_int);
-    let r = selc(o, &bad, f64::NAN, &r);
-    // pow(-1, ±∞) = 1.
-    let ay = o.abs(y);
-    let y_inf = eqc(o, &ay, f64::INFINITY);
-    let a_one = eqc(o, a, 1.0);
-    let c = o.and(&y_inf, &a_one);
-    let r = selc(o, &c, 1.0, &r);
-    // NaN in, NaN out ...
-    let xn = o.fne(x, x);
-    let yn = o.fne(y, y);
-    let n = o.or(&xn, &yn);
-    let r = selc(o, &n, f64::NAN, &r);
-    // ... except pow(x, ±0) = pow(1, y) = 1.
-    let y0 = eqc(o, y, 0.0);
-    let x1 = eqc(o, x, 1.0);
-    let c = o.or(&y0, &x1);
-    selc(o, &c, 1.0, &r)
 }
 
 // ---------------------------------------------------------------------------------------
