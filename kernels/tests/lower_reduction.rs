@@ -475,3 +475,116 @@ fn huge_shapes_lower() {
         }
     }
 }
+
+fn has_loop(block: &[Stmt]) -> bool {
+    block.iter().any(|s| match s {
+        Stmt::For { .. } => true,
+        Stmt::If {
+            then_body,
+            else_body,
+            ..
+        } => has_loop(then_body) || has_loop(else_body),
+        _ => false,
+    })
+}
+
+/// GPU caps with 32-invocation workgroups: a handful of short rows then already takes
+/// groups of 32 invocations with several steps each, as 65536 rows do on a real GPU.
+fn narrow_gpu() -> TargetCaps {
+    TargetCaps {
+        max_invocations_per_workgroup: 32,
+        max_workgroup_size: [32, 32, 32],
+        ..TargetCaps::cuda_sm90()
+    }
+}
+
+fn softmax_spec(dtype: ScalarType, shape: &[usize], axis: usize, log: bool) -> OpSpec {
+    OpSpec::Softmax(SoftmaxSpec {
+        dtype,
+        shape: shape.to_vec(),
+        axis,
+        log,
+    })
+}
+
+/// Short slices are unrolled into registers (no loop in the kernel): vector and scalar
+/// steps, a ragged last step, lanes across slices (axis 0), every float dtype and
+/// log-softmax, all against the reference.
+#[test]
+fn short_softmax_slices_stay_in_registers() {
+    use ScalarType::*;
+    let caps = narrow_gpu();
+    let exec = Interpreter::new("narrow-gpu", caps.clone());
+    for (dtype, shape, axis, log) in [
+        (F32, vec![3, 1024], 1, false),
+        (F32, vec![3, 1000], 1, false),
+        (F32, vec![5, 999], 1, true),
+        (F32, vec![40, 8], 0, false),
+        (F32, vec![37, 12], 0, true),
+        (F64, vec![4, 100], 1, false),
+        (F16, vec![6, 130], 1, false),
+        (Bf16, vec![2, 33], 1, true),
+    ] {
+        let spec = softmax_spec(dtype, &shape, axis, log);
+        let p = plan(&spec, &caps);
+        assert!(
+            !has_loop(&p.launches[0].kernel.body),
+            "{} loops",
+            spec.name()
+        );
+        if let Err(f) = check(&exec, &spec, SEED) {
+            panic!("{}: {f}", spec.name());
+        }
+    }
+}
+
+/// Fully masked rows (−∞ everywhere), rows where one invocation's elements are all
+/// −∞, NaN and +∞ give what the reference gives, on both softmax schedules.
+#[test]
+fn softmax_special_values_match_the_reference() {
+    use kernelc_ir::HostBuffer;
+    use kernelc_kernels::reference;
+    let (rows, cols) = (5, 999);
+    let mut x: Vec<f64> = (0..rows * cols)
+        .map(|i| ((i * 7919) % 1013) as f64 / 97.0 - 5.0)
+        .collect();
+    let row = |_: &mut Vec<f64>, r: usize| (r * cols..(r + 1) * cols).collect::<Vec<_>>();
+    for i in row(&mut x, 0) {
+        x[i] = f64::NEG_INFINITY;
+    }
+    for i in row(&mut x, 1) {
+        // Invocation 5 of a 32-wide group owns columns 5, 37, 69, ...
+        if (i - cols) % 32 == 5 || (i - cols) < 200 {
+            x[i] = f64::NEG_INFINITY;
+        }
+    }
+    x[2 * cols + 17] = f64::NAN;
+    x[3 * cols + 400] = f64::INFINITY;
+    let input = HostBuffer::from_f32(&x.iter().map(|&v| v as f32).collect::<Vec<_>>());
+    for caps in [narrow_gpu(), TargetCaps::cuda_sm90(), TargetCaps::cpu()] {
+        let exec = Interpreter::new("special", caps.clone());
+        for log in [false, true] {
+            let spec = softmax_spec(ScalarType::F32, &[rows, cols], 1, log);
+            let want = reference(&spec, &[&x]).expect("reference").remove(0);
+            let got = kernelc_kernels::conformance::Executor::run(&exec, &spec, &[input.clone()])
+                .expect("runs")
+                .remove(0)
+                .to_f64();
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                let ok = if w.is_nan() {
+                    g.is_nan()
+                } else if w.is_infinite() {
+                    g == w
+                } else {
+                    (g - w).abs() <= 1e-5 * w.abs().max(1.0)
+                };
+                assert!(
+                    ok,
+                    "{} on {} invocations, [{i}]: got {g}, want {w}",
+                    spec.name(),
+                    caps.invocations_1d()
+                );
+            }
+        }
+    }
+}

@@ -336,9 +336,10 @@ impl Monoid for ArgExtremum {
 
 /// Online softmax statistics `(m, s)`: the running maximum and `Σ e^{x − m}`.
 ///
-/// Combining rescales the smaller side by `e^{−|m₁ − m₂|}`; equal maxima (including
-/// both `−∞`) add without rescaling, so a fully masked slice never computes
-/// `−∞ − (−∞)`. One `exp` per element.
+/// Combining rescales the smaller side by `e^{−|m₁ − m₂|}`; two `−∞` maxima add
+/// without rescaling, so a fully masked slice never computes `−∞ − (−∞)`. A `+∞`
+/// element makes the sum NaN, as `e^{∞−∞}` does in the reference. One `exp` per
+/// element.
 pub struct SoftmaxStats {
     pub ty: ScalarType,
 }
@@ -371,22 +372,22 @@ impl Monoid for SoftmaxStats {
         let x = bind(f, "x", x[0].clone());
         let gt = f.let_("gt", x.clone().gt(m.clone()));
         let e = self.rescale(f, m, &x, lanes);
-        let one = konst(self.ty, 1.0, lanes);
+        // e^{x−x}: 1, or NaN for x = +∞ (x = −∞ never exceeds m).
+        let own = (x.clone() - x.clone()) + konst(self.ty, 1.0, lanes);
         vec![
             gt.clone().select(x, m.clone()),
-            gt.select(s.clone() * e.clone() + one, s.clone() + e),
+            gt.select(s.clone() * e.clone() + own, s.clone() + e),
         ]
     }
 }
 
 impl SoftmaxStats {
-    /// `e^{−|a − b|}`, and 1 when `a == b` (so that two `−∞` give 1, not NaN).
+    /// `e^{−|a − b|}`, and 1 when both are `−∞` (not NaN).
     fn rescale(&self, f: &mut Body, a: &E, b: &E, lanes: u8) -> E {
         let d = -(a.clone() - b.clone()).abs();
-        let d = a
-            .clone()
-            .eq(b.clone())
-            .select(konst(self.ty, 0.0, lanes), d);
+        let lowest = lowest_finite(&Num { ty: self.ty, lanes });
+        let both_empty = a.clone().eq(b.clone()) & a.clone().lt(lowest);
+        let d = both_empty.select(konst(self.ty, 0.0, lanes), d);
         f.let_("e", d.exp())
     }
 }
@@ -724,14 +725,15 @@ impl Schedule {
         let q = if sl == 1 { qv } else { f.let_("q", qv * sl) };
         let base = bind(f, "base", self.view.base(&q));
         let leader = if self.g == 1 {
-            valid
+            valid.clone()
         } else {
-            f.let_("leader", valid & r.clone().eq(0u32))
+            f.let_("leader", valid.clone() & r.clone().eq(0u32))
         };
         let group = Group {
             lid,
             r,
             gamma,
+            valid,
             leader,
             q,
             base,
@@ -740,6 +742,7 @@ impl Schedule {
             g: self.g,
             lanes: self.lanes,
             slice_lanes: self.slice_lanes,
+            whole_slices: self.parts == 1,
             view: self.view.clone(),
         };
         body(f, &group);
@@ -755,6 +758,8 @@ pub struct Group {
     /// Group index (`part · slices / slice_lanes + slice / slice_lanes`); past the
     /// end for groups that do not exist.
     pub gamma: E,
+    /// The group exists (`gamma` is in range).
+    pub valid: E,
     /// The group exists and this is its rank 0: the one invocation that writes the
     /// slice's results.
     pub leader: E,
@@ -770,7 +775,23 @@ pub struct Group {
     pub lanes: u8,
     /// Adjacent slices of the group, one per lane of every value.
     pub slice_lanes: u8,
+    /// One part per slice: the group's elements are the whole slice.
+    whole_slices: bool,
     view: View,
+}
+
+/// One step of an invocation whose steps are all known at compile time
+/// ([`Group::resident_steps`]).
+pub struct Step {
+    /// The step's first element, clamped into the slice: a load at `j` stays in the
+    /// slice even where the step is past its end (it then reads the slice's last step).
+    pub j: E,
+    /// Whether the step's elements are this group's to write: the group exists and,
+    /// for a `ragged` step, `j` is not past the slice's end.
+    pub inside: E,
+    /// Some invocations' step lies past the slice's end: its values are duplicates of
+    /// the last step and must not count in non-idempotent folds (sums).
+    pub ragged: bool,
 }
 
 impl Group {
@@ -881,27 +902,85 @@ impl Group {
         if self.lanes == 1 {
             return vars;
         }
-        // One state per lane of one slice: combine neighbours pairwise (lane order
-        // kept, so ties of arg-reductions still see the lower position on the left).
-        let mut states: Vec<Vec<E>> = (0..self.lanes)
-            .map(|l| vars.iter().map(|v| v.get().lane(l)).collect())
-            .collect();
-        while states.len() > 1 {
-            let mut next = Vec::new();
-            for pair in states.chunks(2) {
-                let merged = monoid.combine(f, &pair[0], &pair[1], 1);
-                next.push(merged.into_iter().map(|e| bind(f, "lanes", e)).collect());
-            }
-            states = next;
-        }
-        states
-            .into_iter()
-            .next()
-            .unwrap_or_default()
+        let state: Vec<E> = vars.iter().map(|v| v.get()).collect();
+        self.combine_lanes(f, monoid, state)
             .into_iter()
             .map(|e| f.var("acc", e))
             .collect()
     }
+
+    /// A step's state made per-slice: the lanes along one slice combined pairwise
+    /// (lane order kept, so ties of arg-reductions still see the lower position on the
+    /// left). Lanes across slices stay apart.
+    fn combine_lanes(&self, f: &mut Body, monoid: &dyn Monoid, state: Vec<E>) -> Vec<E> {
+        if self.lanes == 1 {
+            return state;
+        }
+        let lanes: Vec<Vec<E>> = (0..self.lanes)
+            .map(|l| state.iter().map(|e| e.clone().lane(l)).collect())
+            .collect();
+        combine_pairwise(f, monoid, lanes, 1)
+    }
+
+    /// This invocation's steps, unrolled, when the group covers whole slices and every
+    /// invocation has at most `most_elements` elements (so that its values can stay in
+    /// registers); `None` otherwise. Step `k` starts at `r·lanes + k·g·lanes`.
+    pub fn resident_steps(&self, f: &mut Body, most_elements: u32) -> Option<Vec<Step>> {
+        let l = self.lanes as u32;
+        let stride = self.g * l;
+        let len = self.view.len();
+        let count = len.div_ceil(stride);
+        if !self.whole_slices || count * self.step_lanes() as u32 > most_elements {
+            return None;
+        }
+        let first = if l == 1 {
+            self.r.clone()
+        } else {
+            self.r.clone() * l
+        };
+        let steps = (0..count).map(|k| {
+            let j = bind(f, "j", first.clone() + k * stride);
+            if (k + 1) * stride <= len {
+                return Step {
+                    j,
+                    inside: self.valid.clone(),
+                    ragged: false,
+                };
+            }
+            let inside = f.let_("inside", j.clone().lt(self.j1.clone()));
+            Step {
+                j: f.let_("j_in", j.min(len - l)),
+                inside,
+                ragged: true,
+            }
+        });
+        Some(steps.collect())
+    }
+
+    /// Combines the states of unrolled steps (one per step, of the step's lanes) into
+    /// one per-slice state, pairwise: a dependency chain of log₂ steps, not one per
+    /// step. Ragged steps must already hold the monoid's identity, or a duplicate for
+    /// an idempotent one.
+    pub fn combine_steps(&self, f: &mut Body, monoid: &dyn Monoid, states: Vec<Vec<E>>) -> Vec<E> {
+        let state = combine_pairwise(f, monoid, states, self.step_lanes());
+        self.combine_lanes(f, monoid, state)
+    }
+}
+
+/// `s₀ ⊕ s₁ ⊕ …` by combining neighbours pairwise (order kept), each partial bound.
+fn combine_pairwise(f: &mut Body, monoid: &dyn Monoid, mut states: Vec<Vec<E>>, lanes: u8) -> Vec<E> {
+    while states.len() > 1 {
+        let mut next = Vec::new();
+        for pair in states.chunks(2) {
+            let merged = match pair {
+                [a, b] => monoid.combine(f, a, b, lanes),
+                _ => pair[0].clone(),
+            };
+            next.push(merged.into_iter().map(|e| bind(f, "lanes", e)).collect());
+        }
+        states = next;
+    }
+    states.into_iter().next().unwrap_or_default()
 }
 
 /// The slices of one group: `q`, or `q .. q + lanes` (one per lane).

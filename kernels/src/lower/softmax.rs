@@ -17,7 +17,8 @@
 
 use super::math::{bind, compute_type, Num};
 use super::reduction::{
-    lowest_finite, row_kernel, Buf, Extremum, Monoid, PlanBuilder, SoftmaxStats, Sum, View,
+    lowest_finite, row_kernel, Buf, Extremum, Group, Monoid, PlanBuilder, SoftmaxStats, Step,
+    Sum, Tree, View,
 };
 use super::{LowerError, Plan, TargetCaps};
 use crate::spec::{CrossEntropySpec, OpSpec, SoftmaxBackwardSpec, SoftmaxSpec};
@@ -45,6 +46,9 @@ pub fn softmax(spec: &SoftmaxSpec, caps: &TargetCaps) -> Result<Plan, LowerError
         &bufs,
         |f, m, g, tree| {
             let (x, y) = (m[0], m[1]);
+            if let Some(steps) = g.resident_steps(f, RESIDENT_ELEMENTS) {
+                return softmax_resident(f, spec, [x, y], g, tree, &steps);
+            }
             let vn = g.num(num.ty);
             let acc = g.fold(f, &stats, |f, j| {
                 let off = bind(f, "off", g.offset(j));
@@ -77,6 +81,101 @@ pub fn softmax(spec: &SoftmaxSpec, caps: &TargetCaps) -> Result<Plan, LowerError
         },
     )?;
     Ok(plan.finish())
+}
+
+/// Elements one invocation keeps in registers for [`softmax_resident`]: short rows
+/// (≤ 32·g) are read once, with one `exp` per element.
+const RESIDENT_ELEMENTS: u32 = 32;
+
+/// Softmax of a slice whose elements fit in its group's registers
+/// ([`Group::resident_steps`]): every load is issued up front and each element is
+/// read once, with one `exp`. Each invocation folds its own elements to `(m_l, s_l)`
+/// (its maximum, and `Σ e^{x−m_l}`), the group combines those states like the online
+/// form's, and each kept `e^{x−m_l}` is scaled by `e^{m_l−m}/s`.
+fn softmax_resident(
+    f: &mut Body,
+    spec: &SoftmaxSpec,
+    [x, y]: [Mem; 2],
+    g: &Group,
+    tree: &Tree,
+    steps: &[Step],
+) {
+    let ty = compute_type(spec.dtype);
+    let (vn, sn) = (g.num(ty), g.stat_num(ty));
+    let lanes = g.step_lanes();
+    let xs: Vec<E> = steps
+        .iter()
+        .map(|s| {
+            let off = bind(f, "off", g.offset(&s.j));
+            f.let_("x", vn.load(x, spec.dtype, off))
+        })
+        .collect();
+    // A ragged step re-reads the slice's last step: harmless to a maximum.
+    let max = Extremum { ty, max: true };
+    let items = xs.iter().map(|x| vec![x.clone()]).collect();
+    let local_max = g.combine_steps(f, &max, items).remove(0);
+    let local_max = f.let_("local_max", local_max);
+    // An invocation whose elements are all −∞ has an empty sum (no −∞ − (−∞)).
+    let empty = f.let_("empty", local_max.clone().lt(lowest_finite(&sn)));
+    let counts = bind(f, "counts", g.splat(!empty));
+    let m = bind(f, "m", g.splat(local_max.clone()));
+    let es: Vec<E> = xs
+        .iter()
+        .zip(steps)
+        .map(|(x, s)| {
+            let live = if s.ragged {
+                counts.clone() & splat_to(s.inside.clone(), lanes)
+            } else {
+                counts.clone()
+            };
+            let e = (x.clone() - m.clone()).exp();
+            f.let_("e", live.select(e, vn.lit(0.0)))
+        })
+        .collect();
+    let sum = Sum { ty, n: 1 };
+    let items = es.iter().map(|e| vec![e.clone()]).collect();
+    let local_sum = g.combine_steps(f, &sum, items).remove(0);
+    let acc = [f.var("acc", local_max.clone()), f.var("acc", local_sum)];
+    let total = tree.reduce(f, g, &SoftmaxStats { ty }, &acc, true);
+    let (total_max, total_sum) = (total[0].clone(), total[1].clone());
+    // A slice whose maximum is −∞ (fully masked) gives 0 (log-softmax: −∞ = max).
+    let dead = f.let_("dead", total_max.clone().lt(lowest_finite(&sn)));
+    let dead = bind(f, "dead_v", g.splat(dead));
+    let values: Vec<E> = if spec.log {
+        let shift = f.let_("shift", g.splat(total_max.clone() + total_sum.log()));
+        let total_max = bind(f, "max", g.splat(total_max));
+        xs.into_iter()
+            .map(|x| dead.clone().select(total_max.clone(), x - shift.clone()))
+            .collect()
+    } else {
+        let scale = (local_max - total_max).exp() / total_sum;
+        let scale = f.let_("scale", g.splat(scale));
+        es.into_iter()
+            .map(|e| dead.clone().select(vn.lit(0.0), e * scale.clone()))
+            .collect()
+    };
+    let (whole, ragged): (Vec<_>, Vec<_>) = steps.iter().zip(values).partition(|(s, _)| !s.ragged);
+    let store = |f: &mut Body, s: &Step, v: E| {
+        let off = g.offset(&s.j);
+        f.store(y, off, vn.narrow(v, spec.dtype));
+    };
+    f.if_(g.valid.clone(), |f| {
+        for (s, v) in whole {
+            store(f, s, v);
+        }
+    });
+    for (s, v) in ragged {
+        f.if_(s.inside.clone(), |f| store(f, s, v));
+    }
+}
+
+/// A scalar condition made to match values of `lanes` lanes.
+fn splat_to(e: E, lanes: u8) -> E {
+    if lanes == 1 {
+        e
+    } else {
+        e.splat(lanes)
+    }
 }
 
 /// Whether softmax should compute each `e^{x−m}` once and keep it in `y`: on a CPU
