@@ -968,7 +968,12 @@ impl Group {
 }
 
 /// `s₀ ⊕ s₁ ⊕ …` by combining neighbours pairwise (order kept), each partial bound.
-fn combine_pairwise(f: &mut Body, monoid: &dyn Monoid, mut states: Vec<Vec<E>>, lanes: u8) -> Vec<E> {
+fn combine_pairwise(
+    f: &mut Body,
+    monoid: &dyn Monoid,
+    mut states: Vec<Vec<E>>,
+    lanes: u8,
+) -> Vec<E> {
     while states.len() > 1 {
         let mut next = Vec::new();
         for pair in states.chunks(2) {

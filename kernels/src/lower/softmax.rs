@@ -10,15 +10,17 @@
 //!    the backward; combine them with a shared-memory tree and broadcast;
 //! 2. write every element from the totals (`e^{x−m}/s`, `x − m − ln s`, ...).
 //!
-//! The second read of a slice comes from cache. On a CPU (f32/f64), where each `exp`
+//! The second read of a slice comes from cache. Softmax over short slices (at most 32
+//! elements per invocation) instead keeps each invocation's elements in registers:
+//! one read, one `exp` per element (see [`softmax_resident`]). On a CPU (f32/f64), where each `exp`
 //! is a call and rows sit in cache, softmax instead takes three passes with one `exp`
 //! per element (max; `e^{x−m}` into `y` and its sum; scale `y`). Statistics
 //! accumulate in f32 for f16/bf16 and in f64 for f64.
 
 use super::math::{bind, compute_type, Num};
 use super::reduction::{
-    lowest_finite, row_kernel, Buf, Extremum, Group, Monoid, PlanBuilder, SoftmaxStats, Step,
-    Sum, Tree, View,
+    lowest_finite, row_kernel, Buf, Extremum, Group, Monoid, PlanBuilder, SoftmaxStats, Step, Sum,
+    Tree, View,
 };
 use super::{LowerError, Plan, TargetCaps};
 use crate::spec::{CrossEntropySpec, OpSpec, SoftmaxBackwardSpec, SoftmaxSpec};
