@@ -3,12 +3,12 @@
 use super::CliError;
 use clap::Args;
 use kernelc_ir::{hash, json, passes, print};
-use std::path::PathBuf;
 
 #[derive(Args, Debug)]
 pub struct IrArgs {
-    /// The kernel as IR JSON (`-` reads standard input).
-    file: PathBuf,
+    /// The kernel as IR JSON: a file holding it, `-` for standard input, or the JSON
+    /// itself.
+    file: String,
     /// Run the IR passes (unrolling, folding, simplification) before printing.
     #[arg(long)]
     optimize: bool,
@@ -21,7 +21,7 @@ pub struct IrArgs {
 }
 
 pub fn run(args: IrArgs) -> Result<(), CliError> {
-    let text = super::read_input(&args.file)?;
+    let text = super::read_json_arg(&args.file)?;
     let mut kernel = json::from_json(&text)?;
     if args.optimize {
         kernel = passes::optimize(&kernel, &passes::PassOptions::default());

@@ -1,4 +1,4 @@
-//! `kernelc lower SPEC.json --caps cpu|gpu|webgpu`: lower an op spec and print its
+//! `kernelc lower SPEC --caps cpu|gpu|webgpu` (SPEC: inline JSON, a file, or `-`): lower an op spec and print its
 //! launches (grid, bindings, kernel IR).
 
 use super::CliError;
@@ -6,7 +6,6 @@ use clap::{Args, ValueEnum};
 use kernelc_ir::{passes, print};
 use kernelc_kernels::lower::{lower, TargetCaps};
 use kernelc_kernels::spec::OpSpec;
-use std::path::PathBuf;
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum Caps {
@@ -20,9 +19,9 @@ enum Caps {
 
 #[derive(Args, Debug)]
 pub struct LowerArgs {
-    /// The op as OpSpec JSON, e.g. {"op":"softmax","dtype":"f32","shape":[4,8],"axis":1,"log":false}
-    /// (`-` reads standard input).
-    spec: PathBuf,
+    /// The op as OpSpec JSON, inline (e.g. '{"op":"softmax","dtype":"f32","shape":[4,8],"axis":1,"log":false}'),
+    /// a file holding it, or `-` for standard input.
+    spec: String,
     /// The target caps to lower for.
     #[arg(long, value_enum, default_value = "cpu")]
     caps: Caps,
@@ -32,7 +31,7 @@ pub struct LowerArgs {
 }
 
 pub fn run(args: LowerArgs) -> Result<(), CliError> {
-    let text = super::read_input(&args.spec)?;
+    let text = super::read_json_arg(&args.spec)?;
     let spec: OpSpec = serde_json::from_str(&text).map_err(|e| format!("invalid op spec: {e}"))?;
     let caps = match args.caps {
         Caps::Cpu => TargetCaps::cpu(),

@@ -38,6 +38,16 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
     }
 }
 
+/// A JSON argument: the JSON itself when it starts with `{` or `[` (after white
+/// space), standard input for `-`, otherwise the path of a file holding it.
+pub fn read_json_arg(arg: &str) -> Result<String, CliError> {
+    if arg.trim_start().starts_with(['{', '[']) {
+        Ok(arg.to_string())
+    } else {
+        read_input(std::path::Path::new(arg))
+    }
+}
+
 /// The contents of `path`, or of standard input for `-`.
 pub fn read_input(path: &std::path::Path) -> Result<String, CliError> {
     if path.as_os_str() == "-" {

@@ -1,0 +1,196 @@
+//! The `kernelc` command line, run as a user runs it: every input form, the outputs a
+//! host program reads, and a clear error (non-zero exit, a message naming the problem)
+//! for each kind of bad input.
+
+use kernelc::ir::{hash, json};
+use kernelc::kernels::lower::{lower, TargetCaps};
+use kernelc::kernels::spec::OpSpec;
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+const SOFTMAX: &str = r#"{"op":"softmax","dtype":"f32","shape":[4,8],"axis":1,"log":false}"#;
+
+fn kernelc(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kernelc"))
+        .args(args)
+        .env("KERNELC_CACHE", "off")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kernelc starts");
+    let mut input = child.stdin.take().expect("stdin is piped");
+    input
+        .write_all(stdin.unwrap_or("").as_bytes())
+        .expect("stdin is written");
+    drop(input);
+    child.wait_with_output().expect("kernelc ends")
+}
+
+fn stdout(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "kernelc failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout.clone()).expect("utf-8 output")
+}
+
+/// The command failed and its message names `expected`.
+fn assert_error(out: &Output, expected: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "kernelc succeeded on bad input");
+    assert!(
+        stderr.starts_with("kernelc: error: ") && stderr.contains(expected),
+        "message {stderr:?} should name {expected:?}"
+    );
+}
+
+#[test]
+fn lower_reads_inline_json_a_file_and_stdin_alike() {
+    let inline = stdout(&kernelc(&["lower", SOFTMAX], None));
+    assert!(inline.starts_with("// launch 0: grid "), "{inline}");
+    assert!(inline.contains("kernel softmax"), "{inline}");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("spec.json");
+    std::fs::write(&path, SOFTMAX).expect("spec written");
+    let from_file = stdout(&kernelc(
+        &["lower", path.to_str().expect("utf-8 path")],
+        None,
+    ));
+    let from_stdin = stdout(&kernelc(&["lower", "-"], Some(SOFTMAX)));
+    assert_eq!(inline, from_file);
+    assert_eq!(inline, from_stdin);
+}
+
+#[test]
+fn lower_prints_the_kernels_the_library_lowers() {
+    let spec: OpSpec = serde_json::from_str(SOFTMAX).expect("spec parses");
+    let plan = lower(&spec, &TargetCaps::cuda_sm90()).expect("spec lowers");
+    let text = stdout(&kernelc(&["lower", "--caps", "gpu", SOFTMAX], None));
+    for launch in &plan.launches {
+        assert!(text.contains(&kernelc::ir::print::print(&launch.kernel)));
+    }
+}
+
+#[test]
+fn lower_names_what_is_wrong_with_its_input() {
+    assert_error(&kernelc(&["lower", "{\"op\":"], None), "invalid op spec");
+    assert_error(
+        &kernelc(&["lower", r#"{"op":"softmax","dtype":"f32"}"#], None),
+        "missing field",
+    );
+    assert_error(
+        &kernelc(&["lower", "/no/such/spec.json"], None),
+        "cannot read /no/such/spec.json",
+    );
+    // Well-formed JSON for an op that cannot exist: the axis is past the rank.
+    let bad_axis = r#"{"op":"softmax","dtype":"f32","shape":[4,8],"axis":2,"log":false}"#;
+    assert_error(
+        &kernelc(&["lower", bad_axis], None),
+        "axis 2 is out of range for a tensor of rank 2",
+    );
+}
+
+#[test]
+fn ir_round_trips_a_kernel_and_prints_its_stable_hash() {
+    let spec: OpSpec = serde_json::from_str(SOFTMAX).expect("spec parses");
+    let kernel = &lower(&spec, &TargetCaps::cpu())
+        .expect("spec lowers")
+        .launches[0]
+        .kernel;
+    let text = json::to_json(kernel);
+    let out = stdout(&kernelc(&["ir", "-", "--json", "--hash"], Some(&text)));
+    let (printed_json, hash_line) = out.trim_end().rsplit_once('\n').expect("two parts");
+    assert_eq!(json::from_json(printed_json).expect("valid JSON"), *kernel);
+    assert_eq!(hash_line, format!("hash: {}", hash::stable_hash(kernel)));
+}
+
+#[test]
+fn ir_rejects_malformed_and_invalid_kernels() {
+    assert_error(
+        &kernelc(&["ir", "-"], Some("not json")),
+        "malformed JSON at line 1",
+    );
+    assert_error(
+        &kernelc(&["ir", "-"], Some("{\"name\": 3}")),
+        "JSON is not a kernel",
+    );
+    let spec: OpSpec = serde_json::from_str(SOFTMAX).expect("spec parses");
+    let kernel = &lower(&spec, &TargetCaps::cpu())
+        .expect("spec lowers")
+        .launches[0]
+        .kernel;
+    // A kernel that parses but does not validate: a workgroup of no invocations.
+    let mut broken = kernel.clone();
+    broken.workgroup_size = [0, 1, 1];
+    let out = kernelc(&["ir", "-"], Some(&json::to_json(&broken)));
+    assert_error(&out, "zero dimension");
+}
+
+#[test]
+fn bench_times_cases_on_the_cpu_and_writes_json() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let specs = dir.path().join("cases.json");
+    let cases = format!(
+        r#"[{{"name":"softmax small","spec":{SOFTMAX},"bytes":256}},
+            {{"name":"add","spec":{{"op":"binary","func":"add","dtype":"f32","lhs":[1000],"rhs":[1000]}},"bytes":12000}}]"#
+    );
+    std::fs::write(&specs, cases).expect("cases written");
+    let json_path = dir.path().join("out.json");
+    let args = [
+        "bench",
+        "--device",
+        "cpu",
+        "--runs",
+        "3",
+        "--specs",
+        specs.to_str().expect("utf-8 path"),
+        "--json",
+        json_path.to_str().expect("utf-8 path"),
+    ];
+    let text = stdout(&kernelc(&args, None));
+    assert!(text.contains("| softmax small |"), "{text}");
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json_path).expect("json written"))
+            .expect("valid JSON");
+    let cases = results["cases"].as_array().expect("cases");
+    assert_eq!(cases.len(), 2);
+    for case in cases {
+        assert!(case["seconds"].as_f64().expect("seconds") > 0.0);
+        assert!(case["gb_per_s"].as_f64().expect("rate") > 0.0);
+    }
+    assert_eq!(results["failures"].as_array().map(Vec::len), Some(0));
+}
+
+#[test]
+fn bench_reports_a_case_it_cannot_run_and_fails() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let specs = dir.path().join("cases.json");
+    let bad = r#"[{"name":"mismatched add","spec":{"op":"binary","func":"add","dtype":"f32","lhs":[3],"rhs":[4]}}]"#;
+    std::fs::write(&specs, bad).expect("cases written");
+    let out = kernelc(
+        &[
+            "bench",
+            "--device",
+            "cpu",
+            "--specs",
+            specs.to_str().expect("utf-8 path"),
+        ],
+        None,
+    );
+    assert_error(&out, "1 cases failed");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("| mismatched add | failed: "));
+    std::fs::write(&specs, "{}").expect("cases written");
+    let out = kernelc(
+        &[
+            "bench",
+            "--device",
+            "cpu",
+            "--specs",
+            specs.to_str().expect("utf-8 path"),
+        ],
+        None,
+    );
+    assert_error(&out, "not a list of bench cases");
+}
