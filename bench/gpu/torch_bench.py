@@ -29,7 +29,8 @@ def make(spec):
         return lambda: fn(a, b)
     if op == "unary":
         x = rand(*spec["shape"])
-        fn = {"exp": torch.exp, "relu": torch.relu, "tanh": torch.tanh, "gelu_erf": F.gelu}[spec["func"]]
+        fn = {"exp": torch.exp, "relu": torch.relu, "tanh": torch.tanh, "gelu_erf": F.gelu,
+              "neg": torch.neg, "abs": torch.abs, "sqrt": torch.sqrt, "round": torch.round}[spec["func"]]
         return lambda: fn(x)
     if op == "softmax":
         x = rand(*spec["shape"])
