@@ -27,3 +27,18 @@ pub enum CodegenError {
         message: String,
     },
 }
+
+impl CodegenError {
+    /// A float `%` reached a GPU emitter. Their targets' own float remainders round
+    /// (`x − y·trunc(x/y)`), so kernelc expands float `%` into exact integer arithmetic
+    /// in the IR instead (`MathExpansion::float_rem`), as the runtime's devices do.
+    pub(crate) fn unexpanded_float_rem(target: &'static str) -> Self {
+        CodegenError::Unsupported {
+            target,
+            construct: "an unexpanded float `%` (this target's own remainder is not exact; \
+                        expand it first with kernelc_ir::passes::for_target and \
+                        MathExpansion::with_float_rem(true))"
+                .to_string(),
+        }
+    }
+}

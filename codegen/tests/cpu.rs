@@ -1935,3 +1935,105 @@ fn raw_launch_and_host_description() {
         "{e:?}"
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// Float `%` expanded to integer IR (the GPU targets' form), JIT-compiled
+// ---------------------------------------------------------------------------------------
+
+/// `out[i] = a[i] % b[i]` for `n` elements of `ty`, with float `%` expanded into
+/// kernelc's exact integer long division (as every GPU target compiles it), on the CPU.
+fn expanded_rem(ty: ScalarType, n: u32) -> CpuKernel {
+    let mut k = KernelBuilder::new("rem", [1, 1, 1]);
+    let a = k.buffer("a", ty, n as u64, Access::Read);
+    let b = k.buffer("b", ty, n as u64, Access::Read);
+    let out = k.buffer("out", ty, n as u64, Access::Write);
+    let chunk = 1024u32;
+    let kernel = k
+        .build(|f| {
+            let start = f.let_("start", workgroup_id(0) * chunk);
+            f.for_("i", start.clone(), (start + chunk).min(n), 1, |f, i| {
+                f.store(out, i.clone(), a.at(i.clone()) % b.at(i));
+            });
+        })
+        .expect("valid kernel");
+    let opts = kernelc_ir::passes::MathExpansion::none().with_float_rem(true);
+    compile(&kernelc_ir::passes::for_target(&kernel, &opts))
+}
+
+/// Random pairs: half of random bits (every exponent difference), half of nearby
+/// magnitudes (long quotients of few bits), every sign.
+fn rem_pairs<T>(
+    n: usize,
+    bits: impl Fn(u64) -> T,
+    near: impl Fn(u64, u64) -> (T, T),
+) -> (Vec<T>, Vec<T>) {
+    let mut rng = Lcg(0x5eed_f00d);
+    let (mut a, mut b) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for i in 0..n {
+        if i % 2 == 0 {
+            a.push(bits(rng.next_u64()));
+            b.push(bits(rng.next_u64()));
+        } else {
+            let (x, y) = near(rng.next_u64(), rng.next_u64());
+            a.push(x);
+            b.push(y);
+        }
+    }
+    (a, b)
+}
+
+/// Runs the expanded `%` on the CPU over `(a, b)` and compares every result with
+/// Rust's `%` (C `fmod`): the same bits, or NaN for NaN.
+fn check_expanded_rem<T>(mut a: Vec<T>, mut b: Vec<T>, same: impl Fn(T, T) -> bool)
+where
+    T: kernelc_codegen::cpu::Element + Default + std::ops::Rem<Output = T> + std::fmt::LowerExp,
+{
+    let n = a.len();
+    let mut out = vec![T::default(); n];
+    expanded_rem(T::TYPE, n as u32)
+        .launch(
+            [(n as u32).div_ceil(1024), 1, 1],
+            &mut [
+                CpuArg::from_slice(&mut a),
+                CpuArg::from_slice(&mut b),
+                CpuArg::from_slice(&mut out),
+            ],
+        )
+        .expect("launch");
+    for i in 0..n {
+        let want = a[i] % b[i];
+        assert!(
+            same(out[i], want),
+            "{} {:e} % {:e}: got {:e}, want {want:e}",
+            T::TYPE,
+            a[i],
+            b[i],
+            out[i]
+        );
+    }
+}
+
+/// Millions of pairs through the JIT-compiled expansion, bit for bit against Rust's `%`
+/// (C `fmod`; any NaN for a NaN). The interpreter-level tests in
+/// `ir/tests/fmod_expansion.rs` cover every pair of special values.
+#[test]
+fn expanded_float_rem_matches_fmod_on_millions_of_pairs() {
+    let (a, b) = rem_pairs(
+        1 << 21,
+        |r| f32::from_bits(r as u32),
+        |r, s| {
+            let y = f32::from_bits((r as u32) & 0xbfff_ffff);
+            (y * (1.0 + (s % 100_000) as f32 / 7.0), y)
+        },
+    );
+    check_expanded_rem(a, b, |x: f32, y: f32| {
+        x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan())
+    });
+    let (a, b) = rem_pairs(1 << 18, f64::from_bits, |r, s| {
+        let y = f64::from_bits(r & 0xbfff_ffff_ffff_ffff);
+        (y * (1.0 + (s % 10_000_000) as f64 / 3.0), y)
+    });
+    check_expanded_rem(a, b, |x: f64, y: f64| {
+        x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan())
+    });
+}

@@ -11,7 +11,6 @@
 use kernelc_codegen::ptx::{self, PtxOptLevel, PtxOptions};
 use kernelc_codegen::CodegenError;
 use kernelc_ir::builder::*;
-use kernelc_ir::passes::MathExpansion;
 use kernelc_ir::{Access, Kernel, ScalarType};
 use kernelc_kernels::conformance::catalogue_kernels;
 use kernelc_kernels::lower::TargetCaps;
@@ -154,12 +153,10 @@ fn ternary(name: &str, ty: ScalarType, out_ty: ScalarType, f: impl FnOnce(E, E, 
 
 #[test]
 fn every_catalogue_kernel_emits_and_assembles() {
-    // As the CUDA device compiles them: every transcendental, f64 too, in IR.
-    let kernels = catalogue_kernels(
-        &TargetCaps::cuda_sm90(),
-        &MathExpansion::all_transcendental_with_f64(),
-    )
-    .expect("lowering the catalogue");
+    // As the CUDA device compiles them: every transcendental, f64 too, and float `%`
+    // in IR.
+    let kernels = catalogue_kernels(&TargetCaps::cuda_sm90(), &ptx::required_expansion())
+        .expect("lowering the catalogue");
     let options = PtxOptions::default();
     let mut emitted: Vec<(String, String)> = Vec::new();
     let mut unsupported: Vec<(String, String)> = Vec::new();
@@ -259,11 +256,8 @@ fn catalogue_kernels_fuse_only_where_the_ir_says_fma() {
     fn ir_has_fma(k: &Kernel) -> bool {
         format!("{k}").contains("fma(")
     }
-    let kernels = catalogue_kernels(
-        &TargetCaps::cuda_sm90(),
-        &MathExpansion::all_transcendental(),
-    )
-    .expect("lowering the catalogue");
+    let kernels = catalogue_kernels(&TargetCaps::cuda_sm90(), &ptx::required_expansion())
+        .expect("lowering the catalogue");
     let mut checked = 0;
     for ck in &kernels {
         let Ok(text) = ptx::emit(&ck.kernel, &PtxOptions::default()) else {
@@ -292,11 +286,8 @@ fn catalogue_kernels_fuse_only_where_the_ir_says_fma() {
 
 #[test]
 fn emission_is_deterministic_and_thread_safe() {
-    let kernels = catalogue_kernels(
-        &TargetCaps::cuda_sm90(),
-        &MathExpansion::all_transcendental(),
-    )
-    .expect("lowering the catalogue");
+    let kernels = catalogue_kernels(&TargetCaps::cuda_sm90(), &ptx::required_expansion())
+        .expect("lowering the catalogue");
     let sample: Vec<&Kernel> = kernels.iter().step_by(7).map(|c| &c.kernel).collect();
     let options = PtxOptions::default();
     let sequential: Vec<Result<String, CodegenError>> =
@@ -465,27 +456,27 @@ fn round_is_half_to_even() {
 }
 
 #[test]
-fn float_rem_is_kernelc_exact_fmod_not_nvptx_frem() {
+fn float_rem_is_refused_unexpanded_and_exact_integer_code_once_expanded() {
     for ty in [F32, F64, F16] {
         let kernel = ternary("fmod", ty, ty, |a, b, _| a % b);
+        match ptx::emit(&kernel, &PtxOptions::default()) {
+            Err(CodegenError::Unsupported { construct, .. }) => {
+                assert!(construct.contains("float `%`"), "{construct}");
+                assert!(construct.contains("with_float_rem"), "{construct}");
+            }
+            other => panic!("expected Unsupported for an unexpanded {ty} %, got {other:?}"),
+        }
+        let expanded = kernelc_ir::passes::for_target(&kernel, &ptx::required_expansion());
         let options = PtxOptions {
             opt_level: PtxOptLevel::O0,
             ..PtxOptions::default()
         };
-        let ir = ptx::emit_llvm_ir(&kernel, &options).expect("llvm ir");
-        let width = if ty == F64 { "f64" } else { "f32" };
-        let float = if ty == F64 { "double" } else { "float" };
-        assert!(
-            ir.contains(&format!("define internal {float} @kernelc.fmod.{width}(")),
-            "{ir}"
-        );
+        let ir = ptx::emit_llvm_ir(&expanded, &options).expect("llvm ir");
         assert!(!ir.contains("frem"), "{ir}");
-        let ptx = emit_checked(&kernel);
+        let ptx = emit_checked(&expanded);
         // NVPTX's frem would be `x - trunc(x / y) * y`: no division may appear.
-        assert!(count_instr_prefix(&ptx, "div.rn") <= 1, "{ptx}"); // the NaN case only
+        assert_eq!(count_instr_prefix(&ptx, "div."), 0, "{ptx}");
         assert!(!ptx.contains(".extern"), "{ptx}");
-        // The long division loop: count leading zeros to normalise.
-        assert!(count_instr_prefix(&ptx, "clz") >= 1, "{ptx}");
     }
 }
 
@@ -716,7 +707,7 @@ fn transcendentals_without_libdevice_are_unsupported() {
         other => panic!("expected Unsupported, got {other:?}"),
     }
     // After the expansion it emits.
-    let expanded = kernelc_ir::passes::for_target(&kernel, &MathExpansion::all_transcendental());
+    let expanded = kernelc_ir::passes::for_target(&kernel, &ptx::required_expansion());
     emit_checked(&expanded);
 }
 
@@ -772,6 +763,7 @@ fn invalid_kernels_and_bad_options_are_typed_errors() {
 #[test]
 fn every_optimisation_level_emits_valid_ptx() {
     let kernel = ternary("levels", F32, F32, |a, b, c| (a % b).min(c));
+    let kernel = kernelc_ir::passes::for_target(&kernel, &ptx::required_expansion());
     for opt_level in [
         PtxOptLevel::O0,
         PtxOptLevel::O1,

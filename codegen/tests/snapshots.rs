@@ -48,18 +48,12 @@ fn kernels(caps: &TargetCaps, expansion: &MathExpansion) -> Vec<(&'static str, K
         .collect()
 }
 
-fn gpu_kernels() -> Vec<(&'static str, Kernel)> {
-    kernels(
-        &TargetCaps::gpu_baseline(),
-        &MathExpansion::all_transcendental(),
-    )
-}
-
 #[cfg(feature = "wgsl")]
 #[test]
 fn wgsl() {
-    for (name, kernel) in gpu_kernels() {
-        let text = kernelc_codegen::wgsl::wgsl_text(&kernel).expect("WGSL emits");
+    use kernelc_codegen::wgsl::{required_expansion, wgsl_text};
+    for (name, kernel) in kernels(&TargetCaps::gpu_baseline(), &required_expansion()) {
+        let text = wgsl_text(&kernel).expect("WGSL emits");
         insta::assert_snapshot!(format!("wgsl_{name}"), text);
     }
 }
@@ -67,8 +61,8 @@ fn wgsl() {
 #[cfg(feature = "spirv")]
 #[test]
 fn spirv() {
-    use kernelc_codegen::spirv::{disassemble, emit};
-    for (name, kernel) in gpu_kernels() {
+    use kernelc_codegen::spirv::{disassemble, emit, required_expansion};
+    for (name, kernel) in kernels(&TargetCaps::gpu_baseline(), &required_expansion(false)) {
         let words = emit(&kernel).expect("SPIR-V emits");
         insta::assert_snapshot!(format!("spirv_{name}"), disassemble(&words));
     }
@@ -77,9 +71,8 @@ fn spirv() {
 #[cfg(feature = "ptx")]
 #[test]
 fn ptx() {
-    use kernelc_codegen::ptx::{emit, PtxOptions};
-    let caps = TargetCaps::cuda_sm90();
-    for (name, kernel) in kernels(&caps, &MathExpansion::all_transcendental_with_f64()) {
+    use kernelc_codegen::ptx::{emit, required_expansion, PtxOptions};
+    for (name, kernel) in kernels(&TargetCaps::cuda_sm90(), &required_expansion()) {
         let text = emit(&kernel, &PtxOptions::default()).expect("PTX emits");
         insta::assert_snapshot!(format!("ptx_{name}"), text);
     }

@@ -8,10 +8,9 @@
 
 #![cfg(feature = "spirv")]
 
-use kernelc_codegen::spirv::{disassemble, emit};
+use kernelc_codegen::spirv::{disassemble, emit, required_expansion};
 use kernelc_codegen::CodegenError;
 use kernelc_ir::builder::*;
-use kernelc_ir::passes::MathExpansion;
 use kernelc_ir::{Access, Kernel, ScalarType};
 use kernelc_kernels::conformance::catalogue_kernels;
 use kernelc_kernels::lower::TargetCaps;
@@ -169,7 +168,7 @@ fn catalogue_caps() -> Vec<(&'static str, TargetCaps)> {
 /// too, as a device with f64 would): emitted, and the module checked by `check`. Any
 /// emission error, and every module `check` rejects, is a failure.
 fn check_catalogue(tool_name: &str, check: &dyn Fn(&[u32]) -> Result<(), String>) {
-    let expansion = MathExpansion::all_transcendental_with_f64();
+    let expansion = required_expansion(true);
     let mut failures = Vec::new();
     let mut total = 0usize;
     let mut checked = 0usize;
@@ -496,7 +495,7 @@ fn f16_and_wide_types_declare_their_capabilities() {
     let kernel = k
         .build(|f| {
             f.store(h, 0u32, h.at(1u32) + d.at(0u32).cast(F16));
-            f.store(d, 1u32, d.at(2u32).sqrt() % d.at(3u32));
+            f.store(d, 1u32, d.at(2u32).sqrt() * d.at(3u32));
             f.store(l, 0u32, l.at(1u32) / l.at(2u32) + h.at(2u32).cast(I64));
             f.store(b, 0u32, b.at(1u32) ^ b.at(2u32));
         })
@@ -532,12 +531,13 @@ fn functions(text: &str) -> usize {
 }
 
 #[test]
-fn float_remainder_is_an_exact_fmod_helper_not_frem() {
-    // f32 scalar and vector, and f16 (computed in f32 registers): one f32 helper.
-    let mut k = KernelBuilder::new("fmod_f32", [4, 1, 1]);
+fn float_remainder_is_refused_unexpanded_and_integer_code_once_expanded() {
+    // f32 scalar and vector, f16 (computed in f32 registers) and f64.
+    let mut k = KernelBuilder::new("fmod", [4, 1, 1]);
     let a = k.buffer("a", F32, 16, Access::Read);
     let c = k.buffer("c", F32, 16, Access::Write);
     let h = k.buffer("h", F16, 4, Access::ReadWrite);
+    let d = k.buffer("d", F64, 4, Access::ReadWrite);
     let kernel = k
         .build(|f| {
             let i = f.let_("i", global_id(0) * 4u32);
@@ -545,75 +545,22 @@ fn float_remainder_is_an_exact_fmod_helper_not_frem() {
             let v = a.load(i.clone(), 4) % a.load(i.clone(), 4).sqrt();
             f.store(c, i, v);
             f.store(h, 0u32, h.at(1u32) % h.at(2u32));
+            f.store(d, 0u32, d.at(1u32) % d.at(2u32));
         })
         .unwrap();
-    let text = emit_valid_for_naga(&kernel);
-    assert_eq!(count(&text, "OpFRem"), 0, "{text}");
-    assert!(
-        text.contains("OpName %") && text.contains("\"kernelc_fmod_f32\""),
-        "{text}"
-    );
-    assert!(!text.contains("kernelc_fmod_f64"), "{text}");
-    assert_eq!(
-        functions(&text),
-        2,
-        "the entry point and one helper:\n{text}"
-    );
-    // 1 scalar f32 + 4 lanes + 1 f16.
-    assert_eq!(count(&text, "OpFunctionCall"), 6, "{text}");
-    // The helper is integer-only: no float arithmetic that could round or contract.
-    for op in ["OpFAdd", "OpFSub", "OpFMul", "OpFDiv", "OpFRem", "OpFMod"] {
+    match emit(&kernel) {
+        Err(CodegenError::Unsupported { construct, .. }) => {
+            assert!(construct.contains("float `%`"), "{construct}");
+        }
+        other => panic!("expected Unsupported, got {other:?}"),
+    }
+    let expanded = kernelc_ir::passes::for_target(&kernel, &required_expansion(true));
+    let text = emit_valid_for_naga(&expanded);
+    assert_eq!(functions(&text), 1, "the entry point only:\n{text}");
+    for op in ["OpFRem", "OpFMod", "OpFDiv"] {
         assert_eq!(count(&text, op), 0, "{op} in\n{text}");
     }
-    assert_eq!(
-        count(&text, "OpCapability"),
-        2,
-        "Shader and 16-bit storage:\n{text}"
-    );
-
-    // f64: its own helper on u64 bit patterns (Int64), besides the f32 one.
-    let mut k = KernelBuilder::new("fmod_f64", [1, 1, 1]);
-    let d = k.buffer("d", F64, 4, Access::ReadWrite);
-    let a = k.buffer("a", F32, 4, Access::ReadWrite);
-    let kernel = k
-        .build(|f| {
-            f.store(d, 0u32, d.at(1u32) % d.at(2u32));
-            f.store(a, 0u32, a.at(1u32) % a.at(2u32));
-        })
-        .unwrap();
-    let text = emit_valid_for_naga(&kernel);
-    assert_eq!(count(&text, "OpFRem"), 0, "{text}");
-    assert!(text.contains("\"kernelc_fmod_f64\""), "{text}");
-    assert!(text.contains("\"kernelc_fmod_f32\""), "{text}");
-    assert_eq!(functions(&text), 3, "{text}");
     assert!(text.contains("OpCapability Int64"), "{text}");
-
-    // The helpers precede the entry point (calls refer back to defined functions).
-    let main_id = text
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("OpEntryPoint GLCompute "))
-        .and_then(|rest| rest.split_whitespace().next())
-        .expect("an entry point");
-    let entry = text.find(&format!("{main_id} = OpFunction "));
-    let first_parameter = text.find("OpFunctionParameter");
-    assert!(
-        matches!((first_parameter, entry), (Some(p), Some(e)) if p < e),
-        "{text}"
-    );
-
-    // No float `%`: no helper.
-    let mut k = KernelBuilder::new("no_fmod", [1, 1, 1]);
-    let a = k.buffer("a", F32, 4, Access::ReadWrite);
-    let u = k.buffer("u", U32, 4, Access::ReadWrite);
-    let kernel = k
-        .build(|f| {
-            f.store(a, 0u32, a.at(1u32) / a.at(2u32));
-            f.store(u, 0u32, u.at(1u32) % u.at(2u32));
-        })
-        .unwrap();
-    let text = emit_valid(&kernel);
-    assert_eq!(functions(&text), 1, "{text}");
-    assert!(!text.contains("kernelc_fmod"), "{text}");
 }
 
 #[test]
@@ -763,7 +710,7 @@ fn dump_catalogue() {
     };
     let dir = PathBuf::from(dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let expansion = MathExpansion::all_transcendental();
+    let expansion = required_expansion(true);
     for (label, caps) in catalogue_caps() {
         for (i, k) in catalogue_kernels(&caps, &expansion)
             .unwrap()

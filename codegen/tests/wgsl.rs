@@ -9,7 +9,6 @@ use kernelc_codegen::abi::{ShaderLayout, ENTRY_POINT};
 use kernelc_codegen::wgsl::{self, WgslShader};
 use kernelc_codegen::CodegenError;
 use kernelc_ir::builder::*;
-use kernelc_ir::passes::MathExpansion;
 use kernelc_ir::{Access, Kernel, ScalarType};
 use kernelc_kernels::conformance::catalogue_kernels;
 use kernelc_kernels::lower::TargetCaps;
@@ -98,7 +97,7 @@ fn uses_math(module: &naga::Module, fun: naga::MathFunction) -> bool {
 // ---------------------------------------------------------------------------------------
 
 fn check_catalogue(caps: &TargetCaps, what: &str) -> usize {
-    let kernels = catalogue_kernels(caps, &MathExpansion::all_transcendental())
+    let kernels = catalogue_kernels(caps, &wgsl::required_expansion())
         .unwrap_or_else(|e| panic!("lowering the catalogue ({what}): {e}"));
     assert!(!kernels.is_empty());
     let mut failures = Vec::new();
@@ -298,18 +297,22 @@ fn float_not_equal_is_true_for_nan() {
 }
 
 #[test]
-fn float_remainder_calls_the_exact_fmod_helper() {
-    let s = emit(&binary_kernel("rem", F32, F32, |x, y| x % y));
-    reparse(&s.text).unwrap();
-    assert_eq!(s.module.functions.len(), 1);
+fn float_remainder_is_refused_unexpanded_and_integer_code_once_expanded() {
+    let k = binary_kernel("rem", F32, F32, |x, y| x % y);
+    let c = unsupported(&k);
     assert!(
-        s.text.contains("fn kernelc_fmod(x: f32, y: f32) -> f32"),
-        "{}",
-        s.text
+        c.contains("float `%`") && c.contains("with_float_rem"),
+        "{c}"
     );
-    assert!(s.text.contains("countLeadingZeros("), "{}", s.text);
-    // No float `%` anywhere.
+    let s = emit(&kernelc_ir::passes::for_target(
+        &k,
+        &wgsl::required_expansion(),
+    ));
+    reparse(&s.text).unwrap();
+    // No helper function and no float `%` anywhere: the IR's exact long division.
+    assert_eq!(s.module.functions.len(), 0, "{}", s.text);
     assert!(!s.text.contains(" % "), "{}", s.text);
+    assert!(s.text.contains("loop {"), "{}", s.text);
 }
 
 #[test]
@@ -566,7 +569,7 @@ fn unexpanded_transcendentals_are_unsupported_and_named() {
     let c = unsupported(&k);
     assert!(c.contains("`exp`"), "{c}");
     // After the expansion every target runs, the same kernel compiles.
-    let expanded = kernelc_ir::passes::for_target(&k, &MathExpansion::all_transcendental());
+    let expanded = kernelc_ir::passes::for_target(&k, &wgsl::required_expansion());
     reparse(&emit(&expanded).text).unwrap();
 }
 

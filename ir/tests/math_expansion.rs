@@ -14,6 +14,9 @@ use kernelc_ir::ScalarType::{self, F16, F32, F64};
 use kernelc_ir::{validate, Access, Block, Expr, Kernel, MathFn, Stmt};
 use std::f32::consts::FRAC_PI_2;
 
+mod common;
+use common::Rng;
+
 const ALL: [MathFn; 9] = MathExpansion::SUPPORTED;
 
 // ---------------------------------------------------------------------------------------
@@ -21,28 +24,6 @@ const ALL: [MathFn; 9] = MathExpansion::SUPPORTED;
 // ---------------------------------------------------------------------------------------
 
 const WG: u32 = 256;
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    /// Uniform in [0, 1).
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-    fn uniform(&mut self, lo: f64, hi: f64) -> f32 {
-        (lo + (hi - lo) * self.unit()) as f32
-    }
-    /// Log-uniform magnitude in [2^lo, 2^hi).
-    fn log_uniform(&mut self, lo: f64, hi: f64) -> f32 {
-        (lo + (hi - lo) * self.unit()).exp2() as f32
-    }
-}
 
 /// `n` rounded up to a whole number of workgroups.
 fn padded(n: usize) -> usize {

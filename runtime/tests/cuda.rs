@@ -11,6 +11,8 @@ use kernelc_runtime::cache::{encode, DiskCache};
 use kernelc_runtime::{Device, DeviceChoice, Runtime, RuntimeError};
 use std::path::Path;
 
+mod common;
+
 /// Whether this machine has a CUDA driver library at all.
 fn driver_present() -> bool {
     // SAFETY: only tries to open the candidate library names (as the device does).
@@ -237,4 +239,12 @@ fn sixteen_threads_share_one_device() {
             });
         }
     });
+}
+
+#[test]
+fn float_remainder_is_exact() {
+    let Some(rt) = cuda_runtime("float_remainder_is_exact", DiskCache::off()) else {
+        return;
+    };
+    common::assert_float_rem_is_exact(&rt, &rt.device_name());
 }

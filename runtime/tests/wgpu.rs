@@ -18,6 +18,8 @@ use kernelc_runtime::cache::{decode, encode, DiskCache};
 use kernelc_runtime::{Device, DeviceChoice, Runtime, RuntimeError, ShaderPath, WgpuOptions};
 use std::path::{Path, PathBuf};
 
+mod common;
+
 /// A wgpu runtime on `shader`'s path with its disk cache at `disk`, or `None` (with a
 /// NOT RUN line) when there is no adapter; on CI a missing adapter fails the test.
 fn wgpu_runtime(test: &str, shader: ShaderPath, disk: DiskCache) -> Option<Runtime> {
@@ -287,6 +289,17 @@ fn matmul_matches_the_cpu_on_every_shader_path() {
                 check_within_tolerance(&what, &spec, out, &reference, Some(&magnitude), max_input);
             }
         }
+    }
+}
+
+#[test]
+fn float_remainder_is_exact_on_every_shader_path() {
+    for path in ShaderPath::ALL {
+        let test = "float_remainder_is_exact_on_every_shader_path";
+        let Some(rt) = wgpu_runtime(test, path, DiskCache::off()) else {
+            continue;
+        };
+        common::assert_float_rem_is_exact(&rt, &format!("{} [{}]", rt.device_name(), path.name()));
     }
 }
 

@@ -62,9 +62,10 @@
 //!   `min`/`max` are IEEE minNum/maxNum (`llvm.minnum`/`maxnum` -> `min.f32`);
 //!   `round` is half to even (`cvt.rni`); `rsqrt` is `1 / sqrt` in f64 for f32 (as the
 //!   interpreter).
-//! * Float `%` is C `fmod`, exactly: an integer long division on the significands
-//!   (the private `fmod` module; NVPTX's own `frem` is `x - trunc(x / y) * y`, which is
-//!   not exact).
+//! * Float `%` must arrive expanded into the IR's exact integer long division
+//!   ([`required_expansion`]; `kernelc_ir::passes::math`): NVPTX's own `frem` is
+//!   `x - trunc(x / y) * y`, which is not exact. An unexpanded one is
+//!   [`CodegenError::Unsupported`].
 //! * Transcendental functions (`exp`, `log`, `sin`, `pow`, ...) have no exact or
 //!   accurate native form without libdevice: a kernel that still holds one (an f64
 //!   one, or an f32 one that did not go through `kernelc_ir::passes::for_target` with
@@ -72,18 +73,19 @@
 //!   PTX never calls an external function.
 //!
 //! Verified on an H100 (driver 580, PTX JIT-compiled by the driver) during development:
-//! float `%` (f32 and f64), integer division guards and their status, saturating
+//! float `%` (f32 and f64; then a helper in LLVM IR, now the IR expansion, which
+//! `codegen/tests/cpu.rs` checks on millions of pairs), integer division guards and their status, saturating
 //! casts to i32/u32/i64 and rounding to f16/bf16, `a * b + c` without contraction,
 //! minNum/maxNum with quiet and signalling NaNs, `rsqrt`/`sqrt`/division, shift
 //! overflow and out-of-bounds status: bit for bit against the IR's definitions on 64Ki
 //! random and special inputs each. The tests in `codegen/tests/ptx.rs` check the PTX
 //! text and assemble every catalogue kernel with `ptxas`; they do not run kernels.
 
-mod fmod;
 mod lower;
 mod target;
 
 use crate::CodegenError;
+use kernelc_ir::passes::MathExpansion;
 use kernelc_ir::Kernel;
 
 /// The name of this target in errors.
@@ -122,6 +124,13 @@ impl Default for PtxOptions {
             opt_level: PtxOptLevel::O2,
         }
     }
+}
+
+/// What kernels must have expanded into IR (`kernelc_ir::passes::for_target`) before
+/// this emitter takes them: every transcendental, f64 too (NVPTX has no accurate ones
+/// without libdevice), and float `%` (NVPTX's `frem` rounds).
+pub fn required_expansion() -> MathExpansion {
+    MathExpansion::all_transcendental_with_f64().with_float_rem(true)
 }
 
 /// Compiles `kernel` to PTX text (see the module documentation for the ABI).

@@ -1,10 +1,10 @@
 //! Unary, binary and comparison operators and math functions, lane-wise on scalars
 //! and vectors. f16 results are rounded back to the f16 grid after each operation.
 
-use super::emitter::{build_error, Emitter, Glsl, Val, R};
-use super::fmod::Width;
+use super::emitter::{Emitter, Glsl, Val, R};
 use super::{internal, unsupported};
 use crate::abi::status;
+use crate::CodegenError;
 use kernelc_ir::{BinaryOp, CmpOp, MathFn, Scalar, ScalarType, Type, UnaryOp};
 use rspirv::spirv::{Op, Word};
 
@@ -67,35 +67,11 @@ impl Emitter<'_> {
             BinaryOp::Sub => Op::FSub,
             BinaryOp::Mul => Op::FMul,
             BinaryOp::Div => Op::FDiv,
-            // fmod is exact, so an f16 remainder is already on the grid.
-            BinaryOp::Rem => return self.fmod(a, b),
+            BinaryOp::Rem => return Err(CodegenError::unexpanded_float_rem(super::TARGET)),
             _ => return Err(internal(format!("{op:?} on {}", a.ty))),
         };
         let r = self.float_op(spv, reg, &[a.id, b.id])?;
         self.finish_float(a.ty, r)
-    }
-
-    /// C `fmod`, exactly: a call of the helper of the width (see [`super::fmod`]),
-    /// per lane for vectors.
-    fn fmod(&mut self, x: Val, y: Val) -> R<Word> {
-        let width = match x.ty.scalar {
-            ScalarType::F64 => Width::F64,
-            _ => Width::F32,
-        };
-        let scalar = self.reg_scalar(x.ty.scalar)?;
-        if x.ty.lanes <= 1 {
-            return self.fmod_call(width, scalar, x.id, y.id);
-        }
-        let mut lanes = Vec::with_capacity(x.ty.lanes as usize);
-        for lane in 0..x.ty.lanes as u32 {
-            let xl = self.extract(scalar, x.id, lane)?;
-            let yl = self.extract(scalar, y.id, lane)?;
-            lanes.push(self.fmod_call(width, scalar, xl, yl)?);
-        }
-        let reg = self.reg_type(x.ty)?;
-        self.b
-            .composite_construct(reg, None, lanes)
-            .map_err(build_error)
     }
 
     fn int_binary(&mut self, op: BinaryOp, a: Val, b: Val) -> R<Word> {

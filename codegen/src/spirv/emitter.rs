@@ -94,9 +94,6 @@ pub(crate) struct Emitter<'k> {
     pub status_acc: Word,
     /// The status word's variable (struct { u32 }).
     pub status_var: Word,
-    /// The reserved ids of the `fmod` helpers (f32, f64), by first use (see
-    /// [`super::fmod`]).
-    pub fmod_fns: [Option<Word>; 2],
 }
 
 impl<'k> Emitter<'k> {
@@ -120,7 +117,6 @@ impl<'k> Emitter<'k> {
             locals: Vec::new(),
             status_acc: 0,
             status_var: 0,
-            fmod_fns: [None; 2],
         }
     }
 

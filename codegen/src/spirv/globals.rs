@@ -54,7 +54,6 @@ pub(crate) fn declare_module(e: &mut Emitter) -> R<()> {
         e.b.ret().map_err(build_error)?;
     }
     e.b.end_function().map_err(build_error)?;
-    super::fmod::define_reserved(e)?;
 
     let interface: Vec<Word> = builtin_vars.iter().flatten().copied().collect();
     e.b.entry_point(ExecutionModel::GLCompute, main, ENTRY_POINT, interface);

@@ -6,7 +6,7 @@
 //! # The module
 //!
 //! * `Capability Shader`, plus only what the kernel's types need: `Int64` (also for
-//!   the f64 `fmod` helper), `Float64`,
+//!   an expanded f64 `%`), `Float64`,
 //!   `StorageBuffer16BitAccess` (f16 buffers), `Float16` (f16 shared arrays). Vulkan
 //!   devices support 64-bit and 16-bit types only optionally; the runtime checks the
 //!   device's features against the module's capabilities.
@@ -58,10 +58,9 @@
 //! * `min`/`max` on floats are IEEE minNum/maxNum built from a compare, `x != x` and
 //!   selects (GLSL `FMin` is undefined for NaN). `round` is `RoundEven`; `abs` on
 //!   signed integers wraps (`abs(MIN) = MIN`).
-//! * Float `%` is C `fmod`, exactly (truncated, sign of the dividend; a zero divisor,
-//!   an infinite dividend or a NaN give NaN): a helper `OpFunction` per float width
-//!   doing an integer long division on the bit patterns (`fmod`), not `OpFRem`,
-//!   which Vulkan computes only as precisely as `x - y * trunc(x / y)`.
+//! * Float `%` must arrive expanded into the IR's exact integer long division
+//!   ([`required_expansion`]): Vulkan computes `OpFRem` only as precisely as
+//!   `x - y * trunc(x / y)`. An unexpanded one is [`CodegenError::Unsupported`].
 //! * Transcendental functions (`exp`, `log`, `sin`, ...) are refused with
 //!   [`CodegenError::Unsupported`]: GLSL.std.450's versions are looser than the
 //!   tolerance table (and 32-bit only); the runtime expands f32/f16 ones into IR first
@@ -83,18 +82,28 @@ mod arith;
 mod convert;
 mod emitter;
 mod expr;
-mod fmod;
 mod globals;
 mod memory;
 mod stmt;
 
 use crate::CodegenError;
 use emitter::Emitter;
+use kernelc_ir::passes::MathExpansion;
 use kernelc_ir::{validate, Kernel, Param, ScalarType};
 use rspirv::binary::{Assemble, Disassemble};
 
 /// The name of this target in errors.
 pub const TARGET: &str = "spirv";
+
+/// What kernels must have expanded into IR (`kernelc_ir::passes::for_target`) before
+/// this emitter takes them: every transcendental (GLSL.std.450's are not accurate
+/// enough, and it has none for f64: f64 ones too where the device has f64) and float
+/// `%` (`OpFRem` rounds).
+pub fn required_expansion(f64: bool) -> MathExpansion {
+    MathExpansion::all_transcendental()
+        .with_f64(f64)
+        .with_float_rem(true)
+}
 
 /// Compiles `kernel` into a SPIR-V 1.3 module for Vulkan 1.1 (the module's words).
 pub fn emit(kernel: &Kernel) -> Result<Vec<u32>, CodegenError> {

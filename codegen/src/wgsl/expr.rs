@@ -172,31 +172,10 @@ impl Lower<'_> {
             BinaryOp::Sub => Bo::Subtract,
             BinaryOp::Mul => Bo::Multiply,
             BinaryOp::Div => Bo::Divide,
-            BinaryOp::Rem => {
-                let lanes = a.ty.lanes;
-                return self.float_op(a.ty, &[a, b], |l, w| l.fmod_lanes(w[0], w[1], lanes));
-            }
+            BinaryOp::Rem => return Err(CodegenError::unexpanded_float_rem(super::TARGET)),
             other => return Err(internal(format!("`{}` on floats", other.symbol()))),
         };
         self.float_op(a.ty, &[a, b], |l, w| Ok(l.binary(naga_op, w[0], w[1])))
-    }
-
-    /// C `fmod` of f32 values, lane by lane through the helper function.
-    fn fmod_lanes(&mut self, x: H, y: H, lanes: u8) -> Result<H, CodegenError> {
-        if lanes == 1 {
-            return self.call_fmod(x, y);
-        }
-        let mut out = Vec::with_capacity(lanes as usize);
-        for l in 0..lanes as u32 {
-            let xl = self.e(Expression::AccessIndex { base: x, index: l });
-            let yl = self.e(Expression::AccessIndex { base: y, index: l });
-            out.push(self.call_fmod(xl, yl)?);
-        }
-        let ty = types::value_type(&mut self.module.types, Type::vector(ScalarType::F32, lanes))?;
-        Ok(self.e(Expression::Compose {
-            ty,
-            components: out,
-        }))
     }
 
     fn compare(&mut self, op: CmpOp, a: Val, b: Val) -> H {

@@ -61,13 +61,6 @@ impl FnBuilder {
         h
     }
 
-    /// Appends the result expression of a statement (`CallResult`), which a
-    /// statement defines and which must never be emitted.
-    pub(super) fn result_expr(&mut self, e: Expression) -> Handle<Expression> {
-        self.flush();
-        self.append(e)
-    }
-
     fn append(&mut self, e: Expression) -> Handle<Expression> {
         let h = self.func.expressions.append(e, Span::UNDEFINED);
         self.last = Some(h);

@@ -73,8 +73,6 @@ pub(super) struct Lower<'k> {
     pub(super) status_ptr: Handle<Expression>,
     /// Per IR local: the pointer to its variable.
     locals: Vec<Handle<Expression>>,
-    /// The `fmod` helper, once something needed it.
-    pub(super) fmod: Option<Handle<naga::Function>>,
     /// What an IR barrier synchronises.
     barrier: naga::Barrier,
 }
@@ -170,7 +168,6 @@ impl<'k> Lower<'k> {
             builtins,
             status_ptr,
             locals,
-            fmod: None,
             barrier,
         };
         lower.scalars = lower.decode_scalars(&layout, scalar_block)?;

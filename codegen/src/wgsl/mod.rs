@@ -46,9 +46,9 @@
 //!   a select and the same NaN test. Float `!=` is `!(a == b)` (naga's SPIR-V writer
 //!   uses an ordered not-equal, false for NaN). `round` is WGSL's `round` (half to
 //!   even); `i32` `abs` is a select (`abs(MIN)` wraps to `MIN`).
-//! * Float `%` is C `fmod` (exact, sign of the dividend): a helper function
-//!   (`kernelc_fmod`, the integer long division of musl's `fmodf`) called per lane,
-//!   because WGSL's `%` is `x - y * trunc(x / y)`, which is not exact.
+//! * Float `%` must arrive expanded into the IR's exact integer long division
+//!   ([`required_expansion`]), because WGSL's `%` is `x - y * trunc(x / y)`, which is
+//!   not exact; an unexpanded one is [`CodegenError::Unsupported`].
 //! * f16 and bf16 values are held as f32 and rounded after every operation, as the
 //!   interpreter does, by kernelc's own round-to-nearest-even on the bits (f16
 //!   subnormals and overflow to infinity included), not by WGSL's conversion, whose
@@ -77,7 +77,6 @@
 //! WGSL's built-ins are not accurate enough for kernelc's tolerances.
 
 mod expr;
-mod fmod;
 mod func;
 mod half;
 mod lower;
@@ -87,6 +86,7 @@ mod support;
 mod types;
 
 use crate::CodegenError;
+use kernelc_ir::passes::MathExpansion;
 use kernelc_ir::{validate, Kernel};
 use naga::valid::{Capabilities, ModuleInfo, ValidationFlags, Validator};
 
@@ -153,6 +153,13 @@ fn error_chain(e: &dyn std::error::Error) -> String {
         source = s.source();
     }
     out
+}
+
+/// What kernels must have expanded into IR (`kernelc_ir::passes::for_target`) before
+/// this emitter takes them: every transcendental (WGSL's built-ins are not accurate
+/// enough) and float `%` (WGSL's rounds). WGSL has no f64.
+pub fn required_expansion() -> MathExpansion {
+    MathExpansion::all_transcendental().with_float_rem(true)
 }
 
 /// Builds, validates and writes `kernel` as WGSL.

@@ -22,6 +22,10 @@
 //!   ([`MathExpansion::all_transcendental_with_f64`]): a target without accurate native
 //!   f64 math (NVPTX has none without libdevice) sets it; the CPU target, whose libm is
 //!   accurate, uses [`MathExpansion::all_transcendental`], which leaves f64 calls alone.
+//! * Float `%` (C `fmod`, every float type) when [`MathExpansion::float_rem`] is set:
+//!   an exact integer long division on the bits with one counted loop per lane (the
+//!   private module `fmod`; the only expansion with a loop). The GPU targets set it,
+//!   as their own remainders round; the CPU calls an exact `fmod`.
 //!
 //! # How
 //!
@@ -131,6 +135,7 @@ use crate::types::{ScalarType, Type};
 use std::collections::HashSet;
 
 mod double;
+mod fmod;
 
 /// Which math calls [`expand_math`] replaces.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -142,6 +147,11 @@ pub struct MathExpansion {
     /// always are). A target sets it when its native f64 math is missing or inaccurate
     /// (NVPTX without libdevice); a target with a good libm (the CPU) leaves it off.
     pub f64: bool,
+    /// Whether float `%` (C `fmod`, of every float type) is replaced by kernelc's exact
+    /// integer long division (module `fmod`). A target whose own float remainder rounds
+    /// sets it (SPIR-V, WGSL and NVPTX all compute `x − y·trunc(x/y)`); the CPU target,
+    /// which calls an exact `fmod`, leaves it off.
+    pub float_rem: bool,
 }
 
 impl MathExpansion {
@@ -174,6 +184,7 @@ impl MathExpansion {
         MathExpansion {
             funcs: funcs.to_vec(),
             f64: false,
+            float_rem: false,
         }
     }
 
@@ -185,6 +196,11 @@ impl MathExpansion {
     /// The same selection, with f64 calls expanded or not.
     pub fn with_f64(self, f64: bool) -> Self {
         MathExpansion { f64, ..self }
+    }
+
+    /// The same selection, with float `%` expanded or not.
+    pub fn with_float_rem(self, float_rem: bool) -> Self {
+        MathExpansion { float_rem, ..self }
     }
 
     /// Whether calls of `func` are expanded.
@@ -294,14 +310,18 @@ impl Expander<'_> {
     /// Rewrites `e` bottom-up; the `Let`s of its expansions go to `out`.
     fn expr(&mut self, e: &Expr, out: &mut Block) -> Expr {
         let rebuilt = map_children(e, |c| self.expr(c, out));
-        if let Expr::Math { func, args } = &rebuilt {
-            if self.opts.expands(*func) {
-                if let Some(expanded) = self.expand_call(*func, args, out) {
-                    return expanded;
-                }
+        let expanded = match &rebuilt {
+            Expr::Math { func, args } if self.opts.expands(*func) => {
+                self.expand_call(*func, args, out)
             }
-        }
-        rebuilt
+            Expr::Binary {
+                op: BinaryOp::Rem,
+                lhs,
+                rhs,
+            } if self.opts.float_rem => self.expand_float_rem(lhs, rhs, out),
+            _ => None,
+        };
+        expanded.unwrap_or(rebuilt)
     }
 
     /// The expansion of `func(args)`, or `None` to keep the call (f64 when not selected,
@@ -367,6 +387,15 @@ impl Expander<'_> {
 
     /// Declares a new immutable local of type `ty` named after `prefix`.
     fn new_local(&mut self, prefix: &str, ty: Type) -> LocalId {
+        self.declare(prefix, ty, false)
+    }
+
+    /// Declares a new mutable local of type `ty` named after `prefix`.
+    fn new_var(&mut self, prefix: &str, ty: Type) -> LocalId {
+        self.declare(prefix, ty, true)
+    }
+
+    fn declare(&mut self, prefix: &str, ty: Type, mutable: bool) -> LocalId {
         let name = loop {
             self.counter += 1;
             let candidate = format!("{prefix}_t{}", self.counter);
@@ -375,11 +404,7 @@ impl Expander<'_> {
             }
         };
         let id = LocalId(self.kernel.locals.len() as u32);
-        self.kernel.locals.push(LocalDecl {
-            name,
-            ty,
-            mutable: false,
-        });
+        self.kernel.locals.push(LocalDecl { name, ty, mutable });
         id
     }
 }

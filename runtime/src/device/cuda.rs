@@ -143,7 +143,7 @@ impl CudaDevice {
     /// NVIDIA's libdevice (which kernelc does not ship): every transcendental, f64
     /// included, goes through kernelc's IR math.
     pub(crate) fn math_expansion(&self) -> MathExpansion {
-        MathExpansion::all_transcendental_with_f64()
+        kernelc_codegen::ptx::required_expansion()
     }
 
     pub(crate) fn caps(&self) -> TargetCaps {

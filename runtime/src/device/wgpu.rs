@@ -137,8 +137,8 @@ impl WgpuDevice {
     /// Every f32 transcendental: Vulkan's and WGSL's own `exp`, `log`, `sin`, ... are
     /// allowed errors far above the tolerance table (e.g. `exp` 3 + 2|x| ULP).
     pub(crate) fn math_expansion(&self) -> MathExpansion {
-        // GLSL.std.450 has no f64 exp/log/sin/...: f64 goes through kernelc's IR too.
-        MathExpansion::all_transcendental().with_f64(self.caps.f64)
+        // f64 only ever reaches the SPIR-V paths (caps.f64 is off for WGSL).
+        kernelc_codegen::spirv::required_expansion(self.caps.f64)
     }
 
     pub(crate) fn caps(&self) -> TargetCaps {

@@ -20,7 +20,6 @@ mod memory;
 mod scalar;
 pub(super) mod value;
 
-use super::fmod::{self, Width};
 use super::{internal, unsupported};
 use crate::abi::ENTRY_POINT;
 use crate::CodegenError;
@@ -38,7 +37,6 @@ use inkwell::values::{
 use inkwell::{AddressSpace, AtomicOrdering, AtomicRMWBinOp, IntPredicate};
 use kernelc_ir::analysis::Ranges;
 use kernelc_ir::{Builtin, Expr, Kernel, LocalId, Param, ScalarType, Stmt, Type};
-use std::collections::BTreeMap;
 use value::{int, Val};
 
 /// LLVM's `ptx_kernel` calling convention (`CallingConv::PTX_Kernel`): marks the
@@ -109,14 +107,7 @@ pub(super) fn build_module<'ctx>(
     let module = context.create_module(&kernel.name);
     module.set_triple(&tm.get_triple());
     module.set_data_layout(&tm.get_target_data().get_data_layout());
-    let fmods: Vec<Width> = {
-        let mut lower = Lower::new(context, &module, kernel)?;
-        lower.build_body()?;
-        lower.fmods.keys().copied().collect()
-    };
-    for width in fmods {
-        fmod::link(context, &module, width)?;
-    }
+    Lower::new(context, &module, kernel)?.build_body()?;
     Ok(module)
 }
 
@@ -154,8 +145,6 @@ pub(super) struct Lower<'a, 'ctx> {
     /// The status word (the last kernel parameter).
     status_out: PointerValue<'ctx>,
     exit: BasicBlock<'ctx>,
-    /// The `fmod` functions the kernel calls (declared; defined after lowering).
-    pub(super) fmods: BTreeMap<Width, FunctionValue<'ctx>>,
 }
 
 impl<'a, 'ctx> Lower<'a, 'ctx> {
@@ -197,7 +186,6 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
             status,
             status_out,
             exit,
-            fmods: BTreeMap::new(),
         };
         lower.bind_params()?;
         lower.declare_shared();
@@ -657,29 +645,6 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
     ) -> Result<(), CodegenError> {
         self.call(self.intrinsic(name, overloads)?, args)?;
         Ok(())
-    }
-
-    /// Calls kernelc's exact `fmod` of `width` (declared here, linked in afterwards).
-    pub(super) fn call_fmod(
-        &mut self,
-        width: Width,
-        x: BasicValueEnum<'ctx>,
-        y: BasicValueEnum<'ctx>,
-    ) -> Result<BasicValueEnum<'ctx>, CodegenError> {
-        let func = match self.fmods.get(&width) {
-            Some(f) => *f,
-            None => {
-                let t: BasicMetadataTypeEnum<'ctx> = x.get_type().into();
-                let fn_type = x.get_type().fn_type(&[t, t], false);
-                let f = self.module.add_function(width.symbol(), fn_type, None);
-                self.fmods.insert(width, f);
-                f
-            }
-        };
-        match self.call(func, &[x, y])? {
-            ValueKind::Basic(v) => Ok(v),
-            ValueKind::Instruction(_) => Err(internal("fmod returned nothing")),
-        }
     }
 }
 

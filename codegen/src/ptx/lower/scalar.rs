@@ -10,15 +10,15 @@
 //!   operation, as the interpreter.
 //! * Float `min`/`max` are `llvm.minnum`/`llvm.maxnum` (IEEE minNum/maxNum: a NaN
 //!   operand yields the other), `round` is `llvm.roundeven`, `sqrt` is `llvm.sqrt`
-//!   (correctly rounded `sqrt.rn` without fast-math flags), `%` is kernelc's exact
-//!   `fmod` (see `ptx::fmod`).
+//!   (correctly rounded `sqrt.rn` without fast-math flags). Float `%` must arrive
+//!   expanded into integer arithmetic (`MathExpansion::float_rem`): NVPTX's `frem`
+//!   rounds.
 //! * Transcendental functions have no native form that meets the IR's accuracy
 //!   without libdevice: they are rejected as unsupported.
 
 use super::value::{float, int};
 use super::{Lower, OrInternal};
 use crate::abi::status;
-use crate::ptx::fmod::Width;
 use crate::ptx::{internal, unsupported};
 use crate::CodegenError;
 use inkwell::values::{BasicValueEnum, FloatValue, IntValue};
@@ -128,14 +128,7 @@ impl<'ctx> Lower<'_, 'ctx> {
             BinaryOp::Sub => b.build_float_sub(x, y, "").or_internal(),
             BinaryOp::Mul => b.build_float_mul(x, y, "").or_internal(),
             BinaryOp::Div => b.build_float_div(x, y, "").or_internal(),
-            BinaryOp::Rem => {
-                let width = if x.get_type() == self.ctx.f64_type() {
-                    Width::F64
-                } else {
-                    Width::F32
-                };
-                float(self.call_fmod(width, x.into(), y.into())?)
-            }
+            BinaryOp::Rem => Err(CodegenError::unexpanded_float_rem(crate::ptx::TARGET)),
             other => Err(internal(format!("float operands for `{}`", other.symbol()))),
         }
     }

@@ -1,0 +1,141 @@
+//! Helpers shared by the device tests of the runtime.
+
+// Each test binary uses a part of this module.
+#![allow(dead_code)]
+
+use kernelc_ir::ScalarType;
+use kernelc_kernels::spec::{BinaryFn, BinarySpec, OpSpec};
+use kernelc_runtime::Runtime;
+
+/// A xorshift generator: seeded, reproducible inputs.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+/// Zeros, subnormals, normals of every size, infinities and NaN, with both signs.
+fn special_values() -> Vec<f64> {
+    let base = [
+        0.0,
+        f32::from_bits(1) as f64,
+        f32::from_bits(0x007f_ffff) as f64,
+        f32::MIN_POSITIVE as f64,
+        1e-30,
+        0.1,
+        0.75,
+        1.0,
+        1.5,
+        3.0,
+        std::f64::consts::PI,
+        16_777_217.0,
+        1e10,
+        f32::MAX as f64,
+        f64::INFINITY,
+        f64::NAN,
+    ];
+    base.iter().flat_map(|&v| [v, -v]).collect()
+}
+
+/// Every pair of special values, `random` pairs of random bit patterns (every exponent
+/// difference) and `random` pairs of nearby magnitudes, as `(a, b)` of one float type.
+fn pairs<T: Copy>(
+    random: usize,
+    from_f64: impl Fn(f64) -> T,
+    from_bits: impl Fn(u64) -> T,
+    near: impl Fn(u64, u64) -> (T, T),
+) -> (Vec<T>, Vec<T>) {
+    let special: Vec<T> = special_values().into_iter().map(from_f64).collect();
+    let mut a: Vec<T> = special
+        .iter()
+        .flat_map(|&x| special.iter().map(move |_| x))
+        .collect();
+    let mut b: Vec<T> = special
+        .iter()
+        .flat_map(|_| special.iter().copied())
+        .collect();
+    let mut rng = Rng(0x1234_5678_9abc_def1);
+    for _ in 0..random {
+        a.push(from_bits(rng.next()));
+        b.push(from_bits(rng.next()));
+        let (x, y) = near(rng.next(), rng.next());
+        a.push(x);
+        b.push(y);
+    }
+    (a, b)
+}
+
+fn rem_spec(dtype: ScalarType, n: usize) -> OpSpec {
+    OpSpec::Binary(BinarySpec {
+        func: BinaryFn::Mod,
+        dtype,
+        lhs: vec![n],
+        rhs: vec![n],
+    })
+}
+
+/// Float `%` on `rt`'s device is C `fmod` bit for bit (any NaN for a NaN), for f32 and,
+/// where the device has it, f64: special values and random pairs of every magnitude.
+/// GPU targets compute it with kernelc's integer long division (their own remainders
+/// round), so this checks that expansion on the real device and driver.
+pub fn assert_float_rem_is_exact(rt: &Runtime, what: &str) {
+    let (a, b) = pairs(
+        4096,
+        |v| v as f32,
+        |r| f32::from_bits(r as u32),
+        |r, s| {
+            let y = f32::from_bits(r as u32 & 0xbfff_ffff);
+            (y * (1.0 + (s % 100_000) as f32 / 7.0), y)
+        },
+    );
+    let spec = rem_spec(ScalarType::F32, a.len());
+    let inputs = [
+        rt.tensor(&[a.len()], &a).unwrap(),
+        rt.tensor(&[b.len()], &b).unwrap(),
+    ];
+    let out = rt.run(&spec, &[&inputs[0], &inputs[1]]).unwrap();
+    let got = out[0].to_vec::<f32>().unwrap();
+    for i in 0..a.len() {
+        let want = a[i] % b[i];
+        let ok = got[i].to_bits() == want.to_bits() || (got[i].is_nan() && want.is_nan());
+        assert!(
+            ok,
+            "{what}: f32 {:e} % {:e} = {:e}, want {want:e}",
+            a[i], b[i], got[i]
+        );
+    }
+    if !rt.caps().f64 {
+        println!("NOT RUN: f64 `%` on {what} (the device has no f64)");
+        return;
+    }
+    let (a, b) = pairs(
+        2048,
+        |v| v,
+        f64::from_bits,
+        |r, s| {
+            let y = f64::from_bits(r & 0xbfff_ffff_ffff_ffff);
+            (y * (1.0 + (s % 10_000_000) as f64 / 3.0), y)
+        },
+    );
+    let spec = rem_spec(ScalarType::F64, a.len());
+    let inputs = [
+        rt.tensor(&[a.len()], &a).unwrap(),
+        rt.tensor(&[b.len()], &b).unwrap(),
+    ];
+    let out = rt.run(&spec, &[&inputs[0], &inputs[1]]).unwrap();
+    let got = out[0].to_vec::<f64>().unwrap();
+    for i in 0..a.len() {
+        let want = a[i] % b[i];
+        let ok = got[i].to_bits() == want.to_bits() || (got[i].is_nan() && want.is_nan());
+        assert!(
+            ok,
+            "{what}: f64 {:e} % {:e} = {:e}, want {want:e}",
+            a[i], b[i], got[i]
+        );
+    }
+}
