@@ -190,3 +190,37 @@ fn the_pass_replaces_float_rem_only() {
     let int = rem_kernel(ScalarType::I32, 100, 1);
     assert_eq!(expanded(&int), int);
 }
+
+/// A `%` before a barrier: the expansion's loop runs a different number of steps in
+/// each invocation, and the barrier after it must still be in uniform control flow.
+#[test]
+fn a_barrier_after_an_expanded_rem_stays_valid_and_correct() {
+    let n = WG;
+    let mut k = KernelBuilder::new("rem_then_barrier", [WG, 1, 1]);
+    let a = k.buffer("a", F32, n as u64, Access::Read);
+    let b = k.buffer("b", F32, n as u64, Access::Read);
+    let out = k.buffer("out", F32, n as u64, Access::Write);
+    let sh = k.shared("sh", F32, WG);
+    let kernel = k
+        .build(|body| {
+            let i = body.let_("i", local_id(0));
+            body.store(sh, i.clone(), a.at(i.clone()) % b.at(i.clone()));
+            body.barrier();
+            // Each invocation reads its neighbour's remainder.
+            let j = body.let_("j", (i.clone() + 1u32) % WG);
+            body.store(out, i, sh.at(j));
+        })
+        .expect("test kernel must validate");
+    let (x, y) = f32_pairs(WG as usize);
+    let (x, y) = (&x[..n as usize], &y[x.len() - n as usize..]);
+    let (a, b) = (HostBuffer::from_f32(x), HostBuffer::from_f32(y));
+    let want = run_rem(&kernel, &a, &b, 1);
+    let got = run_rem(&expanded(&kernel), &a, &b, 1);
+    for i in 0..n as usize {
+        let (g, w) = (got.data[i].to_f64(), want.data[i].to_f64());
+        assert!(
+            g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()),
+            "{i}: {g} vs {w}"
+        );
+    }
+}
