@@ -163,34 +163,20 @@ fn bench_times_cases_on_the_cpu_and_writes_json() {
     assert_eq!(results["failures"].as_array().map(Vec::len), Some(0));
 }
 
-#[test]
-fn bench_reports_a_case_it_cannot_run_and_fails() {
+/// `kernelc bench --device cpu` over a case list written to a temporary file.
+fn bench_on_cpu(cases: &str) -> Output {
     let dir = tempfile::tempdir().expect("temp dir");
     let specs = dir.path().join("cases.json");
+    std::fs::write(&specs, cases).expect("cases written");
+    let specs = specs.to_str().expect("utf-8 path");
+    kernelc(&["bench", "--device", "cpu", "--specs", specs], None)
+}
+
+#[test]
+fn bench_reports_a_case_it_cannot_run_and_fails() {
     let bad = r#"[{"name":"mismatched add","spec":{"op":"binary","func":"add","dtype":"f32","lhs":[3],"rhs":[4]}}]"#;
-    std::fs::write(&specs, bad).expect("cases written");
-    let out = kernelc(
-        &[
-            "bench",
-            "--device",
-            "cpu",
-            "--specs",
-            specs.to_str().expect("utf-8 path"),
-        ],
-        None,
-    );
+    let out = bench_on_cpu(bad);
     assert_error(&out, "1 cases failed");
     assert!(String::from_utf8_lossy(&out.stdout).contains("| mismatched add | failed: "));
-    std::fs::write(&specs, "{}").expect("cases written");
-    let out = kernelc(
-        &[
-            "bench",
-            "--device",
-            "cpu",
-            "--specs",
-            specs.to_str().expect("utf-8 path"),
-        ],
-        None,
-    );
-    assert_error(&out, "not a list of bench cases");
+    assert_error(&bench_on_cpu("{}"), "not a list of bench cases");
 }

@@ -79,6 +79,33 @@ fn rem_spec(dtype: ScalarType, n: usize) -> OpSpec {
     })
 }
 
+/// Runs `a % b` on `rt` and asserts every result has the bits of Rust's `%` (C `fmod`),
+/// or is NaN where that is.
+fn assert_rem_matches<T>(rt: &Runtime, what: &str, a: &[T], b: &[T], bits: impl Fn(T) -> u64)
+where
+    T: kernelc_runtime::Element + std::ops::Rem<Output = T> + std::fmt::LowerExp,
+{
+    let dtype = T::DTYPE;
+    let spec = rem_spec(dtype, a.len());
+    let inputs = [
+        rt.tensor(&[a.len()], a).unwrap(),
+        rt.tensor(&[b.len()], b).unwrap(),
+    ];
+    let out = rt.run(&spec, &[&inputs[0], &inputs[1]]).unwrap();
+    let got = out[0].to_vec::<T>().unwrap();
+    for i in 0..a.len() {
+        let want = a[i] % b[i];
+        let both_nan = got[i].to_f64().is_nan() && want.to_f64().is_nan();
+        assert!(
+            bits(got[i]) == bits(want) || both_nan,
+            "{what}: {dtype} {:e} % {:e} = {:e}, want {want:e}",
+            a[i],
+            b[i],
+            got[i]
+        );
+    }
+}
+
 /// Float `%` on `rt`'s device is C `fmod` bit for bit (any NaN for a NaN), for f32 and,
 /// where the device has it, f64: special values and random pairs of every magnitude.
 /// GPU targets compute it with kernelc's integer long division (their own remainders
@@ -93,22 +120,7 @@ pub fn assert_float_rem_is_exact(rt: &Runtime, what: &str) {
             (y * (1.0 + (s % 100_000) as f32 / 7.0), y)
         },
     );
-    let spec = rem_spec(ScalarType::F32, a.len());
-    let inputs = [
-        rt.tensor(&[a.len()], &a).unwrap(),
-        rt.tensor(&[b.len()], &b).unwrap(),
-    ];
-    let out = rt.run(&spec, &[&inputs[0], &inputs[1]]).unwrap();
-    let got = out[0].to_vec::<f32>().unwrap();
-    for i in 0..a.len() {
-        let want = a[i] % b[i];
-        let ok = got[i].to_bits() == want.to_bits() || (got[i].is_nan() && want.is_nan());
-        assert!(
-            ok,
-            "{what}: f32 {:e} % {:e} = {:e}, want {want:e}",
-            a[i], b[i], got[i]
-        );
-    }
+    assert_rem_matches(rt, what, &a, &b, |v: f32| v.to_bits().into());
     if !rt.caps().f64 {
         println!("NOT RUN: f64 `%` on {what} (the device has no f64)");
         return;
@@ -122,20 +134,5 @@ pub fn assert_float_rem_is_exact(rt: &Runtime, what: &str) {
             (y * (1.0 + (s % 10_000_000) as f64 / 3.0), y)
         },
     );
-    let spec = rem_spec(ScalarType::F64, a.len());
-    let inputs = [
-        rt.tensor(&[a.len()], &a).unwrap(),
-        rt.tensor(&[b.len()], &b).unwrap(),
-    ];
-    let out = rt.run(&spec, &[&inputs[0], &inputs[1]]).unwrap();
-    let got = out[0].to_vec::<f64>().unwrap();
-    for i in 0..a.len() {
-        let want = a[i] % b[i];
-        let ok = got[i].to_bits() == want.to_bits() || (got[i].is_nan() && want.is_nan());
-        assert!(
-            ok,
-            "{what}: f64 {:e} % {:e} = {:e}, want {want:e}",
-            a[i], b[i], got[i]
-        );
-    }
+    assert_rem_matches(rt, what, &a, &b, f64::to_bits);
 }
