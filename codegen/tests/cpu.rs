@@ -1957,7 +1957,11 @@ fn expanded_rem(ty: ScalarType, n: u32) -> CpuKernel {
         })
         .expect("valid kernel");
     let opts = kernelc_ir::passes::MathExpansion::none().with_float_rem(true);
-    compile(&kernelc_ir::passes::for_target(&kernel, &opts))
+    let expanded = kernelc_ir::passes::for_target(&kernel, &opts);
+    // The CPU could compile `%` natively: make sure it is the expansion that runs.
+    let text = format!("{expanded}");
+    assert!(!text.contains(" % ") && text.contains("for "), "{text}");
+    compile(&expanded)
 }
 
 /// Random pairs: half of random bits (every exponent difference), half of nearby

@@ -7,7 +7,7 @@
 use half::f16;
 use kernelc_ir::builder::*;
 use kernelc_ir::interp::{run, Arg, HostBuffer};
-use kernelc_ir::passes::{expand_math, MathExpansion};
+use kernelc_ir::passes::{expand_math, for_target, MathExpansion};
 use kernelc_ir::ScalarType::{self, F32};
 use kernelc_ir::{validate, Access, Kernel};
 
@@ -216,6 +216,85 @@ fn a_barrier_after_an_expanded_rem_stays_valid_and_correct() {
     let (a, b) = (HostBuffer::from_f32(x), HostBuffer::from_f32(y));
     let want = run_rem(&kernel, &a, &b, 1);
     let got = run_rem(&expanded(&kernel), &a, &b, 1);
+    for i in 0..n as usize {
+        let (g, w) = (got.data[i].to_f64(), want.data[i].to_f64());
+        assert!(
+            g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()),
+            "{i}: {g} vs {w}"
+        );
+    }
+}
+
+/// `for_target` with float `%` as the only expansion expands it (it once returned the
+/// kernel unexpanded when no function was selected).
+#[test]
+fn for_target_expands_float_rem_alone() {
+    let kernel = rem_kernel(F32, 100, 1);
+    let only_rem = MathExpansion::none().with_float_rem(true);
+    assert!(!only_rem.expands_nothing() && MathExpansion::none().expands_nothing());
+    let out = for_target(&kernel, &only_rem);
+    assert!(!format!("{out}").contains(" % "), "{out}");
+    assert_eq!(
+        for_target(&kernel, &MathExpansion::none()),
+        for_target(&kernel, &MathExpansion::none().with_float_rem(false))
+    );
+}
+
+/// `%` wherever an expression may stand: a loop body, an `if` condition, a `for` bound,
+/// a math call's argument, and nested in another `%`; bf16 and 2-lane vectors.
+#[test]
+fn rem_in_every_position_and_type_matches_native() {
+    let n = 64u32;
+    let mut k = KernelBuilder::new("rem_everywhere", [WG, 1, 1]);
+    let a = k.buffer("a", F32, n as u64, Access::Read);
+    let b = k.buffer("b", F32, n as u64, Access::Read);
+    let out = k.buffer("out", F32, n as u64, Access::Write);
+    let kernel = k
+        .build(|body| {
+            let i = body.let_("i", global_id(0));
+            body.if_(i.clone().lt(n), |body| {
+                let x = a.at(i.clone());
+                let y = b.at(i.clone());
+                // Nested, and as a math argument.
+                let nested = (x.clone() % y.clone()) % (y.clone() % 0.75f32);
+                let acc = body.var("acc", nested.abs());
+                // In an `if` condition and a loop bound.
+                body.if_((x.clone() % 2.0f32).gt(0.5f32), |body| {
+                    body.assign(acc, acc.get() + 1.0f32);
+                });
+                let trips = (y.clone().abs() % 4.0f32).cast(ScalarType::U32);
+                body.for_("t", 0u32, trips, 1, |body, _| {
+                    // In a loop body.
+                    body.assign(acc, acc.get() + (x.clone() % 1.5f32));
+                });
+                // bf16 and a 2-lane vector.
+                let h =
+                    (x.clone().cast(ScalarType::Bf16) % y.clone().cast(ScalarType::Bf16)).cast(F32);
+                let v = vector([x.clone(), y.clone()]) % vector([y.clone(), 0.3f32.into()]);
+                body.store(
+                    out,
+                    i.clone(),
+                    acc.get() + h + v.clone().lane(0) - v.lane(1),
+                );
+            });
+        })
+        .expect("test kernel must validate");
+    let (x, y) = f32_pairs(n as usize);
+    let (x, y) = (&x[x.len() - n as usize..], &y[y.len() - n as usize..]);
+    // Keep the values finite and moderate so the sums compare exactly.
+    let tame = |v: &[f32]| {
+        v.iter()
+            .map(|&z| if z.is_finite() { z % 1000.0 } else { 3.25 })
+            .collect::<Vec<_>>()
+    };
+    let (a, b) = (
+        HostBuffer::from_f32(&tame(x)),
+        HostBuffer::from_f32(&tame(y)),
+    );
+    let want = run_rem(&kernel, &a, &b, 1);
+    let once = expanded(&kernel);
+    assert!(!format!("{once}").contains(" % "), "{once}");
+    let got = run_rem(&once, &a, &b, 1);
     for i in 0..n as usize {
         let (g, w) = (got.data[i].to_f64(), want.data[i].to_f64());
         assert!(

@@ -1,5 +1,5 @@
 //! IR expressions -> naga expressions (and the statements some of them need: status
-//! updates, `fmod` calls).
+//! updates).
 
 use super::lower::{internal, Lower, Val};
 use super::types;

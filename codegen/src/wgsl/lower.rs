@@ -1,7 +1,7 @@
 //! Kernel IR -> the naga module: globals, the entry point, statements.
 //!
 //! Expressions are in `expr`, the operators with explicit semantics in `ops`, checked
-//! memory accesses in `memory`, the `fmod` helper in `fmod`.
+//! memory accesses in `memory`.
 
 use super::func::FnBuilder;
 use super::{backend, types};

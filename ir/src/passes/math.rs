@@ -203,6 +203,11 @@ impl MathExpansion {
         MathExpansion { float_rem, ..self }
     }
 
+    /// Whether the pass would leave every kernel as it is.
+    pub fn expands_nothing(&self) -> bool {
+        !self.float_rem && !Self::SUPPORTED.iter().any(|&f| self.expands(f))
+    }
+
     /// Whether calls of `func` are expanded.
     pub fn expands(&self, func: MathFn) -> bool {
         self.funcs.contains(&func) && Self::SUPPORTED.contains(&func)

@@ -106,13 +106,14 @@ pub fn optimize(kernel: &Kernel, opts: &PassOptions) -> Kernel {
 
 /// The kernel as a target compiles it: [`optimize`], then kernelc's own math
 /// ([`expand_math`]) for the functions `expansion` names (those whose native
-/// versions miss the tolerance table or are slow on the target), then [`optimize`]
+/// versions miss the tolerance table or are slow on the target) and for float `%` if
+/// it says so, then [`optimize`]
 /// again to fold the expansion's constants. Every step preserves meaning. The runtime
 /// and the emitters' tests both use this, so a test compiles what a device runs.
 pub fn for_target(kernel: &Kernel, expansion: &MathExpansion) -> Kernel {
     let options = PassOptions::default();
     let optimized = optimize(kernel, &options);
-    if expansion.funcs.is_empty() {
+    if expansion.expands_nothing() {
         return optimized;
     }
     optimize(&expand_math(&optimized, expansion), &options)

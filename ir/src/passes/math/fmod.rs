@@ -11,7 +11,7 @@
 //! 2. Otherwise both significands are normalised to `[2^M, 2^(M+1))` (a subnormal's
 //!    shifted up, its exponent going below 1), and for each step of exponent difference
 //!    the divisor is subtracted where it fits and the remainder doubled (a counted loop
-//!    of `ex − ey` steps: at most 277 for f32, 2 098 for f64); a last subtraction leaves
+//!    of `ex − ey` steps: at most 276 for f32, 2 097 for f64); a last subtraction leaves
 //!    the remainder below `my`. A remainder of zero stays zero through the remaining
 //!    steps, and gives a zero with the sign of `x`.
 //! 3. The remainder is renormalised and packed (as a subnormal when its exponent is
