@@ -172,23 +172,7 @@ impl Emitter<'_, '_> {
         let (my, ey) = self.normalise(layout, &ay);
         let rem = self.long_division(layout, &mx, &my, &ex, &ey, &active);
 
-        // Renormalise the remainder (nonzero, below 2^(M+1)) and pack it.
-        let (m, shift) = self.raise_to_bit(layout, &rem);
-        let e = self.bind_as(Self::bin(BinaryOp::Sub, &ey, &shift), int);
-        let implicit = lit(1 << layout.mant);
-        let mant = Self::bin(BinaryOp::Sub, &m, &implicit);
-        let exponent = Self::bin(BinaryOp::Shl, &e, &Expr::Lit(Scalar::U32(layout.mant)));
-        let normal = Self::bin(BinaryOp::Or, &mant, &exponent);
-        let down = Self::bin(BinaryOp::Sub, &lit(1), &e);
-        let down = Self::select(
-            &Self::cmp(CmpOp::Gt, &down, &lit(layout.mant as i64 + 1)),
-            &lit(layout.mant as i64 + 1),
-            &down,
-        );
-        let down = self.bind_as(down, int);
-        let subnormal = self.shift_right_by(layout, &m, &down);
-        let packed = Self::select(&Self::cmp(CmpOp::Gt, &e, &zero), &normal, &subnormal);
-        let packed = Self::bin(BinaryOp::Or, &packed, &sign);
+        let packed = self.pack(layout, &rem, &ey, &sign);
         let to_float = |e: &Expr| Expr::Bitcast {
             to: layout.float,
             arg: Box::new(e.clone()),
@@ -204,6 +188,26 @@ impl Emitter<'_, '_> {
         });
         let value = Self::select(&not_above, &small, &quotient_part);
         self.bind_as(Self::select(&bad, &nan, &value), layout.float)
+    }
+
+    /// The float bits of the remainder `rem` (nonzero, below `2^(M+1)`) at exponent
+    /// `ey`, with the sign bit `sign`: renormalised, and packed as a subnormal when its
+    /// exponent is below 1 (the shift then loses no bits: the result is representable).
+    fn pack(&mut self, layout: &Layout, rem: &Expr, ey: &Expr, sign: &Expr) -> Expr {
+        let int = layout.int;
+        let lit = |v: i64| layout.int_lit(v);
+        let (m, shift) = self.raise_to_bit(layout, rem);
+        let e = self.bind_as(Self::bin(BinaryOp::Sub, ey, &shift), int);
+        let mant = Self::bin(BinaryOp::Sub, &m, &lit(1 << layout.mant));
+        let exponent = Self::bin(BinaryOp::Shl, &e, &Expr::Lit(Scalar::U32(layout.mant)));
+        let normal = Self::bin(BinaryOp::Or, &mant, &exponent);
+        let down = Self::bin(BinaryOp::Sub, &lit(1), &e);
+        let most = lit(layout.mant as i64 + 1);
+        let down = Self::select(&Self::cmp(CmpOp::Gt, &down, &most), &most, &down);
+        let down = self.bind_as(down, int);
+        let subnormal = self.shift_right_by(layout, &m, &down);
+        let packed = Self::select(&Self::cmp(CmpOp::Gt, &e, &lit(0)), &normal, &subnormal);
+        Self::bin(BinaryOp::Or, &packed, sign)
     }
 
     /// The significand of the magnitude bits `a` with its implicit one, in
