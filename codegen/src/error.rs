@@ -35,10 +35,12 @@ impl CodegenError {
     pub(crate) fn unexpanded_float_rem(target: &'static str) -> Self {
         CodegenError::Unsupported {
             target,
-            construct: "an unexpanded float `%` (this target's own remainder is not exact; \
-                        expand it first with kernelc_ir::passes::for_target and \
-                        MathExpansion::with_float_rem(true))"
-                .to_string(),
+            construct: format!(
+                "an unexpanded float `%` (this target's own remainder is not exact; expand \
+                 it first with kernelc_ir::passes::for_target and \
+                 kernelc_codegen::{target}::required_expansion(), which sets \
+                 MathExpansion::with_float_rem)"
+            ),
         }
     }
 }

@@ -1,5 +1,5 @@
-//! `kernelc lower SPEC --caps cpu|gpu|webgpu` (SPEC: inline JSON, a file, or `-`): lower an op spec and print its
-//! launches (grid, bindings, kernel IR).
+//! `kernelc lower SPEC --caps cpu|gpu|webgpu`: lower an op spec (inline JSON, a file,
+//! or `-` for standard input) and print its launches (grid, bindings, kernel IR).
 
 use super::CliError;
 use clap::{Args, ValueEnum};

@@ -73,10 +73,10 @@
 //!   PTX never calls an external function.
 //!
 //! Verified on an H100 (driver 580, PTX JIT-compiled by the driver) during development:
-//! float `%` (f32 and f64; then a helper in LLVM IR, now the IR expansion, which
-//! `codegen/tests/cpu.rs` checks on millions of pairs), integer division guards and their status, saturating
-//! casts to i32/u32/i64 and rounding to f16/bf16, `a * b + c` without contraction,
-//! minNum/maxNum with quiet and signalling NaNs, `rsqrt`/`sqrt`/division, shift
+//! float `%` (f32 and f64, then through an LLVM IR helper; the IR expansion that replaced
+//! it runs on CUDA in `runtime/tests/cuda.rs`), integer division guards and their
+//! status, saturating casts to i32/u32/i64 and rounding to f16/bf16, `a * b + c`
+//! without contraction, minNum/maxNum with quiet and signalling NaNs, `rsqrt`/`sqrt`/division, shift
 //! overflow and out-of-bounds status: bit for bit against the IR's definitions on 64Ki
 //! random and special inputs each. The tests in `codegen/tests/ptx.rs` check the PTX
 //! text and assemble every catalogue kernel with `ptxas`; they do not run kernels.

@@ -240,9 +240,9 @@ impl Emitter<'_> {
             | MathFn::Pow => {
                 return Err(unsupported(format!(
                     "`{}` on {ty} (GLSL.std.450's version is not accurate enough for the \
-                     tolerance table; f32/f16 calls must be expanded into IR by \
-                     `kernelc_ir::passes::for_target` with the math expansion first, \
-                     and f64 ones have no accurate lowering on this target)",
+                     tolerance table, and it has none for f64; expand it into IR first \
+                     with kernelc_ir::passes::for_target and \
+                     kernelc_codegen::spirv::required_expansion(f64))",
                     func.name()
                 )))
             }

@@ -73,7 +73,7 @@
 //! arrays (bf16 values are fine), and the
 //! transcendental math functions (exp, exp2, log, log2, tanh, erf, sin, cos, pow),
 //! which must be expanded into IR arithmetic before emission
-//! (`kernelc_ir::passes::for_target` with `MathExpansion::all_transcendental()`):
+//! (`kernelc_ir::passes::for_target` with [`required_expansion`]):
 //! WGSL's built-ins are not accurate enough for kernelc's tolerances.
 
 mod expr;

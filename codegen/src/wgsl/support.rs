@@ -73,7 +73,7 @@ fn check_expr(e: &Expr) -> Result<(), CodegenError> {
             Err(unsupported(format!(
                 "the math function `{}` (WGSL's built-in is not accurate enough; expand it \
                  into IR arithmetic first with kernelc_ir::passes::for_target and \
-                 MathExpansion::all_transcendental)",
+                 kernelc_codegen::wgsl::required_expansion())",
                 func.name()
             )))
         }

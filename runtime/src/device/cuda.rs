@@ -140,8 +140,8 @@ impl CudaDevice {
     }
 
     /// NVPTX has no accurate `expf` & co. and no f64 `exp` & co. at all without
-    /// NVIDIA's libdevice (which kernelc does not ship): every transcendental, f64
-    /// included, goes through kernelc's IR math.
+    /// NVIDIA's libdevice (which kernelc does not ship), and its `frem` rounds: every
+    /// transcendental, f64 included, and float `%` go through kernelc's IR math.
     pub(crate) fn math_expansion(&self) -> MathExpansion {
         kernelc_codegen::ptx::required_expansion()
     }

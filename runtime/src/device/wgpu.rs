@@ -134,11 +134,16 @@ impl WgpuDevice {
         &self.options_key
     }
 
-    /// Every f32 transcendental: Vulkan's and WGSL's own `exp`, `log`, `sin`, ... are
-    /// allowed errors far above the tolerance table (e.g. `exp` 3 + 2|x| ULP).
+    /// What the path's emitter needs expanded: every transcendental (Vulkan's and
+    /// WGSL's own `exp`, `log`, `sin`, ... are allowed errors far above the tolerance
+    /// table, e.g. `exp` 3 + 2|x| ULP; f64 ones where the SPIR-V paths have f64) and
+    /// float `%` (theirs rounds).
     pub(crate) fn math_expansion(&self) -> MathExpansion {
-        // f64 only ever reaches the SPIR-V paths (caps.f64 is off for WGSL).
-        kernelc_codegen::spirv::required_expansion(self.caps.f64)
+        if self.path.is_spirv() {
+            kernelc_codegen::spirv::required_expansion(self.caps.f64)
+        } else {
+            kernelc_codegen::wgsl::required_expansion()
+        }
     }
 
     pub(crate) fn caps(&self) -> TargetCaps {

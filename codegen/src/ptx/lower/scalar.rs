@@ -283,7 +283,8 @@ impl<'ctx> Lower<'_, 'ctx> {
         if MathExpansion::SUPPORTED.contains(&func) {
             return Err(unsupported(format!(
                 "{s} {} (no libdevice); expand it first with kernelc_ir::passes::for_target \
-                 and MathExpansion::all_transcendental_with_f64()",
+                 and kernelc_codegen::ptx::required_expansion() (every transcendental: \
+                 MathExpansion::all_transcendental_with_f64)",
                 func.name()
             )));
         }
