@@ -22,7 +22,8 @@
 pub mod conformance;
 pub mod error;
 pub mod lower;
-
+pub mod op;
+pub mod ops;
 pub mod reference;
 pub mod rng;
 pub mod seeds;

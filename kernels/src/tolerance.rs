@@ -1,6 +1,8 @@
-//! The one tolerance table: how far any target's result may be from the f64
-//! reference, per op and dtype. `docs/semantics.md` states the same table in prose;
-//! the conformance harness enforces exactly this and nothing looser.
+//! The tolerance machinery: how far any target's result may be from the f64
+//! reference. Each op states its row through [`Op::tolerance`](crate::op::Op::tolerance)
+//! (in its family folder) using only the bound kinds defined here;
+//! `docs/semantics.md` states the same table in prose; the conformance harness
+//! enforces exactly this and nothing looser.
 //!
 //! Every bound has the form
 //!
@@ -27,7 +29,7 @@
 //! NaN must come out as NaN and infinities as the same infinity; signed zeros compare
 //! equal.
 
-use crate::spec::*;
+use crate::spec::OpSpec;
 use kernelc_ir::ScalarType;
 
 /// What the error allowance is proportional to, beyond `|want|`.
@@ -53,23 +55,27 @@ pub struct Tolerance {
 }
 
 impl Tolerance {
-    const EXACT: Tolerance = Tolerance {
+    /// Bit-exact after rounding to the dtype.
+    pub const EXACT: Tolerance = Tolerance {
         ulps: 0.0,
         scale: Scale::Exact,
     };
-    fn elementwise(ulps: f64) -> Tolerance {
+    /// `ulps` of the result plus the largest input magnitude.
+    pub fn elementwise(ulps: f64) -> Tolerance {
         Tolerance {
             ulps,
             scale: Scale::Inputs,
         }
     }
-    fn accumulated(ulps: f64, len: usize) -> Tolerance {
+    /// `ulps` times `len` sums of term magnitudes (sums and dot products of `len` terms).
+    pub fn accumulated(ulps: f64, len: usize) -> Tolerance {
         Tolerance {
             ulps,
             scale: Scale::Accumulated { len: len.max(1) },
         }
     }
-    fn normalised(ulps: f64, len: usize) -> Tolerance {
+    /// `ulps` times `len` times the largest input magnitude (normalisations over `len`).
+    pub fn normalised(ulps: f64, len: usize) -> Tolerance {
         Tolerance {
             ulps,
             scale: Scale::InputsTimesLen { len: len.max(1) },
@@ -88,173 +94,14 @@ pub fn unit_roundoff(dtype: ScalarType) -> f64 {
     }
 }
 
-/// ULPs allowed for an elementwise function (in the compute precision).
-fn unary_ulps(func: UnaryFn) -> f64 {
-    match func {
-        UnaryFn::Neg
-        | UnaryFn::Abs
-        | UnaryFn::Floor
-        | UnaryFn::Ceil
-        | UnaryFn::Round
-        | UnaryFn::Relu => 0.0,
-        UnaryFn::Sqrt | UnaryFn::LeakyRelu { .. } => 1.0,
-        UnaryFn::Rsqrt | UnaryFn::Exp | UnaryFn::Log => 4.0,
-        UnaryFn::Sin | UnaryFn::Cos | UnaryFn::Tanh | UnaryFn::Sigmoid => 8.0,
-        UnaryFn::Tan | UnaryFn::GeluErf | UnaryFn::GeluTanh | UnaryFn::Silu => 16.0,
-    }
-}
-
-/// The allowance for `spec`'s outputs.
+/// The allowance for `spec`'s outputs: exact for integer and bool outputs, else the
+/// op's own row ([`Op::tolerance`](crate::op::Op::tolerance)).
 pub fn tolerance(spec: &OpSpec) -> Tolerance {
     let dtype = spec.outputs().first().map_or(ScalarType::F32, |s| s.dtype);
     if !dtype.is_float() {
         return Tolerance::EXACT;
     }
-    match spec {
-        OpSpec::Unary(s) => {
-            let u = unary_ulps(s.func);
-            if u == 0.0 {
-                Tolerance::EXACT
-            } else {
-                Tolerance::elementwise(u)
-            }
-        }
-        OpSpec::ActivationBackward(_) => Tolerance::elementwise(32.0),
-        OpSpec::Binary(BinarySpec { func, .. }) | OpSpec::Scalar(ScalarSpec { func, .. }) => {
-            binary_tolerance(*func)
-        }
-        OpSpec::Where(_)
-        | OpSpec::Cast(_)
-        | OpSpec::Permute(_)
-        | OpSpec::Slice(_)
-        | OpSpec::Concat(_)
-        | OpSpec::Gather(_)
-        | OpSpec::Im2col(_) => Tolerance::EXACT,
-        OpSpec::Fill(s) => match s.value {
-            FillValue::Constant { .. } => Tolerance::EXACT,
-            // The attributes set the scale: |low|, |high|, or |mean| + 6 std.
-            FillValue::Uniform { low, high, .. } => Tolerance {
-                ulps: 4.0,
-                scale: Scale::Fixed(low.abs().max(high.abs())),
-            },
-            FillValue::Normal { mean, std, .. } => Tolerance {
-                ulps: 16.0,
-                scale: Scale::Fixed(mean.abs() + 6.0 * std.abs()),
-            },
-        },
-        OpSpec::Scatter(s) => match s.combine {
-            ScatterCombine::Last => Tolerance::EXACT,
-            ScatterCombine::Sum => Tolerance::accumulated(2.0, s.indices.iter().product()),
-        },
-        OpSpec::Reduce(s) => match s.func {
-            ReduceFn::Sum | ReduceFn::Mean => {
-                let len = s.axes.iter().filter_map(|&a| s.shape.get(a)).product();
-                Tolerance::accumulated(2.0, len)
-            }
-            _ => Tolerance::EXACT,
-        },
-        OpSpec::Gemm(s) => Tolerance::accumulated(2.0, s.k + 2),
-        OpSpec::Softmax(SoftmaxSpec { shape, axis, .. })
-        | OpSpec::SoftmaxBackward(SoftmaxBackwardSpec { shape, axis, .. }) => {
-            Tolerance::normalised(8.0, shape.get(*axis).copied().unwrap_or(1))
-        }
-        OpSpec::LayerNorm(LayerNormSpec { shape, .. }) => {
-            Tolerance::normalised(8.0, shape.last().copied().unwrap_or(1))
-        }
-        // dx = r·(g − mean(g) − x̂·mean(g·x̂)) cancels terms built from products of up
-        // to four inputs (dy·w·x̂·x̂, x̂ = (x − μ)·r), which exceed `cols·max|input|` on
-        // short rows: 32 ulps rather than the forward's 8 (a wrong formula is off by
-        // O(1), not by ulps). dweight and dbias are sums over the `rows` rows, so
-        // their rounding grows with `rows` as well.
-        OpSpec::LayerNormBackward(s) => {
-            let (rows, cols) = s.rows_cols();
-            Tolerance::normalised(32.0, if s.param_grads { cols + rows } else { cols })
-        }
-        OpSpec::BatchNorm(BatchNormSpec { shape, .. })
-        | OpSpec::BatchNormBackward(BatchNormBackwardSpec { shape, .. }) => {
-            let per_channel = shape
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| *i != 1)
-                .map(|(_, d)| *d)
-                .product();
-            // The backward's dx = w·r/M·(M·dy − Σdy − x̂·Σdy·x̂) cancels products of up
-            // to four inputs, as layer norm's does: 32 ulps there, 8 forward.
-            let ulps = if matches!(spec, OpSpec::BatchNormBackward(_)) {
-                32.0
-            } else {
-                8.0
-            };
-            Tolerance::normalised(ulps, per_channel)
-        }
-        OpSpec::Attention(s) => Tolerance::normalised(16.0, s.seq_k * s.head_dim),
-        OpSpec::Rope(_) => Tolerance::elementwise(8.0),
-        OpSpec::Conv2d(s) => {
-            let [kh, kw] = s.window.kernel;
-            let len = match s.pass {
-                ConvPass::Forward => s.in_channels * kh * kw + 1,
-                ConvPass::BackwardData => s.out_channels * kh * kw,
-                ConvPass::BackwardFilter => s.batch * s.height * s.width,
-            };
-            Tolerance::accumulated(2.0, len)
-        }
-        OpSpec::Col2im(s) => {
-            Tolerance::accumulated(2.0, s.window.kernel[0] * s.window.kernel[1] + 1)
-        }
-        OpSpec::Pool2d(s) => match s.kind {
-            PoolKind::Max => Tolerance::EXACT,
-            PoolKind::Avg => Tolerance::accumulated(2.0, s.window.kernel[0] * s.window.kernel[1]),
-        },
-        OpSpec::Pool2dBackward(s) => {
-            let taps = s
-                .window
-                .map_or(s.height * s.width, |w| w.kernel[0] * w.kernel[1]);
-            Tolerance::accumulated(2.0, taps + 1)
-        }
-        OpSpec::AdaptivePool2d(s) => match s.kind {
-            PoolKind::Max if s.pass == PoolPass::Forward => Tolerance::EXACT,
-            _ => {
-                // Terms per element: a forward window spans at most ⌈in/out⌉ + 1 inputs
-                // per axis; a backward pixel lies in at most ⌈out/in⌉ + 1 windows per
-                // axis (more than the forward count when upsampling).
-                let per_axis = |d: usize| {
-                    let (i, o) = (s.in_size[d].max(1), s.out_size[d].max(1));
-                    match s.pass {
-                        PoolPass::Forward => i.div_ceil(o) + 1,
-                        PoolPass::Backward => o.div_ceil(i) + 1,
-                    }
-                };
-                Tolerance::accumulated(2.0, per_axis(0) * per_axis(1))
-            }
-        },
-        OpSpec::CrossEntropy(s) => Tolerance::normalised(8.0, s.classes),
-        OpSpec::Dropout(_) => Tolerance::elementwise(1.0),
-        OpSpec::Adam(_) => Tolerance::elementwise(16.0),
-        OpSpec::ImageFilter(s) => match s.filter {
-            ImageFilter::GaussianBlur { radius, .. } => {
-                Tolerance::normalised(4.0, (2 * radius + 1) * (2 * radius + 1))
-            }
-            ImageFilter::Sobel { .. } | ImageFilter::Sharpen => Tolerance::normalised(8.0, 9),
-            ImageFilter::Threshold { .. } | ImageFilter::Invert => Tolerance::EXACT,
-            ImageFilter::Grayscale
-            | ImageFilter::Brightness { .. }
-            | ImageFilter::Contrast { .. } => Tolerance::elementwise(4.0),
-        },
-    }
-}
-
-fn binary_tolerance(func: BinaryFn) -> Tolerance {
-    match func {
-        BinaryFn::Add | BinaryFn::Sub | BinaryFn::Mul | BinaryFn::Div => {
-            Tolerance::elementwise(1.0)
-        }
-        BinaryFn::Mod | BinaryFn::Max | BinaryFn::Min => Tolerance::EXACT,
-        BinaryFn::Eq | BinaryFn::Ne | BinaryFn::Lt | BinaryFn::Le | BinaryFn::Gt | BinaryFn::Ge => {
-            Tolerance::EXACT
-        }
-        BinaryFn::Pow => Tolerance::elementwise(16.0),
-        BinaryFn::SiluMul => Tolerance::elementwise(16.0),
-    }
+    spec.float_tolerance()
 }
 
 /// One element outside its allowance.

@@ -1,8 +1,9 @@
 //! The one conformance harness: (op, shapes, dtype) × executor, against the f64
 //! reference, under the tolerance table of [`crate::tolerance`].
 //!
-//! [`cases`] lists every op of the catalogue at several shapes (1, primes, sizes that
-//! are not a multiple of any tile) and dtypes. [`inputs`] makes seeded random inputs
+//! [`cases`] collects every op's own cases ([`Op::cases`](crate::op::Op::cases): 1,
+//! primes, sizes that are not a multiple of any tile, the dtypes it takes), so no op
+//! of the catalogue can be left out. [`inputs`] makes seeded random inputs
 //! that are never all zeros and stay in each op's domain. An [`Executor`] runs a spec:
 //! the reference interpreter here, and each device of the runtime in its own crate.
 //! Every target plugs into this harness; none gets a private one.
@@ -174,7 +175,7 @@ pub fn check(exec: &dyn Executor, spec: &OpSpec, seed: u64) -> Result<(), Failur
 /// sum of the magnitudes of its terms (meaningful for the multilinear ops that use
 /// [`Scale::Accumulated`]).
 fn magnitudes(spec: &OpSpec, values: &[Vec<f64>]) -> Result<Vec<Vec<f64>>, Failure> {
-    let abs_spec = cases::absolute(spec);
+    let abs_spec = spec.absolute();
     let abs_values: Vec<Vec<f64>> = spec
         .inputs()
         .iter()

@@ -55,7 +55,6 @@
 use super::math::{bind, compute_type, Num};
 use super::schedule::{fold_grid, linear_workgroup, plan_1d};
 use super::{Binding, Launch, LowerError, Plan, TargetCaps, TempBuffer};
-use crate::spec::{GemmSpec, Layout, MatrixPlacement, OpSpec};
 use kernelc_ir::builder::*;
 use kernelc_ir::{Access, Scalar, ScalarType};
 
@@ -346,7 +345,7 @@ pub(crate) struct GemmCore {
 }
 
 impl GemmCore {
-    fn compute(&self) -> ScalarType {
+    pub(crate) fn compute(&self) -> ScalarType {
         compute_type(self.c.dtype)
     }
     fn batch_count(&self) -> u32 {
@@ -502,7 +501,7 @@ impl Tile {
 }
 
 /// Lanes of a 16-byte (`caps.vector_width` f32 lanes) vector of `ty`.
-fn vector_lanes(ty: ScalarType, caps: &TargetCaps) -> u8 {
+pub(crate) fn vector_lanes(ty: ScalarType, caps: &TargetCaps) -> u8 {
     let bytes = 4 * caps.vector_width.max(1) as u32;
     match bytes / ty.size_bytes().max(1) {
         0 | 1 => 1,
@@ -1744,7 +1743,7 @@ pub(crate) fn emit_gemm(
 }
 
 /// [`emit_gemm`] with a given starting tile (tests force the other configurations).
-fn emit_gemm_with(
+pub(crate) fn emit_gemm_with(
     core: &GemmCore,
     caps: &TargetCaps,
     mut tile: Tile,
@@ -1783,219 +1782,4 @@ fn emit_gemm_with(
         None => plan.launches.push(kernel.build(caps, None)?),
     }
     Ok(())
-}
-
-// ---------------------------------------------------------------------------------------
-// The gemm op
-// ---------------------------------------------------------------------------------------
-
-/// `(row stride, column stride)` of a stored matrix.
-fn strides_of(p: &MatrixPlacement) -> (usize, usize) {
-    match p.layout {
-        Layout::RowMajor => (p.ld, 1),
-        Layout::ColMajor => (1, p.ld),
-    }
-}
-
-fn u32s(what: &str, v: &[usize]) -> Result<Vec<u32>, LowerError> {
-    v.iter().map(|&x| to_u32(what, x)).collect()
-}
-
-pub fn gemm(spec: &GemmSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
-    let core = gemm_core(spec)?;
-    let mut plan = PlanBuilder::default();
-    emit_gemm(&core, caps, &mut plan)?;
-    Ok(plan.finish())
-}
-
-/// The engine's problem for a GEMM spec.
-fn gemm_core(spec: &GemmSpec) -> Result<GemmCore, LowerError> {
-    let op = OpSpec::Gemm(spec.clone());
-    let inputs = op.inputs();
-    let outputs = op.outputs();
-    let (pa, pb, pc) = (spec.a(), spec.b(), spec.c());
-    let len = |i: usize| inputs.get(i).map_or(0, |s| s.numel() as u64);
-    // op(A)(i, p) and op(B)(p, j) as (outer, reduction) strides.
-    let (ar, ac) = strides_of(&pa);
-    let (a_i, a_p) = if spec.trans_a { (ac, ar) } else { (ar, ac) };
-    let (br, bc) = strides_of(&pb);
-    let (b_j, b_p) = if spec.trans_b { (br, bc) } else { (bc, br) };
-    let operand = |name: &str,
-                   index: usize,
-                   outer: usize,
-                   reduction: usize,
-                   p: &MatrixPlacement|
-     -> Result<GemmOperand, LowerError> {
-        Ok(GemmOperand {
-            name: name.to_string(),
-            binding: Binding::Input(index),
-            dtype: spec.dtype,
-            len: len(index),
-            base: 0,
-            batch_strides: u32s("batch stride", &p.batch_strides)?,
-            gather: Gather::Strided {
-                outer: to_u32("leading dimension", outer)?,
-                reduction: to_u32("leading dimension", reduction)?,
-            },
-        })
-    };
-    let a = operand("a", 0, a_i, a_p, &pa)?;
-    let b = operand("b", 1, b_j, b_p, &pb)?;
-    let c_len = outputs.first().map_or(0, |s| s.numel() as u64);
-    let c = GemmOutput {
-        name: "c".into(),
-        binding: Binding::Output(0),
-        dtype: spec.dtype,
-        len: c_len,
-        base: 0,
-        ld: to_u32("ldc", pc.ld)?,
-        batch_strides: u32s("stride_c", &pc.batch_strides)?,
-    };
-    let bias_index = 2;
-    let c_in_index = if spec.bias { 3 } else { 2 };
-    // Column-major C is the row-major problem Cᵀ = op(B)ᵀ·op(A)ᵀ: swap the operands
-    // (and the bias axis), so that C always has unit column stride.
-    let col_major = spec.layout == Layout::ColMajor;
-    let (m, n, first, second) = if col_major {
-        (spec.n, spec.m, b, a)
-    } else {
-        (spec.m, spec.n, a, b)
-    };
-    let core = GemmCore {
-        name: op.name(),
-        m: to_u32("m", m)?,
-        n: to_u32("n", n)?,
-        k: to_u32("k", spec.k)?,
-        batch: u32s("batch", &spec.batch)?,
-        a: first,
-        b: second,
-        c,
-        c_in: (spec.beta != 0.0).then_some(Binding::Input(c_in_index)),
-        alpha: spec.alpha,
-        beta: spec.beta,
-        bias: spec.bias.then_some(GemmBias {
-            binding: Binding::Input(bias_index),
-            dtype: spec.dtype,
-            along: if col_major {
-                BiasAxis::Rows
-            } else {
-                BiasAxis::Cols
-            },
-        }),
-        input_rounding: spec.input_rounding,
-        fill_gaps: true,
-    };
-    Ok(core)
-}
-
-#[cfg(test)]
-mod tests {
-    //! The tile configurations the conformance table's small shapes never select:
-    //! 128 × 128 tiles with 8 × 8 micro-tiles, and several invocations each looping
-    //! over several micro-tiles (accumulators in shared memory), run on every GEMM
-    //! case against the reference.
-
-    use super::*;
-    use crate::conformance::{cases, check, Executor};
-    use crate::lower::{poison, run_plan};
-    use crate::spec::OpKind;
-    use kernelc_ir::interp::HostBuffer;
-
-    struct Forced {
-        caps: TargetCaps,
-        /// `(ty, tx, tm, tn, bk)`
-        shape: (u32, u32, u32, u32, u32),
-    }
-
-    impl Executor for Forced {
-        fn name(&self) -> String {
-            format!("forced tile {:?}", self.shape)
-        }
-        fn run(&self, spec: &OpSpec, inputs: &[HostBuffer]) -> Result<Vec<HostBuffer>, String> {
-            let OpSpec::Gemm(g) = spec else {
-                return Err("not a gemm".into());
-            };
-            let core = gemm_core(g).map_err(|e| e.to_string())?;
-            let v = vector_lanes(core.compute(), &self.caps) as u32;
-            let (ty, tx, tm, tn, bk) = self.shape;
-            let tile = Tile {
-                bm: 2 * ty * tm,
-                bn: 2 * tx * tn,
-                bk,
-                ty,
-                tx,
-                tm,
-                tn,
-                vn: v.min(tn) as u8,
-                vm: if tm % v == 0 { v as u8 } else { 1 },
-                unroll: bk / 2,
-            };
-            let tile = if ty * tx == 256 {
-                Tile {
-                    bm: ty * tm,
-                    bn: tx * tn,
-                    unroll: bk,
-                    ..tile
-                }
-            } else {
-                tile
-            };
-            let mut plan = PlanBuilder::default();
-            emit_gemm_with(&core, &self.caps, tile, &mut plan).map_err(|e| e.to_string())?;
-            let plan = plan.finish();
-            let mut outputs: Vec<HostBuffer> = spec
-                .outputs()
-                .iter()
-                .map(|s| HostBuffer::filled(s.dtype, s.numel(), poison(s.dtype)))
-                .collect();
-            run_plan(&plan, inputs, &mut outputs).map_err(|e| e.to_string())?;
-            Ok(outputs)
-        }
-    }
-
-    fn run_all(exec: &Forced) {
-        let failures: Vec<String> = cases::for_kind(OpKind::Gemm)
-            .iter()
-            .filter_map(|spec| {
-                check(exec, spec, 11)
-                    .err()
-                    .map(|f| format!("{spec:?}: {f}"))
-            })
-            .collect();
-        assert!(
-            failures.is_empty(),
-            "{}: {}",
-            exec.name(),
-            failures.join("\n")
-        );
-    }
-
-    #[test]
-    fn large_tiles_are_correct() {
-        run_all(&Forced {
-            caps: TargetCaps::cuda_sm90(),
-            shape: (16, 16, 8, 8, 8),
-        });
-    }
-
-    #[test]
-    fn several_micro_tiles_per_invocation_are_correct() {
-        // 4 × 4 invocations, each owning 2 × 2 micro-tiles of 4 × 4, reduction
-        // steps in a loop of two unrolled steps.
-        run_all(&Forced {
-            caps: TargetCaps::cuda_sm90(),
-            shape: (4, 4, 4, 4, 4),
-        });
-    }
-
-    #[test]
-    fn flat_tiles_are_correct() {
-        // The skinny-problem tiles: 16 × 256 and 256 × 16.
-        for shape in [(4, 64, 4, 4, 16), (64, 4, 4, 4, 16)] {
-            run_all(&Forced {
-                caps: TargetCaps::cuda_sm90(),
-                shape,
-            });
-        }
-    }
 }

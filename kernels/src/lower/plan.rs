@@ -51,3 +51,10 @@ impl Plan {
         }
     }
 }
+
+/// A uniform scalar parameter of a kernel and the value bound to it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Uniform {
+    pub name: String,
+    pub value: Scalar,
+}

@@ -45,12 +45,12 @@
 //! per-element loop are written once against it.
 
 use super::math::{bind, Num};
-use super::plan::{Binding, Launch, Plan, TempBuffer};
+use super::plan::{Binding, Launch, Plan, TempBuffer, Uniform};
 use super::schedule::{fold_grid, linear_workgroup};
 use super::{LowerError, TargetCaps};
 use crate::spec::TensorSig;
 use kernelc_ir::builder::*;
-use kernelc_ir::{Access, Expr, Scalar, ScalarType};
+use kernelc_ir::{Access, Expr, ScalarType};
 
 // ---- views ----
 
@@ -1275,13 +1275,6 @@ pub struct Fold<'a> {
     /// Uniform scalars the epilogue reads (attributes that change from call to
     /// call, kept out of the kernel so that its cache key does not change).
     pub uniforms: Vec<Uniform>,
-}
-
-/// A uniform scalar parameter and the value bound to it.
-#[derive(Clone, Debug)]
-pub struct Uniform {
-    pub name: String,
-    pub value: Scalar,
 }
 
 /// Declares `uniforms` as scalar parameters (after the buffers).

@@ -1,0 +1,103 @@
+//! Conformance cases of the attention family.
+
+use super::spec::*;
+use crate::op::Op;
+use kernelc_ir::ScalarType::{self, *};
+
+/// One attention case: `[batch, heads, kv_heads]`, `[seq_q, seq_k, head_dim]`.
+fn attn(
+    dtype: ScalarType,
+    layout: AttentionLayout,
+    bhk: [usize; 3],
+    sizes: [usize; 3],
+    causal: bool,
+    mask: Option<Vec<usize>>,
+) -> AttentionSpec {
+    let [batch, heads, kv_heads] = bhk;
+    let [seq_q, seq_k, head_dim] = sizes;
+    AttentionSpec {
+        dtype,
+        layout,
+        batch,
+        heads,
+        kv_heads,
+        seq_q,
+        seq_k,
+        head_dim,
+        scale: 1.0 / (head_dim as f64).sqrt(),
+        causal,
+        mask,
+    }
+}
+
+pub(super) fn attention() -> Vec<AttentionSpec> {
+    use AttentionLayout::{Bhsd, Bshd};
+    vec![
+        AttentionSpec::example(),
+        // One query, one key.
+        attn(F32, Bhsd, [1, 1, 1], [1, 1, 8], false, None),
+        // GQA (2 query heads per kv head), causal with seq_q < seq_k, full mask.
+        attn(
+            F32,
+            Bhsd,
+            [2, 4, 2],
+            [7, 33, 13],
+            true,
+            Some(vec![2, 4, 7, 33]),
+        ),
+        // seq_q > seq_k causal: the first 26 rows see no key and output zeros;
+        // a per-batch key-padding mask.
+        attn(
+            F64,
+            Bshd,
+            [2, 2, 2],
+            [33, 7, 8],
+            true,
+            Some(vec![2, 1, 1, 7]),
+        ),
+        // head_dim 64 in f16, a per-head key mask.
+        attn(
+            F16,
+            Bhsd,
+            [1, 2, 1],
+            [33, 33, 64],
+            false,
+            Some(vec![2, 1, 33]),
+        ),
+        // head_dim 64, 100 keys: ragged against the 32-key tile the GPU caps pick and the
+        // 64-key tile of the CPU caps; causal with seq_q < seq_k, a full mask.
+        attn(
+            F32,
+            Bshd,
+            [1, 2, 2],
+            [33, 100, 64],
+            true,
+            Some(vec![1, 2, 33, 100]),
+        ),
+        // 70 keys (ragged against a 64-key tile), bshd, causal, no mask.
+        attn(Bf16, Bshd, [1, 3, 1], [7, 70, 16], true, None),
+        // 70 queries over 5 keys, key mask broadcast over everything else.
+        attn(F32, Bshd, [1, 2, 1], [70, 5, 13], false, Some(vec![5])),
+    ]
+}
+
+pub(super) fn rope() -> Vec<RopeSpec> {
+    let case =
+        |dtype, index_dtype, [batch, seq, heads, head_dim, max_positions]: [usize; 5]| RopeSpec {
+            dtype,
+            index_dtype,
+            batch,
+            seq,
+            heads,
+            head_dim,
+            max_positions,
+        };
+    vec![
+        case(F32, U32, [1, 2, 2, 8, 16]),
+        case(F64, I32, [2, 3, 1, 6, 5]),
+        case(F16, F32, [1, 1, 3, 2, 1]),
+        case(Bf16, I32, [3, 5, 2, 8, 7]),
+        // Halves of whole vectors.
+        case(F32, F32, [2, 7, 3, 16, 11]),
+    ]
+}

@@ -1,0 +1,683 @@
+//! Scaled dot-product attention, fused and tiled over keys with an online softmax
+//! (flash-attention style): one launch, and the `seq_q × seq_k` score matrix never
+//! touches global memory.
+//!
+//! **Schedule.** A workgroup owns a block of `BQ` query rows of one (batch, head). It
+//! stages its queries once (pre-multiplied by the scale) in shared memory, then walks the
+//! keys in blocks of `BK`:
+//!
+//! 1. stage the `BK × head_dim` blocks of K and V in shared memory (coalesced: the
+//!    invocations walk each block in memory order; rows past `seq_k` are zero-filled);
+//! 2. scores `S = Q·Kᵀ (+ mask)`, `−∞` where a key is past `seq_k`, hidden by causality
+//!    or the row is past `seq_q`. Register-blocked: one step of an invocation computes
+//!    one key against 4 query rows, so each K element read from shared memory feeds 4
+//!    FMAs; neighbouring invocations take neighbouring keys, and the K tile's rows are
+//!    padded to an odd stride so that they hit different banks;
+//! 3. per row: the new running max `m`, the rescale `α = e^{m_old − m}` of what was
+//!    accumulated so far;
+//! 4. probabilities `P = e^{S − m}` in place, all invocations at once;
+//! 5. `O = α·O + P·V` (one step of an invocation updates one column `d` of 4 query
+//!    rows, each V element read feeding 4 FMAs; neighbouring invocations on neighbouring
+//!    columns) and `l = α·l + Σ P` per row,
+//!
+//! with a barrier between phases. At the end `o = O / l`, or 0 for a row that saw no key
+//! (the reference's rule for a query with no visible key). A row whose running max is
+//! still `−∞` shifts by 0 instead, so `e^{−∞ − (−∞)}` (NaN) never happens. With
+//! `causal`, key blocks that no row of the query block can see are not visited.
+//!
+//! `BQ`/`BK` are the largest tiles (at most 64, at most the sequence lengths, `BQ` a
+//! multiple of the 4-row blocking where it can be) whose shared arrays fit
+//! `caps.shared_memory_bytes`: 32×32 for head_dim 64 in f32 under 48 KiB, 64×64 on the
+//! CPU. The accumulator `O` lives in shared memory, so any `head_dim` works with any
+//! invocation count; a head_dim too large even for 1×1 tiles is a
+//! [`LowerError::SharedMemory`]. A CPU workgroup is one invocation running every phase
+//! loop with stride 1: the same kernel, its barriers trivially uniform.
+//!
+//! Storage f16/bf16 widen to f32 on load; every sum, max and exponential is in the
+//! compute type (f32, or f64 for f64); the output is rounded once on store.
+
+use crate::lower::index::resolve_index;
+use crate::lower::math::{compute_type, Num};
+use crate::lower::schedule::{fold_grid, linear_workgroup, plan_1d};
+use crate::lower::{Binding, Launch, LowerError, Plan, TargetCaps};
+use crate::shape::broadcast_strides;
+use crate::spec::*;
+use kernelc_ir::builder::*;
+use kernelc_ir::{Access, ScalarType};
+
+/// The largest query / key tile tried.
+const MAX_TILE: u32 = 64;
+/// Query rows one invocation carries through the score and P·V loops (register
+/// blocking: each staged K or V element read from shared memory feeds this many FMAs).
+const MAX_ROWS_PER_THREAD: u32 = 4;
+
+/// Tile sizes of one lowering.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Tiles {
+    /// Query rows per workgroup (a multiple of `rows`).
+    bq: u32,
+    /// Keys per staged block.
+    bk: u32,
+    /// Query rows per invocation step in the blocked loops.
+    rows: u32,
+    /// Row stride of the staged K tile: `head_dim`, made odd to spread shared-memory
+    /// banks over neighbouring keys.
+    k_stride: u32,
+}
+
+impl Tiles {
+    /// Shared-memory elements the kernel declares for these tiles.
+    fn shared_elems(&self, d: u32) -> u64 {
+        let (bq, bk, d) = (self.bq as u64, self.bk as u64, d as u64);
+        // Q and O (bq×d), K (bk×stride), V (bk×d), S (bq×bk), four per-row statistics.
+        2 * bq * d + bk * self.k_stride as u64 + bk * d + bq * bk + 4 * bq
+    }
+
+    /// The register-blocking factor for `bq` rows: the largest power of two up to
+    /// [`MAX_ROWS_PER_THREAD`] that divides it.
+    fn rows_for(bq: u32) -> u32 {
+        let mut r = MAX_ROWS_PER_THREAD;
+        while bq % r != 0 {
+            r /= 2;
+        }
+        r
+    }
+}
+
+/// Picks the largest tiles that fit the shared-memory budget: both start at
+/// `min(64, seq)` (the query tile rounded up to a multiple of 4 rows for register
+/// blocking; rows past `seq_q` are masked); the key tile shrinks first, since query
+/// rows amortise the K/V loads.
+fn pick_tiles(
+    spec: &AttentionSpec,
+    caps: &TargetCaps,
+    elem_bytes: u64,
+) -> Result<Tiles, LowerError> {
+    let d = dim(spec.head_dim, "head_dim")?;
+    let k_stride = if d % 2 == 0 { d + 1 } else { d };
+    let budget = caps.shared_memory_bytes as u64 / elem_bytes;
+    let seq_q = dim(spec.seq_q, "seq_q")?;
+    let bq = if seq_q < MAX_ROWS_PER_THREAD {
+        seq_q
+    } else {
+        MAX_TILE.min(seq_q.next_multiple_of(MAX_ROWS_PER_THREAD))
+    };
+    let mut t = Tiles {
+        bq,
+        bk: MAX_TILE.min(dim(spec.seq_k, "seq_k")?),
+        rows: 1,
+        k_stride,
+    };
+    while t.shared_elems(d) > budget {
+        if t.bq == 1 && t.bk == 1 {
+            return Err(LowerError::SharedMemory {
+                op: OpSpec::Attention(spec.clone()).name(),
+                needed: t.shared_elems(d) * elem_bytes,
+                available: caps.shared_memory_bytes as u64,
+            });
+        }
+        if t.bk >= t.bq {
+            t.bk = t.bk.div_ceil(2);
+        } else if t.bq > 2 * MAX_ROWS_PER_THREAD {
+            // Stay a multiple of the blocking factor while there is room.
+            t.bq = (t.bq / 2).next_multiple_of(MAX_ROWS_PER_THREAD);
+        } else {
+            t.bq = t.bq.div_ceil(2);
+        }
+    }
+    t.rows = Tiles::rows_for(t.bq);
+    Ok(t)
+}
+
+/// A size as u32 (every tensor has fewer than 2^31 elements, so this holds for valid
+/// specs; the error keeps a bad one from wrapping).
+fn dim(v: usize, what: &str) -> Result<u32, LowerError> {
+    u32::try_from(v).map_err(|_| LowerError::TooLarge {
+        what: what.into(),
+        value: v as u64,
+        limit: u32::MAX as u64,
+    })
+}
+
+/// Where rows of one (batch, head) live in a q/k/v/o tensor.
+struct HeadLayout {
+    /// Elements between consecutive sequence positions.
+    row_stride: u32,
+    /// Elements between heads (bhsd: a whole head's rows; bshd: one row).
+    head_stride: u32,
+    /// Elements between batches.
+    batch_stride: u32,
+}
+
+impl HeadLayout {
+    fn new(layout: AttentionLayout, heads: u32, seq: u32, d: u32) -> HeadLayout {
+        match layout {
+            AttentionLayout::Bhsd => HeadLayout {
+                row_stride: d,
+                head_stride: seq * d,
+                batch_stride: heads * seq * d,
+            },
+            AttentionLayout::Bshd => HeadLayout {
+                row_stride: heads * d,
+                head_stride: d,
+                batch_stride: seq * heads * d,
+            },
+        }
+    }
+
+    /// Offset of row 0, element 0 of head `h` of batch `b`.
+    fn base(&self, b: &E, h: &E) -> E {
+        b.clone() * self.batch_stride + h.clone() * self.head_stride
+    }
+}
+
+/// Element strides of the mask over `[batch, heads, seq_q, seq_k]` (0 where it
+/// broadcasts).
+fn mask_strides(spec: &AttentionSpec) -> Option<[u32; 4]> {
+    let shape = spec.mask.as_ref()?;
+    let s = broadcast_strides(shape, &spec.score_shape());
+    // Each stride is below the mask's element count (< 2^31).
+    Some([s[0] as u32, s[1] as u32, s[2] as u32, s[3] as u32])
+}
+
+/// `coef · e` with the zero and unit cases folded away.
+fn scaled(e: E, coef: u32) -> Option<E> {
+    match coef {
+        0 => None,
+        1 => Some(e),
+        c => Some(e * c),
+    }
+}
+
+/// Sum of optional terms (0 when all are absent).
+fn sum_terms(terms: impl IntoIterator<Item = Option<E>>) -> E {
+    terms
+        .into_iter()
+        .flatten()
+        .reduce(|a, b| a + b)
+        .unwrap_or_else(|| E::from(0u32))
+}
+
+/// Everything the kernel body needs to know, fixed at lowering time.
+struct Shape {
+    tiles: Tiles,
+    invocations: u32,
+    d: u32,
+    seq_q: u32,
+    seq_k: u32,
+    heads: u32,
+    group: u32,
+    q_blocks: u32,
+    workgroups: u32,
+    grid: [u32; 3],
+    q_layout: HeadLayout,
+    kv_layout: HeadLayout,
+    mask: Option<[u32; 4]>,
+    causal: bool,
+    scale: f64,
+    dtype: ScalarType,
+    num: Num,
+}
+
+/// The buffers and shared arrays of the kernel.
+struct Mems {
+    q: Mem,
+    k: Mem,
+    v: Mem,
+    mask: Option<Mem>,
+    o: Mem,
+    /// Scaled queries, `bq × d`.
+    qs: Mem,
+    /// Keys, `bk × k_stride`.
+    ks: Mem,
+    /// Values, `bk × d`.
+    vs: Mem,
+    /// Scores, then probabilities, `bq × bk`.
+    s: Mem,
+    /// Unnormalised output, `bq × d`.
+    acc: Mem,
+    /// Running max per row (may be −∞).
+    row_max: Mem,
+    /// The finite shift of the current block per row (the max, or 0 while it is −∞).
+    row_shift: Mem,
+    /// The rescale `e^{m_old − m_new}` of the current block per row.
+    row_scale: Mem,
+    /// Running sum of probabilities per row.
+    row_sum: Mem,
+}
+
+/// The sizes, tiles and grid of one lowering.
+fn shape_of(spec: &AttentionSpec, caps: &TargetCaps) -> Result<Shape, LowerError> {
+    let ct = compute_type(spec.dtype);
+    let tiles = pick_tiles(spec, caps, ct.size_bytes() as u64)?;
+    let d = dim(spec.head_dim, "head_dim")?;
+    let seq_q = dim(spec.seq_q, "seq_q")?;
+    let seq_k = dim(spec.seq_k, "seq_k")?;
+    let heads = dim(spec.heads, "heads")?;
+    let kv_heads = dim(spec.kv_heads, "kv_heads")?;
+    let batch = dim(spec.batch, "batch")?;
+    let q_blocks = seq_q.div_ceil(tiles.bq);
+    // batch · heads · q_blocks ≤ batch · heads · seq_q < 2^31 for a valid spec.
+    let workgroups = batch * heads * q_blocks;
+    Ok(Shape {
+        tiles,
+        invocations: caps.invocations_1d(),
+        d,
+        seq_q,
+        seq_k,
+        heads,
+        group: heads / kv_heads,
+        q_blocks,
+        workgroups,
+        grid: fold_grid(workgroups, caps)?,
+        q_layout: HeadLayout::new(spec.layout, heads, seq_q, d),
+        kv_layout: HeadLayout::new(spec.layout, kv_heads, seq_k, d),
+        mask: mask_strides(spec),
+        causal: spec.causal,
+        scale: spec.scale,
+        dtype: spec.dtype,
+        num: Num::scalar(ct),
+    })
+}
+
+/// Declares the buffers (q, k, v, mask if any, o: binding order) and shared arrays.
+fn declare(k: &mut KernelBuilder, op: &OpSpec, sh: &Shape) -> Result<Mems, LowerError> {
+    let buffer = |k: &mut KernelBuilder, sig: &TensorSig, access| {
+        k.buffer(sig.name.clone(), sig.dtype, sig.numel() as u64, access)
+    };
+    let inputs = op.inputs();
+    let outputs = op.outputs();
+    let (Some(q), Some(kk), Some(v), Some(o)) = (
+        inputs.first(),
+        inputs.get(1),
+        inputs.get(2),
+        outputs.first(),
+    ) else {
+        return Err(LowerError::Internal("attention without q, k, v and o"));
+    };
+    let (q, kk, v) = (
+        buffer(k, q, Access::Read),
+        buffer(k, kk, Access::Read),
+        buffer(k, v, Access::Read),
+    );
+    let mask = inputs.get(3).map(|m| buffer(k, m, Access::Read));
+    let o = buffer(k, o, Access::Write);
+    let (ct, d, t) = (sh.num.ty, sh.d, sh.tiles);
+    Ok(Mems {
+        q,
+        k: kk,
+        v,
+        mask,
+        o,
+        qs: k.shared("q_tile", ct, t.bq * d),
+        ks: k.shared("k_tile", ct, t.bk * t.k_stride),
+        vs: k.shared("v_tile", ct, t.bk * d),
+        s: k.shared("scores", ct, t.bq * t.bk),
+        acc: k.shared("acc", ct, t.bq * d),
+        row_max: k.shared("row_max", ct, t.bq),
+        row_shift: k.shared("row_shift", ct, t.bq),
+        row_scale: k.shared("row_scale", ct, t.bq),
+        row_sum: k.shared("row_sum", ct, t.bq),
+    })
+}
+
+pub(super) fn attention(spec: &AttentionSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
+    let op = OpSpec::Attention(spec.clone());
+    let sh = shape_of(spec, caps)?;
+    let mut k = KernelBuilder::new(op.name(), [sh.invocations, 1, 1]);
+    let mems = declare(&mut k, &op, &sh)?;
+    let kernel = k.build(|f| {
+        let wg = f.let_("wg", linear_workgroup(sh.grid));
+        if sh.grid[0] * sh.grid[1] == sh.workgroups {
+            body(f, &sh, &mems, wg);
+        } else {
+            // A folded grid has a few spare workgroups; the condition is uniform, so the
+            // barriers inside stay in uniform control flow.
+            f.if_(wg.clone().lt(sh.workgroups), |f| body(f, &sh, &mems, wg));
+        }
+    })?;
+    let inputs = op.inputs().len();
+    let mut bindings: Vec<Binding> = (0..inputs).map(Binding::Input).collect();
+    bindings.push(Binding::Output(0));
+    Ok(Plan::single(Launch {
+        kernel,
+        grid: sh.grid,
+        bindings,
+    }))
+}
+
+/// The position of the current invocation within its workgroup.
+fn thread(sh: &Shape) -> E {
+    if sh.invocations == 1 {
+        E::from(0u32)
+    } else {
+        local_id(0)
+    }
+}
+
+/// `for t in tid..count step invocations`: the workgroup's invocations share `count`
+/// items, neighbours on neighbouring items.
+fn strided(f: &mut Body, sh: &Shape, name: &str, count: u32, body: impl FnOnce(&mut Body, E)) {
+    f.for_(name, thread(sh), count, sh.invocations, body);
+}
+
+/// Per-workgroup coordinates (all uniform).
+struct Block {
+    /// First query row of the block.
+    q0: E,
+    /// Offsets of the (batch, head) in q/o and of its kv head in k/v.
+    q_base: E,
+    kv_base: E,
+    /// Mask offset of (batch, head), when there is a mask.
+    mask_base: Option<E>,
+}
+
+fn block_coords(f: &mut Body, sh: &Shape, wg: E) -> Block {
+    let qb = f.let_("q_block", wg.clone() % sh.q_blocks);
+    let bh = f.let_("bh", wg / sh.q_blocks);
+    let h = f.let_("head", bh.clone() % sh.heads);
+    let b = f.let_("batch", bh / sh.heads);
+    let g = f.let_("kv_head", h.clone() / sh.group);
+    let q0 = f.let_("q0", qb * sh.tiles.bq);
+    let q_base = f.let_("q_base", sh.q_layout.base(&b, &h));
+    let kv_base = f.let_("kv_base", sh.kv_layout.base(&b, &g));
+    let mask_base = sh.mask.map(|[sb, sh_, _, _]| {
+        let e = sum_terms([scaled(b.clone(), sb), scaled(h.clone(), sh_)]);
+        f.let_("mask_base", e)
+    });
+    Block {
+        q0,
+        q_base,
+        kv_base,
+        mask_base,
+    }
+}
+
+/// The kernel body of one in-range workgroup.
+fn body(f: &mut Body, sh: &Shape, m: &Mems, wg: E) {
+    let blk = block_coords(f, sh, wg);
+    init(f, sh, m, &blk);
+    f.barrier();
+    let key_blocks = key_block_count(f, sh, &blk);
+    f.for_("kb", 0u32, key_blocks, 1, |f, kb| {
+        let k0 = f.let_("k0", kb * sh.tiles.bk);
+        stage_kv(f, sh, m, &blk, &k0);
+        f.barrier();
+        scores(f, sh, m, &blk, &k0);
+        f.barrier();
+        row_stats(f, sh, m);
+        f.barrier();
+        probabilities(f, sh, m);
+        f.barrier();
+        accumulate(f, sh, m);
+        f.barrier();
+    });
+    finish(f, sh, m, &blk);
+}
+
+/// Stages the block's queries (times the scale; zero past `seq_q`) and clears the
+/// accumulator and the row statistics.
+fn init(f: &mut Body, sh: &Shape, m: &Mems, blk: &Block) {
+    let (n, d) = (sh.num, sh.d);
+    strided(f, sh, "t", sh.tiles.bq * d, |f, t| {
+        let qi = f.let_("qi", t.clone() / d);
+        let dd = f.let_("dd", t.clone() % d);
+        let i = f.let_("i", blk.q0.clone() + qi);
+        let src = blk.q_base.clone() + i.clone() * sh.q_layout.row_stride + dd;
+        f.if_else(
+            i.lt(sh.seq_q),
+            |f| {
+                let x = n.load(m.q, sh.dtype, src);
+                f.store(m.qs, t.clone(), x * n.lit(sh.scale));
+            },
+            |f| f.store(m.qs, t.clone(), n.lit(0.0)),
+        );
+        f.store(m.acc, t, n.lit(0.0));
+    });
+    strided(f, sh, "r", sh.tiles.bq, |f, r| {
+        f.store(m.row_max, r.clone(), n.lit(f64::NEG_INFINITY));
+        f.store(m.row_sum, r, n.lit(0.0));
+    });
+}
+
+/// How many key blocks the workgroup visits: all of them, or with `causal` only those
+/// up to the last key its last row sees (`j ≤ i + seq_k − seq_q`).
+fn key_block_count(f: &mut Body, sh: &Shape, blk: &Block) -> E {
+    let bk = sh.tiles.bk;
+    if !sh.causal {
+        return E::from(sh.seq_k.div_ceil(bk));
+    }
+    // Keys visible to the block's last row `end − 1`: clamp(end + seq_k − seq_q, 0,
+    // seq_k). `end + seq_k` < 2^32 because both sequence lengths are below 2^31.
+    let end = (blk.q0.clone() + sh.tiles.bq).min(sh.seq_q);
+    let reach = f.let_("reach", end + sh.seq_k);
+    let visible = f.let_("visible", (reach.max(sh.seq_q) - sh.seq_q).min(sh.seq_k));
+    f.let_("key_blocks", (visible + (bk - 1)) / bk)
+}
+
+/// Stages K and V rows `k0 .. k0 + bk` (zero past `seq_k`).
+fn stage_kv(f: &mut Body, sh: &Shape, m: &Mems, blk: &Block, k0: &E) {
+    let (n, d) = (sh.num, sh.d);
+    strided(f, sh, "t", sh.tiles.bk * d, |f, t| {
+        let j = f.let_("j", t.clone() / d);
+        let dd = f.let_("dd", t.clone() % d);
+        let kj = f.let_("kj", k0.clone() + j.clone());
+        let k_at = f.let_("k_at", j * sh.tiles.k_stride + dd.clone());
+        let src = blk.kv_base.clone() + kj.clone() * sh.kv_layout.row_stride + dd;
+        f.if_else(
+            kj.lt(sh.seq_k),
+            |f| {
+                let src = f.let_("src", src);
+                f.store(m.ks, k_at.clone(), n.load(m.k, sh.dtype, src.clone()));
+                f.store(m.vs, t.clone(), n.load(m.v, sh.dtype, src));
+            },
+            |f| {
+                f.store(m.ks, k_at.clone(), n.lit(0.0));
+                f.store(m.vs, t.clone(), n.lit(0.0));
+            },
+        );
+    });
+}
+
+/// `S[qi, j] = q_i · k_j (+ mask)` for visible pairs, `−∞` elsewhere. One step of an
+/// invocation computes key `j` against `rows` query rows: each K element read feeds
+/// `rows` FMAs; neighbouring invocations take neighbouring keys.
+fn scores(f: &mut Body, sh: &Shape, m: &Mems, blk: &Block, k0: &E) {
+    let (n, d, bk, rows) = (sh.num, sh.d, sh.tiles.bk, sh.tiles.rows);
+    strided(f, sh, "t", sh.tiles.bq / rows * bk, |f, t| {
+        let g = f.let_("row_group", t.clone() / bk);
+        let j = f.let_("j", t % bk);
+        let kj = f.let_("kj", k0.clone() + j.clone());
+        let k_row = f.let_("k_row", j.clone() * sh.tiles.k_stride);
+        let q_rows = f.let_("q_rows", g.clone() * (rows * d));
+        // Rows and keys past the sequences hold zeros: the dot is harmless, then hidden.
+        let dots: Vec<Var> = (0..rows).map(|_| f.var("dot", n.lit(0.0))).collect();
+        f.for_("dd", 0u32, d, 1, |f, dd| {
+            let kv = f.let_("kv", m.ks.at(k_row.clone() + dd.clone()));
+            for (r, dot) in (0u32..).zip(&dots) {
+                let qv = m.qs.at(q_rows.clone() + (dd.clone() + r * d));
+                f.assign(*dot, dot.get() + qv * kv.clone());
+            }
+        });
+        for (r, dot) in (0u32..).zip(&dots) {
+            let qi = f.let_("qi", g.clone() * rows + r);
+            let i = f.let_("i", blk.q0.clone() + qi.clone());
+            let mut visible = i.clone().lt(sh.seq_q) & kj.clone().lt(sh.seq_k);
+            if sh.causal {
+                // j ≤ i + seq_k − seq_q, without a negative intermediate.
+                visible = visible & (kj.clone() + sh.seq_q).le(i.clone() + sh.seq_k);
+            }
+            let at = f.let_("s_at", qi * bk + j.clone());
+            f.if_else(
+                visible,
+                |f| {
+                    let mut s = dot.get();
+                    if let (Some(mask), Some(base), Some([_, _, si, sj])) =
+                        (m.mask, &blk.mask_base, sh.mask)
+                    {
+                        let src =
+                            sum_terms([Some(base.clone()), scaled(i, si), scaled(kj.clone(), sj)]);
+                        s = s + n.load(mask, sh.dtype, src);
+                    }
+                    f.store(m.s, at.clone(), s);
+                },
+                |f| f.store(m.s, at.clone(), n.lit(f64::NEG_INFINITY)),
+            );
+        }
+    });
+}
+
+/// Per row: the new running max over this block, the finite shift the block's
+/// probabilities use, and the rescale of everything accumulated before.
+fn row_stats(f: &mut Body, sh: &Shape, m: &Mems) {
+    let (n, bk) = (sh.num, sh.tiles.bk);
+    strided(f, sh, "r", sh.tiles.bq, |f, r| {
+        let old = f.let_("m_old", m.row_max.at(r.clone()));
+        let row = f.let_("s_row", r.clone() * bk);
+        let max = f.var("m_new", old.clone());
+        f.for_("j", 0u32, bk, 1, |f, j| {
+            f.assign(max, max.get().max(m.s.at(row.clone() + j)));
+        });
+        let shift = f.let_(
+            "shift",
+            max.get()
+                .eq(n.lit(f64::NEG_INFINITY))
+                .select(n.lit(0.0), max.get()),
+        );
+        // e^{−∞ − shift} = 0: nothing was accumulated while the max was −∞.
+        f.store(m.row_scale, r.clone(), (old - shift.clone()).exp());
+        f.store(m.row_max, r.clone(), max.get());
+        f.store(m.row_shift, r, shift);
+    });
+}
+
+/// `P = e^{S − shift}` in place (masked scores become 0).
+fn probabilities(f: &mut Body, sh: &Shape, m: &Mems) {
+    let bk = sh.tiles.bk;
+    strided(f, sh, "t", sh.tiles.bq * bk, |f, t| {
+        let shift = m.row_shift.at(t.clone() / bk);
+        f.store(m.s, t.clone(), (m.s.at(t) - shift).exp());
+    });
+}
+
+/// `O = α·O + P·V` and `l = α·l + Σ_j P` for every row. One step of an invocation
+/// updates column `dd` of `rows` query rows: each V element read feeds `rows` FMAs;
+/// neighbouring invocations take neighbouring columns.
+fn accumulate(f: &mut Body, sh: &Shape, m: &Mems) {
+    let (n, d, bk, rows) = (sh.num, sh.d, sh.tiles.bk, sh.tiles.rows);
+    strided(f, sh, "t", sh.tiles.bq / rows * d, |f, t| {
+        let g = f.let_("row_group", t.clone() / d);
+        let dd = f.let_("dd", t % d);
+        let p_rows = f.let_("p_rows", g.clone() * (rows * bk));
+        let sums: Vec<Var> = (0..rows).map(|_| f.var("pv", n.lit(0.0))).collect();
+        f.for_("j", 0u32, bk, 1, |f, j| {
+            let vv = f.let_("vv", m.vs.at(j.clone() * d + dd.clone()));
+            for (r, sum) in (0u32..).zip(&sums) {
+                let p = m.s.at(p_rows.clone() + (j.clone() + r * bk));
+                f.assign(*sum, sum.get() + p * vv.clone());
+            }
+        });
+        for (r, sum) in (0u32..).zip(&sums) {
+            let qi = f.let_("qi", g.clone() * rows + r);
+            let at = f.let_("o_at", qi.clone() * d + dd.clone());
+            let alpha = m.row_scale.at(qi);
+            f.store(m.acc, at.clone(), m.acc.at(at) * alpha + sum.get());
+        }
+    });
+    strided(f, sh, "r", sh.tiles.bq, |f, r| {
+        let row = f.let_("p_row", r.clone() * bk);
+        let sum = f.var("p_sum", n.lit(0.0));
+        f.for_("j", 0u32, bk, 1, |f, j| {
+            f.assign(sum, sum.get() + m.s.at(row.clone() + j));
+        });
+        let alpha = m.row_scale.at(r.clone());
+        f.store(m.row_sum, r.clone(), m.row_sum.at(r) * alpha + sum.get());
+    });
+}
+
+/// `o = O / l` for the block's rows below `seq_q`; a row that saw no key gets 0.
+fn finish(f: &mut Body, sh: &Shape, m: &Mems, blk: &Block) {
+    let (n, d) = (sh.num, sh.d);
+    strided(f, sh, "t", sh.tiles.bq * d, |f, t| {
+        let qi = f.let_("qi", t.clone() / d);
+        let i = f.let_("i", blk.q0.clone() + qi.clone());
+        f.if_(i.clone().lt(sh.seq_q), |f| {
+            let l = f.let_("l", m.row_sum.at(qi));
+            let value = l
+                .clone()
+                .gt(n.lit(0.0))
+                .select(m.acc.at(t.clone()) / l, n.lit(0.0));
+            let dst = blk.q_base.clone() + i * sh.q_layout.row_stride + t % d;
+            f.store(m.o, dst, n.narrow(value, sh.dtype));
+        });
+    });
+}
+
+// ---- rope ----
+pub(super) fn rope(spec: &RopeSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
+    let op = OpSpec::Rope(spec.clone());
+    let half = spec.head_dim / 2;
+    let rows = spec.batch * spec.seq * spec.heads;
+    let w = caps.vector_width as usize;
+    let lanes = if w > 1 && half % w == 0 { w as u8 } else { 1 };
+    let items = rows * half;
+    let grid = plan_1d((items / lanes as usize) as u64, caps, 1)?;
+    let ty = compute_type(spec.dtype);
+    let n = Num { ty, lanes };
+    let x_len = (rows * spec.head_dim) as u64;
+    let table_len = (spec.max_positions * half) as u64;
+
+    let mut k = KernelBuilder::new(op.name(), grid.workgroup_size());
+    let xm = k.buffer("x", spec.dtype, x_len, Access::Read);
+    let cm = k.buffer("cos", spec.dtype, table_len, Access::Read);
+    let sm = k.buffer("sin", spec.dtype, table_len, Access::Read);
+    let pm = k.buffer("positions", spec.index_dtype, spec.seq as u64, Access::Read);
+    let ym = k.buffer("y", spec.dtype, x_len, Access::Write);
+    let (h32, heads, seq) = (half as u32, spec.heads as u32, spec.seq as u32);
+    let kernel = k.build(|f| {
+        grid.for_each_item(f, |f, item| {
+            let pair = if lanes == 1 {
+                item
+            } else {
+                f.let_("pair", item * lanes as u32)
+            };
+            let kk = f.let_("k", pair.clone() % h32);
+            let row = f.let_("row", pair / h32);
+            let s = match (spec.seq, spec.heads) {
+                (1, _) => E::from(0u32),
+                (_, 1) => row.clone() % seq,
+                _ => (row.clone() / heads) % seq,
+            };
+            let (valid, p) =
+                resolve_index(f, pm.at(s), spec.index_dtype, spec.max_positions, false);
+            let t = f.let_("t", p * h32 + kk.clone());
+            let zero = n.lit(0.0);
+            let c = f.let_(
+                "c",
+                valid
+                    .clone()
+                    .select(n.load(cm, spec.dtype, t.clone()), zero.clone()),
+            );
+            let sn = f.let_("sn", valid.select(n.load(sm, spec.dtype, t), zero));
+            let lo = f.let_("lo", row * (2 * h32) + kk);
+            let hi = f.let_("hi", lo.clone() + h32);
+            let x1 = f.let_("x1", n.load(xm, spec.dtype, lo.clone()));
+            let x2 = f.let_("x2", n.load(xm, spec.dtype, hi.clone()));
+            let y1 = x1.clone() * c.clone() - x2.clone() * sn.clone();
+            let y2 = x1 * sn + x2 * c;
+            f.store(ym, lo, n.narrow(y1, spec.dtype));
+            f.store(ym, hi, n.narrow(y2, spec.dtype));
+        });
+    })?;
+    Ok(Plan::single(Launch {
+        kernel,
+        grid: grid.grid,
+        bindings: vec![
+            Binding::Input(0),
+            Binding::Input(1),
+            Binding::Input(2),
+            Binding::Input(3),
+            Binding::Output(0),
+        ],
+    }))
+}

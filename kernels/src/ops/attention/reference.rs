@@ -1,0 +1,94 @@
+//! f64 references of the attention family (formulas in [`super`]).
+
+use super::spec::{AttentionLayout, AttentionSpec, RopeSpec};
+use crate::reference::resolve_index;
+use crate::shape::{broadcast_strides, offset};
+
+/// Flat index of `[b, h, s, d]` in a tensor with `heads` heads and `seq` positions.
+fn at(layout: AttentionLayout, heads: usize, seq: usize, dim: usize, bhsd: [usize; 4]) -> usize {
+    let [b, h, s, d] = bhsd;
+    match layout {
+        AttentionLayout::Bhsd => ((b * heads + h) * seq + s) * dim + d,
+        AttentionLayout::Bshd => ((b * seq + s) * heads + h) * dim + d,
+    }
+}
+
+pub(super) fn attention(s: &AttentionSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
+    let (q, k, v) = (i[0], i[1], i[2]);
+    let mask = s
+        .mask
+        .as_ref()
+        .map(|shape| (i[3], broadcast_strides(shape, &s.score_shape())));
+    let group = s.heads / s.kv_heads;
+    let d = s.head_dim;
+    let mut o = vec![0.0; s.batch * s.heads * s.seq_q * d];
+    let mut scores = vec![0.0; s.seq_k];
+    for b in 0..s.batch {
+        for h in 0..s.heads {
+            let g = h / group;
+            for qi in 0..s.seq_q {
+                // Keys visible to this query.
+                let visible = if s.causal {
+                    // j ≤ qi + seq_k − seq_q, i.e. j < qi + seq_k − seq_q + 1.
+                    (qi + s.seq_k + 1).saturating_sub(s.seq_q).min(s.seq_k)
+                } else {
+                    s.seq_k
+                };
+                let mut max = f64::NEG_INFINITY;
+                for (j, score) in scores.iter_mut().enumerate().take(visible) {
+                    let mut dot = 0.0;
+                    for dd in 0..d {
+                        dot += q[at(s.layout, s.heads, s.seq_q, d, [b, h, qi, dd])]
+                            * k[at(s.layout, s.kv_heads, s.seq_k, d, [b, g, j, dd])];
+                    }
+                    let mut sc = s.scale * dot;
+                    if let Some((m, strides)) = &mask {
+                        sc += m[offset(&[b, h, qi, j], strides)];
+                    }
+                    *score = sc;
+                    max = max.max(sc);
+                }
+                if visible == 0 || max == f64::NEG_INFINITY {
+                    continue; // o stays zero
+                }
+                let mut denom = 0.0;
+                for score in scores.iter_mut().take(visible) {
+                    *score = (*score - max).exp();
+                    denom += *score;
+                }
+                for dd in 0..d {
+                    let mut acc = 0.0;
+                    for (j, &p) in scores.iter().enumerate().take(visible) {
+                        acc += p * v[at(s.layout, s.kv_heads, s.seq_k, d, [b, g, j, dd])];
+                    }
+                    o[at(s.layout, s.heads, s.seq_q, d, [b, h, qi, dd])] = acc / denom;
+                }
+            }
+        }
+    }
+    vec![o]
+}
+
+pub(super) fn rope(s: &RopeSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
+    let (x, cos, sin, pos) = (i[0], i[1], i[2], i[3]);
+    let half = s.head_dim / 2;
+    let mut y = vec![0.0; x.len()];
+    for b in 0..s.batch {
+        for (t, &pt) in pos.iter().enumerate().take(s.seq) {
+            let p = resolve_index(pt, s.max_positions, false);
+            for h in 0..s.heads {
+                let base = ((b * s.seq + t) * s.heads + h) * s.head_dim;
+                for k in 0..half {
+                    let (c, sn) = match p {
+                        Some(p) => (cos[p * half + k], sin[p * half + k]),
+                        None => (0.0, 0.0),
+                    };
+                    let (x1, x2) = (x[base + k], x[base + k + half]);
+                    y[base + k] = x1 * c - x2 * sn;
+                    y[base + k + half] = x1 * sn + x2 * c;
+                }
+            }
+        }
+    }
+    vec![y]
+}

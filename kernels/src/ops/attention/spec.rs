@@ -1,0 +1,254 @@
+//! Specs of the attention family: scaled dot-product attention and rotary embeddings.
+
+use kernelc_ir::ScalarType;
+use serde::{Deserialize, Serialize};
+
+use super::{cases, lower, reference};
+use crate::conformance::inputs::Domain;
+use crate::error::SpecError;
+use crate::lower::{LowerError, Plan, TargetCaps};
+use crate::op::Op;
+use crate::shape::{broadcast_shapes, check_dim, check_shape};
+use crate::spec::{check_dtype, check_finite, TensorSig, FLOATS, INDEX};
+use crate::tolerance::Tolerance;
+
+/// Memory layout of attention's q, k, v and o.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AttentionLayout {
+    /// `[batch, heads, seq, head_dim]` (oxicuda).
+    #[default]
+    Bhsd,
+    /// `[batch, seq, heads, head_dim]` (ferrum).
+    Bshd,
+}
+
+/// Scaled dot-product attention per batch `b` and head `h`:
+///
+/// ```text
+/// s_ij = scale · Σ_d q_id k_jd  (+ mask_ij)       j visible to i
+/// o_i  = Σ_j softmax_j(s_i·) v_j
+/// ```
+///
+/// The scale is multiplied (pass `1/√head_dim` for the usual attention). `kv_heads`
+/// divides `heads`; query head `h` reads key/value head `h / (heads / kv_heads)`
+/// (grouped-query attention; `kv_heads = heads` is plain multi-head). With `causal`,
+/// key `j` is visible to query `i` iff `j ≤ i + seq_k − seq_q` (bottom-right aligned,
+/// as oxicuda and ferrum do). `mask` (shape broadcastable to
+/// `[batch, heads, seq_q, seq_k]`) is added to the scores; `−∞` hides a key. A query
+/// that sees no key (or only `−∞` scores) outputs zeros. Inputs: `q`, `k`, `v`, then
+/// `mask` if set. Outputs: `o` (shape of `q`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AttentionSpec {
+    pub dtype: ScalarType,
+    #[serde(default)]
+    pub layout: AttentionLayout,
+    pub batch: usize,
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub seq_q: usize,
+    pub seq_k: usize,
+    pub head_dim: usize,
+    pub scale: f64,
+    #[serde(default)]
+    pub causal: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mask: Option<Vec<usize>>,
+}
+
+impl AttentionSpec {
+    /// Shape of a `[batch, heads, seq, head_dim]` tensor in this layout.
+    pub fn tensor_shape(&self, heads: usize, seq: usize) -> Vec<usize> {
+        match self.layout {
+            AttentionLayout::Bhsd => vec![self.batch, heads, seq, self.head_dim],
+            AttentionLayout::Bshd => vec![self.batch, seq, heads, self.head_dim],
+        }
+    }
+
+    /// The full score shape `[batch, heads, seq_q, seq_k]` a mask broadcasts to.
+    pub fn score_shape(&self) -> Vec<usize> {
+        vec![self.batch, self.heads, self.seq_q, self.seq_k]
+    }
+}
+
+impl Op for AttentionSpec {
+    fn validate(&self) -> Result<(), SpecError> {
+        check_dtype("attention", self.dtype, FLOATS)?;
+        check_dim("attention batch", self.batch)?;
+        check_dim("attention heads", self.heads)?;
+        check_dim("attention kv_heads", self.kv_heads)?;
+        check_dim("attention seq_q", self.seq_q)?;
+        check_dim("attention seq_k", self.seq_k)?;
+        check_dim("attention head_dim", self.head_dim)?;
+        if self.heads % self.kv_heads != 0 {
+            return Err(SpecError::bad_attr(
+                "kv_heads",
+                self.kv_heads,
+                &format!("must divide heads ({})", self.heads),
+            ));
+        }
+        check_finite("scale", self.scale)?;
+        check_shape("q", &self.tensor_shape(self.heads, self.seq_q))?;
+        check_shape("k", &self.tensor_shape(self.kv_heads, self.seq_k))?;
+        check_shape("scores", &self.score_shape())?;
+        if let Some(mask) = &self.mask {
+            check_shape("mask", mask)?;
+            let full = self.score_shape();
+            let b = broadcast_shapes(mask, &full)?;
+            if b != full {
+                return Err(SpecError::NotBroadcastable {
+                    lhs: mask.clone(),
+                    rhs: full,
+                });
+            }
+        }
+        Ok(())
+    }
+    fn inputs(&self) -> Vec<TensorSig> {
+        let mut v = vec![
+            TensorSig::new("q", self.dtype, self.tensor_shape(self.heads, self.seq_q)),
+            TensorSig::new(
+                "k",
+                self.dtype,
+                self.tensor_shape(self.kv_heads, self.seq_k),
+            ),
+            TensorSig::new(
+                "v",
+                self.dtype,
+                self.tensor_shape(self.kv_heads, self.seq_k),
+            ),
+        ];
+        if let Some(mask) = &self.mask {
+            v.push(TensorSig::new("mask", self.dtype, mask.clone()));
+        }
+        v
+    }
+    fn outputs(&self) -> Vec<TensorSig> {
+        vec![TensorSig::new(
+            "o",
+            self.dtype,
+            self.tensor_shape(self.heads, self.seq_q),
+        )]
+    }
+    fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
+        reference::attention(self, i)
+    }
+    fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
+        lower::attention(self, caps)
+    }
+    fn cases() -> Vec<Self> {
+        cases::attention()
+    }
+    fn tolerance(&self) -> Tolerance {
+        Tolerance::normalised(16.0, self.seq_k * self.head_dim)
+    }
+    fn domain(&self, input: &TensorSig) -> Domain {
+        if input.dtype.is_float() && input.name == "mask" {
+            Domain::Real(-2.0, 0.0)
+        } else {
+            Domain::of_dtype(input.dtype)
+        }
+    }
+    fn example() -> Self {
+        AttentionSpec {
+            dtype: ScalarType::F32,
+            layout: AttentionLayout::Bhsd,
+            batch: 2,
+            heads: 2,
+            kv_heads: 1,
+            seq_q: 3,
+            seq_k: 4,
+            head_dim: 8,
+            scale: 1.0 / 8f64.sqrt(),
+            causal: true,
+            mask: Some(vec![3, 4]),
+        }
+    }
+}
+
+/// Rotary position embedding, NeoX half-split form, on `x: [batch, seq, heads,
+/// head_dim]`. With `p = positions[s]`, `H = head_dim / 2` and `i < H`:
+///
+/// ```text
+/// y_i     = x_i · cos[p, i] − x_{i+H} · sin[p, i]
+/// y_{i+H} = x_i · sin[p, i] + x_{i+H} · cos[p, i]
+/// ```
+///
+/// A position outside `0..max_positions` reads cos = sin = 0. Inputs: `x`, `cos`,
+/// `sin` (`[max_positions, head_dim/2]`), `positions` (`[seq]`). Outputs: `y`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RopeSpec {
+    pub dtype: ScalarType,
+    pub index_dtype: ScalarType,
+    pub batch: usize,
+    pub seq: usize,
+    pub heads: usize,
+    pub head_dim: usize,
+    pub max_positions: usize,
+}
+
+impl RopeSpec {
+    fn x_shape(&self) -> Vec<usize> {
+        vec![self.batch, self.seq, self.heads, self.head_dim]
+    }
+}
+
+impl Op for RopeSpec {
+    fn validate(&self) -> Result<(), SpecError> {
+        check_dtype("rope", self.dtype, FLOATS)?;
+        check_dtype("rope positions", self.index_dtype, INDEX)?;
+        check_shape("x", &self.x_shape())?;
+        check_dim("rope max_positions", self.max_positions)?;
+        if self.head_dim % 2 != 0 {
+            return Err(SpecError::bad_attr(
+                "head_dim",
+                self.head_dim,
+                "must be even (half-split rotation)",
+            ));
+        }
+        check_shape("cos", &[self.max_positions, self.head_dim / 2])
+    }
+    fn inputs(&self) -> Vec<TensorSig> {
+        let table = vec![self.max_positions, self.head_dim / 2];
+        vec![
+            TensorSig::new("x", self.dtype, self.x_shape()),
+            TensorSig::new("cos", self.dtype, table.clone()),
+            TensorSig::new("sin", self.dtype, table),
+            TensorSig::new("positions", self.index_dtype, vec![self.seq]),
+        ]
+    }
+    fn outputs(&self) -> Vec<TensorSig> {
+        vec![TensorSig::new("y", self.dtype, self.x_shape())]
+    }
+    fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
+        reference::rope(self, i)
+    }
+    fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
+        lower::rope(self, caps)
+    }
+    fn cases() -> Vec<Self> {
+        cases::rope()
+    }
+    fn tolerance(&self) -> Tolerance {
+        Tolerance::elementwise(8.0)
+    }
+    /// Positions reach past both ends (negative ones are out of range for rope).
+    fn domain(&self, input: &TensorSig) -> Domain {
+        if input.name == "positions" {
+            Domain::lookup_indices(input.dtype, self.max_positions, false)
+        } else {
+            Domain::of_dtype(input.dtype)
+        }
+    }
+    fn example() -> Self {
+        RopeSpec {
+            dtype: ScalarType::F32,
+            index_dtype: ScalarType::U32,
+            batch: 1,
+            seq: 2,
+            heads: 2,
+            head_dim: 8,
+            max_positions: 16,
+        }
+    }
+}

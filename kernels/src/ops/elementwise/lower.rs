@@ -1,0 +1,172 @@
+//! Lowering of the elementwise family: every op is one broadcasting map kernel
+//! ([`crate::lower::map`]) whose body is the op's formula in the compute type.
+
+use super::spec::*;
+use crate::lower::map::{arg, first_output, inputs_of, map_op, map_plan};
+use crate::lower::math::{compute_type, Num};
+use crate::lower::rng::{rng_normal, rng_uniform};
+use crate::lower::schedule::plan_1d;
+use crate::lower::{Binding, Launch, LowerError, Plan, TargetCaps};
+use crate::spec::OpSpec;
+use kernelc_ir::builder::*;
+use kernelc_ir::Access;
+
+pub(super) fn unary(spec: &UnarySpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
+    map_op(
+        OpSpec::Unary(spec.clone()),
+        caps,
+        compute_type(spec.dtype),
+        |b, n, v| n.unary(b, spec.func, arg(v, 0, n)),
+    )
+}
+
+pub(super) fn activation_backward(
+    spec: &ActivationBackwardSpec,
+    caps: &TargetCaps,
+) -> Result<Plan, LowerError> {
+    let op = OpSpec::ActivationBackward(spec.clone());
+    map_op(op, caps, compute_type(spec.dtype), |b, n, v| {
+        n.activation_backward(b, spec.func, arg(v, 0, n), arg(v, 1, n))
+    })
+}
+
+/// `f(a, b)` in the compute type.
+fn binary_value(b: &mut Body, n: &Num, func: BinaryFn, x: E, y: E) -> E {
+    let is_int = n.ty.is_int();
+    match func {
+        BinaryFn::Add => x + y,
+        BinaryFn::Sub => x - y,
+        BinaryFn::Mul => x * y,
+        // Integer division and remainder by zero give 0 (no target traps on it then).
+        BinaryFn::Div | BinaryFn::Mod if is_int => {
+            let y = crate::lower::math::bind(b, "divisor", y);
+            let zero = y.clone().eq(n.lit(0.0));
+            let safe = zero.clone().select(n.lit(1.0), y);
+            let q = if func == BinaryFn::Div {
+                x / safe
+            } else {
+                x % safe
+            };
+            zero.select(n.lit(0.0), q)
+        }
+        BinaryFn::Div => x / y,
+        BinaryFn::Mod => x % y,
+        BinaryFn::Pow => x.pow(y),
+        BinaryFn::Max => x.max(y),
+        BinaryFn::Min => x.min(y),
+        BinaryFn::Eq => n.indicator(x.eq(y)),
+        BinaryFn::Ne => n.indicator(x.ne(y)),
+        BinaryFn::Lt => n.indicator(x.lt(y)),
+        BinaryFn::Le => n.indicator(x.le(y)),
+        BinaryFn::Gt => n.indicator(x.gt(y)),
+        BinaryFn::Ge => n.indicator(x.ge(y)),
+        BinaryFn::SiluMul => {
+            let x = crate::lower::math::bind(b, "gate", x);
+            x.clone() * n.sigmoid(x) * y
+        }
+    }
+}
+
+pub(super) fn binary(spec: &BinarySpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
+    map_op(
+        OpSpec::Binary(spec.clone()),
+        caps,
+        compute_type(spec.dtype),
+        |b, n, v| binary_value(b, n, spec.func, arg(v, 0, n), arg(v, 1, n)),
+    )
+}
+
+pub(super) fn scalar(spec: &ScalarSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
+    map_op(
+        OpSpec::Scalar(spec.clone()),
+        caps,
+        compute_type(spec.dtype),
+        |b, n, v| {
+            let (x, s) = (arg(v, 0, n), n.lit(spec.scalar));
+            if spec.reversed {
+                binary_value(b, n, spec.func, s, x)
+            } else {
+                binary_value(b, n, spec.func, x, s)
+            }
+        },
+    )
+}
+
+pub(super) fn where_(spec: &WhereSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
+    let cond_ty = compute_type(spec.cond_dtype);
+    map_op(
+        OpSpec::Where(spec.clone()),
+        caps,
+        compute_type(spec.dtype),
+        |_, n, v| {
+            let zero = Num {
+                ty: cond_ty,
+                lanes: n.lanes,
+            }
+            .lit(0.0);
+            arg(v, 0, n).ne(zero).select(arg(v, 1, n), arg(v, 2, n))
+        },
+    )
+}
+
+pub(super) fn cast(spec: &CastSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
+    let op = OpSpec::Cast(spec.clone());
+    let out = first_output(op.outputs())?;
+    // Convert straight from the stored type: no detour through f32 for f16 -> f64 etc.
+    let mut operands = inputs_of(op.inputs());
+    for o in &mut operands {
+        o.sig.dtype = spec.from;
+    }
+    map_plan(&op.name(), caps, &out, &operands, spec.to, |_, n, v| {
+        let x = arg(&v, 0, n);
+        let from = compute_type(spec.from);
+        if from == spec.to {
+            x
+        } else {
+            x.cast(spec.to)
+        }
+    })
+}
+
+/// Fills: a constant, or counter-based uniform / normal numbers (see [`crate::rng`]).
+pub(super) fn fill(spec: &FillSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
+    let op = OpSpec::Fill(spec.clone());
+    let out = first_output(op.outputs())?;
+    let num_ty = compute_type(spec.dtype);
+    let numel = out.numel() as u64;
+    let grid = plan_1d(numel, caps, 1)?;
+    let mut k = KernelBuilder::new(op.name(), grid.workgroup_size());
+    let out_mem = k.buffer(out.name.clone(), out.dtype, numel, Access::Write);
+    let kernel = k.build(|b| {
+        grid.for_each_item(b, |b, i| {
+            let n = Num::scalar(num_ty);
+            let value = match spec.value {
+                FillValue::Constant { value } => n.lit(value),
+                FillValue::Uniform {
+                    low,
+                    high,
+                    seed,
+                    step,
+                } => {
+                    let u = rng_uniform(b, FillSpec::RNG, seed, step, i.clone()).cast(num_ty);
+                    n.lit(low) + u * n.lit(high - low)
+                }
+                FillValue::Normal {
+                    mean,
+                    std,
+                    seed,
+                    step,
+                } => {
+                    let z = rng_normal(b, &n, FillSpec::RNG, seed, step, i.clone());
+                    n.lit(mean) + z * n.lit(std)
+                }
+            };
+            b.store(out_mem, i, n.narrow(value, out.dtype));
+        });
+    })?;
+    Ok(Plan::single(Launch {
+        kernel,
+        grid: grid.grid,
+        bindings: vec![Binding::Output(0)],
+    }))
+}

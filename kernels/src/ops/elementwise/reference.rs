@@ -1,0 +1,350 @@
+//! f64 references of the elementwise family (formulas in the module doc of
+//! [`super`]).
+
+use kernelc_ir::ScalarType;
+
+use super::spec::{
+    ActivationBackwardSpec, BinaryFn, BinarySpec, CastSpec, FillSpec, FillValue, ScalarSpec,
+    UnaryFn, UnarySpec, WhereSpec,
+};
+use crate::rng;
+use crate::shape::{broadcast_strides, for_each_index, numel, offset};
+
+/// The f64 definition of a unary function.
+pub(super) fn unary(f: UnaryFn, x: f64) -> f64 {
+    match f {
+        UnaryFn::Neg => -x,
+        UnaryFn::Abs => x.abs(),
+        UnaryFn::Sqrt => x.sqrt(),
+        UnaryFn::Rsqrt => 1.0 / x.sqrt(),
+        UnaryFn::Exp => x.exp(),
+        UnaryFn::Log => x.ln(),
+        UnaryFn::Sin => x.sin(),
+        UnaryFn::Cos => x.cos(),
+        UnaryFn::Tan => x.tan(),
+        UnaryFn::Floor => x.floor(),
+        UnaryFn::Ceil => x.ceil(),
+        UnaryFn::Round => x.round_ties_even(),
+        UnaryFn::Relu => relu(x),
+        UnaryFn::LeakyRelu { slope } => leaky_relu(x, slope),
+        UnaryFn::Sigmoid => sigmoid(x),
+        UnaryFn::Tanh => x.tanh(),
+        UnaryFn::GeluErf => gelu_erf(x),
+        UnaryFn::GeluTanh => gelu_tanh(x),
+        UnaryFn::Silu => silu(x),
+    }
+}
+
+/// IEEE 754 maxNum: a NaN operand is ignored unless both are NaN.
+pub fn max_num(a: f64, b: f64) -> f64 {
+    if a.is_nan() {
+        b
+    } else if b.is_nan() || a >= b {
+        a
+    } else {
+        b
+    }
+}
+
+/// IEEE 754 minNum: a NaN operand is ignored unless both are NaN.
+pub fn min_num(a: f64, b: f64) -> f64 {
+    if a.is_nan() {
+        b
+    } else if b.is_nan() || a <= b {
+        a
+    } else {
+        b
+    }
+}
+
+fn truth(b: bool) -> f64 {
+    if b {
+        1.0
+    } else {
+        0.0
+    }
+}
+
+/// The f64 definition of a binary function on floats.
+pub fn binary(f: BinaryFn, a: f64, b: f64) -> f64 {
+    match f {
+        BinaryFn::Add => a + b,
+        BinaryFn::Sub => a - b,
+        BinaryFn::Mul => a * b,
+        BinaryFn::Div => a / b,
+        BinaryFn::Mod => a % b,
+        BinaryFn::Pow => a.powf(b),
+        BinaryFn::Max => max_num(a, b),
+        BinaryFn::Min => min_num(a, b),
+        BinaryFn::Eq => truth(a == b),
+        BinaryFn::Ne => truth(a != b),
+        BinaryFn::Lt => truth(a < b),
+        BinaryFn::Le => truth(a <= b),
+        BinaryFn::Gt => truth(a > b),
+        BinaryFn::Ge => truth(a >= b),
+        BinaryFn::SiluMul => silu(a) * b,
+    }
+}
+
+/// A binary function on `i32` or `u32` values (given as f64), with the integer rules.
+pub fn binary_int(f: BinaryFn, dtype: ScalarType, a: f64, b: f64) -> f64 {
+    if dtype == ScalarType::U32 {
+        let (x, y) = (a as u32, b as u32);
+        let r: u32 = match f {
+            BinaryFn::Add => x.wrapping_add(y),
+            BinaryFn::Sub => x.wrapping_sub(y),
+            BinaryFn::Mul => x.wrapping_mul(y),
+            BinaryFn::Div => x.checked_div(y).unwrap_or(0),
+            BinaryFn::Mod => x.checked_rem(y).unwrap_or(0),
+            BinaryFn::Max => x.max(y),
+            BinaryFn::Min => x.min(y),
+            _ => return binary(f, a, b),
+        };
+        r as f64
+    } else {
+        let (x, y) = (a as i32, b as i32);
+        let r: i32 = match f {
+            BinaryFn::Add => x.wrapping_add(y),
+            BinaryFn::Sub => x.wrapping_sub(y),
+            BinaryFn::Mul => x.wrapping_mul(y),
+            BinaryFn::Div => {
+                if y == 0 {
+                    0
+                } else {
+                    x.wrapping_div(y)
+                }
+            }
+            BinaryFn::Mod => {
+                if y == 0 {
+                    0
+                } else {
+                    x.wrapping_rem(y)
+                }
+            }
+            BinaryFn::Max => x.max(y),
+            BinaryFn::Min => x.min(y),
+            _ => return binary(f, a, b),
+        };
+        r as f64
+    }
+}
+
+fn apply_binary(f: BinaryFn, dtype: ScalarType, a: f64, b: f64) -> f64 {
+    if dtype.is_int() {
+        binary_int(f, dtype, a, b)
+    } else {
+        binary(f, a, b)
+    }
+}
+
+fn apply_unary(f: UnaryFn, dtype: ScalarType, x: f64) -> f64 {
+    if dtype == ScalarType::I32 {
+        let v = x as i32;
+        (match f {
+            UnaryFn::Neg => v.wrapping_neg(),
+            UnaryFn::Abs => v.wrapping_abs(),
+            UnaryFn::Relu => v.max(0),
+            _ => return unary(f, x),
+        }) as f64
+    } else {
+        unary(f, x)
+    }
+}
+
+pub(super) fn unary_op(s: &UnarySpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
+    vec![i[0]
+        .iter()
+        .map(|&x| apply_unary(s.func, s.dtype, x))
+        .collect()]
+}
+
+/// Broadcasts `inputs` (with their shapes) to `out` and maps `f` over the elements.
+pub(crate) fn broadcast_map(
+    shapes: &[&[usize]],
+    data: &[&[f64]],
+    out: &[usize],
+    f: impl Fn(&[f64]) -> f64,
+) -> Vec<f64> {
+    let strides: Vec<Vec<usize>> = shapes.iter().map(|s| broadcast_strides(s, out)).collect();
+    let mut result = Vec::with_capacity(numel(out));
+    let mut args = vec![0.0; shapes.len()];
+    for_each_index(out, |idx| {
+        for (k, st) in strides.iter().enumerate() {
+            args[k] = data[k][offset(idx, st)];
+        }
+        result.push(f(&args));
+    });
+    result
+}
+
+pub(super) fn binary_op(s: &BinarySpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
+    let out = s.out_shape();
+    vec![broadcast_map(&[&s.lhs, &s.rhs], i, &out, |v| {
+        apply_binary(s.func, s.dtype, v[0], v[1])
+    })]
+}
+
+pub(super) fn scalar_op(s: &ScalarSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
+    vec![i[0]
+        .iter()
+        .map(|&x| {
+            if s.reversed {
+                apply_binary(s.func, s.dtype, s.scalar, x)
+            } else {
+                apply_binary(s.func, s.dtype, x, s.scalar)
+            }
+        })
+        .collect()]
+}
+
+pub(super) fn where_op(s: &WhereSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
+    let out = s.out_shape();
+    vec![broadcast_map(&[&s.cond, &s.a, &s.b], i, &out, |v| {
+        if v[0] != 0.0 {
+            v[1]
+        } else {
+            v[2]
+        }
+    })]
+}
+
+/// The value `v` converted to `to` (see the module doc), as f64.
+pub fn cast(v: f64, to: ScalarType) -> f64 {
+    match to {
+        ScalarType::F64 => v,
+        ScalarType::F32 => v as f32 as f64,
+        ScalarType::F16 => half::f16::from_f64(v).to_f64(),
+        ScalarType::Bf16 => half::bf16::from_f64(v).to_f64(),
+        ScalarType::I32 => v as i32 as f64,
+        ScalarType::U32 => v as u32 as f64,
+        ScalarType::I64 => v as i64 as f64,
+        ScalarType::Bool => truth(v != 0.0),
+    }
+}
+
+pub(super) fn cast_op(s: &CastSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
+    vec![i[0].iter().map(|&x| cast(x, s.to)).collect()]
+}
+
+pub(super) fn fill_op(s: &FillSpec) -> Vec<Vec<f64>> {
+    let n = numel(&s.shape);
+    let scheme = FillSpec::RNG;
+    let out = match s.value {
+        FillValue::Constant { value } => vec![cast(value, s.dtype); n],
+        FillValue::Uniform {
+            low,
+            high,
+            seed,
+            step,
+        } => (0..n)
+            .map(|i| low + (high - low) * rng::uniform(rng::bits(scheme, seed, step, i as u32)))
+            .collect(),
+        FillValue::Normal {
+            mean,
+            std,
+            seed,
+            step,
+        } => (0..n)
+            .map(|i| mean + std * rng::normal(scheme, seed, step, i as u32))
+            .collect(),
+    };
+    vec![out]
+}
+
+// ---- activations ----
+
+/// √(2/π), the tanh-GELU constant.
+pub const SQRT_2_OVER_PI: f64 = 0.797_884_560_802_865_4;
+/// The cubic coefficient of tanh-GELU.
+pub const GELU_TANH_COEFF: f64 = 0.044_715;
+
+pub fn relu(x: f64) -> f64 {
+    // NaN propagates.
+    if x > 0.0 || x.is_nan() {
+        x
+    } else {
+        0.0
+    }
+}
+
+pub fn leaky_relu(x: f64, slope: f64) -> f64 {
+    if x > 0.0 {
+        x
+    } else {
+        slope * x
+    }
+}
+
+pub fn sigmoid(x: f64) -> f64 {
+    if x >= 0.0 {
+        1.0 / (1.0 + (-x).exp())
+    } else {
+        let e = x.exp();
+        e / (1.0 + e)
+    }
+}
+
+/// Standard normal CDF `Φ(x) = ½(1 + erf(x/√2))`.
+pub fn normal_cdf(x: f64) -> f64 {
+    0.5 * (1.0 + libm::erf(x / std::f64::consts::SQRT_2))
+}
+
+pub fn gelu_erf(x: f64) -> f64 {
+    x * normal_cdf(x)
+}
+
+pub fn gelu_tanh(x: f64) -> f64 {
+    0.5 * x * (1.0 + (SQRT_2_OVER_PI * (x + GELU_TANH_COEFF * x * x * x)).tanh())
+}
+
+pub fn silu(x: f64) -> f64 {
+    x * sigmoid(x)
+}
+
+/// `f'` of an activation, from the saved tensor `s` (`x` or `y` per
+/// [`UnaryFn::backward_saves`]). Plain math functions have no entry and give NaN.
+pub fn derivative(f: UnaryFn, s: f64) -> f64 {
+    match f {
+        UnaryFn::Relu => {
+            if s > 0.0 {
+                1.0
+            } else {
+                0.0
+            }
+        }
+        UnaryFn::LeakyRelu { slope } => {
+            if s > 0.0 {
+                1.0
+            } else {
+                slope
+            }
+        }
+        UnaryFn::Sigmoid => s * (1.0 - s),
+        UnaryFn::Tanh => 1.0 - s * s,
+        UnaryFn::GeluErf => {
+            let pdf = (-0.5 * s * s).exp() / (2.0 * std::f64::consts::PI).sqrt();
+            normal_cdf(s) + s * pdf
+        }
+        UnaryFn::GeluTanh => {
+            let u = SQRT_2_OVER_PI * (s + GELU_TANH_COEFF * s * s * s);
+            let t = u.tanh();
+            0.5 * (1.0 + t)
+                + 0.5 * s * (1.0 - t * t) * SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_TANH_COEFF * s * s)
+        }
+        UnaryFn::Silu => {
+            let sg = sigmoid(s);
+            sg * (1.0 + s * (1.0 - sg))
+        }
+        // Not an activation; validation rejects such specs before we get here.
+        _ => f64::NAN,
+    }
+}
+
+pub(super) fn backward_op(s: &ActivationBackwardSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
+    let (saved, dy) = (i[0], i[1]);
+    vec![saved
+        .iter()
+        .zip(dy)
+        .map(|(&sv, &g)| derivative(s.func, sv) * g)
+        .collect()]
+}

@@ -1,0 +1,750 @@
+//! Elementwise specs: unary math and activations (and their backward), binary ops with
+//! broadcasting, tensor–scalar ops, `where`, `cast` and `fill`.
+
+use kernelc_ir::ScalarType;
+use serde::{Deserialize, Serialize};
+
+use super::{cases, lower, reference};
+use crate::conformance::inputs::Domain;
+use crate::error::SpecError;
+use crate::lower::{LowerError, Plan, TargetCaps};
+use crate::op::Op;
+use crate::rng::RngScheme;
+use crate::shape::{broadcast_shapes, check_shape};
+use crate::spec::{check_dtype, check_finite, check_non_negative, TensorSig, FLOATS, NUMERIC};
+use crate::tolerance::{Scale, Tolerance};
+
+/// A unary function. The math is in module doc of [`crate::ops::elementwise`].
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnaryFn {
+    /// `-x`
+    Neg,
+    /// `|x|`
+    Abs,
+    /// `√x`
+    Sqrt,
+    /// `1/√x`
+    Rsqrt,
+    /// `eˣ`
+    Exp,
+    /// `ln x`
+    Log,
+    Sin,
+    Cos,
+    Tan,
+    Floor,
+    Ceil,
+    /// Round half to even (IEEE `roundTiesToEven`, ONNX `Round`).
+    Round,
+    /// `max(0, x)`
+    Relu,
+    /// `x > 0 ? x : slope·x`
+    LeakyRelu {
+        slope: f64,
+    },
+    /// `1 / (1 + e^{-x})`
+    Sigmoid,
+    /// `tanh x`
+    Tanh,
+    /// Exact GELU: `x·Φ(x) = ½x(1 + erf(x/√2))`.
+    GeluErf,
+    /// Tanh-approximate GELU: `½x(1 + tanh(√(2/π)(x + 0.044715x³)))`.
+    GeluTanh,
+    /// SiLU / swish: `x·sigmoid(x)`.
+    Silu,
+}
+
+/// Which tensor an activation's backward reads besides `dy`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Saved {
+    /// The forward input `x` (ReLU, leaky ReLU, GELU, SiLU).
+    Input,
+    /// The forward output `y` (sigmoid, tanh), as rumus passes it.
+    Output,
+}
+
+impl UnaryFn {
+    /// snake_case name (`"gelu_erf"`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            UnaryFn::Neg => "neg",
+            UnaryFn::Abs => "abs",
+            UnaryFn::Sqrt => "sqrt",
+            UnaryFn::Rsqrt => "rsqrt",
+            UnaryFn::Exp => "exp",
+            UnaryFn::Log => "log",
+            UnaryFn::Sin => "sin",
+            UnaryFn::Cos => "cos",
+            UnaryFn::Tan => "tan",
+            UnaryFn::Floor => "floor",
+            UnaryFn::Ceil => "ceil",
+            UnaryFn::Round => "round",
+            UnaryFn::Relu => "relu",
+            UnaryFn::LeakyRelu { .. } => "leaky_relu",
+            UnaryFn::Sigmoid => "sigmoid",
+            UnaryFn::Tanh => "tanh",
+            UnaryFn::GeluErf => "gelu_erf",
+            UnaryFn::GeluTanh => "gelu_tanh",
+            UnaryFn::Silu => "silu",
+        }
+    }
+
+    /// For activations with a backward op: which forward tensor the backward reads.
+    /// `None` for plain math functions (no `activation_backward`).
+    pub fn backward_saves(&self) -> Option<Saved> {
+        match self {
+            UnaryFn::Relu
+            | UnaryFn::LeakyRelu { .. }
+            | UnaryFn::GeluErf
+            | UnaryFn::GeluTanh
+            | UnaryFn::Silu => Some(Saved::Input),
+            UnaryFn::Sigmoid | UnaryFn::Tanh => Some(Saved::Output),
+            _ => None,
+        }
+    }
+
+    /// The f64 definition `f(x)`.
+    pub fn eval(&self, x: f64) -> f64 {
+        reference::unary(*self, x)
+    }
+
+    fn allowed_dtypes(&self) -> &'static [ScalarType] {
+        match self {
+            UnaryFn::Neg | UnaryFn::Abs | UnaryFn::Relu => &[
+                ScalarType::F16,
+                ScalarType::Bf16,
+                ScalarType::F32,
+                ScalarType::F64,
+                ScalarType::I32,
+            ],
+            _ => FLOATS,
+        }
+    }
+
+    fn check_params(&self) -> Result<(), SpecError> {
+        if let UnaryFn::LeakyRelu { slope } = self {
+            check_finite("slope", *slope)?;
+        }
+        Ok(())
+    }
+}
+
+/// `y = f(x)` elementwise. Inputs: `x`. Outputs: `y` (same shape and dtype).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UnarySpec {
+    pub func: UnaryFn,
+    pub dtype: ScalarType,
+    pub shape: Vec<usize>,
+}
+
+impl Op for UnarySpec {
+    fn validate(&self) -> Result<(), SpecError> {
+        check_dtype(
+            &format!("unary {}", self.func.name()),
+            self.dtype,
+            self.func.allowed_dtypes(),
+        )?;
+        self.func.check_params()?;
+        check_shape("x", &self.shape)
+    }
+    fn inputs(&self) -> Vec<TensorSig> {
+        vec![TensorSig::new("x", self.dtype, self.shape.clone())]
+    }
+    fn outputs(&self) -> Vec<TensorSig> {
+        vec![TensorSig::new("y", self.dtype, self.shape.clone())]
+    }
+    fn detail(&self) -> Option<String> {
+        Some(format!("unary_{}", self.func.name()))
+    }
+    fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
+        lower::unary(self, caps)
+    }
+    fn cases() -> Vec<Self> {
+        cases::unary()
+    }
+    fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
+        reference::unary_op(self, i)
+    }
+    fn tolerance(&self) -> Tolerance {
+        let u = unary_ulps(self.func);
+        if u == 0.0 {
+            Tolerance::EXACT
+        } else {
+            Tolerance::elementwise(u)
+        }
+    }
+    fn domain(&self, input: &TensorSig) -> Domain {
+        if !input.dtype.is_float() {
+            return Domain::of_dtype(input.dtype);
+        }
+        match self.func {
+            UnaryFn::Log | UnaryFn::Sqrt | UnaryFn::Rsqrt => Domain::Real(0.05, 4.0),
+            UnaryFn::Tan => Domain::Real(-1.2, 1.2),
+            _ => Domain::Real(-3.0, 3.0),
+        }
+    }
+    fn example() -> Self {
+        UnarySpec {
+            func: UnaryFn::GeluErf,
+            dtype: ScalarType::F32,
+            shape: vec![4, 8],
+        }
+    }
+}
+
+/// `dx = f'(·) ⊙ dy` for an activation `f`. Inputs: the saved tensor (`x` or `y`, per
+/// [`UnaryFn::backward_saves`]), `dy`. Outputs: `dx`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ActivationBackwardSpec {
+    pub func: UnaryFn,
+    pub dtype: ScalarType,
+    pub shape: Vec<usize>,
+}
+
+impl Op for ActivationBackwardSpec {
+    fn validate(&self) -> Result<(), SpecError> {
+        if self.func.backward_saves().is_none() {
+            return Err(SpecError::bad_attr(
+                "func",
+                self.func.name(),
+                "not an activation with a backward op (relu, leaky_relu, sigmoid, tanh, gelu_erf, gelu_tanh, silu)",
+            ));
+        }
+        self.func.check_params()?;
+        check_dtype("activation_backward", self.dtype, FLOATS)?;
+        check_shape("dy", &self.shape)
+    }
+    fn inputs(&self) -> Vec<TensorSig> {
+        let saved = match self.func.backward_saves() {
+            Some(Saved::Output) => "y",
+            _ => "x",
+        };
+        vec![
+            TensorSig::new(saved, self.dtype, self.shape.clone()),
+            TensorSig::new("dy", self.dtype, self.shape.clone()),
+        ]
+    }
+    fn outputs(&self) -> Vec<TensorSig> {
+        vec![TensorSig::new("dx", self.dtype, self.shape.clone())]
+    }
+    fn detail(&self) -> Option<String> {
+        Some(format!("activation_backward_{}", self.func.name()))
+    }
+    fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
+        lower::activation_backward(self, caps)
+    }
+    fn cases() -> Vec<Self> {
+        cases::activation_backward()
+    }
+    fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
+        reference::backward_op(self, i)
+    }
+    fn tolerance(&self) -> Tolerance {
+        Tolerance::elementwise(32.0)
+    }
+    fn example() -> Self {
+        ActivationBackwardSpec {
+            func: UnaryFn::LeakyRelu { slope: 0.01 },
+            dtype: ScalarType::F32,
+            shape: vec![16],
+        }
+    }
+}
+
+/// A binary function `f(a, b)`.
+///
+/// On `i32`/`u32`: `+ - *` wrap, `/` truncates toward zero, `%` takes the dividend's
+/// sign, and division or remainder by zero gives 0. On floats `%` is `fmod` (sign of
+/// the dividend). `max`/`min` are IEEE maxNum/minNum (a NaN operand is ignored unless
+/// both are NaN). Comparisons give 1 or 0 in the op's dtype (NaN compares false except
+/// for `ne`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BinaryFn {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Mod,
+    /// `aᵇ` (floats only).
+    Pow,
+    Max,
+    Min,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    /// `silu(a) · b` (SwiGLU gate; floats only).
+    SiluMul,
+}
+
+impl BinaryFn {
+    pub fn name(&self) -> &'static str {
+        match self {
+            BinaryFn::Add => "add",
+            BinaryFn::Sub => "sub",
+            BinaryFn::Mul => "mul",
+            BinaryFn::Div => "div",
+            BinaryFn::Mod => "mod",
+            BinaryFn::Pow => "pow",
+            BinaryFn::Max => "max",
+            BinaryFn::Min => "min",
+            BinaryFn::Eq => "eq",
+            BinaryFn::Ne => "ne",
+            BinaryFn::Lt => "lt",
+            BinaryFn::Le => "le",
+            BinaryFn::Gt => "gt",
+            BinaryFn::Ge => "ge",
+            BinaryFn::SiluMul => "silu_mul",
+        }
+    }
+
+    /// Whether the result is a 1/0 comparison.
+    pub fn is_comparison(&self) -> bool {
+        matches!(
+            self,
+            BinaryFn::Eq | BinaryFn::Ne | BinaryFn::Lt | BinaryFn::Le | BinaryFn::Gt | BinaryFn::Ge
+        )
+    }
+
+    fn allowed_dtypes(&self) -> &'static [ScalarType] {
+        match self {
+            BinaryFn::Pow | BinaryFn::SiluMul => FLOATS,
+            _ => NUMERIC,
+        }
+    }
+}
+
+/// `out = f(a, b)` with NumPy broadcasting of `lhs` and `rhs`. Inputs: `a` (`lhs`),
+/// `b` (`rhs`). Outputs: `out` (broadcast shape, same dtype).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BinarySpec {
+    pub func: BinaryFn,
+    pub dtype: ScalarType,
+    pub lhs: Vec<usize>,
+    pub rhs: Vec<usize>,
+}
+
+impl BinarySpec {
+    /// The broadcast output shape (empty if not broadcastable).
+    pub fn out_shape(&self) -> Vec<usize> {
+        broadcast_shapes(&self.lhs, &self.rhs).unwrap_or_default()
+    }
+}
+
+impl Op for BinarySpec {
+    fn validate(&self) -> Result<(), SpecError> {
+        check_dtype(
+            &format!("binary {}", self.func.name()),
+            self.dtype,
+            self.func.allowed_dtypes(),
+        )?;
+        check_shape("a", &self.lhs)?;
+        check_shape("b", &self.rhs)?;
+        let out = broadcast_shapes(&self.lhs, &self.rhs)?;
+        check_shape("out", &out)
+    }
+    fn inputs(&self) -> Vec<TensorSig> {
+        vec![
+            TensorSig::new("a", self.dtype, self.lhs.clone()),
+            TensorSig::new("b", self.dtype, self.rhs.clone()),
+        ]
+    }
+    fn outputs(&self) -> Vec<TensorSig> {
+        vec![TensorSig::new("out", self.dtype, self.out_shape())]
+    }
+    fn detail(&self) -> Option<String> {
+        Some(format!("binary_{}", self.func.name()))
+    }
+    fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
+        lower::binary(self, caps)
+    }
+    fn cases() -> Vec<Self> {
+        cases::binary()
+    }
+    fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
+        reference::binary_op(self, i)
+    }
+    fn tolerance(&self) -> Tolerance {
+        binary_tolerance(self.func)
+    }
+    fn domain(&self, input: &TensorSig) -> Domain {
+        binary_domain(self.func, input)
+    }
+    fn example() -> Self {
+        BinarySpec {
+            func: BinaryFn::Add,
+            dtype: ScalarType::F32,
+            lhs: vec![2, 1],
+            rhs: vec![3],
+        }
+    }
+}
+
+/// `y = f(x, scalar)`, or `f(scalar, x)` when `reversed`. Inputs: `x`. Outputs: `y`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ScalarSpec {
+    pub func: BinaryFn,
+    pub dtype: ScalarType,
+    pub shape: Vec<usize>,
+    pub scalar: f64,
+    #[serde(default)]
+    pub reversed: bool,
+}
+
+impl Op for ScalarSpec {
+    fn validate(&self) -> Result<(), SpecError> {
+        check_dtype(
+            &format!("scalar {}", self.func.name()),
+            self.dtype,
+            self.func.allowed_dtypes(),
+        )?;
+        if self.scalar.is_nan() {
+            return Err(SpecError::bad_attr(
+                "scalar",
+                self.scalar,
+                "must not be NaN",
+            ));
+        }
+        if self.dtype.is_int() && !integral_in_range(self.scalar, self.dtype) {
+            return Err(SpecError::bad_attr(
+                "scalar",
+                self.scalar,
+                &format!("must be an integer representable in {}", self.dtype),
+            ));
+        }
+        check_shape("x", &self.shape)
+    }
+    fn inputs(&self) -> Vec<TensorSig> {
+        vec![TensorSig::new("x", self.dtype, self.shape.clone())]
+    }
+    fn outputs(&self) -> Vec<TensorSig> {
+        vec![TensorSig::new("y", self.dtype, self.shape.clone())]
+    }
+    fn detail(&self) -> Option<String> {
+        Some(format!("scalar_{}", self.func.name()))
+    }
+    fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
+        lower::scalar(self, caps)
+    }
+    fn cases() -> Vec<Self> {
+        cases::scalar()
+    }
+    fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
+        reference::scalar_op(self, i)
+    }
+    fn tolerance(&self) -> Tolerance {
+        binary_tolerance(self.func)
+    }
+    fn domain(&self, input: &TensorSig) -> Domain {
+        binary_domain(self.func, input)
+    }
+    fn example() -> Self {
+        ScalarSpec {
+            func: BinaryFn::Mul,
+            dtype: ScalarType::F32,
+            shape: vec![10],
+            scalar: 0.5,
+            reversed: false,
+        }
+    }
+}
+
+pub(crate) fn integral_in_range(v: f64, dtype: ScalarType) -> bool {
+    if v.fract() != 0.0 || !v.is_finite() {
+        return false;
+    }
+    match dtype {
+        ScalarType::I32 => (i32::MIN as f64..=i32::MAX as f64).contains(&v),
+        ScalarType::U32 => (0.0..=u32::MAX as f64).contains(&v),
+        ScalarType::I64 => (-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&v),
+        ScalarType::Bool => v == 0.0 || v == 1.0,
+        _ => true,
+    }
+}
+
+/// `out = cond != 0 ? a : b` with NumPy broadcasting of all three. Inputs: `cond`
+/// (`cond_dtype`; NaN counts as true), `a`, `b`. Outputs: `out`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WhereSpec {
+    pub dtype: ScalarType,
+    pub cond_dtype: ScalarType,
+    pub cond: Vec<usize>,
+    pub a: Vec<usize>,
+    pub b: Vec<usize>,
+}
+
+impl WhereSpec {
+    pub fn out_shape(&self) -> Vec<usize> {
+        broadcast_shapes(&self.cond, &self.a)
+            .and_then(|s| broadcast_shapes(&s, &self.b))
+            .unwrap_or_default()
+    }
+}
+
+impl Op for WhereSpec {
+    fn validate(&self) -> Result<(), SpecError> {
+        check_shape("cond", &self.cond)?;
+        check_shape("a", &self.a)?;
+        check_shape("b", &self.b)?;
+        let s = broadcast_shapes(&self.cond, &self.a)?;
+        let out = broadcast_shapes(&s, &self.b)?;
+        check_shape("out", &out)
+    }
+    fn inputs(&self) -> Vec<TensorSig> {
+        vec![
+            TensorSig::new("cond", self.cond_dtype, self.cond.clone()),
+            TensorSig::new("a", self.dtype, self.a.clone()),
+            TensorSig::new("b", self.dtype, self.b.clone()),
+        ]
+    }
+    fn outputs(&self) -> Vec<TensorSig> {
+        vec![TensorSig::new("out", self.dtype, self.out_shape())]
+    }
+    fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
+        lower::where_(self, caps)
+    }
+    fn cases() -> Vec<Self> {
+        cases::where_()
+    }
+    fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
+        reference::where_op(self, i)
+    }
+    fn tolerance(&self) -> Tolerance {
+        Tolerance::EXACT
+    }
+    fn domain(&self, input: &TensorSig) -> Domain {
+        if input.dtype.is_float() && input.name == "cond" {
+            Domain::Flag
+        } else {
+            Domain::of_dtype(input.dtype)
+        }
+    }
+    fn example() -> Self {
+        WhereSpec {
+            dtype: ScalarType::F32,
+            cond_dtype: ScalarType::U32,
+            cond: vec![2, 1],
+            a: vec![2, 3],
+            b: vec![3],
+        }
+    }
+}
+
+/// Dtype conversion `y = cast(x)`: float → int truncates toward zero and saturates (NaN
+/// → 0); → float rounds to nearest even; → bool is `x != 0` (NaN → true). Inputs: `x`
+/// (`from`). Outputs: `y` (`to`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CastSpec {
+    pub from: ScalarType,
+    pub to: ScalarType,
+    pub shape: Vec<usize>,
+}
+
+impl Op for CastSpec {
+    fn validate(&self) -> Result<(), SpecError> {
+        check_shape("x", &self.shape)
+    }
+    fn inputs(&self) -> Vec<TensorSig> {
+        vec![TensorSig::new("x", self.from, self.shape.clone())]
+    }
+    fn outputs(&self) -> Vec<TensorSig> {
+        vec![TensorSig::new("y", self.to, self.shape.clone())]
+    }
+    fn detail(&self) -> Option<String> {
+        Some(format!("cast_{}_{}", self.from, self.to))
+    }
+    fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
+        lower::cast(self, caps)
+    }
+    fn cases() -> Vec<Self> {
+        cases::cast()
+    }
+    fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
+        reference::cast_op(self, i)
+    }
+    fn tolerance(&self) -> Tolerance {
+        Tolerance::EXACT
+    }
+    fn domain(&self, input: &TensorSig) -> Domain {
+        if input.dtype.is_float() {
+            Domain::Real(-100.0, 100.0)
+        } else {
+            Domain::of_dtype(input.dtype)
+        }
+    }
+    fn example() -> Self {
+        CastSpec {
+            from: ScalarType::F32,
+            to: ScalarType::F16,
+            shape: vec![8],
+        }
+    }
+}
+
+/// What [`FillSpec`] writes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FillValue {
+    /// Every element `value` (converted to the dtype as by `cast`).
+    Constant { value: f64 },
+    /// `low + (high - low)·u(i)`, `u` uniform in `[0, 1)` from [`crate::rng`].
+    Uniform {
+        low: f64,
+        high: f64,
+        seed: u64,
+        step: u64,
+    },
+    /// `mean + std·z(i)`, `z` standard normal (Box–Muller) from [`crate::rng`].
+    Normal {
+        mean: f64,
+        std: f64,
+        seed: u64,
+        step: u64,
+    },
+}
+
+/// Fill a new tensor. Inputs: none. Outputs: `out`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FillSpec {
+    pub dtype: ScalarType,
+    pub shape: Vec<usize>,
+    pub value: FillValue,
+}
+
+impl FillSpec {
+    /// The random stream scheme of random fills (always [`RngScheme::Counter`]).
+    pub const RNG: RngScheme = RngScheme::Counter;
+}
+
+impl Op for FillSpec {
+    fn validate(&self) -> Result<(), SpecError> {
+        check_shape("out", &self.shape)?;
+        match &self.value {
+            FillValue::Constant { value } => {
+                if self.dtype.is_float() {
+                    if value.is_nan() {
+                        return Err(SpecError::bad_attr("value", value, "must not be NaN"));
+                    }
+                } else if !integral_in_range(*value, self.dtype) {
+                    return Err(SpecError::bad_attr(
+                        "value",
+                        value,
+                        &format!("must be representable in {}", self.dtype),
+                    ));
+                }
+            }
+            FillValue::Uniform { low, high, .. } => {
+                check_dtype("fill uniform", self.dtype, FLOATS)?;
+                check_finite("low", *low)?;
+                check_finite("high", *high)?;
+                if high < low {
+                    return Err(SpecError::bad_attr("high", high, "must be >= low"));
+                }
+            }
+            FillValue::Normal { mean, std, .. } => {
+                check_dtype("fill normal", self.dtype, FLOATS)?;
+                check_finite("mean", *mean)?;
+                check_non_negative("std", *std)?;
+            }
+        }
+        Ok(())
+    }
+    fn inputs(&self) -> Vec<TensorSig> {
+        Vec::new()
+    }
+    fn outputs(&self) -> Vec<TensorSig> {
+        vec![TensorSig::new("out", self.dtype, self.shape.clone())]
+    }
+    fn detail(&self) -> Option<String> {
+        Some(
+            match self.value {
+                FillValue::Constant { .. } => "fill_constant",
+                FillValue::Uniform { .. } => "fill_uniform",
+                FillValue::Normal { .. } => "fill_normal",
+            }
+            .to_string(),
+        )
+    }
+    fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
+        lower::fill(self, caps)
+    }
+    fn cases() -> Vec<Self> {
+        cases::fill()
+    }
+    fn reference(&self, _: &[&[f64]]) -> Vec<Vec<f64>> {
+        reference::fill_op(self)
+    }
+    fn tolerance(&self) -> Tolerance {
+        match self.value {
+            FillValue::Constant { .. } => Tolerance::EXACT,
+            // The attributes set the scale: |low|, |high|, or |mean| + 6 std.
+            FillValue::Uniform { low, high, .. } => Tolerance {
+                ulps: 4.0,
+                scale: Scale::Fixed(low.abs().max(high.abs())),
+            },
+            FillValue::Normal { mean, std, .. } => Tolerance {
+                ulps: 16.0,
+                scale: Scale::Fixed(mean.abs() + 6.0 * std.abs()),
+            },
+        }
+    }
+    fn example() -> Self {
+        FillSpec {
+            dtype: ScalarType::F32,
+            shape: vec![4, 4],
+            value: FillValue::Normal {
+                mean: 0.0,
+                std: 1.0,
+                seed: 1,
+                step: 0,
+            },
+        }
+    }
+}
+
+/// ULPs allowed for an elementwise function (in the compute precision).
+fn unary_ulps(func: UnaryFn) -> f64 {
+    match func {
+        UnaryFn::Neg
+        | UnaryFn::Abs
+        | UnaryFn::Floor
+        | UnaryFn::Ceil
+        | UnaryFn::Round
+        | UnaryFn::Relu => 0.0,
+        UnaryFn::Sqrt | UnaryFn::LeakyRelu { .. } => 1.0,
+        UnaryFn::Rsqrt | UnaryFn::Exp | UnaryFn::Log => 4.0,
+        UnaryFn::Sin | UnaryFn::Cos | UnaryFn::Tanh | UnaryFn::Sigmoid => 8.0,
+        UnaryFn::Tan | UnaryFn::GeluErf | UnaryFn::GeluTanh | UnaryFn::Silu => 16.0,
+    }
+}
+
+fn binary_tolerance(func: BinaryFn) -> Tolerance {
+    match func {
+        BinaryFn::Add | BinaryFn::Sub | BinaryFn::Mul | BinaryFn::Div => {
+            Tolerance::elementwise(1.0)
+        }
+        BinaryFn::Mod | BinaryFn::Max | BinaryFn::Min => Tolerance::EXACT,
+        BinaryFn::Eq | BinaryFn::Ne | BinaryFn::Lt | BinaryFn::Le | BinaryFn::Gt | BinaryFn::Ge => {
+            Tolerance::EXACT
+        }
+        BinaryFn::Pow => Tolerance::elementwise(16.0),
+        BinaryFn::SiluMul => Tolerance::elementwise(16.0),
+    }
+}
+
+/// Inputs of binary and scalar ops: positive bases for `pow`, divisors away from zero.
+fn binary_domain(func: BinaryFn, input: &TensorSig) -> Domain {
+    if !input.dtype.is_float() {
+        return Domain::of_dtype(input.dtype);
+    }
+    match (func, input.name.as_str()) {
+        (BinaryFn::Pow, "a" | "x") => Domain::Real(0.1, 3.0),
+        (BinaryFn::Div | BinaryFn::Mod, "b") => Domain::AwayFromZero(0.5, 2.0),
+        _ => Domain::Real(-2.0, 2.0),
+    }
+}

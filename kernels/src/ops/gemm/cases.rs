@@ -1,0 +1,102 @@
+//! Conformance cases of GEMM: every transpose combination in both layouts,
+//! alpha/beta (beta = 0 leaves C unread: the harness poisons it), batches with a
+//! broadcast (stride 0) dimension, bias, leading dimensions and batch strides that
+//! leave gaps in C, f64, f16, bf16 and input rounding, at sizes 1, primes and
+//! non-multiples of every tile, plus exact tile multiples (the unguarded paths) and a
+//! long reduction that splits (split-K) on GPU caps.
+
+use super::spec::*;
+use kernelc_ir::ScalarType::{self, *};
+
+fn g(dtype: ScalarType, m: usize, n: usize, k: usize) -> GemmSpec {
+    GemmSpec::new(dtype, m, n, k)
+}
+
+pub(super) fn gemm_cases() -> Vec<GemmSpec> {
+    let mut v = vec![g(F32, 1, 1, 1), g(F32, 130, 70, 40)];
+    // Every transpose combination, row- and column-major, with alpha and beta.
+    for (i, (ta, tb)) in [(false, false), (true, false), (false, true), (true, true)]
+        .into_iter()
+        .enumerate()
+    {
+        for layout in [Layout::RowMajor, Layout::ColMajor] {
+            let mut s = if i % 2 == 0 {
+                g(F32, 7, 13, 5)
+            } else {
+                g(F32, 65, 33, 17)
+            };
+            s.layout = layout;
+            s.trans_a = ta;
+            s.trans_b = tb;
+            s.alpha = [1.0, 0.5, -1.25, 2.0][i];
+            s.beta = [0.0, 1.5, 0.0, -0.75][i];
+            s.bias = i == 1 || layout == Layout::ColMajor && i == 2;
+            v.push(s);
+        }
+    }
+    // Leading dimensions above the minimum: gaps in C are zeroed (beta = 0) or keep
+    // the prior C (beta != 0).
+    let mut s = g(F32, 7, 13, 5);
+    (s.lda, s.ldb, s.ldc) = (Some(8), Some(16), Some(17));
+    v.push(s);
+    let mut s = g(F32, 9, 6, 11);
+    s.layout = Layout::ColMajor;
+    s.trans_a = true;
+    (s.lda, s.ldb, s.ldc) = (Some(12), Some(13), Some(10));
+    s.beta = 1.0;
+    s.bias = true;
+    v.push(s);
+    // Batches: a broadcast (stride 0) dimension of A, packed B, strided C with gaps.
+    let mut s = g(F32, 7, 5, 3);
+    s.batch = vec![2, 3];
+    s.stride_a = Some(vec![0, 21]);
+    s.stride_c = Some(vec![3 * 40, 40]);
+    s.beta = 0.5;
+    v.push(s);
+    let mut s = g(F32, 6, 10, 4);
+    s.batch = vec![3];
+    s.trans_b = true;
+    s.stride_b = Some(vec![0]);
+    s.bias = true;
+    v.push(s);
+    // Other dtypes.
+    let mut s = g(F64, 33, 17, 9);
+    s.trans_b = true;
+    s.beta = 2.0;
+    v.push(s);
+    let mut s = g(F16, 19, 23, 11);
+    s.bias = true;
+    s.beta = 1.0;
+    v.push(s);
+    let mut s = g(Bf16, 20, 24, 12);
+    s.trans_a = true;
+    s.layout = Layout::ColMajor;
+    v.push(s);
+    let mut s = g(F32, 16, 24, 32);
+    s.input_rounding = Some(F16);
+    v.push(s);
+    let mut s = g(F32, 13, 8, 20);
+    s.input_rounding = Some(Bf16);
+    s.trans_a = true;
+    s.trans_b = true;
+    v.push(s);
+    // Exact tile multiples (no guards), vector-aligned.
+    let mut s = g(F32, 64, 64, 32);
+    s.beta = 1.0;
+    v.push(s);
+    // Vectors stored as matrices (GEMV-like): one row of C, one column of C.
+    let mut s = g(F32, 1, 37, 19);
+    s.trans_a = true;
+    v.push(s);
+    let mut s = g(F32, 23, 1, 9);
+    s.trans_b = true;
+    s.layout = Layout::ColMajor;
+    s.beta = 1.0;
+    v.push(s);
+    // A long reduction with few output tiles: split-K on GPU caps.
+    let mut s = g(F32, 5, 3, 300);
+    s.beta = -1.0;
+    s.bias = true;
+    v.push(s);
+    v
+}

@@ -1,0 +1,22 @@
+//! General matrix multiply.
+//!
+//! For every batch index `b` (row-major over `batch`) and `0 ≤ i < m`, `0 ≤ j < n`:
+//!
+//! ```text
+//! C_b[i,j] = alpha · Σ_{p<k} op(A_b)[i,p] · op(B_b)[p,j]  +  beta · C_b[i,j]  (+ bias[j])
+//! op(A)[i,p] = trans_a ? A[p,i] : A[i,p]      op(B)[p,j] = trans_b ? B[j,p] : B[p,j]
+//! ```
+//!
+//! Element `(r, c)` of a stored matrix with leading dimension `ld` is at `r·ld + c`
+//! (row-major) or `r + c·ld` (column-major), plus the batch offset
+//! `Σ_d b_d · stride_d`. With `beta = 0`, C is not read. With `input_rounding`, every
+//! element of A and B is first rounded to f16/bf16 (nearest even). Elements of C's
+//! buffer that belong to no matrix (gaps from `ldc` or strides) keep the prior C when
+//! `beta ≠ 0` and are 0 otherwise (a kernel leaves them untouched).
+
+mod cases;
+mod lower;
+pub mod reference;
+pub(super) mod spec;
+
+pub use spec::*;

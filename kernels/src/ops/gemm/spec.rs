@@ -1,0 +1,402 @@
+//! Spec of the GEMM family.
+
+use kernelc_ir::ScalarType;
+use serde::{Deserialize, Serialize};
+
+use super::{cases, lower, reference};
+use crate::error::SpecError;
+use crate::lower::{LowerError, Plan, TargetCaps};
+use crate::op::Op;
+use crate::shape::{check_count, check_dim, check_shape, numel};
+use crate::spec::{check_dtype, check_finite, Alias, TensorSig, FLOATS};
+use crate::tolerance::Tolerance;
+
+/// Storage order of a GEMM's matrices.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Layout {
+    /// Element `(r, c)` at `r·ld + c` (default `ld` = columns).
+    #[default]
+    RowMajor,
+    /// Element `(r, c)` at `r + c·ld` (default `ld` = rows): BLAS / oxicuda.
+    ColMajor,
+}
+
+/// `C_b = alpha · op(A_b) · op(B_b) + beta · C_b (+ bias)` for every batch index `b`.
+///
+/// * `op(X)` is `X` or `Xᵀ` (`trans_a`, `trans_b`; conjugate-transpose is transpose on
+///   real data). `op(A)` is `m×k`, `op(B)` is `k×n`, `C` is `m×n`; so A is stored as
+///   `m×k` (`k×m` when transposed) and B as `k×n` (`n×k` when transposed).
+/// * `layout` and the leading dimensions `lda`/`ldb`/`ldc` (default: packed) place
+///   the elements of one matrix; `batch` is the batch shape (`[]` for one GEMM) and
+///   `stride_a`/`stride_b`/`stride_c` give, per batch dimension, the element distance
+///   between consecutive matrices (default: packed, row-major over the batch dims).
+///   A stride of 0 broadcasts that operand (NumPy batched `matmul`). The batches of C
+///   must not overlap: sorted by stride, each stride must cover the span of the
+///   batches below it.
+/// * `beta = 0` means C is not read (BLAS convention: NaN in C does not propagate);
+///   otherwise the prior C is an input and is updated in place (rumus `matmul`/`bmm`
+///   accumulate with `beta = 1`).
+/// * `bias`: a vector of length `n` added to every row: `C[i,j] += bias[j]`
+///   (rustd `matmul_bias`), in logical `(i, j)` terms whatever the layout.
+/// * `input_rounding`: with `dtype = f32`, round every element of A and B to f16 or
+///   bf16 (nearest even) before multiplying, accumulating in f32 (oxicuda
+///   `gemm_mixed_precision`).
+///
+/// f16/bf16 storage accumulates in f32. Inputs: `a`, `b`, then `bias` if set, then `c`
+/// if `beta != 0`. Outputs: `c`. Buffer shapes: `[batch.., rows, cols]` of the stored
+/// matrix (`[batch.., cols, rows]` for column-major) when packed, else the flat
+/// `[extent]`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GemmSpec {
+    pub dtype: ScalarType,
+    #[serde(default)]
+    pub layout: Layout,
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    #[serde(default)]
+    pub trans_a: bool,
+    #[serde(default)]
+    pub trans_b: bool,
+    #[serde(default)]
+    pub batch: Vec<usize>,
+    pub alpha: f64,
+    pub beta: f64,
+    #[serde(default)]
+    pub bias: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lda: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ldb: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ldc: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stride_a: Option<Vec<usize>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stride_b: Option<Vec<usize>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stride_c: Option<Vec<usize>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_rounding: Option<ScalarType>,
+}
+
+/// One operand's placement: stored rows × cols, leading dimension, batch strides.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MatrixPlacement {
+    pub rows: usize,
+    pub cols: usize,
+    pub ld: usize,
+    pub layout: Layout,
+    pub batch_strides: Vec<usize>,
+}
+
+impl MatrixPlacement {
+    /// Flat offset of element `(r, c)` within one matrix.
+    pub fn index(&self, r: usize, c: usize) -> usize {
+        match self.layout {
+            Layout::RowMajor => r * self.ld + c,
+            Layout::ColMajor => r + c * self.ld,
+        }
+    }
+
+    /// Elements from the first to one past the last element of one matrix.
+    pub fn span(&self) -> usize {
+        match self.layout {
+            Layout::RowMajor => (self.rows.saturating_sub(1))
+                .saturating_mul(self.ld)
+                .saturating_add(self.cols),
+            Layout::ColMajor => (self.cols.saturating_sub(1))
+                .saturating_mul(self.ld)
+                .saturating_add(self.rows),
+        }
+    }
+
+    /// Elements of the whole batched buffer: `Σ (b_d − 1)·stride_d + span`.
+    pub fn extent(&self, batch: &[usize]) -> usize {
+        batch
+            .iter()
+            .zip(&self.batch_strides)
+            .fold(self.span(), |acc, (&b, &s)| {
+                acc.saturating_add(b.saturating_sub(1).saturating_mul(s))
+            })
+    }
+
+    fn min_ld(&self) -> usize {
+        match self.layout {
+            Layout::RowMajor => self.cols,
+            Layout::ColMajor => self.rows,
+        }
+    }
+}
+
+impl GemmSpec {
+    /// A plain row-major `C = A·B` of `m×k` by `k×n` (alpha 1, beta 0, no batch).
+    pub fn new(dtype: ScalarType, m: usize, n: usize, k: usize) -> GemmSpec {
+        GemmSpec {
+            dtype,
+            layout: Layout::RowMajor,
+            m,
+            n,
+            k,
+            trans_a: false,
+            trans_b: false,
+            batch: Vec::new(),
+            alpha: 1.0,
+            beta: 0.0,
+            bias: false,
+            lda: None,
+            ldb: None,
+            ldc: None,
+            stride_a: None,
+            stride_b: None,
+            stride_c: None,
+            input_rounding: None,
+        }
+    }
+
+    /// Number of GEMMs (product of `batch`).
+    pub fn batch_count(&self) -> usize {
+        numel(&self.batch)
+    }
+
+    fn placement(
+        &self,
+        rows: usize,
+        cols: usize,
+        ld: Option<usize>,
+        strides: &Option<Vec<usize>>,
+    ) -> MatrixPlacement {
+        let mut p = MatrixPlacement {
+            rows,
+            cols,
+            ld: 0,
+            layout: self.layout,
+            batch_strides: Vec::new(),
+        };
+        p.ld = ld.unwrap_or(p.min_ld());
+        p.batch_strides = match strides {
+            Some(s) => s.clone(),
+            None => {
+                let size = match self.layout {
+                    Layout::RowMajor => rows.saturating_mul(p.ld),
+                    Layout::ColMajor => cols.saturating_mul(p.ld),
+                };
+                let mut s = crate::shape::row_major_strides(&self.batch);
+                for x in &mut s {
+                    *x = x.saturating_mul(size);
+                }
+                s
+            }
+        };
+        p
+    }
+
+    /// Placement of A (stored `m×k`, or `k×m` when `trans_a`).
+    pub fn a(&self) -> MatrixPlacement {
+        let (r, c) = if self.trans_a {
+            (self.k, self.m)
+        } else {
+            (self.m, self.k)
+        };
+        self.placement(r, c, self.lda, &self.stride_a)
+    }
+
+    /// Placement of B (stored `k×n`, or `n×k` when `trans_b`).
+    pub fn b(&self) -> MatrixPlacement {
+        let (r, c) = if self.trans_b {
+            (self.n, self.k)
+        } else {
+            (self.k, self.n)
+        };
+        self.placement(r, c, self.ldb, &self.stride_b)
+    }
+
+    /// Placement of C (`m×n`).
+    pub fn c(&self) -> MatrixPlacement {
+        self.placement(self.m, self.n, self.ldc, &self.stride_c)
+    }
+
+    /// Whether every operand is packed (no explicit leading dimension or stride).
+    pub fn is_packed(&self) -> bool {
+        self.lda.is_none()
+            && self.ldb.is_none()
+            && self.ldc.is_none()
+            && self.stride_a.is_none()
+            && self.stride_b.is_none()
+            && self.stride_c.is_none()
+    }
+
+    fn buffer_shape(&self, p: &MatrixPlacement) -> Vec<usize> {
+        if self.is_packed() {
+            let mut s = self.batch.clone();
+            match self.layout {
+                Layout::RowMajor => s.extend([p.rows, p.cols]),
+                Layout::ColMajor => s.extend([p.cols, p.rows]),
+            }
+            s
+        } else {
+            vec![p.extent(&self.batch)]
+        }
+    }
+
+    fn check_placement(
+        &self,
+        name: &str,
+        p: &MatrixPlacement,
+        ld: Option<usize>,
+        strides: &Option<Vec<usize>>,
+    ) -> Result<(), SpecError> {
+        if let Some(ld) = ld {
+            if ld < p.min_ld() {
+                return Err(SpecError::bad_attr(
+                    &format!("ld{name}"),
+                    ld,
+                    &format!(
+                        "must be at least {} (the {} of the stored {}×{} matrix {name})",
+                        p.min_ld(),
+                        if self.layout == Layout::RowMajor {
+                            "columns"
+                        } else {
+                            "rows"
+                        },
+                        p.rows,
+                        p.cols
+                    ),
+                ));
+            }
+        }
+        if let Some(s) = strides {
+            if s.len() != self.batch.len() {
+                return Err(SpecError::mismatch(
+                    &format!("stride_{name} length vs batch rank"),
+                    vec![self.batch.len()],
+                    vec![s.len()],
+                ));
+            }
+        }
+        let outer = match self.layout {
+            Layout::RowMajor => p.rows,
+            Layout::ColMajor => p.cols,
+        } as u128;
+        let span = (outer - 1)
+            .saturating_mul(p.ld as u128)
+            .saturating_add(p.min_ld() as u128);
+        let extent = self
+            .batch
+            .iter()
+            .zip(&p.batch_strides)
+            .fold(span, |acc, (&b, &s)| {
+                acc.saturating_add((b as u128 - 1).saturating_mul(s as u128))
+            });
+        check_count(name, extent)
+    }
+}
+
+impl Op for GemmSpec {
+    fn validate(&self) -> Result<(), SpecError> {
+        check_dtype("gemm", self.dtype, FLOATS)?;
+        check_dim("gemm m", self.m)?;
+        check_dim("gemm n", self.n)?;
+        check_dim("gemm k", self.k)?;
+        check_shape("gemm batch", &self.batch)?;
+        check_finite("alpha", self.alpha)?;
+        check_finite("beta", self.beta)?;
+        if let Some(t) = self.input_rounding {
+            check_dtype(
+                "gemm input_rounding",
+                t,
+                &[ScalarType::F16, ScalarType::Bf16],
+            )?;
+            if self.dtype != ScalarType::F32 {
+                return Err(SpecError::bad_attr(
+                    "input_rounding",
+                    t,
+                    "only applies to f32 storage",
+                ));
+            }
+        }
+        let (a, b, c) = (self.a(), self.b(), self.c());
+        self.check_placement("a", &a, self.lda, &self.stride_a)?;
+        self.check_placement("b", &b, self.ldb, &self.stride_b)?;
+        self.check_placement("c", &c, self.ldc, &self.stride_c)?;
+        // C batches must nest without overlap.
+        let mut dims: Vec<(usize, usize)> = self
+            .batch
+            .iter()
+            .zip(&c.batch_strides)
+            .filter(|(&b, _)| b > 1)
+            .map(|(&b, &s)| (s, b))
+            .collect();
+        dims.sort();
+        let mut covered = c.span();
+        for (stride, count) in dims {
+            if stride < covered {
+                return Err(SpecError::bad_attr(
+                    "stride_c",
+                    format!("{:?}", c.batch_strides),
+                    &format!(
+                        "batches of C overlap: stride {stride} is below the span {covered} of the batches it steps over"
+                    ),
+                ));
+            }
+            covered = stride.saturating_mul(count - 1).saturating_add(covered);
+        }
+        Ok(())
+    }
+    fn inputs(&self) -> Vec<TensorSig> {
+        let mut v = vec![
+            TensorSig::new("a", self.dtype, self.buffer_shape(&self.a())),
+            TensorSig::new("b", self.dtype, self.buffer_shape(&self.b())),
+        ];
+        if self.bias {
+            v.push(TensorSig::new("bias", self.dtype, vec![self.n]));
+        }
+        if self.beta != 0.0 {
+            v.push(TensorSig::new(
+                "c",
+                self.dtype,
+                self.buffer_shape(&self.c()),
+            ));
+        }
+        v
+    }
+    fn outputs(&self) -> Vec<TensorSig> {
+        vec![TensorSig::new(
+            "c",
+            self.dtype,
+            self.buffer_shape(&self.c()),
+        )]
+    }
+    fn aliases(&self) -> Vec<Alias> {
+        if self.beta != 0.0 {
+            vec![Alias {
+                input: if self.bias { 3 } else { 2 },
+                output: 0,
+            }]
+        } else {
+            Vec::new()
+        }
+    }
+    fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
+        reference::gemm(self, i)
+    }
+    fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
+        lower::gemm(self, caps)
+    }
+    fn cases() -> Vec<Self> {
+        cases::gemm_cases()
+    }
+    fn tolerance(&self) -> Tolerance {
+        Tolerance::accumulated(2.0, self.k + 2)
+    }
+    fn absolute(&self) -> Self {
+        let mut s = self.clone();
+        s.alpha = s.alpha.abs();
+        s.beta = s.beta.abs();
+        s
+    }
+    fn example() -> Self {
+        GemmSpec::new(ScalarType::F32, 4, 5, 3)
+    }
+}

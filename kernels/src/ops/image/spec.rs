@@ -1,0 +1,160 @@
+//! Spec of the image-filter family.
+
+use kernelc_ir::ScalarType;
+use serde::{Deserialize, Serialize};
+
+use super::{cases, lower, reference};
+use crate::conformance::inputs::Domain;
+use crate::error::SpecError;
+use crate::lower::{LowerError, Plan, TargetCaps};
+use crate::op::Op;
+use crate::shape::check_shape;
+use crate::spec::{check_dtype, check_finite, TensorSig, FLOATS};
+use crate::tolerance::Tolerance;
+
+/// Which filter. The formulas are in [`crate::ops::image`].
+/// "Colour channels" are the first `min(C, 3)`; a fourth (alpha) channel is copied.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ImageFilter {
+    /// Separable Gaussian, taps `t ∈ [−radius, radius]`, weights `e^{−t²/2σ²}`
+    /// normalised to sum 1, clamp-to-edge, per colour channel.
+    GaussianBlur { sigma: f64, radius: usize },
+    /// Sobel gradient magnitude of the luma, `1` where `> threshold` else `0`, written
+    /// to every colour channel; clamp-to-edge.
+    Sobel { threshold: f64 },
+    /// Luma `0.299 R + 0.587 G + 0.114 B` written to R, G and B (needs 3 or 4 channels).
+    Grayscale,
+    /// `x ≥ value ? 1 : 0`.
+    Threshold { value: f64 },
+    /// `clamp(x · factor, 0, 1)` (multiplicative, as rustd).
+    Brightness { factor: f64 },
+    /// `clamp((x − 0.5) · factor + 0.5, 0, 1)`.
+    Contrast { factor: f64 },
+    /// `1 − x`.
+    Invert,
+    /// 3×3 kernel `[0 −1 0; −1 5 −1; 0 −1 0]`, clamp-to-edge, result clamped to `[0, 1]`.
+    Sharpen,
+}
+
+impl ImageFilter {
+    pub fn name(&self) -> &'static str {
+        match self {
+            ImageFilter::GaussianBlur { .. } => "gaussian_blur",
+            ImageFilter::Sobel { .. } => "sobel",
+            ImageFilter::Grayscale => "grayscale",
+            ImageFilter::Threshold { .. } => "threshold",
+            ImageFilter::Brightness { .. } => "brightness",
+            ImageFilter::Contrast { .. } => "contrast",
+            ImageFilter::Invert => "invert",
+            ImageFilter::Sharpen => "sharpen",
+        }
+    }
+}
+
+/// An image filter on `image [height, width, channels]` (row-major HWC, channels 1, 3
+/// or 4). Inputs: `image`. Outputs: `out` (same shape).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ImageFilterSpec {
+    pub filter: ImageFilter,
+    pub dtype: ScalarType,
+    pub height: usize,
+    pub width: usize,
+    pub channels: usize,
+}
+
+impl ImageFilterSpec {
+    fn shape(&self) -> Vec<usize> {
+        vec![self.height, self.width, self.channels]
+    }
+}
+
+impl Op for ImageFilterSpec {
+    fn validate(&self) -> Result<(), SpecError> {
+        check_dtype("image_filter", self.dtype, FLOATS)?;
+        check_shape("image", &self.shape())?;
+        if !matches!(self.channels, 1 | 3 | 4) {
+            return Err(SpecError::bad_attr(
+                "channels",
+                self.channels,
+                "must be 1, 3 or 4",
+            ));
+        }
+        match self.filter {
+            ImageFilter::GaussianBlur { sigma, radius } => {
+                if !(sigma.is_finite() && sigma > 0.0) {
+                    return Err(SpecError::bad_attr(
+                        "sigma",
+                        sigma,
+                        "must be finite and > 0",
+                    ));
+                }
+                if radius > 64 {
+                    return Err(SpecError::bad_attr("radius", radius, "must be at most 64"));
+                }
+            }
+            ImageFilter::Grayscale => {
+                if self.channels < 3 {
+                    return Err(SpecError::bad_attr(
+                        "channels",
+                        self.channels,
+                        "grayscale needs RGB (3 or 4 channels)",
+                    ));
+                }
+            }
+            ImageFilter::Sobel { threshold } => check_finite("threshold", threshold)?,
+            ImageFilter::Threshold { value } => check_finite("value", value)?,
+            ImageFilter::Brightness { factor } | ImageFilter::Contrast { factor } => {
+                check_finite("factor", factor)?
+            }
+            ImageFilter::Invert | ImageFilter::Sharpen => {}
+        }
+        Ok(())
+    }
+    fn inputs(&self) -> Vec<TensorSig> {
+        vec![TensorSig::new("image", self.dtype, self.shape())]
+    }
+    fn outputs(&self) -> Vec<TensorSig> {
+        vec![TensorSig::new("out", self.dtype, self.shape())]
+    }
+    fn detail(&self) -> Option<String> {
+        Some(format!("image_filter_{}", self.filter.name()))
+    }
+    fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
+        reference::image_filter(self, i)
+    }
+    fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
+        lower::image_filter(self, caps)
+    }
+    fn cases() -> Vec<Self> {
+        cases::image()
+    }
+    fn tolerance(&self) -> Tolerance {
+        match self.filter {
+            ImageFilter::GaussianBlur { radius, .. } => {
+                Tolerance::normalised(4.0, (2 * radius + 1) * (2 * radius + 1))
+            }
+            ImageFilter::Sobel { .. } | ImageFilter::Sharpen => Tolerance::normalised(8.0, 9),
+            ImageFilter::Threshold { .. } | ImageFilter::Invert => Tolerance::EXACT,
+            ImageFilter::Grayscale
+            | ImageFilter::Brightness { .. }
+            | ImageFilter::Contrast { .. } => Tolerance::elementwise(4.0),
+        }
+    }
+    fn domain(&self, input: &TensorSig) -> Domain {
+        if input.dtype.is_float() {
+            Domain::Real(0.0, 1.0)
+        } else {
+            Domain::of_dtype(input.dtype)
+        }
+    }
+    fn example() -> Self {
+        ImageFilterSpec {
+            filter: ImageFilter::Sobel { threshold: 0.5 },
+            dtype: ScalarType::F32,
+            height: 6,
+            width: 5,
+            channels: 3,
+        }
+    }
+}

@@ -1,0 +1,137 @@
+//! Conformance cases of the data-movement family.
+//!
+//! Shapes cover 1, primes, sizes that are no multiple of the 32×32 transpose tile, of
+//! the 256-invocation workgroup or of the 4-lane vectors, and the layouts that select
+//! each schedule (tiled transpose, strided gather, vector copies; scatter with several
+//! index tiles).
+
+use super::spec::*;
+use kernelc_ir::ScalarType::{self, *};
+
+pub(super) fn permute() -> Vec<PermuteSpec> {
+    let case = |dtype: ScalarType, shape: &[usize], perm: &[usize]| PermuteSpec {
+        dtype,
+        shape: shape.to_vec(),
+        perm: perm.to_vec(),
+    };
+    vec![
+        // Tiled transposes: ragged tiles, a batch, batch dims moved too, bool tiles.
+        case(F32, &[37, 41], &[1, 0]),
+        case(F64, &[2, 9, 11], &[0, 2, 1]),
+        case(F16, &[3, 4, 9, 10], &[1, 3, 0, 2]),
+        case(Bool, &[12, 9], &[1, 0]),
+        case(F32, &[64, 70], &[1, 0]),
+        // Gathers: merged dims, narrow tiles, size-1 dims, inner dim kept, identity.
+        case(Bf16, &[2, 3, 4], &[2, 0, 1]),
+        case(I32, &[1, 7, 1, 5], &[3, 2, 1, 0]),
+        case(F32, &[5, 33, 17, 3], &[0, 2, 1, 3]),
+        case(F32, &[4, 8], &[0, 1]),
+        case(U32, &[1], &[0]),
+    ]
+}
+
+pub(super) fn slice() -> Vec<SliceSpec> {
+    let case =
+        |dtype: ScalarType, shape: &[usize], starts: &[usize], sizes: &[usize], steps: &[i64]| {
+            SliceSpec {
+                dtype,
+                shape: shape.to_vec(),
+                starts: starts.to_vec(),
+                sizes: sizes.to_vec(),
+                steps: steps.to_vec(),
+            }
+        };
+    vec![
+        case(F32, &[4, 6], &[1, 5], &[2, 3], &[1, -2]),
+        case(F64, &[7], &[6], &[7], &[-1]),
+        // Contiguous aligned rows: vector copies.
+        case(F16, &[5, 13, 8], &[0, 2, 0], &[5, 4, 8], &[1, 3, 1]),
+        case(I32, &[1, 11], &[0, 10], &[1, 4], &[1, -3]),
+        case(F32, &[9, 10], &[2, 0], &[5, 10], &[1, 1]),
+        case(Bf16, &[6, 7, 5], &[5, 6, 4], &[3, 7, 5], &[-2, -1, -1]),
+        case(F32, &[3, 8], &[0, 0], &[3, 8], &[1, 1]),
+        case(F32, &[1], &[0], &[1], &[1]),
+        // A size-1 dim may carry any step.
+        case(F32, &[4, 5], &[2, 0], &[1, 3], &[i64::MAX, 2]),
+    ]
+}
+
+pub(super) fn concat() -> Vec<ConcatSpec> {
+    let case = |dtype: ScalarType, shapes: &[&[usize]], axis: usize| ConcatSpec {
+        dtype,
+        shapes: shapes.iter().map(|s| s.to_vec()).collect(),
+        axis,
+    };
+    vec![
+        case(F32, &[&[2, 3], &[2, 1]], 1),
+        case(F64, &[&[1, 5], &[3, 5], &[2, 5]], 0),
+        case(F16, &[&[2, 4, 3], &[2, 1, 3], &[2, 7, 3]], 1),
+        case(I32, &[&[7], &[13], &[1]], 0),
+        // Runs of whole vectors.
+        case(F32, &[&[3, 4], &[3, 8]], 1),
+        case(Bf16, &[&[1], &[1]], 0),
+        case(F32, &[&[1, 1, 1]], 2),
+    ]
+}
+
+pub(super) fn gather() -> Vec<GatherSpec> {
+    let case = |dtype: ScalarType,
+                index_dtype: ScalarType,
+                data: &[usize],
+                indices: &[usize],
+                axis: usize| {
+        GatherSpec {
+            dtype,
+            index_dtype,
+            data: data.to_vec(),
+            indices: indices.to_vec(),
+            axis,
+        }
+    };
+    vec![
+        case(F32, U32, &[10, 4], &[3], 0),
+        case(F64, I32, &[7, 5], &[11], 1),
+        case(F16, F32, &[3, 6, 5], &[2, 4], 1),
+        case(I32, U32, &[1], &[1], 0),
+        case(Bf16, I32, &[4, 9, 8], &[5], 2),
+        // Rows of whole vectors (embedding lookup).
+        case(F32, I32, &[13, 8], &[3, 3], 0),
+        case(U32, F32, &[5, 7], &[13], 0),
+    ]
+}
+
+pub(super) fn scatter() -> Vec<ScatterSpec> {
+    use ScatterCombine::{Last, Sum};
+    use ScatterInit::{Prior, Zero};
+    let case = |combine,
+                init,
+                dtype: ScalarType,
+                index_dtype: ScalarType,
+                data: &[usize],
+                indices: &[usize],
+                axis| {
+        ScatterSpec {
+            dtype,
+            index_dtype,
+            data: data.to_vec(),
+            indices: indices.to_vec(),
+            axis,
+            combine,
+            init,
+        }
+    };
+    vec![
+        case(Sum, Zero, F32, U32, &[10, 4], &[3], 0),
+        case(Sum, Prior, F64, I32, &[7, 5], &[11], 0),
+        case(Last, Zero, F16, F32, &[3, 6, 5], &[9], 1),
+        case(Last, Prior, I32, I32, &[5, 3], &[17], 0),
+        case(Sum, Zero, Bf16, I32, &[2, 9, 3], &[2, 5], 1),
+        case(Sum, Prior, F32, U32, &[1], &[1], 0),
+        case(Sum, Zero, I32, U32, &[4, 4], &[6], 1),
+        // More indices than one GPU tile of 256: several scans.
+        case(Last, Prior, F32, I32, &[300, 2], &[400], 0),
+        case(Sum, Prior, F32, F32, &[37, 3], &[263], 0),
+        // More indices than one CPU tile of 2048.
+        case(Sum, Zero, F32, I32, &[5, 2], &[2100], 0),
+    ]
+}

@@ -1,0 +1,793 @@
+//! Data movement: permute, slice, concat, gather and scatter.
+//!
+//! Every kernel here is indexed by the OUTPUT, so each output element is written by
+//! exactly one invocation and neighbouring invocations write neighbouring addresses
+//! (coalesced stores on a GPU, a contiguous loop on the CPU). Shapes are simplified on
+//! the host first (size-1 dims dropped, dims that stay contiguous merged) so the index
+//! arithmetic is as short as the layout allows, with every extent and stride a folded
+//! u32 constant.
+//!
+//! * **slice** and **permute without a moved inner dim** are one strided gather,
+//!   `y[i] = x[base + Σ coord_d(i) · coef_d]`; when the innermost run is contiguous and
+//!   aligned, items are `vector_width`-lane vectors (wide loads and stores). Negative
+//!   slice steps subtract their terms after the positive ones, so no intermediate
+//!   value leaves `0..len(x)` (no wrapping).
+//! * **permute that moves the innermost dim** is a tiled transpose between the input's
+//!   innermost dim and the output's innermost dim (the other dims are a batch): a
+//!   workgroup reads a 32×32 tile with consecutive invocations on consecutive input
+//!   addresses into a 32×33 shared array (the pad column makes the transposed read
+//!   bank-conflict free), waits at a barrier, and writes it out with consecutive
+//!   invocations on consecutive output addresses. On the CPU (one invocation) the same
+//!   kernel is a cache-blocked transpose. Tiles with fewer than 8 rows or columns
+//!   would leave most invocations idle, so such permutes use the gather.
+//! * **concat** is one launch: each output element compares its position along the
+//!   (merged) concat axis with the constant offsets of the inputs and copies from the
+//!   one it falls in; items are vectors when every input's run is a whole number of
+//!   vectors.
+//! * **gather** reads its index once per output element, resolves it branch-free
+//!   (negative counts from the end, out of range or NaN reads 0) and loads through a
+//!   clamped address, so no load is ever out of bounds.
+//! * **scatter** is a gather over the index list, so no two invocations ever write one
+//!   element and no atomics are needed: each output element `(o, r, k)` scans all `J`
+//!   indices for matches with its row `r` (in increasing `j`, which is exactly the
+//!   reference's order for `sum`, and makes `last` the largest matching `j`). That is
+//!   O(rows·inner × J) compares; the index list is resolved once per workgroup tile
+//!   into shared memory (256 at a time on a GPU, where all invocations then read the
+//!   same shared word: a broadcast), and each CPU invocation serves 8 output elements
+//!   per scan. A sort-based O(J log J) schedule can replace it when large index lists
+//!   matter.
+
+use crate::lower::index::resolve_index;
+use crate::lower::math::{compute_type, Num};
+use crate::lower::schedule::{fold_grid, linear_workgroup, plan_1d};
+use crate::lower::{Binding, Launch, LowerError, Plan, TargetCaps};
+use crate::shape::row_major_strides;
+use crate::spec::*;
+use kernelc_ir::builder::*;
+use kernelc_ir::{Access, ScalarType};
+
+/// `v` as a u32 index constant. Every extent and offset of a valid spec is below 2^31.
+fn c32(v: usize) -> u32 {
+    v as u32
+}
+
+/// The row-major coordinates of flat `index` in `dims`, skipping divisions by 1 and the
+/// modulo of the outermost dim.
+fn coords(index: &E, dims: &[usize]) -> Vec<E> {
+    let strides = row_major_strides(dims);
+    dims.iter()
+        .zip(&strides)
+        .enumerate()
+        .map(|(d, (&extent, &stride))| {
+            let mut c = index.clone();
+            if stride != 1 {
+                c = c / c32(stride);
+            }
+            if d != 0 {
+                c = c % c32(extent);
+            }
+            c
+        })
+        .collect()
+}
+
+/// `y[i] = x[base + Σ_d coord_d(i) · coef_d]` over output dims `dims`.
+#[derive(Clone, Debug, PartialEq)]
+struct Strided {
+    base: usize,
+    dims: Vec<usize>,
+    coefs: Vec<i64>,
+}
+
+impl Strided {
+    /// Drops size-1 dims and merges a dim into the next one when together they walk
+    /// the input with one stride.
+    fn collapse(&self) -> Strided {
+        let mut dims: Vec<usize> = Vec::new();
+        let mut coefs: Vec<i64> = Vec::new();
+        for (&extent, &coef) in self.dims.iter().zip(&self.coefs) {
+            if extent == 1 {
+                continue;
+            }
+            match (dims.last_mut(), coefs.last_mut()) {
+                (Some(d), Some(c)) if *c == extent as i64 * coef => {
+                    *d *= extent;
+                    *c = coef;
+                }
+                _ => {
+                    dims.push(extent);
+                    coefs.push(coef);
+                }
+            }
+        }
+        Strided {
+            base: self.base,
+            dims,
+            coefs,
+        }
+    }
+
+    /// Lanes per item: `width` when the innermost run is contiguous and every vector
+    /// starts aligned in both buffers.
+    fn lanes(&self, width: u8) -> u8 {
+        let w = width as i64;
+        let outer = &self.coefs[..self.coefs.len().saturating_sub(1)];
+        let aligned = w > 1
+            && self.coefs.last() == Some(&1)
+            && self.dims.last().is_some_and(|&d| d as i64 % w == 0)
+            && self.base as i64 % w == 0
+            && outer.iter().all(|c| c % w == 0);
+        if aligned {
+            width
+        } else {
+            1
+        }
+    }
+
+    /// The input offset of output element `index`: the base and the positive terms
+    /// first, then the negative ones, so every partial sum is a valid offset.
+    fn offset(&self, index: &E) -> E {
+        let cs = coords(index, &self.dims);
+        let term = |c: &E, coef: i64| {
+            if coef.unsigned_abs() == 1 {
+                c.clone()
+            } else {
+                c.clone() * c32(coef.unsigned_abs() as usize)
+            }
+        };
+        let mut acc: Option<E> = (self.base != 0).then(|| E::from(c32(self.base)));
+        for (c, &coef) in cs.iter().zip(&self.coefs) {
+            if coef > 0 {
+                let t = term(c, coef);
+                acc = Some(match acc {
+                    None => t,
+                    Some(a) => a + t,
+                });
+            }
+        }
+        let mut acc = acc.unwrap_or_else(|| E::from(0u32));
+        for (c, &coef) in cs.iter().zip(&self.coefs) {
+            if coef < 0 {
+                acc = acc - term(c, coef);
+            }
+        }
+        acc
+    }
+}
+
+/// One launch copying `x` to `y` by the strided map `s`.
+fn strided_copy(
+    name: &str,
+    caps: &TargetCaps,
+    x: &TensorSig,
+    y: &TensorSig,
+    s: &Strided,
+) -> Result<Plan, LowerError> {
+    let s = s.collapse();
+    let numel = y.numel() as u64;
+    let lanes = s.lanes(caps.vector_width);
+    let grid = plan_1d(numel / lanes as u64, caps, 1)?;
+    let mut k = KernelBuilder::new(name, grid.workgroup_size());
+    let xm = k.buffer(x.name.clone(), x.dtype, x.numel() as u64, Access::Read);
+    let ym = k.buffer(y.name.clone(), y.dtype, numel, Access::Write);
+    let kernel = k.build(|f| {
+        grid.for_each_item(f, |f, item| {
+            let index = if lanes == 1 {
+                item
+            } else {
+                f.let_("index", item * lanes as u32)
+            };
+            let src = s.offset(&index);
+            f.store(ym, index, xm.load(src, lanes));
+        });
+    })?;
+    Ok(Plan::single(Launch {
+        kernel,
+        grid: grid.grid,
+        bindings: vec![Binding::Input(0), Binding::Output(0)],
+    }))
+}
+
+fn sig(sigs: Vec<TensorSig>, i: usize) -> Result<TensorSig, LowerError> {
+    sigs.into_iter().nth(i).ok_or(LowerError::Internal(
+        "op signature without the expected buffer",
+    ))
+}
+
+// ---------------------------------------------------------------------------------------
+// permute
+// ---------------------------------------------------------------------------------------
+
+/// The permutation on merged dims: size-1 dims dropped, and input dims that stay
+/// adjacent and in order in the output merged. Returns the merged input dims and the
+/// permutation over them (`out dim j = in dim perm[j]`).
+fn reduce_permute(shape: &[usize], perm: &[usize]) -> (Vec<usize>, Vec<usize>) {
+    // Runs of input dims, in output order; each run is consecutive in the input.
+    let mut runs: Vec<(usize, usize)> = Vec::new(); // (first input dim, merged size)
+    let mut prev: Option<usize> = None;
+    for &p in perm {
+        if shape[p] == 1 {
+            continue;
+        }
+        // Consecutive also across dropped size-1 input dims.
+        let adjacent = prev.is_some_and(|q| (q + 1..p).all(|d| shape[d] == 1) && p > q);
+        match runs.last_mut() {
+            Some(run) if adjacent => run.1 *= shape[p],
+            _ => runs.push((p, shape[p])),
+        }
+        prev = Some(p);
+    }
+    let mut order: Vec<usize> = (0..runs.len()).collect();
+    order.sort_by_key(|&r| runs[r].0);
+    let dims: Vec<usize> = order.iter().map(|&r| runs[r].1).collect();
+    let mut new_perm = vec![0; runs.len()];
+    for (pos, &r) in order.iter().enumerate() {
+        new_perm[r] = pos;
+    }
+    (dims, new_perm)
+}
+
+/// Edge of a transpose tile.
+const TILE: u32 = 32;
+/// Tiles narrower than this leave too many invocations idle: gather instead.
+const MIN_TILE_EXTENT: usize = 8;
+
+pub(super) fn permute(spec: &PermuteSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
+    let op = OpSpec::Permute(spec.clone());
+    let (x, y) = (sig(op.inputs(), 0)?, sig(op.outputs(), 0)?);
+    let (dims, perm) = reduce_permute(&spec.shape, &spec.perm);
+    let in_strides = row_major_strides(&dims);
+    let rank = dims.len();
+    let gather = |caps: &TargetCaps| {
+        let s = Strided {
+            base: 0,
+            dims: perm.iter().map(|&p| dims[p]).collect(),
+            coefs: perm.iter().map(|&p| in_strides[p] as i64).collect(),
+        };
+        strided_copy(&op.name(), caps, &x, &y, &s)
+    };
+    if rank < 2 || perm[rank - 1] == rank - 1 {
+        return gather(caps);
+    }
+    let q = perm[rank - 1];
+    let tile_bytes = (TILE * (TILE + 1) * spec.dtype.size_bytes()) as u64;
+    if dims[q] < MIN_TILE_EXTENT
+        || dims[rank - 1] < MIN_TILE_EXTENT
+        || tile_bytes > caps.shared_memory_bytes as u64
+    {
+        return gather(caps);
+    }
+    transpose_tiled(&op.name(), caps, &x, &y, &dims, &perm)
+}
+
+/// The transpose of merged input dims `dims` by `perm`, whose last entry `q` is not the
+/// last input dim: tiles of (input dim `q`) × (input dim `rank-1`) per workgroup.
+fn transpose_tiled(
+    name: &str,
+    caps: &TargetCaps,
+    x: &TensorSig,
+    y: &TensorSig,
+    dims: &[usize],
+    perm: &[usize],
+) -> Result<Plan, LowerError> {
+    let rank = dims.len();
+    let c = rank - 1;
+    let q = perm[rank - 1];
+    let in_strides = row_major_strides(dims);
+    let out_dims: Vec<usize> = perm.iter().map(|&p| dims[p]).collect();
+    let out_strides_by_pos = row_major_strides(&out_dims);
+    // The output stride of each input dim.
+    let mut out_strides = vec![0usize; rank];
+    for (j, &p) in perm.iter().enumerate() {
+        out_strides[p] = out_strides_by_pos[j];
+    }
+    let batch: Vec<usize> = (0..rank).filter(|&d| d != c && d != q).collect();
+    let batch_dims: Vec<usize> = batch.iter().map(|&d| dims[d]).collect();
+    let batch_count: usize = batch_dims.iter().product();
+    let (tiles_q, tiles_c) = (
+        dims[q].div_ceil(TILE as usize),
+        dims[c].div_ceil(TILE as usize),
+    );
+    let total =
+        u32::try_from(batch_count * tiles_q * tiles_c).map_err(|_| LowerError::TooLarge {
+            what: "transpose tile count".into(),
+            value: (batch_count * tiles_q * tiles_c) as u64,
+            limit: u32::MAX as u64,
+        })?;
+    let grid = fold_grid(total, caps)?;
+    let folded = grid[0] as u64 * grid[1] as u64 != total as u64;
+    // Invocations: TILE along x (a warp per tile row), the rest along y.
+    let inv = caps.invocations_1d();
+    let tx = inv.min(TILE);
+    let ty = (inv / tx)
+        .clamp(1, TILE)
+        .min(caps.max_workgroup_size[1].max(1));
+    let pitch = TILE + 1;
+
+    let mut k = KernelBuilder::new(name, [tx, ty, 1]);
+    let xm = k.buffer(x.name.clone(), x.dtype, x.numel() as u64, Access::Read);
+    let ym = k.buffer(y.name.clone(), y.dtype, y.numel() as u64, Access::Write);
+    let tile = k.shared("tile", x.dtype, TILE * pitch);
+    let (qn, cn) = (c32(dims[q]), c32(dims[c]));
+    let kernel = k.build(|f| {
+        let wg = f.let_("wg", linear_workgroup(grid));
+        let tc = wg.clone() % c32(tiles_c);
+        let rest = f.let_("rest", wg.clone() / c32(tiles_c));
+        let q0 = f.let_("q0", (rest.clone() % c32(tiles_q)) * TILE);
+        let c0 = f.let_("c0", tc * TILE);
+        let b = rest / c32(tiles_q);
+        let bc = coords(&b, &batch_dims);
+        let sum = |f: &mut Body, name: &str, strides: &[usize]| {
+            let terms: Vec<E> = batch
+                .iter()
+                .zip(&bc)
+                .map(|(&d, coord)| coord.clone() * c32(strides[d]))
+                .collect();
+            let e = terms.into_iter().reduce(|a, t| a + t);
+            f.let_(name, e.unwrap_or_else(|| E::from(0u32)))
+        };
+        let in_b = sum(f, "in_base", &in_strides);
+        let out_b = sum(f, "out_base", &out_strides);
+        let live = folded.then(|| wg.clone().lt(total));
+        let guard = |cond: E| match &live {
+            Some(l) => l.clone() & cond,
+            None => cond,
+        };
+        let lx = if tx == 1 { E::from(0u32) } else { local_id(0) };
+        let ly = if ty == 1 { E::from(0u32) } else { local_id(1) };
+        // Read: rows along input dim q, columns along the input's contiguous dim.
+        tile_loop(f, &lx, &ly, tx, ty, |f, row, col| {
+            let (qi, ci) = (q0.clone() + row.clone(), c0.clone() + col.clone());
+            let ok = guard(qi.clone().lt(qn) & ci.clone().lt(cn));
+            f.if_(ok, |f| {
+                let src = in_b.clone() + qi * c32(in_strides[q]) + ci;
+                f.store(tile, row * pitch + col, xm.at(src));
+            });
+        });
+        f.barrier();
+        // Write: rows along input dim c, columns along the output's contiguous dim q.
+        tile_loop(f, &lx, &ly, tx, ty, |f, row, col| {
+            let (ci, qi) = (c0.clone() + row.clone(), q0.clone() + col.clone());
+            let ok = guard(qi.clone().lt(qn) & ci.clone().lt(cn));
+            f.if_(ok, |f| {
+                let dst = out_b.clone() + ci * c32(out_strides[c]) + qi;
+                f.store(ym, dst, tile.at(col * pitch + row));
+            });
+        });
+    })?;
+    Ok(Plan::single(Launch {
+        kernel,
+        grid,
+        bindings: vec![Binding::Input(0), Binding::Output(0)],
+    }))
+}
+
+/// Visits the TILE×TILE positions this invocation owns: columns `lx, lx+tx, …`, rows
+/// `ly, ly+ty, …` (one column per invocation on a GPU, all of them on a CPU).
+fn tile_loop(f: &mut Body, lx: &E, ly: &E, tx: u32, ty: u32, body: impl Fn(&mut Body, E, E)) {
+    let rows = |f: &mut Body, col: E| {
+        if ty == TILE {
+            body(f, ly.clone(), col);
+        } else {
+            f.for_("row", ly.clone(), TILE, ty, |f, row| body(f, row, col));
+        }
+    };
+    if tx == TILE {
+        rows(f, lx.clone());
+    } else {
+        f.for_("col", lx.clone(), TILE, tx, |f, col| rows(f, col));
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// slice
+// ---------------------------------------------------------------------------------------
+
+pub(super) fn slice(spec: &SliceSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
+    let op = OpSpec::Slice(spec.clone());
+    let (x, y) = (sig(op.inputs(), 0)?, sig(op.outputs(), 0)?);
+    let strides = row_major_strides(&spec.shape);
+    let s = Strided {
+        base: spec
+            .starts
+            .iter()
+            .zip(&strides)
+            .map(|(&s, &st)| s * st)
+            .sum(),
+        dims: spec.sizes.clone(),
+        // A size-1 dim reads only its start, and its step may be any i64: leave it out
+        // (where size ≥ 2, |step| < dim and the product is below 2^62).
+        coefs: spec
+            .steps
+            .iter()
+            .zip(&strides)
+            .zip(&spec.sizes)
+            .map(|((&step, &st), &size)| if size == 1 { 0 } else { step * st as i64 })
+            .collect(),
+    };
+    strided_copy(&op.name(), caps, &x, &y, &s)
+}
+
+// ---------------------------------------------------------------------------------------
+// concat
+// ---------------------------------------------------------------------------------------
+
+pub(super) fn concat(spec: &ConcatSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
+    let op = OpSpec::Concat(spec.clone());
+    let inputs = op.inputs();
+    let y = sig(op.outputs(), 0)?;
+    let axis = spec.axis;
+    let outer: usize = y.shape[..axis].iter().product();
+    let inner: usize = y.shape[axis + 1..].iter().product();
+    // Each input contributes a run of `chunk_t` elements to every outer row.
+    let chunks: Vec<usize> = spec.shapes.iter().map(|s| s[axis] * inner).collect();
+    let row: usize = chunks.iter().sum();
+    let w = caps.vector_width as usize;
+    let lanes = if w > 1 && chunks.iter().all(|c| c % w == 0) {
+        w as u8
+    } else {
+        1
+    };
+    let numel = (outer * row) as u64;
+    let grid = plan_1d(numel / lanes as u64, caps, 1)?;
+    let mut k = KernelBuilder::new(op.name(), grid.workgroup_size());
+    let xs: Vec<Mem> = inputs
+        .iter()
+        .map(|s| k.buffer(s.name.clone(), s.dtype, s.numel() as u64, Access::Read))
+        .collect();
+    let ym = k.buffer(y.name.clone(), y.dtype, numel, Access::Write);
+    let kernel = k.build(|f| {
+        grid.for_each_item(f, |f, item| {
+            let index = if lanes == 1 {
+                item
+            } else {
+                f.let_("index", item * lanes as u32)
+            };
+            let (o, r) = if outer == 1 {
+                (None, index.clone())
+            } else {
+                let o = f.let_("o", index.clone() / c32(row));
+                (Some(o), f.let_("r", index.clone() % c32(row)))
+            };
+            let pick = ConcatPick {
+                xs: &xs,
+                chunks: &chunks,
+                lanes,
+                o,
+                r,
+                out: ym,
+                index,
+            };
+            pick.emit(f, 0, 0);
+        });
+    })?;
+    let mut bindings: Vec<Binding> = (0..inputs.len()).map(Binding::Input).collect();
+    bindings.push(Binding::Output(0));
+    Ok(Plan::single(Launch {
+        kernel,
+        grid: grid.grid,
+        bindings,
+    }))
+}
+
+/// Picks the input whose run holds position `r` of output row `o` and copies from it.
+struct ConcatPick<'a> {
+    xs: &'a [Mem],
+    chunks: &'a [usize],
+    lanes: u8,
+    o: Option<E>,
+    r: E,
+    out: Mem,
+    index: E,
+}
+
+impl ConcatPick<'_> {
+    /// `if r < off_{t+1} { copy from x_t } else { …the inputs after t… }`; the last
+    /// input needs no test. `offset` is `off_t`.
+    fn emit(&self, f: &mut Body, t: usize, offset: usize) {
+        let copy = |f: &mut Body| {
+            let local = if offset == 0 {
+                self.r.clone()
+            } else {
+                self.r.clone() - c32(offset)
+            };
+            let src = match &self.o {
+                Some(o) => o.clone() * c32(self.chunks[t]) + local,
+                None => local,
+            };
+            f.store(
+                self.out,
+                self.index.clone(),
+                self.xs[t].load(src, self.lanes),
+            );
+        };
+        if t + 1 == self.xs.len() {
+            copy(f);
+        } else {
+            let end = offset + self.chunks[t];
+            f.if_else(self.r.clone().lt(c32(end)), copy, |f| {
+                self.emit(f, t + 1, end)
+            });
+        }
+    }
+}
+
+/// `data` split at `axis` into `[outer, n, inner]`, with `count` indices.
+struct AxisSplit {
+    outer: usize,
+    n: usize,
+    inner: usize,
+    count: usize,
+}
+
+impl AxisSplit {
+    fn new(data: &[usize], indices: &[usize], axis: usize) -> AxisSplit {
+        AxisSplit {
+            outer: data[..axis].iter().product(),
+            n: data[axis],
+            inner: data[axis + 1..].iter().product(),
+            count: indices.iter().product(),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// gather
+// ---------------------------------------------------------------------------------------
+
+pub(super) fn gather(spec: &GatherSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
+    let op = OpSpec::Gather(spec.clone());
+    let (data, indices, out) = (
+        sig(op.inputs(), 0)?,
+        sig(op.inputs(), 1)?,
+        sig(op.outputs(), 0)?,
+    );
+    let g = AxisSplit::new(&spec.data, &spec.indices, spec.axis);
+    let w = caps.vector_width as usize;
+    // A vector never crosses a gathered row when the row length is a multiple of it.
+    let lanes = if w > 1 && g.inner % w == 0 {
+        w as u8
+    } else {
+        1
+    };
+    let numel = out.numel() as u64;
+    let grid = plan_1d(numel / lanes as u64, caps, 1)?;
+    let mut k = KernelBuilder::new(op.name(), grid.workgroup_size());
+    let dm = k.buffer(
+        data.name.clone(),
+        data.dtype,
+        data.numel() as u64,
+        Access::Read,
+    );
+    let im = k.buffer(
+        indices.name.clone(),
+        indices.dtype,
+        indices.numel() as u64,
+        Access::Read,
+    );
+    let om = k.buffer(out.name.clone(), out.dtype, numel, Access::Write);
+    let kernel = k.build(|f| {
+        grid.for_each_item(f, |f, item| {
+            let index = if lanes == 1 {
+                item
+            } else {
+                f.let_("index", item * lanes as u32)
+            };
+            // index = (o · J + j) · inner + kk
+            let c = coords(&index, &[g.outer, g.count, g.inner]);
+            let (o, j, kk) = (c[0].clone(), c[1].clone(), c[2].clone());
+            let j = if g.count == 1 { E::from(0u32) } else { j };
+            let (valid, r) = resolve_index(f, im.at(j), spec.index_dtype, g.n, true);
+            let mut row = r;
+            if g.outer != 1 {
+                row = o * c32(g.n) + row;
+            }
+            let mut src = if g.inner == 1 {
+                row
+            } else {
+                row * c32(g.inner)
+            };
+            if g.inner != 1 {
+                src = src + kk;
+            }
+            let zero = Num {
+                ty: spec.dtype,
+                lanes,
+            }
+            .lit(0.0);
+            f.store(om, index, valid.select(dm.load(src, lanes), zero));
+        });
+    })?;
+    Ok(Plan::single(Launch {
+        kernel,
+        grid: grid.grid,
+        bindings: vec![Binding::Input(0), Binding::Input(1), Binding::Output(0)],
+    }))
+}
+
+// ---------------------------------------------------------------------------------------
+// scatter
+// ---------------------------------------------------------------------------------------
+
+/// Output elements each invocation owns per index scan (locals, unrolled): a CPU
+/// invocation amortises the scan over several; a GPU has 256 invocations for that.
+fn scatter_elems(caps: &TargetCaps) -> u32 {
+    if caps.is_serial() {
+        8
+    } else {
+        1
+    }
+}
+
+/// Indices resolved into shared memory per tile.
+fn scatter_tile(caps: &TargetCaps, count: usize) -> u32 {
+    let cap = if caps.is_serial() {
+        2048
+    } else {
+        caps.invocations_1d()
+    };
+    // u32 entries; stay well inside the shared budget.
+    let budget = (caps.shared_memory_bytes / 4 / 2).max(1);
+    c32(count).min(cap).min(budget).max(1)
+}
+
+/// One output element of a scatter: where it is and what it accumulates.
+struct ScatterElem {
+    elem: E,
+    valid: E,
+    /// Row along the axis; `n + 1` (matches no index) when not valid.
+    r: E,
+    /// The update row base `o · J` and the inner offset.
+    o_j: E,
+    kk: E,
+    acc: Var,
+}
+
+pub(super) fn scatter(spec: &ScatterSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
+    let op = OpSpec::Scatter(spec.clone());
+    let inputs = op.inputs();
+    let (updates, indices, out) = (
+        sig(inputs.clone(), 0)?,
+        sig(inputs.clone(), 1)?,
+        sig(op.outputs(), 0)?,
+    );
+    let prior = (spec.init == ScatterInit::Prior)
+        .then(|| sig(inputs, 2))
+        .transpose()?;
+    let g = AxisSplit::new(&spec.data, &spec.indices, spec.axis);
+    let inv = caps.invocations_1d();
+    let per = scatter_elems(caps);
+    let tile_len = scatter_tile(caps, g.count);
+    let tiles = c32(g.count).div_ceil(tile_len);
+    let numel = out.numel();
+    let chunk = inv * per;
+    let workgroups =
+        u32::try_from(numel.div_ceil(chunk as usize)).map_err(|_| LowerError::TooLarge {
+            what: "scatter workgroups".into(),
+            value: numel as u64,
+            limit: u32::MAX as u64,
+        })?;
+    let grid = fold_grid(workgroups, caps)?;
+    let acc_ty = match spec.combine {
+        ScatterCombine::Sum => compute_type(spec.dtype),
+        ScatterCombine::Last => spec.dtype,
+    };
+    let num = Num::scalar(acc_ty);
+
+    let mut k = KernelBuilder::new(op.name(), [inv, 1, 1]);
+    let um = k.buffer(
+        updates.name.clone(),
+        updates.dtype,
+        updates.numel() as u64,
+        Access::Read,
+    );
+    let im = k.buffer(
+        indices.name.clone(),
+        indices.dtype,
+        indices.numel() as u64,
+        Access::Read,
+    );
+    let pm = prior
+        .as_ref()
+        .map(|p| k.buffer(p.name.clone(), p.dtype, p.numel() as u64, Access::Read));
+    let om = k.buffer(out.name.clone(), out.dtype, numel as u64, Access::Write);
+    let rows = k.shared("rows", ScalarType::U32, tile_len);
+    let (n, count, total) = (c32(g.n), c32(g.count), c32(numel));
+    let kernel = k.build(|f| {
+        let wg = f.let_("wg", linear_workgroup(grid));
+        let base = f.let_("base", wg * chunk);
+        let lid = if inv == 1 { E::from(0u32) } else { local_id(0) };
+        let elems: Vec<ScatterElem> = (0..per)
+            .map(|e| {
+                let elem = f.let_("elem", base.clone() + lid.clone() + e * inv);
+                let valid = f.let_("live", elem.clone().lt(total));
+                let c = coords(&elem, &[g.outer, g.n, g.inner]);
+                let r = f.let_("row", valid.clone().select(c[1].clone(), n + 1));
+                let o_j = f.let_("o_j", c[0].clone() * count);
+                let kk = f.let_("kk", c[2].clone());
+                let acc = match spec.combine {
+                    ScatterCombine::Sum => {
+                        let init = match pm {
+                            Some(pm) => {
+                                let at = valid.clone().select(elem.clone(), 0u32);
+                                num.widen(pm.at(at), spec.dtype)
+                            }
+                            None => num.lit(0.0),
+                        };
+                        f.var("acc", init)
+                    }
+                    // `last` keeps the winning position (J: none yet); the value is
+                    // loaded once at the end.
+                    ScatterCombine::Last => f.var("last", count),
+                };
+                ScatterElem {
+                    elem,
+                    valid,
+                    r,
+                    o_j,
+                    kk,
+                    acc,
+                }
+            })
+            .collect();
+        f.for_("tile", 0u32, tiles, 1, |f, tile| {
+            let first = f.let_("first", tile * tile_len);
+            // Nobody may still be scanning the previous tile's rows.
+            f.barrier();
+            f.for_("t", lid.clone(), tile_len, inv, |f, t| {
+                let j = f.let_("j", first.clone() + t.clone());
+                let in_list = f.let_("in_list", j.clone().lt(count));
+                let at = in_list.clone().select(j, 0u32);
+                let (valid, r) = resolve_index(f, im.at(at), spec.index_dtype, g.n, true);
+                // Invalid indices and padding become row n, which no element has.
+                f.store(rows, t, (in_list & valid).select(r, n));
+            });
+            f.barrier();
+            f.for_("t", 0u32, tile_len, 1, |f, t| {
+                let row = f.let_("hit_row", rows.at(t.clone()));
+                let j = f.let_("j", first.clone() + t);
+                for e in &elems {
+                    let hit = row.clone().eq(e.r.clone());
+                    match spec.combine {
+                        ScatterCombine::Sum => f.if_(hit, |f| {
+                            let src = (e.o_j.clone() + j.clone()) * c32(g.inner) + e.kk.clone();
+                            let u = num.widen(um.at(src), spec.dtype);
+                            f.assign(e.acc, e.acc.get() + u);
+                        }),
+                        ScatterCombine::Last => {
+                            f.assign(e.acc, hit.select(j.clone(), e.acc.get()));
+                        }
+                    }
+                }
+            });
+        });
+        for e in &elems {
+            f.if_(e.valid.clone(), |f| {
+                let value = match spec.combine {
+                    ScatterCombine::Sum => num.narrow(e.acc.get(), spec.dtype),
+                    ScatterCombine::Last => {
+                        let found = f.let_("found", e.acc.get().ne(count));
+                        let j = found.clone().select(e.acc.get(), 0u32);
+                        let src = (e.o_j.clone() + j) * c32(g.inner) + e.kk.clone();
+                        let init = match pm {
+                            Some(pm) => pm.at(e.elem.clone()),
+                            None => lit(spec.dtype, 0.0),
+                        };
+                        found.select(um.at(src), init)
+                    }
+                };
+                f.store(om, e.elem.clone(), value);
+            });
+        }
+    })?;
+    let mut bindings = vec![Binding::Input(0), Binding::Input(1)];
+    if prior.is_some() {
+        bindings.push(Binding::Input(2));
+    }
+    bindings.push(Binding::Output(0));
+    Ok(Plan::single(Launch {
+        kernel,
+        grid,
+        bindings,
+    }))
+}

@@ -1,0 +1,465 @@
+//! Specs of the data-movement family.
+
+use kernelc_ir::ScalarType;
+use serde::{Deserialize, Serialize};
+
+use super::{cases, lower, reference};
+use crate::conformance::inputs::Domain;
+use crate::error::SpecError;
+use crate::lower::{LowerError, Plan, TargetCaps};
+use crate::op::Op;
+use crate::shape::check_shape;
+use crate::spec::{check_dtype, Alias, TensorSig, INDEX, NUMERIC};
+use crate::tolerance::Tolerance;
+
+/// `y = transpose(x, perm)`: `y.shape[j] = x.shape[perm[j]]`, and
+/// `y[i_0..i_{r-1}] = x[k]` with `k[perm[j]] = i_j` (NumPy `transpose`). Inputs: `x`.
+/// Outputs: `y`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PermuteSpec {
+    pub dtype: ScalarType,
+    pub shape: Vec<usize>,
+    pub perm: Vec<usize>,
+}
+
+impl PermuteSpec {
+    pub fn out_shape(&self) -> Vec<usize> {
+        self.perm
+            .iter()
+            .map(|&p| self.shape.get(p).copied().unwrap_or(0))
+            .collect()
+    }
+}
+
+impl Op for PermuteSpec {
+    fn validate(&self) -> Result<(), SpecError> {
+        check_shape("x", &self.shape)?;
+        let rank = self.shape.len();
+        let mut seen = vec![false; rank];
+        let bad = || {
+            SpecError::bad_attr(
+                "perm",
+                format!("{:?}", self.perm),
+                &format!("must be a permutation of 0..{rank}"),
+            )
+        };
+        if self.perm.len() != rank {
+            return Err(bad());
+        }
+        for &p in &self.perm {
+            if p >= rank || seen[p] {
+                return Err(bad());
+            }
+            seen[p] = true;
+        }
+        Ok(())
+    }
+    fn inputs(&self) -> Vec<TensorSig> {
+        vec![TensorSig::new("x", self.dtype, self.shape.clone())]
+    }
+    fn outputs(&self) -> Vec<TensorSig> {
+        vec![TensorSig::new("y", self.dtype, self.out_shape())]
+    }
+    fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
+        reference::permute(self, i)
+    }
+    fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
+        lower::permute(self, caps)
+    }
+    fn cases() -> Vec<Self> {
+        cases::permute()
+    }
+    fn tolerance(&self) -> Tolerance {
+        Tolerance::EXACT
+    }
+    fn example() -> Self {
+        PermuteSpec {
+            dtype: ScalarType::F32,
+            shape: vec![2, 3, 4],
+            perm: vec![2, 0, 1],
+        }
+    }
+}
+
+/// Strided slice: `y[o] = x[starts + o ⊙ steps]` per dimension, `y.shape = sizes`.
+/// Steps may be negative (reading backwards); every read must be in bounds. Inputs:
+/// `x`. Outputs: `y`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SliceSpec {
+    pub dtype: ScalarType,
+    pub shape: Vec<usize>,
+    pub starts: Vec<usize>,
+    pub sizes: Vec<usize>,
+    pub steps: Vec<i64>,
+}
+
+impl Op for SliceSpec {
+    fn validate(&self) -> Result<(), SpecError> {
+        check_shape("x", &self.shape)?;
+        let rank = self.shape.len();
+        for (name, len) in [
+            ("starts", self.starts.len()),
+            ("sizes", self.sizes.len()),
+            ("steps", self.steps.len()),
+        ] {
+            if len != rank {
+                return Err(SpecError::mismatch(
+                    &format!("slice `{name}` length vs rank of x"),
+                    vec![rank],
+                    vec![len],
+                ));
+            }
+        }
+        check_shape("y", &self.sizes)?;
+        for d in 0..rank {
+            let (start, size, step, dim) = (
+                self.starts[d] as i128,
+                self.sizes[d] as i128,
+                self.steps[d] as i128,
+                self.shape[d] as i128,
+            );
+            if step == 0 {
+                return Err(SpecError::bad_attr(
+                    &format!("steps[{d}]"),
+                    0,
+                    "must be non-zero",
+                ));
+            }
+            let last = start + (size - 1) * step;
+            if start >= dim || last < 0 || last >= dim {
+                return Err(SpecError::bad_attr(
+                    &format!("starts[{d}]/sizes[{d}]/steps[{d}]"),
+                    format!("{start}/{size}/{step}"),
+                    &format!("reads index {last} outside 0..{dim}"),
+                ));
+            }
+        }
+        Ok(())
+    }
+    fn inputs(&self) -> Vec<TensorSig> {
+        vec![TensorSig::new("x", self.dtype, self.shape.clone())]
+    }
+    fn outputs(&self) -> Vec<TensorSig> {
+        vec![TensorSig::new("y", self.dtype, self.sizes.clone())]
+    }
+    fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
+        reference::slice(self, i)
+    }
+    fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
+        lower::slice(self, caps)
+    }
+    fn cases() -> Vec<Self> {
+        cases::slice()
+    }
+    fn tolerance(&self) -> Tolerance {
+        Tolerance::EXACT
+    }
+    fn example() -> Self {
+        SliceSpec {
+            dtype: ScalarType::F32,
+            shape: vec![4, 6],
+            starts: vec![1, 5],
+            sizes: vec![2, 3],
+            steps: vec![1, -2],
+        }
+    }
+}
+
+/// Concatenation along `axis`. Inputs: `x0`, `x1`, ... (`shapes`, equal except along
+/// `axis`). Outputs: `y`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ConcatSpec {
+    pub dtype: ScalarType,
+    pub shapes: Vec<Vec<usize>>,
+    pub axis: usize,
+}
+
+impl ConcatSpec {
+    pub fn out_shape(&self) -> Vec<usize> {
+        let Some(first) = self.shapes.first() else {
+            return Vec::new();
+        };
+        let mut out = first.clone();
+        if let Some(d) = out.get_mut(self.axis) {
+            *d = self
+                .shapes
+                .iter()
+                .map(|s| s.get(self.axis).copied().unwrap_or(0))
+                .fold(0usize, |a, b| a.saturating_add(b));
+        }
+        out
+    }
+}
+
+impl Op for ConcatSpec {
+    fn validate(&self) -> Result<(), SpecError> {
+        let Some(first) = self.shapes.first() else {
+            return Err(SpecError::zero("concat input list"));
+        };
+        if self.axis >= first.len() {
+            return Err(SpecError::BadAxis {
+                axis: self.axis as i64,
+                rank: first.len(),
+            });
+        }
+        for (i, s) in self.shapes.iter().enumerate() {
+            check_shape(&format!("x{i}"), s)?;
+            let mut expected = first.clone();
+            if s.len() == expected.len() {
+                expected[self.axis] = s[self.axis];
+            }
+            if *s != expected {
+                return Err(SpecError::mismatch(
+                    &format!("concat input x{i} (all dims but the axis must match x0)"),
+                    expected,
+                    s.clone(),
+                ));
+            }
+        }
+        check_shape("y", &self.out_shape())
+    }
+    fn inputs(&self) -> Vec<TensorSig> {
+        self.shapes
+            .iter()
+            .enumerate()
+            .map(|(i, s)| TensorSig::new(&format!("x{i}"), self.dtype, s.clone()))
+            .collect()
+    }
+    fn outputs(&self) -> Vec<TensorSig> {
+        vec![TensorSig::new("y", self.dtype, self.out_shape())]
+    }
+    fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
+        reference::concat(self, i)
+    }
+    fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
+        lower::concat(self, caps)
+    }
+    fn cases() -> Vec<Self> {
+        cases::concat()
+    }
+    fn tolerance(&self) -> Tolerance {
+        Tolerance::EXACT
+    }
+    fn example() -> Self {
+        ConcatSpec {
+            dtype: ScalarType::F32,
+            shapes: vec![vec![2, 3], vec![2, 1]],
+            axis: 1,
+        }
+    }
+}
+
+/// Gather along `axis` (ONNX `Gather`): with `data` of shape `D` and `indices` of shape
+/// `I`, `out` has shape `D[..axis] ++ I ++ D[axis+1..]` and
+/// `out[o, j, i] = data[o, idx(j), i]`. A negative index counts from the end
+/// (`idx + D[axis]`); an index still out of range reads 0. Embedding forward is
+/// `axis = 0` on a `[vocab, dim]` table. Inputs: `data`, `indices`. Outputs: `out`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GatherSpec {
+    pub dtype: ScalarType,
+    pub index_dtype: ScalarType,
+    pub data: Vec<usize>,
+    pub indices: Vec<usize>,
+    pub axis: usize,
+}
+
+pub(crate) fn gather_shape(data: &[usize], indices: &[usize], axis: usize) -> Vec<usize> {
+    if axis >= data.len() {
+        return Vec::new();
+    }
+    let mut out = data[..axis].to_vec();
+    out.extend_from_slice(indices);
+    out.extend_from_slice(&data[axis + 1..]);
+    out
+}
+
+fn validate_gather_like(
+    op: &str,
+    index_dtype: ScalarType,
+    data: &[usize],
+    indices: &[usize],
+    axis: usize,
+) -> Result<(), SpecError> {
+    check_dtype(&format!("{op} indices"), index_dtype, INDEX)?;
+    check_shape("data", data)?;
+    if data.is_empty() || axis >= data.len() {
+        return Err(SpecError::BadAxis {
+            axis: axis as i64,
+            rank: data.len(),
+        });
+    }
+    check_shape("indices", indices)?;
+    check_shape("gathered", &gather_shape(data, indices, axis))
+}
+
+impl Op for GatherSpec {
+    fn validate(&self) -> Result<(), SpecError> {
+        validate_gather_like(
+            "gather",
+            self.index_dtype,
+            &self.data,
+            &self.indices,
+            self.axis,
+        )
+    }
+    fn inputs(&self) -> Vec<TensorSig> {
+        vec![
+            TensorSig::new("data", self.dtype, self.data.clone()),
+            TensorSig::new("indices", self.index_dtype, self.indices.clone()),
+        ]
+    }
+    fn outputs(&self) -> Vec<TensorSig> {
+        vec![TensorSig::new(
+            "out",
+            self.dtype,
+            gather_shape(&self.data, &self.indices, self.axis),
+        )]
+    }
+    fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
+        reference::gather(self, i)
+    }
+    fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
+        lower::gather(self, caps)
+    }
+    fn cases() -> Vec<Self> {
+        cases::gather()
+    }
+    fn tolerance(&self) -> Tolerance {
+        Tolerance::EXACT
+    }
+    fn domain(&self, input: &TensorSig) -> Domain {
+        match self.data.get(self.axis) {
+            Some(&n) if input.name == "indices" => Domain::lookup_indices(input.dtype, n, true),
+            _ => Domain::of_dtype(input.dtype),
+        }
+    }
+    fn example() -> Self {
+        GatherSpec {
+            dtype: ScalarType::F32,
+            index_dtype: ScalarType::U32,
+            data: vec![10, 4],
+            indices: vec![3],
+            axis: 0,
+        }
+    }
+}
+
+/// How [`ScatterSpec`] combines several updates of one destination element.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScatterCombine {
+    /// Add them all (embedding backward; deterministic order: increasing `j`).
+    Sum,
+    /// The update with the largest `j` wins (oxicuda `scatter`).
+    Last,
+}
+
+/// What [`ScatterSpec`]'s output holds before the updates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScatterInit {
+    /// Zeros.
+    Zero,
+    /// The input `prior` (updated in place; unreferenced rows are preserved).
+    Prior,
+}
+
+/// Scatter along `axis`, the adjoint of [`GatherSpec`]: for every position of
+/// `updates` (shape `D[..axis] ++ I ++ D[axis+1..]`),
+/// `out[o, idx(j), i] ⊕= updates[o, j, i]`, with `⊕` per `combine` and `out` starting
+/// per `init`. Indices as in gather; out-of-range indices are skipped. Embedding
+/// backward is `axis = 0, combine = sum` (rumus: `init = prior`). Inputs: `updates`,
+/// `indices`, then `prior` if `init = prior`. Outputs: `out` (shape `data`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ScatterSpec {
+    pub dtype: ScalarType,
+    pub index_dtype: ScalarType,
+    pub data: Vec<usize>,
+    pub indices: Vec<usize>,
+    pub axis: usize,
+    pub combine: ScatterCombine,
+    pub init: ScatterInit,
+}
+
+impl Op for ScatterSpec {
+    fn validate(&self) -> Result<(), SpecError> {
+        if self.combine == ScatterCombine::Sum {
+            check_dtype("scatter sum", self.dtype, NUMERIC)?;
+        }
+        validate_gather_like(
+            "scatter",
+            self.index_dtype,
+            &self.data,
+            &self.indices,
+            self.axis,
+        )
+    }
+    fn inputs(&self) -> Vec<TensorSig> {
+        let mut v = vec![
+            TensorSig::new(
+                "updates",
+                self.dtype,
+                gather_shape(&self.data, &self.indices, self.axis),
+            ),
+            TensorSig::new("indices", self.index_dtype, self.indices.clone()),
+        ];
+        if self.init == ScatterInit::Prior {
+            v.push(TensorSig::new("prior", self.dtype, self.data.clone()));
+        }
+        v
+    }
+    fn outputs(&self) -> Vec<TensorSig> {
+        vec![TensorSig::new("out", self.dtype, self.data.clone())]
+    }
+    fn aliases(&self) -> Vec<Alias> {
+        if self.init == ScatterInit::Prior {
+            vec![Alias {
+                input: 2,
+                output: 0,
+            }]
+        } else {
+            Vec::new()
+        }
+    }
+    fn detail(&self) -> Option<String> {
+        Some(
+            match self.combine {
+                ScatterCombine::Sum => "scatter_sum",
+                ScatterCombine::Last => "scatter_last",
+            }
+            .to_string(),
+        )
+    }
+    fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
+        reference::scatter(self, i)
+    }
+    fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
+        lower::scatter(self, caps)
+    }
+    fn cases() -> Vec<Self> {
+        cases::scatter()
+    }
+    fn tolerance(&self) -> Tolerance {
+        match self.combine {
+            ScatterCombine::Last => Tolerance::EXACT,
+            ScatterCombine::Sum => Tolerance::accumulated(2.0, self.indices.iter().product()),
+        }
+    }
+    fn domain(&self, input: &TensorSig) -> Domain {
+        match self.data.get(self.axis) {
+            Some(&n) if input.name == "indices" => Domain::lookup_indices(input.dtype, n, true),
+            _ => Domain::of_dtype(input.dtype),
+        }
+    }
+    fn example() -> Self {
+        ScatterSpec {
+            dtype: ScalarType::F32,
+            index_dtype: ScalarType::U32,
+            data: vec![10, 4],
+            indices: vec![3],
+            axis: 0,
+            combine: ScatterCombine::Sum,
+            init: ScatterInit::Zero,
+        }
+    }
+}

@@ -1,0 +1,26 @@
+//! Layer norm / RMS norm and batch norm, forward and backward.
+//!
+//! Layer norm over each row of `N` (last-axis) elements:
+//!
+//! ```text
+//! μ = Σx/N, σ² = Σ(x − μ)²/N, r = 1/√(σ² + eps), x̂ = (x − μ)·r     (RMS: μ = 0, r = 1/√(Σx²/N + eps))
+//! y = x̂·w + b
+//! backward, g = dy·w:  dx = r·(g − mean(g) − x̂·mean(g·x̂))          (RMS: dx = r·g − x·r³·mean(g·x))
+//!                      dw = Σ_rows dy·x̂,  db = Σ_rows dy
+//! ```
+//!
+//! Batch norm per channel `c` over its `M = N·Π spatial` elements:
+//!
+//! ```text
+//! training:  μ_c, σ²_c (biased), r_c = 1/√(σ²_c + eps), y = (x − μ_c)·r_c·w_c + b_c
+//!            running ← (1 − momentum)·running + momentum·stat
+//! inference: y = (x − rm_c)/√(rv_c + eps)·w_c + b_c
+//! backward:  x̂ = (x − μ_c)·r_c, db_c = Σdy, dw_c = Σdy·x̂, dx = w_c·r_c/M·(M·dy − db_c − x̂·dw_c)
+//! ```
+
+mod cases;
+mod lower;
+pub mod reference;
+pub(super) mod spec;
+
+pub use spec::*;

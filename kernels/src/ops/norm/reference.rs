@@ -1,0 +1,187 @@
+//! f64 references of the normalisation family (formulas in [`super`]).
+
+use super::spec::{BatchNormBackwardSpec, BatchNormSpec, LayerNormBackwardSpec, LayerNormSpec};
+use crate::shape::numel;
+
+pub(super) fn layer_norm(s: &LayerNormSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
+    let (rows, cols) = s.rows_cols();
+    let mut next = 1;
+    let mut take = |on: bool| {
+        if on {
+            next += 1;
+            Some(i[next - 1])
+        } else {
+            None
+        }
+    };
+    let residual = take(s.residual);
+    let weight = take(s.weight);
+    let bias = take(s.bias);
+    let x: Vec<f64> = match residual {
+        Some(r) => i[0].iter().zip(r).map(|(a, b)| a + b).collect(),
+        None => i[0].to_vec(),
+    };
+    let n = cols as f64;
+    let mut y = vec![0.0; x.len()];
+    let mut stats = vec![0.0; rows * 2];
+    for row in 0..rows {
+        let xs = &x[row * cols..(row + 1) * cols];
+        let (mean, r) = if s.rms {
+            let ms = xs.iter().map(|v| v * v).sum::<f64>() / n;
+            (0.0, 1.0 / (ms + s.eps).sqrt())
+        } else {
+            let mean = xs.iter().sum::<f64>() / n;
+            let var = xs.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
+            (mean, 1.0 / (var + s.eps).sqrt())
+        };
+        stats[2 * row] = mean;
+        stats[2 * row + 1] = r;
+        for j in 0..cols {
+            let mut v = (xs[j] - mean) * r;
+            if let Some(w) = weight {
+                v *= w[j];
+            }
+            if let Some(b) = bias {
+                v += b[j];
+            }
+            y[row * cols + j] = v;
+        }
+    }
+    let mut out = vec![y];
+    if s.residual {
+        out.push(x);
+    }
+    if s.save_stats {
+        out.push(stats);
+    }
+    out
+}
+
+pub(super) fn layer_norm_backward(s: &LayerNormBackwardSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
+    let (rows, cols) = s.rows_cols();
+    let (dy, x) = (i[0], i[1]);
+    let weight = if s.weight { Some(i[2]) } else { None };
+    let stats = i[if s.weight { 3 } else { 2 }];
+    let n = cols as f64;
+    let mut dx = vec![0.0; x.len()];
+    let mut dw = vec![0.0; cols];
+    let mut db = vec![0.0; cols];
+    let mut g = vec![0.0; cols];
+    let mut xhat = vec![0.0; cols];
+    for row in 0..rows {
+        let base = row * cols;
+        let (mean, r) = (stats[2 * row], stats[2 * row + 1]);
+        for j in 0..cols {
+            xhat[j] = (x[base + j] - mean) * r;
+            g[j] = dy[base + j] * weight.map_or(1.0, |w| w[j]);
+            dw[j] += dy[base + j] * xhat[j];
+            db[j] += dy[base + j];
+        }
+        if s.rms {
+            let gx = (0..cols).map(|j| g[j] * x[base + j]).sum::<f64>() / n;
+            for j in 0..cols {
+                dx[base + j] = r * g[j] - x[base + j] * r * r * r * gx;
+            }
+        } else {
+            let mg = g.iter().sum::<f64>() / n;
+            let mgx = (0..cols).map(|j| g[j] * xhat[j]).sum::<f64>() / n;
+            for j in 0..cols {
+                dx[base + j] = r * (g[j] - mg - xhat[j] * mgx);
+            }
+        }
+    }
+    let mut out = vec![dx];
+    if s.param_grads && s.weight {
+        out.push(dw);
+    }
+    if s.param_grads && s.bias {
+        out.push(db);
+    }
+    out
+}
+
+/// `(N, C, S)`: batch, channels, spatial elements per channel per sample.
+fn ncs(shape: &[usize]) -> (usize, usize, usize) {
+    (shape[0], shape[1], numel(&shape[2..]))
+}
+
+pub(super) fn batch_norm(s: &BatchNormSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
+    let (x, w, b, rm, rv) = (i[0], i[1], i[2], i[3], i[4]);
+    let (n, c, sp) = ncs(&s.shape);
+    let m = (n * sp) as f64;
+    let at = |ni: usize, ci: usize, si: usize| (ni * c + ci) * sp + si;
+    let mut y = vec![0.0; x.len()];
+    let mut save = vec![0.0; 2 * c];
+    let mut new_rm = rm.to_vec();
+    let mut new_rv = rv.to_vec();
+    for ci in 0..c {
+        let (mean, r) = if s.training {
+            let mut sum = 0.0;
+            for ni in 0..n {
+                for si in 0..sp {
+                    sum += x[at(ni, ci, si)];
+                }
+            }
+            let mean = sum / m;
+            let mut var = 0.0;
+            for ni in 0..n {
+                for si in 0..sp {
+                    let d = x[at(ni, ci, si)] - mean;
+                    var += d * d;
+                }
+            }
+            let var = var / m;
+            new_rm[ci] = (1.0 - s.momentum) * rm[ci] + s.momentum * mean;
+            new_rv[ci] = (1.0 - s.momentum) * rv[ci] + s.momentum * var;
+            let r = 1.0 / (var + s.eps).sqrt();
+            save[2 * ci] = mean;
+            save[2 * ci + 1] = r;
+            (mean, r)
+        } else {
+            (rm[ci], 1.0 / (rv[ci] + s.eps).sqrt())
+        };
+        for ni in 0..n {
+            for si in 0..sp {
+                let k = at(ni, ci, si);
+                y[k] = (x[k] - mean) * r * w[ci] + b[ci];
+            }
+        }
+    }
+    if s.training {
+        vec![y, save, new_rm, new_rv]
+    } else {
+        vec![y]
+    }
+}
+
+pub(super) fn batch_norm_backward(s: &BatchNormBackwardSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
+    let (dy, x, w, save) = (i[0], i[1], i[2], i[3]);
+    let (n, c, sp) = ncs(&s.shape);
+    let m = (n * sp) as f64;
+    let at = |ni: usize, ci: usize, si: usize| (ni * c + ci) * sp + si;
+    let mut dx = vec![0.0; x.len()];
+    let mut dw = vec![0.0; c];
+    let mut db = vec![0.0; c];
+    for ci in 0..c {
+        let (mean, r) = (save[2 * ci], save[2 * ci + 1]);
+        for ni in 0..n {
+            for si in 0..sp {
+                let k = at(ni, ci, si);
+                db[ci] += dy[k];
+                dw[ci] += dy[k] * (x[k] - mean) * r;
+            }
+        }
+        for ni in 0..n {
+            for si in 0..sp {
+                let k = at(ni, ci, si);
+                let xhat = (x[k] - mean) * r;
+                dx[k] = w[ci] * r / m * (m * dy[k] - db[ci] - xhat * dw[ci]);
+            }
+        }
+    }
+    if s.param_grads {
+        vec![dx, dw, db]
+    } else {
+        vec![dx]
+    }
+}

@@ -1,0 +1,460 @@
+//! Specs of the normalisation family.
+
+use kernelc_ir::ScalarType;
+use serde::{Deserialize, Serialize};
+
+use super::{cases, lower, reference};
+use crate::conformance::inputs::Domain;
+use crate::error::SpecError;
+use crate::lower::{LowerError, Plan, TargetCaps};
+use crate::op::Op;
+use crate::shape::check_shape;
+use crate::spec::{check_dtype, check_non_negative, Alias, TensorSig, FLOATS};
+use crate::tolerance::Tolerance;
+
+fn rows_cols(shape: &[usize]) -> (usize, usize) {
+    let cols = shape.last().copied().unwrap_or(0);
+    let rows = crate::shape::numel(&shape[..shape.len().saturating_sub(1)]);
+    (rows, cols)
+}
+
+/// Layer norm (or RMS norm) over the last axis of `x`, per row of `cols` elements:
+///
+/// ```text
+/// layer norm: μ = mean(x), σ² = mean((x − μ)²) (biased), r = 1/√(σ² + eps), x̂ = (x − μ)·r
+/// RMS norm:   μ = 0,       r = 1/√(mean(x²) + eps),                       x̂ = x·r
+/// y = x̂ ⊙ weight + bias        (weight, bias optional; missing = 1, 0)
+/// ```
+///
+/// With `residual`, the normalised tensor is `x + residual`, also written out as `sum`
+/// (ferrum `rms_norm_residual`). With `save_stats`, `stats[row] = [μ, r]` (rumus
+/// `save_mean_invstd` layout; μ = 0 for RMS). Inputs: `x`, then `residual`, `weight`
+/// (`[cols]`), `bias` (`[cols]`) as enabled. Outputs: `y`, then `sum`, `stats`
+/// (`[rows, 2]`) as enabled.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LayerNormSpec {
+    pub dtype: ScalarType,
+    pub shape: Vec<usize>,
+    pub eps: f64,
+    #[serde(default)]
+    pub rms: bool,
+    #[serde(default)]
+    pub weight: bool,
+    #[serde(default)]
+    pub bias: bool,
+    #[serde(default)]
+    pub residual: bool,
+    #[serde(default)]
+    pub save_stats: bool,
+}
+
+impl LayerNormSpec {
+    /// `(rows, cols)`: rows = product of all but the last dim.
+    pub fn rows_cols(&self) -> (usize, usize) {
+        rows_cols(&self.shape)
+    }
+}
+
+fn validate_rows(op: &str, dtype: ScalarType, shape: &[usize]) -> Result<(), SpecError> {
+    check_dtype(op, dtype, FLOATS)?;
+    if shape.is_empty() {
+        return Err(SpecError::BadAxis { axis: -1, rank: 0 });
+    }
+    check_shape("x", shape)
+}
+
+impl Op for LayerNormSpec {
+    fn validate(&self) -> Result<(), SpecError> {
+        validate_rows("layer_norm", self.dtype, &self.shape)?;
+        check_shape("stats", &[self.rows_cols().0, 2])?;
+        check_non_negative("eps", self.eps)
+    }
+    fn inputs(&self) -> Vec<TensorSig> {
+        let (_, cols) = self.rows_cols();
+        let mut v = vec![TensorSig::new("x", self.dtype, self.shape.clone())];
+        if self.residual {
+            v.push(TensorSig::new("residual", self.dtype, self.shape.clone()));
+        }
+        if self.weight {
+            v.push(TensorSig::new("weight", self.dtype, vec![cols]));
+        }
+        if self.bias {
+            v.push(TensorSig::new("bias", self.dtype, vec![cols]));
+        }
+        v
+    }
+    fn outputs(&self) -> Vec<TensorSig> {
+        let (rows, _) = self.rows_cols();
+        let mut v = vec![TensorSig::new("y", self.dtype, self.shape.clone())];
+        if self.residual {
+            v.push(TensorSig::new("sum", self.dtype, self.shape.clone()));
+        }
+        if self.save_stats {
+            v.push(TensorSig::new("stats", self.dtype, vec![rows, 2]));
+        }
+        v
+    }
+    fn detail(&self) -> Option<String> {
+        Some(if self.rms { "rms_norm" } else { "layer_norm" }.to_string())
+    }
+    fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
+        reference::layer_norm(self, i)
+    }
+    fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
+        lower::layer_norm(self, caps)
+    }
+    fn cases() -> Vec<Self> {
+        cases::layer_norm()
+    }
+    fn tolerance(&self) -> Tolerance {
+        Tolerance::normalised(8.0, self.shape.last().copied().unwrap_or(1))
+    }
+    fn example() -> Self {
+        LayerNormSpec {
+            dtype: ScalarType::F32,
+            shape: vec![3, 8],
+            eps: 1e-5,
+            rms: false,
+            weight: true,
+            bias: true,
+            residual: false,
+            save_stats: true,
+        }
+    }
+}
+
+/// Backward of [`LayerNormSpec`] from the saved `stats` (`[μ, r]` per row), with
+/// `g = dy ⊙ weight` (or `dy`) and `N = cols`:
+///
+/// ```text
+/// layer norm: dx = r · (g − mean(g) − x̂ · mean(g ⊙ x̂)),  x̂ = (x − μ)·r
+/// RMS norm:   dx = r · g − x · r³ · mean(g ⊙ x)
+/// dweight = Σ_rows dy ⊙ x̂,   dbias = Σ_rows dy
+/// ```
+///
+/// Inputs: `dy`, `x`, then `weight` if `weight`, then `stats`. Outputs: `dx`, then with
+/// `param_grads` `dweight` (if `weight`) and `dbias` (if `bias`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LayerNormBackwardSpec {
+    pub dtype: ScalarType,
+    pub shape: Vec<usize>,
+    #[serde(default)]
+    pub rms: bool,
+    #[serde(default)]
+    pub weight: bool,
+    #[serde(default)]
+    pub bias: bool,
+    #[serde(default)]
+    pub param_grads: bool,
+}
+
+impl LayerNormBackwardSpec {
+    pub fn rows_cols(&self) -> (usize, usize) {
+        rows_cols(&self.shape)
+    }
+}
+
+impl Op for LayerNormBackwardSpec {
+    fn validate(&self) -> Result<(), SpecError> {
+        validate_rows("layer_norm_backward", self.dtype, &self.shape)?;
+        check_shape("stats", &[self.rows_cols().0, 2])?;
+        if self.param_grads && !self.weight && !self.bias {
+            return Err(SpecError::bad_attr(
+                "param_grads",
+                true,
+                "needs `weight` or `bias` (there is no parameter to differentiate)",
+            ));
+        }
+        Ok(())
+    }
+    fn inputs(&self) -> Vec<TensorSig> {
+        let (rows, cols) = self.rows_cols();
+        let mut v = vec![
+            TensorSig::new("dy", self.dtype, self.shape.clone()),
+            TensorSig::new("x", self.dtype, self.shape.clone()),
+        ];
+        if self.weight {
+            v.push(TensorSig::new("weight", self.dtype, vec![cols]));
+        }
+        v.push(TensorSig::new("stats", self.dtype, vec![rows, 2]));
+        v
+    }
+    fn outputs(&self) -> Vec<TensorSig> {
+        let (_, cols) = self.rows_cols();
+        let mut v = vec![TensorSig::new("dx", self.dtype, self.shape.clone())];
+        if self.param_grads && self.weight {
+            v.push(TensorSig::new("dweight", self.dtype, vec![cols]));
+        }
+        if self.param_grads && self.bias {
+            v.push(TensorSig::new("dbias", self.dtype, vec![cols]));
+        }
+        v
+    }
+    fn detail(&self) -> Option<String> {
+        Some(
+            if self.rms {
+                "rms_norm_backward"
+            } else {
+                "layer_norm_backward"
+            }
+            .to_string(),
+        )
+    }
+    fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
+        reference::layer_norm_backward(self, i)
+    }
+    fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
+        lower::layer_norm_backward(self, caps)
+    }
+    fn cases() -> Vec<Self> {
+        cases::layer_norm_backward()
+    }
+    // dx = r·(g − mean(g) − x̂·mean(g·x̂)) cancels terms built from products of up
+    // to four inputs (dy·w·x̂·x̂, x̂ = (x − μ)·r), which exceed `cols·max|input|` on
+    // short rows: 32 ulps rather than the forward's 8 (a wrong formula is off by
+    // O(1), not by ulps). dweight and dbias are sums over the `rows` rows, so
+    // their rounding grows with `rows` as well.
+    fn tolerance(&self) -> Tolerance {
+        let (rows, cols) = self.rows_cols();
+        Tolerance::normalised(32.0, if self.param_grads { cols + rows } else { cols })
+    }
+    /// Saved statistics hold [mean, 1/σ] pairs: keep them positive.
+    fn domain(&self, input: &TensorSig) -> Domain {
+        if input.dtype.is_float() && input.name == "stats" {
+            Domain::Real(0.5, 2.0)
+        } else {
+            Domain::of_dtype(input.dtype)
+        }
+    }
+    fn example() -> Self {
+        LayerNormBackwardSpec {
+            dtype: ScalarType::F32,
+            shape: vec![3, 8],
+            rms: false,
+            weight: true,
+            bias: true,
+            param_grads: true,
+        }
+    }
+}
+
+fn validate_nc(op: &str, dtype: ScalarType, shape: &[usize]) -> Result<(), SpecError> {
+    check_dtype(op, dtype, FLOATS)?;
+    if shape.len() < 2 {
+        return Err(SpecError::BadAxis {
+            axis: 1,
+            rank: shape.len(),
+        });
+    }
+    check_shape("x", shape)
+}
+
+/// Batch norm over `x: [N, C, ...]` per channel `c`, over the `M = N·Π spatial`
+/// elements of that channel (rumus `batch_norm_forward`):
+///
+/// ```text
+/// training:  μ_c = mean(x_c), σ²_c = mean((x_c − μ_c)²) (biased), r_c = 1/√(σ²_c + eps)
+///            y = (x − μ_c)·r_c·weight_c + bias_c,   save[c] = [μ_c, r_c]
+///            running_mean ← (1 − momentum)·running_mean + momentum·μ_c
+///            running_var  ← (1 − momentum)·running_var  + momentum·σ²_c   (biased, as rumus)
+/// inference: y = (x − running_mean_c)/√(running_var_c + eps)·weight_c + bias_c
+/// ```
+///
+/// Inputs: `x`, `weight`, `bias`, `running_mean`, `running_var` (all `[C]` but x).
+/// Outputs: `y`; in training also `save` (`[C, 2]`), `running_mean`, `running_var`
+/// (updated in place).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BatchNormSpec {
+    pub dtype: ScalarType,
+    pub shape: Vec<usize>,
+    pub eps: f64,
+    pub momentum: f64,
+    pub training: bool,
+}
+
+impl BatchNormSpec {
+    pub fn channels(&self) -> usize {
+        self.shape.get(1).copied().unwrap_or(0)
+    }
+}
+
+impl Op for BatchNormSpec {
+    fn validate(&self) -> Result<(), SpecError> {
+        validate_nc("batch_norm", self.dtype, &self.shape)?;
+        check_shape("save", &[self.channels(), 2])?;
+        check_non_negative("eps", self.eps)?;
+        if !(0.0..=1.0).contains(&self.momentum) {
+            return Err(SpecError::bad_attr(
+                "momentum",
+                self.momentum,
+                "must be in [0, 1]",
+            ));
+        }
+        Ok(())
+    }
+    fn inputs(&self) -> Vec<TensorSig> {
+        let c = vec![self.channels()];
+        vec![
+            TensorSig::new("x", self.dtype, self.shape.clone()),
+            TensorSig::new("weight", self.dtype, c.clone()),
+            TensorSig::new("bias", self.dtype, c.clone()),
+            TensorSig::new("running_mean", self.dtype, c.clone()),
+            TensorSig::new("running_var", self.dtype, c),
+        ]
+    }
+    fn outputs(&self) -> Vec<TensorSig> {
+        let c = self.channels();
+        let mut v = vec![TensorSig::new("y", self.dtype, self.shape.clone())];
+        if self.training {
+            v.push(TensorSig::new("save", self.dtype, vec![c, 2]));
+            v.push(TensorSig::new("running_mean", self.dtype, vec![c]));
+            v.push(TensorSig::new("running_var", self.dtype, vec![c]));
+        }
+        v
+    }
+    fn aliases(&self) -> Vec<Alias> {
+        if self.training {
+            vec![
+                Alias {
+                    input: 3,
+                    output: 2,
+                },
+                Alias {
+                    input: 4,
+                    output: 3,
+                },
+            ]
+        } else {
+            Vec::new()
+        }
+    }
+    fn detail(&self) -> Option<String> {
+        Some(
+            if self.training {
+                "batch_norm_train"
+            } else {
+                "batch_norm_infer"
+            }
+            .to_string(),
+        )
+    }
+    fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
+        reference::batch_norm(self, i)
+    }
+    fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
+        lower::batch_norm(self, caps)
+    }
+    fn cases() -> Vec<Self> {
+        cases::batch_norm()
+    }
+    fn tolerance(&self) -> Tolerance {
+        let per_channel = self
+            .shape
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != 1)
+            .map(|(_, d)| *d)
+            .product();
+        Tolerance::normalised(8.0, per_channel)
+    }
+    fn domain(&self, input: &TensorSig) -> Domain {
+        if input.dtype.is_float() && input.name == "running_var" {
+            Domain::Real(0.5, 2.0)
+        } else {
+            Domain::of_dtype(input.dtype)
+        }
+    }
+    fn example() -> Self {
+        BatchNormSpec {
+            dtype: ScalarType::F32,
+            shape: vec![2, 3, 4, 4],
+            eps: 1e-5,
+            momentum: 0.1,
+            training: true,
+        }
+    }
+}
+
+/// Backward of training-mode batch norm from `save[c] = [μ_c, r_c]`, per channel over
+/// its `M` elements:
+///
+/// ```text
+/// x̂ = (x − μ_c)·r_c,  dbias_c = Σ dy,  dweight_c = Σ dy ⊙ x̂
+/// dx = weight_c · r_c / M · (M·dy − dbias_c − x̂ · dweight_c)
+/// ```
+///
+/// Inputs: `dy`, `x`, `weight` (`[C]`), `save` (`[C, 2]`). Outputs: `dx`, then
+/// `dweight`, `dbias` with `param_grads`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BatchNormBackwardSpec {
+    pub dtype: ScalarType,
+    pub shape: Vec<usize>,
+    #[serde(default)]
+    pub param_grads: bool,
+}
+
+impl BatchNormBackwardSpec {
+    pub fn channels(&self) -> usize {
+        self.shape.get(1).copied().unwrap_or(0)
+    }
+}
+
+impl Op for BatchNormBackwardSpec {
+    fn validate(&self) -> Result<(), SpecError> {
+        validate_nc("batch_norm_backward", self.dtype, &self.shape)
+    }
+    fn inputs(&self) -> Vec<TensorSig> {
+        let c = self.channels();
+        vec![
+            TensorSig::new("dy", self.dtype, self.shape.clone()),
+            TensorSig::new("x", self.dtype, self.shape.clone()),
+            TensorSig::new("weight", self.dtype, vec![c]),
+            TensorSig::new("save", self.dtype, vec![c, 2]),
+        ]
+    }
+    fn outputs(&self) -> Vec<TensorSig> {
+        let c = self.channels();
+        let mut v = vec![TensorSig::new("dx", self.dtype, self.shape.clone())];
+        if self.param_grads {
+            v.push(TensorSig::new("dweight", self.dtype, vec![c]));
+            v.push(TensorSig::new("dbias", self.dtype, vec![c]));
+        }
+        v
+    }
+    fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
+        reference::batch_norm_backward(self, i)
+    }
+    fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
+        lower::batch_norm_backward(self, caps)
+    }
+    fn cases() -> Vec<Self> {
+        cases::batch_norm_backward()
+    }
+    // dx = w·r/M·(M·dy − Σdy − x̂·Σdy·x̂) cancels products of up to four inputs, as
+    // layer norm's backward does: 32 ulps there, 8 forward.
+    fn tolerance(&self) -> Tolerance {
+        let per_channel = self
+            .shape
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != 1)
+            .map(|(_, d)| *d)
+            .product();
+        Tolerance::normalised(32.0, per_channel)
+    }
+    /// Saved statistics hold [mean, 1/σ] pairs: keep them positive.
+    fn domain(&self, input: &TensorSig) -> Domain {
+        if input.dtype.is_float() && input.name == "save" {
+            Domain::Real(0.5, 2.0)
+        } else {
+            Domain::of_dtype(input.dtype)
+        }
+    }
+    fn example() -> Self {
+        BatchNormBackwardSpec {
+            dtype: ScalarType::F32,
+            shape: vec![2, 3, 4, 4],
+            param_grads: true,
+        }
+    }
+}

@@ -1,0 +1,209 @@
+//! Spec of the reduction family.
+
+use kernelc_ir::ScalarType;
+use serde::{Deserialize, Serialize};
+
+use super::{cases, lower, reference};
+use crate::error::SpecError;
+use crate::lower::{LowerError, Plan, TargetCaps};
+use crate::op::Op;
+use crate::shape::check_shape;
+use crate::spec::{check_dtype, Alias, TensorSig, FLOATS, INDEX, NUMERIC};
+use crate::tolerance::Tolerance;
+
+/// A reduction function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReduceFn {
+    /// `Σ x`
+    Sum,
+    /// `Σ x / n` (floats only)
+    Mean,
+    /// maximum (NaN ignored unless every element is NaN)
+    Max,
+    /// minimum (NaN ignored unless every element is NaN)
+    Min,
+    /// position of the first maximum, counted row-major over the reduced axes
+    ArgMax,
+    /// position of the first minimum, counted row-major over the reduced axes
+    ArgMin,
+}
+
+impl ReduceFn {
+    pub fn name(&self) -> &'static str {
+        match self {
+            ReduceFn::Sum => "sum",
+            ReduceFn::Mean => "mean",
+            ReduceFn::Max => "max",
+            ReduceFn::Min => "min",
+            ReduceFn::ArgMax => "argmax",
+            ReduceFn::ArgMin => "argmin",
+        }
+    }
+
+    pub fn is_arg(&self) -> bool {
+        matches!(self, ReduceFn::ArgMax | ReduceFn::ArgMin)
+    }
+}
+
+/// Reduce `x` over `axes` (sorted, distinct, non-empty). The output drops the reduced
+/// axes, or keeps them with size 1 when `keepdim`; reducing every axis without `keepdim`
+/// gives shape `[]` (one element). Arg reductions write indices of `index_dtype` and
+/// need it set; other reductions need it unset. With `accumulate` (not for arg
+/// reductions) the result is added to the prior output (rumus `sum_rows`).
+/// Inputs: `x`, then `prior` if `accumulate`. Outputs: `y`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReduceSpec {
+    pub func: ReduceFn,
+    pub dtype: ScalarType,
+    pub shape: Vec<usize>,
+    pub axes: Vec<usize>,
+    #[serde(default)]
+    pub keepdim: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index_dtype: Option<ScalarType>,
+    #[serde(default)]
+    pub accumulate: bool,
+}
+
+impl ReduceSpec {
+    pub fn out_shape(&self) -> Vec<usize> {
+        let mut out = Vec::new();
+        for (d, &n) in self.shape.iter().enumerate() {
+            if self.axes.contains(&d) {
+                if self.keepdim {
+                    out.push(1);
+                }
+            } else {
+                out.push(n);
+            }
+        }
+        out
+    }
+
+    pub fn out_dtype(&self) -> ScalarType {
+        if self.func.is_arg() {
+            self.index_dtype.unwrap_or(ScalarType::U32)
+        } else {
+            self.dtype
+        }
+    }
+}
+
+impl Op for ReduceSpec {
+    fn validate(&self) -> Result<(), SpecError> {
+        let op = format!("reduce {}", self.func.name());
+        let allowed = if self.func == ReduceFn::Mean {
+            FLOATS
+        } else {
+            NUMERIC
+        };
+        check_dtype(&op, self.dtype, allowed)?;
+        check_shape("x", &self.shape)?;
+        let rank = self.shape.len();
+        if self.axes.is_empty() {
+            return Err(SpecError::bad_attr(
+                "axes",
+                "[]",
+                "must name at least one axis (list every axis to reduce all)",
+            ));
+        }
+        for (i, &a) in self.axes.iter().enumerate() {
+            if a >= rank {
+                return Err(SpecError::BadAxis {
+                    axis: a as i64,
+                    rank,
+                });
+            }
+            if i > 0 && self.axes[i - 1] >= a {
+                return Err(SpecError::bad_attr(
+                    "axes",
+                    format!("{:?}", self.axes),
+                    "must be sorted and distinct",
+                ));
+            }
+        }
+        match (self.func.is_arg(), self.index_dtype) {
+            (true, Some(t)) => check_dtype(&format!("{op} output"), t, INDEX)?,
+            (true, None) => {
+                return Err(SpecError::bad_attr(
+                    "index_dtype",
+                    "none",
+                    "arg reductions need an index dtype",
+                ))
+            }
+            (false, Some(t)) => {
+                return Err(SpecError::bad_attr(
+                    "index_dtype",
+                    t,
+                    "only arg reductions write indices",
+                ))
+            }
+            (false, None) => {}
+        }
+        if self.func.is_arg() && self.accumulate {
+            return Err(SpecError::bad_attr(
+                "accumulate",
+                true,
+                "arg reductions cannot accumulate",
+            ));
+        }
+        Ok(())
+    }
+    fn inputs(&self) -> Vec<TensorSig> {
+        let mut v = vec![TensorSig::new("x", self.dtype, self.shape.clone())];
+        if self.accumulate {
+            v.push(TensorSig::new("prior", self.dtype, self.out_shape()));
+        }
+        v
+    }
+    fn outputs(&self) -> Vec<TensorSig> {
+        vec![TensorSig::new("y", self.out_dtype(), self.out_shape())]
+    }
+    fn aliases(&self) -> Vec<Alias> {
+        if self.accumulate {
+            vec![Alias {
+                input: 1,
+                output: 0,
+            }]
+        } else {
+            Vec::new()
+        }
+    }
+    fn detail(&self) -> Option<String> {
+        Some(format!("reduce_{}", self.func.name()))
+    }
+    fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
+        reference::reduce(self, i)
+    }
+    fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
+        lower::reduce(self, caps)
+    }
+    fn cases() -> Vec<Self> {
+        cases::reduce()
+    }
+    fn tolerance(&self) -> Tolerance {
+        match self.func {
+            ReduceFn::Sum | ReduceFn::Mean => {
+                let len = self
+                    .axes
+                    .iter()
+                    .filter_map(|&a| self.shape.get(a))
+                    .product();
+                Tolerance::accumulated(2.0, len)
+            }
+            _ => Tolerance::EXACT,
+        }
+    }
+    fn example() -> Self {
+        ReduceSpec {
+            func: ReduceFn::Sum,
+            dtype: ScalarType::F32,
+            shape: vec![2, 3, 4],
+            axes: vec![1],
+            keepdim: false,
+            index_dtype: None,
+            accumulate: false,
+        }
+    }
+}

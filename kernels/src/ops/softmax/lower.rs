@@ -1,0 +1,395 @@
+//! Softmax / log-softmax along an axis, its backward, and cross-entropy.
+//!
+//! One launch each, one group of invocations per slice (see [`crate::lower::reduction`]):
+//! rows of the last axis are walked by neighbouring invocations (coalesced) with
+//! several short rows packed per workgroup; a middle axis is walked with neighbouring
+//! invocations on neighbouring columns. Each group makes two passes over its slice:
+//!
+//! 1. fold the statistics: online softmax `(m, s)` (running max and rescaled sum, one
+//!    `exp` per element, so the slice is read once for both), or the dot product of
+//!    the backward; combine them with a shared-memory tree and broadcast;
+//! 2. write every element from the totals (`e^{x−m}/s`, `x − m − ln s`, ...).
+//!
+//! The second read of a slice comes from cache. Softmax over short slices (at most 32
+//! elements per invocation) instead keeps each invocation's elements in registers:
+//! one read, one `exp` per element (see [`softmax_resident`]). On a CPU (f32/f64), where each `exp`
+//! is a call and rows sit in cache, softmax instead takes three passes with one `exp`
+//! per element (max; `e^{x−m}` into `y` and its sum; scale `y`). Statistics
+//! accumulate in f32 for f16/bf16 and in f64 for f64.
+
+use crate::lower::math::{bind, compute_type, Num};
+use crate::lower::reduction::{
+    lowest_finite, row_kernel, Buf, Extremum, Group, Monoid, PlanBuilder, SoftmaxStats, Step, Sum,
+    Tree, View,
+};
+use crate::lower::{LowerError, Plan, TargetCaps};
+use crate::spec::{CrossEntropySpec, OpSpec, SoftmaxBackwardSpec, SoftmaxSpec};
+use kernelc_ir::builder::*;
+use kernelc_ir::{Access, ScalarType};
+
+pub(super) fn softmax(spec: &SoftmaxSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
+    if stash_exponentials(spec, caps) {
+        return softmax_stashed(spec, caps);
+    }
+    let op = OpSpec::Softmax(spec.clone());
+    let (ins, outs) = (op.inputs(), op.outputs());
+    let view = View::of_shape(&spec.shape, |d| d == spec.axis)?;
+    let num = Num::scalar(compute_type(spec.dtype));
+    let stats = SoftmaxStats { ty: num.ty };
+    let bufs = [Buf::input(&ins, 0), Buf::output(&outs, 0)];
+    let dtype = spec.dtype;
+    let mut plan = PlanBuilder::default();
+    row_kernel(
+        &mut plan,
+        caps,
+        &op.name(),
+        view,
+        &stats.types(),
+        &bufs,
+        |f, m, g, tree| {
+            let (x, y) = (m[0], m[1]);
+            if let Some(steps) = g.resident_steps(f, RESIDENT_ELEMENTS) {
+                return softmax_resident(f, spec, [x, y], g, tree, &steps);
+            }
+            let vn = g.num(num.ty);
+            let acc = g.fold(f, &stats, |f, j| {
+                let off = bind(f, "off", g.offset(j));
+                vec![vn.load(x, dtype, off)]
+            });
+            let total = tree.reduce(f, g, &stats, &acc, true);
+            let (max, sum) = (total[0].clone(), total[1].clone());
+            let sn = g.stat_num(num.ty);
+            // A slice whose maximum is −∞ (fully masked) gives 0 (log-softmax: −∞ = max).
+            let dead = f.let_("dead", max.clone().lt(lowest_finite(&sn)));
+            let dead = bind(f, "dead_v", g.splat(dead));
+            let scale = if spec.log {
+                max.clone() + sum.log()
+            } else {
+                sn.lit(1.0) / sum
+            };
+            let scale = f.let_("scale", g.splat(scale));
+            let max = bind(f, "max", g.splat(max));
+            g.for_each(f, |f, j| {
+                let off = bind(f, "off", g.offset(&j));
+                let v = vn.load(x, dtype, off.clone());
+                let value = if spec.log {
+                    dead.clone().select(max.clone(), v - scale.clone())
+                } else {
+                    let e = (v - max.clone()).exp() * scale.clone();
+                    dead.clone().select(vn.lit(0.0), e)
+                };
+                f.store(y, off, vn.narrow(value, dtype));
+            });
+        },
+    )?;
+    Ok(plan.finish())
+}
+
+/// Elements one invocation keeps in registers for [`softmax_resident`]: short rows
+/// (≤ 32·g) are read once, with one `exp` per element.
+const RESIDENT_ELEMENTS: u32 = 32;
+
+/// Softmax of a slice whose elements fit in its group's registers
+/// ([`Group::resident_steps`]): every load is issued up front and each element is
+/// read once, with one `exp`. Each invocation folds its own elements to `(m_l, s_l)`
+/// (its maximum, and `Σ e^{x−m_l}`), the group combines those states like the online
+/// form's, and each kept `e^{x−m_l}` is scaled by `e^{m_l−m}/s`.
+fn softmax_resident(
+    f: &mut Body,
+    spec: &SoftmaxSpec,
+    [x, y]: [Mem; 2],
+    g: &Group,
+    tree: &Tree,
+    steps: &[Step],
+) {
+    let ty = compute_type(spec.dtype);
+    let (vn, sn) = (g.num(ty), g.stat_num(ty));
+    let lanes = g.step_lanes();
+    let xs: Vec<E> = steps
+        .iter()
+        .map(|s| {
+            let off = bind(f, "off", g.offset(&s.j));
+            f.let_("x", vn.load(x, spec.dtype, off))
+        })
+        .collect();
+    // A ragged step re-reads the slice's last step: harmless to a maximum.
+    let max = Extremum { ty, max: true };
+    let items = xs.iter().map(|x| vec![x.clone()]).collect();
+    let local_max = g.combine_steps(f, &max, items).remove(0);
+    let local_max = f.let_("local_max", local_max);
+    // An invocation whose elements are all −∞ has an empty sum (no −∞ − (−∞)).
+    let empty = f.let_("empty", local_max.clone().lt(lowest_finite(&sn)));
+    let counts = bind(f, "counts", g.splat(!empty));
+    let m = bind(f, "m", g.splat(local_max.clone()));
+    let es: Vec<E> = xs
+        .iter()
+        .zip(steps)
+        .map(|(x, s)| {
+            let live = if s.ragged {
+                counts.clone() & splat_to(s.inside.clone(), lanes)
+            } else {
+                counts.clone()
+            };
+            let e = (x.clone() - m.clone()).exp();
+            f.let_("e", live.select(e, vn.lit(0.0)))
+        })
+        .collect();
+    let sum = Sum { ty, n: 1 };
+    let items = es.iter().map(|e| vec![e.clone()]).collect();
+    let local_sum = g.combine_steps(f, &sum, items).remove(0);
+    let acc = [f.var("acc", local_max.clone()), f.var("acc", local_sum)];
+    let total = tree.reduce(f, g, &SoftmaxStats { ty }, &acc, true);
+    let (total_max, total_sum) = (total[0].clone(), total[1].clone());
+    // A slice whose maximum is −∞ (fully masked) gives 0 (log-softmax: −∞ = max).
+    let dead = f.let_("dead", total_max.clone().lt(lowest_finite(&sn)));
+    let dead = bind(f, "dead_v", g.splat(dead));
+    let values: Vec<E> = if spec.log {
+        let shift = f.let_("shift", g.splat(total_max.clone() + total_sum.log()));
+        let total_max = bind(f, "max", g.splat(total_max));
+        xs.into_iter()
+            .map(|x| dead.clone().select(total_max.clone(), x - shift.clone()))
+            .collect()
+    } else {
+        let scale = (local_max - total_max).exp() / total_sum;
+        let scale = f.let_("scale", g.splat(scale));
+        es.into_iter()
+            .map(|e| dead.clone().select(vn.lit(0.0), e * scale.clone()))
+            .collect()
+    };
+    let (whole, ragged): (Vec<_>, Vec<_>) = steps.iter().zip(values).partition(|(s, _)| !s.ragged);
+    let store = |f: &mut Body, s: &Step, v: E| {
+        let off = g.offset(&s.j);
+        f.store(y, off, vn.narrow(v, spec.dtype));
+    };
+    f.if_(g.valid.clone(), |f| {
+        for (s, v) in whole {
+            store(f, s, v);
+        }
+    });
+    for (s, v) in ragged {
+        f.if_(s.inside.clone(), |f| store(f, s, v));
+    }
+}
+
+/// A scalar condition made to match values of `lanes` lanes.
+fn splat_to(e: E, lanes: u8) -> E {
+    if lanes == 1 {
+        e
+    } else {
+        e.splat(lanes)
+    }
+}
+
+/// Whether softmax should compute each `e^{x−m}` once and keep it in `y`: on a CPU
+/// (one invocation, rows in cache) an `exp` costs more than re-reading a row, so
+/// three passes (max; `e^{x−m}` into `y` and its sum; scale `y`) beat the online
+/// form's two passes with two `exp`s per element. A GPU's `exp` is nearly free and
+/// its memory is not: it keeps the online form. Only where `y` holds the compute
+/// type exactly (f32, f64), so that the kept value is not rounded twice.
+fn stash_exponentials(spec: &SoftmaxSpec, caps: &TargetCaps) -> bool {
+    caps.is_serial() && !spec.log && compute_type(spec.dtype) == spec.dtype
+}
+
+/// Softmax in three passes with one `exp` per element (see [`stash_exponentials`]);
+/// `y` is read back, so it is bound read-write.
+fn softmax_stashed(spec: &SoftmaxSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
+    let op = OpSpec::Softmax(spec.clone());
+    let (ins, outs) = (op.inputs(), op.outputs());
+    let view = View::of_shape(&spec.shape, |d| d == spec.axis)?;
+    let num = Num::scalar(compute_type(spec.dtype));
+    let max = Extremum {
+        ty: num.ty,
+        max: true,
+    };
+    let sum = Sum { ty: num.ty, n: 1 };
+    let mut y_buf = Buf::output(&outs, 0);
+    y_buf.access = Access::ReadWrite;
+    let bufs = [Buf::input(&ins, 0), y_buf];
+    let dtype = spec.dtype;
+    let mut plan = PlanBuilder::default();
+    row_kernel(
+        &mut plan,
+        caps,
+        &op.name(),
+        view,
+        &max.types(),
+        &bufs,
+        |f, m, g, tree| {
+            let (x, y) = (m[0], m[1]);
+            let vn = g.num(num.ty);
+            let acc = g.fold(f, &max, |f, j| {
+                let off = bind(f, "off", g.offset(j));
+                vec![vn.load(x, dtype, off)]
+            });
+            let top = tree.reduce(f, g, &max, &acc, true)[0].clone();
+            let sn = g.stat_num(num.ty);
+            // A slice whose maximum is −∞ (fully masked) gives 0.
+            let dead = f.let_("dead", top.clone().lt(lowest_finite(&sn)));
+            let top = bind(f, "max", g.splat(top));
+            let acc = g.fold(f, &sum, |f, j| {
+                let off = bind(f, "off", g.offset(j));
+                let e = (vn.load(x, dtype, off.clone()) - top.clone()).exp();
+                let e = f.let_("e", g.splat(dead.clone()).select(vn.lit(0.0), e));
+                f.store(y, off, e.clone());
+                vec![e]
+            });
+            let total = tree.reduce(f, g, &sum, &acc, true)[0].clone();
+            let scale = dead.clone().select(sn.lit(0.0), sn.lit(1.0) / total);
+            let scale = f.let_("scale", g.splat(scale));
+            g.for_each(f, |f, j| {
+                let off = bind(f, "off", g.offset(&j));
+                let e = y.load(off.clone(), g.step_lanes());
+                f.store(y, off, e * scale.clone());
+            });
+        },
+    )?;
+    Ok(plan.finish())
+}
+
+pub(super) fn softmax_backward(
+    spec: &SoftmaxBackwardSpec,
+    caps: &TargetCaps,
+) -> Result<Plan, LowerError> {
+    let op = OpSpec::SoftmaxBackward(spec.clone());
+    let (ins, outs) = (op.inputs(), op.outputs());
+    let view = View::of_shape(&spec.shape, |d| d == spec.axis)?;
+    let num = Num::scalar(compute_type(spec.dtype));
+    let sum = Sum { ty: num.ty, n: 1 };
+    let bufs = [
+        Buf::input(&ins, 0),
+        Buf::input(&ins, 1),
+        Buf::output(&outs, 0),
+    ];
+    let dtype = spec.dtype;
+    let mut plan = PlanBuilder::default();
+    row_kernel(
+        &mut plan,
+        caps,
+        &op.name(),
+        view,
+        &sum.types(),
+        &bufs,
+        |f, m, g, tree| {
+            let (y, dy, dx) = (m[0], m[1], m[2]);
+            let vn = g.num(num.ty);
+            // softmax: Σ dy·y; log-softmax: Σ dy.
+            let acc = g.fold(f, &sum, |f, j| {
+                let off = bind(f, "off", g.offset(j));
+                let d = vn.load(dy, dtype, off.clone());
+                vec![if spec.log {
+                    d
+                } else {
+                    d * vn.load(y, dtype, off)
+                }]
+            });
+            let total = tree.reduce(f, g, &sum, &acc, true);
+            let total = bind(f, "total", g.splat(total[0].clone()));
+            g.for_each(f, |f, j| {
+                let off = bind(f, "off", g.offset(&j));
+                let yv = vn.load(y, dtype, off.clone());
+                let dv = vn.load(dy, dtype, off.clone());
+                let value = if spec.log {
+                    dv - yv.exp() * total.clone()
+                } else {
+                    yv * (dv - total.clone())
+                };
+                f.store(dx, off, vn.narrow(value, dtype));
+            });
+        },
+    )?;
+    Ok(plan.finish())
+}
+
+/// A target id as `(class, valid)`: `class` is `classes` (matching no column) when
+/// the id is out of range; f32 ids truncate toward zero, as the reference reads them.
+fn decode_target(f: &mut Body, t: E, index_dtype: ScalarType, classes: u32) -> (E, E) {
+    let t = bind(f, "target", t);
+    let valid = match index_dtype {
+        ScalarType::U32 => t.clone().lt(classes),
+        ScalarType::I32 => t.clone().ge(0i32) & t.clone().lt(classes as i32),
+        // trunc(t) ∈ [0, classes) ⟺ −1 < t < classes; NaN fails both.
+        _ => t.clone().gt(-1.0f32) & t.clone().lt(classes as f32),
+    };
+    let valid = f.let_("valid_target", valid);
+    let as_u32 = if index_dtype == ScalarType::U32 {
+        t
+    } else {
+        t.cast(ScalarType::U32)
+    };
+    let class = f.let_("class", valid.clone().select(as_u32, classes));
+    (class, valid)
+}
+
+pub(super) fn cross_entropy(
+    spec: &CrossEntropySpec,
+    caps: &TargetCaps,
+) -> Result<Plan, LowerError> {
+    let op = OpSpec::CrossEntropy(spec.clone());
+    let (ins, outs) = (op.inputs(), op.outputs());
+    let view = View::of_shape(&[spec.batch, spec.classes], |d| d == 1)?.whole_slices();
+    let classes = view.len();
+    let num = Num::scalar(compute_type(spec.dtype));
+    let stats = SoftmaxStats { ty: num.ty };
+    let mut bufs = vec![
+        Buf::input(&ins, 0),
+        Buf::input(&ins, 1),
+        Buf::output(&outs, 0),
+    ];
+    for i in 1..outs.len() {
+        bufs.push(Buf::output(&outs, i));
+    }
+    let (dtype, index_dtype) = (spec.dtype, spec.index_dtype);
+    let scale = if spec.divide_by_batch {
+        1.0 / spec.batch as f64
+    } else {
+        1.0
+    };
+    let second_pass = spec.grad || spec.probs;
+    let mut plan = PlanBuilder::default();
+    row_kernel(
+        &mut plan,
+        caps,
+        &op.name(),
+        view,
+        &stats.types(),
+        &bufs,
+        |f, m, g, tree| {
+            let (logits, targets, loss) = (m[0], m[1], m[2]);
+            let vn = g.num(num.ty);
+            let grad = spec.grad.then(|| m[3]);
+            let probs = spec.probs.then(|| m[if spec.grad { 4 } else { 3 }]);
+            let acc = g.fold(f, &stats, |f, j| {
+                let off = bind(f, "off", g.offset(j));
+                vec![vn.load(logits, dtype, off)]
+            });
+            let total = tree.reduce(f, g, &stats, &acc, second_pass);
+            let lse = f.let_("lse", total[0].clone() + total[1].clone().log());
+            let t = Num::scalar(compute_type(index_dtype)).load(targets, index_dtype, g.q.clone());
+            let (class, valid) = decode_target(f, t, index_dtype, classes);
+            f.if_(g.leader.clone(), |f| {
+                let picked = g.base.clone() + class.clone().min(classes - 1);
+                let xt = num.load(logits, dtype, picked);
+                let value = valid.select((lse.clone() - xt) * num.lit(scale), num.lit(f64::NAN));
+                f.store(loss, g.q.clone(), num.narrow(value, dtype));
+            });
+            if !second_pass {
+                return;
+            }
+            let lse = bind(f, "lse_v", g.splat(lse));
+            let class = bind(f, "class_v", g.splat(class));
+            g.for_each(f, |f, j| {
+                let off = bind(f, "off", g.offset(&j));
+                let p = f.let_("p", (vn.load(logits, dtype, off.clone()) - lse).exp());
+                if let Some(probs) = probs {
+                    f.store(probs, off.clone(), vn.narrow(p.clone(), dtype));
+                }
+                if let Some(grad) = grad {
+                    let hot = vn.indicator(g.lane_index(&j).eq(class));
+                    let value = (p - hot) * vn.lit(scale);
+                    f.store(grad, off, vn.narrow(value, dtype));
+                }
+            });
+        },
+    )?;
+    Ok(plan.finish())
+}

@@ -1,0 +1,28 @@
+//! The training family: `dropout` and `adam` (Adam / AdamW).
+//!
+//! Dropout with a deterministic counter-based mask.
+//!
+//! Element `i` (flat index) is kept iff `(bits(i) >> 8) ≥ ⌈p·2²⁴⌉`, with `bits` the
+//! stream of [`crate::rng`] for the spec's `rng`, `seed` and `step` (so
+//! `P(keep) = 1 − p` up to 2⁻²⁴):
+//!
+//! ```text
+//! y_i = keep_i ? x_i / (1 − p) : 0,    mask_i = keep_i ? 1/(1 − p) : 0
+//! ```
+//!
+//! One Adam / AdamW step, elementwise, with `t = step`:
+//!
+//! ```text
+//! g  = grad + (decoupled ? 0 : weight_decay · param)
+//! m' = β1·m + (1 − β1)·g
+//! v' = β2·v + (1 − β2)·g²
+//! m̂  = m' / (1 − β1ᵗ),   v̂ = v' / (1 − β2ᵗ)
+//! param' = param − lr · (m̂ / (√v̂ + eps) + (decoupled ? weight_decay · param : 0))
+//! ```
+
+mod cases;
+mod lower;
+pub mod reference;
+pub(super) mod spec;
+
+pub use spec::*;

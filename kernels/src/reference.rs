@@ -1,0 +1,62 @@
+//! f64 reference implementations of every op, written from each op's mathematical
+//! definition (never from its IR). Plain loops, clear rather than fast.
+//!
+//! [`reference()`] is the one entry point: it validates the spec, checks the input
+//! buffers against [`OpSpec::inputs`] (count and lengths), and returns the outputs in
+//! the order of [`OpSpec::outputs`], each flattened row-major (GEMM: in its `layout`).
+//! Values are f64 whatever the spec's dtype: the references compute the exact math and
+//! ignore storage rounding (except where rounding is the op, as in `cast`); integer
+//! dtypes follow their integer rules (wrapping, truncating division). Index inputs are
+//! f64 values holding integers (truncated toward zero).
+//!
+//! Each family's reference lives in its folder (`ops/<family>/reference.rs`), with the
+//! formulas in the family's module doc.
+
+use crate::error::SpecError;
+use crate::spec::OpSpec;
+
+/// Runs the f64 reference of `spec` on `inputs` (in the order of [`OpSpec::inputs`]).
+pub fn reference(spec: &OpSpec, inputs: &[&[f64]]) -> Result<Vec<Vec<f64>>, SpecError> {
+    spec.validate()?;
+    let sigs = spec.inputs();
+    if inputs.len() != sigs.len() {
+        return Err(SpecError::InputCount {
+            op: spec.name(),
+            expected: sigs.len(),
+            found: inputs.len(),
+        });
+    }
+    for (sig, data) in sigs.iter().zip(inputs) {
+        if data.len() != sig.numel() {
+            return Err(SpecError::InputLength {
+                name: sig.name.clone(),
+                expected: sig.numel(),
+                found: data.len(),
+            });
+        }
+    }
+    Ok(spec.reference_unchecked(inputs))
+}
+
+/// An index value as an integer: truncated toward zero; `None` for NaN/±∞.
+pub(crate) fn index_of(v: f64) -> Option<i64> {
+    if v.is_finite() {
+        Some(v.trunc() as i64)
+    } else {
+        None
+    }
+}
+
+/// An index into `0..len`: `None` when out of range. With `from_end`, a negative
+/// index counts from the end first (NumPy/ONNX).
+pub(crate) fn resolve_index(v: f64, len: usize, from_end: bool) -> Option<usize> {
+    let mut i = index_of(v)?;
+    if from_end && i < 0 {
+        i += len as i64;
+    }
+    if i >= 0 && (i as u64) < len as u64 {
+        Some(i as usize)
+    } else {
+        None
+    }
+}
