@@ -90,7 +90,7 @@ pub fn unit_roundoff(dtype: ScalarType) -> f64 {
         ScalarType::Bf16 => 2f64.powi(-8),
         ScalarType::F32 => 2f64.powi(-24),
         ScalarType::F64 => 2f64.powi(-53),
-        _ => 0.0,
+        ScalarType::I32 | ScalarType::U32 | ScalarType::I64 | ScalarType::Bool => 0.0,
     }
 }
 

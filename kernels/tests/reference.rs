@@ -363,7 +363,7 @@ fn activation_backward_matches_finite_differences() {
             shape: vec![9],
         });
         let bwd = OpSpec::ActivationBackward(ActivationBackwardSpec {
-            func,
+            func: func.activation().expect("an activation"),
             dtype: F32,
             shape: vec![9],
         });

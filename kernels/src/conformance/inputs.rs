@@ -49,8 +49,10 @@ impl Domain {
         let signed_lo = if from_end { -n - 2 } else { -2 };
         match dtype {
             ScalarType::U32 => Domain::Int(0, n + 1),
-            ScalarType::F32 => Domain::Real(signed_lo as f64, (n + 2) as f64),
-            _ => Domain::Int(signed_lo, n + 1),
+            ScalarType::F16 | ScalarType::Bf16 | ScalarType::F32 | ScalarType::F64 => {
+                Domain::Real(signed_lo as f64, (n + 2) as f64)
+            }
+            ScalarType::I32 | ScalarType::I64 | ScalarType::Bool => Domain::Int(signed_lo, n + 1),
         }
     }
 }

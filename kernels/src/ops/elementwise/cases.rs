@@ -43,13 +43,13 @@ pub(super) fn unary() -> Vec<UnarySpec> {
 
 pub(super) fn activation_backward() -> Vec<ActivationBackwardSpec> {
     let funcs = [
-        UnaryFn::Relu,
-        UnaryFn::LeakyRelu { slope: 0.2 },
-        UnaryFn::Sigmoid,
-        UnaryFn::Tanh,
-        UnaryFn::GeluErf,
-        UnaryFn::GeluTanh,
-        UnaryFn::Silu,
+        Activation::Relu,
+        Activation::LeakyRelu { slope: 0.2 },
+        Activation::Sigmoid,
+        Activation::Tanh,
+        Activation::GeluErf,
+        Activation::GeluTanh,
+        Activation::Silu,
     ];
     let mut v = Vec::new();
     for (i, func) in funcs.into_iter().enumerate() {

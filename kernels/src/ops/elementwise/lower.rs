@@ -3,7 +3,7 @@
 
 use super::spec::*;
 use crate::lower::map::{arg, first_output, inputs_of, map_op, map_plan};
-use crate::lower::math::{compute_type, Num};
+use crate::lower::math::{bind, compute_type, Num};
 use crate::lower::rng::{rng_normal, rng_uniform};
 use crate::lower::schedule::plan_1d;
 use crate::lower::{Binding, Launch, LowerError, Plan, TargetCaps};
@@ -16,7 +16,7 @@ pub(super) fn unary(spec: &UnarySpec, caps: &TargetCaps) -> Result<Plan, LowerEr
         OpSpec::Unary(spec.clone()),
         caps,
         compute_type(spec.dtype),
-        |b, n, v| n.unary(b, spec.func, arg(v, 0, n)),
+        |b, n, v| unary_value(b, n, spec.func, arg(v, 0, n)),
     )
 }
 
@@ -26,7 +26,7 @@ pub(super) fn activation_backward(
 ) -> Result<Plan, LowerError> {
     let op = OpSpec::ActivationBackward(spec.clone());
     map_op(op, caps, compute_type(spec.dtype), |b, n, v| {
-        n.activation_backward(b, spec.func, arg(v, 0, n), arg(v, 1, n))
+        activation_backward_value(b, n, spec.func, arg(v, 0, n), arg(v, 1, n))
     })
 }
 
@@ -39,7 +39,7 @@ fn binary_value(b: &mut Body, n: &Num, func: BinaryFn, x: E, y: E) -> E {
         BinaryFn::Mul => x * y,
         // Integer division and remainder by zero give 0 (no target traps on it then).
         BinaryFn::Div | BinaryFn::Mod if is_int => {
-            let y = crate::lower::math::bind(b, "divisor", y);
+            let y = bind(b, "divisor", y);
             let zero = y.clone().eq(n.lit(0.0));
             let safe = zero.clone().select(n.lit(1.0), y);
             let q = if func == BinaryFn::Div {
@@ -61,7 +61,7 @@ fn binary_value(b: &mut Body, n: &Num, func: BinaryFn, x: E, y: E) -> E {
         BinaryFn::Gt => n.indicator(x.gt(y)),
         BinaryFn::Ge => n.indicator(x.ge(y)),
         BinaryFn::SiluMul => {
-            let x = crate::lower::math::bind(b, "gate", x);
+            let x = bind(b, "gate", x);
             x.clone() * n.sigmoid(x) * y
         }
     }
@@ -169,4 +169,71 @@ pub(super) fn fill(spec: &FillSpec, caps: &TargetCaps) -> Result<Plan, LowerErro
         grid: grid.grid,
         bindings: vec![Binding::Output(0)],
     }))
+}
+
+/// The tanh-GELU inner argument `√(2/π)(x + 0.044715x³)`.
+fn gelu_tanh_arg(n: &Num, x: &E) -> E {
+    let k = (2.0 / std::f64::consts::PI).sqrt();
+    n.lit(k) * (x + n.lit(0.044715) * x * x * x)
+}
+
+/// `f(x)` for a unary function. Subexpressions used twice are bound to locals.
+fn unary_value(f: &mut Body, n: &Num, func: UnaryFn, x: E) -> E {
+    let x = bind(f, "x", x);
+    match func {
+        UnaryFn::Neg => -x,
+        UnaryFn::Abs => x.abs(),
+        UnaryFn::Sqrt => x.sqrt(),
+        UnaryFn::Rsqrt => x.rsqrt(),
+        UnaryFn::Exp => x.exp(),
+        UnaryFn::Log => x.log(),
+        UnaryFn::Sin => x.sin(),
+        UnaryFn::Cos => x.cos(),
+        UnaryFn::Tan => x.clone().sin() / x.cos(),
+        UnaryFn::Floor => x.floor(),
+        UnaryFn::Ceil => x.ceil(),
+        UnaryFn::Round => x.round(),
+        // NaN stays NaN: only a number greater than zero passes through.
+        UnaryFn::Relu => x.clone().lt(n.lit(0.0)).select(n.lit(0.0), x),
+        UnaryFn::LeakyRelu { slope } => {
+            x.clone().gt(n.lit(0.0)).select(x.clone(), n.lit(slope) * x)
+        }
+        UnaryFn::Sigmoid => n.sigmoid(x),
+        UnaryFn::Tanh => x.tanh(),
+        UnaryFn::GeluErf => x.clone() * n.normal_cdf(x),
+        UnaryFn::GeluTanh => {
+            let t = f.let_("t", gelu_tanh_arg(n, &x).tanh());
+            n.lit(0.5) * x * (n.lit(1.0) + t)
+        }
+        UnaryFn::Silu => x.clone() * n.sigmoid(x),
+    }
+}
+
+/// `dx = f'(·) dy` for an activation, from its saved tensor (`x` or `y`).
+fn activation_backward_value(f: &mut Body, n: &Num, func: Activation, saved: E, dy: E) -> E {
+    let saved = bind(f, "saved", saved);
+    let one = || n.lit(1.0);
+    let grad = match func {
+        Activation::Relu => n.indicator(saved.gt(n.lit(0.0))),
+        Activation::LeakyRelu { slope } => saved.gt(n.lit(0.0)).select(one(), n.lit(slope)),
+        // Saved output y: σ' = y(1 - y), tanh' = 1 - y².
+        Activation::Sigmoid => saved.clone() * (one() - saved),
+        Activation::Tanh => one() - saved.clone() * saved,
+        Activation::GeluErf => {
+            let pdf = (n.lit(-0.5) * &saved * &saved).exp()
+                * n.lit(1.0 / (2.0 * std::f64::consts::PI).sqrt());
+            n.normal_cdf(saved.clone()) + saved * pdf
+        }
+        Activation::GeluTanh => {
+            let k = (2.0 / std::f64::consts::PI).sqrt();
+            let t = f.let_("t", gelu_tanh_arg(n, &saved).tanh());
+            let du = n.lit(k) * (one() + n.lit(3.0 * 0.044715) * &saved * &saved);
+            n.lit(0.5) * (one() + &t) + n.lit(0.5) * saved * (one() - &t * &t) * du
+        }
+        Activation::Silu => {
+            let s = f.let_("s", n.sigmoid(saved.clone()));
+            s.clone() * (one() + saved * (one() - s))
+        }
+    };
+    grad * dy
 }

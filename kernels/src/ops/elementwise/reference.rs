@@ -4,8 +4,8 @@
 use kernelc_ir::ScalarType;
 
 use super::spec::{
-    ActivationBackwardSpec, BinaryFn, BinarySpec, CastSpec, FillSpec, FillValue, ScalarSpec,
-    UnaryFn, UnarySpec, WhereSpec,
+    Activation, ActivationBackwardSpec, BinaryFn, BinarySpec, CastSpec, FillSpec, FillValue,
+    ScalarSpec, UnaryFn, UnarySpec, WhereSpec,
 };
 use crate::rng;
 use crate::shape::{broadcast_strides, for_each_index, numel, offset};
@@ -98,7 +98,15 @@ pub fn binary_int(f: BinaryFn, dtype: ScalarType, a: f64, b: f64) -> f64 {
             BinaryFn::Mod => x.checked_rem(y).unwrap_or(0),
             BinaryFn::Max => x.max(y),
             BinaryFn::Min => x.min(y),
-            _ => return binary(f, a, b),
+            // Comparisons of integers are exact in f64; pow and silu_mul take floats only.
+            BinaryFn::Eq
+            | BinaryFn::Ne
+            | BinaryFn::Lt
+            | BinaryFn::Le
+            | BinaryFn::Gt
+            | BinaryFn::Ge
+            | BinaryFn::Pow
+            | BinaryFn::SiluMul => return binary(f, a, b),
         };
         r as f64
     } else {
@@ -123,7 +131,15 @@ pub fn binary_int(f: BinaryFn, dtype: ScalarType, a: f64, b: f64) -> f64 {
             }
             BinaryFn::Max => x.max(y),
             BinaryFn::Min => x.min(y),
-            _ => return binary(f, a, b),
+            // Comparisons of integers are exact in f64; pow and silu_mul take floats only.
+            BinaryFn::Eq
+            | BinaryFn::Ne
+            | BinaryFn::Lt
+            | BinaryFn::Le
+            | BinaryFn::Gt
+            | BinaryFn::Ge
+            | BinaryFn::Pow
+            | BinaryFn::SiluMul => return binary(f, a, b),
         };
         r as f64
     }
@@ -144,7 +160,23 @@ fn apply_unary(f: UnaryFn, dtype: ScalarType, x: f64) -> f64 {
             UnaryFn::Neg => v.wrapping_neg(),
             UnaryFn::Abs => v.wrapping_abs(),
             UnaryFn::Relu => v.max(0),
-            _ => return unary(f, x),
+            // The others take floats only (see `UnaryFn::allowed_dtypes`).
+            UnaryFn::Sqrt
+            | UnaryFn::Rsqrt
+            | UnaryFn::Exp
+            | UnaryFn::Log
+            | UnaryFn::Sin
+            | UnaryFn::Cos
+            | UnaryFn::Tan
+            | UnaryFn::Floor
+            | UnaryFn::Ceil
+            | UnaryFn::Round
+            | UnaryFn::LeakyRelu { .. }
+            | UnaryFn::Sigmoid
+            | UnaryFn::Tanh
+            | UnaryFn::GeluErf
+            | UnaryFn::GeluTanh
+            | UnaryFn::Silu => return unary(f, x),
         }) as f64
     } else {
         unary(f, x)
@@ -302,41 +334,39 @@ pub fn silu(x: f64) -> f64 {
 }
 
 /// `f'` of an activation, from the saved tensor `s` (`x` or `y` per
-/// [`UnaryFn::backward_saves`]). Plain math functions have no entry and give NaN.
-pub fn derivative(f: UnaryFn, s: f64) -> f64 {
+/// [`Activation::saves`]).
+pub fn derivative(f: Activation, s: f64) -> f64 {
     match f {
-        UnaryFn::Relu => {
+        Activation::Relu => {
             if s > 0.0 {
                 1.0
             } else {
                 0.0
             }
         }
-        UnaryFn::LeakyRelu { slope } => {
+        Activation::LeakyRelu { slope } => {
             if s > 0.0 {
                 1.0
             } else {
                 slope
             }
         }
-        UnaryFn::Sigmoid => s * (1.0 - s),
-        UnaryFn::Tanh => 1.0 - s * s,
-        UnaryFn::GeluErf => {
+        Activation::Sigmoid => s * (1.0 - s),
+        Activation::Tanh => 1.0 - s * s,
+        Activation::GeluErf => {
             let pdf = (-0.5 * s * s).exp() / (2.0 * std::f64::consts::PI).sqrt();
             normal_cdf(s) + s * pdf
         }
-        UnaryFn::GeluTanh => {
+        Activation::GeluTanh => {
             let u = SQRT_2_OVER_PI * (s + GELU_TANH_COEFF * s * s * s);
             let t = u.tanh();
             0.5 * (1.0 + t)
                 + 0.5 * s * (1.0 - t * t) * SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_TANH_COEFF * s * s)
         }
-        UnaryFn::Silu => {
+        Activation::Silu => {
             let sg = sigmoid(s);
             sg * (1.0 + s * (1.0 - sg))
         }
-        // Not an activation; validation rejects such specs before we get here.
-        _ => f64::NAN,
     }
 }
 

@@ -55,6 +55,52 @@ pub enum UnaryFn {
     Silu,
 }
 
+/// An activation function that has a backward op (`activation_backward`): the
+/// unary functions [`UnaryFn::activation`] maps, under the same JSON names.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Activation {
+    Relu,
+    LeakyRelu { slope: f64 },
+    Sigmoid,
+    Tanh,
+    GeluErf,
+    GeluTanh,
+    Silu,
+}
+
+impl Activation {
+    /// The forward function.
+    pub fn forward(&self) -> UnaryFn {
+        match *self {
+            Activation::Relu => UnaryFn::Relu,
+            Activation::LeakyRelu { slope } => UnaryFn::LeakyRelu { slope },
+            Activation::Sigmoid => UnaryFn::Sigmoid,
+            Activation::Tanh => UnaryFn::Tanh,
+            Activation::GeluErf => UnaryFn::GeluErf,
+            Activation::GeluTanh => UnaryFn::GeluTanh,
+            Activation::Silu => UnaryFn::Silu,
+        }
+    }
+
+    /// snake_case name (`"gelu_erf"`), as the forward function's.
+    pub fn name(&self) -> &'static str {
+        self.forward().name()
+    }
+
+    /// Which forward tensor the backward reads besides `dy`.
+    pub fn saves(&self) -> Saved {
+        match self {
+            Activation::Relu
+            | Activation::LeakyRelu { .. }
+            | Activation::GeluErf
+            | Activation::GeluTanh
+            | Activation::Silu => Saved::Input,
+            Activation::Sigmoid | Activation::Tanh => Saved::Output,
+        }
+    }
+}
+
 /// Which tensor an activation's backward reads besides `dy`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -91,18 +137,36 @@ impl UnaryFn {
         }
     }
 
+    /// The activation this function is, if it has a backward op; `None` for plain
+    /// math functions.
+    pub fn activation(&self) -> Option<Activation> {
+        match *self {
+            UnaryFn::Relu => Some(Activation::Relu),
+            UnaryFn::LeakyRelu { slope } => Some(Activation::LeakyRelu { slope }),
+            UnaryFn::Sigmoid => Some(Activation::Sigmoid),
+            UnaryFn::Tanh => Some(Activation::Tanh),
+            UnaryFn::GeluErf => Some(Activation::GeluErf),
+            UnaryFn::GeluTanh => Some(Activation::GeluTanh),
+            UnaryFn::Silu => Some(Activation::Silu),
+            UnaryFn::Neg
+            | UnaryFn::Abs
+            | UnaryFn::Sqrt
+            | UnaryFn::Rsqrt
+            | UnaryFn::Exp
+            | UnaryFn::Log
+            | UnaryFn::Sin
+            | UnaryFn::Cos
+            | UnaryFn::Tan
+            | UnaryFn::Floor
+            | UnaryFn::Ceil
+            | UnaryFn::Round => None,
+        }
+    }
+
     /// For activations with a backward op: which forward tensor the backward reads.
     /// `None` for plain math functions (no `activation_backward`).
     pub fn backward_saves(&self) -> Option<Saved> {
-        match self {
-            UnaryFn::Relu
-            | UnaryFn::LeakyRelu { .. }
-            | UnaryFn::GeluErf
-            | UnaryFn::GeluTanh
-            | UnaryFn::Silu => Some(Saved::Input),
-            UnaryFn::Sigmoid | UnaryFn::Tanh => Some(Saved::Output),
-            _ => None,
-        }
+        self.activation().map(|a| a.saves())
     }
 
     /// The f64 definition `f(x)`.
@@ -119,7 +183,22 @@ impl UnaryFn {
                 ScalarType::F64,
                 ScalarType::I32,
             ],
-            _ => FLOATS,
+            UnaryFn::Sqrt
+            | UnaryFn::Rsqrt
+            | UnaryFn::Exp
+            | UnaryFn::Log
+            | UnaryFn::Sin
+            | UnaryFn::Cos
+            | UnaryFn::Tan
+            | UnaryFn::Floor
+            | UnaryFn::Ceil
+            | UnaryFn::Round
+            | UnaryFn::LeakyRelu { .. }
+            | UnaryFn::Sigmoid
+            | UnaryFn::Tanh
+            | UnaryFn::GeluErf
+            | UnaryFn::GeluTanh
+            | UnaryFn::Silu => FLOATS,
         }
     }
 
@@ -182,7 +261,21 @@ impl Op for UnarySpec {
         match self.func {
             UnaryFn::Log | UnaryFn::Sqrt | UnaryFn::Rsqrt => Domain::Real(0.05, 4.0),
             UnaryFn::Tan => Domain::Real(-1.2, 1.2),
-            _ => Domain::Real(-3.0, 3.0),
+            UnaryFn::Neg
+            | UnaryFn::Abs
+            | UnaryFn::Exp
+            | UnaryFn::Sin
+            | UnaryFn::Cos
+            | UnaryFn::Floor
+            | UnaryFn::Ceil
+            | UnaryFn::Round
+            | UnaryFn::Relu
+            | UnaryFn::LeakyRelu { .. }
+            | UnaryFn::Sigmoid
+            | UnaryFn::Tanh
+            | UnaryFn::GeluErf
+            | UnaryFn::GeluTanh
+            | UnaryFn::Silu => Domain::Real(-3.0, 3.0),
         }
     }
     fn example() -> Self {
@@ -195,31 +288,24 @@ impl Op for UnarySpec {
 }
 
 /// `dx = f'(·) ⊙ dy` for an activation `f`. Inputs: the saved tensor (`x` or `y`, per
-/// [`UnaryFn::backward_saves`]), `dy`. Outputs: `dx`.
+/// [`Activation::saves`]), `dy`. Outputs: `dx`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ActivationBackwardSpec {
-    pub func: UnaryFn,
+    pub func: Activation,
     pub dtype: ScalarType,
     pub shape: Vec<usize>,
 }
 
 impl Op for ActivationBackwardSpec {
     fn validate(&self) -> Result<(), SpecError> {
-        if self.func.backward_saves().is_none() {
-            return Err(SpecError::bad_attr(
-                "func",
-                self.func.name(),
-                "not an activation with a backward op (relu, leaky_relu, sigmoid, tanh, gelu_erf, gelu_tanh, silu)",
-            ));
-        }
-        self.func.check_params()?;
+        self.func.forward().check_params()?;
         check_dtype("activation_backward", self.dtype, FLOATS)?;
         check_shape("dy", &self.shape)
     }
     fn inputs(&self) -> Vec<TensorSig> {
-        let saved = match self.func.backward_saves() {
-            Some(Saved::Output) => "y",
-            _ => "x",
+        let saved = match self.func.saves() {
+            Saved::Output => "y",
+            Saved::Input => "x",
         };
         vec![
             TensorSig::new(saved, self.dtype, self.shape.clone()),
@@ -246,7 +332,7 @@ impl Op for ActivationBackwardSpec {
     }
     fn example() -> Self {
         ActivationBackwardSpec {
-            func: UnaryFn::LeakyRelu { slope: 0.01 },
+            func: Activation::LeakyRelu { slope: 0.01 },
             dtype: ScalarType::F32,
             shape: vec![16],
         }
@@ -314,7 +400,19 @@ impl BinaryFn {
     fn allowed_dtypes(&self) -> &'static [ScalarType] {
         match self {
             BinaryFn::Pow | BinaryFn::SiluMul => FLOATS,
-            _ => NUMERIC,
+            BinaryFn::Add
+            | BinaryFn::Sub
+            | BinaryFn::Mul
+            | BinaryFn::Div
+            | BinaryFn::Mod
+            | BinaryFn::Max
+            | BinaryFn::Min
+            | BinaryFn::Eq
+            | BinaryFn::Ne
+            | BinaryFn::Lt
+            | BinaryFn::Le
+            | BinaryFn::Gt
+            | BinaryFn::Ge => NUMERIC,
         }
     }
 }
@@ -463,7 +561,7 @@ pub(crate) fn integral_in_range(v: f64, dtype: ScalarType) -> bool {
         ScalarType::U32 => (0.0..=u32::MAX as f64).contains(&v),
         ScalarType::I64 => (-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&v),
         ScalarType::Bool => v == 0.0 || v == 1.0,
-        _ => true,
+        ScalarType::F16 | ScalarType::Bf16 | ScalarType::F32 | ScalarType::F64 => true,
     }
 }
 

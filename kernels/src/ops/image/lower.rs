@@ -47,10 +47,16 @@ use kernelc_ir::{Access, ScalarType};
 pub(super) fn image_filter(spec: &ImageFilterSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
     let img = Img::new(spec);
     match spec.filter {
-        ImageFilter::Threshold { .. }
-        | ImageFilter::Brightness { .. }
-        | ImageFilter::Contrast { .. }
-        | ImageFilter::Invert => map_filter(spec, &img, caps),
+        ImageFilter::Threshold { value } => {
+            map_filter(spec, &img, caps, PixelMap::Threshold(value))
+        }
+        ImageFilter::Brightness { factor } => {
+            map_filter(spec, &img, caps, PixelMap::Brightness(factor))
+        }
+        ImageFilter::Contrast { factor } => {
+            map_filter(spec, &img, caps, PixelMap::Contrast(factor))
+        }
+        ImageFilter::Invert => map_filter(spec, &img, caps, PixelMap::Invert),
         ImageFilter::Grayscale => grayscale(spec, &img, caps),
         ImageFilter::Sharpen => sharpen(spec, &img, caps),
         ImageFilter::Sobel { threshold } => sobel(spec, &img, caps, threshold),
@@ -148,7 +154,21 @@ fn next_f32(c: f32, up: bool) -> f32 {
 // maps
 // ---------------------------------------------------------------------------------------
 
-fn map_filter(spec: &ImageFilterSpec, img: &Img, caps: &TargetCaps) -> Result<Plan, LowerError> {
+/// The filters that map each colour value on its own.
+#[derive(Clone, Copy)]
+enum PixelMap {
+    Threshold(f64),
+    Brightness(f64),
+    Contrast(f64),
+    Invert,
+}
+
+fn map_filter(
+    spec: &ImageFilterSpec,
+    img: &Img,
+    caps: &TargetCaps,
+    filter: PixelMap,
+) -> Result<Plan, LowerError> {
     let op = OpSpec::ImageFilter(spec.clone());
     let inputs: Vec<Port> = op.inputs().into_iter().map(|s| Port::input(s, 0)).collect();
     let outputs: Vec<Port> = op
@@ -167,7 +187,6 @@ fn map_filter(spec: &ImageFilterSpec, img: &Img, caps: &TargetCaps) -> Result<Pl
     } else {
         contiguous_lanes(caps, img.numel as usize)
     };
-    let filter = spec.filter;
     let (ty, has_alpha) = (img.ty, img.has_alpha());
     let name = op.name();
     let launch = Pointwise {
@@ -183,14 +202,12 @@ fn map_filter(spec: &ImageFilterSpec, img: &Img, caps: &TargetCaps) -> Result<Pl
         let x = values.into_iter().next().unwrap_or_else(|| n.lit(0.0));
         let x = crate::lower::math::bind(f, "x", x);
         let y = match filter {
-            ImageFilter::Threshold { value } => {
-                n.indicator(x.clone().ge(n.lit(ge_threshold(ty, value))))
-            }
-            ImageFilter::Brightness { factor } => clamp01(&n, f, x.clone() * n.lit(factor)),
-            ImageFilter::Contrast { factor } => {
+            PixelMap::Threshold(value) => n.indicator(x.clone().ge(n.lit(ge_threshold(ty, value)))),
+            PixelMap::Brightness(factor) => clamp01(&n, f, x.clone() * n.lit(factor)),
+            PixelMap::Contrast(factor) => {
                 clamp01(&n, f, (x.clone() - n.lit(0.5)) * n.lit(factor) + n.lit(0.5))
             }
-            _ => n.lit(1.0) - x.clone(),
+            PixelMap::Invert => n.lit(1.0) - x.clone(),
         };
         let y = if !has_alpha {
             y

@@ -50,7 +50,13 @@ pub(super) fn image_filter(s: &ImageFilterSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
     let mut out = i[0].to_vec();
     let weights = match s.filter {
         ImageFilter::GaussianBlur { sigma, radius } => gaussian_weights(sigma, radius),
-        _ => Vec::new(),
+        ImageFilter::Grayscale
+        | ImageFilter::Threshold { .. }
+        | ImageFilter::Brightness { .. }
+        | ImageFilter::Contrast { .. }
+        | ImageFilter::Invert
+        | ImageFilter::Sharpen
+        | ImageFilter::Sobel { .. } => Vec::new(),
     };
     for y in 0..s.height {
         for x in 0..s.width {

@@ -295,13 +295,19 @@ fn index_read(f: &mut Body, v: E, dtype: ScalarType, len: u32) -> (E, E) {
             let ok = v.clone().ge(0i32) & v.clone().lt(len as i32);
             (ok, v.cast(ScalarType::U32))
         }
-        _ => {
+        ScalarType::F32 => {
             let v = f.let_("index_raw", v);
             // Float to int truncates toward zero and saturates, so ±∞ stays out of range.
             let i = f.let_("index", v.clone().cast(ScalarType::I32));
             let ok = v.clone().eq(v) & i.clone().ge(0i32) & i.clone().lt(len as i32);
             (ok, i.cast(ScalarType::U32))
         }
+        // Not index dtypes (the spec's validation refuses them): nothing is routed.
+        ScalarType::F16
+        | ScalarType::Bf16
+        | ScalarType::F64
+        | ScalarType::I64
+        | ScalarType::Bool => (E::from(false), E::from(0u32)),
     }
 }
 

@@ -75,7 +75,7 @@ pub(super) fn reduce(spec: &ReduceSpec, caps: &TargetCaps) -> Result<Plan, Lower
                             index.cast(out_ty)
                         }
                     }
-                    _ => total[0].clone(),
+                    ReduceFn::Sum | ReduceFn::Max | ReduceFn::Min => total[0].clone(),
                 };
                 let (value, y) = if spec.accumulate {
                     let prior = num.load(m[0], dtype, q.clone());

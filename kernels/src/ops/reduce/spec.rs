@@ -192,7 +192,7 @@ impl Op for ReduceSpec {
                     .product();
                 Tolerance::accumulated(2.0, len)
             }
-            _ => Tolerance::EXACT,
+            ReduceFn::Max | ReduceFn::Min | ReduceFn::ArgMax | ReduceFn::ArgMin => Tolerance::EXACT,
         }
     }
     fn example() -> Self {

@@ -308,7 +308,13 @@ fn decode_target(f: &mut Body, t: E, index_dtype: ScalarType, classes: u32) -> (
         ScalarType::U32 => t.clone().lt(classes),
         ScalarType::I32 => t.clone().ge(0i32) & t.clone().lt(classes as i32),
         // trunc(t) ∈ [0, classes) ⟺ −1 < t < classes; NaN fails both.
-        _ => t.clone().gt(-1.0f32) & t.clone().lt(classes as f32),
+        ScalarType::F32 => t.clone().gt(-1.0f32) & t.clone().lt(classes as f32),
+        // Not index dtypes (the spec's validation refuses them): no target is valid.
+        ScalarType::F16
+        | ScalarType::Bf16
+        | ScalarType::F64
+        | ScalarType::I64
+        | ScalarType::Bool => E::from(false),
     };
     let valid = f.let_("valid_target", valid);
     let as_u32 = if index_dtype == ScalarType::U32 {
