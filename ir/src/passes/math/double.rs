@@ -9,17 +9,17 @@
 //! mantissa, `y · log x` in `pow`, `x²` in `erf`, and `x − k·π/2`. The error-free
 //! products use `fma` (exact on every target); `+ − ×` must never be contracted.
 //!
-//! Like the f32 algorithms, these are written once against the parent module's
-//! width-generic operations trait (`Ops<W64>`, plus `fma` from [`Ops64`]), and use its
+//! Like the f32 algorithms, these are written once against the width-generic operations
+//! trait of module `width` (`Ops<W64>`, plus `fma` from [`Ops64`]), and use its
 //! width-generic helpers (constant operands, TwoSum, `2^k` scaling, the `log` reduction):
 //! the pass instantiates them with IR expressions (`Emitter`), the tests with native f64
 //! arithmetic, which computes bit for bit what the interpreter computes on the emitted IR.
 
-use super::{
+use super::width::{
     addc, eqc, fast_two_sum, iaddc, iandc, log_reduce, log_specials, ltc, max_c, min_c, mulc,
-    pow_specials, round_nearest, scale, two_sum, Emitter, Ops, W64,
+    pow_specials, round_nearest, scale, two_sum, Ops, W64,
 };
-use crate::kernel::{Expr, MathFn};
+use crate::kernel::MathFn;
 
 /// The f64 operations: those of [`Ops`] for [`W64`], and `fma`.
 pub(super) trait Ops64: Ops<W64> {
@@ -43,16 +43,6 @@ pub(super) fn expand<O: Ops64>(o: &mut O, func: MathFn, args: &[O::F]) -> Option
         MathFn::Pow => pow(o, x, args.get(1)?),
         _ => return None,
     })
-}
-
-// ---------------------------------------------------------------------------------------
-// IR emission
-// ---------------------------------------------------------------------------------------
-
-impl Ops64 for Emitter<'_, '_> {
-    fn fma(&mut self, a: &Expr, b: &Expr, c: &Expr) -> Expr {
-        Self::math(MathFn::Fma, &[a, b, c])
-    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -631,8 +621,8 @@ mod tests {
     //! measure the pass's output quickly. Wider sweeps are `#[ignore]`d: run them with
     //! `cargo test -p kernelc-ir --release --lib passes::math::double -- --ignored --nocapture`.
 
-    use super::super::tests::{assert_native_matches_ir, Native};
     use super::*;
+    use crate::passes::math::native::{assert_native_matches_ir, Native};
     use crate::passes::MathExpansion;
 
     impl Ops64 for Native {
