@@ -1,9 +1,8 @@
 //! The walk: finds the calls to expand in a kernel, binds their arguments and hands them
 //! to the algorithms of their width.
 
-use super::double;
 use super::emit::Emitter;
-use super::single;
+use super::shared;
 use super::width::{Ops, W32, W64};
 use super::MathExpansion;
 use crate::kernel::*;
@@ -126,7 +125,7 @@ impl Expander<'_> {
             };
             vals.push(Ops::<W32>::bind(&mut em, a));
         }
-        let result = single::expand_f32(&mut em, func, &vals)?;
+        let result = shared::expand::<W32, _>(&mut em, func, &vals)?;
         Some(match back_to {
             Some(to) => Expr::Cast {
                 to,
@@ -154,7 +153,7 @@ impl Expander<'_> {
             .iter()
             .map(|a| Ops::<W64>::bind(&mut em, a.clone()))
             .collect();
-        double::expand(&mut em, func, &vals)
+        shared::expand::<W64, _>(&mut em, func, &vals)
     }
 
     /// Declares a new immutable local of type `ty` named after `prefix`.

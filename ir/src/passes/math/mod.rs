@@ -139,6 +139,7 @@ mod expander;
 mod fmod;
 #[cfg(test)]
 mod native;
+mod shared;
 mod single;
 mod width;
 

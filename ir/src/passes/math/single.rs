@@ -1,42 +1,174 @@
 //! The f32 implementations of the math expansion (see the parent module's documentation
-//! for the designs and the accuracy table).
+//! for the designs and the accuracy table), written against `Ops<W32>` with the helpers
+//! of module `width` and the algorithm shapes of module `shared`, for which [`Arith`] is
+//! implemented here with `+ − ×` only (f32 code never uses `fma`).
 
+use super::shared::{self, abs_square, keep_signed_zero, odd_join, Algorithms, Arith, Trig};
 use super::width::{
-    addc, eqc, fast_two_sum, gtc, iaddc, iandc, log_reduce, log_specials, ltc, max_c, min_c, mulc,
-    pow_specials, round_nearest, scale, two_sum, Ops, W32,
+    addc, clamp, fast_two_sum, gtc, iandc, log_reduce, log_specials, ltc, min_c, mulc,
+    round_nearest, scale, Ops, W32,
 };
-use crate::kernel::MathFn;
 
-// ---- f32 ----
+/// f32 arithmetic has no fma: `+ − ×` only, Dekker's product for exact ones.
+impl<O: Ops<W32>> Arith<W32> for O {
+    fn poly(&mut self, x: &O::F, c: &[f32]) -> O::F {
+        let mut acc = self.cf(c.first().copied().unwrap_or(0.0));
+        for &ci in c.iter().skip(1) {
+            let m = self.mul(&acc, x);
+            let k = self.cf(ci);
+            acc = self.add(&m, &k);
+        }
+        acc
+    }
 
-/// The expansion of the f32 call `func(args)` (arguments already bound), or `None` for a
-/// function without an f32 implementation.
-pub(super) fn expand_f32<O: Ops<W32>>(o: &mut O, func: MathFn, args: &[O::F]) -> Option<O::F> {
-    let x = args.first()?;
-    Some(match func {
-        MathFn::Exp => exp(o, x),
-        MathFn::Exp2 => exp2(o, x),
-        MathFn::Log => log(o, x),
-        MathFn::Log2 => log2(o, x),
-        MathFn::Tanh => tanh(o, x),
-        MathFn::Erf => erf(o, x),
-        MathFn::Sin => sin(o, x),
-        MathFn::Cos => cos(o, x),
-        MathFn::Pow => pow(o, x, args.get(1)?),
-        _ => return None,
-    })
+    fn add_x_times(&mut self, x: &O::F, t: &O::F) -> O::F {
+        let xt = self.mul(x, t);
+        self.add(x, &xt)
+    }
+
+    /// Dekker's product.
+    fn two_prod(&mut self, a: &O::F, b: &O::F) -> (O::F, O::F) {
+        let p = self.mul(a, b);
+        let p = self.bind(p);
+        let (ah, al) = split(self, a);
+        let (bh, bl) = split(self, b);
+        let hh = self.mul(&ah, &bh);
+        let t = self.sub(&hh, &p);
+        let hl = self.mul(&ah, &bl);
+        let t = self.add(&t, &hl);
+        let lh = self.mul(&al, &bh);
+        let t = self.add(&t, &lh);
+        let ll = self.mul(&al, &bl);
+        let e = self.add(&t, &ll);
+        let e = self.bind(e);
+        (p, e)
+    }
 }
 
-/// Horner's scheme; coefficients from the highest degree down (no fma: f32 `+ − *`
-/// only).
-fn poly<O: Ops<W32>>(o: &mut O, x: &O::F, c: &[f32]) -> O::F {
-    let mut acc = o.cf(c.first().copied().unwrap_or(0.0));
-    for &ci in c.iter().skip(1) {
-        let m = o.mul(&acc, x);
-        let k = o.cf(ci);
-        acc = o.add(&m, &k);
+/// The f32 algorithms.
+impl<O: Ops<W32>> Algorithms<W32> for O {
+    /// `e^x`: `x > 89` gives +∞ (e^89 overflows), `x < -104` gives 0 (e^-104 < 2^-150).
+    fn exp(o: &mut O, x: &O::F) -> O::F {
+        let xc = clamp(o, x, -104.0, 89.0);
+        exp_core(o, &xc)
     }
-    acc
+
+    fn exp2(o: &mut O, x: &O::F) -> O::F {
+        exp2_hl(o, x, None)
+    }
+
+    fn log(o: &mut O, x: &O::F) -> O::F {
+        let p = log_parts(o, x);
+        // ln 2 = 0.693359375 - 2.12194440e-4; the first part has 9 bits, so k times it is exact.
+        let y = mulc(o, &p.k, -2.121_944_4e-4);
+        let y = o.add(&p.c, &y);
+        let hz = mulc(o, &p.z, 0.5);
+        let y = o.sub(&y, &hz);
+        let r = o.add(&p.f, &y);
+        let kh = mulc(o, &p.k, 0.693_359_4); // 0.693359375 exactly
+        let r = o.add(&r, &kh);
+        let r = o.bind(r);
+        log_specials(o, x, &r)
+    }
+
+    fn log2(o: &mut O, x: &O::F) -> O::F {
+        let p = log_parts(o, x);
+        let hz = mulc(o, &p.z, 0.5);
+        let y = o.sub(&p.c, &hz);
+        let y = o.bind(y);
+        // (f + y) · log2 e with f added last but k: f·(log2e - 1) + f keeps f exact.
+        let a = mulc(o, &y, LOG2E_M1);
+        let b = mulc(o, &p.f, LOG2E_M1);
+        let r = o.add(&a, &b);
+        let r = o.add(&r, &y);
+        let r = o.add(&r, &p.f);
+        let r = o.add(&r, &p.k);
+        let r = o.bind(r);
+        log_specials(o, x, &r)
+    }
+
+    fn tanh(o: &mut O, x: &O::F) -> O::F {
+        // tanh(10) rounds to 1
+        shared::tanh(o, x, &TANH_P, 10.0, |o, x2| {
+            let x2 = o.bind(x2);
+            exp_core(o, &x2)
+        })
+    }
+
+    fn erf(o: &mut O, x: &O::F) -> O::F {
+        let (ax, z) = abs_square(o, x);
+        // |x| < 1
+        let q = o.poly(&z, &ERF_Q);
+        let t = o.mul(&z, &q);
+        let t = addc(o, &t, TWO_OVER_SQRT_PI_M1);
+        let small = o.add_x_times(x, &t);
+        let small = o.bind(small);
+        // otherwise 1 - e^(-x²) · R(x - 2.5); erf(4) rounds to 1
+        let xc = min_c(o, &ax, 4.0);
+        let xc = o.bind(xc);
+        let x2 = o.mul(&xc, &xc);
+        let nx2 = o.neg(&x2);
+        let nx2 = o.bind(nx2);
+        let e = exp_core(o, &nx2);
+        let e = o.bind(e);
+        let u = addc(o, &xc, -2.5);
+        let u = o.bind(u);
+        let r = o.poly(&u, &ERFC_R);
+        let er = o.mul(&e, &r);
+        let one = o.cf(1.0);
+        let l = o.sub(&one, &er);
+        let l = o.bind(l);
+        let r = odd_join(o, x, &ax, &small, &l, 1.0);
+        // erf(-0) = -0
+        keep_signed_zero(o, x, r)
+    }
+
+    fn sincos(o: &mut O, x: &O::F, which: Trig) -> O::F {
+        // r = x - k·π/2: the first two subtractions are exact, the next three TwoSums.
+        let (ki, rh, rl) = shared::reduce_pio2(o, x, &PIO2[..2], &PIO2[2..5], PIO2[5]);
+        // Far beyond the accurate range r is meaningless: keep it bounded (NaN stays NaN).
+        let arh = o.abs(&rh);
+        let big = gtc(o, &arh, 1.5);
+        let big = o.bindb(big);
+        let zero = o.cf(0.0);
+        let rh = o.sel(&big, &zero, &rh);
+        let rh = o.bind(rh);
+        let rl = o.sel(&big, &zero, &rl);
+        let rl = o.bind(rl);
+        let z = o.mul(&rh, &rh);
+        let z = o.bind(z);
+        // sin(rh + rl) ≈ rh + (rh · z · S(z) + rl)
+        let sp = o.poly(&z, &SIN_P);
+        let t = o.mul(&z, &sp);
+        let t = o.mul(&rh, &t);
+        let t = o.add(&t, &rl);
+        let s = o.add(&rh, &t);
+        let s = o.bind(s);
+        // cos(rh + rl) ≈ 1 + ((z² · C(z) - rh · rl) - z/2)
+        let cp = o.poly(&z, &COS_P);
+        let zz = o.mul(&z, &z);
+        let t = o.mul(&zz, &cp);
+        let rr = o.mul(&rh, &rl);
+        let t = o.sub(&t, &rr);
+        let w = mulc(o, &z, 0.5);
+        let t = o.sub(&t, &w);
+        let c = addc(o, &t, 1.0);
+        let c = o.bind(c);
+        shared::trig_quadrant(o, x, ki, &s, &c, which)
+    }
+
+    /// `pow(x, y) = 2^(y · log2|x|)` with the exponent as a double-f32.
+    fn pow(o: &mut O, x: &O::F, y: &O::F) -> O::F {
+        shared::pow(o, x, y, log2_dd, |o, th, tl| {
+            // A huge or infinite exponent saturates; its low part may then be NaN: drop it.
+            let ath = o.abs(th);
+            let ok = ltc(o, &ath, 256.0);
+            let zero = o.cf(0.0);
+            let tl = o.sel(&ok, &tl, &zero);
+            let tl = o.bind(tl);
+            exp2_hl(o, th, Some(&tl))
+        })
+    }
 }
 
 /// `a = hi + lo` with `hi` the top 12 significand bits (by masking) and `lo` the rest,
@@ -49,24 +181,6 @@ fn split<O: Ops<W32>>(o: &mut O, a: &O::F) -> (O::F, O::F) {
     let lo = o.sub(a, &hi);
     let lo = o.bind(lo);
     (hi, lo)
-}
-
-/// Dekker's product: `p + e = a · b` exactly (barring overflow and underflow).
-fn two_prod<O: Ops<W32>>(o: &mut O, a: &O::F, b: &O::F) -> (O::F, O::F) {
-    let p = o.mul(a, b);
-    let p = o.bind(p);
-    let (ah, al) = split(o, a);
-    let (bh, bl) = split(o, b);
-    let hh = o.mul(&ah, &bh);
-    let t = o.sub(&hh, &p);
-    let hl = o.mul(&ah, &bl);
-    let t = o.add(&t, &hl);
-    let lh = o.mul(&al, &bh);
-    let t = o.add(&t, &lh);
-    let ll = o.mul(&al, &bl);
-    let e = o.add(&t, &ll);
-    let e = o.bind(e);
-    (p, e)
 }
 
 // ---- exp, exp2 ----
@@ -100,7 +214,7 @@ fn exp_core<O: Ops<W32>>(o: &mut O, x: &O::F) -> O::F {
     let r = o.sub(&r, &l);
     let r = o.bind(r);
     let z = o.mul(&r, &r);
-    let p = poly(o, &r, &EXP_P);
+    let p = o.poly(&r, &EXP_P);
     let q = o.mul(&z, &p);
     let q = o.add(&q, &r);
     let p = addc(o, &q, 1.0);
@@ -108,35 +222,21 @@ fn exp_core<O: Ops<W32>>(o: &mut O, x: &O::F) -> O::F {
     scale(o, &p, &ki)
 }
 
-/// `e^x`: `x > 89` gives +∞ (e^89 overflows), `x < -104` gives 0 (e^-104 < 2^-150).
-fn exp<O: Ops<W32>>(o: &mut O, x: &O::F) -> O::F {
-    let xc = min_c(o, x, 89.0);
-    let xc = max_c(o, &xc, -104.0);
-    let xc = o.bind(xc);
-    exp_core(o, &xc)
-}
-
 /// `2^(h + l)` for a small correction `l` (|l| well below 1); `h` is clamped to
 /// `[-152, 129]`, beyond which the result is 0 or +∞ anyway.
 fn exp2_hl<O: Ops<W32>>(o: &mut O, h: &O::F, l: Option<&O::F>) -> O::F {
-    let hc = min_c(o, h, 129.0);
-    let hc = max_c(o, &hc, -152.0);
-    let hc = o.bind(hc);
+    let hc = clamp(o, h, -152.0, 129.0);
     let (kf, ki) = round_nearest(o, &hc);
     let mut r = o.sub(&hc, &kf);
     if let Some(l) = l {
         r = o.add(&r, l);
     }
     let r = o.bind(r);
-    let p = poly(o, &r, &EXP2_P);
+    let p = o.poly(&r, &EXP2_P);
     let q = o.mul(&r, &p);
     let p = addc(o, &q, 1.0);
     let p = o.bind(p);
     scale(o, &p, &ki)
-}
-
-fn exp2<O: Ops<W32>>(o: &mut O, x: &O::F) -> O::F {
-    exp2_hl(o, x, None)
 }
 
 // ---- log, log2 ----
@@ -168,45 +268,15 @@ fn log_parts<O: Ops<W32>>(o: &mut O, x: &O::F) -> LogParts<O> {
     let (k, f) = log_reduce(o, x);
     let z = o.mul(&f, &f);
     let z = o.bind(z);
-    let p = poly(o, &f, &LOG_P);
+    let p = o.poly(&f, &LOG_P);
     let fz = o.mul(&f, &z);
     let c = o.mul(&fz, &p);
     let c = o.bind(c);
     LogParts { k, f, z, c }
 }
 
-fn log<O: Ops<W32>>(o: &mut O, x: &O::F) -> O::F {
-    let p = log_parts(o, x);
-    // ln 2 = 0.693359375 - 2.12194440e-4; the first part has 9 bits, so k times it is exact.
-    let y = mulc(o, &p.k, -2.121_944_4e-4);
-    let y = o.add(&p.c, &y);
-    let hz = mulc(o, &p.z, 0.5);
-    let y = o.sub(&y, &hz);
-    let r = o.add(&p.f, &y);
-    let kh = mulc(o, &p.k, 0.693_359_4); // 0.693359375 exactly
-    let r = o.add(&r, &kh);
-    let r = o.bind(r);
-    log_specials(o, x, &r)
-}
-
 /// `log2(e) - 1`.
 const LOG2E_M1: f32 = 0.44269505;
-
-fn log2<O: Ops<W32>>(o: &mut O, x: &O::F) -> O::F {
-    let p = log_parts(o, x);
-    let hz = mulc(o, &p.z, 0.5);
-    let y = o.sub(&p.c, &hz);
-    let y = o.bind(y);
-    // (f + y) · log2 e with f added last but k: f·(log2e - 1) + f keeps f exact.
-    let a = mulc(o, &y, LOG2E_M1);
-    let b = mulc(o, &p.f, LOG2E_M1);
-    let r = o.add(&a, &b);
-    let r = o.add(&r, &y);
-    let r = o.add(&r, &p.f);
-    let r = o.add(&r, &p.k);
-    let r = o.bind(r);
-    log_specials(o, x, &r)
-}
 
 // ---- pow ----
 
@@ -230,7 +300,7 @@ fn log2_dd<O: Ops<W32>>(o: &mut O, a: &O::F) -> (O::F, O::F) {
     let dl = o.bind(dl);
     let sh = o.div(&f, &dh);
     let sh = o.bind(sh);
-    let (p1, p1e) = two_prod(o, &sh, &dh);
+    let (p1, p1e) = o.two_prod(&sh, &dh);
     let res = o.sub(&f, &p1);
     let res = o.sub(&res, &p1e);
     let sdl = o.mul(&sh, &dl);
@@ -244,7 +314,7 @@ fn log2_dd<O: Ops<W32>>(o: &mut O, a: &O::F) -> (O::F, O::F) {
     let s1 = o.bind(s1);
     let w = o.mul(&s1, &s1);
     let w = o.bind(w);
-    let cp = poly(o, &w, &ATANH_C);
+    let cp = o.poly(&w, &ATANH_C);
     let c = o.mul(&s1, &w);
     let c = o.mul(&c, &cp);
     let sh2 = mulc(o, &sh, 2.0);
@@ -253,7 +323,7 @@ fn log2_dd<O: Ops<W32>>(o: &mut O, a: &O::F) -> (O::F, O::F) {
     let (vh, vl) = fast_two_sum(o, &sh2, &t);
     // times log2 e, as double-f32
     let lg = o.cf(LOG2E_HI);
-    let (ph, pl) = two_prod(o, &vh, &lg);
+    let (ph, pl) = o.two_prod(&vh, &lg);
     let a1 = mulc(o, &vh, LOG2E_LO);
     let a2 = mulc(o, &vl, LOG2E_HI);
     let a12 = o.add(&a1, &a2);
@@ -265,28 +335,8 @@ fn log2_dd<O: Ops<W32>>(o: &mut O, a: &O::F) -> (O::F, O::F) {
     (wh, wl)
 }
 
-fn pow<O: Ops<W32>>(o: &mut O, x: &O::F, y: &O::F) -> O::F {
-    let a = o.abs(x);
-    let a = o.bind(a);
-    // The general case: 2^(y · log2 a) with the exponent as a double-f32.
-    let (wh, wl) = log2_dd(o, &a);
-    let (th, te) = two_prod(o, y, &wh);
-    let ywl = o.mul(y, &wl);
-    let tl = o.add(&te, &ywl);
-    // A huge or infinite exponent saturates; its low part may then be NaN: drop it.
-    let ath = o.abs(&th);
-    let ok = ltc(o, &ath, 256.0);
-    let zero = o.cf(0.0);
-    let tl = o.sel(&ok, &tl, &zero);
-    let tl = o.bind(tl);
-    let r = exp2_hl(o, &th, Some(&tl));
-    let r = o.bind(r);
-    pow_specials(o, x, y, &a, &r)
-}
-
 // ---- sin, cos ----
 
-const TWO_OVER_PI: f32 = std::f32::consts::FRAC_2_PI;
 /// π/2 as five constants of at most 8 significant bits (so `k · PIO2[i]` is exact for
 /// `|k| < 2¹⁶`) and a 24-bit sixth; the sum is within 2⁻⁷³ of π/2.
 const PIO2: [f32; 6] = [
@@ -302,94 +352,6 @@ const SIN_P: [f32; 4] = [2.7245078e-6, -0.00019840049, 0.008333332, -0.16666667]
 /// `cos r ≈ 1 - r²/2 + r⁴ · COS_P(r²)` on `|r| ≤ 0.7916`.
 const COS_P: [f32; 4] = [-2.7296915e-7, 2.4800569e-5, -0.0013888888, 0.041666668];
 
-fn sincos<O: Ops<W32>>(o: &mut O, x: &O::F, cos: bool) -> O::F {
-    let v = mulc(o, x, TWO_OVER_PI);
-    let (kf, ki) = round_nearest(o, &v);
-    // r = x - k·π/2: the first two subtractions are exact (Sterbenz and the constants'
-    // granularity), the next three are TwoSums whose errors are collected in e.
-    let mut a = x.clone();
-    for &c in &PIO2[..2] {
-        let p = mulc(o, &kf, c);
-        a = o.sub(&a, &p);
-        a = o.bind(a);
-    }
-    let mut e: Option<O::F> = None;
-    for &c in &PIO2[2..5] {
-        let p = mulc(o, &kf, -c);
-        let (s, err) = two_sum(o, &a, &p);
-        a = s;
-        e = Some(match e {
-            None => err,
-            Some(e0) => {
-                let t = o.add(&e0, &err);
-                o.bind(t)
-            }
-        });
-    }
-    let p6 = mulc(o, &kf, PIO2[5]);
-    let e = match e {
-        Some(e) => o.sub(&e, &p6),
-        None => o.neg(&p6),
-    };
-    let (rh, rl) = fast_two_sum(o, &a, &e);
-    // Far beyond the accurate range r is meaningless: keep it bounded (NaN stays NaN).
-    let arh = o.abs(&rh);
-    let big = gtc(o, &arh, 1.5);
-    let big = o.bindb(big);
-    let zero = o.cf(0.0);
-    let rh = o.sel(&big, &zero, &rh);
-    let rh = o.bind(rh);
-    let rl = o.sel(&big, &zero, &rl);
-    let rl = o.bind(rl);
-    let z = o.mul(&rh, &rh);
-    let z = o.bind(z);
-    // sin(rh + rl) ≈ rh + (rh · z · S(z) + rl)
-    let sp = poly(o, &z, &SIN_P);
-    let t = o.mul(&z, &sp);
-    let t = o.mul(&rh, &t);
-    let t = o.add(&t, &rl);
-    let s = o.add(&rh, &t);
-    let s = o.bind(s);
-    // cos(rh + rl) ≈ 1 + ((z² · C(z) - rh · rl) - z/2)
-    let cp = poly(o, &z, &COS_P);
-    let zz = o.mul(&z, &z);
-    let t = o.mul(&zz, &cp);
-    let rr = o.mul(&rh, &rl);
-    let t = o.sub(&t, &rr);
-    let w = mulc(o, &z, 0.5);
-    let t = o.sub(&t, &w);
-    let c = addc(o, &t, 1.0);
-    let c = o.bind(c);
-    // quadrant: sin x = (sin r, cos r, -sin r, -cos r) for k mod 4 = 0..3; cos x = sin(x + π/2)
-    let q = if cos { iaddc(o, &ki, 1) } else { ki };
-    let q = o.bindi(q);
-    let zi = o.ci(0);
-    let b1 = iandc(o, &q, 1);
-    let use_sin = o.ieq(&b1, &zi);
-    let res = o.sel(&use_sin, &s, &c);
-    let res = o.bind(res);
-    let b2 = iandc(o, &q, 2);
-    let keep = o.ieq(&b2, &zi);
-    let nres = o.neg(&res);
-    let res = o.sel(&keep, &res, &nres);
-    if cos {
-        res
-    } else {
-        // sin(-0) = -0
-        let res = o.bind(res);
-        let z0 = eqc(o, x, 0.0);
-        o.sel(&z0, x, &res)
-    }
-}
-
-fn sin<O: Ops<W32>>(o: &mut O, x: &O::F) -> O::F {
-    sincos(o, x, false)
-}
-
-fn cos<O: Ops<W32>>(o: &mut O, x: &O::F) -> O::F {
-    sincos(o, x, true)
-}
-
 // ---- tanh ----
 
 /// `tanh x ≈ x + x³ · TANH_P(x²)` on `|x| ≤ 0.625`.
@@ -401,39 +363,6 @@ const TANH_P: [f32; 6] = [
     0.13333304,
     -0.33333334,
 ];
-
-fn tanh<O: Ops<W32>>(o: &mut O, x: &O::F) -> O::F {
-    let ax = o.abs(x);
-    let ax = o.bind(ax);
-    // |x| < 0.625
-    let z = o.mul(x, x);
-    let z = o.bind(z);
-    let p = poly(o, &z, &TANH_P);
-    let t = o.mul(&z, &p);
-    let t = o.mul(x, &t);
-    let small = o.add(x, &t);
-    let small = o.bind(small);
-    // otherwise 1 - 2 / (e^(2|x|) + 1); tanh(10) rounds to 1
-    let xc = min_c(o, &ax, 10.0);
-    let x2 = mulc(o, &xc, 2.0);
-    let x2 = o.bind(x2);
-    let e = exp_core(o, &x2);
-    let d = addc(o, &e, 1.0);
-    let two = o.cf(2.0);
-    let q = o.div(&two, &d);
-    let one = o.cf(1.0);
-    let l = o.sub(&one, &q);
-    let l = o.bind(l);
-    let neg = ltc(o, x, 0.0);
-    let nl = o.neg(&l);
-    let l = o.sel(&neg, &nl, &l);
-    let is_small = ltc(o, &ax, 0.625);
-    let r = o.sel(&is_small, &small, &l);
-    let r = o.bind(r);
-    // tanh(-0) = -0
-    let z0 = eqc(o, x, 0.0);
-    o.sel(&z0, x, &r)
-}
 
 // ---- erf ----
 
@@ -465,44 +394,6 @@ const ERFC_R: [f32; 13] = [
     0.21080637,
 ];
 
-fn erf<O: Ops<W32>>(o: &mut O, x: &O::F) -> O::F {
-    let ax = o.abs(x);
-    let ax = o.bind(ax);
-    // |x| < 1
-    let z = o.mul(x, x);
-    let z = o.bind(z);
-    let q = poly(o, &z, &ERF_Q);
-    let t = o.mul(&z, &q);
-    let t = addc(o, &t, TWO_OVER_SQRT_PI_M1);
-    let t = o.mul(x, &t);
-    let small = o.add(x, &t);
-    let small = o.bind(small);
-    // otherwise 1 - e^(-x²) · R(x - 2.5); erf(4) rounds to 1
-    let xc = min_c(o, &ax, 4.0);
-    let xc = o.bind(xc);
-    let x2 = o.mul(&xc, &xc);
-    let nx2 = o.neg(&x2);
-    let nx2 = o.bind(nx2);
-    let e = exp_core(o, &nx2);
-    let e = o.bind(e);
-    let u = addc(o, &xc, -2.5);
-    let u = o.bind(u);
-    let r = poly(o, &u, &ERFC_R);
-    let er = o.mul(&e, &r);
-    let one = o.cf(1.0);
-    let l = o.sub(&one, &er);
-    let l = o.bind(l);
-    let neg = ltc(o, x, 0.0);
-    let nl = o.neg(&l);
-    let l = o.sel(&neg, &nl, &l);
-    let is_small = ltc(o, &ax, 1.0);
-    let r = o.sel(&is_small, &small, &l);
-    let r = o.bind(r);
-    // erf(-0) = -0
-    let z0 = eqc(o, x, 0.0);
-    o.sel(&z0, x, &r)
-}
-
 #[cfg(test)]
 mod tests {
     //! The algorithms run natively (`native::Native`, here in f32 arithmetic) compute bit
@@ -512,11 +403,12 @@ mod tests {
     //! measure the pass's output.
 
     use super::*;
+    use crate::kernel::MathFn;
     use crate::passes::math::native::{assert_native_matches_ir, Native};
     use crate::passes::math::MathExpansion;
 
     fn native(func: MathFn, x: f32, y: f32) -> f32 {
-        expand_f32(&mut Native, func, &[x, y]).unwrap_or(f32::NAN)
+        shared::expand::<W32, _>(&mut Native, func, &[x, y]).unwrap_or(f32::NAN)
     }
 
     /// The interpreter's reference: f64 evaluation rounded once.

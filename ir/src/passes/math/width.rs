@@ -13,7 +13,7 @@ use crate::types::ScalarType;
 /// scalar types and its exponent-field layout.
 pub(super) trait Width {
     /// The Rust type of a float constant (`f32`, `f64`).
-    type Float: Copy;
+    type Float: Copy + std::ops::Neg<Output = Self::Float>;
     /// The Rust type of an integer of the float's width (`i32`, `i64`).
     type Int: Copy + std::ops::Sub<Output = Self::Int>;
     const FLOAT: ScalarType;
@@ -36,6 +36,8 @@ pub(super) trait Width {
     const INFINITY: Self::Float;
     const NEG_INFINITY: Self::Float;
     const NAN: Self::Float;
+    /// 2/π.
+    const FRAC_2_PI: Self::Float;
     fn float_lit(v: Self::Float) -> Scalar;
     fn int_lit(v: Self::Int) -> Scalar;
     /// An `i32` as an integer of this width.
@@ -65,6 +67,7 @@ impl Width for W32 {
     const INFINITY: f32 = f32::INFINITY;
     const NEG_INFINITY: f32 = f32::NEG_INFINITY;
     const NAN: f32 = f32::NAN;
+    const FRAC_2_PI: f32 = std::f32::consts::FRAC_2_PI;
     const INTEGRAL_FROM: f32 = 16_777_216.0;
     fn float_lit(v: f32) -> Scalar {
         Scalar::f32(v)
@@ -95,6 +98,7 @@ impl Width for W64 {
     const INFINITY: f64 = f64::INFINITY;
     const NEG_INFINITY: f64 = f64::NEG_INFINITY;
     const NAN: f64 = f64::NAN;
+    const FRAC_2_PI: f64 = std::f64::consts::FRAC_2_PI;
     const INTEGRAL_FROM: f64 = 9_007_199_254_740_992.0;
     fn float_lit(v: f64) -> Scalar {
         Scalar::f64(v)
@@ -184,7 +188,7 @@ pub(super) fn eqc<W: Width, O: Ops<W>>(o: &mut O, a: &O::F, c: W::Float) -> O::B
 }
 
 /// `c ? t : f` with a constant `t`.
-pub(super) fn selc<W: Width, O: Ops<W>>(o: &mut O, c: &O::B, t: W::Float, f: &O::F) -> O::F {
+fn selc<W: Width, O: Ops<W>>(o: &mut O, c: &O::B, t: W::Float, f: &O::F) -> O::F {
     let k = o.cf(t);
     o.sel(c, &k, f)
 }
@@ -196,9 +200,16 @@ pub(super) fn min_c<W: Width, O: Ops<W>>(o: &mut O, a: &O::F, hi: W::Float) -> O
 }
 
 /// `max(a, lo)` that keeps a NaN `a`.
-pub(super) fn max_c<W: Width, O: Ops<W>>(o: &mut O, a: &O::F, lo: W::Float) -> O::F {
+fn max_c<W: Width, O: Ops<W>>(o: &mut O, a: &O::F, lo: W::Float) -> O::F {
     let c = ltc(o, a, lo);
     selc(o, &c, lo, a)
+}
+
+/// `a` clamped to `[lo, hi]` (a NaN `a` stays NaN), bound.
+pub(super) fn clamp<W: Width, O: Ops<W>>(o: &mut O, a: &O::F, lo: W::Float, hi: W::Float) -> O::F {
+    let c = min_c(o, a, hi);
+    let c = max_c(o, &c, lo);
+    o.bind(c)
 }
 
 pub(super) fn iaddc<W: Width, O: Ops<W>>(o: &mut O, a: &O::I, c: W::Int) -> O::I {
@@ -226,7 +237,7 @@ pub(super) fn round_nearest<W: Width, O: Ops<W>>(o: &mut O, v: &O::F) -> (O::F, 
 
 /// `2^k` for an integer `k` in the normal exponent range (`[-126, 127]` for f32,
 /// `[-1022, 1023]` for f64), built in the exponent field.
-pub(super) fn pow2i<W: Width, O: Ops<W>>(o: &mut O, k: &O::I) -> O::F {
+fn pow2i<W: Width, O: Ops<W>>(o: &mut O, k: &O::I) -> O::F {
     let e = iaddc(o, k, W::int(W::EXP_BIAS));
     let s = o.shl(&e, W::MANT_BITS);
     o.float_of_bits(&s)
@@ -310,7 +321,7 @@ pub(super) fn log_specials<W: Width, O: Ops<W>>(o: &mut O, x: &O::F, r: &O::F) -
 // ---- pow special cases (both widths) ----
 
 /// Properties of `y` that `pow` needs: whether it is an integer, an odd integer.
-pub(super) fn integer_parity<W: Width, O: Ops<W>>(o: &mut O, y: &O::F) -> (O::B, O::B) {
+fn integer_parity<W: Width, O: Ops<W>>(o: &mut O, y: &O::F) -> (O::B, O::B) {
     let ay = o.abs(y);
     let yi = o.ftoi(y);
     let yi = o.bindi(yi);
