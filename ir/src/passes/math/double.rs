@@ -509,7 +509,7 @@ mod tests {
 
     use super::*;
     use crate::kernel::MathFn;
-    use crate::passes::math::native::{assert_native_matches_ir, Native};
+    use crate::passes::math::native::{assert_native_matches_ir, reference, Native};
     use crate::passes::MathExpansion;
 
     impl Ops64 for Native {
@@ -520,22 +520,6 @@ mod tests {
 
     fn native(func: MathFn, x: f64, y: f64) -> f64 {
         shared::expand::<W64, _>(&mut Native, func, &[x, y]).unwrap_or(f64::NAN)
-    }
-
-    /// The interpreter's f64 reference.
-    fn reference(func: MathFn, x: f64, y: f64) -> f64 {
-        match func {
-            MathFn::Exp => x.exp(),
-            MathFn::Exp2 => x.exp2(),
-            MathFn::Log => x.ln(),
-            MathFn::Log2 => x.log2(),
-            MathFn::Tanh => x.tanh(),
-            MathFn::Erf => libm::erf(x),
-            MathFn::Sin => x.sin(),
-            MathFn::Cos => x.cos(),
-            MathFn::Pow => x.powf(y),
-            _ => f64::NAN,
-        }
     }
 
     /// Error in ULPs of `want` (subnormal ULP below the normal range); NaN, infinities

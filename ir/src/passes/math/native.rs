@@ -178,3 +178,20 @@ pub(super) fn assert_native_matches_ir<W: Width>(
         );
     }
 }
+
+/// The interpreter's reference for `func(x, y)` (`y` only for `pow`): Rust's `f64`
+/// functions (`libm::erf` for `erf`); an f32 call is this rounded once.
+pub(super) fn reference(func: MathFn, x: f64, y: f64) -> f64 {
+    match func {
+        MathFn::Exp => x.exp(),
+        MathFn::Exp2 => x.exp2(),
+        MathFn::Log => x.ln(),
+        MathFn::Log2 => x.log2(),
+        MathFn::Tanh => x.tanh(),
+        MathFn::Erf => libm::erf(x),
+        MathFn::Sin => x.sin(),
+        MathFn::Cos => x.cos(),
+        MathFn::Pow => x.powf(y),
+        _ => f64::NAN,
+    }
+}

@@ -404,7 +404,7 @@ mod tests {
 
     use super::*;
     use crate::kernel::MathFn;
-    use crate::passes::math::native::{assert_native_matches_ir, Native};
+    use crate::passes::math::native::{self, assert_native_matches_ir, Native};
     use crate::passes::math::MathExpansion;
 
     fn native(func: MathFn, x: f32, y: f32) -> f32 {
@@ -413,19 +413,7 @@ mod tests {
 
     /// The interpreter's reference: f64 evaluation rounded once.
     fn reference(func: MathFn, x: f32, y: f32) -> f32 {
-        let (x, y) = (x as f64, y as f64);
-        (match func {
-            MathFn::Exp => x.exp(),
-            MathFn::Exp2 => x.exp2(),
-            MathFn::Log => x.ln(),
-            MathFn::Log2 => x.log2(),
-            MathFn::Tanh => x.tanh(),
-            MathFn::Erf => libm::erf(x),
-            MathFn::Sin => x.sin(),
-            MathFn::Cos => x.cos(),
-            MathFn::Pow => x.powf(y),
-            _ => f64::NAN,
-        }) as f32
+        native::reference(func, x.into(), y.into()) as f32
     }
 
     /// Error in ULPs of `want` (subnormal ULP below the normal range); NaN and
