@@ -9,17 +9,19 @@
 //! mantissa, `y · log x` in `pow`, `x²` in `erf`, and `x − k·π/2`. The error-free
 //! products use `fma` (exact on every target); `+ − ×` must never be contracted.
 //!
-//! Like the f32 algorithms, these are written once against the parent module's
-//! width-generic operations trait (`Ops<W64>`, plus `fma` from [`Ops64`]), and use its
-//! width-generic helpers (constant operands, TwoSum, `2^k` scaling, the `log` reduction):
-//! the pass instantiates them with IR expressions (`Emitter`), the tests with native f64
+//! Like the f32 algorithms, these are written once against the width-generic operations
+//! trait of module `width` (`Ops<W64>`, plus `fma` from [`Ops64`]), and use its
+//! width-generic helpers (constant operands, TwoSum, `2^k` scaling, the `log` reduction)
+//! and the algorithm shapes of module `shared` (`tanh`, `pow`'s outline, the `sin`/`cos`
+//! reduction and quadrant), for which [`Arith`] is implemented here with `fma`: the pass
+//! instantiates them with IR expressions (`Emitter`), the tests with native f64
 //! arithmetic, which computes bit for bit what the interpreter computes on the emitted IR.
 
-use super::{
-    addc, eqc, fast_two_sum, iaddc, iandc, log_reduce, log_specials, ltc, max_c, min_c, mulc,
-    pow_specials, round_nearest, scale, two_sum, Emitter, Ops, W64,
+use super::shared::{self, abs_square, odd_join, Algorithms, Arith, Trig};
+use super::width::{
+    addc, clamp, fast_two_sum, log_reduce, log_specials, ltc, min_c, mulc, round_nearest, scale,
+    two_sum, Ops, W64,
 };
-use crate::kernel::{Expr, MathFn};
 
 /// The f64 operations: those of [`Ops`] for [`W64`], and `fma`.
 pub(super) trait Ops64: Ops<W64> {
@@ -27,47 +29,141 @@ pub(super) trait Ops64: Ops<W64> {
     fn fma(&mut self, a: &Self::F, b: &Self::F, c: &Self::F) -> Self::F;
 }
 
-/// The expansion of the f64 call `func(args)` (arguments already bound), or `None` for a
-/// function without an f64 implementation.
-pub(super) fn expand<O: Ops64>(o: &mut O, func: MathFn, args: &[O::F]) -> Option<O::F> {
-    let x = args.first()?;
-    Some(match func {
-        MathFn::Exp => exp(o, x),
-        MathFn::Exp2 => exp2(o, x),
-        MathFn::Log => log(o, x),
-        MathFn::Log2 => log2(o, x),
-        MathFn::Tanh => tanh(o, x),
-        MathFn::Erf => erf(o, x),
-        MathFn::Sin => sincos(o, x, Trig::Sin),
-        MathFn::Cos => sincos(o, x, Trig::Cos),
-        MathFn::Pow => pow(o, x, args.get(1)?),
-        _ => return None,
-    })
+/// f64 arithmetic fuses: Horner steps, `x + x·t` and the exact product's error are each
+/// one fma.
+impl<O: Ops64> Arith<W64> for O {
+    fn poly(&mut self, x: &O::F, c: &[f64]) -> O::F {
+        let mut acc = self.cf(c.first().copied().unwrap_or(0.0));
+        for &ci in c.iter().skip(1) {
+            let k = self.cf(ci);
+            acc = self.fma(&acc, x, &k);
+        }
+        acc
+    }
+
+    fn add_x_times(&mut self, x: &O::F, t: &O::F) -> O::F {
+        self.fma(x, t, x)
+    }
+
+    fn two_prod(&mut self, a: &O::F, b: &O::F) -> (O::F, O::F) {
+        let p = self.mul(a, b);
+        let p = self.bind(p);
+        let np = self.neg(&p);
+        let e = self.fma(a, b, &np);
+        let e = self.bind(e);
+        (p, e)
+    }
 }
 
-// ---------------------------------------------------------------------------------------
-// IR emission
-// ---------------------------------------------------------------------------------------
+/// The f64 algorithms.
+impl<O: Ops64> Algorithms<W64> for O {
+    fn exp(o: &mut O, x: &O::F) -> O::F {
+        exp_dd(o, x, None)
+    }
 
-impl Ops64 for Emitter<'_, '_> {
-    fn fma(&mut self, a: &Expr, b: &Expr, c: &Expr) -> Expr {
-        Self::math(MathFn::Fma, &[a, b, c])
+    /// `2^x = 2^k · e^((x − k)·ln 2)`, the product as a double-double.
+    fn exp2(o: &mut O, x: &O::F) -> O::F {
+        // 2^1024 overflows, 2^-1076 rounds to 0: clamping keeps k in range of `scale`.
+        let xc = clamp(o, x, -1080.0, 1025.0);
+        let (kf, ki) = round_nearest(o, &xc);
+        let r = o.sub(&xc, &kf);
+        let r = o.bind(r);
+        let zero = o.cf(0.0);
+        let (rh, rl) = dd_mul_const(o, (&r, &zero), LN2_DD);
+        exp_reduced(o, &rh, &rl, &ki)
+    }
+
+    fn log(o: &mut O, x: &O::F) -> O::F {
+        let (h, l) = log_dd(o, x);
+        let r = o.add(&h, &l);
+        let r = o.bind(r);
+        log_specials(o, x, &r)
+    }
+
+    /// `log2 x = k + log(m)·log₂e`, the product as a double-double and `k` added exactly
+    /// (so powers of two give exact integers).
+    fn log2(o: &mut O, x: &O::F) -> O::F {
+        let (k, f) = log_reduce(o, x);
+        let (h, l) = log1p_dd(o, &f);
+        let (ph, pl) = dd_mul_const(o, (&h, &l), LOG2E_DD);
+        // |k| ≥ 1 > |ph| (|log2 m| ≤ 0.5), or k = 0
+        let (a, ae) = fast_two_sum(o, &k, &ph);
+        let low = o.add(&ae, &pl);
+        let r = o.add(&a, &low);
+        let r = o.bind(r);
+        log_specials(o, x, &r)
+    }
+
+    fn tanh(o: &mut O, x: &O::F) -> O::F {
+        // tanh(22) rounds to 1 (2e^-44 < 2^-54)
+        shared::tanh(o, x, &TANH_P, 22.0, |o, x2| exp_dd(o, &x2, None))
+    }
+
+    fn erf(o: &mut O, x: &O::F) -> O::F {
+        let (ax, z) = abs_square(o, x);
+        // |x| < 1
+        let e = o.poly(&z, &ERF_E);
+        let small = o.add_x_times(x, &e);
+        let small = o.bind(small);
+        // otherwise ±(1 - e^(-x²) · R(x)), x² as a double-double
+        let xc = min_c(o, &ax, ERF_ONE);
+        let xc = o.bind(xc);
+        let (sh, sl) = o.two_prod(&xc, &xc);
+        let nsh = o.neg(&sh);
+        let nsl = o.neg(&sl);
+        let g = exp_dd(o, &nsh, Some(&nsl));
+        let g = o.bind(g);
+        let near = ltc(o, &xc, 2.5);
+        let near = o.bindb(near);
+        let c_near = o.cf(1.75);
+        let c_far = o.cf(4.25);
+        let centre = o.sel(&near, &c_near, &c_far);
+        let u = o.sub(&xc, &centre);
+        let u = o.bind(u);
+        let r = poly_either(o, &u, &near, &ERFC_NEAR, &ERFC_FAR);
+        let one = o.cf(1.0);
+        let ng = o.neg(&g);
+        let l = o.fma(&ng, &r, &one);
+        let l = o.bind(l);
+        odd_join(o, x, &ax, &small, &l, 1.0)
+    }
+
+    fn sincos(o: &mut O, x: &O::F, which: Trig) -> O::F {
+        let ax = o.abs(x);
+        let ax = o.bind(ax);
+        let reducible = ltc(o, &ax, TRIG_REDUCIBLE);
+        let zero = o.cf(0.0);
+        let xr = o.sel(&reducible, x, &zero);
+        let xr = o.bind(xr);
+        // r = x − k·π/2 (exact products for |k| < 2²⁰): the first subtraction exact, the
+        // next two TwoSums.
+        let (ki, rh, rl) = shared::reduce_pio2(o, &xr, &PIO2[..1], &PIO2[1..3], PIO2[3]);
+        let (zh, zl) = o.two_prod(&rh, &rh);
+        let s = sin_reduced(o, &rh, &rl, &zh);
+        let s = o.bind(s);
+        let c = cos_reduced(o, &rh, &rl, &zh, &zl);
+        let c = o.bind(c);
+        let res = shared::trig_quadrant(o, x, ki, &s, &c, which);
+        // ±∞ and NaN give NaN.
+        let res = o.bind(res);
+        let finite = ltc(o, &ax, f64::INFINITY);
+        let nan = o.cf(f64::NAN);
+        o.sel(&finite, &res, &nan)
+    }
+
+    /// `pow(x, y) = e^(y·log|x|)` with the logarithm and the product as double-doubles, then
+    /// the C99/IEEE special cases (as `f64::powf`), selected over the general result.
+    fn pow(o: &mut O, x: &O::F, y: &O::F) -> O::F {
+        shared::pow(o, x, y, log_dd, |o, th, tl| {
+            let tl = o.bind(tl);
+            exp_dd(o, th, Some(&tl))
+        })
     }
 }
 
 // ---------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------
-
-/// Horner's scheme; coefficients from the highest degree down.
-fn poly<O: Ops64>(o: &mut O, x: &O::F, c: &[f64]) -> O::F {
-    let mut acc = o.cf(c.first().copied().unwrap_or(0.0));
-    for &ci in c.iter().skip(1) {
-        let k = o.cf(ci);
-        acc = o.fma(&acc, x, &k);
-    }
-    acc
-}
 
 /// Horner's scheme on one of two coefficient sets of equal length, chosen per lane by
 /// `first` (a select per coefficient is cheaper than evaluating both polynomials).
@@ -84,19 +180,9 @@ fn poly_either<O: Ops64>(o: &mut O, x: &O::F, first: &O::B, a: &[f64], b: &[f64]
     acc.unwrap_or_else(|| o.cf(0.0))
 }
 
-/// `p + e = a · b` exactly (barring overflow and underflow), the error by one fma.
-fn two_prod<O: Ops64>(o: &mut O, a: &O::F, b: &O::F) -> (O::F, O::F) {
-    let p = o.mul(a, b);
-    let p = o.bind(p);
-    let np = o.neg(&p);
-    let e = o.fma(a, b, &np);
-    let e = o.bind(e);
-    (p, e)
-}
-
 /// The double-double product `(ah + al) · (bh + bl)`, dropping `al · bl`.
 fn dd_mul<O: Ops64>(o: &mut O, a: (&O::F, &O::F), b: (&O::F, &O::F)) -> (O::F, O::F) {
-    let (p, e) = two_prod(o, a.0, b.0);
+    let (p, e) = o.two_prod(a.0, b.0);
     let c1 = o.mul(a.0, b.1);
     let c2 = o.mul(a.1, b.0);
     let c = o.add(&c1, &c2);
@@ -147,7 +233,7 @@ const EXP_MIN: f64 = -746.0;
 /// `e^(rh+rl) ≈ 1 + rh + (rl·(1 + rh) + rh²·Q(rh))`, the `1 + rh` kept exact.
 fn exp_reduced<O: Ops64>(o: &mut O, rh: &O::F, rl: &O::F, k: &O::I) -> O::F {
     let z = o.mul(rh, rh);
-    let q = poly(o, rh, &EXP_Q);
+    let q = o.poly(rh, &EXP_Q);
     let t = o.mul(&z, &q);
     let c = o.fma(rh, rl, rl);
     let t = o.add(&t, &c);
@@ -163,9 +249,7 @@ fn exp_reduced<O: Ops64>(o: &mut O, rh: &O::F, rl: &O::F, k: &O::I) -> O::F {
 /// `[EXP_MIN, EXP_MAX]`, and `l` dropped where `h` is far outside (where `l` may be NaN
 /// from an infinite `h`; the result is 0 or +∞ there anyway).
 fn exp_dd<O: Ops64>(o: &mut O, h: &O::F, l: Option<&O::F>) -> O::F {
-    let hc = min_c(o, h, EXP_MAX);
-    let hc = max_c(o, &hc, EXP_MIN);
-    let hc = o.bind(hc);
+    let hc = clamp(o, h, EXP_MIN, EXP_MAX);
     let v = mulc(o, &hc, std::f64::consts::LOG2_E);
     let (kf, ki) = round_nearest(o, &v);
     // h - k·LN2_HI is exact: the product is, and the difference is a multiple of
@@ -186,24 +270,6 @@ fn exp_dd<O: Ops64>(o: &mut O, h: &O::F, l: Option<&O::F>) -> O::F {
     };
     let low = o.bind(low);
     let (rh, rl) = two_sum(o, &a, &low);
-    exp_reduced(o, &rh, &rl, &ki)
-}
-
-fn exp<O: Ops64>(o: &mut O, x: &O::F) -> O::F {
-    exp_dd(o, x, None)
-}
-
-/// `2^x = 2^k · e^((x − k)·ln 2)`, the product as a double-double.
-fn exp2<O: Ops64>(o: &mut O, x: &O::F) -> O::F {
-    // 2^1024 overflows, 2^-1076 rounds to 0: clamping keeps k in range of `scale`.
-    let xc = min_c(o, x, 1025.0);
-    let xc = max_c(o, &xc, -1080.0);
-    let xc = o.bind(xc);
-    let (kf, ki) = round_nearest(o, &xc);
-    let r = o.sub(&xc, &kf);
-    let r = o.bind(r);
-    let zero = o.cf(0.0);
-    let (rh, rl) = dd_mul_const(o, (&r, &zero), LN2_DD);
     exp_reduced(o, &rh, &rl, &ki)
 }
 
@@ -249,7 +315,7 @@ fn log1p_dd<O: Ops64>(o: &mut O, f: &O::F) -> (O::F, O::F) {
     let (wh, wl) = dd_mul(o, (&sh, &sl), (&sh, &sl));
     let (ch, cl) = dd_mul(o, (&sh, &sl), (&wh, &wl));
     let (th, tl) = dd_mul_const(o, (&ch, &cl), TWO_THIRDS_DD);
-    let t = poly(o, &wh, &ATANH_T);
+    let t = o.poly(&wh, &ATANH_T);
     let c5 = o.mul(&ch, &wh);
     let rest = o.mul(&c5, &t);
     let rest = o.bind(rest);
@@ -278,46 +344,6 @@ fn log_dd<O: Ops64>(o: &mut O, x: &O::F) -> (O::F, O::F) {
     let low = o.add(&ae, &low);
     let low = o.bind(low);
     (a, low)
-}
-
-fn log<O: Ops64>(o: &mut O, x: &O::F) -> O::F {
-    let (h, l) = log_dd(o, x);
-    let r = o.add(&h, &l);
-    let r = o.bind(r);
-    log_specials(o, x, &r)
-}
-
-/// `log2 x = k + log(m)·log₂e`, the product as a double-double and `k` added exactly
-/// (so powers of two give exact integers).
-fn log2<O: Ops64>(o: &mut O, x: &O::F) -> O::F {
-    let (k, f) = log_reduce(o, x);
-    let (h, l) = log1p_dd(o, &f);
-    let (ph, pl) = dd_mul_const(o, (&h, &l), LOG2E_DD);
-    // |k| ≥ 1 > |ph| (|log2 m| ≤ 0.5), or k = 0
-    let (a, ae) = fast_two_sum(o, &k, &ph);
-    let low = o.add(&ae, &pl);
-    let r = o.add(&a, &low);
-    let r = o.bind(r);
-    log_specials(o, x, &r)
-}
-
-// ---------------------------------------------------------------------------------------
-// pow
-// ---------------------------------------------------------------------------------------
-
-/// `pow(x, y) = e^(y·log|x|)` with the logarithm and the product as double-doubles, then
-/// the C99/IEEE special cases (as `f64::powf`), selected over the general result.
-fn pow<O: Ops64>(o: &mut O, x: &O::F, y: &O::F) -> O::F {
-    let a = o.abs(x);
-    let a = o.bind(a);
-    let (lh, ll) = log_dd(o, &a);
-    let (th, te) = two_prod(o, y, &lh);
-    let yl = o.mul(y, &ll);
-    let tl = o.add(&te, &yl);
-    let tl = o.bind(tl);
-    let r = exp_dd(o, &th, Some(&tl));
-    let r = o.bind(r);
-    pow_specials(o, x, y, &a, &r)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -358,42 +384,9 @@ const COS_C: [f64; 6] = [
     0.041_666_666_666_666_664,
 ];
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Trig {
-    Sin,
-    Cos,
-}
-
-/// `x − k·π/2` as a double-double `rh + rl`, for `|x| < 2⁵¹`: exact products for
-/// `|k| < 2²⁰`, the first subtraction exact (Sterbenz), the next two TwoSums.
-fn reduce_pio2<O: Ops64>(o: &mut O, x: &O::F, kf: &O::F) -> (O::F, O::F) {
-    let p = mulc(o, kf, PIO2[0]);
-    let a = o.sub(x, &p);
-    let mut a = o.bind(a);
-    let mut err: Option<O::F> = None;
-    for &c in &PIO2[1..3] {
-        let p = mulc(o, kf, -c);
-        let (s, e) = two_sum(o, &a, &p);
-        a = s;
-        err = Some(match err {
-            None => e,
-            Some(e0) => {
-                let t = o.add(&e0, &e);
-                o.bind(t)
-            }
-        });
-    }
-    let p4 = mulc(o, kf, PIO2[3]);
-    let e = match err {
-        Some(e) => o.sub(&e, &p4),
-        None => o.neg(&p4),
-    };
-    fast_two_sum(o, &a, &e)
-}
-
 /// `sin(rh + rl) ≈ rh + (rl + rh³·S(rh²))` (`z = rh²`).
 fn sin_reduced<O: Ops64>(o: &mut O, rh: &O::F, rl: &O::F, z: &O::F) -> O::F {
-    let sp = poly(o, z, &SIN_S);
+    let sp = o.poly(z, &SIN_S);
     let t = o.mul(z, &sp);
     let t = o.fma(rh, &t, rl);
     o.add(rh, &t)
@@ -407,7 +400,7 @@ fn cos_reduced<O: Ops64>(o: &mut O, rh: &O::F, rl: &O::F, zh: &O::F, zl: &O::F) 
     let one = o.cf(1.0);
     let nhz = o.neg(&hz);
     let (c1, e1) = fast_two_sum(o, &one, &nhz);
-    let cp = poly(o, zh, &COS_C);
+    let cp = o.poly(zh, &COS_C);
     let zz = o.mul(zh, zh);
     let t = o.mul(&zz, &cp);
     let hl = mulc(o, zl, 0.5);
@@ -416,52 +409,6 @@ fn cos_reduced<O: Ops64>(o: &mut O, rh: &O::F, rl: &O::F, zh: &O::F, zl: &O::F) 
     let t = o.sub(&t, &rr);
     let t = o.add(&e1, &t);
     o.add(&c1, &t)
-}
-
-fn sincos<O: Ops64>(o: &mut O, x: &O::F, which: Trig) -> O::F {
-    let ax = o.abs(x);
-    let ax = o.bind(ax);
-    let reducible = ltc(o, &ax, TRIG_REDUCIBLE);
-    let zero = o.cf(0.0);
-    let xr = o.sel(&reducible, x, &zero);
-    let xr = o.bind(xr);
-    let v = mulc(o, &xr, std::f64::consts::FRAC_2_PI);
-    let (kf, ki) = round_nearest(o, &v);
-    let (rh, rl) = reduce_pio2(o, &xr, &kf);
-    let (zh, zl) = two_prod(o, &rh, &rh);
-    let s = sin_reduced(o, &rh, &rl, &zh);
-    let s = o.bind(s);
-    let c = cos_reduced(o, &rh, &rl, &zh, &zl);
-    let c = o.bind(c);
-    // quadrant: sin x = (sin r, cos r, -sin r, -cos r) for k mod 4 = 0..3; cos x = sin(x + π/2)
-    let q = match which {
-        Trig::Sin => ki,
-        Trig::Cos => iaddc(o, &ki, 1),
-    };
-    let q = o.bindi(q);
-    let zi = o.ci(0);
-    let b1 = iandc(o, &q, 1);
-    let use_sin = o.ieq(&b1, &zi);
-    let res = o.sel(&use_sin, &s, &c);
-    let res = o.bind(res);
-    let b2 = iandc(o, &q, 2);
-    let keep = o.ieq(&b2, &zi);
-    let nres = o.neg(&res);
-    let res = o.sel(&keep, &res, &nres);
-    let res = match which {
-        // sin(±0) = ±0
-        Trig::Sin => {
-            let res = o.bind(res);
-            let z0 = eqc(o, x, 0.0);
-            o.sel(&z0, x, &res)
-        }
-        Trig::Cos => res,
-    };
-    // ±∞ and NaN give NaN.
-    let res = o.bind(res);
-    let finite = ltc(o, &ax, f64::INFINITY);
-    let nan = o.cf(f64::NAN);
-    o.sel(&finite, &res, &nan)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -483,41 +430,6 @@ const TANH_P: [f64; 12] = [
     0.133_333_333_333_330_42,
     -0.333_333_333_333_333_3,
 ];
-/// Below this, the polynomial; above, the formula through `e^(2|x|)`, whose cancellation
-/// `1 − q` then loses less than a bit.
-const TANH_SMALL: f64 = 0.625;
-/// `tanh(22)` rounds to 1 (`2e^-44 < 2^-54`).
-const TANH_ONE: f64 = 22.0;
-
-fn tanh<O: Ops64>(o: &mut O, x: &O::F) -> O::F {
-    let ax = o.abs(x);
-    let ax = o.bind(ax);
-    let z = o.mul(x, x);
-    let z = o.bind(z);
-    let p = poly(o, &z, &TANH_P);
-    let t = o.mul(&z, &p);
-    let small = o.fma(x, &t, x);
-    let small = o.bind(small);
-    // otherwise ±(1 - 2 / (e^(2|x|) + 1))
-    let xc = min_c(o, &ax, TANH_ONE);
-    let x2 = mulc(o, &xc, 2.0);
-    let e = exp_dd(o, &x2, None);
-    let d = addc(o, &e, 1.0);
-    let two = o.cf(2.0);
-    let q = o.div(&two, &d);
-    let one = o.cf(1.0);
-    let l = o.sub(&one, &q);
-    let l = o.bind(l);
-    let neg = ltc(o, x, 0.0);
-    let nl = o.neg(&l);
-    let l = o.sel(&neg, &nl, &l);
-    let is_small = ltc(o, &ax, TANH_SMALL);
-    let r = o.sel(&is_small, &small, &l);
-    let r = o.bind(r);
-    // tanh(-0) = -0
-    let z0 = eqc(o, x, 0.0);
-    o.sel(&z0, x, &r)
-}
 
 // ---------------------------------------------------------------------------------------
 // erf
@@ -588,42 +500,6 @@ const ERFC_FAR: [f64; 20] = [
 /// `erf(6)` rounds to 1 (`erfc 6 ≈ 2.2e-17 < 2^-54`).
 const ERF_ONE: f64 = 6.0;
 
-fn erf<O: Ops64>(o: &mut O, x: &O::F) -> O::F {
-    let ax = o.abs(x);
-    let ax = o.bind(ax);
-    // |x| < 1
-    let z = o.mul(x, x);
-    let z = o.bind(z);
-    let e = poly(o, &z, &ERF_E);
-    let small = o.fma(x, &e, x);
-    let small = o.bind(small);
-    // otherwise ±(1 - e^(-x²) · R(x)), x² as a double-double
-    let xc = min_c(o, &ax, ERF_ONE);
-    let xc = o.bind(xc);
-    let (sh, sl) = two_prod(o, &xc, &xc);
-    let nsh = o.neg(&sh);
-    let nsl = o.neg(&sl);
-    let g = exp_dd(o, &nsh, Some(&nsl));
-    let g = o.bind(g);
-    let near = ltc(o, &xc, 2.5);
-    let near = o.bindb(near);
-    let c_near = o.cf(1.75);
-    let c_far = o.cf(4.25);
-    let centre = o.sel(&near, &c_near, &c_far);
-    let u = o.sub(&xc, &centre);
-    let u = o.bind(u);
-    let r = poly_either(o, &u, &near, &ERFC_NEAR, &ERFC_FAR);
-    let one = o.cf(1.0);
-    let ng = o.neg(&g);
-    let l = o.fma(&ng, &r, &one);
-    let l = o.bind(l);
-    let neg = ltc(o, x, 0.0);
-    let nl = o.neg(&l);
-    let l = o.sel(&neg, &nl, &l);
-    let is_small = ltc(o, &ax, 1.0);
-    o.sel(&is_small, &small, &l)
-}
-
 #[cfg(test)]
 mod tests {
     //! `Native` runs the algorithms in f64 arithmetic, bit for bit what the interpreter
@@ -631,8 +507,9 @@ mod tests {
     //! measure the pass's output quickly. Wider sweeps are `#[ignore]`d: run them with
     //! `cargo test -p kernelc-ir --release --lib passes::math::double -- --ignored --nocapture`.
 
-    use super::super::tests::{assert_native_matches_ir, Native};
     use super::*;
+    use crate::kernel::MathFn;
+    use crate::passes::math::native::{assert_native_matches_ir, reference, Native};
     use crate::passes::MathExpansion;
 
     impl Ops64 for Native {
@@ -642,23 +519,7 @@ mod tests {
     }
 
     fn native(func: MathFn, x: f64, y: f64) -> f64 {
-        expand(&mut Native, func, &[x, y]).unwrap_or(f64::NAN)
-    }
-
-    /// The interpreter's f64 reference.
-    fn reference(func: MathFn, x: f64, y: f64) -> f64 {
-        match func {
-            MathFn::Exp => x.exp(),
-            MathFn::Exp2 => x.exp2(),
-            MathFn::Log => x.ln(),
-            MathFn::Log2 => x.log2(),
-            MathFn::Tanh => x.tanh(),
-            MathFn::Erf => libm::erf(x),
-            MathFn::Sin => x.sin(),
-            MathFn::Cos => x.cos(),
-            MathFn::Pow => x.powf(y),
-            _ => f64::NAN,
-        }
+        shared::expand::<W64, _>(&mut Native, func, &[x, y]).unwrap_or(f64::NAN)
     }
 
     /// Error in ULPs of `want` (subnormal ULP below the normal range); NaN, infinities

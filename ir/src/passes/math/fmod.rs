@@ -24,7 +24,8 @@
 //! trip count); f16 and bf16 operands are widened to f32 and the exact result narrowed
 //! back, which is exact too.
 
-use super::{Emitter, Expander};
+use super::emit::Emitter;
+use super::expander::Expander;
 use crate::kernel::*;
 use crate::scalar::Scalar;
 use crate::types::{ScalarType, Type};
@@ -81,7 +82,7 @@ impl Expander<'_> {
         rhs: &Expr,
         out: &mut Block,
     ) -> Option<Expr> {
-        let ty = super::expr_type(&self.kernel, lhs)?;
+        let ty = crate::passes::expr_type(&self.kernel, lhs)?;
         let (layout, narrow_to) = match ty.scalar {
             ScalarType::F32 => (&F32, None),
             ScalarType::F64 => (&F64, None),

@@ -1,0 +1,181 @@
+//! The walk: finds the calls to expand in a kernel, binds their arguments and hands them
+//! to the algorithms of their width.
+
+use super::emit::Emitter;
+use super::shared;
+use super::width::{Ops, W32, W64};
+use super::MathExpansion;
+use crate::kernel::*;
+use crate::passes::{expr_type, map_children};
+use crate::types::{ScalarType, Type};
+use std::collections::HashSet;
+
+pub(super) struct Expander<'a> {
+    /// The output kernel's declarations (locals grow as the pass binds values).
+    pub(super) kernel: Kernel,
+    pub(super) opts: &'a MathExpansion,
+    /// Every declared name, so new locals get fresh ones.
+    pub(super) names: HashSet<String>,
+    pub(super) counter: u32,
+}
+
+impl Expander<'_> {
+    pub(super) fn block(&mut self, block: &[Stmt]) -> Block {
+        let mut out = Vec::with_capacity(block.len());
+        for s in block {
+            self.stmt(s, &mut out);
+        }
+        out
+    }
+
+    /// Rewrites `s` into `out`, preceded by the `Let`s its expansions need.
+    fn stmt(&mut self, s: &Stmt, out: &mut Block) {
+        let rewritten = match s {
+            Stmt::Let { local, value } => Stmt::Let {
+                local: *local,
+                value: self.expr(value, out),
+            },
+            Stmt::Assign { local, value } => Stmt::Assign {
+                local: *local,
+                value: self.expr(value, out),
+            },
+            Stmt::Store { mem, index, value } => {
+                let index = self.expr(index, out);
+                Stmt::Store {
+                    mem: *mem,
+                    index,
+                    value: self.expr(value, out),
+                }
+            }
+            Stmt::If {
+                cond,
+                then_body,
+                else_body,
+            } => Stmt::If {
+                cond: self.expr(cond, out),
+                then_body: self.block(then_body),
+                else_body: self.block(else_body),
+            },
+            Stmt::For {
+                var,
+                start,
+                end,
+                step,
+                body,
+            } => {
+                let start = self.expr(start, out);
+                let end = self.expr(end, out);
+                Stmt::For {
+                    var: *var,
+                    start,
+                    end,
+                    step: *step,
+                    body: self.block(body),
+                }
+            }
+            Stmt::Return | Stmt::Barrier => s.clone(),
+        };
+        out.push(rewritten);
+    }
+
+    /// Rewrites `e` bottom-up; the `Let`s of its expansions go to `out`.
+    fn expr(&mut self, e: &Expr, out: &mut Block) -> Expr {
+        let rebuilt = map_children(e, |c| self.expr(c, out));
+        let expanded = match &rebuilt {
+            Expr::Math { func, args } if self.opts.expands(*func) => {
+                self.expand_call(*func, args, out)
+            }
+            Expr::Binary {
+                op: BinaryOp::Rem,
+                lhs,
+                rhs,
+            } if self.opts.float_rem => self.expand_float_rem(lhs, rhs, out),
+            _ => None,
+        };
+        expanded.unwrap_or(rebuilt)
+    }
+
+    /// The expansion of `func(args)`, or `None` to keep the call (f64 when not selected,
+    /// or an argument that does not type, which a valid kernel never has).
+    fn expand_call(&mut self, func: MathFn, args: &[Expr], out: &mut Block) -> Option<Expr> {
+        let ty = expr_type(&self.kernel, args.first()?)?;
+        if args.len() != func.arity() {
+            return None;
+        }
+        let back_to = match ty.scalar {
+            ScalarType::F32 => None,
+            ScalarType::F16 | ScalarType::Bf16 => Some(ty.scalar),
+            ScalarType::F64 if self.opts.f64 => return self.expand_f64_call(func, args, ty, out),
+            _ => return None,
+        };
+        let mut em = Emitter {
+            x: self,
+            out,
+            lanes: ty.lanes,
+            prefix: func.name(),
+        };
+        let mut vals = Vec::with_capacity(args.len());
+        for a in args {
+            let a = match back_to {
+                Some(_) => Expr::Cast {
+                    to: ScalarType::F32,
+                    arg: Box::new(a.clone()),
+                },
+                None => a.clone(),
+            };
+            vals.push(Ops::<W32>::bind(&mut em, a));
+        }
+        let result = shared::expand::<W32, _>(&mut em, func, &vals)?;
+        Some(match back_to {
+            Some(to) => Expr::Cast {
+                to,
+                arg: Box::new(result),
+            },
+            None => result,
+        })
+    }
+
+    /// The expansion of the f64 call `func(args)` (arguments of type `ty`).
+    fn expand_f64_call(
+        &mut self,
+        func: MathFn,
+        args: &[Expr],
+        ty: Type,
+        out: &mut Block,
+    ) -> Option<Expr> {
+        let mut em = Emitter {
+            x: self,
+            out,
+            lanes: ty.lanes,
+            prefix: func.name(),
+        };
+        let vals: Vec<Expr> = args
+            .iter()
+            .map(|a| Ops::<W64>::bind(&mut em, a.clone()))
+            .collect();
+        shared::expand::<W64, _>(&mut em, func, &vals)
+    }
+
+    /// Declares a new immutable local of type `ty` named after `prefix`.
+    pub(super) fn new_local(&mut self, prefix: &str, ty: Type) -> LocalId {
+        self.declare(prefix, ty, false)
+    }
+
+    /// Declares a new mutable local of type `ty` named after `prefix`.
+    pub(super) fn new_var(&mut self, prefix: &str, ty: Type) -> LocalId {
+        self.declare(prefix, ty, true)
+    }
+
+    fn declare(&mut self, prefix: &str, ty: Type, mutable: bool) -> LocalId {
+        let name = loop {
+            self.counter += 1;
+            let candidate = format!("{prefix}_t{}", self.counter);
+            if self.names.insert(candidate.clone()) {
+                break candidate;
+            }
+        };
+        let id = LocalId(self.kernel.locals.len() as u32);
+        self.kernel.locals.push(LocalDecl { name, ty, mutable });
+        id
+    }
+}
