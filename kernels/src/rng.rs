@@ -21,7 +21,8 @@
 //!
 //! A stream is fixed by a `seed` and a `step` (both `u64`). They are folded into one
 //! 32-bit key on the host, once per launch ([`stream_key`]); a kernel receives the key
-//! and computes, for counter `i` (the flat element index):
+//! as a uniform parameter (so changing the seed or step compiles nothing) and
+//! computes, for counter `i` (the flat element index):
 //!
 //! ```text
 //! bits(i) = pcg_hash(pcg_hash(i) ^ key)                       (RngScheme::Counter)
@@ -77,12 +78,26 @@ pub const fn stream_key(seed: u64, step: u64) -> u32 {
     pcg_hash(h ^ (step >> 32) as u32)
 }
 
+/// The one 32-bit word a kernel receives for a stream (a uniform parameter):
+/// [`stream_key`] for [`RngScheme::Counter`], `step as u32` for [`RngScheme::Rumus`].
+pub const fn stream(scheme: RngScheme, seed: u64, step: u64) -> u32 {
+    match scheme {
+        RngScheme::Counter => stream_key(seed, step),
+        RngScheme::Rumus => step as u32,
+    }
+}
+
+/// The 32 random bits for counter `i` of the stream with word `stream`.
+pub const fn bits_of_stream(scheme: RngScheme, stream: u32, i: u32) -> u32 {
+    match scheme {
+        RngScheme::Counter => pcg_hash(pcg_hash(i) ^ stream),
+        RngScheme::Rumus => pcg_hash(i ^ stream),
+    }
+}
+
 /// The 32 random bits for counter `i` of a stream.
 pub const fn bits(scheme: RngScheme, seed: u64, step: u64, i: u32) -> u32 {
-    match scheme {
-        RngScheme::Counter => pcg_hash(pcg_hash(i) ^ stream_key(seed, step)),
-        RngScheme::Rumus => pcg_hash(i ^ step as u32),
-    }
+    bits_of_stream(scheme, stream(scheme, seed, step), i)
 }
 
 /// A uniform number in `[0, 1)` with 24 random bits: `(bits >> 8) * 2^-24`.

@@ -72,7 +72,7 @@ fn gather_index_rules() {
     for caps in [TargetCaps::cpu(), TargetCaps::cuda_sm90()] {
         let p = plan(spec.clone(), &caps);
         let mut out = vec![HostBuffer::from_f32(&[f32::NAN; 7])];
-        run_plan(&p, &[data.clone(), idx.clone()], &mut out).expect("runs");
+        run_plan(&p, &[], &[data.clone(), idx.clone()], &mut out).expect("runs");
         assert_eq!(out[0].to_f32(), vec![11.0, 13.0, 10.0, 0.0, 0.0, 10.0, 0.0]);
     }
 }

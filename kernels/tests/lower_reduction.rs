@@ -230,7 +230,7 @@ fn layer_norm_parameter_gradients_split_over_rows_on_gpu() {
 }
 
 #[test]
-fn batch_norm_momentum_is_a_uniform() {
+fn batch_norm_momentum_and_eps_are_uniforms() {
     use kernelc_kernels::lower::Binding;
     let spec = OpSpec::BatchNorm(BatchNormSpec {
         dtype: ScalarType::F32,
@@ -244,19 +244,21 @@ fn batch_norm_momentum_is_a_uniform() {
         .launches
         .iter()
         .flat_map(|l| &l.bindings)
-        .filter(|b| matches!(b, Binding::Scalar(_)))
+        .filter(|b| matches!(b, Binding::Uniform(_)))
         .collect();
-    assert_eq!(uniforms.len(), 1);
-    // Two momenta, one kernel: the IR does not depend on it.
+    // Momentum and eps in the statistics launch.
+    assert_eq!(uniforms.len(), 2);
+    // Other values, same plan: the IR does not depend on them.
     let other = OpSpec::BatchNorm(BatchNormSpec {
         momentum: 0.5,
+        eps: 1e-3,
         ..match spec {
             OpSpec::BatchNorm(s) => s,
             _ => unreachable!(),
         }
     });
     let q = plan(&other, &TargetCaps::cpu());
-    assert_eq!(p.launches[0].kernel, q.launches[0].kernel);
+    assert_eq!(p, q);
 }
 
 /// A small seeded generator of this family's specs: ranks 1-4, extents that are 1,

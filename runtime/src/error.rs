@@ -78,6 +78,9 @@ pub enum RuntimeError {
     BadArgument(String),
     #[error("device unavailable: {0}")]
     NoDevice(String),
+    /// A state kernelc's own invariants exclude: a bug in kernelc, reported, not hidden.
+    #[error("internal error: {0}")]
+    Internal(String),
 }
 
 pub type Result<T, E = RuntimeError> = std::result::Result<T, E>;

@@ -175,9 +175,10 @@ const DEFAULT_MAX_BUFFER_BYTES: u64 = 1 << 40;
 pub struct Runtime {
     device: Device,
     caps: TargetCaps,
-    /// Lowered plans with their compiled kernels, by spec: a repeated op skips lowering,
+    /// Lowered plans with their compiled kernels, by structural spec
+    /// ([`PlanKey`]): a repeated op, whatever its per-call values, skips lowering,
     /// hashing and the kernel cache entirely.
-    prepared: Mutex<HashMap<String, Arc<Prepared>>>,
+    prepared: Mutex<HashMap<PlanKey, Arc<Prepared>>>,
     executables: MemoryCache<Executable, String>,
     disk: DiskCache,
     counters: Counters,
@@ -352,20 +353,31 @@ impl Runtime {
     /// kernels for these shapes, and returns fresh output tensors in `spec.outputs()`
     /// order.
     pub fn run(&self, spec: &OpSpec, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
-        let key =
-            serde_json::to_string(spec).map_err(|e| RuntimeError::BadArgument(e.to_string()))?;
+        // Per-call values can make a spec invalid without changing its key: every call
+        // is validated.
+        spec.validate()?;
+        let key = PlanKey::of(spec)?;
         let prepared = match self.cached(&key) {
-            // A spec seen before was validated then; only the tensors are new.
-            Some(prepared) => {
-                self.check_inputs(&prepared.name, &prepared.inputs, inputs)?;
-                prepared
-            }
+            Some(prepared) => prepared,
             None => {
-                spec.validate()?;
                 self.check_inputs(&spec.name(), &spec.inputs(), inputs)?;
                 self.prepare_new(key, spec)?
             }
         };
+        self.check_inputs(&prepared.name, &prepared.inputs, inputs)?;
+        let uniforms = spec.uniforms();
+        if uniforms.len() != prepared.uniform_types.len()
+            || uniforms
+                .iter()
+                .zip(&prepared.uniform_types)
+                .any(|(u, &ty)| u.value.ty() != ty)
+        {
+            return Err(RuntimeError::Internal(format!(
+                "{}: per-call values {uniforms:?} do not fit the plan's {:?}",
+                spec.name(),
+                prepared.uniform_types
+            )));
+        }
         let plan = &prepared.plan;
         let outputs = prepared
             .outputs
@@ -392,6 +404,7 @@ impl Runtime {
                     Binding::Output(i) => outputs.get(*i).map(|t| BindingRef::Buffer(&t.storage)),
                     Binding::Temp(i) => temps.get(*i).map(|t| BindingRef::Buffer(&t.storage)),
                     Binding::Scalar(s) => Some(BindingRef::Scalar(*s)),
+                    Binding::Uniform(i) => uniforms.get(*i).map(|u| BindingRef::Scalar(u.value)),
                 })
                 .collect::<Option<Vec<_>>>()
                 .ok_or_else(|| RuntimeError::Launch {
@@ -450,10 +463,10 @@ impl Runtime {
         Ok(())
     }
 
-    /// The lowered plan of `spec` for this device (compiles nothing).
+    /// The lowered plan of `spec` for this device (compiles nothing). Its
+    /// [`Binding::Uniform`] parameters take `spec.uniforms()` at launch.
     pub fn plan(&self, spec: &OpSpec) -> Result<Arc<Plan>> {
-        let key =
-            serde_json::to_string(spec).map_err(|e| RuntimeError::BadArgument(e.to_string()))?;
+        let key = PlanKey::of(spec)?;
         if let Some(p) = self
             .prepared
             .lock()
@@ -462,7 +475,7 @@ impl Runtime {
         {
             return Ok(p.plan.clone());
         }
-        self.lower(spec)
+        self.lower(&spec.structural())
     }
 
     fn lower(&self, spec: &OpSpec) -> Result<Arc<Plan>> {
@@ -474,9 +487,8 @@ impl Runtime {
         })?))
     }
 
-    /// The plan of `spec` and its compiled kernels, from the per-spec cache or made now.
     /// The prepared plan of a spec key, counting its kernels as memory hits.
-    fn cached(&self, key: &str) -> Option<Arc<Prepared>> {
+    fn cached(&self, key: &PlanKey) -> Option<Arc<Prepared>> {
         let prepared = self
             .prepared
             .lock()
@@ -490,8 +502,11 @@ impl Runtime {
     }
 
     /// Lowers and compiles `spec` (a validated spec, not yet prepared).
-    fn prepare_new(&self, key: String, spec: &OpSpec) -> Result<Arc<Prepared>> {
-        let plan = self.lower(spec)?;
+    fn prepare_new(&self, key: PlanKey, spec: &OpSpec) -> Result<Arc<Prepared>> {
+        // Lowering sees only the structural spec, so the plan serves every per-call
+        // value (kernelc-kernels checks that lowering never reads them).
+        let structural = spec.structural();
+        let plan = self.lower(&structural)?;
         // The IR passes (unrolling, folding, index simplification) run once per kernel,
         // before hashing and compiling; they preserve meaning exactly.
         let executables = plan
@@ -502,9 +517,10 @@ impl Runtime {
         let prepared = Arc::new(Prepared {
             plan,
             executables,
-            name: spec.name(),
-            inputs: spec.inputs(),
-            outputs: spec.outputs(),
+            name: structural.name(),
+            inputs: structural.inputs(),
+            outputs: structural.outputs(),
+            uniform_types: structural.uniforms().iter().map(|u| u.value.ty()).collect(),
         });
         self.prepared
             .lock()
@@ -579,6 +595,23 @@ struct Prepared {
     name: String,
     inputs: Vec<TensorSig>,
     outputs: Vec<TensorSig>,
+    /// The types of the spec's per-call values, in binding order.
+    uniform_types: Vec<ScalarType>,
+}
+
+/// The plan cache's key: blake3 of the structural spec ([`OpSpec::structural`]) in
+/// CBOR, which writes every float exactly (JSON would write ±∞ as `null`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PlanKey([u8; 32]);
+
+impl PlanKey {
+    /// The key of `spec` (its per-call values left out).
+    pub fn of(spec: &OpSpec) -> Result<PlanKey> {
+        let mut bytes = b"kernelc plan key v1\0".to_vec();
+        ciborium::into_writer(&spec.structural(), &mut bytes)
+            .map_err(|e| RuntimeError::BadArgument(format!("unencodable spec: {e}")))?;
+        Ok(PlanKey(*blake3::hash(&bytes).as_bytes()))
+    }
 }
 
 /// What one kernel parameter is bound to at launch.

@@ -55,7 +55,7 @@ impl Executor for Interpreter {
             .iter()
             .map(|s| HostBuffer::filled(s.dtype, s.numel(), poison(s.dtype)))
             .collect();
-        run_plan(&plan, inputs, &mut outputs).map_err(|e| e.to_string())?;
+        run_plan(&plan, &spec.uniforms(), inputs, &mut outputs).map_err(|e| e.to_string())?;
         Ok(outputs)
     }
 }

@@ -333,10 +333,11 @@ pub(crate) struct GemmCore {
     /// `B(p, j)`: `r = j`.
     pub b: GemmOperand,
     pub c: GemmOutput,
-    /// The prior C (same placement as `c`), read when `beta != 0`.
-    pub c_in: Option<Binding>,
-    pub alpha: f64,
-    pub beta: f64,
+    /// What `alpha` binds to (a uniform of GEMM, a constant 1 of convolutions).
+    pub alpha: Binding,
+    /// The prior C (same placement as `c`) and what `beta` binds to, when `beta != 0`
+    /// (a structural class of the spec: with `beta = 0`, C is not read at all).
+    pub prior: Option<Prior>,
     pub bias: Option<GemmBias>,
     /// Round A and B to this type before multiplying (f32 GEMMs only).
     pub input_rounding: Option<ScalarType>,
@@ -351,6 +352,13 @@ impl GemmCore {
     fn batch_count(&self) -> u32 {
         self.batch.iter().product()
     }
+}
+
+/// `beta · C` of a GEMM that reads its prior C.
+#[derive(Clone, Debug)]
+pub(crate) struct Prior {
+    pub c_in: Binding,
+    pub beta: Binding,
 }
 
 /// Launches and temporaries accumulated by one or more lowerings.
@@ -830,17 +838,17 @@ impl<'a> TileKernel<'a> {
                     bias = Some(k.buffer("bias", bs.dtype, len as u64, Access::Read));
                     bindings.push(bs.binding.clone());
                 }
-                if let (Some(binding), true) = (&core.c_in, core.beta != 0.0) {
+                if let Some(prior) = &core.prior {
                     c_in = Some(k.buffer("c_in", core.c.dtype, core.c.len, Access::Read));
-                    bindings.push(binding.clone());
+                    bindings.push(prior.c_in.clone());
                 }
                 bindings.push(core.c.binding.clone());
                 let out = k.buffer(core.c.name.clone(), core.c.dtype, core.c.len, Access::Write);
                 alpha = Some(k.scalar("alpha", compute));
-                bindings.push(Binding::Scalar(Scalar::from_f64(compute, core.alpha)));
-                if c_in.is_some() {
+                bindings.push(core.alpha.clone());
+                if let Some(prior) = &core.prior {
                     beta = Some(k.scalar("beta", compute));
-                    bindings.push(Binding::Scalar(Scalar::from_f64(compute, core.beta)));
+                    bindings.push(prior.beta.clone());
                 }
                 out
             }
@@ -1611,19 +1619,16 @@ fn reduce_launch(
         };
         k.buffer("bias", bs.dtype, len as u64, Access::Read)
     });
-    let c_in = match (&core.c_in, core.beta != 0.0) {
-        (Some(b), true) => {
-            bindings.push(b.clone());
-            Some(k.buffer("c_in", core.c.dtype, core.c.len, Access::Read))
-        }
-        _ => None,
-    };
+    let c_in = core.prior.as_ref().map(|prior| {
+        bindings.push(prior.c_in.clone());
+        k.buffer("c_in", core.c.dtype, core.c.len, Access::Read)
+    });
     bindings.push(core.c.binding.clone());
     let out = k.buffer(core.c.name.clone(), core.c.dtype, core.c.len, Access::Write);
     let alpha = k.scalar("alpha", compute);
-    bindings.push(Binding::Scalar(Scalar::from_f64(compute, core.alpha)));
-    let beta = c_in.map(|_| {
-        bindings.push(Binding::Scalar(Scalar::from_f64(compute, core.beta)));
+    bindings.push(core.alpha.clone());
+    let beta = core.prior.as_ref().map(|prior| {
+        bindings.push(prior.beta.clone());
         k.scalar("beta", compute)
     });
     let num = Num::scalar(compute);
@@ -1683,13 +1688,10 @@ fn gap_launch(core: &GemmCore, caps: &TargetCaps) -> Result<Launch, LowerError> 
     let grid = plan_1d(c.len, caps, 1)?;
     let mut k = KernelBuilder::new(format!("{}_gaps", core.name), grid.workgroup_size());
     let mut bindings = Vec::new();
-    let c_in = match (&core.c_in, core.beta != 0.0) {
-        (Some(b), true) => {
-            bindings.push(b.clone());
-            Some(k.buffer("c_in", c.dtype, c.len, Access::Read))
-        }
-        _ => None,
-    };
+    let c_in = core.prior.as_ref().map(|prior| {
+        bindings.push(prior.c_in.clone());
+        k.buffer("c_in", c.dtype, c.len, Access::Read)
+    });
     bindings.push(c.binding.clone());
     let out = k.buffer(c.name.clone(), c.dtype, c.len, Access::Write);
     // Batches nest without overlap (the spec checks it): peel them off from the

@@ -19,11 +19,13 @@ pub enum PlanRunError {
     MissingBuffer { launch: usize, binding: Binding },
 }
 
-/// Runs every launch of `plan` in order. `outputs` should be poisoned by the caller so
-/// that an element no kernel writes is caught; temporaries start poisoned here (NaN for
-/// floats, `0xDEADBEEF` for integers).
+/// Runs every launch of `plan` in order, with `uniforms` the per-call values of the
+/// spec it was lowered from ([`crate::OpSpec::uniforms`]). `outputs` should be poisoned
+/// by the caller so that an element no kernel writes is caught; temporaries start
+/// poisoned here (NaN for floats, `0xDEADBEEF` for integers).
 pub fn run_plan(
     plan: &Plan,
+    uniforms: &[super::Uniform],
     inputs: &[HostBuffer],
     outputs: &mut [HostBuffer],
 ) -> Result<(), PlanRunError> {
@@ -50,6 +52,9 @@ pub fn run_plan(
                     Arg::Buffer(temps.get(*i).ok_or_else(|| missing(binding))?.clone())
                 }
                 Binding::Scalar(s) => Arg::Scalar(*s),
+                Binding::Uniform(i) => {
+                    Arg::Scalar(uniforms.get(*i).ok_or_else(|| missing(binding))?.value)
+                }
             };
             args.push(arg);
         }
@@ -63,7 +68,7 @@ pub fn run_plan(
             match binding {
                 Binding::Output(i) => outputs[*i] = buffer,
                 Binding::Temp(i) => temps[*i] = buffer,
-                Binding::Input(_) | Binding::Scalar(_) => {}
+                Binding::Input(_) | Binding::Scalar(_) | Binding::Uniform(_) => {}
             }
         }
     }

@@ -8,7 +8,7 @@
 
 use super::math::{compute_type, Num};
 use super::schedule::plan_1d;
-use super::{Binding, Launch, LowerError, Plan, TargetCaps};
+use super::{Binding, Launch, LowerError, Plan, TargetCaps, Uniforms};
 use crate::shape::{broadcast_strides, row_major_strides};
 use crate::spec::{OpSpec, TensorSig};
 use kernelc_ir::builder::*;
@@ -96,14 +96,16 @@ impl Layout {
     }
 }
 
-/// Builds the one-launch plan of a map kernel: `out[i] = f(inputs at i)`.
+/// Builds the one-launch plan of a map kernel: `out[i] = f(inputs at i, params)`,
+/// where `params` are the uniforms named `names` (declared after the buffers).
 pub(crate) fn map_plan(
     name: &str,
     caps: &TargetCaps,
     out: &TensorSig,
     operands: &[Operand],
     num_ty: ScalarType,
-    f: impl FnOnce(&mut Body, &Num, Vec<E>) -> E,
+    (uniforms, names): (&Uniforms, &[&str]),
+    f: impl FnOnce(&mut Body, &Num, Vec<E>, &[E]) -> E,
 ) -> Result<Plan, LowerError> {
     let shapes: Vec<&[usize]> = operands.iter().map(|o| o.sig.shape.as_slice()).collect();
     let layout = collapse(&out.shape, &shapes);
@@ -130,6 +132,7 @@ pub(crate) fn map_plan(
         })
         .collect();
     let out_mem = k.buffer(out.name.clone(), out.dtype, numel, Access::Write);
+    let (params, param_bindings) = uniforms.declare_all(&mut k, names)?;
     let kernel = k.build(|b| {
         grid.for_each_item(b, |b, item| {
             let index = if lanes == 1 {
@@ -154,13 +157,14 @@ pub(crate) fn map_plan(
                     .load(mem, o.sig.dtype, offset)
                 })
                 .collect();
-            let value = f(b, &num, values);
+            let value = f(b, &num, values, &params);
             let stored = Num { ty: num_ty, lanes }.narrow(value, out.dtype);
             b.store(out_mem, index, stored);
         });
     })?;
     let mut bindings: Vec<Binding> = operands.iter().map(|o| o.binding.clone()).collect();
     bindings.push(Binding::Output(0));
+    bindings.extend(param_bindings);
     Ok(Plan::single(Launch {
         kernel,
         grid: grid.grid,
@@ -187,21 +191,25 @@ pub(crate) fn first_output(outputs: Vec<TensorSig>) -> Result<TensorSig, LowerEr
 }
 
 /// The one-launch map plan of `op` over its inputs (in `inputs()` order) to its first
-/// output, computing in `num_ty`.
+/// output, computing in `num_ty`, with every uniform of `op` as a parameter (the
+/// closure gets them in [`OpSpec::uniforms`] order).
 pub(crate) fn map_op(
     op: OpSpec,
     caps: &TargetCaps,
     num_ty: ScalarType,
-    f: impl FnOnce(&mut Body, &Num, &[E]) -> E,
+    f: impl FnOnce(&mut Body, &Num, &[E], &[E]) -> E,
 ) -> Result<Plan, LowerError> {
     let out = first_output(op.outputs())?;
+    let uniforms = op.uniforms();
+    let names: Vec<&str> = uniforms.iter().map(|u| u.name.as_str()).collect();
     map_plan(
         &op.name(),
         caps,
         &out,
         &inputs_of(op.inputs()),
         num_ty,
-        |b, n, v| f(b, n, &v),
+        (&Uniforms::new(&uniforms), &names),
+        |b, n, v, p| f(b, n, &v, p),
     )
 }
 

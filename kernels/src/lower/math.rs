@@ -59,6 +59,15 @@ impl Num {
         }
     }
 
+    /// A scalar (a uniform parameter) made to match the lanes.
+    pub fn splat(&self, e: E) -> E {
+        if self.lanes == 1 {
+            e
+        } else {
+            e.splat(self.lanes)
+        }
+    }
+
     /// 1 where `cond` holds, 0 elsewhere, in the compute type.
     pub fn indicator(&self, cond: E) -> E {
         cond.select(self.lit(1.0), self.lit(0.0))

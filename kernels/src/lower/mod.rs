@@ -22,7 +22,7 @@ pub mod schedule;
 
 pub use caps::TargetCaps;
 pub use interp::{poison, run_plan, PlanRunError};
-pub use plan::{Binding, Launch, Plan, TempBuffer, Uniform};
+pub use plan::{Binding, Launch, Plan, ScalarParam, TempBuffer, Uniform, Uniforms};
 
 use crate::error::SpecError;
 use crate::spec::OpSpec;

@@ -13,8 +13,13 @@ pub enum Binding {
     Output(usize),
     /// Temporary buffer `i` of the plan.
     Temp(usize),
-    /// A uniform scalar value.
+    /// A scalar the lowering computed from the spec's structure (a shape-derived
+    /// constant); part of the plan, so of its cache key.
     Scalar(Scalar),
+    /// Per-call value `i` of the op (in [`OpSpec::uniforms`](crate::OpSpec::uniforms)
+    /// order): bound at launch from the spec being run, so the plan and its kernels
+    /// serve every value.
+    Uniform(usize),
 }
 
 /// One kernel launch.
@@ -52,9 +57,97 @@ impl Plan {
     }
 }
 
-/// A uniform scalar parameter of a kernel and the value bound to it.
+/// A per-call value of an op: the name of the kernel parameter it binds to and its
+/// value, typed as the kernels compute with it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Uniform {
     pub name: String,
     pub value: Scalar,
+}
+
+impl Uniform {
+    /// Uniform `name` holding `value` converted to `ty` (as [`Scalar::from_f64`]).
+    pub fn new(name: &str, ty: ScalarType, value: f64) -> Uniform {
+        Uniform {
+            name: name.to_string(),
+            value: Scalar::from_f64(ty, value),
+        }
+    }
+
+    /// Uniform `name` holding the 32 bits `value`.
+    pub fn u32(name: &str, value: u32) -> Uniform {
+        Uniform {
+            name: name.to_string(),
+            value: Scalar::U32(value),
+        }
+    }
+}
+
+/// A scalar parameter a lowering declares on a kernel: its name, type, and what it
+/// binds to at launch.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScalarParam {
+    pub name: String,
+    pub ty: ScalarType,
+    pub binding: Binding,
+}
+
+impl ScalarParam {
+    /// Declares the parameter on `k` (after whatever `k` declared before).
+    pub fn declare(&self, k: &mut kernelc_ir::builder::KernelBuilder) -> kernelc_ir::builder::E {
+        k.scalar(self.name.clone(), self.ty)
+    }
+}
+
+/// The per-call values of the spec being lowered, declared as kernel parameters on
+/// demand: lowering sees only their names and types, and binds them by index.
+pub struct Uniforms<'a> {
+    list: &'a [Uniform],
+}
+
+impl<'a> Uniforms<'a> {
+    pub fn new(list: &'a [Uniform]) -> Uniforms<'a> {
+        Uniforms { list }
+    }
+
+    /// Uniform `name` as a parameter to declare on a kernel.
+    pub fn param(&self, name: &str) -> Result<ScalarParam, crate::lower::LowerError> {
+        let index = self.list.iter().position(|u| u.name == name).ok_or(
+            crate::lower::LowerError::Internal(
+                "a lowering asked for a uniform its spec does not list",
+            ),
+        )?;
+        Ok(ScalarParam {
+            name: name.to_string(),
+            ty: self.list[index].value.ty(),
+            binding: Binding::Uniform(index),
+        })
+    }
+
+    /// Declares uniform `name` as a scalar parameter of `k` (after whatever `k`
+    /// declared before), returning the parameter and the binding that feeds it.
+    pub fn declare(
+        &self,
+        k: &mut kernelc_ir::builder::KernelBuilder,
+        name: &str,
+    ) -> Result<(kernelc_ir::builder::E, Binding), crate::lower::LowerError> {
+        let p = self.param(name)?;
+        Ok((p.declare(k), p.binding))
+    }
+
+    /// Declares every uniform named in `names`, in order.
+    pub fn declare_all(
+        &self,
+        k: &mut kernelc_ir::builder::KernelBuilder,
+        names: &[&str],
+    ) -> Result<(Vec<kernelc_ir::builder::E>, Vec<Binding>), crate::lower::LowerError> {
+        let mut params = Vec::with_capacity(names.len());
+        let mut bindings = Vec::with_capacity(names.len());
+        for name in names {
+            let (p, b) = self.declare(k, name)?;
+            params.push(p);
+            bindings.push(b);
+        }
+        Ok((params, bindings))
+    }
 }

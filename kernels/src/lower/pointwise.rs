@@ -9,7 +9,7 @@
 
 use super::math::{compute_type, Num};
 use super::schedule::plan_1d;
-use super::{Binding, Launch, LowerError, Plan, TargetCaps};
+use super::{Binding, Launch, LowerError, Plan, ScalarParam, TargetCaps};
 use crate::spec::TensorSig;
 use kernelc_ir::builder::*;
 use kernelc_ir::{Access, ScalarType};
@@ -54,17 +54,20 @@ pub(crate) struct Pointwise<'a> {
     pub ty: ScalarType,
     pub inputs: &'a [Port],
     pub outputs: &'a [Port],
+    /// Scalar parameters (per-call values), declared after the buffers.
+    pub params: &'a [ScalarParam],
 }
 
-/// One launch computing `outputs[k][i] = body(i, inputs[..][i])[k]` for every flat
-/// index `i` (in steps of `lanes`). `body` gets the index of the item's first element
-/// and the inputs loaded and widened to their compute types, and returns the outputs
+/// One launch computing `outputs[k][i] = body(i, inputs[..][i], params)[k]` for every
+/// flat index `i` (in steps of `lanes`). `body` gets the index of the item's first
+/// element, the inputs loaded and widened to their compute types and the scalar
+/// parameters, and returns the outputs
 /// in `op.ty` (narrowed to each output's dtype here). Output buffers are named
 /// `<name>_out`, so an output may share its name with the input it updates in place.
 pub(crate) fn pointwise(
     op: Pointwise<'_>,
     caps: &TargetCaps,
-    body: impl FnOnce(&mut Body, &E, Vec<E>) -> Vec<E>,
+    body: impl FnOnce(&mut Body, &E, Vec<E>, &[E]) -> Vec<E>,
 ) -> Result<Plan, LowerError> {
     let Pointwise {
         name,
@@ -73,6 +76,7 @@ pub(crate) fn pointwise(
         ty: num_ty,
         inputs,
         outputs,
+        params,
     } = op;
     let grid = plan_1d((numel / lanes as usize) as u64, caps, 1)?;
     let mut k = KernelBuilder::new(name, grid.workgroup_size());
@@ -91,6 +95,7 @@ pub(crate) fn pointwise(
             )
         })
         .collect();
+    let scalars: Vec<E> = params.iter().map(|p| p.declare(&mut k)).collect();
     let kernel = k.build(|f| {
         grid.for_each_item(f, |f, item| {
             let index = if lanes == 1 {
@@ -109,7 +114,7 @@ pub(crate) fn pointwise(
                     .load(mem, p.sig.dtype, index.clone())
                 })
                 .collect();
-            let results = body(f, &index, values);
+            let results = body(f, &index, values, &scalars);
             let num = Num { ty: num_ty, lanes };
             for ((p, &mem), value) in outputs.iter().zip(&out_mems).zip(results) {
                 f.store(mem, index.clone(), num.narrow(value, p.sig.dtype));
@@ -120,6 +125,7 @@ pub(crate) fn pointwise(
         .iter()
         .chain(outputs)
         .map(|p| p.binding.clone())
+        .chain(params.iter().map(|p| p.binding.clone()))
         .collect();
     Ok(Plan::single(Launch {
         kernel,

@@ -45,7 +45,7 @@
 //! per-element loop are written once against it.
 
 use super::math::{bind, Num};
-use super::plan::{Binding, Launch, Plan, TempBuffer, Uniform};
+use super::plan::{Binding, Launch, Plan, ScalarParam, TempBuffer};
 use super::schedule::{fold_grid, linear_workgroup};
 use super::{LowerError, TargetCaps};
 use crate::spec::TensorSig;
@@ -1212,19 +1212,15 @@ impl PlanBuilder {
         }
     }
 
-    pub fn push(&mut self, kernel: kernelc_ir::Kernel, grid: [u32; 3], bufs: &[Buf]) {
-        self.push_with_uniforms(kernel, grid, bufs, &[]);
-    }
-
-    /// A launch whose parameters are `bufs`, then uniform scalars.
-    pub fn push_with_uniforms(
+    /// A launch whose parameters are `bufs`, then scalar parameters.
+    pub fn push(
         &mut self,
         kernel: kernelc_ir::Kernel,
         grid: [u32; 3],
         bufs: &[Buf],
-        uniforms: &[Uniform],
+        uniforms: &[ScalarParam],
     ) {
-        let scalars = uniforms.iter().map(|u| Binding::Scalar(u.value));
+        let scalars = uniforms.iter().map(|u| u.binding.clone());
         self.launches.push(Launch {
             kernel,
             grid,
@@ -1272,17 +1268,14 @@ pub struct Fold<'a> {
     pub items: Vec<Buf>,
     /// Buffers the epilogue reads or writes.
     pub finals: Vec<Buf>,
-    /// Uniform scalars the epilogue reads (attributes that change from call to
-    /// call, kept out of the kernel so that its cache key does not change).
-    pub uniforms: Vec<Uniform>,
+    /// Scalar parameters the epilogue reads (per-call values, kept out of the
+    /// kernel so that its cache key does not change).
+    pub uniforms: Vec<ScalarParam>,
 }
 
 /// Declares `uniforms` as scalar parameters (after the buffers).
-fn declare_uniforms(k: &mut KernelBuilder, uniforms: &[Uniform]) -> Vec<E> {
-    uniforms
-        .iter()
-        .map(|u| k.scalar(u.name.clone(), u.value.ty()))
-        .collect()
+fn declare_uniforms(k: &mut KernelBuilder, uniforms: &[ScalarParam]) -> Vec<E> {
+    uniforms.iter().map(|u| u.declare(k)).collect()
 }
 
 /// What an item closure sees: the items' buffers, the prologue's values (one lane
@@ -1459,7 +1452,7 @@ where
             });
         });
     })?;
-    plan.push_with_uniforms(kernel, sched.grid, &params, &uniforms);
+    plan.push(kernel, sched.grid, &params, &uniforms);
     if !split {
         return Ok(());
     }
@@ -1494,13 +1487,14 @@ where
             });
         });
     })?;
-    plan.push_with_uniforms(kernel, sched.grid, &params, &fold.uniforms);
+    plan.push(kernel, sched.grid, &params, &fold.uniforms);
     Ok(())
 }
 
 /// One launch of a row op (softmax, norms, ...): each group folds its slice, combines
 /// with `tree` (states of `types`), and makes a second pass over the slice with the
-/// totals; `body(f, mems, group, tree)` writes that, with `bufs` declared in order.
+/// totals; `body(f, mems, params, group, tree)` writes that, with `bufs` declared in
+/// order, then the scalar parameters `params`.
 /// Vector steps are sized for the widest buffer. Unless the view has
 /// [`View::whole_slices`], a group may take adjacent slices as the lanes of its
 /// values: the body then treats totals as one lane per slice ([`Group::stat_num`]).
@@ -1511,15 +1505,17 @@ pub fn row_kernel(
     view: View,
     types: &[ScalarType],
     bufs: &[Buf],
-    body: impl FnOnce(&mut Body, &[Mem], &Group, &Tree),
+    scalars: &[ScalarParam],
+    body: impl FnOnce(&mut Body, &[Mem], &[E], &Group, &Tree),
 ) -> Result<(), LowerError> {
     let widest = bufs.iter().map(|b| b.dtype.size_bytes()).max().unwrap_or(4);
     let sched = Schedule::new(view, caps, 1, widest)?;
     let mut k = KernelBuilder::new(name, sched.workgroup_size());
     let (mems, params) = declare(&mut k, bufs);
+    let uni = declare_uniforms(&mut k, scalars);
     let tree = sched.tree(&mut k, types, caps, name)?;
-    let kernel = k.build(|f| sched.for_each_group(f, |f, g| body(f, &mems, g, &tree)))?;
-    plan.push(kernel, sched.grid, &params);
+    let kernel = k.build(|f| sched.for_each_group(f, |f, g| body(f, &mems, &uni, g, &tree)))?;
+    plan.push(kernel, sched.grid, &params, scalars);
     Ok(())
 }
 

@@ -39,7 +39,7 @@
 use crate::lower::index::resolve_index;
 use crate::lower::math::{compute_type, Num};
 use crate::lower::schedule::{fold_grid, linear_workgroup, plan_1d};
-use crate::lower::{Binding, Launch, LowerError, Plan, TargetCaps};
+use crate::lower::{Binding, Launch, LowerError, Plan, ScalarParam, TargetCaps, Uniforms};
 use crate::shape::broadcast_strides;
 use crate::spec::*;
 use kernelc_ir::builder::*;
@@ -214,7 +214,6 @@ struct Shape {
     kv_layout: HeadLayout,
     mask: Option<[u32; 4]>,
     causal: bool,
-    scale: f64,
     dtype: ScalarType,
     num: Num,
 }
@@ -226,6 +225,8 @@ struct Mems {
     v: Mem,
     mask: Option<Mem>,
     o: Mem,
+    /// The scale (a uniform parameter).
+    scale: E,
     /// Scaled queries, `bq × d`.
     qs: Mem,
     /// Keys, `bk × k_stride`.
@@ -274,14 +275,19 @@ fn shape_of(spec: &AttentionSpec, caps: &TargetCaps) -> Result<Shape, LowerError
         kv_layout: HeadLayout::new(spec.layout, kv_heads, seq_k, d),
         mask: mask_strides(spec),
         causal: spec.causal,
-        scale: spec.scale,
         dtype: spec.dtype,
         num: Num::scalar(ct),
     })
 }
 
-/// Declares the buffers (q, k, v, mask if any, o: binding order) and shared arrays.
-fn declare(k: &mut KernelBuilder, op: &OpSpec, sh: &Shape) -> Result<Mems, LowerError> {
+/// Declares the buffers (q, k, v, mask if any, o: binding order), the scale and the
+/// shared arrays.
+fn declare(
+    k: &mut KernelBuilder,
+    op: &OpSpec,
+    sh: &Shape,
+    scale: &ScalarParam,
+) -> Result<Mems, LowerError> {
     let buffer = |k: &mut KernelBuilder, sig: &TensorSig, access| {
         k.buffer(sig.name.clone(), sig.dtype, sig.numel() as u64, access)
     };
@@ -302,6 +308,7 @@ fn declare(k: &mut KernelBuilder, op: &OpSpec, sh: &Shape) -> Result<Mems, Lower
     );
     let mask = inputs.get(3).map(|m| buffer(k, m, Access::Read));
     let o = buffer(k, o, Access::Write);
+    let scale = scale.declare(k);
     let (ct, d, t) = (sh.num.ty, sh.d, sh.tiles);
     Ok(Mems {
         q,
@@ -309,6 +316,7 @@ fn declare(k: &mut KernelBuilder, op: &OpSpec, sh: &Shape) -> Result<Mems, Lower
         v,
         mask,
         o,
+        scale,
         qs: k.shared("q_tile", ct, t.bq * d),
         ks: k.shared("k_tile", ct, t.bk * t.k_stride),
         vs: k.shared("v_tile", ct, t.bk * d),
@@ -325,7 +333,9 @@ pub(super) fn attention(spec: &AttentionSpec, caps: &TargetCaps) -> Result<Plan,
     let op = OpSpec::Attention(spec.clone());
     let sh = shape_of(spec, caps)?;
     let mut k = KernelBuilder::new(op.name(), [sh.invocations, 1, 1]);
-    let mems = declare(&mut k, &op, &sh)?;
+    let uniforms = op.uniforms();
+    let scale = Uniforms::new(&uniforms).param("scale")?;
+    let mems = declare(&mut k, &op, &sh, &scale)?;
     let kernel = k.build(|f| {
         let wg = f.let_("wg", linear_workgroup(sh.grid));
         if sh.grid[0] * sh.grid[1] == sh.workgroups {
@@ -339,6 +349,7 @@ pub(super) fn attention(spec: &AttentionSpec, caps: &TargetCaps) -> Result<Plan,
     let inputs = op.inputs().len();
     let mut bindings: Vec<Binding> = (0..inputs).map(Binding::Input).collect();
     bindings.push(Binding::Output(0));
+    bindings.push(scale.binding);
     Ok(Plan::single(Launch {
         kernel,
         grid: sh.grid,
@@ -428,7 +439,7 @@ fn init(f: &mut Body, sh: &Shape, m: &Mems, blk: &Block) {
             i.lt(sh.seq_q),
             |f| {
                 let x = n.load(m.q, sh.dtype, src);
-                f.store(m.qs, t.clone(), x * n.lit(sh.scale));
+                f.store(m.qs, t.clone(), x * m.scale.clone());
             },
             |f| f.store(m.qs, t.clone(), n.lit(0.0)),
         );

@@ -6,6 +6,8 @@ use serde::{Deserialize, Serialize};
 use super::{cases, lower, reference};
 use crate::conformance::inputs::Domain;
 use crate::error::SpecError;
+use crate::lower::math::compute_type;
+use crate::lower::Uniform;
 use crate::lower::{LowerError, Plan, TargetCaps};
 use crate::op::Op;
 use crate::shape::{broadcast_shapes, check_dim, check_shape};
@@ -129,6 +131,16 @@ impl Op for AttentionSpec {
             self.dtype,
             self.tensor_shape(self.heads, self.seq_q),
         )]
+    }
+    /// The scale, in the compute type.
+    fn uniforms(&self) -> Vec<Uniform> {
+        vec![Uniform::new("scale", compute_type(self.dtype), self.scale)]
+    }
+    fn structural(&self) -> Self {
+        AttentionSpec {
+            scale: 1.0,
+            ..self.clone()
+        }
     }
     fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
         reference::attention(self, i)

@@ -38,7 +38,7 @@ use crate::lower::schedule::plan_1d;
 use crate::lower::{Binding, Launch, LowerError, Plan, TargetCaps};
 use crate::spec::{Col2imSpec, Conv2dSpec, ConvPass, Im2colSpec, OpSpec, Window2d};
 use kernelc_ir::builder::*;
-use kernelc_ir::{Access, ScalarType};
+use kernelc_ir::{Access, Scalar, ScalarType};
 
 /// Most elements of the column temporary of strided backward-data (128 MiB of f32):
 /// larger batches are processed in chunks of images.
@@ -123,6 +123,7 @@ fn core(
     c: GemmOutput,
     bias: Option<GemmBias>,
 ) -> GemmCore {
+    let c_dtype = c.dtype;
     GemmCore {
         name,
         m,
@@ -132,9 +133,8 @@ fn core(
         a,
         b,
         c,
-        c_in: None,
-        alpha: 1.0,
-        beta: 0.0,
+        alpha: Binding::Scalar(Scalar::from_f64(compute_type(c_dtype), 1.0)),
+        prior: None,
         bias,
         input_rounding: None,
         fill_gaps: false,
@@ -650,7 +650,7 @@ mod tests {
                 .iter()
                 .map(|o| HostBuffer::filled(o.dtype, o.numel(), poison(o.dtype)))
                 .collect();
-            run_plan(&plan, inputs, &mut outputs).map_err(|e| e.to_string())?;
+            run_plan(&plan, &spec.uniforms(), inputs, &mut outputs).map_err(|e| e.to_string())?;
             Ok(outputs)
         }
     }

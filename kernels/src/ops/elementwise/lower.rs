@@ -6,7 +6,7 @@ use crate::lower::map::{arg, first_output, inputs_of, map_op, map_plan};
 use crate::lower::math::{bind, compute_type, Num};
 use crate::lower::rng::{rng_normal, rng_uniform};
 use crate::lower::schedule::plan_1d;
-use crate::lower::{Binding, Launch, LowerError, Plan, TargetCaps};
+use crate::lower::{Binding, Launch, LowerError, Plan, TargetCaps, Uniforms};
 use crate::spec::OpSpec;
 use kernelc_ir::builder::*;
 use kernelc_ir::Access;
@@ -16,7 +16,7 @@ pub(super) fn unary(spec: &UnarySpec, caps: &TargetCaps) -> Result<Plan, LowerEr
         OpSpec::Unary(spec.clone()),
         caps,
         compute_type(spec.dtype),
-        |b, n, v| unary_value(b, n, spec.func, arg(v, 0, n)),
+        |b, n, v, p| unary_value(b, n, spec.func, arg(v, 0, n), p),
     )
 }
 
@@ -25,8 +25,8 @@ pub(super) fn activation_backward(
     caps: &TargetCaps,
 ) -> Result<Plan, LowerError> {
     let op = OpSpec::ActivationBackward(spec.clone());
-    map_op(op, caps, compute_type(spec.dtype), |b, n, v| {
-        activation_backward_value(b, n, spec.func, arg(v, 0, n), arg(v, 1, n))
+    map_op(op, caps, compute_type(spec.dtype), |b, n, v, p| {
+        activation_backward_value(b, n, spec.func, arg(v, 0, n), arg(v, 1, n), p)
     })
 }
 
@@ -72,7 +72,7 @@ pub(super) fn binary(spec: &BinarySpec, caps: &TargetCaps) -> Result<Plan, Lower
         OpSpec::Binary(spec.clone()),
         caps,
         compute_type(spec.dtype),
-        |b, n, v| binary_value(b, n, spec.func, arg(v, 0, n), arg(v, 1, n)),
+        |b, n, v, _| binary_value(b, n, spec.func, arg(v, 0, n), arg(v, 1, n)),
     )
 }
 
@@ -81,8 +81,8 @@ pub(super) fn scalar(spec: &ScalarSpec, caps: &TargetCaps) -> Result<Plan, Lower
         OpSpec::Scalar(spec.clone()),
         caps,
         compute_type(spec.dtype),
-        |b, n, v| {
-            let (x, s) = (arg(v, 0, n), n.lit(spec.scalar));
+        |b, n, v, p| {
+            let (x, s) = (arg(v, 0, n), n.splat(arg(p, 0, n)));
             if spec.reversed {
                 binary_value(b, n, spec.func, s, x)
             } else {
@@ -98,7 +98,7 @@ pub(super) fn where_(spec: &WhereSpec, caps: &TargetCaps) -> Result<Plan, LowerE
         OpSpec::Where(spec.clone()),
         caps,
         compute_type(spec.dtype),
-        |_, n, v| {
+        |_, n, v, _| {
             let zero = Num {
                 ty: cond_ty,
                 lanes: n.lanes,
@@ -117,18 +117,28 @@ pub(super) fn cast(spec: &CastSpec, caps: &TargetCaps) -> Result<Plan, LowerErro
     for o in &mut operands {
         o.sig.dtype = spec.from;
     }
-    map_plan(&op.name(), caps, &out, &operands, spec.to, |_, n, v| {
-        let x = arg(&v, 0, n);
-        let from = compute_type(spec.from);
-        if from == spec.to {
-            x
-        } else {
-            x.cast(spec.to)
-        }
-    })
+    let none = Uniforms::new(&[]);
+    map_plan(
+        &op.name(),
+        caps,
+        &out,
+        &operands,
+        spec.to,
+        (&none, &[]),
+        |_, n, v, _| {
+            let x = arg(&v, 0, n);
+            let from = compute_type(spec.from);
+            if from == spec.to {
+                x
+            } else {
+                x.cast(spec.to)
+            }
+        },
+    )
 }
 
-/// Fills: a constant, or counter-based uniform / normal numbers (see [`crate::rng`]).
+/// Fills: a constant, or counter-based uniform / normal numbers (see [`crate::rng`]),
+/// every attribute a uniform parameter.
 pub(super) fn fill(spec: &FillSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
     let op = OpSpec::Fill(spec.clone());
     let out = first_output(op.outputs())?;
@@ -137,37 +147,33 @@ pub(super) fn fill(spec: &FillSpec, caps: &TargetCaps) -> Result<Plan, LowerErro
     let grid = plan_1d(numel, caps, 1)?;
     let mut k = KernelBuilder::new(op.name(), grid.workgroup_size());
     let out_mem = k.buffer(out.name.clone(), out.dtype, numel, Access::Write);
+    let uniforms = op.uniforms();
+    let names: Vec<&str> = uniforms.iter().map(|u| u.name.as_str()).collect();
+    let (p, param_bindings) = Uniforms::new(&uniforms).declare_all(&mut k, &names)?;
+    let n = Num::scalar(num_ty);
     let kernel = k.build(|b| {
         grid.for_each_item(b, |b, i| {
-            let n = Num::scalar(num_ty);
+            let p = |k: usize| arg(&p, k, &n);
             let value = match spec.value {
-                FillValue::Constant { value } => n.lit(value),
-                FillValue::Uniform {
-                    low,
-                    high,
-                    seed,
-                    step,
-                } => {
-                    let u = rng_uniform(b, FillSpec::RNG, seed, step, i.clone()).cast(num_ty);
-                    n.lit(low) + u * n.lit(high - low)
+                FillValue::Constant { .. } => p(0),
+                FillValue::Uniform { .. } => {
+                    let u = rng_uniform(b, FillSpec::RNG, p(2), i.clone()).cast(num_ty);
+                    p(0) + u * p(1)
                 }
-                FillValue::Normal {
-                    mean,
-                    std,
-                    seed,
-                    step,
-                } => {
-                    let z = rng_normal(b, &n, FillSpec::RNG, seed, step, i.clone());
-                    n.lit(mean) + z * n.lit(std)
+                FillValue::Normal { .. } => {
+                    let z = rng_normal(b, &n, FillSpec::RNG, p(2), i.clone());
+                    p(0) + z * p(1)
                 }
             };
             b.store(out_mem, i, n.narrow(value, out.dtype));
         });
     })?;
+    let mut bindings = vec![Binding::Output(0)];
+    bindings.extend(param_bindings);
     Ok(Plan::single(Launch {
         kernel,
         grid: grid.grid,
-        bindings: vec![Binding::Output(0)],
+        bindings,
     }))
 }
 
@@ -177,8 +183,9 @@ fn gelu_tanh_arg(n: &Num, x: &E) -> E {
     n.lit(k) * (x + n.lit(0.044715) * x * x * x)
 }
 
-/// `f(x)` for a unary function. Subexpressions used twice are bound to locals.
-fn unary_value(f: &mut Body, n: &Num, func: UnaryFn, x: E) -> E {
+/// `f(x)` for a unary function, with the function's uniform parameter (leaky ReLU's
+/// slope) in `params`. Subexpressions used twice are bound to locals.
+fn unary_value(f: &mut Body, n: &Num, func: UnaryFn, x: E, params: &[E]) -> E {
     let x = bind(f, "x", x);
     match func {
         UnaryFn::Neg => -x,
@@ -195,8 +202,9 @@ fn unary_value(f: &mut Body, n: &Num, func: UnaryFn, x: E) -> E {
         UnaryFn::Round => x.round(),
         // NaN stays NaN: only a number greater than zero passes through.
         UnaryFn::Relu => x.clone().lt(n.lit(0.0)).select(n.lit(0.0), x),
-        UnaryFn::LeakyRelu { slope } => {
-            x.clone().gt(n.lit(0.0)).select(x.clone(), n.lit(slope) * x)
+        UnaryFn::LeakyRelu { .. } => {
+            let slope = n.splat(arg(params, 0, n));
+            x.clone().gt(n.lit(0.0)).select(x.clone(), slope * x)
         }
         UnaryFn::Sigmoid => n.sigmoid(x),
         UnaryFn::Tanh => x.tanh(),
@@ -209,13 +217,24 @@ fn unary_value(f: &mut Body, n: &Num, func: UnaryFn, x: E) -> E {
     }
 }
 
-/// `dx = f'(·) dy` for an activation, from its saved tensor (`x` or `y`).
-fn activation_backward_value(f: &mut Body, n: &Num, func: Activation, saved: E, dy: E) -> E {
+/// `dx = f'(·) dy` for an activation, from its saved tensor (`x` or `y`), with the
+/// activation's uniform parameter in `params`.
+fn activation_backward_value(
+    f: &mut Body,
+    n: &Num,
+    func: Activation,
+    saved: E,
+    dy: E,
+    params: &[E],
+) -> E {
     let saved = bind(f, "saved", saved);
     let one = || n.lit(1.0);
     let grad = match func {
         Activation::Relu => n.indicator(saved.gt(n.lit(0.0))),
-        Activation::LeakyRelu { slope } => saved.gt(n.lit(0.0)).select(one(), n.lit(slope)),
+        Activation::LeakyRelu { .. } => {
+            let slope = n.splat(arg(params, 0, n));
+            saved.gt(n.lit(0.0)).select(one(), slope)
+        }
         // Saved output y: σ' = y(1 - y), tanh' = 1 - y².
         Activation::Sigmoid => saved.clone() * (one() - saved),
         Activation::Tanh => one() - saved.clone() * saved,

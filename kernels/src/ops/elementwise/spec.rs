@@ -7,8 +7,10 @@ use serde::{Deserialize, Serialize};
 use super::{cases, lower, reference};
 use crate::conformance::inputs::Domain;
 use crate::error::SpecError;
-use crate::lower::{LowerError, Plan, TargetCaps};
+use crate::lower::math::compute_type;
+use crate::lower::{LowerError, Plan, TargetCaps, Uniform};
 use crate::op::Op;
+use crate::rng;
 use crate::rng::RngScheme;
 use crate::shape::{broadcast_shapes, check_shape};
 use crate::spec::{check_dtype, check_finite, check_non_negative, TensorSig, FLOATS, NUMERIC};
@@ -202,6 +204,46 @@ impl UnaryFn {
         }
     }
 
+    /// The function's per-call parameter (leaky ReLU's slope), for writing.
+    fn param_mut(&mut self) -> Option<&mut f64> {
+        match self {
+            UnaryFn::LeakyRelu { slope } => Some(slope),
+            UnaryFn::Neg
+            | UnaryFn::Abs
+            | UnaryFn::Sqrt
+            | UnaryFn::Rsqrt
+            | UnaryFn::Exp
+            | UnaryFn::Log
+            | UnaryFn::Sin
+            | UnaryFn::Cos
+            | UnaryFn::Tan
+            | UnaryFn::Floor
+            | UnaryFn::Ceil
+            | UnaryFn::Round
+            | UnaryFn::Relu
+            | UnaryFn::Sigmoid
+            | UnaryFn::Tanh
+            | UnaryFn::GeluErf
+            | UnaryFn::GeluTanh
+            | UnaryFn::Silu => None,
+        }
+    }
+
+    /// The per-call parameter as a uniform named `slope`, in `dtype`'s compute type.
+    fn uniforms(mut self, dtype: ScalarType) -> Vec<Uniform> {
+        self.param_mut()
+            .map(|v| vec![Uniform::new("slope", compute_type(dtype), *v)])
+            .unwrap_or_default()
+    }
+
+    /// The function with its parameter at the canonical 0.
+    fn structural(mut self) -> UnaryFn {
+        if let Some(v) = self.param_mut() {
+            *v = 0.0;
+        }
+        self
+    }
+
     fn check_params(&self) -> Result<(), SpecError> {
         if let UnaryFn::LeakyRelu { slope } = self {
             check_finite("slope", *slope)?;
@@ -236,6 +278,15 @@ impl Op for UnarySpec {
     }
     fn detail(&self) -> Option<String> {
         Some(format!("unary_{}", self.func.name()))
+    }
+    fn uniforms(&self) -> Vec<Uniform> {
+        self.func.uniforms(self.dtype)
+    }
+    fn structural(&self) -> Self {
+        UnarySpec {
+            func: self.func.structural(),
+            ..self.clone()
+        }
     }
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::unary(self, caps)
@@ -317,6 +368,24 @@ impl Op for ActivationBackwardSpec {
     }
     fn detail(&self) -> Option<String> {
         Some(format!("activation_backward_{}", self.func.name()))
+    }
+    fn uniforms(&self) -> Vec<Uniform> {
+        self.func.forward().uniforms(self.dtype)
+    }
+    fn structural(&self) -> Self {
+        let func = match self.func {
+            Activation::LeakyRelu { .. } => Activation::LeakyRelu { slope: 0.0 },
+            other @ (Activation::Relu
+            | Activation::Sigmoid
+            | Activation::Tanh
+            | Activation::GeluErf
+            | Activation::GeluTanh
+            | Activation::Silu) => other,
+        };
+        ActivationBackwardSpec {
+            func,
+            ..self.clone()
+        }
     }
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::activation_backward(self, caps)
@@ -525,6 +594,19 @@ impl Op for ScalarSpec {
     }
     fn detail(&self) -> Option<String> {
         Some(format!("scalar_{}", self.func.name()))
+    }
+    fn uniforms(&self) -> Vec<Uniform> {
+        vec![Uniform::new(
+            "scalar",
+            compute_type(self.dtype),
+            self.scalar,
+        )]
+    }
+    fn structural(&self) -> Self {
+        ScalarSpec {
+            scalar: 0.0,
+            ..self.clone()
+        }
     }
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::scalar(self, caps)
@@ -767,6 +849,54 @@ impl Op for FillSpec {
             }
             .to_string(),
         )
+    }
+    fn uniforms(&self) -> Vec<Uniform> {
+        let ty = compute_type(self.dtype);
+        let stream = |seed, step| Uniform::u32("stream", rng::stream(Self::RNG, seed, step));
+        match self.value {
+            FillValue::Constant { value } => vec![Uniform::new("value", ty, value)],
+            FillValue::Uniform {
+                low,
+                high,
+                seed,
+                step,
+            } => vec![
+                Uniform::new("low", ty, low),
+                Uniform::new("range", ty, high - low),
+                stream(seed, step),
+            ],
+            FillValue::Normal {
+                mean,
+                std,
+                seed,
+                step,
+            } => vec![
+                Uniform::new("mean", ty, mean),
+                Uniform::new("std", ty, std),
+                stream(seed, step),
+            ],
+        }
+    }
+    fn structural(&self) -> Self {
+        let value = match self.value {
+            FillValue::Constant { .. } => FillValue::Constant { value: 0.0 },
+            FillValue::Uniform { .. } => FillValue::Uniform {
+                low: 0.0,
+                high: 0.0,
+                seed: 0,
+                step: 0,
+            },
+            FillValue::Normal { .. } => FillValue::Normal {
+                mean: 0.0,
+                std: 0.0,
+                seed: 0,
+                step: 0,
+            },
+        };
+        FillSpec {
+            value,
+            ..self.clone()
+        }
     }
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::fill(self, caps)

@@ -1,7 +1,7 @@
 //! Lowering of GEMM onto the tiled matrix-multiply engine of [`crate::lower::gemm`].
 
 use crate::lower::gemm::*;
-use crate::lower::{Binding, LowerError, Plan, TargetCaps};
+use crate::lower::{Binding, LowerError, Plan, TargetCaps, Uniforms};
 use crate::spec::{GemmSpec, Layout, MatrixPlacement, OpSpec};
 
 // ---------------------------------------------------------------------------------------
@@ -32,6 +32,8 @@ fn gemm_core(spec: &GemmSpec) -> Result<GemmCore, LowerError> {
     let op = OpSpec::Gemm(spec.clone());
     let inputs = op.inputs();
     let outputs = op.outputs();
+    let spec_uniforms = op.uniforms();
+    let uniforms = Uniforms::new(&spec_uniforms);
     let (pa, pb, pc) = (spec.a(), spec.b(), spec.c());
     let len = |i: usize| inputs.get(i).map_or(0, |s| s.numel() as u64);
     // op(A)(i, p) and op(B)(p, j) as (outer, reduction) strides.
@@ -89,9 +91,15 @@ fn gemm_core(spec: &GemmSpec) -> Result<GemmCore, LowerError> {
         a: first,
         b: second,
         c,
-        c_in: (spec.beta != 0.0).then_some(Binding::Input(c_in_index)),
-        alpha: spec.alpha,
-        beta: spec.beta,
+        alpha: uniforms.param("alpha")?.binding,
+        prior: match (spec.beta != 0.0, uniforms.param("beta")) {
+            (true, Ok(beta)) => Some(Prior {
+                c_in: Binding::Input(c_in_index),
+                beta: beta.binding,
+            }),
+            (true, Err(e)) => return Err(e),
+            (false, _) => None,
+        },
         bias: spec.bias.then_some(GemmBias {
             binding: Binding::Input(bias_index),
             dtype: spec.dtype,
@@ -167,7 +175,7 @@ mod tests {
                 .iter()
                 .map(|s| HostBuffer::filled(s.dtype, s.numel(), poison(s.dtype)))
                 .collect();
-            run_plan(&plan, inputs, &mut outputs).map_err(|e| e.to_string())?;
+            run_plan(&plan, &spec.uniforms(), inputs, &mut outputs).map_err(|e| e.to_string())?;
             Ok(outputs)
         }
     }

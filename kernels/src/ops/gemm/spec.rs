@@ -5,6 +5,8 @@ use serde::{Deserialize, Serialize};
 
 use super::{cases, lower, reference};
 use crate::error::SpecError;
+use crate::lower::math::compute_type;
+use crate::lower::Uniform;
 use crate::lower::{LowerError, Plan, TargetCaps};
 use crate::op::Op;
 use crate::shape::{check_count, check_dim, check_shape, numel};
@@ -376,6 +378,22 @@ impl Op for GemmSpec {
             }]
         } else {
             Vec::new()
+        }
+    }
+    /// `alpha` and `beta` in the compute type.
+    fn uniforms(&self) -> Vec<Uniform> {
+        let ty = compute_type(self.dtype);
+        vec![
+            Uniform::new("alpha", ty, self.alpha),
+            Uniform::new("beta", ty, self.beta),
+        ]
+    }
+    /// `alpha` at 1; `beta` keeps its class: 0 (C is not read) or 1.
+    fn structural(&self) -> Self {
+        GemmSpec {
+            alpha: 1.0,
+            beta: if self.beta == 0.0 { 0.0 } else { 1.0 },
+            ..self.clone()
         }
     }
     fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {

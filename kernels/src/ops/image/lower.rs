@@ -39,7 +39,9 @@ use super::reference::{gaussian_weights, LUMA};
 use crate::lower::math::{compute_type, Num};
 use crate::lower::pointwise::{contiguous_lanes, pointwise, Pointwise, Port};
 use crate::lower::schedule::{fold_grid, linear_workgroup, plan_1d};
-use crate::lower::{Binding, Launch, LowerError, Plan, TargetCaps, TempBuffer};
+use crate::lower::{
+    Binding, Launch, LowerError, Plan, ScalarParam, TargetCaps, TempBuffer, Uniforms,
+};
 use crate::spec::*;
 use kernelc_ir::builder::*;
 use kernelc_ir::{Access, ScalarType};
@@ -47,19 +49,13 @@ use kernelc_ir::{Access, ScalarType};
 pub(super) fn image_filter(spec: &ImageFilterSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
     let img = Img::new(spec);
     match spec.filter {
-        ImageFilter::Threshold { value } => {
-            map_filter(spec, &img, caps, PixelMap::Threshold(value))
-        }
-        ImageFilter::Brightness { factor } => {
-            map_filter(spec, &img, caps, PixelMap::Brightness(factor))
-        }
-        ImageFilter::Contrast { factor } => {
-            map_filter(spec, &img, caps, PixelMap::Contrast(factor))
-        }
+        ImageFilter::Threshold { .. } => map_filter(spec, &img, caps, PixelMap::Threshold),
+        ImageFilter::Brightness { .. } => map_filter(spec, &img, caps, PixelMap::Brightness),
+        ImageFilter::Contrast { .. } => map_filter(spec, &img, caps, PixelMap::Contrast),
         ImageFilter::Invert => map_filter(spec, &img, caps, PixelMap::Invert),
         ImageFilter::Grayscale => grayscale(spec, &img, caps),
         ImageFilter::Sharpen => sharpen(spec, &img, caps),
-        ImageFilter::Sobel { threshold } => sobel(spec, &img, caps, threshold),
+        ImageFilter::Sobel { .. } => sobel(spec, &img, caps),
         ImageFilter::GaussianBlur { sigma, radius } => {
             gaussian(spec, &img, caps, &gaussian_weights(sigma, radius))
         }
@@ -108,58 +104,17 @@ fn clamp01(n: &Num, f: &mut Body, v: E) -> E {
         .select(n.lit(0.0), v.clone().gt(n.lit(1.0)).select(n.lit(1.0), v))
 }
 
-/// The least f32 `c` with `c ≥ v`, so that `x ≥ v ⇔ x ≥ c` for every f32 `x`
-/// (f16/bf16 values widen to f32 exactly). f64 compares exactly.
-fn ge_threshold(ty: ScalarType, v: f64) -> f64 {
-    if ty == ScalarType::F64 {
-        return v;
-    }
-    let c = v as f32;
-    if (c as f64) < v {
-        next_f32(c, true) as f64
-    } else {
-        c as f64
-    }
-}
-
-/// The greatest f32 `c` with `c ≤ v`, so that `x > v ⇔ x > c` for every f32 `x`.
-fn gt_threshold(ty: ScalarType, v: f64) -> f64 {
-    if ty == ScalarType::F64 {
-        return v;
-    }
-    let c = v as f32;
-    if (c as f64) > v {
-        next_f32(c, false) as f64
-    } else {
-        c as f64
-    }
-}
-
-/// The neighbouring f32 above (`up`) or below a non-NaN `c`.
-fn next_f32(c: f32, up: bool) -> f32 {
-    if c == 0.0 {
-        let tiny = f32::from_bits(1);
-        return if up { tiny } else { -tiny };
-    }
-    if c.is_infinite() && (c > 0.0) == up {
-        return c;
-    }
-    // Away from zero is +1 on the bits; toward zero is -1.
-    let away = (c > 0.0) == up;
-    let bits = c.to_bits();
-    f32::from_bits(if away { bits + 1 } else { bits - 1 })
-}
-
 // ---------------------------------------------------------------------------------------
 // maps
 // ---------------------------------------------------------------------------------------
 
-/// The filters that map each colour value on its own.
+/// The filters that map each colour value on its own (their value or factor is the
+/// filter's uniform).
 #[derive(Clone, Copy)]
 enum PixelMap {
-    Threshold(f64),
-    Brightness(f64),
-    Contrast(f64),
+    Threshold,
+    Brightness,
+    Contrast,
     Invert,
 }
 
@@ -188,6 +143,7 @@ fn map_filter(
         contiguous_lanes(caps, img.numel as usize)
     };
     let (ty, has_alpha) = (img.ty, img.has_alpha());
+    let params = filter_params(&op)?;
     let name = op.name();
     let launch = Pointwise {
         name: &name,
@@ -196,17 +152,20 @@ fn map_filter(
         ty,
         inputs: &inputs,
         outputs: &outputs,
+        params: &params,
     };
-    pointwise(launch, caps, |f, index, values| {
+    pointwise(launch, caps, |f, index, values, p| {
         let n = Num { ty, lanes };
         let x = values.into_iter().next().unwrap_or_else(|| n.lit(0.0));
         let x = crate::lower::math::bind(f, "x", x);
         let y = match filter {
-            PixelMap::Threshold(value) => n.indicator(x.clone().ge(n.lit(ge_threshold(ty, value)))),
-            PixelMap::Brightness(factor) => clamp01(&n, f, x.clone() * n.lit(factor)),
-            PixelMap::Contrast(factor) => {
-                clamp01(&n, f, (x.clone() - n.lit(0.5)) * n.lit(factor) + n.lit(0.5))
-            }
+            PixelMap::Threshold => n.indicator(x.clone().ge(n.splat(p[0].clone()))),
+            PixelMap::Brightness => clamp01(&n, f, x.clone() * n.splat(p[0].clone())),
+            PixelMap::Contrast => clamp01(
+                &n,
+                f,
+                (x.clone() - n.lit(0.5)) * n.splat(p[0].clone()) + n.lit(0.5),
+            ),
             PixelMap::Invert => n.lit(1.0) - x.clone(),
         };
         let y = if !has_alpha {
@@ -512,12 +471,7 @@ fn sharpen(spec: &ImageFilterSpec, img: &Img, caps: &TargetCaps) -> Result<Plan,
     Ok(stencil_launch(kernel, &tile))
 }
 
-fn sobel(
-    spec: &ImageFilterSpec,
-    img: &Img,
-    caps: &TargetCaps,
-    threshold: f64,
-) -> Result<Plan, LowerError> {
+fn sobel(spec: &ImageFilterSpec, img: &Img, caps: &TargetCaps) -> Result<Plan, LowerError> {
     let op = OpSpec::ImageFilter(spec.clone());
     let c = img.c;
     let tile = Tile::choose(caps, img, 1, |t| {
@@ -525,10 +479,11 @@ fn sobel(
     })?
     .ok_or_else(|| no_tile(&op, shared_bytes(img, 9 + 1), caps))?;
     let n = img.num();
-    let thr = gt_threshold(img.ty, threshold);
     let mut k = KernelBuilder::new(op.name(), [tile.inv, 1, 1]);
     let im = k.buffer("image", img.dtype, img.numel as u64, Access::Read);
     let om = k.buffer("out", img.dtype, img.numel as u64, Access::Write);
+    let params = filter_params(&op)?;
+    let thr = params[0].declare(&mut k);
     let lum = k.shared("luma", img.ty, tile.rh() * tile.rw());
     let edge = k.shared("edge", img.ty, tile.ty * tile.tx);
     let kernel = k.build(|f| {
@@ -559,7 +514,7 @@ fn sobel(
                 -l(0, 0) - two() * l(0, 1) - l(0, 2) + l(2, 0) + two() * l(2, 1) + l(2, 2),
             );
             let mag = (gx.clone() * gx + gy.clone() * gy).sqrt();
-            f.store(edge, t, n.indicator(mag.gt(n.lit(thr))));
+            f.store(edge, t, n.indicator(mag.gt(thr.clone())));
         });
         f.barrier();
         tile.each_output(f, img, &origin, |f, oy, ox, ch, out| {
@@ -573,7 +528,13 @@ fn sobel(
             f.store(om, out, n.narrow(y, img.dtype));
         });
     })?;
-    Ok(stencil_launch(kernel, &tile))
+    let mut plan = stencil_launch(kernel, &tile);
+    for launch in &mut plan.launches {
+        launch
+            .bindings
+            .extend(params.iter().map(|p| p.binding.clone()));
+    }
+    Ok(plan)
 }
 
 /// `Σ_d w_d · tap(d)` as a chain of FMAs.
@@ -729,4 +690,12 @@ fn split_pixel(f: &mut Body, i: E, c: u32) -> (E, E) {
         let pix = f.let_("pix", i.clone() / c);
         (pix, f.let_("ch", i % c))
     }
+}
+
+/// The filter's uniforms (see [`ImageFilterSpec::uniforms`](crate::op::Op::uniforms)) as
+/// parameters of its launch.
+fn filter_params(op: &OpSpec) -> Result<Vec<ScalarParam>, LowerError> {
+    let uniforms = op.uniforms();
+    let u = Uniforms::new(&uniforms);
+    uniforms.iter().map(|x| u.param(&x.name)).collect()
 }

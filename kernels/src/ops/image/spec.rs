@@ -6,6 +6,8 @@ use serde::{Deserialize, Serialize};
 use super::{cases, lower, reference};
 use crate::conformance::inputs::Domain;
 use crate::error::SpecError;
+use crate::lower::math::compute_type;
+use crate::lower::Uniform;
 use crate::lower::{LowerError, Plan, TargetCaps};
 use crate::op::Op;
 use crate::shape::check_shape;
@@ -120,6 +122,43 @@ impl Op for ImageFilterSpec {
     fn detail(&self) -> Option<String> {
         Some(format!("image_filter_{}", self.filter.name()))
     }
+    /// Threshold's value and sobel's threshold as the compute-type constants that make
+    /// the comparison exact; brightness and contrast's factor. A blur's `sigma` and
+    /// `radius` shape its stencil and weights and stay in the cache key.
+    fn uniforms(&self) -> Vec<Uniform> {
+        let ty = compute_type(self.dtype);
+        match self.filter {
+            ImageFilter::Threshold { value } => {
+                vec![Uniform::new("threshold", ty, ge_threshold(ty, value))]
+            }
+            ImageFilter::Sobel { threshold } => {
+                vec![Uniform::new("threshold", ty, gt_threshold(ty, threshold))]
+            }
+            ImageFilter::Brightness { factor } | ImageFilter::Contrast { factor } => {
+                vec![Uniform::new("factor", ty, factor)]
+            }
+            ImageFilter::GaussianBlur { .. }
+            | ImageFilter::Grayscale
+            | ImageFilter::Invert
+            | ImageFilter::Sharpen => Vec::new(),
+        }
+    }
+    fn structural(&self) -> Self {
+        let filter = match self.filter {
+            ImageFilter::Threshold { .. } => ImageFilter::Threshold { value: 0.0 },
+            ImageFilter::Sobel { .. } => ImageFilter::Sobel { threshold: 0.0 },
+            ImageFilter::Brightness { .. } => ImageFilter::Brightness { factor: 0.0 },
+            ImageFilter::Contrast { .. } => ImageFilter::Contrast { factor: 0.0 },
+            other @ (ImageFilter::GaussianBlur { .. }
+            | ImageFilter::Grayscale
+            | ImageFilter::Invert
+            | ImageFilter::Sharpen) => other,
+        };
+        ImageFilterSpec {
+            filter,
+            ..self.clone()
+        }
+    }
     fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
         reference::image_filter(self, i)
     }
@@ -157,4 +196,46 @@ impl Op for ImageFilterSpec {
             channels: 3,
         }
     }
+}
+
+/// The least f32 `c` with `c ≥ v`, so that `x ≥ v ⇔ x ≥ c` for every f32 `x`
+/// (f16/bf16 values widen to f32 exactly). f64 compares exactly.
+fn ge_threshold(ty: ScalarType, v: f64) -> f64 {
+    if ty == ScalarType::F64 {
+        return v;
+    }
+    let c = v as f32;
+    if (c as f64) < v {
+        next_f32(c, true) as f64
+    } else {
+        c as f64
+    }
+}
+
+/// The greatest f32 `c` with `c ≤ v`, so that `x > v ⇔ x > c` for every f32 `x`.
+fn gt_threshold(ty: ScalarType, v: f64) -> f64 {
+    if ty == ScalarType::F64 {
+        return v;
+    }
+    let c = v as f32;
+    if (c as f64) > v {
+        next_f32(c, false) as f64
+    } else {
+        c as f64
+    }
+}
+
+/// The neighbouring f32 above (`up`) or below a non-NaN `c`.
+fn next_f32(c: f32, up: bool) -> f32 {
+    if c == 0.0 {
+        let tiny = f32::from_bits(1);
+        return if up { tiny } else { -tiny };
+    }
+    if c.is_infinite() && (c > 0.0) == up {
+        return c;
+    }
+    // Away from zero is +1 on the bits; toward zero is -1.
+    let away = (c > 0.0) == up;
+    let bits = c.to_bits();
+    f32::from_bits(if away { bits + 1 } else { bits - 1 })
 }

@@ -30,10 +30,10 @@ use crate::lower::reduction::{
     View, Welford,
 };
 use crate::lower::schedule::plan_1d;
-use crate::lower::{LowerError, Plan, TargetCaps, Uniform};
+use crate::lower::{LowerError, Plan, ScalarParam, TargetCaps, Uniforms};
 use crate::spec::*;
 use kernelc_ir::builder::*;
-use kernelc_ir::{Access, Scalar};
+use kernelc_ir::Access;
 
 /// Positions of the optional inputs of an op whose inputs are listed in order.
 struct Slots {
@@ -76,6 +76,8 @@ pub(super) fn layer_norm(spec: &LayerNormSpec, caps: &TargetCaps) -> Result<Plan
     let welford = Welford { ty: num.ty };
     let squares = Sum { ty: num.ty, n: 1 };
     let monoid: &dyn Monoid = if spec.rms { &squares } else { &welford };
+    let spec_uniforms = op.uniforms();
+    let uniforms = Uniforms::new(&spec_uniforms);
     let mut plan = PlanBuilder::default();
     row_kernel(
         &mut plan,
@@ -84,7 +86,8 @@ pub(super) fn layer_norm(spec: &LayerNormSpec, caps: &TargetCaps) -> Result<Plan
         view,
         &monoid.types(),
         &bufs,
-        |f, m, g, tree| {
+        &[uniforms.param("eps")?],
+        |f, m, uni, g, tree| {
             // The normalised value: x, or x + residual.
             let value = |f: &mut Body, n: &Num, off: &E| {
                 let v = n.load(m[0], dtype, off.clone());
@@ -116,7 +119,7 @@ pub(super) fn layer_norm(spec: &LayerNormSpec, caps: &TargetCaps) -> Result<Plan
             } else {
                 (total[1].clone(), total[2].clone() / num.lit(n))
             };
-            let rstd = f.let_("rstd", (var + num.lit(spec.eps)).rsqrt());
+            let rstd = f.let_("rstd", (var + uni[0].clone()).rsqrt());
             if let Some(s) = stats_out {
                 f.if_(g.leader.clone(), |f| {
                     let at = f.let_("at", g.q.clone() * 2u32);
@@ -185,7 +188,8 @@ pub(super) fn layer_norm_backward(
         view,
         &sums.types(),
         &bufs,
-        |f, m, g, tree| {
+        &[],
+        |f, m, _, g, tree| {
             let vn = g.num(num.ty);
             let at = f.let_("at", g.q.clone() * 2u32);
             let rstd = f.let_("rstd", num.load(m[stats], dtype, at.clone() + 1u32));
@@ -319,19 +323,20 @@ fn ncs(shape: &[usize]) -> (usize, usize, usize) {
 }
 
 /// An elementwise launch over `numel` elements of an `[N, C, S]` tensor:
-/// `body(f, mems, i, c)` for element `i` of channel `c`.
+/// `body(f, mems, scalars, i, c)` for element `i` of channel `c`.
 fn channel_map(
     plan: &mut PlanBuilder,
     caps: &TargetCaps,
     name: &str,
     shape: (usize, usize, usize),
-    bufs: &[Buf],
-    body: impl FnOnce(&mut Body, &[Mem], E, E),
+    (bufs, scalars): (&[Buf], &[ScalarParam]),
+    body: impl FnOnce(&mut Body, &[Mem], &[E], E, E),
 ) -> Result<(), LowerError> {
     let (n, c, s) = shape;
     let grid = plan_1d((n * c * s) as u64, caps, 1)?;
     let mut k = KernelBuilder::new(name, grid.workgroup_size());
     let (mems, params) = declare(&mut k, bufs);
+    let uni: Vec<E> = scalars.iter().map(|p| p.declare(&mut k)).collect();
     let kernel = k.build(|f| {
         grid.for_each_item(f, |f, i| {
             let mut ch = i.clone();
@@ -342,10 +347,10 @@ fn channel_map(
                 ch = ch % c as u32;
             }
             let ch = bind(f, "c", ch);
-            body(f, &mems, i, ch);
+            body(f, &mems, &uni, i, ch);
         });
     })?;
-    plan.push(kernel, grid.grid, &params);
+    plan.push(kernel, grid.grid, &params, scalars);
     Ok(())
 }
 
@@ -355,6 +360,8 @@ pub(super) fn batch_norm(spec: &BatchNormSpec, caps: &TargetCaps) -> Result<Plan
     let (n, c, s) = ncs(&spec.shape);
     let num = Num::scalar(compute_type(spec.dtype));
     let dtype = spec.dtype;
+    let spec_uniforms = op.uniforms();
+    let uniforms = Uniforms::new(&spec_uniforms);
     let mut plan = PlanBuilder::default();
     if !spec.training {
         let bufs: Vec<Buf> = (0..5)
@@ -366,10 +373,10 @@ pub(super) fn batch_norm(spec: &BatchNormSpec, caps: &TargetCaps) -> Result<Plan
             caps,
             &op.name(),
             (n, c, s),
-            &bufs,
-            |f, m, i, ch| {
+            (&bufs, &[uniforms.param("eps")?]),
+            |f, m, uni, i, ch| {
                 let ld = |mem: Mem, at: E| num.load(mem, dtype, at);
-                let rstd = (ld(m[4], ch.clone()) + num.lit(spec.eps)).rsqrt();
+                let rstd = (ld(m[4], ch.clone()) + uni[0].clone()).rsqrt();
                 let xhat = (ld(m[0], i.clone()) - ld(m[3], ch.clone())) * rstd;
                 let y = xhat * ld(m[1], ch.clone()) + ld(m[2], ch);
                 f.store(m[5], i, num.narrow(y, dtype));
@@ -406,11 +413,7 @@ pub(super) fn batch_norm(spec: &BatchNormSpec, caps: &TargetCaps) -> Result<Plan
             Buf::output(&outs, 3),
             stats.clone(),
         ],
-        // `momentum` is a runtime attribute: a uniform, not a constant of the kernel.
-        uniforms: vec![Uniform {
-            name: "momentum".into(),
-            value: Scalar::from_f64(num.ty, spec.momentum),
-        }],
+        uniforms: vec![uniforms.param("momentum")?, uniforms.param("eps")?],
     };
     fold_plan(
         &mut plan,
@@ -429,7 +432,7 @@ pub(super) fn batch_norm(spec: &BatchNormSpec, caps: &TargetCaps) -> Result<Plan
                 let centred = total[1].clone();
                 let mean = f.let_("mean", shift.clone() + centred.clone());
                 let var = f.let_("var", total[2].clone() / num.lit(m));
-                let rstd = f.let_("rstd", (var.clone() + num.lit(spec.eps)).rsqrt());
+                let rstd = f.let_("rstd", (var.clone() + uni[1].clone()).rsqrt());
                 // Running statistics: this invocation reads each before writing it.
                 let take = uni[0].clone();
                 let keep = f.let_("keep", num.lit(1.0) - take.clone());
@@ -461,8 +464,8 @@ pub(super) fn batch_norm(spec: &BatchNormSpec, caps: &TargetCaps) -> Result<Plan
         caps,
         &op.name(),
         (n, c, s),
-        &bufs,
-        |f, m, i, ch| {
+        (&bufs, &[]),
+        |f, m, _, i, ch| {
             let at = f.let_("at", ch.clone() * 3u32);
             let centred = num.load(m[0], dtype, i.clone()) - m[3].at(at.clone());
             let xhat = (centred - m[3].at(at.clone() + 1u32)) * m[3].at(at + 2u32);
@@ -548,8 +551,8 @@ pub(super) fn batch_norm_backward(
         caps,
         &op.name(),
         (n, c, s),
-        &bufs,
-        |f, m, i, ch| {
+        (&bufs, &[]),
+        |f, m, _, i, ch| {
             let at = f.let_("at", ch.clone() * 2u32);
             let mean = num.load(m[3], dtype, at.clone());
             let rstd = f.let_("rstd", num.load(m[3], dtype, at.clone() + 1u32));

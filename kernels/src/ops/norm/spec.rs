@@ -6,6 +6,8 @@ use serde::{Deserialize, Serialize};
 use super::{cases, lower, reference};
 use crate::conformance::inputs::Domain;
 use crate::error::SpecError;
+use crate::lower::math::compute_type;
+use crate::lower::Uniform;
 use crate::lower::{LowerError, Plan, TargetCaps};
 use crate::op::Op;
 use crate::shape::check_shape;
@@ -96,6 +98,15 @@ impl Op for LayerNormSpec {
     }
     fn detail(&self) -> Option<String> {
         Some(if self.rms { "rms_norm" } else { "layer_norm" }.to_string())
+    }
+    fn uniforms(&self) -> Vec<Uniform> {
+        vec![Uniform::new("eps", compute_type(self.dtype), self.eps)]
+    }
+    fn structural(&self) -> Self {
+        LayerNormSpec {
+            eps: 0.0,
+            ..self.clone()
+        }
     }
     fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
         reference::layer_norm(self, i)
@@ -337,6 +348,20 @@ impl Op for BatchNormSpec {
             }
             .to_string(),
         )
+    }
+    fn uniforms(&self) -> Vec<Uniform> {
+        let ty = compute_type(self.dtype);
+        vec![
+            Uniform::new("eps", ty, self.eps),
+            Uniform::new("momentum", ty, self.momentum),
+        ]
+    }
+    fn structural(&self) -> Self {
+        BatchNormSpec {
+            eps: 0.0,
+            momentum: 0.0,
+            ..self.clone()
+        }
     }
     fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
         reference::batch_norm(self, i)

@@ -46,7 +46,8 @@ pub(super) fn softmax(spec: &SoftmaxSpec, caps: &TargetCaps) -> Result<Plan, Low
         view,
         &stats.types(),
         &bufs,
-        |f, m, g, tree| {
+        &[],
+        |f, m, _, g, tree| {
             let (x, y) = (m[0], m[1]);
             if let Some(steps) = g.resident_steps(f, RESIDENT_ELEMENTS) {
                 return softmax_resident(f, spec, [x, y], g, tree, &steps);
@@ -214,7 +215,8 @@ fn softmax_stashed(spec: &SoftmaxSpec, caps: &TargetCaps) -> Result<Plan, LowerE
         view,
         &max.types(),
         &bufs,
-        |f, m, g, tree| {
+        &[],
+        |f, m, _, g, tree| {
             let (x, y) = (m[0], m[1]);
             let vn = g.num(num.ty);
             let acc = g.fold(f, &max, |f, j| {
@@ -269,7 +271,8 @@ pub(super) fn softmax_backward(
         view,
         &sum.types(),
         &bufs,
-        |f, m, g, tree| {
+        &[],
+        |f, m, _, g, tree| {
             let (y, dy, dx) = (m[0], m[1], m[2]);
             let vn = g.num(num.ty);
             // softmax: Σ dy·y; log-softmax: Σ dy.
@@ -359,7 +362,8 @@ pub(super) fn cross_entropy(
         view,
         &stats.types(),
         &bufs,
-        |f, m, g, tree| {
+        &[],
+        |f, m, _, g, tree| {
             let (logits, targets, loss) = (m[0], m[1], m[2]);
             let vn = g.num(num.ty);
             let grad = spec.grad.then(|| m[3]);

@@ -6,24 +6,25 @@
 //!
 //! * **dropout** draws the keep bit of element `i` from the counter RNG of
 //!   [`crate::rng`] in 32-bit integer IR ([`crate::lower::rng::rng_keep`]: both
-//!   schemes, the stream key folded on the host), so every target produces the
+//!   schemes, the stream word folded on the host), so every target produces the
 //!   reference's mask bit for bit; `y = keep ? x · (1/(1−p)) : 0` and the optional
-//!   `mask = keep ? 1/(1−p) : 0`. `p = 0` keeps everything and needs no random bits; a
-//!   `p` so close to 1 that its threshold is `2^24` drops everything: both are
-//!   decided on the host and lower to a plain copy / constant kernel.
-//! * **adam**: the step-dependent constants (`1/(1−β1ᵗ)`, `1/(1−β2ᵗ)`) and every
-//!   attribute are host literals; the update is a handful of FMAs per element on
-//!   `vector_width`-lane vectors.
+//!   `mask = keep ? 1/(1−p) : 0`. The stream word, the integer threshold and the
+//!   scale are uniforms, so new seeds and steps compile nothing. `p = 0` keeps
+//!   everything and needs no random bits; a `p` so close to 1 that its threshold is
+//!   `2^24` drops everything: both are structural classes
+//!   ([`DropoutSpec::class`](crate::spec::DropoutSpec::class)) that lower to a plain
+//!   copy / constant kernel.
+//! * **adam**: every attribute and the step-dependent constants (`1/(1−β1ᵗ)`,
+//!   `1/(1−β2ᵗ)`, computed on the host as the reference does) are uniforms, so a
+//!   training loop compiles once; the update is a handful of FMAs per element on
+//!   `vector_width`-lane vectors. Whether there is weight decay (and which kind)
+//!   shapes the kernel and stays in the cache key.
 
 use crate::lower::math::{bind, compute_type, Num};
 use crate::lower::pointwise::{contiguous_lanes, pointwise, Pointwise, Port};
 use crate::lower::rng::rng_keep;
-use crate::lower::{LowerError, Plan, TargetCaps};
-use crate::rng::dropout_threshold;
+use crate::lower::{LowerError, Plan, ScalarParam, TargetCaps, Uniforms};
 use crate::spec::*;
-
-/// `2^24`: a dropout threshold this large drops every element.
-const ALL_DROPPED: u32 = 1 << 24;
 
 fn ports(sigs: Vec<TensorSig>, make: fn(TensorSig, usize) -> Port) -> Vec<Port> {
     sigs.into_iter()
@@ -32,20 +33,27 @@ fn ports(sigs: Vec<TensorSig>, make: fn(TensorSig, usize) -> Port) -> Vec<Port> 
         .collect()
 }
 
+/// The op's uniforms, in order, as parameters of its one launch.
+fn params(op: &OpSpec) -> Result<Vec<ScalarParam>, LowerError> {
+    let uniforms = op.uniforms();
+    let u = Uniforms::new(&uniforms);
+    uniforms.iter().map(|x| u.param(&x.name)).collect()
+}
+
 pub(super) fn dropout(spec: &DropoutSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
     let op = OpSpec::Dropout(spec.clone());
     let numel = op.outputs().first().map_or(1, TensorSig::numel);
     let inputs = ports(op.inputs(), Port::input);
     let outputs = ports(op.outputs(), Port::output);
     let ty = compute_type(spec.dtype);
-    let threshold = dropout_threshold(spec.p);
-    let scale = 1.0 / (1.0 - spec.p);
+    let class = spec.class();
     let with_mask = spec.mask;
     // The random bits are scalar u32 work; the decided cases are plain vector copies.
-    let lanes = if threshold == 0 || threshold >= ALL_DROPPED {
-        contiguous_lanes(caps, numel)
-    } else {
-        1
+    let (lanes, params) = match class {
+        DropoutClass::KeepAll | DropoutClass::DropAll => {
+            (contiguous_lanes(caps, numel), Vec::new())
+        }
+        DropoutClass::Random => (1, params(&op)?),
     };
     let name = op.name();
     let launch = Pointwise {
@@ -55,21 +63,24 @@ pub(super) fn dropout(spec: &DropoutSpec, caps: &TargetCaps) -> Result<Plan, Low
         ty,
         inputs: &inputs,
         outputs: &outputs,
+        params: &params,
     };
-    pointwise(launch, caps, |f, index, values| {
+    pointwise(launch, caps, |f, index, values, p| {
         let n = Num { ty, lanes };
         let x = values.into_iter().next().unwrap_or_else(|| n.lit(0.0));
-        let (y, mask) = if threshold == 0 {
-            (x, n.lit(1.0))
-        } else if threshold >= ALL_DROPPED {
-            (n.lit(0.0), n.lit(0.0))
-        } else {
-            let keep = rng_keep(f, spec.rng, spec.seed, spec.step, spec.p, index.clone());
-            let keep = f.let_("keep", keep);
-            (
-                keep.clone().select(x * n.lit(scale), n.lit(0.0)),
-                keep.select(n.lit(scale), n.lit(0.0)),
-            )
+        let (y, mask) = match class {
+            DropoutClass::KeepAll => (x, n.lit(1.0)),
+            DropoutClass::DropAll => (n.lit(0.0), n.lit(0.0)),
+            DropoutClass::Random => {
+                // Uniforms: stream word, threshold, scale (see `DropoutSpec::uniforms`).
+                let (stream, threshold, scale) = (p[0].clone(), p[1].clone(), p[2].clone());
+                let keep = rng_keep(f, spec.rng, stream, threshold, index.clone());
+                let keep = f.let_("keep", keep);
+                (
+                    keep.clone().select(x * scale.clone(), n.lit(0.0)),
+                    keep.select(scale, n.lit(0.0)),
+                )
+            }
         };
         if with_mask {
             vec![y, mask]
@@ -85,10 +96,7 @@ pub(super) fn adam(spec: &AdamSpec, caps: &TargetCaps) -> Result<Plan, LowerErro
     let outputs = ports(op.outputs(), Port::output);
     let ty = compute_type(spec.dtype);
     let lanes = contiguous_lanes(caps, spec.len);
-    // Bias corrections on the host, as the reference computes them.
-    let t = spec.step.min(i32::MAX as u64) as i32;
-    let inv_c1 = 1.0 / (1.0 - spec.beta1.powi(t));
-    let inv_c2 = 1.0 / (1.0 - spec.beta2.powi(t));
+    let params = params(&op)?;
     let name = op.name();
     let launch = Pointwise {
         name: &name,
@@ -97,33 +105,32 @@ pub(super) fn adam(spec: &AdamSpec, caps: &TargetCaps) -> Result<Plan, LowerErro
         ty,
         inputs: &inputs,
         outputs: &outputs,
+        params: &params,
     };
-    pointwise(launch, caps, |f, _, values| {
+    let decay = spec.weight_decay != 0.0;
+    pointwise(launch, caps, |f, _, values, p| {
         let n = Num { ty, lanes };
+        // Uniforms in `AdamSpec::uniforms` order.
+        let u = |i: usize| n.splat(p[i].clone());
+        let (lr, beta1, one_minus_beta1, beta2, one_minus_beta2) = (u(0), u(1), u(2), u(3), u(4));
+        let (inv_c1, inv_c2, eps) = (u(5), u(6), u(7));
         let mut v = values.into_iter();
         let mut next = || v.next().unwrap_or_else(|| n.lit(0.0));
-        let (p, grad, m, vv) = (next(), next(), next(), next());
-        let p = bind(f, "p", p);
-        let decay = spec.weight_decay != 0.0;
+        let (param, grad, m, vv) = (next(), next(), next(), next());
+        let param = bind(f, "p", param);
         let g = if decay && !spec.decoupled {
-            f.let_("g", grad + n.lit(spec.weight_decay) * p.clone())
+            f.let_("g", grad + u(8) * param.clone())
         } else {
             bind(f, "g", grad)
         };
-        let m1 = f.let_(
-            "m1",
-            n.lit(spec.beta1) * m + n.lit(1.0 - spec.beta1) * g.clone(),
-        );
-        let v1 = f.let_(
-            "v1",
-            n.lit(spec.beta2) * vv + n.lit(1.0 - spec.beta2) * g.clone() * g,
-        );
-        let m_hat = m1.clone() * n.lit(inv_c1);
-        let v_hat = v1.clone() * n.lit(inv_c2);
-        let mut step = m_hat / (v_hat.sqrt() + n.lit(spec.eps));
+        let m1 = f.let_("m1", beta1 * m + one_minus_beta1 * g.clone());
+        let v1 = f.let_("v1", beta2 * vv + one_minus_beta2 * g.clone() * g);
+        let m_hat = m1.clone() * inv_c1;
+        let v_hat = v1.clone() * inv_c2;
+        let mut step = m_hat / (v_hat.sqrt() + eps);
         if decay && spec.decoupled {
-            step = step + n.lit(spec.weight_decay) * p.clone();
+            step = step + u(8) * param.clone();
         }
-        vec![p - n.lit(spec.lr) * step, m1, v1]
+        vec![param - lr * step, m1, v1]
     })
 }

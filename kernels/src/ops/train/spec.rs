@@ -6,8 +6,11 @@ use serde::{Deserialize, Serialize};
 use super::{cases, lower, reference};
 use crate::conformance::inputs::Domain;
 use crate::error::SpecError;
+use crate::lower::math::compute_type;
+use crate::lower::Uniform;
 use crate::lower::{LowerError, Plan, TargetCaps};
 use crate::op::Op;
+use crate::rng;
 use crate::rng::RngScheme;
 use crate::shape::{check_dim, check_shape};
 use crate::spec::{check_dtype, check_non_negative, Alias, TensorSig, FLOATS};
@@ -36,6 +39,28 @@ pub struct DropoutSpec {
     pub rng: RngScheme,
 }
 
+/// The structural classes of dropout's `p` (each lowers to a different kernel).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DropoutClass {
+    /// `p = 0`: a copy, no random bits.
+    KeepAll,
+    /// `p` so close to 1 that the threshold is `2^24`: every element dropped.
+    DropAll,
+    /// Everything else: the random mask.
+    Random,
+}
+
+impl DropoutSpec {
+    /// Which kernel `p` selects.
+    pub fn class(&self) -> DropoutClass {
+        match rng::dropout_threshold(self.p) {
+            0 => DropoutClass::KeepAll,
+            t if t >= 1 << 24 => DropoutClass::DropAll,
+            _ => DropoutClass::Random,
+        }
+    }
+}
+
 impl Op for DropoutSpec {
     fn validate(&self) -> Result<(), SpecError> {
         check_dtype("dropout", self.dtype, FLOATS)?;
@@ -54,6 +79,30 @@ impl Op for DropoutSpec {
             v.push(TensorSig::new("mask", self.dtype, self.shape.clone()));
         }
         v
+    }
+    /// The stream word of `seed` and `step`, the integer threshold of `p`, and the
+    /// scale `1/(1 − p)` in the compute type.
+    fn uniforms(&self) -> Vec<Uniform> {
+        vec![
+            Uniform::u32("stream", rng::stream(self.rng, self.seed, self.step)),
+            Uniform::u32("threshold", rng::dropout_threshold(self.p)),
+            Uniform::new("scale", compute_type(self.dtype), 1.0 / (1.0 - self.p)),
+        ]
+    }
+    /// `seed` and `step` at 0, `p` at a representative of its [`DropoutClass`].
+    fn structural(&self) -> Self {
+        let p = match self.class() {
+            DropoutClass::KeepAll => 0.0,
+            // The largest f64 below 1: its threshold is 2^24.
+            DropoutClass::DropAll => 1.0 - f64::EPSILON / 2.0,
+            DropoutClass::Random => 0.5,
+        };
+        DropoutSpec {
+            p,
+            seed: 0,
+            step: 0,
+            ..self.clone()
+        }
     }
     fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
         reference::dropout(self, i)
@@ -158,6 +207,37 @@ impl Op for AdamSpec {
     }
     fn detail(&self) -> Option<String> {
         Some(if self.decoupled { "adamw" } else { "adam" }.to_string())
+    }
+    /// In the compute type: `lr`, `β1`, `1 − β1`, `β2`, `1 − β2`, the bias corrections
+    /// `1/(1 − β1ᵗ)` and `1/(1 − β2ᵗ)` (computed here in f64, as the reference
+    /// does), `eps`, `weight_decay`.
+    fn uniforms(&self) -> Vec<Uniform> {
+        let ty = compute_type(self.dtype);
+        let t = self.step.min(i32::MAX as u64) as i32;
+        vec![
+            Uniform::new("lr", ty, self.lr),
+            Uniform::new("beta1", ty, self.beta1),
+            Uniform::new("one_minus_beta1", ty, 1.0 - self.beta1),
+            Uniform::new("beta2", ty, self.beta2),
+            Uniform::new("one_minus_beta2", ty, 1.0 - self.beta2),
+            Uniform::new("inv_correction1", ty, 1.0 / (1.0 - self.beta1.powi(t))),
+            Uniform::new("inv_correction2", ty, 1.0 / (1.0 - self.beta2.powi(t))),
+            Uniform::new("eps", ty, self.eps),
+            Uniform::new("weight_decay", ty, self.weight_decay),
+        ]
+    }
+    /// Every attribute at a canonical value; whether there is weight decay shapes the
+    /// kernel, so `weight_decay` keeps its class (0, or 1 for any other value).
+    fn structural(&self) -> Self {
+        AdamSpec {
+            lr: 0.0,
+            beta1: 0.0,
+            beta2: 0.0,
+            eps: 0.0,
+            weight_decay: if self.weight_decay == 0.0 { 0.0 } else { 1.0 },
+            step: 1,
+            ..self.clone()
+        }
     }
     fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
         reference::adam(self, i)
