@@ -1,0 +1,297 @@
+//! Internal faults: built where an error happens, given a node path while unwinding,
+//! and turned into an [`InterpError`] at the end.
+
+use super::error::{InterpError, Invocation, MemorySpace, RaceKind};
+use super::exec::Ctx;
+use super::track::Conflict;
+use crate::eval::EvalError;
+use crate::kernel::*;
+
+/// One segment of a node path, pushed innermost first while an error unwinds.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Seg {
+    Name(&'static str),
+    Indexed(&'static str, usize),
+}
+
+#[derive(Debug)]
+pub(super) enum FaultKind {
+    Eval {
+        inv: u32,
+        source: EvalError,
+    },
+    OutOfBounds {
+        inv: u32,
+        mem: Memory,
+        index: u64,
+        lanes: u8,
+        len: u64,
+    },
+    Unaligned {
+        inv: u32,
+        mem: Memory,
+        index: u64,
+        lanes: u8,
+    },
+    Uninit {
+        inv: u32,
+        mem: Memory,
+        index: u64,
+    },
+    Race {
+        mem: Memory,
+        index: u64,
+        kind: RaceKind,
+        /// Epoch and local index of the earlier access.
+        first_epoch: u64,
+        first_local: u32,
+        second_local: u32,
+    },
+    Divergent {
+        arrived: usize,
+        missing: u32,
+    },
+    UnsetLocal {
+        inv: u32,
+        local: LocalId,
+    },
+    Malformed {
+        inv: u32,
+        what: String,
+    },
+}
+
+#[derive(Debug)]
+pub(super) struct Fault {
+    pub(super) kind: FaultKind,
+    pub(super) segs: Vec<Seg>,
+}
+
+pub(super) type Res<T> = Result<T, Box<Fault>>;
+
+pub(super) fn fault(kind: FaultKind) -> Box<Fault> {
+    Box::new(Fault {
+        kind,
+        segs: Vec::new(),
+    })
+}
+
+pub(super) fn malformed(inv: u32, what: impl Into<String>) -> Box<Fault> {
+    fault(FaultKind::Malformed {
+        inv,
+        what: what.into(),
+    })
+}
+
+pub(super) trait At {
+    fn at(self, seg: Seg) -> Self;
+}
+
+impl<T> At for Res<T> {
+    #[inline]
+    fn at(self, seg: Seg) -> Self {
+        self.map_err(|mut f| {
+            f.segs.push(seg);
+            f
+        })
+    }
+}
+
+use Seg::{Indexed, Name};
+
+/// The path segment a statement adds (as in the validator).
+pub(super) fn stmt_seg(s: &Stmt) -> Option<Seg> {
+    Some(Name(match s {
+        Stmt::Let { .. } => "let",
+        Stmt::Assign { .. } => "assign",
+        Stmt::Store { .. } => "store",
+        Stmt::If { .. } => "if",
+        Stmt::For { .. } => "for",
+        Stmt::Return | Stmt::Barrier => return None,
+    }))
+}
+
+/// The path segment an expression node adds (as in the validator).
+pub(super) fn expr_seg(e: &Expr) -> Option<Seg> {
+    Some(Name(match e {
+        Expr::Lit(_) | Expr::Local(_) | Expr::Param(_) | Expr::Builtin { .. } => return None,
+        Expr::Load { .. } => "load",
+        Expr::Unary { .. } => "unary",
+        Expr::Binary { .. } => "binary",
+        Expr::Cmp { .. } => "cmp",
+        Expr::Math { func, .. } => func.name(),
+        Expr::Select { .. } => "select",
+        Expr::Cast { .. } => "cast",
+        Expr::Bitcast { .. } => "bitcast",
+        Expr::Vector(_) => "vector",
+        Expr::Splat { .. } => "splat",
+        Expr::Extract { .. } => "extract",
+    }))
+}
+
+impl Ctx<'_, '_> {
+    fn local_id(&self, inv: u32) -> [u32; 3] {
+        self.local_ids.get(inv as usize).copied().unwrap_or([0; 3])
+    }
+
+    /// The workgroup id that ran `epoch`.
+    fn workgroup_of_epoch(&self, epoch: u64) -> [u32; 3] {
+        let linear = self
+            .wg_starts
+            .partition_point(|&s| s <= epoch)
+            .saturating_sub(1) as u64;
+        let (gx, gy) = (self.grid[0].max(1) as u64, self.grid[1].max(1) as u64);
+        [
+            (linear % gx) as u32,
+            ((linear / gx) % gy) as u32,
+            (linear / (gx * gy)) as u32,
+        ]
+    }
+
+    fn space_and_name(&self, mem: Memory) -> (MemorySpace, String) {
+        let space = match mem {
+            Memory::Buffer(_) => MemorySpace::Buffer,
+            Memory::Shared(_) => MemorySpace::Shared,
+        };
+        (space, self.kernel.memory_name(mem))
+    }
+
+    pub(super) fn to_error(&self, fault: Fault) -> InterpError {
+        let mut path = String::from("kernel");
+        for seg in fault.segs.iter().rev() {
+            match seg {
+                Name(n) => {
+                    path.push('.');
+                    path.push_str(n);
+                }
+                Indexed(n, i) => {
+                    path.push('.');
+                    path.push_str(n);
+                    path.push_str(&format!("[{i}]"));
+                }
+            }
+        }
+        let kernel = self.kernel.name.clone();
+        let workgroup = self.wg_id;
+        match fault.kind {
+            FaultKind::Eval { inv, source } => InterpError::Eval {
+                kernel,
+                path,
+                workgroup,
+                invocation: self.local_id(inv),
+                source,
+            },
+            FaultKind::OutOfBounds {
+                inv,
+                mem,
+                index,
+                lanes,
+                len,
+            } => {
+                let (space, memory) = self.space_and_name(mem);
+                InterpError::OutOfBounds {
+                    kernel,
+                    path,
+                    space,
+                    memory,
+                    index,
+                    lanes,
+                    len,
+                    workgroup,
+                    invocation: self.local_id(inv),
+                }
+            }
+            FaultKind::Unaligned {
+                inv,
+                mem,
+                index,
+                lanes,
+            } => {
+                let (space, memory) = self.space_and_name(mem);
+                InterpError::UnalignedAccess {
+                    kernel,
+                    path,
+                    space,
+                    memory,
+                    index,
+                    lanes,
+                    workgroup,
+                    invocation: self.local_id(inv),
+                }
+            }
+            FaultKind::Uninit { inv, mem, index } => InterpError::UninitializedSharedRead {
+                kernel,
+                path,
+                memory: self.kernel.memory_name(mem),
+                index,
+                workgroup,
+                invocation: self.local_id(inv),
+            },
+            FaultKind::Race {
+                mem,
+                index,
+                kind,
+                first_epoch,
+                first_local,
+                second_local,
+            } => {
+                let (space, memory) = self.space_and_name(mem);
+                InterpError::Race {
+                    kernel,
+                    path,
+                    space,
+                    memory,
+                    index,
+                    kind,
+                    first: Invocation {
+                        workgroup: self.workgroup_of_epoch(first_epoch),
+                        local: self.local_id(first_local),
+                    },
+                    second: Invocation {
+                        workgroup,
+                        local: self.local_id(second_local),
+                    },
+                }
+            }
+            FaultKind::Divergent { arrived, missing } => InterpError::DivergentBarrier {
+                kernel,
+                path,
+                workgroup,
+                arrived,
+                returned: self.returned_count,
+                total: self.n_inv,
+                missing: self.local_id(missing),
+            },
+            FaultKind::UnsetLocal { inv, local } => InterpError::UnsetLocal {
+                kernel,
+                path,
+                local: self.kernel.local_name(local),
+                workgroup,
+                invocation: self.local_id(inv),
+            },
+            FaultKind::Malformed { inv, what } => InterpError::Malformed {
+                kernel,
+                path,
+                workgroup,
+                invocation: self.local_id(inv),
+                what,
+            },
+        }
+    }
+}
+
+pub(super) fn race(
+    mem: Memory,
+    index: usize,
+    (kind, first_epoch, first_local): Conflict,
+    inv: u32,
+) -> Box<Fault> {
+    fault(FaultKind::Race {
+        mem,
+        index: index as u64,
+        kind,
+        first_epoch,
+        first_local,
+        second_local: inv,
+    })
+}
