@@ -30,7 +30,7 @@ pub mod types;
 pub mod validate;
 
 pub use hash::{stable_hash, KernelHash};
-pub use interp::{Arg, HostBuffer, InterpError, Invocation, MemorySpace, RaceKind};
+pub use interp::{Arg, HostBuffer, InterpError, Invocation, MemorySpace, RaceKind, Site};
 pub use json::{from_json, to_json, IrJsonError};
 pub use kernel::*;
 pub use scalar::Scalar;

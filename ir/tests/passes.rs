@@ -1334,17 +1334,8 @@ mod fuzz {
 
     /// The error without the path of the failing node (which passes legitimately move).
     fn without_path(mut e: InterpError) -> InterpError {
-        use InterpError as I;
-        match &mut e {
-            I::Eval { path, .. }
-            | I::OutOfBounds { path, .. }
-            | I::UnalignedAccess { path, .. }
-            | I::UninitializedSharedRead { path, .. }
-            | I::Race { path, .. }
-            | I::DivergentBarrier { path, .. }
-            | I::UnsetLocal { path, .. }
-            | I::Malformed { path, .. } => path.clear(),
-            _ => {}
+        if let Some(site) = e.site_mut() {
+            site.path.clear();
         }
         e
     }

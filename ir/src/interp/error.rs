@@ -69,11 +69,43 @@ impl fmt::Display for RaceKind {
     }
 }
 
+/// Where in a run something went wrong: the kernel, the IR node, and the invocation.
+///
+/// Displayed as ``kernel `k` at kernel.body[1].store, invocation (3, 0, 0) of workgroup
+/// (1, 0, 0)`` (or ``..., workgroup (1, 0, 0)`` without an invocation).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Site {
+    /// The kernel's name.
+    pub kernel: String,
+    /// The failing node, in the validator's node-path syntax
+    /// (`kernel.body[2].if.then[0].store`).
+    pub path: String,
+    /// The id of the workgroup that failed.
+    pub workgroup: [u32; 3],
+    /// The local id of the invocation that failed; `None` where the workgroup failed as
+    /// a whole (a divergent barrier).
+    pub invocation: Option<[u32; 3]>,
+}
+
+impl fmt::Display for Site {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "kernel `{}` at {}, ", self.kernel, self.path)?;
+        match self.invocation {
+            Some(local) => write!(
+                f,
+                "invocation {} of workgroup {}",
+                Xyz(local),
+                Xyz(self.workgroup)
+            ),
+            None => write!(f, "workgroup {}", Xyz(self.workgroup)),
+        }
+    }
+}
+
 /// Why a kernel could not be run, or where its execution went wrong.
 ///
-/// `path` fields use the validator's node-path syntax (`kernel.body[2].if.then[0].store`);
-/// `workgroup` and `invocation` are the workgroup id and the local id of the invocation
-/// that failed.
+/// Every error of a running kernel carries one [`Site`]; [`InterpError::site`] returns
+/// it.
 #[derive(Clone, Debug, Error, PartialEq)]
 pub enum InterpError {
     /// The kernel failed validation.
@@ -84,6 +116,7 @@ pub enum InterpError {
     #[error(transparent)]
     Arg(#[from] crate::args::ArgError),
 
+    /// A host buffer holds an element of another type than its parameter's.
     #[error("kernel `{kernel}`: buffer argument {index} (`{param}`) holds {expected} elements, but element {element} is a {found}")]
     ArgData {
         kernel: String,
@@ -94,6 +127,7 @@ pub enum InterpError {
         found: ScalarType,
     },
 
+    /// The grid's global ids do not fit in u32.
     #[error("kernel `{kernel}`: grid {} of workgroups of size {} has global ids beyond u32", Xyz(*grid), Xyz(*workgroup_size))]
     GridTooLarge {
         kernel: String,
@@ -101,6 +135,7 @@ pub enum InterpError {
         workgroup_size: [u32; 3],
     },
 
+    /// The kernel needs more than the interpreter will allocate.
     #[error("kernel `{kernel}` needs {requested} {what}; the interpreter allows at most {limit}")]
     ResourceLimit {
         kernel: String,
@@ -109,91 +144,106 @@ pub enum InterpError {
         limit: u64,
     },
 
-    #[error("kernel `{kernel}` at {path}, invocation {} of workgroup {}: {source}", Xyz(*invocation), Xyz(*workgroup))]
-    Eval {
-        kernel: String,
-        path: String,
-        workgroup: [u32; 3],
-        invocation: [u32; 3],
-        source: EvalError,
-    },
+    /// An operator failed (integer division by zero, a shift by the bit width or more).
+    #[error("{site}: {source}")]
+    Eval { site: Site, source: EvalError },
 
-    #[error("kernel `{kernel}` at {path}, invocation {} of workgroup {}: {lanes}-lane access at index {index} is out of bounds of {space} `{memory}` (length {len})", Xyz(*invocation), Xyz(*workgroup))]
+    /// A load or store past the end of its memory.
+    #[error("{site}: {lanes}-lane access at index {index} is out of bounds of {space} `{memory}` (length {len})")]
     OutOfBounds {
-        kernel: String,
-        path: String,
+        site: Site,
         space: MemorySpace,
         memory: String,
         index: u64,
         lanes: u8,
         len: u64,
-        workgroup: [u32; 3],
-        invocation: [u32; 3],
     },
 
-    #[error("kernel `{kernel}` at {path}, invocation {} of workgroup {}: {lanes}-lane access to {space} `{memory}` at index {index}, which is not a multiple of {lanes}", Xyz(*invocation), Xyz(*workgroup))]
+    /// An in-bounds vector access at an index that is not a multiple of its lanes.
+    #[error("{site}: {lanes}-lane access to {space} `{memory}` at index {index}, which is not a multiple of {lanes}")]
     UnalignedAccess {
-        kernel: String,
-        path: String,
+        site: Site,
         space: MemorySpace,
         memory: String,
         index: u64,
         lanes: u8,
-        workgroup: [u32; 3],
-        invocation: [u32; 3],
     },
 
-    #[error("kernel `{kernel}` at {path}, invocation {} of workgroup {}: element {index} of shared array `{memory}` is read before this workgroup wrote it", Xyz(*invocation), Xyz(*workgroup))]
+    /// A read of a shared element no invocation of this workgroup has written.
+    #[error(
+        "{site}: element {index} of shared array `{memory}` is read before this workgroup wrote it"
+    )]
     UninitializedSharedRead {
-        kernel: String,
-        path: String,
+        site: Site,
         memory: String,
         index: u64,
-        workgroup: [u32; 3],
-        invocation: [u32; 3],
     },
 
-    #[error("kernel `{kernel}` at {path}: {kind} data race on element {index} of {space} `{memory}` between {first} and {second} (no barrier orders them)")]
+    /// Two invocations touched one element, at least one writing, with no barrier
+    /// between them. The site's invocation is the one whose access found the conflict.
+    #[error("{site}: {kind} data race on element {index} of {space} `{memory}` with {first}, which accessed it earlier (no barrier orders them)")]
     Race {
-        kernel: String,
-        path: String,
+        site: Site,
         space: MemorySpace,
         memory: String,
         index: u64,
         kind: RaceKind,
         /// The invocation whose access came first.
         first: Invocation,
-        /// The invocation whose access found the conflict (at `path`).
-        second: Invocation,
     },
 
-    #[error("kernel `{kernel}` at {path}, workgroup {}: barrier reached by {arrived} of {total} invocations ({returned} returned; e.g. invocation {} did not arrive)", Xyz(*workgroup), Xyz(*missing))]
+    /// A barrier that some invocations of the workgroup did not reach (the site has no
+    /// invocation).
+    #[error("{site}: barrier reached by {arrived} of {total} invocations ({returned} returned; e.g. invocation {} did not arrive)", Xyz(*missing))]
     DivergentBarrier {
-        kernel: String,
-        path: String,
-        workgroup: [u32; 3],
+        site: Site,
         arrived: usize,
         returned: usize,
         total: usize,
         missing: [u32; 3],
     },
 
-    #[error("kernel `{kernel}` at {path}, invocation {} of workgroup {}: local `{local}` is read before it is assigned", Xyz(*invocation), Xyz(*workgroup))]
-    UnsetLocal {
-        kernel: String,
-        path: String,
-        local: String,
-        workgroup: [u32; 3],
-        invocation: [u32; 3],
-    },
+    /// A read of a local before any assignment to it.
+    #[error("{site}: local `{local}` is read before it is assigned")]
+    UnsetLocal { site: Site, local: String },
 
-    /// Something the validator rules out (only reachable through [`run_unvalidated`]).
-    #[error("kernel `{kernel}` at {path}, invocation {} of workgroup {}: malformed IR: {what}", Xyz(*invocation), Xyz(*workgroup))]
-    Malformed {
-        kernel: String,
-        path: String,
-        workgroup: [u32; 3],
-        invocation: [u32; 3],
-        what: String,
-    },
+    /// Something the validator rules out (only reachable through
+    /// [`run_unvalidated`](super::run_unvalidated)).
+    #[error("{site}: malformed IR: {what}")]
+    Malformed { site: Site, what: String },
+}
+
+/// Which variants carry a [`Site`], in one place for [`InterpError::site`] and
+/// [`InterpError::site_mut`] (match ergonomics bind `site` by reference or mutably).
+macro_rules! site_of {
+    ($error:expr) => {
+        match $error {
+            InterpError::Invalid(_)
+            | InterpError::Arg(_)
+            | InterpError::ArgData { .. }
+            | InterpError::GridTooLarge { .. }
+            | InterpError::ResourceLimit { .. } => None,
+            InterpError::Eval { site, .. }
+            | InterpError::OutOfBounds { site, .. }
+            | InterpError::UnalignedAccess { site, .. }
+            | InterpError::UninitializedSharedRead { site, .. }
+            | InterpError::Race { site, .. }
+            | InterpError::DivergentBarrier { site, .. }
+            | InterpError::UnsetLocal { site, .. }
+            | InterpError::Malformed { site, .. } => Some(site),
+        }
+    };
+}
+
+impl InterpError {
+    /// Where the running kernel failed; `None` for errors found before it ran.
+    pub fn site(&self) -> Option<&Site> {
+        site_of!(self)
+    }
+
+    /// [`Self::site`], mutably (e.g. to clear the node path before comparing errors of
+    /// two kernels a pass made from one another).
+    pub fn site_mut(&mut self) -> Option<&mut Site> {
+        site_of!(self)
+    }
 }

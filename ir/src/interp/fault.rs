@@ -1,7 +1,7 @@
 //! Internal faults: built where an error happens, given a node path while unwinding,
 //! and turned into an [`InterpError`] at the end.
 
-use super::error::{InterpError, Invocation, MemorySpace, RaceKind};
+use super::error::{InterpError, Invocation, MemorySpace, RaceKind, Site};
 use super::exec::Ctx;
 use super::track::Conflict;
 use crate::eval::EvalError;
@@ -39,13 +39,14 @@ pub(super) enum FaultKind {
         index: u64,
     },
     Race {
+        /// The invocation whose access found the conflict.
+        inv: u32,
         mem: Memory,
         index: u64,
         kind: RaceKind,
         /// Epoch and local index of the earlier access.
         first_epoch: u64,
         first_local: u32,
-        second_local: u32,
     },
     Divergent {
         arrived: usize,
@@ -171,14 +172,15 @@ impl Ctx<'_, '_> {
                 }
             }
         }
-        let kernel = self.kernel.name.clone();
-        let workgroup = self.wg_id;
+        let site = |inv: Option<u32>| Site {
+            kernel: self.kernel.name.clone(),
+            path: path.clone(),
+            workgroup: self.wg_id,
+            invocation: inv.map(|i| self.local_id(i)),
+        };
         match fault.kind {
             FaultKind::Eval { inv, source } => InterpError::Eval {
-                kernel,
-                path,
-                workgroup,
-                invocation: self.local_id(inv),
+                site: site(Some(inv)),
                 source,
             },
             FaultKind::OutOfBounds {
@@ -190,15 +192,12 @@ impl Ctx<'_, '_> {
             } => {
                 let (space, memory) = self.space_and_name(mem);
                 InterpError::OutOfBounds {
-                    kernel,
-                    path,
+                    site: site(Some(inv)),
                     space,
                     memory,
                     index,
                     lanes,
                     len,
-                    workgroup,
-                    invocation: self.local_id(inv),
                 }
             }
             FaultKind::Unaligned {
@@ -209,36 +208,29 @@ impl Ctx<'_, '_> {
             } => {
                 let (space, memory) = self.space_and_name(mem);
                 InterpError::UnalignedAccess {
-                    kernel,
-                    path,
+                    site: site(Some(inv)),
                     space,
                     memory,
                     index,
                     lanes,
-                    workgroup,
-                    invocation: self.local_id(inv),
                 }
             }
             FaultKind::Uninit { inv, mem, index } => InterpError::UninitializedSharedRead {
-                kernel,
-                path,
+                site: site(Some(inv)),
                 memory: self.kernel.memory_name(mem),
                 index,
-                workgroup,
-                invocation: self.local_id(inv),
             },
             FaultKind::Race {
+                inv,
                 mem,
                 index,
                 kind,
                 first_epoch,
                 first_local,
-                second_local,
             } => {
                 let (space, memory) = self.space_and_name(mem);
                 InterpError::Race {
-                    kernel,
-                    path,
+                    site: site(Some(inv)),
                     space,
                     memory,
                     index,
@@ -247,33 +239,21 @@ impl Ctx<'_, '_> {
                         workgroup: self.workgroup_of_epoch(first_epoch),
                         local: self.local_id(first_local),
                     },
-                    second: Invocation {
-                        workgroup,
-                        local: self.local_id(second_local),
-                    },
                 }
             }
             FaultKind::Divergent { arrived, missing } => InterpError::DivergentBarrier {
-                kernel,
-                path,
-                workgroup,
+                site: site(None),
                 arrived,
                 returned: self.returned_count,
                 total: self.n_inv,
                 missing: self.local_id(missing),
             },
             FaultKind::UnsetLocal { inv, local } => InterpError::UnsetLocal {
-                kernel,
-                path,
+                site: site(Some(inv)),
                 local: self.kernel.local_name(local),
-                workgroup,
-                invocation: self.local_id(inv),
             },
             FaultKind::Malformed { inv, what } => InterpError::Malformed {
-                kernel,
-                path,
-                workgroup,
-                invocation: self.local_id(inv),
+                site: site(Some(inv)),
                 what,
             },
         }
@@ -292,6 +272,6 @@ pub(super) fn race(
         kind,
         first_epoch,
         first_local,
-        second_local: inv,
+        inv,
     })
 }

@@ -37,7 +37,7 @@ mod fault;
 mod host;
 mod track;
 
-pub use error::{InterpError, Invocation, MemorySpace, RaceKind};
+pub use error::{InterpError, Invocation, MemorySpace, RaceKind, Site};
 pub use host::{Arg, HostBuffer};
 
 use crate::args::{check_args as check_args_shared, ArgShape};
