@@ -692,6 +692,22 @@ fn misaligned_vector_load() {
         matches!(&err, InterpError::UnalignedAccess { index: 2, lanes: 4, memory, .. } if memory == "src"),
         "{err}"
     );
+    // Both unaligned and out of bounds (14..18 of 16): out of bounds, as the targets'
+    // status words say.
+    args[2] = Arg::Scalar(Scalar::U32(14));
+    let err = run(&kernel, [1, 1, 1], &mut args).unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            InterpError::OutOfBounds {
+                index: 14,
+                lanes: 4,
+                len: 16,
+                ..
+            }
+        ),
+        "{err}"
+    );
 }
 
 #[test]

@@ -186,20 +186,14 @@ impl Ctx<'_, '_> {
 
     // -- memory ---------------------------------------------------------------------
 
-    /// Checks lane count, alignment and bounds of an access; returns the first element.
+    /// Checks lane count, bounds and alignment of an access; returns the first element.
+    /// Bounds come first: an access both out of bounds and unaligned is out of bounds,
+    /// as the compiled targets report it too.
     fn check_access(&self, mem: Memory, index: u32, lanes: u8, len: usize, inv: u32) -> Res<usize> {
         if !Type::is_valid_lanes(lanes) {
             return Err(malformed(inv, format!("access of {lanes} lanes")));
         }
         let index64 = index as u64;
-        if lanes > 1 && index % lanes as u32 != 0 {
-            return Err(fault(FaultKind::Unaligned {
-                inv,
-                mem,
-                index: index64,
-                lanes,
-            }));
-        }
         if index64 + lanes as u64 > len as u64 {
             return Err(fault(FaultKind::OutOfBounds {
                 inv,
@@ -207,6 +201,14 @@ impl Ctx<'_, '_> {
                 index: index64,
                 lanes,
                 len: len as u64,
+            }));
+        }
+        if lanes > 1 && index % lanes as u32 != 0 {
+            return Err(fault(FaultKind::Unaligned {
+                inv,
+                mem,
+                index: index64,
+                lanes,
             }));
         }
         Ok(index as usize)
