@@ -184,7 +184,7 @@ impl<'k, 'a> Ctx<'k, 'a> {
         Ok(())
     }
 
-    fn exec_stmt(&mut self, stmt: &Stmt, mask: &mut Vec<u32>) -> Res<()> {
+    fn exec_stmt(&mut self, stmt: &Stmt, mask: &[u32]) -> Res<()> {
         match self.exec_stmt_node(stmt, mask) {
             Ok(()) => Ok(()),
             Err(mut f) => {
@@ -196,7 +196,7 @@ impl<'k, 'a> Ctx<'k, 'a> {
         }
     }
 
-    fn exec_stmt_node(&mut self, stmt: &Stmt, mask: &mut Vec<u32>) -> Res<()> {
+    fn exec_stmt_node(&mut self, stmt: &Stmt, mask: &[u32]) -> Res<()> {
         match stmt {
             Stmt::Let { local, value } | Stmt::Assign { local, value } => {
                 let first = mask.first().copied().unwrap_or(0);

@@ -233,9 +233,9 @@ impl Ctx<'_, '_> {
                 else {
                     return Err(malformed(inv, "buffer binding vanished"));
                 };
-                for lane in 0..lanes as usize {
+                for (lane, out) in out_lanes.iter_mut().enumerate().take(lanes as usize) {
                     let i = start + lane;
-                    out_lanes[lane] = data[i];
+                    *out = data[i];
                     if let Some(track) = track {
                         if let Some(c) = track[i].buffer_read(inv, epoch, wg_start) {
                             return Err(race(mem, i, c, inv));
@@ -252,7 +252,7 @@ impl Ctx<'_, '_> {
                 let Some(sh) = self.shared.get_mut(s.0 as usize) else {
                     return Err(malformed(inv, "shared array vanished"));
                 };
-                for lane in 0..lanes as usize {
+                for (lane, out) in out_lanes.iter_mut().enumerate().take(lanes as usize) {
                     let i = start + lane;
                     let t = &mut sh.track[i];
                     if t.write_epoch < wg_start {
@@ -265,7 +265,7 @@ impl Ctx<'_, '_> {
                     if let Some(c) = t.shared_read(inv, epoch) {
                         return Err(race(mem, i, c, inv));
                     }
-                    out_lanes[lane] = sh.data[i];
+                    *out = sh.data[i];
                 }
             }
         }
