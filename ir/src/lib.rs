@@ -11,6 +11,8 @@
 //!   constant folding, so they agree bit for bit).
 //! * [`print`](mod@print), [`json`] and [`hash`]: the kernel as readable text, as storable JSON,
 //!   and its stable content hash (the IR part of every cache key).
+//! * `testing` (cargo feature `testing`): random valid kernels and the rule for
+//!   comparing two runs of one, for tests and fuzzers.
 //!
 //! Invariants: the crate depends on nothing of kernelc's; every other crate consumes
 //! only validated kernels.
@@ -26,6 +28,8 @@ pub mod kernel;
 pub mod passes;
 pub mod print;
 pub mod scalar;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod types;
 pub mod validate;
 
