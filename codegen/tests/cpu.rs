@@ -8,6 +8,7 @@ use kernelc_codegen::CodegenError;
 use kernelc_ir::args::ArgError;
 use kernelc_ir::builder::*;
 use kernelc_ir::interp::{run, Arg, HostBuffer, InterpError};
+use kernelc_ir::testing::{self, same_value};
 use kernelc_ir::{Access, Kernel, MathFn, Scalar, ScalarType, Type};
 use ScalarType::{Bf16, Bool, F16, F32, F64, I32, I64, U32};
 
@@ -33,20 +34,6 @@ impl Lcg {
     fn f32(&mut self) -> f32 {
         (self.next_u32() as f32 / (1u64 << 31) as f32) - 1.0
     }
-}
-
-fn is_nan(s: Scalar) -> bool {
-    match s {
-        Scalar::F16(b) => f16::from_bits(b).is_nan(),
-        Scalar::Bf16(b) => bf16::from_bits(b).is_nan(),
-        Scalar::F32(b) => f32::from_bits(b).is_nan(),
-        Scalar::F64(b) => f64::from_bits(b).is_nan(),
-        _ => false,
-    }
-}
-
-fn same(a: Scalar, b: Scalar) -> bool {
-    a == b || (is_nan(a) && is_nan(b))
 }
 
 fn compile(kernel: &Kernel) -> CpuKernel {
@@ -113,7 +100,7 @@ fn compare(kernel: &Kernel, want: &[Arg], got: &[Arg], inputs: &[Arg]) {
         };
         assert_eq!(w.len(), g.len());
         for (i, (&a, &b)) in w.data.iter().zip(&g.data).enumerate() {
-            if !same(a, b) {
+            if !same_value(a, b) {
                 let shown: Vec<String> = inputs
                     .iter()
                     .filter_map(|a| a.as_buffer())
@@ -130,147 +117,18 @@ fn compare(kernel: &Kernel, want: &[Arg], got: &[Arg], inputs: &[Arg]) {
     }
 }
 
-/// Interesting values of a type first, then random bit patterns, `n` in all.
+/// Interesting values of a type first (`testing::special_values`), then random ones, `n`
+/// in all.
 fn values(ty: ScalarType, n: usize, rng: &mut Lcg) -> Vec<Scalar> {
-    let special: Vec<Scalar> = match ty {
-        Bool => vec![Scalar::Bool(false), Scalar::Bool(true)],
-        I32 => [
-            0,
-            1,
-            -1,
-            2,
-            -2,
-            7,
-            31,
-            32,
-            33,
-            i32::MIN,
-            i32::MAX,
-            i32::MIN + 1,
-            100000,
-        ]
-        .map(Scalar::I32)
-        .to_vec(),
-        U32 => [
-            0,
-            1,
-            2,
-            7,
-            31,
-            32,
-            33,
-            0x8000_0000,
-            u32::MAX,
-            u32::MAX - 1,
-            65535,
-        ]
-        .map(Scalar::U32)
-        .to_vec(),
-        I64 => [
-            0,
-            1,
-            -1,
-            63,
-            64,
-            i64::MIN,
-            i64::MAX,
-            1 << 40,
-            -(1 << 53) - 1,
-            (1 << 53) + 1,
-            i32::MIN as i64,
-            u32::MAX as i64 + 1,
-        ]
-        .map(Scalar::I64)
-        .to_vec(),
-        F32 => [
-            0.0f32,
-            -0.0,
-            1.0,
-            -1.0,
-            0.5,
-            -2.5,
-            3.5,
-            f32::NAN,
-            -f32::NAN,
-            f32::INFINITY,
-            f32::NEG_INFINITY,
-            f32::MIN_POSITIVE,
-            1e-45,
-            -1e-40,
-            f32::MAX,
-            f32::MIN,
-            1e10,
-            -3e9,
-            2147483648.0,
-            4294967296.0,
-            65504.0,
-            65520.0,
-            1e-7,
-            100.0,
-            0.1,
-            std::f32::consts::PI,
-        ]
-        .map(Scalar::f32)
-        .to_vec(),
-        F64 => [
-            0.0f64,
-            -0.0,
-            1.0,
-            -1.0,
-            0.5,
-            -2.5,
-            3.5,
-            f64::NAN,
-            -f64::NAN,
-            f64::INFINITY,
-            f64::NEG_INFINITY,
-            f64::MIN_POSITIVE,
-            5e-324,
-            -1e-310,
-            f64::MAX,
-            f64::MIN,
-            1e300,
-            -3e9,
-            2147483648.0,
-            9.3e18,
-            -9.3e18,
-            65520.0,
-            1e-7,
-            100.0,
-            0.1,
-            std::f64::consts::PI,
-        ]
-        .map(Scalar::f64)
-        .to_vec(),
-        F16 => [
-            0x0000u16, 0x8000, 0x3C00, 0xBC00, 0x3800, 0x7E00, 0xFE00, 0x7C01, 0x7C00, 0xFC00,
-            0x0001, 0x03FF, 0x0400, 0x7BFF, 0xFBFF, 0x4500, 0xC900, 0x3555,
-        ]
-        .map(Scalar::F16)
-        .to_vec(),
-        Bf16 => [
-            0x0000u16, 0x8000, 0x3F80, 0xBF80, 0x3F00, 0x7FC0, 0xFFC0, 0x7F81, 0x7F80, 0xFF80,
-            0x0001, 0x007F, 0x0080, 0x7F7F, 0xFF7F, 0x40A0, 0xC120, 0x3EAB,
-        ]
-        .map(Scalar::Bf16)
-        .to_vec(),
-    };
-    let mut out: Vec<Scalar> = special.into_iter().take(n).collect();
+    let mut out: Vec<Scalar> = testing::special_values(ty).into_iter().take(n).collect();
     while out.len() < n {
         let bits = rng.next_u64();
-        out.push(match ty {
-            Bool => Scalar::Bool(bits & 1 == 1),
-            I32 => Scalar::I32(bits as i32),
-            U32 => Scalar::U32(bits as u32),
-            I64 => Scalar::I64(bits as i64),
-            F16 => Scalar::F16(bits as u16),
-            Bf16 => Scalar::Bf16(bits as u16),
-            // Mostly ordinary magnitudes, sometimes any bit pattern.
-            F32 if bits % 4 == 0 => Scalar::F32(bits as u32),
-            F32 => Scalar::f32(rng.f32() * [1.0, 10.0, 1e4, 1e-3][(bits >> 8) as usize % 4]),
-            F64 if bits % 4 == 0 => Scalar::F64(bits),
-            F64 => Scalar::f64(rng.f32() as f64 * [1.0, 10.0, 1e4, 1e-3][(bits >> 8) as usize % 4]),
-        });
+        // The low two bits of the first word pick how `value_from_words` draws: here
+        // only any bit pattern (0) or an ordinary magnitude (3), half and half; the
+        // special values came first.
+        let how = if bits & 1 == 0 { 0 } else { 3 };
+        let a = ((bits >> 32) as u32 & !3) | how;
+        out.push(testing::value_from_words(ty, a, bits as u32));
     }
     out
 }
@@ -279,19 +137,9 @@ fn buffer(ty: ScalarType, data: Vec<Scalar>) -> Arg {
     Arg::Buffer(HostBuffer::new(ty, data))
 }
 
-/// A poisoned output buffer (never all zeros).
+/// A poisoned output buffer (`testing::poison`: never zero, NaN for floats).
 fn poison(ty: ScalarType, n: usize) -> Arg {
-    let v = match ty {
-        Bool => Scalar::Bool(true),
-        I32 => Scalar::I32(-7),
-        U32 => Scalar::U32(0xDEAD_BEEF),
-        I64 => Scalar::I64(-77),
-        F16 => Scalar::F16(0x7E01),
-        Bf16 => Scalar::Bf16(0x7FC1),
-        F32 => Scalar::f32(f32::NAN),
-        F64 => Scalar::f64(f64::NAN),
-    };
-    Arg::Buffer(HostBuffer::filled(ty, n, v))
+    Arg::Buffer(HostBuffer::filled(ty, n, testing::poison(ty)))
 }
 
 /// `out[k] = f(ins[0][k], ins[1][k], ...)` over `n` values of type `ty` (vectors of
@@ -1217,7 +1065,8 @@ fn out_of_bounds_accesses_are_reported_not_performed() {
         e,
         Err(LaunchError::OutOfBounds {
             kernel: "oob".into(),
-            workgroup: [7, 1 - 1, 0]
+            workgroup: [7, 1 - 1, 0],
+            status: kernelc_codegen::abi::status::OUT_OF_BOUNDS,
         })
     );
     // A store out of bounds, with buffers surrounded by guard bytes that stay intact.
@@ -1411,486 +1260,90 @@ fn kernels_can_be_launched_from_several_threads_at_once() {
 // Random kernels: interpreter vs JIT
 // ---------------------------------------------------------------------------------------
 
-/// Random well-typed, error-free kernels run on the interpreter and the JIT (in the
-/// spirit of Cranelift's interpreter-vs-native fuzzing). Every expression form, every
-/// type and vector width, locals, ifs, loops and returns; loads are masked into bounds
-/// and divisors and shift amounts are made valid, so the interpreter never fails.
+/// Random kernels of `kernelc_ir::testing` run on the interpreter and the JIT (in the
+/// spirit of Cranelift's interpreter-vs-native fuzzing) and compared by the one rule,
+/// `testing::compare`: the same outputs, or the same run-time error.
 mod fuzz {
     use super::*;
-    use kernelc_ir::{
-        BinaryOp, Builtin, CmpOp, Expr, LocalDecl, LocalId, Memory, Param, ParamId, Stmt, UnaryOp,
-    };
+    use kernelc_codegen::abi::status;
+    use kernelc_ir::testing::{Case, FaultKind, Faults, GenConfig, Outcome, Shape};
     use proptest::prelude::*;
 
-    const TYPES: [ScalarType; 8] = ScalarType::ALL;
-    /// Elements per input buffer; output region per invocation.
-    const LEN: u32 = 16;
-    const WG: u32 = 2;
-    const GRID: u32 = 2;
-    const INVOCATIONS: u32 = WG * GRID;
+    /// The faults a status word reports.
+    fn faults(bits: u32) -> Faults {
+        [
+            (status::OUT_OF_BOUNDS, FaultKind::OutOfBounds),
+            (status::UNALIGNED, FaultKind::Unaligned),
+            (status::DIVISION_BY_ZERO, FaultKind::DivisionByZero),
+            (status::SHIFT_OVERFLOW, FaultKind::ShiftOverflow),
+        ]
+        .into_iter()
+        .filter(|(bit, _)| bits & bit != 0)
+        .map(|(_, kind)| kind)
+        .collect()
+    }
 
-    fn ti(s: ScalarType) -> u32 {
-        TYPES.iter().position(|&t| t == s).unwrap_or(0) as u32
-    }
-    fn input(s: ScalarType) -> Memory {
-        Memory::Buffer(ParamId(ti(s)))
-    }
-    fn param(s: ScalarType) -> ParamId {
-        ParamId(8 + ti(s))
-    }
-    fn output(s: ScalarType) -> Memory {
-        Memory::Buffer(ParamId(16 + ti(s)))
-    }
-    fn u32_lit(v: u32) -> Expr {
-        Expr::Lit(Scalar::U32(v))
-    }
-    fn bin(op: BinaryOp, lhs: Expr, rhs: Expr) -> Expr {
-        Expr::Binary {
-            op,
-            lhs: Box::new(lhs),
-            rhs: Box::new(rhs),
-        }
-    }
-    fn gid() -> Expr {
-        Expr::Builtin {
-            builtin: Builtin::GlobalId,
-            axis: 0,
-        }
-    }
-    /// A literal of `ty` (splat for vectors) from one value.
-    fn lit_ty(ty: Type, s: Scalar) -> Expr {
-        if ty.lanes == 1 {
-            Expr::Lit(s)
-        } else {
-            Expr::Splat {
-                lanes: ty.lanes,
-                arg: Box::new(Expr::Lit(s)),
-            }
+    /// What the CPU target compiles: everything but barriers, which it supports only in
+    /// workgroups of one invocation (it runs a workgroup's invocations one after the
+    /// other).
+    fn cpu() -> GenConfig {
+        GenConfig {
+            barriers: false,
+            ..GenConfig::full()
         }
     }
 
-    struct Gen {
-        rng: Lcg,
-        locals: Vec<LocalDecl>,
-        scope: Vec<(LocalId, Type)>,
-    }
-
-    impl Gen {
-        fn pick(&mut self, n: u32) -> u32 {
-            self.rng.next_u32() % n.max(1)
-        }
-        fn scalar_type(&mut self) -> ScalarType {
-            TYPES[self.pick(8) as usize]
-        }
-        fn lanes(&mut self) -> u8 {
-            [1, 2, 4][self.pick(3) as usize]
-        }
-        fn value(&mut self, s: ScalarType) -> Scalar {
-            let n = 1 + self.pick(30) as usize;
-            values(s, n, &mut self.rng)[n - 1]
-        }
-
-        fn expr(&mut self, ty: Type, depth: u32) -> Expr {
-            if depth == 0 {
-                return self.leaf(ty);
-            }
-            let d = depth - 1;
-            let s = ty.scalar;
-            match self.pick(12) {
-                0 => self.leaf(ty),
-                1 => self.unary(ty, d),
-                2 | 3 => self.binary(ty, d),
-                4 if s == ScalarType::Bool => self.compare(ty, d),
-                4 => self.math(ty, d),
-                5 => {
-                    let cond_ty = if ty.lanes > 1 && self.pick(2) == 0 {
-                        ty.with_scalar(Bool)
-                    } else {
-                        Type::BOOL
-                    };
-                    Expr::Select {
-                        cond: Box::new(self.expr(cond_ty, d)),
-                        on_true: Box::new(self.expr(ty, d)),
-                        on_false: Box::new(self.expr(ty, d)),
-                    }
-                }
-                6 => {
-                    let from = self.scalar_type();
-                    Expr::Cast {
-                        to: s,
-                        arg: Box::new(self.expr(ty.with_scalar(from), d)),
-                    }
-                }
-                7 if s != Bool => {
-                    let same: Vec<ScalarType> = TYPES
-                        .into_iter()
-                        .filter(|t| *t != Bool && t.size_bytes() == s.size_bytes())
-                        .collect();
-                    let from = same[self.pick(same.len() as u32) as usize];
-                    Expr::Bitcast {
-                        to: s,
-                        arg: Box::new(self.expr(ty.with_scalar(from), d)),
-                    }
-                }
-                8 if ty.lanes == 1 => {
-                    let lanes = [2u8, 4][self.pick(2) as usize];
-                    Expr::Extract {
-                        lane: self.pick(lanes as u32) as u8,
-                        arg: Box::new(self.expr(Type::vector(s, lanes), d)),
-                    }
-                }
-                8 => {
-                    let one = Type::scalar(s);
-                    if self.pick(2) == 0 {
-                        Expr::Splat {
-                            lanes: ty.lanes,
-                            arg: Box::new(self.expr(one, d)),
-                        }
-                    } else {
-                        Expr::Vector((0..ty.lanes).map(|_| self.expr(one, d)).collect())
-                    }
-                }
-                9 => self.load(ty, d),
-                10 if s == Bool => self.compare(ty, d),
-                _ => self.leaf(ty),
-            }
-        }
-
-        fn leaf(&mut self, ty: Type) -> Expr {
-            let locals: Vec<LocalId> = self
-                .scope
-                .iter()
-                .filter(|(_, t)| *t == ty)
-                .map(|(l, _)| *l)
-                .collect();
-            match self.pick(6) {
-                0 | 1 if !locals.is_empty() => {
-                    Expr::Local(locals[self.pick(locals.len() as u32) as usize])
-                }
-                2 => self.load(ty, 0),
-                3 if ty.lanes == 1 => Expr::Param(param(ty.scalar)),
-                4 if ty == Type::U32 => gid(),
-                _ => {
-                    let v = self.value(ty.scalar);
-                    lit_ty(ty, v)
-                }
-            }
-        }
-
-        /// A load at an index masked into bounds and aligned.
-        fn load(&mut self, ty: Type, d: u32) -> Expr {
-            let mask = (LEN - 1) & !(ty.lanes as u32 - 1);
-            let raw = if d == 0 {
-                gid()
-            } else {
-                self.expr(Type::U32, d.min(1))
-            };
-            Expr::Load {
-                mem: input(ty.scalar),
-                index: Box::new(bin(BinaryOp::And, raw, u32_lit(mask))),
-                lanes: ty.lanes,
-            }
-        }
-
-        fn unary(&mut self, ty: Type, d: u32) -> Expr {
-            let s = ty.scalar;
-            let op = match s {
-                Bool | U32 => UnaryOp::Not,
-                I32 | I64 if self.pick(2) == 0 => UnaryOp::Not,
-                _ => UnaryOp::Neg,
-            };
-            Expr::Unary {
-                op,
-                arg: Box::new(self.expr(ty, d)),
-            }
-        }
-
-        fn binary(&mut self, ty: Type, d: u32) -> Expr {
-            use BinaryOp::*;
-            let s = ty.scalar;
-            let ops: &[BinaryOp] = match s {
-                Bool => &[And, Or, Xor],
-                I32 | U32 | I64 => &[Add, Sub, Mul, Div, Rem, And, Or, Xor, Shl, Shr],
-                _ => &[Add, Sub, Mul, Div, Rem],
-            };
-            let op = ops[self.pick(ops.len() as u32) as usize];
-            let lhs = self.expr(ty, d);
-            let rhs = match op {
-                Shl | Shr => {
-                    let bits = s.size_bytes() * 8;
-                    let amount = self.expr(ty.with_scalar(U32), d);
-                    bin(
-                        And,
-                        amount,
-                        lit_ty(ty.with_scalar(U32), Scalar::U32(bits - 1)),
-                    )
-                }
-                Div | Rem if s.is_int() => {
-                    // Never zero: `y | 1`.
-                    let y = self.expr(ty, d);
-                    bin(Or, y, lit_ty(ty, Scalar::from_f64(s, 1.0)))
-                }
-                _ => self.expr(ty, d),
-            };
-            bin(op, lhs, rhs)
-        }
-
-        fn compare(&mut self, ty: Type, d: u32) -> Expr {
-            let mut s = self.scalar_type();
-            let ops = [
-                CmpOp::Eq,
-                CmpOp::Ne,
-                CmpOp::Lt,
-                CmpOp::Le,
-                CmpOp::Gt,
-                CmpOp::Ge,
-            ];
-            let mut op = ops[self.pick(6) as usize];
-            if s == Bool && !matches!(op, CmpOp::Eq | CmpOp::Ne) {
-                s = F32;
-            }
-            if s == Bool {
-                op = CmpOp::Ne;
-            }
-            let operand = ty.with_scalar(s);
-            Expr::Cmp {
-                op,
-                lhs: Box::new(self.expr(operand, d)),
-                rhs: Box::new(self.expr(operand, d)),
-            }
-        }
-
-        fn math(&mut self, ty: Type, d: u32) -> Expr {
-            let func = if ty.scalar.is_float() {
-                MathFn::ALL[self.pick(MathFn::ALL.len() as u32) as usize]
-            } else {
-                [MathFn::Abs, MathFn::Min, MathFn::Max][self.pick(3) as usize]
-            };
-            Expr::Math {
-                func,
-                args: (0..func.arity()).map(|_| self.expr(ty, d)).collect(),
-            }
-        }
-
-        fn declare(&mut self, ty: Type, mutable: bool) -> LocalId {
-            let id = LocalId(self.locals.len() as u32);
-            self.locals.push(LocalDecl {
-                name: format!("v{}", id.0),
-                ty,
-                mutable,
-            });
-            id
-        }
-
-        fn block(&mut self, n: u32, depth: u32) -> Vec<Stmt> {
-            let scope = self.scope.len();
-            let out = (0..n).map(|_| self.stmt(depth)).collect();
-            self.scope.truncate(scope);
-            out
-        }
-
-        /// A store into this invocation's region of the output of `ty`'s type.
-        fn store(&mut self, ty: Type) -> Stmt {
-            let mask = (LEN - 1) & !(ty.lanes as u32 - 1);
-            let slot = self.expr(Type::U32, 1);
-            let index = bin(
-                BinaryOp::Add,
-                bin(BinaryOp::Mul, gid(), u32_lit(LEN)),
-                bin(BinaryOp::And, slot, u32_lit(mask)),
-            );
-            Stmt::Store {
-                mem: output(ty.scalar),
-                index,
-                value: self.expr(ty, 3),
-            }
-        }
-
-        fn stmt(&mut self, depth: u32) -> Stmt {
-            let ty = Type::vector(self.scalar_type(), self.lanes());
-            match self.pick(if depth == 0 { 3 } else { 6 }) {
-                0 => {
-                    let value = self.expr(ty, 3);
-                    let local = self.declare(ty, true);
-                    self.scope.push((local, ty));
-                    Stmt::Let { local, value }
-                }
-                1 | 2 => self.store(ty),
-                3 => {
-                    let cond = self.expr(Type::BOOL, 2);
-                    let (n_then, n_else) = (1 + self.pick(3), self.pick(3));
-                    Stmt::If {
-                        cond,
-                        then_body: self.block(n_then, depth - 1),
-                        else_body: self.block(n_else, depth - 1),
-                    }
-                }
-                4 => {
-                    let signed = self.pick(2) == 0;
-                    let start = self.pick(6) as i32 - 3;
-                    let end = start + self.pick(5) as i32;
-                    let (cty, s, e) = if signed {
-                        (Type::I32, Scalar::I32(start), Scalar::I32(end))
-                    } else {
-                        (
-                            Type::U32,
-                            Scalar::U32(start.unsigned_abs()),
-                            Scalar::U32(end.unsigned_abs() + 2),
-                        )
-                    };
-                    let var = self.declare(cty, false);
-                    self.scope.push((var, cty));
-                    let n = 1 + self.pick(3);
-                    let body = self.block(n, depth - 1);
-                    self.scope.retain(|(l, _)| *l != var);
-                    Stmt::For {
-                        var,
-                        start: Expr::Lit(s),
-                        end: Expr::Lit(e),
-                        step: 1 + self.pick(2),
-                        body,
-                    }
-                }
-                _ => {
-                    // Rarely return; otherwise assign a mutable local in scope.
-                    let mutable: Vec<(LocalId, Type)> = self
-                        .scope
-                        .iter()
-                        .copied()
-                        .filter(|(l, _)| self.locals[l.0 as usize].mutable)
-                        .collect();
-                    if self.pick(6) == 0 {
-                        Stmt::If {
-                            cond: self.expr(Type::BOOL, 1),
-                            then_body: vec![Stmt::Return],
-                            else_body: vec![],
-                        }
-                    } else if mutable.is_empty() {
-                        self.store(ty)
-                    } else {
-                        let (local, ty) = mutable[self.pick(mutable.len() as u32) as usize];
-                        Stmt::Assign {
-                            local,
-                            value: self.expr(ty, 3),
-                        }
-                    }
-                }
-            }
+    /// Barriers, in workgroups of one invocation.
+    fn cpu_with_barriers() -> GenConfig {
+        GenConfig {
+            workgroup_size: 1,
+            grid: 4,
+            ..GenConfig::full()
         }
     }
 
-    fn random_kernel(seed: u64) -> Kernel {
-        let mut g = Gen {
-            rng: Lcg(seed),
-            locals: Vec::new(),
-            scope: Vec::new(),
+    fn check(case: &Case) -> Result<(), TestCaseError> {
+        let kernel = &case.kernel;
+        let fail = |what: String| TestCaseError::fail(format!("{what}\n{case:?}"));
+        if let Err(e) = kernelc_ir::validate(kernel) {
+            return Err(fail(format!("generator bug: invalid kernel: {e}")));
+        }
+        let want = case
+            .run_interpreter()
+            .outcome()
+            .map_err(|e| fail(format!("generator bug: {e}")))?;
+        let compiled = cpu::compile(kernel).map_err(|e| fail(format!("compile failed: {e}")))?;
+        let mut args = case.args.clone();
+        let got = match compiled.launch_host(case.grid, &mut args) {
+            Ok(()) => Outcome::of_target(Faults::NONE, &args),
+            Err(e) if e.status() != 0 => Outcome::of_target(faults(e.status()), &args),
+            Err(e) => return Err(fail(format!("launch failed: {e}"))),
         };
-        let n = 3 + g.pick(6);
-        let body = g.block(n, 2);
-        let mut params = Vec::new();
-        for (i, t) in TYPES.iter().enumerate() {
-            params.push(Param::Buffer {
-                name: format!("in{i}"),
-                elem: *t,
-                len: LEN as u64,
-                access: Access::Read,
-            });
-        }
-        for (i, t) in TYPES.iter().enumerate() {
-            params.push(Param::Scalar {
-                name: format!("p{i}"),
-                ty: *t,
-            });
-        }
-        for (i, t) in TYPES.iter().enumerate() {
-            params.push(Param::Buffer {
-                name: format!("out{i}"),
-                elem: *t,
-                len: (LEN * INVOCATIONS) as u64,
-                access: Access::Write,
-            });
-        }
-        Kernel {
-            name: format!("fuzz_{seed}"),
-            workgroup_size: [WG, 1, 1],
-            params,
-            shared: vec![],
-            locals: g.locals,
-            body,
-        }
-    }
-
-    fn arguments(seed: u64) -> Vec<Arg> {
-        let mut rng = Lcg(seed ^ 0x5eed);
-        let mut args = Vec::new();
-        for t in TYPES {
-            let mut v = values(t, 40, &mut rng);
-            // Mix the special values into random positions.
-            v.rotate_left(rng.next_u32() as usize % 40);
-            v.truncate(LEN as usize);
-            args.push(buffer(t, v));
-        }
-        for t in TYPES {
-            let n = 1 + rng.next_u32() as usize % 20;
-            args.push(Arg::Scalar(values(t, n, &mut rng)[n - 1]));
-        }
-        for t in TYPES {
-            args.push(poison(t, (LEN * INVOCATIONS) as usize));
-        }
-        args
-    }
-
-    fn check_seed(seed: u64) -> Result<(), TestCaseError> {
-        let kernel = random_kernel(seed);
-        if let Err(e) = kernelc_ir::validate(&kernel) {
-            return Err(TestCaseError::fail(format!(
-                "generator made an invalid kernel: {e}\n{kernel}"
-            )));
-        }
-        let args = arguments(seed);
-        let mut want = args.clone();
-        if let Err(e) = run(&kernel, [GRID, 1, 1], &mut want) {
-            return Err(TestCaseError::fail(format!(
-                "interpreter failed: {e}\n{kernel}"
-            )));
-        }
-        let compiled = cpu::compile(&kernel)
-            .map_err(|e| TestCaseError::fail(format!("compile failed: {e}\n{kernel}")))?;
-        let mut got = args.clone();
-        compiled
-            .launch_host([GRID, 1, 1], &mut got)
-            .map_err(|e| TestCaseError::fail(format!("launch failed: {e}\n{kernel}")))?;
-        for (p, (w, g)) in want.iter().zip(&got).enumerate() {
-            let (Some(w), Some(g)) = (w.as_buffer(), g.as_buffer()) else {
-                continue;
-            };
-            for (i, (&a, &b)) in w.data.iter().zip(&g.data).enumerate() {
-                if !same(a, b) {
-                    return Err(TestCaseError::fail(format!(
-                        "seed {seed}: param {p} element {i}: interpreter {a:?}, JIT {b:?}\n{kernel}"
-                    )));
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn config() -> ProptestConfig {
-        let cases = std::env::var("PROPTEST_CASES")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(300);
-        ProptestConfig {
-            cases,
-            ..ProptestConfig::default()
-        }
+        testing::compare(&want, &got).map_err(|m| fail(m.to_string()))
     }
 
     proptest! {
-        #![proptest_config(config())]
+        #![proptest_config(testing::proptest_config(300))]
 
         #[test]
-        fn random_kernels_agree_with_the_interpreter(seed in any::<u64>()) {
-            check_seed(seed)?;
+        fn random_kernels_agree_with_the_interpreter(
+            case in testing::cases(&cpu(), Shape::Statements)
+        ) {
+            check(&case)?;
+        }
+
+        #[test]
+        fn random_expressions_agree_with_the_interpreter(
+            case in testing::cases(&cpu(), Shape::Expression)
+        ) {
+            check(&case)?;
+        }
+
+        #[test]
+        fn random_kernels_with_barriers_agree_with_the_interpreter(
+            case in testing::cases(&cpu_with_barriers(), Shape::Statements)
+        ) {
+            check(&case)?;
         }
     }
 }

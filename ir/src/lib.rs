@@ -11,6 +11,8 @@
 //!   constant folding, so they agree bit for bit).
 //! * [`print`](mod@print), [`json`] and [`hash`]: the kernel as readable text, as storable JSON,
 //!   and its stable content hash (the IR part of every cache key).
+//! * `testing` (cargo feature `testing`): random valid kernels and the rule for
+//!   comparing two runs of one, for tests and fuzzers.
 //!
 //! Invariants: the crate depends on nothing of kernelc's; every other crate consumes
 //! only validated kernels.
@@ -26,11 +28,13 @@ pub mod kernel;
 pub mod passes;
 pub mod print;
 pub mod scalar;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod types;
 pub mod validate;
 
 pub use hash::{stable_hash, KernelHash};
-pub use interp::{Arg, HostBuffer, InterpError, Invocation, MemorySpace, RaceKind};
+pub use interp::{Arg, HostBuffer, InterpError, Invocation, MemorySpace, RaceKind, Site};
 pub use json::{from_json, to_json, IrJsonError};
 pub use kernel::*;
 pub use scalar::Scalar;

@@ -6,7 +6,7 @@ use kernelc_ir::args::ArgError;
 use kernelc_ir::builder::*;
 use kernelc_ir::eval::EvalError;
 use kernelc_ir::interp::{
-    self, run, Arg, HostBuffer, InterpError, Invocation, MemorySpace, RaceKind,
+    self, run, Arg, HostBuffer, InterpError, Invocation, MemorySpace, RaceKind, Site,
 };
 use kernelc_ir::{Access, Kernel, Scalar, ScalarType, ValidationErrorKind};
 use ScalarType::{F32, U32};
@@ -469,14 +469,12 @@ fn missing_barrier_in_reduction_is_a_shared_race() {
     let err = run(&kernel, [4, 1, 1], &mut args).unwrap_err();
     match &err {
         InterpError::Race {
+            site,
             space,
             memory,
             index,
             kind,
             first,
-            second,
-            path,
-            ..
         } => {
             assert_eq!(*space, MemorySpace::Shared);
             assert_eq!(memory, "sh");
@@ -484,9 +482,9 @@ fn missing_barrier_in_reduction_is_a_shared_race() {
             // Invocation 0 reads sh[32], which invocation 32 wrote in the same epoch.
             assert_eq!(*index, 32);
             assert_eq!(first.local, [32, 0, 0]);
-            assert_eq!(second.local, [0, 0, 0]);
+            assert_eq!(site.invocation, Some([0, 0, 0]));
             assert_eq!(first.workgroup, [0, 0, 0]);
-            assert!(path.contains("store.value"), "{path}");
+            assert!(site.path.contains("store.value"), "{}", site.path);
         }
         other => panic!("expected a shared race, got {other}"),
     }
@@ -510,8 +508,8 @@ fn shared_write_write_race() {
     assert!(
         matches!(
             &err,
-            InterpError::Race { space: MemorySpace::Shared, kind: RaceKind::WriteWrite, index: 0, first, second, .. }
-                if first.local == [0, 0, 0] && second.local == [1, 0, 0]
+            InterpError::Race { space: MemorySpace::Shared, kind: RaceKind::WriteWrite, index: 0, first, site, .. }
+                if first.local == [0, 0, 0] && site.invocation == Some([1, 0, 0])
         ),
         "{err}"
     );
@@ -527,8 +525,12 @@ fn every_invocation_writing_out0_is_a_global_write_write_race() {
     assert_eq!(
         err,
         InterpError::Race {
-            kernel: "ww_global".into(),
-            path: "kernel.body[0].store".into(),
+            site: Site {
+                kernel: "ww_global".into(),
+                path: "kernel.body[0].store".into(),
+                workgroup: [0, 0, 0],
+                invocation: Some([1, 0, 0]),
+            },
             space: MemorySpace::Buffer,
             memory: "out".into(),
             index: 0,
@@ -537,11 +539,13 @@ fn every_invocation_writing_out0_is_a_global_write_write_race() {
                 workgroup: [0, 0, 0],
                 local: [0, 0, 0]
             },
-            second: Invocation {
-                workgroup: [0, 0, 0],
-                local: [1, 0, 0]
-            },
         }
+    );
+    assert_eq!(
+        err.to_string(),
+        "kernel `ww_global` at kernel.body[0].store, invocation (1, 0, 0) of workgroup \
+         (0, 0, 0): write-write data race on element 0 of buffer `out` with invocation \
+         (0, 0, 0) of workgroup (0, 0, 0), which accessed it earlier (no barrier orders them)"
     );
 }
 
@@ -565,8 +569,8 @@ fn writes_from_two_workgroups_race_even_across_barriers() {
     assert!(
         matches!(
             &err,
-            InterpError::Race { space: MemorySpace::Buffer, kind: RaceKind::WriteWrite, first, second, .. }
-                if first.workgroup == [0, 0, 0] && second.workgroup == [1, 0, 0]
+            InterpError::Race { space: MemorySpace::Buffer, kind: RaceKind::WriteWrite, first, site, .. }
+                if first.workgroup == [0, 0, 0] && site.workgroup == [1, 0, 0]
         ),
         "{err}"
     );
@@ -591,7 +595,7 @@ fn read_in_one_workgroup_then_write_in_another_is_a_race() {
             kind: RaceKind::ReadWrite,
             index,
             first,
-            second,
+            site,
             memory,
             ..
         } => {
@@ -599,7 +603,7 @@ fn read_in_one_workgroup_then_write_in_another_is_a_race() {
             // Workgroup 1's reads of x[0..4] hit workgroup 0's writes.
             assert_eq!(*index, 0);
             assert_eq!(first.workgroup, [0, 0, 0]);
-            assert_eq!(second.workgroup, [1, 0, 0]);
+            assert_eq!(site.workgroup, [1, 0, 0]);
         }
         other => panic!("expected a read-write race, got {other}"),
     }
@@ -625,9 +629,9 @@ fn read_in_one_workgroup_then_write_in_another_is_a_race() {
     assert!(
         matches!(
             &err,
-            InterpError::Race { kind: RaceKind::ReadWrite, index: 4, first, second, .. }
+            InterpError::Race { kind: RaceKind::ReadWrite, index: 4, first, site, .. }
                 if first.workgroup == [0, 0, 0] && first.local == [0, 0, 0]
-                    && second.workgroup == [1, 0, 0] && second.local == [0, 0, 0]
+                    && site.workgroup == [1, 0, 0] && site.invocation == Some([0, 0, 0])
         ),
         "{err}"
     );
@@ -646,16 +650,24 @@ fn unguarded_load_is_out_of_bounds() {
     assert_eq!(
         err,
         InterpError::OutOfBounds {
-            kernel: "vec_add".into(),
-            path: "kernel.body[1].store.value.binary.lhs.load".into(),
+            site: Site {
+                kernel: "vec_add".into(),
+                path: "kernel.body[1].store.value.binary.lhs.load".into(),
+                workgroup: [15, 0, 0],
+                invocation: Some([40, 0, 0]),
+            },
             space: MemorySpace::Buffer,
             memory: "a".into(),
             index: 1000,
             lanes: 1,
             len: 1000,
-            workgroup: [15, 0, 0],
-            invocation: [40, 0, 0],
         }
+    );
+    assert_eq!(
+        err.to_string(),
+        "kernel `vec_add` at kernel.body[1].store.value.binary.lhs.load, invocation \
+         (40, 0, 0) of workgroup (15, 0, 0): 1-lane access at index 1000 is out of bounds \
+         of buffer `a` (length 1000)"
     );
     // Everything before the fault was computed.
     assert_eq!(buf(&args, 2).to_f32()[999], 3.0);
@@ -678,6 +690,22 @@ fn misaligned_vector_load() {
     let err = run(&kernel, [1, 1, 1], &mut args).unwrap_err();
     assert!(
         matches!(&err, InterpError::UnalignedAccess { index: 2, lanes: 4, memory, .. } if memory == "src"),
+        "{err}"
+    );
+    // Both unaligned and out of bounds (14..18 of 16): out of bounds, as the targets'
+    // status words say.
+    args[2] = Arg::Scalar(Scalar::U32(14));
+    let err = run(&kernel, [1, 1, 1], &mut args).unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            InterpError::OutOfBounds {
+                index: 14,
+                lanes: 4,
+                len: 16,
+                ..
+            }
+        ),
         "{err}"
     );
 }
@@ -703,12 +731,14 @@ fn reading_unwritten_shared_memory() {
     assert_eq!(
         err,
         InterpError::UninitializedSharedRead {
-            kernel: "half_tile".into(),
-            path: "kernel.body[3].store.value.load".into(),
+            site: Site {
+                kernel: "half_tile".into(),
+                path: "kernel.body[3].store.value.load".into(),
+                workgroup: [0, 0, 0],
+                invocation: Some([32, 0, 0]),
+            },
             memory: "sh".into(),
             index: 32,
-            workgroup: [0, 0, 0],
-            invocation: [32, 0, 0],
         }
     );
 
@@ -729,11 +759,7 @@ fn reading_unwritten_shared_memory() {
     assert!(
         matches!(
             &err,
-            InterpError::UninitializedSharedRead {
-                workgroup: [1, 0, 0],
-                index: 0,
-                ..
-            }
+            InterpError::UninitializedSharedRead { site, index: 0, .. } if site.workgroup == [1, 0, 0]
         ),
         "{err}"
     );
@@ -797,14 +823,23 @@ fn divergent_barriers() {
     assert_eq!(
         err,
         InterpError::DivergentBarrier {
-            kernel: "barrier_in_if".into(),
-            path: "kernel.body[0].if.then[0]".into(),
-            workgroup: [0, 0, 0],
+            site: Site {
+                kernel: "barrier_in_if".into(),
+                path: "kernel.body[0].if.then[0]".into(),
+                workgroup: [0, 0, 0],
+                invocation: None,
+            },
             arrived: 32,
             returned: 0,
             total: 64,
             missing: [32, 0, 0],
         }
+    );
+    assert_eq!(
+        err.to_string(),
+        "kernel `barrier_in_if` at kernel.body[0].if.then[0], workgroup (0, 0, 0): barrier \
+         reached by 32 of 64 invocations (0 returned; e.g. invocation (32, 0, 0) did not \
+         arrive)"
     );
     let err = interp::run_unvalidated(&k2, [2, 1, 1], &mut []).unwrap_err();
     assert!(
@@ -867,11 +902,13 @@ fn unvalidated_ir_gives_typed_errors_not_panics() {
     assert_eq!(
         err,
         InterpError::UnsetLocal {
-            kernel: "raw".into(),
-            path: "kernel.body[0].store.value".into(),
+            site: Site {
+                kernel: "raw".into(),
+                path: "kernel.body[0].store.value".into(),
+                workgroup: [0, 0, 0],
+                invocation: Some([0, 0, 0]),
+            },
             local: "x".into(),
-            workgroup: [0, 0, 0],
-            invocation: [0, 0, 0],
         }
     );
 
@@ -928,10 +965,12 @@ fn integer_division_by_zero() {
     assert_eq!(
         err,
         InterpError::Eval {
-            kernel: "div".into(),
-            path: "kernel.body[1].store.value.binary".into(),
-            workgroup: [0, 0, 0],
-            invocation: [2, 0, 0],
+            site: Site {
+                kernel: "div".into(),
+                path: "kernel.body[1].store.value.binary".into(),
+                workgroup: [0, 0, 0],
+                invocation: Some([2, 0, 0]),
+            },
             source: EvalError::DivisionByZero,
         }
     );

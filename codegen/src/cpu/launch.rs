@@ -108,16 +108,56 @@ pub enum LaunchError {
         grid: [u32; 3],
         workgroup_size: [u32; 3],
     },
+    // The four run-time errors. `workgroup` is the failing workgroup of lowest linear
+    // index and `status` every status bit it raised: a kernel carries on after an
+    // error, so there may be several, and the variant names the first of them in this
+    // order (out of bounds, unaligned, division by zero, shift).
+    /// An access was out of bounds (it was skipped).
     #[error(
         "kernel `{kernel}`, workgroup {workgroup:?}: an access was out of bounds (it was skipped)"
     )]
-    OutOfBounds { kernel: String, workgroup: [u32; 3] },
+    OutOfBounds {
+        kernel: String,
+        workgroup: [u32; 3],
+        status: u32,
+    },
+    /// A vector access at an unaligned index (it was skipped).
     #[error("kernel `{kernel}`, workgroup {workgroup:?}: a vector access at an index that is not a multiple of its lanes (it was skipped)")]
-    UnalignedAccess { kernel: String, workgroup: [u32; 3] },
+    UnalignedAccess {
+        kernel: String,
+        workgroup: [u32; 3],
+        status: u32,
+    },
+    /// Integer division or remainder by zero (the result was 0).
     #[error("kernel `{kernel}`, workgroup {workgroup:?}: integer division by zero")]
-    DivisionByZero { kernel: String, workgroup: [u32; 3] },
+    DivisionByZero {
+        kernel: String,
+        workgroup: [u32; 3],
+        status: u32,
+    },
+    /// A shift by the bit width or more.
     #[error("kernel `{kernel}`, workgroup {workgroup:?}: shift by the bit width or more")]
-    ShiftOverflow { kernel: String, workgroup: [u32; 3] },
+    ShiftOverflow {
+        kernel: String,
+        workgroup: [u32; 3],
+        status: u32,
+    },
+}
+
+impl LaunchError {
+    /// The status bits of a run-time error (every one the failing workgroup raised);
+    /// 0 for an error found before the launch ran.
+    pub fn status(&self) -> u32 {
+        match self {
+            LaunchError::Arg(_)
+            | LaunchError::ArgMisaligned { .. }
+            | LaunchError::GridTooLarge { .. } => 0,
+            LaunchError::OutOfBounds { status, .. }
+            | LaunchError::UnalignedAccess { status, .. }
+            | LaunchError::DivisionByZero { status, .. }
+            | LaunchError::ShiftOverflow { status, .. } => *status,
+        }
+    }
 }
 
 /// A JIT-compiled kernel, ready to launch. `Send + Sync`: launches may run
@@ -396,13 +436,29 @@ impl CpuKernel {
     fn fault(&self, bits: u32, workgroup: [u32; 3]) -> LaunchError {
         let kernel = self.name.clone();
         if bits & status::OUT_OF_BOUNDS != 0 {
-            LaunchError::OutOfBounds { kernel, workgroup }
+            LaunchError::OutOfBounds {
+                kernel,
+                workgroup,
+                status: bits,
+            }
         } else if bits & status::UNALIGNED != 0 {
-            LaunchError::UnalignedAccess { kernel, workgroup }
+            LaunchError::UnalignedAccess {
+                kernel,
+                workgroup,
+                status: bits,
+            }
         } else if bits & status::DIVISION_BY_ZERO != 0 {
-            LaunchError::DivisionByZero { kernel, workgroup }
+            LaunchError::DivisionByZero {
+                kernel,
+                workgroup,
+                status: bits,
+            }
         } else {
-            LaunchError::ShiftOverflow { kernel, workgroup }
+            LaunchError::ShiftOverflow {
+                kernel,
+                workgroup,
+                status: bits,
+            }
         }
     }
 }

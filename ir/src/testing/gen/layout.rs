@@ -1,0 +1,138 @@
+//! Where a generated kernel's memories are, and its arguments.
+
+use super::{IN_LEN, PREFERENCE, SHARED_SLOTS, SLOTS};
+use crate::interp::{Arg, HostBuffer};
+use crate::kernel::*;
+use crate::testing::values::value_from_words;
+use crate::testing::GenConfig;
+use crate::types::ScalarType;
+
+/// Where a kernel's memories are, from a normalised config: for the `i`-th memory type
+/// `T`, parameter `i` is the input buffer `in_T`, parameter `n + i` the scalar `p_T`,
+/// parameter `2n + i` the output buffer `out_T`, and shared array `i` is `sh_T`.
+pub(in crate::testing) struct Layout {
+    /// Value types, in preference order (always with u32, i32 and bool).
+    pub(in crate::testing) types: Vec<ScalarType>,
+    /// Memory types, in preference order (never empty).
+    pub(in crate::testing) memory: Vec<ScalarType>,
+    pub(in crate::testing) workgroup: u32,
+    pub(in crate::testing) grid: u32,
+}
+
+impl Layout {
+    pub(in crate::testing) fn new(config: &GenConfig) -> Layout {
+        let always = [ScalarType::U32, ScalarType::I32, ScalarType::Bool];
+        let types: Vec<ScalarType> = PREFERENCE
+            .into_iter()
+            .filter(|t| config.types.contains(t) || always.contains(t))
+            .collect();
+        let mut memory: Vec<ScalarType> = PREFERENCE
+            .into_iter()
+            .filter(|t| config.memory_types.contains(t) && types.contains(t))
+            .collect();
+        if memory.is_empty() {
+            memory.push(ScalarType::U32);
+        }
+        Layout {
+            types,
+            memory,
+            workgroup: config.workgroup_size.clamp(1, 64).next_power_of_two(),
+            grid: config.grid.clamp(1, 8),
+        }
+    }
+
+    pub(in crate::testing) fn grid(&self) -> [u32; 3] {
+        [self.grid, 1, 1]
+    }
+
+    pub(in crate::testing) fn invocations(&self) -> u32 {
+        self.workgroup * self.grid
+    }
+
+    /// Output elements per invocation.
+    pub(in crate::testing) fn stride(&self) -> u32 {
+        SLOTS + (self.memory.len() as u32).next_multiple_of(4)
+    }
+
+    pub(in crate::testing) fn out_len(&self) -> u32 {
+        self.invocations() * self.stride()
+    }
+
+    pub(in crate::testing) fn shared_len(&self) -> u32 {
+        self.workgroup * SHARED_SLOTS
+    }
+
+    pub(in crate::testing) fn memory_index(&self, s: ScalarType) -> u32 {
+        self.memory.iter().position(|&t| t == s).unwrap_or(0) as u32
+    }
+
+    pub(in crate::testing) fn input(&self, s: ScalarType) -> Memory {
+        Memory::Buffer(ParamId(self.memory_index(s)))
+    }
+
+    pub(in crate::testing) fn param(&self, s: ScalarType) -> ParamId {
+        ParamId(self.memory.len() as u32 + self.memory_index(s))
+    }
+
+    pub(in crate::testing) fn output(&self, s: ScalarType) -> Memory {
+        Memory::Buffer(ParamId(2 * self.memory.len() as u32 + self.memory_index(s)))
+    }
+
+    pub(in crate::testing) fn shared(&self, s: ScalarType) -> Memory {
+        Memory::Shared(SharedId(self.memory_index(s)))
+    }
+
+    pub(in crate::testing) fn params(&self) -> Vec<Param> {
+        let mut params = Vec::new();
+        for &s in &self.memory {
+            params.push(Param::Buffer {
+                name: format!("in_{s}"),
+                elem: s,
+                len: IN_LEN as u64,
+                access: Access::Read,
+            });
+        }
+        for &s in &self.memory {
+            params.push(Param::Scalar {
+                name: format!("p_{s}"),
+                ty: s,
+            });
+        }
+        for &s in &self.memory {
+            params.push(Param::Buffer {
+                name: format!("out_{s}"),
+                elem: s,
+                len: self.out_len() as u64,
+                // Read back too: an invocation may load what it stored.
+                access: Access::ReadWrite,
+            });
+        }
+        params
+    }
+
+    /// Arguments for [`Self::params`]: inputs and scalars from `words` (cycled, then
+    /// zeros), poisoned outputs.
+    pub(in crate::testing) fn arguments(&self, words: &[u32]) -> Vec<Arg> {
+        let mut words = words.iter().copied().cycle().chain(std::iter::repeat(0));
+        let mut next = || words.next().unwrap_or(0);
+        let mut args = Vec::new();
+        for &s in &self.memory {
+            let values = (0..IN_LEN)
+                .map(|_| value_from_words(s, next(), next()))
+                .collect();
+            args.push(Arg::Buffer(HostBuffer::new(s, values)));
+        }
+        for &s in &self.memory {
+            args.push(Arg::Scalar(value_from_words(s, next(), next())));
+        }
+        for &s in &self.memory {
+            let len = self.out_len() as usize;
+            args.push(Arg::Buffer(HostBuffer::filled(
+                s,
+                len,
+                crate::testing::poison(s),
+            )));
+        }
+        args
+    }
+}
