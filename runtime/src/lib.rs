@@ -32,8 +32,8 @@ mod pool;
 mod runtime;
 mod tensor;
 
-pub use device::Device;
+pub use device::{Device, DeviceChoice, ShaderPath, WgpuOptions};
 pub use element::Element;
 pub use error::{Result, RuntimeError};
-pub use runtime::{DeviceChoice, Runtime, ShaderPath, Stats, WgpuOptions};
+pub use runtime::{PlanKey, Runtime, Stats};
 pub use tensor::Tensor;

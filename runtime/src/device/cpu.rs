@@ -1,10 +1,10 @@
 //! The host CPU: kernels JIT-compiled by Cranelift, run on host threads.
 
+use super::BindingRef;
 use super::{next_device_id, LaunchRef, Storage};
 use crate::cache::{CacheKey, DiskCache};
 use crate::error::{Result, RuntimeError};
 use crate::pool::Pool;
-use crate::runtime::BindingRef;
 pub use kernelc_codegen::cpu::CpuKernel;
 use kernelc_codegen::cpu::{self, RawArg};
 use kernelc_ir::passes::MathExpansion;

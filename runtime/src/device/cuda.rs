@@ -14,11 +14,11 @@
 //! launches and downloads; [`CudaDevice::execute`] synchronises once per op, before it
 //! returns, so no buffer an op borrowed is freed or reused while a kernel still uses it.
 
+use super::BindingRef;
 use super::{next_device_id, Executable, LaunchRef, Storage};
 use crate::cache::{CacheKey, DiskCache};
 use crate::error::{Result, RuntimeError};
 use crate::pool::Pool;
-use crate::runtime::BindingRef;
 use cudarc::driver::{result, sys, CudaContext, CudaStream, DriverError};
 use kernelc_codegen::abi::{self, status};
 use kernelc_codegen::ptx::{self, PtxOptions};

@@ -6,6 +6,7 @@
 //! executable is only ever used with the device that made it ([`Device::owns`] checks
 //! tensors; executables never leave their runtime).
 
+mod choice;
 mod cpu;
 #[cfg(feature = "cuda")]
 mod cuda;
@@ -14,12 +15,13 @@ mod wgpu;
 
 use crate::cache::{CacheKey, DiskCache};
 use crate::error::{Result, RuntimeError};
-use crate::runtime::{BindingRef, DeviceChoice};
 use kernelc_ir::passes::MathExpansion;
 use kernelc_ir::Kernel;
 use kernelc_kernels::lower::TargetCaps;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
+pub use choice::{DeviceChoice, ShaderPath, WgpuOptions};
 pub use cpu::{CpuDevice, CpuKernel, CpuStorage};
 #[cfg(feature = "cuda")]
 pub use cuda::{CudaDevice, CudaKernel, CudaStorage};
@@ -58,6 +60,12 @@ pub enum Executable {
     Wgpu(WgpuKernel),
     #[cfg(feature = "cuda")]
     Cuda(CudaKernel),
+}
+
+/// What one kernel parameter is bound to at launch.
+pub(crate) enum BindingRef<'a> {
+    Buffer(&'a Arc<Storage>),
+    Scalar(kernelc_ir::Scalar),
 }
 
 /// One kernel launch of an op: what to run, on which grid, with which arguments
@@ -132,7 +140,7 @@ impl Device {
     }
 
     #[allow(unused_variables)]
-    fn open_wgpu(options: crate::runtime::WgpuOptions) -> Result<Device> {
+    fn open_wgpu(options: WgpuOptions) -> Result<Device> {
         #[cfg(feature = "wgpu")]
         return WgpuDevice::open(options).map(Device::Wgpu);
         #[cfg(not(feature = "wgpu"))]

@@ -12,10 +12,10 @@
 //! and a device-wide handler logs (instead of panicking on) anything that escapes.
 
 use super::{next_device_id, Executable, LaunchRef, Storage};
+use super::{BindingRef, ShaderPath, WgpuOptions};
 use crate::cache::{CacheKey, DiskCache};
 use crate::error::{Result, RuntimeError};
 use crate::pool::Pool;
-use crate::runtime::{BindingRef, ShaderPath, WgpuOptions};
 use kernelc_codegen::abi::{self, ParamSlot, ShaderLayout};
 use kernelc_codegen::{spirv, wgsl};
 use kernelc_ir::args::{check_args, ArgShape};
