@@ -11,10 +11,11 @@
 //!   file; each carries a header with a checksum, and a file that fails the check is
 //!   deleted and recompiled, never trusted.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::io::Write;
+use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// A cache key: 32 bytes of blake3.
@@ -53,66 +54,152 @@ impl fmt::Display for CacheKey {
     }
 }
 
-type Slot<V, E> = Arc<OnceLock<Result<Arc<V>, E>>>;
-
-/// Level 1: compiled values by key, compiled at most once per key at a time.
-pub struct MemoryCache<V, E> {
-    slots: Mutex<HashMap<CacheKey, Slot<V, E>>>,
+/// A map that keeps at most `capacity` entries, dropping the least recently used one
+/// when a new key needs room, and counting what it dropped.
+pub struct Lru<K, V> {
+    map: Mutex<lru::LruCache<K, V>>,
+    evictions: AtomicU64,
 }
 
-impl<V, E: Clone> Default for MemoryCache<V, E> {
-    fn default() -> Self {
-        MemoryCache {
-            slots: Mutex::new(HashMap::new()),
+impl<K: std::hash::Hash + Eq, V: Clone> Lru<K, V> {
+    pub fn new(capacity: NonZeroUsize) -> Lru<K, V> {
+        Lru {
+            map: Mutex::new(lru::LruCache::new(capacity)),
+            evictions: AtomicU64::new(0),
         }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, lru::LruCache<K, V>> {
+        // A poisoned lock only means another thread panicked while holding the map;
+        // the map itself is always consistent (every change is a single call).
+        self.map.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The value for `key`, now the most recently used.
+    pub fn get(&self, key: &K) -> Option<V> {
+        self.lock().get(key).cloned()
+    }
+
+    /// The value for `key`, inserting `make()` first if there is none.
+    pub fn get_or_insert(&self, key: K, make: impl FnOnce() -> V) -> V {
+        let mut map = self.lock();
+        if let Some(v) = map.get(&key) {
+            return v.clone();
+        }
+        let v = make();
+        if map.push(key, v.clone()).is_some() {
+            self.evictions.fetch_add(1, Ordering::Relaxed);
+        }
+        v
+    }
+
+    /// Inserts `value` for `key`, dropping the least recently used entry if full.
+    pub fn insert(&self, key: K, value: V) {
+        let mut map = self.lock();
+        let replaces = map.contains(&key);
+        if map.push(key, value).is_some() && !replaces {
+            self.evictions.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Removes `key` if `pred` holds for its value.
+    pub fn remove_if(&self, key: &K, pred: impl FnOnce(&V) -> bool) {
+        let mut map = self.lock();
+        if map.peek(key).is_some_and(pred) {
+            map.pop(key);
+        }
+    }
+
+    /// Every value, most recently used first (does not touch the order).
+    pub fn values(&self) -> Vec<V> {
+        self.lock().iter().map(|(_, v)| v.clone()).collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.lock().cap().get()
+    }
+
+    /// Entries dropped to make room so far.
+    pub fn evictions(&self) -> u64 {
+        self.evictions.load(Ordering::Relaxed)
+    }
+
+    /// Drops every entry (not counted as evictions).
+    pub fn clear(&self) {
+        self.lock().clear();
     }
 }
 
+type Slot<V, E> = Arc<OnceLock<Result<Arc<V>, E>>>;
+
+/// Level 1: compiled values by key, compiled at most once per key at a time, at most
+/// `capacity` kept (least recently used dropped first).
+pub struct MemoryCache<V, E> {
+    slots: Lru<CacheKey, Slot<V, E>>,
+}
+
 impl<V, E: Clone> MemoryCache<V, E> {
+    pub fn new(capacity: NonZeroUsize) -> Self {
+        MemoryCache {
+            slots: Lru::new(capacity),
+        }
+    }
+
     /// The value for `key`, compiling it with `compile` if no one has. Concurrent callers
     /// with the same key wait for the first one's result. A failed compile is returned
-    /// to every waiter and then forgotten, so a later call tries again.
+    /// to every waiter and then forgotten, so a later call tries again. An entry
+    /// evicted while it compiles still reaches its waiters; it is only not kept.
     pub fn get_or_compile(
         &self,
         key: CacheKey,
         compile: impl FnOnce() -> Result<V, E>,
     ) -> Result<Arc<V>, E> {
-        let slot = {
-            // A poisoned lock only means another thread panicked while holding the map;
-            // the map itself is always consistent (inserts and removes are single calls).
-            let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
-            slots
-                .entry(key)
-                .or_insert_with(|| Arc::new(OnceLock::new()))
-                .clone()
-        };
+        let slot = self.slots.get_or_insert(key, || Arc::new(OnceLock::new()));
         let result = slot.get_or_init(|| compile().map(Arc::new)).clone();
         if result.is_err() {
-            let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
-            if slots.get(&key).is_some_and(|s| Arc::ptr_eq(s, &slot)) {
-                slots.remove(&key);
-            }
+            self.slots.remove_if(&key, |s| Arc::ptr_eq(s, &slot));
         }
         result
     }
 
     /// The value for `key` if it is compiled.
     pub fn get(&self, key: &CacheKey) -> Option<Arc<V>> {
-        let slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
-        slots.get(key)?.get()?.as_ref().ok().cloned()
+        self.slots.get(key)?.get()?.as_ref().ok().cloned()
     }
 
     /// Number of compiled entries.
     pub fn len(&self) -> usize {
-        let slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
-        slots
+        self.slots
             .values()
+            .iter()
             .filter(|s| matches!(s.get(), Some(Ok(_))))
             .count()
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.slots.capacity()
+    }
+
+    /// Entries dropped to make room so far.
+    pub fn evictions(&self) -> u64 {
+        self.slots.evictions()
+    }
+
+    /// Drops every entry.
+    pub fn clear(&self) {
+        self.slots.clear();
     }
 }
 
@@ -130,28 +217,77 @@ pub enum Corruption {
     ChecksumMismatch,
 }
 
-/// Level 2: artifacts on disk.
+/// The disk cache's default size bound: 1 GiB.
+pub const DEFAULT_DISK_CACHE_BYTES: u64 = 1 << 30;
+
+/// Level 2: artifacts on disk, at most `max_bytes` of them: past the bound, the least
+/// recently used files (by modification time, which a hit refreshes) are deleted until
+/// three quarters of it remain.
 #[derive(Clone, Debug)]
 pub struct DiskCache {
     dir: Option<PathBuf>,
+    max_bytes: u64,
+    state: Arc<DiskState>,
+}
+
+/// What the copies of one [`DiskCache`] share.
+#[derive(Debug, Default)]
+struct DiskState {
+    /// Bytes of cache files in the directory, measured on the first store.
+    bytes: OnceLock<AtomicU64>,
+    evictions: AtomicU64,
+}
+
+/// One cache file: its path, size and last use.
+struct CacheFile {
+    path: PathBuf,
+    len: u64,
+    used: std::time::SystemTime,
 }
 
 impl DiskCache {
-    /// The cache at `dir`.
+    /// The cache at `dir`, bounded to [`DEFAULT_DISK_CACHE_BYTES`].
     pub fn at(dir: impl Into<PathBuf>) -> DiskCache {
         DiskCache {
             dir: Some(dir.into()),
+            max_bytes: DEFAULT_DISK_CACHE_BYTES,
+            state: Arc::default(),
         }
     }
 
     /// No disk cache: every lookup misses, every store is dropped.
     pub fn off() -> DiskCache {
-        DiskCache { dir: None }
+        DiskCache {
+            dir: None,
+            max_bytes: DEFAULT_DISK_CACHE_BYTES,
+            state: Arc::default(),
+        }
+    }
+
+    /// This cache with a size bound of `max_bytes`.
+    pub fn with_max_bytes(mut self, max_bytes: u64) -> DiskCache {
+        self.max_bytes = max_bytes;
+        self
     }
 
     /// From the environment: `KERNELC_CACHE=off` disables it, `KERNELC_CACHE_DIR` sets
-    /// the directory, otherwise the user cache dir (`~/.cache/kernelc` on Linux).
-    pub fn from_env() -> DiskCache {
+    /// the directory, otherwise the user cache dir (`~/.cache/kernelc` on Linux);
+    /// `KERNELC_CACHE_MAX_BYTES` (a byte count, or with a `K`, `M` or `G` suffix) sets
+    /// the size bound. A malformed bound is an error naming the variable.
+    pub fn from_env() -> Result<DiskCache, String> {
+        let cache = DiskCache::from_env_dir_only();
+        match std::env::var("KERNELC_CACHE_MAX_BYTES") {
+            Ok(text) => parse_bytes(&text)
+                .map(|max| cache.with_max_bytes(max))
+                .ok_or_else(|| {
+                    format!("KERNELC_CACHE_MAX_BYTES=`{text}`: expected a byte count such as 500M or 2G")
+                }),
+            Err(_) => Ok(cache),
+        }
+    }
+
+    /// As [`DiskCache::from_env`] with the default size bound.
+    pub(crate) fn from_env_dir_only() -> DiskCache {
         if std::env::var("KERNELC_CACHE").is_ok_and(|v| v.eq_ignore_ascii_case("off") || v == "0") {
             return DiskCache::off();
         }
@@ -162,6 +298,92 @@ impl DiskCache {
             Some(dirs) => DiskCache::at(dirs.cache_dir()),
             None => DiskCache::off(),
         }
+    }
+
+    /// The size bound in bytes.
+    pub fn max_bytes(&self) -> u64 {
+        self.max_bytes
+    }
+
+    /// Files deleted to keep under the bound so far (by this cache and its copies).
+    pub fn evictions(&self) -> u64 {
+        self.state.evictions.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of cache files in the directory now.
+    pub fn size_bytes(&self) -> u64 {
+        self.files().iter().map(|f| f.len).sum()
+    }
+
+    /// Deletes every cache file (files of other names in the directory are left
+    /// alone); returns how many were deleted.
+    pub fn clear(&self) -> std::io::Result<usize> {
+        let mut removed = 0;
+        for f in self.files() {
+            match std::fs::remove_file(&f.path) {
+                Ok(()) => removed += 1,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if let Some(bytes) = self.state.bytes.get() {
+            bytes.store(self.size_bytes(), Ordering::Relaxed);
+        }
+        Ok(removed)
+    }
+
+    /// The cache files in the directory: `<64 hex digits>.<kind>`.
+    fn files(&self) -> Vec<CacheFile> {
+        let Some(dir) = &self.dir else {
+            return Vec::new();
+        };
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return Vec::new();
+        };
+        entries
+            .filter_map(|e| {
+                let e = e.ok()?;
+                let name = e.file_name();
+                let (key, kind) = name.to_str()?.split_once('.')?;
+                let ours = key.len() == 64
+                    && key.bytes().all(|b| b.is_ascii_hexdigit())
+                    && !kind.is_empty()
+                    && kind.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+                let meta = e.metadata().ok()?;
+                (ours && meta.is_file()).then(|| CacheFile {
+                    path: e.path(),
+                    len: meta.len(),
+                    used: meta.modified().unwrap_or(std::time::UNIX_EPOCH),
+                })
+            })
+            .collect()
+    }
+
+    /// Counts `added` bytes and deletes the least recently used files if the cache is
+    /// now over its bound.
+    fn account(&self, added: u64) {
+        let bytes = self
+            .state
+            .bytes
+            .get_or_init(|| AtomicU64::new(self.size_bytes().saturating_sub(added)));
+        let total = bytes.fetch_add(added, Ordering::Relaxed) + added;
+        if total <= self.max_bytes {
+            return;
+        }
+        let mut files = self.files();
+        files.sort_by_key(|f| f.used);
+        let mut size: u64 = files.iter().map(|f| f.len).sum();
+        let target = self.max_bytes / 4 * 3;
+        for f in files {
+            if size <= target {
+                break;
+            }
+            if std::fs::remove_file(&f.path).is_ok() {
+                size -= f.len;
+                self.state.evictions.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        bytes.store(size, Ordering::Relaxed);
     }
 
     pub fn dir(&self) -> Option<&Path> {
@@ -177,7 +399,14 @@ impl DiskCache {
         let path = self.path(key, kind)?;
         let bytes = std::fs::read(&path).ok()?;
         match decode(&bytes) {
-            Ok(payload) => Some(payload.to_vec()),
+            Ok(payload) => {
+                // A hit makes the file the most recently used (eviction goes by mtime).
+                let _ = std::fs::File::options()
+                    .write(true)
+                    .open(&path)
+                    .and_then(|f| f.set_modified(std::time::SystemTime::now()));
+                Some(payload.to_vec())
+            }
             Err(why) => {
                 tracing::warn!(path = %path.display(), ?why, "corrupt kernel cache file; recompiling");
                 let _ = std::fs::remove_file(&path);
@@ -194,11 +423,35 @@ impl DiskCache {
         let dir = path.parent().unwrap_or(Path::new("."));
         std::fs::create_dir_all(dir)?;
         let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-        tmp.write_all(&encode(payload))?;
+        let file = encode(payload);
+        tmp.write_all(&file)?;
         tmp.as_file().sync_all()?;
         tmp.persist(&path).map_err(|e| e.error)?;
+        self.account(file.len() as u64);
         Ok(())
     }
+}
+
+/// A byte count: digits with an optional `K`, `M` or `G` suffix (binary: 2^10, 2^20,
+/// 2^30), as in `KERNELC_CACHE_MAX_BYTES`.
+pub fn parse_bytes(text: &str) -> Option<u64> {
+    let t = text.trim();
+    let (digits, unit) = match t.char_indices().last()? {
+        (i, c) if c.is_ascii_alphabetic() => (&t[..i], c.to_ascii_uppercase()),
+        _ => (t, 'B'),
+    };
+    let shift = match unit {
+        'B' => 0,
+        'K' => 10,
+        'M' => 20,
+        'G' => 30,
+        _ => return None,
+    };
+    digits
+        .trim()
+        .parse::<u64>()
+        .ok()?
+        .checked_mul(1u64 << shift)
 }
 
 /// Header + payload.
@@ -238,7 +491,7 @@ pub fn decode(bytes: &[u8]) -> Result<&[u8], Corruption> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::atomic::AtomicUsize;
     use std::time::Duration;
 
     fn key(n: u8) -> CacheKey {
@@ -349,7 +602,7 @@ mod tests {
 
     #[test]
     fn memory_cache_compiles_once_under_contention() {
-        let cache: MemoryCache<u64, String> = MemoryCache::default();
+        let cache: MemoryCache<u64, String> = MemoryCache::new(NonZeroUsize::MIN.saturating_add(7));
         let compiles = AtomicUsize::new(0);
         let barrier = std::sync::Barrier::new(16);
         let values: Vec<Arc<u64>> = std::thread::scope(|s| {
@@ -378,8 +631,53 @@ mod tests {
     }
 
     #[test]
+    fn lru_drops_the_least_recently_used_and_counts_it() {
+        let lru: Lru<u32, u32> = Lru::new(NonZeroUsize::new(2).unwrap());
+        lru.insert(1, 10);
+        lru.insert(2, 20);
+        assert_eq!(lru.get(&1), Some(10)); // 1 is now the most recent
+        lru.insert(3, 30); // drops 2
+        assert_eq!(lru.get(&2), None);
+        assert_eq!((lru.get(&1), lru.get(&3)), (Some(10), Some(30)));
+        assert_eq!(lru.evictions(), 1);
+        lru.insert(3, 31); // a replacement is no eviction
+        assert_eq!(lru.evictions(), 1);
+        assert_eq!(lru.get_or_insert(4, || 40), 40); // drops 1
+        assert_eq!(lru.get_or_insert(4, || unreachable!()), 40);
+        assert_eq!((lru.len(), lru.capacity(), lru.evictions()), (2, 2, 2));
+        lru.clear();
+        assert!(lru.is_empty());
+        assert_eq!(lru.evictions(), 2, "clearing is not evicting");
+    }
+
+    #[test]
+    fn memory_cache_keeps_at_most_its_capacity() {
+        let cache: MemoryCache<u64, String> = MemoryCache::new(NonZeroUsize::new(3).unwrap());
+        for n in 0..10u8 {
+            cache.get_or_compile(key(n), || Ok(n as u64)).unwrap();
+        }
+        assert_eq!(
+            (cache.len(), cache.capacity(), cache.evictions()),
+            (3, 3, 7)
+        );
+        assert_eq!(cache.get(&key(9)).as_deref(), Some(&9));
+        assert_eq!(cache.get(&key(0)), None);
+    }
+
+    #[test]
+    fn byte_counts_parse_with_suffixes() {
+        assert_eq!(parse_bytes("4096"), Some(4096));
+        assert_eq!(parse_bytes(" 2k "), Some(2048));
+        assert_eq!(parse_bytes("500M"), Some(500 << 20));
+        assert_eq!(parse_bytes("3G"), Some(3 << 30));
+        for bad in ["", "M", "12Q", "-1", "1.5G", "99999999999999999999G"] {
+            assert_eq!(parse_bytes(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
     fn memory_cache_forgets_failures() {
-        let cache: MemoryCache<u64, String> = MemoryCache::default();
+        let cache: MemoryCache<u64, String> = MemoryCache::new(NonZeroUsize::MIN.saturating_add(7));
         assert!(cache.is_empty());
         let err = cache.get_or_compile(key(5), || Err("boom".to_string()));
         assert_eq!(err, Err("boom".to_string()));

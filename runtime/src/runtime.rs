@@ -5,17 +5,17 @@
 //! device's caps (plans are cached per spec) → compiles each launch's kernel through the
 //! two-level cache → allocates fresh outputs → launches in order.
 
-use crate::cache::{CacheKey, DiskCache, MemoryCache};
+use crate::cache::{CacheKey, DiskCache, Lru, MemoryCache};
 use crate::device::{BindingRef, Device, DeviceChoice, Executable, LaunchRef};
 use crate::element::{f64_to_bytes, to_bytes, Element};
 use crate::error::{Result, RuntimeError};
+use crate::options::RuntimeOptions;
 use crate::tensor::Tensor;
 use kernelc_ir::{passes, ScalarType};
 use kernelc_kernels::lower::{lower, Binding, Plan, TargetCaps};
 use kernelc_kernels::spec::{OpSpec, TensorSig};
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Counters of what the runtime did, for tests and tuning.
@@ -34,6 +34,16 @@ pub struct Stats {
     pub pool_reuses: u64,
     /// Buffers freshly allocated because the pool had no block of that size.
     pub pool_allocations: u64,
+    /// Plans dropped from the in-memory plan cache to keep it at its bound.
+    pub plan_evictions: u64,
+    /// Kernels dropped from the in-memory kernel cache to keep it at its bound.
+    pub kernel_evictions: u64,
+    /// Files deleted from the disk cache to keep it at its bound.
+    pub disk_evictions: u64,
+    /// Plans held in memory now.
+    pub plans_in_memory: u64,
+    /// Compiled kernels held in memory now.
+    pub kernels_in_memory: u64,
 }
 
 #[derive(Default)]
@@ -54,7 +64,7 @@ pub struct Runtime {
     /// Lowered plans with their compiled kernels, by structural spec
     /// ([`PlanKey`]): a repeated op, whatever its per-call values, skips lowering,
     /// hashing and the kernel cache entirely.
-    prepared: Mutex<HashMap<PlanKey, Arc<Prepared>>>,
+    prepared: Lru<PlanKey, Arc<Prepared>>,
     executables: MemoryCache<Executable, String>,
     disk: DiskCache,
     counters: Counters,
@@ -63,28 +73,45 @@ pub struct Runtime {
 }
 
 impl Runtime {
-    /// A runtime on the chosen device, with the disk cache configured from the
-    /// environment (`KERNELC_CACHE_DIR`, `KERNELC_CACHE=off`).
+    /// A runtime on the chosen device, with its caches configured from the
+    /// environment: the disk cache by `KERNELC_CACHE_DIR`, `KERNELC_CACHE=off` and
+    /// `KERNELC_CACHE_MAX_BYTES` ([`DiskCache::from_env`]), the memory caches by
+    /// `KERNELC_PLAN_CACHE` and `KERNELC_KERNEL_CACHE` ([`RuntimeOptions::from_env`]).
+    /// A malformed variable is a [`RuntimeError::BadArgument`] naming it.
     pub fn new(choice: DeviceChoice) -> Result<Runtime> {
-        Ok(Runtime::with_device(
-            Device::open(choice)?,
-            DiskCache::from_env(),
-        ))
+        let disk = DiskCache::from_env().map_err(RuntimeError::BadArgument)?;
+        let options = RuntimeOptions::from_env()?;
+        Ok(Runtime::with_options(Device::open(choice)?, disk, options))
     }
 
-    /// A CPU runtime.
+    /// A CPU runtime configured from the environment as [`Runtime::new`] does; a
+    /// malformed variable is logged (`tracing`) and its default used, since this
+    /// constructor cannot fail.
     pub fn cpu() -> Runtime {
-        Runtime::with_device(Device::cpu(), DiskCache::from_env())
+        let disk = DiskCache::from_env().unwrap_or_else(|e| {
+            tracing::warn!("{e}; using the default disk cache");
+            DiskCache::from_env_dir_only()
+        });
+        let options = RuntimeOptions::from_env().unwrap_or_else(|e| {
+            tracing::warn!("{e}; using the default cache bounds");
+            RuntimeOptions::default()
+        });
+        Runtime::with_options(Device::cpu(), disk, options)
     }
 
-    /// A runtime on `device` with an explicit disk cache.
+    /// A runtime on `device` with an explicit disk cache and default memory caches.
     pub fn with_device(device: Device, disk: DiskCache) -> Runtime {
+        Runtime::with_options(device, disk, RuntimeOptions::default())
+    }
+
+    /// A runtime on `device` with an explicit disk cache and memory-cache bounds.
+    pub fn with_options(device: Device, disk: DiskCache, options: RuntimeOptions) -> Runtime {
         let caps = device.caps();
         Runtime {
             device,
             caps,
-            prepared: Mutex::new(HashMap::new()),
-            executables: MemoryCache::default(),
+            prepared: Lru::new(options.plan_cache_entries),
+            executables: MemoryCache::new(options.kernel_cache_entries),
             disk,
             counters: Counters::default(),
             max_buffer_bytes: DEFAULT_MAX_BUFFER_BYTES,
@@ -117,6 +144,21 @@ impl Runtime {
         &self.disk
     }
 
+    /// Deletes every file of the disk cache; returns how many were deleted. Kernels
+    /// already in memory stay usable.
+    pub fn clear_disk_cache(&self) -> Result<usize> {
+        self.disk
+            .clear()
+            .map_err(|e| RuntimeError::BadArgument(format!("cannot clear the disk cache: {e}")))
+    }
+
+    /// Drops every plan and kernel held in memory (the next call of each op lowers
+    /// and compiles again, or rebuilds from the disk cache).
+    pub fn clear_memory_caches(&self) {
+        self.prepared.clear();
+        self.executables.clear();
+    }
+
     pub fn stats(&self) -> Stats {
         let c = &self.counters;
         let (pool_reuses, pool_allocations) = self.device.pool_stats();
@@ -127,6 +169,11 @@ impl Runtime {
             launches: c.launches.load(Ordering::Relaxed),
             pool_reuses,
             pool_allocations,
+            plan_evictions: self.prepared.evictions(),
+            kernel_evictions: self.executables.evictions(),
+            disk_evictions: self.disk.evictions(),
+            plans_in_memory: self.prepared.len() as u64,
+            kernels_in_memory: self.executables.len() as u64,
         }
     }
 
@@ -343,12 +390,7 @@ impl Runtime {
     /// [`Binding::Uniform`] parameters take `spec.uniforms()` at launch.
     pub fn plan(&self, spec: &OpSpec) -> Result<Arc<Plan>> {
         let key = PlanKey::of(spec)?;
-        if let Some(p) = self
-            .prepared
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&key)
-        {
+        if let Some(p) = self.prepared.get(&key) {
             return Ok(p.plan.clone());
         }
         self.lower(&spec.structural())
@@ -365,12 +407,7 @@ impl Runtime {
 
     /// The prepared plan of a spec key, counting its kernels as memory hits.
     fn cached(&self, key: &PlanKey) -> Option<Arc<Prepared>> {
-        let prepared = self
-            .prepared
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(key)
-            .cloned()?;
+        let prepared = self.prepared.get(key)?;
         self.counters
             .memory_hits
             .fetch_add(prepared.executables.len() as u64, Ordering::Relaxed);
@@ -398,10 +435,7 @@ impl Runtime {
             outputs: structural.outputs(),
             uniform_types: structural.uniforms().iter().map(|u| u.value.ty()).collect(),
         });
-        self.prepared
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(key, prepared.clone());
+        self.prepared.insert(key, prepared.clone());
         Ok(prepared)
     }
 

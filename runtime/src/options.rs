@@ -1,0 +1,59 @@
+//! [`RuntimeOptions`]: the bounds of a runtime's in-memory caches, with defaults and
+//! environment overrides.
+
+use crate::error::{Result, RuntimeError};
+use std::num::NonZeroUsize;
+
+/// How many entries a runtime's in-memory caches keep. Past the bound, the least
+/// recently used entry is dropped (and counted in [`Stats`](crate::Stats)); a dropped
+/// kernel is rebuilt from the disk cache, or compiled again, when it is next needed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RuntimeOptions {
+    /// Lowered plans with their kernels, one per structural spec
+    /// (`KERNELC_PLAN_CACHE`; default [`RuntimeOptions::DEFAULT_PLANS`]).
+    pub plan_cache_entries: NonZeroUsize,
+    /// Compiled kernels (`KERNELC_KERNEL_CACHE`; default
+    /// [`RuntimeOptions::DEFAULT_KERNELS`]).
+    pub kernel_cache_entries: NonZeroUsize,
+}
+
+impl RuntimeOptions {
+    pub const DEFAULT_PLANS: NonZeroUsize = NonZeroUsize::new(2048).expect("non-zero");
+    pub const DEFAULT_KERNELS: NonZeroUsize = NonZeroUsize::new(2048).expect("non-zero");
+
+    /// The defaults, overridden by `KERNELC_PLAN_CACHE` and `KERNELC_KERNEL_CACHE`
+    /// (entry counts, at least 1). A malformed value is an error naming the variable.
+    pub fn from_env() -> Result<RuntimeOptions> {
+        let mut options = RuntimeOptions::default();
+        if let Some(n) = entries_from_env("KERNELC_PLAN_CACHE")? {
+            options.plan_cache_entries = n;
+        }
+        if let Some(n) = entries_from_env("KERNELC_KERNEL_CACHE")? {
+            options.kernel_cache_entries = n;
+        }
+        Ok(options)
+    }
+}
+
+impl Default for RuntimeOptions {
+    fn default() -> Self {
+        RuntimeOptions {
+            plan_cache_entries: RuntimeOptions::DEFAULT_PLANS,
+            kernel_cache_entries: RuntimeOptions::DEFAULT_KERNELS,
+        }
+    }
+}
+
+fn entries_from_env(var: &str) -> Result<Option<NonZeroUsize>> {
+    match std::env::var(var) {
+        Ok(text) => text.trim().parse::<NonZeroUsize>().map(Some).map_err(|_| {
+            RuntimeError::BadArgument(format!(
+                "{var}=`{text}`: expected a number of cache entries, at least 1"
+            ))
+        }),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(_)) => Err(RuntimeError::BadArgument(format!(
+            "{var} is not valid Unicode"
+        ))),
+    }
+}
