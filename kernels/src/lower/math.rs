@@ -78,6 +78,24 @@ impl Num {
         self.lit(1.0) / (self.lit(1.0) + (-x).exp())
     }
 
+    /// `ln(1 + t)` for `t ∈ [0, 1]`, accurate to a few ulps relative even for tiny `t`:
+    /// `2·atanh(s) = 2s·(1 + s²/3 + s⁴/5 + …)` with `s = t/(2 + t) ≤ 1/3`, every term
+    /// positive, summed by Horner to the type's precision (8 terms for f32, 17 for
+    /// f64). The IR has no `log1p`, `ln(1 + t)` loses the digits of a small `t`, and
+    /// the usual correction `ln(u)·t/(u − 1)` relies on exact rounding that shader
+    /// compilers fold away (llvmpipe turns `(1 + t) − 1` into `t`).
+    pub fn log1p_unit(&self, f: &mut Body, t: E) -> E {
+        let t = bind(f, "t", t);
+        let s = f.let_("s", t.clone() / (self.lit(2.0) + t));
+        let w = f.let_("s2", s.clone() * s.clone());
+        let terms = if self.ty == ScalarType::F64 { 17 } else { 8 };
+        let mut p = self.lit(1.0 / (2 * terms - 1) as f64);
+        for k in (0..terms - 1).rev() {
+            p = p * w.clone() + self.lit(1.0 / (2 * k + 1) as f64);
+        }
+        self.lit(2.0) * s * p
+    }
+
     /// `Φ(x) = ½(1 + erf(x/√2))`, the standard normal CDF.
     pub fn normal_cdf(&self, x: E) -> E {
         self.lit(0.5) * (self.lit(1.0) + (x * self.lit(std::f64::consts::FRAC_1_SQRT_2)).erf())

@@ -21,17 +21,17 @@ pub mod reduce;
 pub mod softmax;
 pub mod train;
 
-pub use attention::spec::*;
-pub use conv::spec::*;
-pub use elementwise::spec::*;
-pub use gemm::spec::*;
-pub use image::spec::*;
-pub use movement::spec::*;
-pub use norm::spec::*;
-pub use pool::spec::*;
-pub use reduce::spec::*;
-pub use softmax::spec::*;
-pub use train::spec::*;
+pub use attention::*;
+pub use conv::*;
+pub use elementwise::*;
+pub use gemm::*;
+pub use image::*;
+pub use movement::*;
+pub use norm::*;
+pub use pool::*;
+pub use reduce::*;
+pub use softmax::*;
+pub use train::*;
 
 catalogue! {
     /// Elementwise math and activation functions `y = f(x)`.
@@ -98,4 +98,8 @@ catalogue! {
     Adam(AdamSpec) => "adam",
     /// Image filters on `[H, W, C]` images.
     ImageFilter(ImageFilterSpec) => "image_filter",
+    /// Softplus `log(1 + e^{βx})/β` with PyTorch's threshold, and its backward.
+    Softplus(SoftplusSpec) => "softplus",
+    /// Hardswish `x·relu6(x + 3)/6`, and its backward.
+    Hardswish(HardswishSpec) => "hardswish",
 }

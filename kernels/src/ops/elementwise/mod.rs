@@ -33,8 +33,12 @@
 //! `gelu_erf(1) = 0.8413447460685429`, `gelu_tanh(1) = 0.8411919906082768`.
 
 mod cases;
+mod hardswish;
 mod lower;
-pub mod reference;
-pub(super) mod spec;
+pub(crate) mod reference;
+mod softplus;
+mod spec;
 
+pub use hardswish::HardswishSpec;
+pub use softplus::SoftplusSpec;
 pub use spec::*;

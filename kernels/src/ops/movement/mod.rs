@@ -22,7 +22,7 @@
 
 mod cases;
 mod lower;
-pub mod reference;
-pub(super) mod spec;
+pub(crate) mod reference;
+mod spec;
 
 pub use spec::*;
