@@ -73,12 +73,92 @@ fn lower_prints_the_kernels_the_library_lowers() {
     }
 }
 
+/// `--target` prints each kernel as that target's device compiles it: lowered for its
+/// caps and put through its passes and math expansion (the exp here is expanded on
+/// every target), and `--emit` the code its emitter makes.
+#[test]
+fn lower_for_a_target_prints_what_its_device_compiles() {
+    use kernelc::ir::passes::for_target;
+    const EXP: &str = r#"{"op":"unary","func":"exp","dtype":"f32","shape":[100]}"#;
+    let spec: OpSpec = serde_json::from_str(EXP).expect("spec parses");
+    let targets = [
+        (
+            "cpu",
+            TargetCaps::cpu(),
+            kernelc::ir::passes::MathExpansion::all_transcendental(),
+            "function",
+        ),
+        (
+            "ptx",
+            TargetCaps::cuda_sm90(),
+            kernelc::codegen::ptx::required_expansion(),
+            ".entry main",
+        ),
+        (
+            "wgsl",
+            TargetCaps::gpu_baseline(),
+            kernelc::codegen::wgsl::required_expansion(),
+            "@compute",
+        ),
+        (
+            "spirv",
+            TargetCaps::gpu_baseline(),
+            kernelc::codegen::spirv::required_expansion(false),
+            "OpEntryPoint GLCompute",
+        ),
+    ];
+    for (target, caps, expansion, marker) in targets {
+        let plan = lower(&spec, &caps).expect("spec lowers");
+        let text = stdout(&kernelc(&["lower", "--target", target, EXP], None));
+        for launch in &plan.launches {
+            let compiled = for_target(&launch.kernel, &expansion);
+            assert!(
+                text.contains(&kernelc::ir::print::print(&compiled)),
+                "{target}: {text}"
+            );
+            assert!(!text.contains("exp("), "{target}: exp is expanded");
+        }
+        assert!(
+            !text.contains(marker),
+            "{target}: no emitted code without --emit"
+        );
+        let emitted = stdout(&kernelc(
+            &["lower", "--target", target, "--emit", EXP],
+            None,
+        ));
+        assert!(emitted.contains(marker), "{target} --emit: {emitted}");
+    }
+    // The CPU device present here compiles exactly what `--target cpu` shows.
+    let device = stdout(&kernelc(&["lower", "--device", "cpu", EXP], None));
+    assert_eq!(
+        device,
+        stdout(&kernelc(&["lower", "--target", "cpu", EXP], None))
+    );
+}
+
+/// Per-call values print as uniform bindings with the spec's values.
+#[test]
+fn lower_lists_the_per_call_uniforms() {
+    let scalar = r#"{"op":"scalar","func":"mul","dtype":"f32","shape":[10],"scalar":0.25}"#;
+    let text = stdout(&kernelc(&["lower", "--target", "cpu", scalar], None));
+    assert!(text.contains("Uniform(0)"), "{text}");
+    assert!(text.contains("// uniform 0: scalar = F32("), "{text}");
+}
+
 #[test]
 fn lower_names_what_is_wrong_with_its_input() {
     assert_error(&kernelc(&["lower", "{\"op\":"], None), "invalid op spec");
     assert_error(
         &kernelc(&["lower", r#"{"op":"softmax","dtype":"f32"}"#], None),
         "missing field",
+    );
+    assert_error(
+        &kernelc(&["lower", "--emit", SOFTMAX], None),
+        "--emit needs --target or --device",
+    );
+    assert_error(
+        &kernelc(&["lower", "--device", "tpu", SOFTMAX], None),
+        "unknown device `tpu`",
     );
     assert_error(
         &kernelc(&["lower", "/no/such/spec.json"], None),
