@@ -24,8 +24,12 @@ pub enum ReduceFn {
     /// minimum (NaN ignored unless every element is NaN)
     Min,
     /// position of the first maximum, counted row-major over the reduced axes
+    /// (`"arg_max"`; `"argmax"` is accepted too)
+    #[serde(alias = "argmax")]
     ArgMax,
     /// position of the first minimum, counted row-major over the reduced axes
+    /// (`"arg_min"`; `"argmin"` is accepted too)
+    #[serde(alias = "argmin")]
     ArgMin,
 }
 
