@@ -54,7 +54,7 @@
 
 use super::math::{bind, compute_type, Num};
 use super::schedule::{fold_grid, linear_workgroup, plan_1d};
-use super::{Binding, Launch, LowerError, Plan, TargetCaps, TempBuffer};
+use super::{Binding, Launch, LowerError, PlanBuilder, TargetCaps};
 use kernelc_ir::builder::*;
 use kernelc_ir::{Access, Scalar, ScalarType};
 
@@ -359,28 +359,6 @@ impl GemmCore {
 pub(crate) struct Prior {
     pub c_in: Binding,
     pub beta: Binding,
-}
-
-/// Launches and temporaries accumulated by one or more lowerings.
-#[derive(Default)]
-pub(crate) struct PlanBuilder {
-    pub launches: Vec<Launch>,
-    pub temps: Vec<TempBuffer>,
-}
-
-impl PlanBuilder {
-    /// A new temporary buffer, and the binding that names it.
-    pub fn temp(&mut self, dtype: ScalarType, len: u64) -> Binding {
-        self.temps.push(TempBuffer { dtype, len });
-        Binding::Temp(self.temps.len() - 1)
-    }
-
-    pub fn finish(self) -> Plan {
-        Plan {
-            launches: self.launches,
-            temps: self.temps,
-        }
-    }
 }
 
 // ---------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ pub mod schedule;
 
 pub use caps::TargetCaps;
 pub use interp::{poison, run_plan, PlanRunError};
+pub(crate) use plan::PlanBuilder;
 pub use plan::{Binding, Launch, Plan, ScalarParam, TempBuffer, Uniform, Uniforms};
 
 use crate::error::SpecError;

@@ -45,7 +45,7 @@
 //! per-element loop are written once against it.
 
 use super::math::{bind, Num};
-use super::plan::{Binding, Launch, Plan, ScalarParam, TempBuffer};
+use super::plan::{Binding, Launch, PlanBuilder, ScalarParam};
 use super::schedule::{fold_grid, linear_workgroup};
 use super::{LowerError, TargetCaps};
 use crate::spec::TensorSig;
@@ -1189,26 +1189,18 @@ pub fn declare(k: &mut KernelBuilder, bufs: &[Buf]) -> (Vec<Mem>, Vec<Buf>) {
     (mems, params)
 }
 
-/// Launches and temporaries collected into a [`Plan`].
-#[derive(Default)]
-pub struct PlanBuilder {
-    launches: Vec<Launch>,
-    temps: Vec<TempBuffer>,
-}
-
+/// Reduction launches on the one [`PlanBuilder`]: temporaries described as [`Buf`]s,
+/// and launches whose buffer parameters are `Buf`s.
 impl PlanBuilder {
-    /// A new temporary of `len` elements; its index in the plan.
-    pub fn temp(&mut self, name: &str, dtype: ScalarType, len: u32, access: Access) -> Buf {
-        self.temps.push(TempBuffer {
-            dtype,
-            len: len as u64,
-        });
+    /// A new temporary of `len` elements, as a buffer parameter named `name`.
+    pub fn temp_buf(&mut self, name: &str, dtype: ScalarType, len: u32, access: Access) -> Buf {
+        let binding = self.temp(dtype, len as u64);
         Buf {
             name: name.to_string(),
             dtype,
             len: len as u64,
             access,
-            binding: Binding::Temp(self.temps.len() - 1),
+            binding,
         }
     }
 
@@ -1230,13 +1222,6 @@ impl PlanBuilder {
                 .chain(scalars)
                 .collect(),
         });
-    }
-
-    pub fn finish(self) -> Plan {
-        Plan {
-            launches: self.launches,
-            temps: self.temps,
-        }
     }
 }
 
@@ -1392,7 +1377,7 @@ where
         types
             .iter()
             .enumerate()
-            .map(|(c, &ty)| plan.temp(&format!("partial{c}"), ty, len, Access::Write))
+            .map(|(c, &ty)| plan.temp_buf(&format!("partial{c}"), ty, len, Access::Write))
             .collect()
     } else {
         Vec::new()

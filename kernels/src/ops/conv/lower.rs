@@ -31,11 +31,11 @@
 use crate::error::SpecError;
 use crate::lower::gemm::{
     add, and_opt, div, emit_gemm, in_image, padded_coords, patch_row, rem, scale, to_u32, BiasAxis,
-    ConvGeometry, Gather, GemmBias, GemmCore, GemmOperand, GemmOutput, PatchRole, PlanBuilder,
+    ConvGeometry, Gather, GemmBias, GemmCore, GemmOperand, GemmOutput, PatchRole,
 };
 use crate::lower::math::{bind, compute_type, Num};
 use crate::lower::schedule::plan_1d;
-use crate::lower::{Binding, Launch, LowerError, Plan, TargetCaps};
+use crate::lower::{Binding, Launch, LowerError, Plan, PlanBuilder, TargetCaps};
 use crate::spec::{Col2imSpec, Conv2dSpec, ConvPass, Im2colSpec, OpSpec, Window2d};
 use kernelc_ir::builder::*;
 use kernelc_ir::{Access, Scalar, ScalarType};

@@ -1,7 +1,7 @@
 //! Lowering of GEMM onto the tiled matrix-multiply engine of [`crate::lower::gemm`].
 
 use crate::lower::gemm::*;
-use crate::lower::{Binding, LowerError, Plan, TargetCaps, Uniforms};
+use crate::lower::{Binding, LowerError, Plan, PlanBuilder, TargetCaps, Uniforms};
 use crate::spec::{GemmSpec, Layout, MatrixPlacement, OpSpec};
 
 // ---------------------------------------------------------------------------------------
