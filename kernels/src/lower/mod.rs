@@ -9,7 +9,6 @@
 //! same kernels. A dtype the caps lack is a typed error, never emitted.
 
 mod caps;
-pub(crate) mod gemm;
 pub(crate) mod index;
 mod interp;
 pub(crate) mod map;
@@ -19,6 +18,7 @@ pub(crate) mod pointwise;
 pub(crate) mod reduction;
 pub(crate) mod rng;
 pub mod schedule;
+pub(crate) mod tile;
 
 pub use caps::TargetCaps;
 pub use interp::{poison, run_plan, PlanRunError};

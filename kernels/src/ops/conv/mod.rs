@@ -20,6 +20,7 @@
 //! over the window. Both add up overlaps.
 
 mod cases;
+mod geometry;
 mod lower;
 pub mod reference;
 pub(super) mod spec;
