@@ -9,7 +9,6 @@
 //! same kernels. A dtype the caps lack is a typed error, never emitted.
 
 mod caps;
-pub(crate) mod gemm;
 pub(crate) mod index;
 mod interp;
 pub(crate) mod map;
@@ -19,9 +18,11 @@ pub(crate) mod pointwise;
 pub(crate) mod reduction;
 pub(crate) mod rng;
 pub mod schedule;
+pub(crate) mod tile;
 
 pub use caps::TargetCaps;
 pub use interp::{poison, run_plan, PlanRunError};
+pub(crate) use plan::PlanBuilder;
 pub use plan::{Binding, Launch, Plan, ScalarParam, TempBuffer, Uniform, Uniforms};
 
 use crate::error::SpecError;

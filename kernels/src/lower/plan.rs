@@ -57,6 +57,30 @@ impl Plan {
     }
 }
 
+/// Launches and temporaries accumulated by one or more lowerings (several engines may
+/// append to one plan), collected into a [`Plan`].
+#[derive(Default)]
+pub(crate) struct PlanBuilder {
+    pub launches: Vec<Launch>,
+    pub temps: Vec<TempBuffer>,
+}
+
+impl PlanBuilder {
+    /// A new temporary buffer of `len` elements, and the binding that names it.
+    pub fn temp(&mut self, dtype: ScalarType, len: u64) -> Binding {
+        self.temps.push(TempBuffer { dtype, len });
+        Binding::Temp(self.temps.len() - 1)
+    }
+
+    /// The plan: the launches in the order they were appended.
+    pub fn finish(self) -> Plan {
+        Plan {
+            launches: self.launches,
+            temps: self.temps,
+        }
+    }
+}
+
 /// A per-call value of an op: the name of the kernel parameter it binds to and its
 /// value, typed as the kernels compute with it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

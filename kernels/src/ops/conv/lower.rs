@@ -2,9 +2,10 @@
 //!
 //! # Convolution as GEMM
 //!
-//! All three passes run on the tiled GEMM engine of [`crate::lower::gemm`], reading the
-//! image through a patch gather (implicit im2col: the column matrix is never
-//! materialised when it need not be):
+//! All three passes run on the tiled GEMM engine of [`crate::lower::tile`], reading the
+//! image through the patch gather of `geometry.rs`, which the engine calls through its
+//! `OperandGather` hook (implicit im2col: the column matrix is never materialised when it
+//! need not be):
 //!
 //! * **forward**: per image `n`, `out_n (K × OH·OW) = W (K × C·kh·kw) · cols_n`, the
 //!   batch on the grid, `bias[k]` in the epilogue (a row bias).
@@ -28,14 +29,15 @@
 //! min(kh, iy + ph + 1))` — so each output element has exactly one writer and no
 //! scatter-add races.
 
+use super::geometry::{in_image, padded_coords, patch_row, patches, ConvGeometry, PatchRole};
 use crate::error::SpecError;
-use crate::lower::gemm::{
-    add, and_opt, div, emit_gemm, in_image, padded_coords, patch_row, rem, scale, to_u32, BiasAxis,
-    ConvGeometry, Gather, GemmBias, GemmCore, GemmOperand, GemmOutput, PatchRole, PlanBuilder,
-};
 use crate::lower::math::{bind, compute_type, Num};
 use crate::lower::schedule::plan_1d;
-use crate::lower::{Binding, Launch, LowerError, Plan, TargetCaps};
+use crate::lower::tile::{
+    add, and_opt, div, emit_gemm, rem, scale, to_u32, BiasAxis, Gather, GemmBias, GemmCore,
+    GemmOperand, GemmOutput,
+};
+use crate::lower::{Binding, Launch, LowerError, Plan, PlanBuilder, TargetCaps};
 use crate::spec::{Col2imSpec, Conv2dSpec, ConvPass, Im2colSpec, OpSpec, Window2d};
 use kernelc_ir::builder::*;
 use kernelc_ir::{Access, Scalar, ScalarType};
@@ -201,10 +203,7 @@ fn forward(spec: &Conv2dSpec, g: &ConvGeometry, batch: u32, name: String) -> Gem
                 reduction: hw,
             }
         } else {
-            Gather::Patches {
-                geometry: *g,
-                role: PatchRole::PixelByTap,
-            }
+            patches(*g, PatchRole::PixelByTap)
         },
     );
     let out = output(
@@ -257,10 +256,7 @@ fn backward_filter(spec: &Conv2dSpec, g: &ConvGeometry, batch: u32, name: String
             inner: hw,
             block: chw,
         },
-        (false, _) => Gather::Patches {
-            geometry: *g,
-            role: PatchRole::TapByBatchPixel,
-        },
+        (false, _) => patches(*g, PatchRole::TapByBatchPixel),
     };
     let image = operand(
         "input",
@@ -325,10 +321,7 @@ fn backward_data_implicit(
                 reduction: ohw,
             }
         } else {
-            Gather::Patches {
-                geometry: *g,
-                role: PatchRole::InputPixelByOutTap,
-            }
+            patches(*g, PatchRole::InputPixelByOutTap)
         },
     );
     let out = output(

@@ -20,6 +20,7 @@
 //! over the window. Both add up overlaps.
 
 mod cases;
+mod geometry;
 mod lower;
 pub(crate) mod reference;
 mod spec;

@@ -1,7 +1,9 @@
-//! Lowering of GEMM onto the tiled matrix-multiply engine of [`crate::lower::gemm`].
+//! Lowering of GEMM onto the tiled matrix-multiply engine of [`crate::lower::tile`].
 
-use crate::lower::gemm::*;
-use crate::lower::{Binding, LowerError, Plan, TargetCaps, Uniforms};
+use crate::lower::tile::{
+    emit_gemm, to_u32, BiasAxis, Gather, GemmBias, GemmCore, GemmOperand, GemmOutput, Prior,
+};
+use crate::lower::{Binding, LowerError, Plan, PlanBuilder, TargetCaps, Uniforms};
 use crate::spec::{GemmSpec, Layout, MatrixPlacement, OpSpec};
 
 // ---------------------------------------------------------------------------------------
@@ -124,6 +126,7 @@ mod tests {
 
     use super::*;
     use crate::conformance::{cases, check, Executor};
+    use crate::lower::tile::{emit_gemm_with, vector_lanes, Tile};
     use crate::lower::{poison, run_plan};
     use crate::spec::OpKind;
     use kernelc_ir::interp::HostBuffer;

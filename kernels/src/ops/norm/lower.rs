@@ -26,11 +26,10 @@
 
 use crate::lower::math::{bind, compute_type, Num};
 use crate::lower::reduction::{
-    declare, fold_plan, row_kernel, Buf, Fold, FoldFns, Item, Monoid, PlanBuilder, Slices, Sum,
-    View, Welford,
+    declare, fold_plan, row_kernel, Buf, Fold, FoldFns, Item, Monoid, Slices, Sum, View, Welford,
 };
 use crate::lower::schedule::plan_1d;
-use crate::lower::{LowerError, Plan, ScalarParam, TargetCaps, Uniforms};
+use crate::lower::{LowerError, Plan, PlanBuilder, ScalarParam, TargetCaps, Uniforms};
 use crate::spec::*;
 use kernelc_ir::builder::*;
 use kernelc_ir::Access;
@@ -388,7 +387,7 @@ pub(super) fn batch_norm(spec: &BatchNormSpec, caps: &TargetCaps) -> Result<Plan
     // Per channel (x₀, mean of x − x₀, 1/σ) in the compute type, for the normalising
     // launch. Folding x − x₀ (x₀ the channel's first value) keeps x − μ accurate when
     // |μ| ≫ σ: the mean's rounding scales with the spread, not the offset.
-    let stats = plan.temp("channel_stats", num.ty, 3 * c as u32, Access::Write);
+    let stats = plan.temp_buf("channel_stats", num.ty, 3 * c as u32, Access::Write);
     let welford = Welford { ty: num.ty };
     let m = (n * s) as f64;
     let first = move |q: &E| {
@@ -488,7 +487,7 @@ pub(super) fn batch_norm_backward(
     let mut plan = PlanBuilder::default();
 
     // Per-channel (Σdy, Σdy·x̂) in the compute type.
-    let sums_buf = plan.temp("channel_sums", num.ty, 2 * c as u32, Access::Write);
+    let sums_buf = plan.temp_buf("channel_sums", num.ty, 2 * c as u32, Access::Write);
     let sums = Sum { ty: num.ty, n: 2 };
     let mut finals = vec![sums_buf.clone()];
     if spec.param_grads {

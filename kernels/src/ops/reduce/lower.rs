@@ -11,10 +11,9 @@
 
 use crate::lower::math::{compute_type, Num};
 use crate::lower::reduction::{
-    fold_plan, ArgExtremum, Buf, Extremum, Fold, FoldFns, Item, Monoid, PlanBuilder, Slices, Sum,
-    View,
+    fold_plan, ArgExtremum, Buf, Extremum, Fold, FoldFns, Item, Monoid, Slices, Sum, View,
 };
-use crate::lower::{LowerError, Plan, TargetCaps};
+use crate::lower::{LowerError, Plan, PlanBuilder, TargetCaps};
 use crate::spec::{OpSpec, ReduceFn, ReduceSpec};
 use kernelc_ir::builder::*;
 use kernelc_ir::ScalarType;

@@ -19,10 +19,9 @@
 
 use crate::lower::math::{bind, compute_type, Num};
 use crate::lower::reduction::{
-    lowest_finite, row_kernel, Buf, Extremum, Group, Monoid, PlanBuilder, SoftmaxStats, Step, Sum,
-    Tree, View,
+    lowest_finite, row_kernel, Buf, Extremum, Group, Monoid, SoftmaxStats, Step, Sum, Tree, View,
 };
-use crate::lower::{LowerError, Plan, TargetCaps};
+use crate::lower::{LowerError, Plan, PlanBuilder, TargetCaps};
 use crate::spec::{CrossEntropySpec, OpSpec, SoftmaxBackwardSpec, SoftmaxSpec};
 use kernelc_ir::builder::*;
 use kernelc_ir::{Access, ScalarType};
