@@ -37,7 +37,10 @@ fn every_op_example_in_the_docs_deserializes_and_validates() {
         .filter(|k| !shown.contains(k))
         .map(|k| k.name())
         .collect();
-    assert!(missing.is_empty(), "docs/ops.md shows no JSON for {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "docs/ops.md shows no JSON for {missing:?}"
+    );
     check("README.md", include_str!("../../README.md"));
 }
 

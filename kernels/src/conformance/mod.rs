@@ -11,7 +11,7 @@
 pub mod cases;
 pub mod inputs;
 
-use crate::lower::{lower, poison, run_plan, TargetCaps};
+use crate::lower::{lower, poison, run_plan, Plan, TargetCaps};
 use crate::reference::reference;
 use crate::spec::OpSpec;
 use crate::tolerance::{compare, tolerance, Mismatch, Scale};
@@ -50,14 +50,24 @@ impl Executor for Interpreter {
 
     fn run(&self, spec: &OpSpec, inputs: &[HostBuffer]) -> Result<Vec<HostBuffer>, String> {
         let plan = lower(spec, &self.caps).map_err(|e| format!("lowering: {e}"))?;
-        let mut outputs: Vec<HostBuffer> = spec
-            .outputs()
-            .iter()
-            .map(|s| HostBuffer::filled(s.dtype, s.numel(), poison(s.dtype)))
-            .collect();
-        run_plan(&plan, &spec.uniforms(), inputs, &mut outputs).map_err(|e| e.to_string())?;
-        Ok(outputs)
+        interpret(&plan, spec, inputs)
     }
+}
+
+/// Runs `plan` (lowered from `spec`) on the interpreter with `spec`'s per-call values,
+/// into poisoned outputs (so an element no kernel writes is caught).
+pub fn interpret(
+    plan: &Plan,
+    spec: &OpSpec,
+    inputs: &[HostBuffer],
+) -> Result<Vec<HostBuffer>, String> {
+    let mut outputs: Vec<HostBuffer> = spec
+        .outputs()
+        .iter()
+        .map(|s| HostBuffer::filled(s.dtype, s.numel(), poison(s.dtype)))
+        .collect();
+    run_plan(plan, &spec.uniforms(), inputs, &mut outputs).map_err(|e| e.to_string())?;
+    Ok(outputs)
 }
 
 /// Why one case failed.

@@ -134,12 +134,7 @@ pub(crate) fn map_plan(
     let out_mem = k.buffer(out.name.clone(), out.dtype, numel, Access::Write);
     let (params, param_bindings) = uniforms.declare_all(&mut k, names)?;
     let kernel = k.build(|b| {
-        grid.for_each_item(b, |b, item| {
-            let index = if lanes == 1 {
-                item
-            } else {
-                b.let_("index", item * lanes as u32)
-            };
+        grid.for_each_vector(b, lanes, "index", |b, index| {
             let values = operands
                 .iter()
                 .zip(&mems)

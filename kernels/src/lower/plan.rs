@@ -148,6 +148,12 @@ impl<'a> Uniforms<'a> {
         })
     }
 
+    /// Every uniform, in order, as parameters: for the one launch of an op that reads
+    /// all its per-call values.
+    pub fn params(&self) -> Result<Vec<ScalarParam>, crate::lower::LowerError> {
+        self.list.iter().map(|u| self.param(&u.name)).collect()
+    }
+
     /// Declares uniform `name` as a scalar parameter of `k` (after whatever `k`
     /// declared before), returning the parameter and the binding that feeds it.
     pub fn declare(

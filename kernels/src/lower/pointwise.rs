@@ -97,12 +97,7 @@ pub(crate) fn pointwise(
         .collect();
     let scalars: Vec<E> = params.iter().map(|p| p.declare(&mut k)).collect();
     let kernel = k.build(|f| {
-        grid.for_each_item(f, |f, item| {
-            let index = if lanes == 1 {
-                item
-            } else {
-                f.let_("index", item * lanes as u32)
-            };
+        grid.for_each_vector(f, lanes, "index", |f, index| {
             let values = inputs
                 .iter()
                 .zip(&in_mems)

@@ -101,6 +101,26 @@ impl Grid1d {
         f.for_("i", start, end, self.invocations, body);
     }
 
+    /// As [`Grid1d::for_each_item`] over items of `lanes` elements each: `body` gets
+    /// the flat index of the item's first element (bound to a local `name` when
+    /// `lanes > 1`).
+    pub fn for_each_vector(
+        &self,
+        f: &mut Body,
+        lanes: u8,
+        name: &str,
+        body: impl FnOnce(&mut Body, E),
+    ) {
+        self.for_each_item(f, |f, item| {
+            let index = if lanes == 1 {
+                item
+            } else {
+                f.let_(name, item * lanes as u32)
+            };
+            body(f, index)
+        });
+    }
+
     /// The workgroup size to declare.
     pub fn workgroup_size(&self) -> [u32; 3] {
         [self.invocations, 1, 1]

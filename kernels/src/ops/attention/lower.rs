@@ -646,12 +646,7 @@ pub(super) fn rope(spec: &RopeSpec, caps: &TargetCaps) -> Result<Plan, LowerErro
     let ym = k.buffer("y", spec.dtype, x_len, Access::Write);
     let (h32, heads, seq) = (half as u32, spec.heads as u32, spec.seq as u32);
     let kernel = k.build(|f| {
-        grid.for_each_item(f, |f, item| {
-            let pair = if lanes == 1 {
-                item
-            } else {
-                f.let_("pair", item * lanes as u32)
-            };
+        grid.for_each_vector(f, lanes, "pair", |f, pair| {
             let kk = f.let_("k", pair.clone() % h32);
             let row = f.let_("row", pair / h32);
             let s = match (spec.seq, spec.heads) {

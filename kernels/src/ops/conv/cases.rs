@@ -4,14 +4,6 @@
 use super::spec::*;
 use kernelc_ir::ScalarType::{self, *};
 
-fn win(kernel: [usize; 2], stride: [usize; 2], padding: [usize; 2]) -> Window2d {
-    Window2d {
-        kernel,
-        stride,
-        padding,
-    }
-}
-
 /// `(dtype, batch, in_channels, out_channels, [height, width], window, bias)`.
 type ConvCase = (ScalarType, usize, usize, usize, [usize; 2], Window2d, bool);
 
@@ -19,14 +11,30 @@ pub(super) fn conv_cases() -> Vec<Conv2dSpec> {
     let sq = Window2d::square;
     let forward: [ConvCase; 7] = [
         (F32, 1, 2, 3, [5, 5], sq(3, 1, 1), true),
-        (F32, 2, 3, 5, [7, 9], win([3, 2], [2, 1], [1, 0]), true),
+        (
+            F32,
+            2,
+            3,
+            5,
+            [7, 9],
+            Window2d::new([3, 2], [2, 1], [1, 0]),
+            true,
+        ),
         // 1×1, stride 1, no padding: the image is a plain matrix (30 pixels: scalar
         // loads; 16 pixels: vector loads).
         (F32, 2, 4, 6, [6, 5], sq(1, 1, 0), false),
         (F32, 2, 5, 7, [4, 4], sq(1, 1, 0), true),
         (F64, 1, 3, 2, [5, 5], sq(1, 2, 1), true),
         (F16, 1, 3, 4, [6, 6], sq(3, 2, 1), true),
-        (Bf16, 2, 2, 3, [8, 5], win([2, 3], [1, 2], [0, 1]), false),
+        (
+            Bf16,
+            2,
+            2,
+            3,
+            [8, 5],
+            Window2d::new([2, 3], [1, 2], [0, 1]),
+            false,
+        ),
     ];
     let backward_data: [ConvCase; 6] = [
         // Stride 1: implicit GEMM through the transposed window.
@@ -34,13 +42,29 @@ pub(super) fn conv_cases() -> Vec<Conv2dSpec> {
         (F32, 1, 2, 2, [5, 7], sq(5, 1, 2), false),
         (F32, 2, 4, 5, [4, 4], sq(1, 1, 0), false),
         // Stride > 1: a GEMM into a column buffer, then col2im.
-        (F32, 2, 2, 3, [7, 6], win([3, 2], [2, 1], [1, 0]), false),
+        (
+            F32,
+            2,
+            2,
+            3,
+            [7, 6],
+            Window2d::new([3, 2], [2, 1], [1, 0]),
+            false,
+        ),
         (F64, 1, 3, 2, [5, 5], sq(1, 2, 0), false),
         (F16, 1, 2, 3, [6, 6], sq(3, 2, 1), false),
     ];
     let backward_filter: [ConvCase; 6] = [
         (F32, 2, 3, 4, [6, 7], sq(3, 1, 1), false),
-        (F32, 3, 2, 3, [7, 6], win([3, 2], [2, 1], [1, 0]), false),
+        (
+            F32,
+            3,
+            2,
+            3,
+            [7, 6],
+            Window2d::new([3, 2], [2, 1], [1, 0]),
+            false,
+        ),
         (F32, 2, 4, 5, [4, 4], sq(1, 1, 0), false),
         (F64, 1, 3, 2, [5, 5], sq(1, 1, 0), false),
         // 512 output positions per filter element: split-K on GPU caps.
@@ -77,7 +101,7 @@ fn patch_cases() -> [PatchCase; 5] {
     let sq = Window2d::square;
     [
         (F32, 1, 2, [4, 4], sq(3, 1, 1)),
-        (F16, 2, 3, [7, 5], win([3, 2], [2, 1], [1, 0])),
+        (F16, 2, 3, [7, 5], Window2d::new([3, 2], [2, 1], [1, 0])),
         (F32, 1, 1, [1, 1], sq(1, 1, 0)),
         (F64, 2, 2, [6, 6], sq(1, 2, 1)),
         // Stride larger than the window: pixels no window reads.

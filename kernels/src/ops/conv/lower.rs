@@ -601,7 +601,7 @@ mod tests {
 
     use super::*;
     use crate::conformance::{check, Executor};
-    use crate::lower::{poison, run_plan};
+
     use kernelc_ir::interp::HostBuffer;
 
     struct Chunked {
@@ -638,13 +638,7 @@ mod tests {
                     s.batch
                 ));
             }
-            let mut outputs: Vec<HostBuffer> = spec
-                .outputs()
-                .iter()
-                .map(|o| HostBuffer::filled(o.dtype, o.numel(), poison(o.dtype)))
-                .collect();
-            run_plan(&plan, &spec.uniforms(), inputs, &mut outputs).map_err(|e| e.to_string())?;
-            Ok(outputs)
+            crate::conformance::interpret(&plan, spec, inputs)
         }
     }
 

@@ -21,6 +21,15 @@ pub struct Window2d {
 }
 
 impl Window2d {
+    /// A window of `kernel` taps, `stride` and `padding` (`[height, width]` each).
+    pub fn new(kernel: [usize; 2], stride: [usize; 2], padding: [usize; 2]) -> Window2d {
+        Window2d {
+            kernel,
+            stride,
+            padding,
+        }
+    }
+
     /// The input coordinate read by output `o` at kernel tap `t` along dimension `d`
     /// (0 = height, 1 = width) of an input `size` long, or `None` in the padding.
     pub fn tap(&self, d: usize, o: usize, t: usize, size: usize) -> Option<usize> {

@@ -127,7 +127,7 @@ mod tests {
     use super::*;
     use crate::conformance::{cases, check, Executor};
     use crate::lower::tile::{emit_gemm_with, vector_lanes, Tile};
-    use crate::lower::{poison, run_plan};
+
     use crate::spec::OpKind;
     use kernelc_ir::interp::HostBuffer;
 
@@ -173,13 +173,7 @@ mod tests {
             let mut plan = PlanBuilder::default();
             emit_gemm_with(&core, &self.caps, tile, &mut plan).map_err(|e| e.to_string())?;
             let plan = plan.finish();
-            let mut outputs: Vec<HostBuffer> = spec
-                .outputs()
-                .iter()
-                .map(|s| HostBuffer::filled(s.dtype, s.numel(), poison(s.dtype)))
-                .collect();
-            run_plan(&plan, &spec.uniforms(), inputs, &mut outputs).map_err(|e| e.to_string())?;
-            Ok(outputs)
+            crate::conformance::interpret(&plan, spec, inputs)
         }
     }
 

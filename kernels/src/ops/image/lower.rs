@@ -39,9 +39,7 @@ use super::reference::{gaussian_weights, LUMA};
 use crate::lower::math::{compute_type, Num};
 use crate::lower::pointwise::{contiguous_lanes, pointwise, Pointwise, Port};
 use crate::lower::schedule::{fold_grid, linear_workgroup, plan_1d};
-use crate::lower::{
-    Binding, Launch, LowerError, Plan, ScalarParam, TargetCaps, TempBuffer, Uniforms,
-};
+use crate::lower::{Binding, Launch, LowerError, Plan, TargetCaps, TempBuffer, Uniforms};
 use crate::spec::*;
 use kernelc_ir::builder::*;
 use kernelc_ir::{Access, ScalarType};
@@ -143,7 +141,7 @@ fn map_filter(
         contiguous_lanes(caps, img.numel as usize)
     };
     let (ty, has_alpha) = (img.ty, img.has_alpha());
-    let params = filter_params(&op)?;
+    let params = Uniforms::new(&op.uniforms()).params()?;
     let name = op.name();
     let launch = Pointwise {
         name: &name,
@@ -482,7 +480,7 @@ fn sobel(spec: &ImageFilterSpec, img: &Img, caps: &TargetCaps) -> Result<Plan, L
     let mut k = KernelBuilder::new(op.name(), [tile.inv, 1, 1]);
     let im = k.buffer("image", img.dtype, img.numel as u64, Access::Read);
     let om = k.buffer("out", img.dtype, img.numel as u64, Access::Write);
-    let params = filter_params(&op)?;
+    let params = Uniforms::new(&op.uniforms()).params()?;
     let thr = params[0].declare(&mut k);
     let lum = k.shared("luma", img.ty, tile.rh() * tile.rw());
     let edge = k.shared("edge", img.ty, tile.ty * tile.tx);
@@ -690,12 +688,4 @@ fn split_pixel(f: &mut Body, i: E, c: u32) -> (E, E) {
         let pix = f.let_("pix", i.clone() / c);
         (pix, f.let_("ch", i % c))
     }
-}
-
-/// The filter's uniforms (see [`ImageFilterSpec::uniforms`](crate::op::Op::uniforms)) as
-/// parameters of its launch.
-fn filter_params(op: &OpSpec) -> Result<Vec<ScalarParam>, LowerError> {
-    let uniforms = op.uniforms();
-    let u = Uniforms::new(&uniforms);
-    uniforms.iter().map(|x| u.param(&x.name)).collect()
 }

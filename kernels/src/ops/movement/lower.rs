@@ -171,12 +171,7 @@ fn strided_copy(
     let xm = k.buffer(x.name.clone(), x.dtype, x.numel() as u64, Access::Read);
     let ym = k.buffer(y.name.clone(), y.dtype, numel, Access::Write);
     let kernel = k.build(|f| {
-        grid.for_each_item(f, |f, item| {
-            let index = if lanes == 1 {
-                item
-            } else {
-                f.let_("index", item * lanes as u32)
-            };
+        grid.for_each_vector(f, lanes, "index", |f, index| {
             let src = s.offset(&index);
             f.store(ym, index, xm.load(src, lanes));
         });
@@ -437,12 +432,7 @@ pub(super) fn concat(spec: &ConcatSpec, caps: &TargetCaps) -> Result<Plan, Lower
         .collect();
     let ym = k.buffer(y.name.clone(), y.dtype, numel, Access::Write);
     let kernel = k.build(|f| {
-        grid.for_each_item(f, |f, item| {
-            let index = if lanes == 1 {
-                item
-            } else {
-                f.let_("index", item * lanes as u32)
-            };
+        grid.for_each_vector(f, lanes, "index", |f, index| {
             let (o, r) = if outer == 1 {
                 (None, index.clone())
             } else {
@@ -567,12 +557,7 @@ pub(super) fn gather(spec: &GatherSpec, caps: &TargetCaps) -> Result<Plan, Lower
     );
     let om = k.buffer(out.name.clone(), out.dtype, numel, Access::Write);
     let kernel = k.build(|f| {
-        grid.for_each_item(f, |f, item| {
-            let index = if lanes == 1 {
-                item
-            } else {
-                f.let_("index", item * lanes as u32)
-            };
+        grid.for_each_vector(f, lanes, "index", |f, index| {
             // index = (o · J + j) · inner + kk
             let c = coords(&index, &[g.outer, g.count, g.inner]);
             let (o, j, kk) = (c[0].clone(), c[1].clone(), c[2].clone());

@@ -10,13 +10,6 @@ use crate::spec::Window2d;
 use kernelc_ir::ScalarType::{self, *};
 
 /// A window of `[height, width]` kernel, stride and padding.
-fn win(kernel: [usize; 2], stride: [usize; 2], padding: [usize; 2]) -> Window2d {
-    Window2d {
-        kernel,
-        stride,
-        padding,
-    }
-}
 
 /// One pooling case: `[batch, channels, height, width]`.
 fn pool(
@@ -50,7 +43,7 @@ pub(super) fn pool2d() -> Vec<Pool2dSpec> {
             Max,
             F32,
             [1, 3, 7, 5],
-            win([3, 3], [1, 1], [1, 1]),
+            Window2d::new([3, 3], [1, 1], [1, 1]),
             false,
             Some(I32),
         ),
@@ -59,7 +52,7 @@ pub(super) fn pool2d() -> Vec<Pool2dSpec> {
             Avg,
             F64,
             [2, 2, 9, 11],
-            win([3, 2], [2, 3], [1, 0]),
+            Window2d::new([3, 2], [2, 3], [1, 0]),
             false,
             None,
         ),
@@ -68,7 +61,7 @@ pub(super) fn pool2d() -> Vec<Pool2dSpec> {
             Avg,
             F16,
             [1, 1, 13, 13],
-            win([3, 3], [3, 3], [1, 1]),
+            Window2d::new([3, 3], [3, 3], [1, 1]),
             true,
             None,
         ),
@@ -77,7 +70,7 @@ pub(super) fn pool2d() -> Vec<Pool2dSpec> {
             Max,
             Bf16,
             [1, 2, 10, 7],
-            win([2, 3], [3, 2], [1, 1]),
+            Window2d::new([2, 3], [3, 2], [1, 1]),
             false,
             Some(F32),
         ),
@@ -86,7 +79,7 @@ pub(super) fn pool2d() -> Vec<Pool2dSpec> {
             Max,
             F32,
             [1, 1, 1, 1],
-            win([1, 1], [1, 1], [0, 0]),
+            Window2d::new([1, 1], [1, 1], [0, 0]),
             false,
             Some(U32),
         ),
@@ -95,7 +88,7 @@ pub(super) fn pool2d() -> Vec<Pool2dSpec> {
             Avg,
             F32,
             [3, 1, 5, 6],
-            win([5, 6], [1, 1], [0, 0]),
+            Window2d::new([5, 6], [1, 1], [0, 0]),
             false,
             None,
         ),
@@ -143,7 +136,7 @@ pub(super) fn pool2d_backward() -> Vec<Pool2dBackwardSpec> {
             Max,
             F32,
             [1, 2, 9, 7],
-            Ok(win([3, 3], [2, 2], [1, 1])),
+            Ok(Window2d::new([3, 3], [2, 2], [1, 1])),
             false,
             Some(I32),
             true,
@@ -153,7 +146,7 @@ pub(super) fn pool2d_backward() -> Vec<Pool2dBackwardSpec> {
             Max,
             F64,
             [2, 1, 6, 5],
-            Ok(win([2, 2], [1, 1], [0, 0])),
+            Ok(Window2d::new([2, 2], [1, 1], [0, 0])),
             false,
             Some(U32),
             false,
@@ -163,7 +156,7 @@ pub(super) fn pool2d_backward() -> Vec<Pool2dBackwardSpec> {
             Avg,
             F64,
             [1, 3, 7, 5],
-            Ok(win([3, 3], [1, 1], [1, 1])),
+            Ok(Window2d::new([3, 3], [1, 1], [1, 1])),
             false,
             None,
             false,
@@ -173,7 +166,7 @@ pub(super) fn pool2d_backward() -> Vec<Pool2dBackwardSpec> {
             Avg,
             F16,
             [2, 1, 8, 9],
-            Ok(win([2, 3], [2, 1], [1, 1])),
+            Ok(Window2d::new([2, 3], [2, 1], [1, 1])),
             true,
             None,
             true,
@@ -183,7 +176,7 @@ pub(super) fn pool2d_backward() -> Vec<Pool2dBackwardSpec> {
             Avg,
             Bf16,
             [1, 2, 10, 11],
-            Ok(win([3, 3], [3, 3], [0, 0])),
+            Ok(Window2d::new([3, 3], [3, 3], [0, 0])),
             false,
             None,
             false,

@@ -23,7 +23,7 @@
 use crate::lower::math::{bind, compute_type, Num};
 use crate::lower::pointwise::{contiguous_lanes, pointwise, Pointwise, Port};
 use crate::lower::rng::rng_keep;
-use crate::lower::{LowerError, Plan, ScalarParam, TargetCaps, Uniforms};
+use crate::lower::{LowerError, Plan, TargetCaps, Uniforms};
 use crate::spec::*;
 
 fn ports(sigs: Vec<TensorSig>, make: fn(TensorSig, usize) -> Port) -> Vec<Port> {
@@ -31,13 +31,6 @@ fn ports(sigs: Vec<TensorSig>, make: fn(TensorSig, usize) -> Port) -> Vec<Port> 
         .enumerate()
         .map(|(i, s)| make(s, i))
         .collect()
-}
-
-/// The op's uniforms, in order, as parameters of its one launch.
-fn params(op: &OpSpec) -> Result<Vec<ScalarParam>, LowerError> {
-    let uniforms = op.uniforms();
-    let u = Uniforms::new(&uniforms);
-    uniforms.iter().map(|x| u.param(&x.name)).collect()
 }
 
 pub(super) fn dropout(spec: &DropoutSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
@@ -53,7 +46,7 @@ pub(super) fn dropout(spec: &DropoutSpec, caps: &TargetCaps) -> Result<Plan, Low
         DropoutClass::KeepAll | DropoutClass::DropAll => {
             (contiguous_lanes(caps, numel), Vec::new())
         }
-        DropoutClass::Random => (1, params(&op)?),
+        DropoutClass::Random => (1, Uniforms::new(&op.uniforms()).params()?),
     };
     let name = op.name();
     let launch = Pointwise {
@@ -96,7 +89,7 @@ pub(super) fn adam(spec: &AdamSpec, caps: &TargetCaps) -> Result<Plan, LowerErro
     let outputs = ports(op.outputs(), Port::output);
     let ty = compute_type(spec.dtype);
     let lanes = contiguous_lanes(caps, spec.len);
-    let params = params(&op)?;
+    let params = Uniforms::new(&op.uniforms()).params()?;
     let name = op.name();
     let launch = Pointwise {
         name: &name,
