@@ -2,22 +2,24 @@
 //!
 //! Every op kernelc serves is defined here once, as plain data and as math:
 //!
-//! * [`spec`]: [`OpSpec`], one variant per op family with a small attribute struct
-//!   (dtypes, shapes, attributes), a validating [`OpSpec::validate`] that returns a
-//!   typed [`SpecError`], and the buffer signatures [`OpSpec::inputs`] /
-//!   [`OpSpec::outputs`] that lowering, the runtime and the fuzzer all share.
-//! * [`mod@reference`]: an independent f64 implementation of every op, written from the
-//!   op's mathematical definition (never from its IR); the conformance harness and
-//!   the fuzzer hold every target to it.
+//! * [`ops`]: one folder per op family; each op kind is a spec type implementing
+//!   [`op::Op`] (validation, buffers, per-call values, f64 reference, lowering,
+//!   tolerance, conformance cases), and `ops/mod.rs` lists the catalogue, one line per
+//!   kind, from which [`OpSpec`] and [`OpKind`] are made.
+//! * [`spec`]: the vocabulary every spec shares ([`TensorSig`], [`Alias`]) and every
+//!   spec type re-exported.
+//! * [`mod@reference`]: [`reference()`] runs an op's independent f64 implementation,
+//!   written from the op's mathematical definition (never from its IR); the
+//!   conformance harness and the fuzzer hold every target to it.
+//! * [`lower`]: [`lower::lower`] and the lowering machinery every op shares (it names
+//!   no op).
 //! * [`rng`]: the counter-based random bits behind dropout and random fills, in 32-bit
 //!   integer operations only, so every target produces the same masks.
 //! * [`seeds`]: which op (or host-side mechanism) serves each method of the five seed
 //!   backend traits.
 //!
-//! Lowering (`OpSpec` → kernel IR for a target's capabilities) builds on these types
-//! and lives in its own module.
-//!
-//! The table of all ops with their formulas is `docs/ops.md`.
+//! The table of all ops with their formulas and a JSON example of each is
+//! `docs/ops.md`.
 
 pub mod conformance;
 pub mod error;
