@@ -12,8 +12,9 @@ pub enum RuntimeError {
     #[error("cannot lower the op for {device}: {source}")]
     Lower {
         device: String,
+        // Boxed: a lowering error is large and rare; every `Result` carries the enum.
         #[source]
-        source: LowerError,
+        source: Box<LowerError>,
     },
     #[error("cannot compile kernel `{kernel}` for {device}: {message}")]
     Compile {

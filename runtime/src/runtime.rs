@@ -400,7 +400,7 @@ impl Runtime {
         Ok(Arc::new(lower(spec, &self.caps).map_err(|source| {
             RuntimeError::Lower {
                 device: self.device_name(),
-                source,
+                source: Box::new(source),
             }
         })?))
     }

@@ -77,9 +77,11 @@ impl Op for HardswishSpec {
                 })
                 .collect()
         } else {
-            i[0].iter()
-                .map(|&x| x * (x + 3.0).max(0.0).min(6.0) / 6.0)
-                .collect()
+            // max/min, not clamp: they ignore a NaN (maxNum, as the kernels' `max`),
+            // where `clamp` would keep it; the product with x carries NaN either way.
+            #[allow(clippy::manual_clamp)]
+            let gate = |x: f64| (x + 3.0).max(0.0).min(6.0);
+            i[0].iter().map(|&x| x * gate(x) / 6.0).collect()
         };
         vec![out]
     }
