@@ -9,8 +9,6 @@ use crate::op::Op;
 use crate::spec::Window2d;
 use kernelc_ir::ScalarType::{self, *};
 
-/// A window of `[height, width]` kernel, stride and padding.
-
 /// One pooling case: `[batch, channels, height, width]`.
 fn pool(
     kind: PoolKind,
