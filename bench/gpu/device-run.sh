@@ -15,6 +15,7 @@ bin=/tmp/kc/bin
 conformance=$(ls $bin/conformance-* 2>/dev/null | head -1)
 cuda_tests=$(ls $bin/cuda-* 2>/dev/null | head -1)
 wgpu_tests=$(ls $bin/wgpu-* 2>/dev/null | head -1)
+per_call_tests=$(ls $bin/per_call-* 2>/dev/null | head -1)
 summary=()
 note() { summary+=("$1"); echo "== $1"; }
 
@@ -34,6 +35,11 @@ for stage in $stages; do
     if [ -n "$wgpu_tests" ]; then
       CI=1 timeout 120 "$wgpu_tests" --test-threads=1 > "$OUT/wgpu-tests.txt" 2>&1
       note "runtime wgpu tests (NVIDIA Vulkan): exit $? -- $(grep -E '^test result' "$OUT/wgpu-tests.txt" | tail -1)"
+    fi
+    if [ -n "$per_call_tests" ]; then
+      # Per-call values compile once on cpu, NVIDIA Vulkan and CUDA.
+      KERNELC_REQUIRE_CUDA=1 CI=1 timeout 200 "$per_call_tests" --test-threads=1 --nocapture > "$OUT/per-call.txt" 2>&1
+      note "per-call uniforms (cpu, wgpu, cuda): exit $? -- $(grep -E '^test result' "$OUT/per-call.txt" | tail -1)"
     fi
     ;;
   sanitize)

@@ -10,9 +10,9 @@ tests=$(cargo test --release --no-run --message-format=json --test conformance -
 for l in sys.stdin:
     m=json.loads(l)
     if m.get("executable") and m.get("target",{}).get("name")=="conformance": print(m["executable"])')
-runtime_tests=$(cargo test --release --no-run --message-format=json --test cuda --test wgpu -p kernelc-runtime 2>/dev/null \
+runtime_tests=$(cargo test --release --no-run --message-format=json --test cuda --test wgpu --test per_call -p kernelc-runtime 2>/dev/null \
   | python3 -c 'import json,sys
 for l in sys.stdin:
     m=json.loads(l)
-    if m.get("executable") and m.get("target",{}).get("name") in ("cuda", "wgpu"): print(m["executable"])')
+    if m.get("executable") and m.get("target",{}).get("name") in ("cuda", "wgpu", "per_call"): print(m["executable"])')
 ../shared/tools/device-pack target/release/kernelc $tests $runtime_tests

@@ -44,6 +44,31 @@ fn every_op_example_in_the_docs_deserializes_and_validates() {
     check("README.md", include_str!("../../README.md"));
 }
 
+/// The GPU benchmark case lists (`bench/gpu/*.json`, `{name, spec, bytes|flops}`) hold
+/// valid specs: a list that stopped parsing would only fail on the GPU machine.
+#[test]
+fn every_benchmark_case_list_holds_valid_specs() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../bench/gpu");
+    let mut lists = 0;
+    for entry in std::fs::read_dir(&dir).expect("bench/gpu exists") {
+        let path = entry.expect("readable").path();
+        if path.extension().is_none_or(|e| e != "json") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("readable");
+        let cases: Vec<serde_json::Value> = serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        for case in cases {
+            let spec: OpSpec = serde_json::from_value(case["spec"].clone())
+                .unwrap_or_else(|e| panic!("{}: {case}: {e}", path.display()));
+            spec.validate()
+                .unwrap_or_else(|e| panic!("{}: {case}: {e}", path.display()));
+        }
+        lists += 1;
+    }
+    assert!(lists >= 4, "{lists} case lists in {}", dir.display());
+}
+
 #[test]
 fn the_example_finder_finds_examples() {
     let md = "text `{\"op\":\"softmax\"}` and `code` and `{\"op\":\"gemm\"}`";

@@ -15,14 +15,19 @@ use kernelc_runtime::{Device, DeviceChoice, Runtime, Stats, Tensor};
 
 const CALLS: usize = 1000;
 
+/// The CPU, wgpu (required where `CI` is set: lavapipe) and CUDA (required with
+/// `KERNELC_REQUIRE_CUDA`: the GPU machine).
 fn runtimes() -> Vec<Runtime> {
     let mut v = vec![Runtime::with_device(Device::cpu(), DiskCache::off())];
-    match Device::open("wgpu".parse::<DeviceChoice>().expect("parses")) {
-        Ok(device) => v.push(Runtime::with_device(device, DiskCache::off())),
-        Err(e) if std::env::var_os("CI").is_none() => {
-            eprintln!("NOT RUN: per-call values on wgpu: {e}")
+    for (choice, required) in [
+        ("wgpu", std::env::var_os("CI").is_some()),
+        ("cuda", std::env::var_os("KERNELC_REQUIRE_CUDA").is_some()),
+    ] {
+        match Device::open(choice.parse::<DeviceChoice>().expect("parses")) {
+            Ok(device) => v.push(Runtime::with_device(device, DiskCache::off())),
+            Err(e) if !required => eprintln!("NOT RUN: per-call values on {choice}: {e}"),
+            Err(e) => panic!("{choice} is required here, but failed: {e}"),
         }
-        Err(e) => panic!("CI has lavapipe, but wgpu failed: {e}"),
     }
     v
 }
