@@ -56,8 +56,8 @@ fn every_benchmark_case_list_holds_valid_specs() {
             continue;
         }
         let text = std::fs::read_to_string(&path).expect("readable");
-        let cases: Vec<serde_json::Value> = serde_json::from_str(&text)
-            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let cases: Vec<serde_json::Value> =
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         for case in cases {
             let spec: OpSpec = serde_json::from_value(case["spec"].clone())
                 .unwrap_or_else(|e| panic!("{}: {case}: {e}", path.display()));

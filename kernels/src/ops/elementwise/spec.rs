@@ -176,31 +176,36 @@ impl UnaryFn {
         reference::unary(*self, x)
     }
 
-    fn allowed_dtypes(&self) -> &'static [ScalarType] {
+    /// What the catalogue says of each function besides its formula: one row each,
+    /// so a new function states all of it in one place.
+    fn traits(&self) -> UnaryTraits {
+        let t = |ints, ulps, domain| UnaryTraits { ints, ulps, domain };
+        let (wide, positive) = ((-3.0, 3.0), (0.05, 4.0));
         match self {
-            UnaryFn::Neg | UnaryFn::Abs | UnaryFn::Relu => &[
-                ScalarType::F16,
-                ScalarType::Bf16,
-                ScalarType::F32,
-                ScalarType::F64,
-                ScalarType::I32,
-            ],
-            UnaryFn::Sqrt
-            | UnaryFn::Rsqrt
-            | UnaryFn::Exp
-            | UnaryFn::Log
-            | UnaryFn::Sin
-            | UnaryFn::Cos
-            | UnaryFn::Tan
-            | UnaryFn::Floor
-            | UnaryFn::Ceil
-            | UnaryFn::Round
-            | UnaryFn::LeakyRelu { .. }
-            | UnaryFn::Sigmoid
-            | UnaryFn::Tanh
-            | UnaryFn::GeluErf
-            | UnaryFn::GeluTanh
-            | UnaryFn::Silu => FLOATS,
+            UnaryFn::Neg | UnaryFn::Abs | UnaryFn::Relu => t(true, 0.0, wide),
+            UnaryFn::Floor | UnaryFn::Ceil | UnaryFn::Round => t(false, 0.0, wide),
+            UnaryFn::Sqrt => t(false, 1.0, positive),
+            UnaryFn::LeakyRelu { .. } => t(false, 1.0, wide),
+            UnaryFn::Rsqrt | UnaryFn::Log => t(false, 4.0, positive),
+            UnaryFn::Exp => t(false, 4.0, wide),
+            UnaryFn::Sin | UnaryFn::Cos | UnaryFn::Tanh | UnaryFn::Sigmoid => t(false, 8.0, wide),
+            UnaryFn::Tan => t(false, 16.0, (-1.2, 1.2)),
+            UnaryFn::GeluErf | UnaryFn::GeluTanh | UnaryFn::Silu => t(false, 16.0, wide),
+        }
+    }
+
+    fn allowed_dtypes(&self) -> &'static [ScalarType] {
+        const WITH_I32: &[ScalarType] = &[
+            ScalarType::F16,
+            ScalarType::Bf16,
+            ScalarType::F32,
+            ScalarType::F64,
+            ScalarType::I32,
+        ];
+        if self.traits().ints {
+            WITH_I32
+        } else {
+            FLOATS
         }
     }
 
@@ -298,7 +303,7 @@ impl Op for UnarySpec {
         reference::unary_op(self, i)
     }
     fn tolerance(&self) -> Tolerance {
-        let u = unary_ulps(self.func);
+        let u = self.func.traits().ulps;
         if u == 0.0 {
             Tolerance::EXACT
         } else {
@@ -309,25 +314,8 @@ impl Op for UnarySpec {
         if !input.dtype.is_float() {
             return Domain::of_dtype(input.dtype);
         }
-        match self.func {
-            UnaryFn::Log | UnaryFn::Sqrt | UnaryFn::Rsqrt => Domain::Real(0.05, 4.0),
-            UnaryFn::Tan => Domain::Real(-1.2, 1.2),
-            UnaryFn::Neg
-            | UnaryFn::Abs
-            | UnaryFn::Exp
-            | UnaryFn::Sin
-            | UnaryFn::Cos
-            | UnaryFn::Floor
-            | UnaryFn::Ceil
-            | UnaryFn::Round
-            | UnaryFn::Relu
-            | UnaryFn::LeakyRelu { .. }
-            | UnaryFn::Sigmoid
-            | UnaryFn::Tanh
-            | UnaryFn::GeluErf
-            | UnaryFn::GeluTanh
-            | UnaryFn::Silu => Domain::Real(-3.0, 3.0),
-        }
+        let (lo, hi) = self.func.traits().domain;
+        Domain::Real(lo, hi)
     }
     fn example() -> Self {
         UnarySpec {
@@ -935,20 +923,14 @@ impl Op for FillSpec {
     }
 }
 
-/// ULPs allowed for an elementwise function (in the compute precision).
-fn unary_ulps(func: UnaryFn) -> f64 {
-    match func {
-        UnaryFn::Neg
-        | UnaryFn::Abs
-        | UnaryFn::Floor
-        | UnaryFn::Ceil
-        | UnaryFn::Round
-        | UnaryFn::Relu => 0.0,
-        UnaryFn::Sqrt | UnaryFn::LeakyRelu { .. } => 1.0,
-        UnaryFn::Rsqrt | UnaryFn::Exp | UnaryFn::Log => 4.0,
-        UnaryFn::Sin | UnaryFn::Cos | UnaryFn::Tanh | UnaryFn::Sigmoid => 8.0,
-        UnaryFn::Tan | UnaryFn::GeluErf | UnaryFn::GeluTanh | UnaryFn::Silu => 16.0,
-    }
+/// Per-function facts of [`UnaryFn`] (see [`UnaryFn::traits`]).
+struct UnaryTraits {
+    /// Whether the function also takes i32.
+    ints: bool,
+    /// ULPs allowed (in the compute precision); 0 is exact.
+    ulps: f64,
+    /// Where conformance inputs are drawn from (float dtypes).
+    domain: (f64, f64),
 }
 
 fn binary_tolerance(func: BinaryFn) -> Tolerance {
