@@ -44,7 +44,7 @@ pub(crate) fn rng_normal(b: &mut Body, n: &Num, scheme: RngScheme, stream: E, i:
     (n.lit(-2.0) * u1.log()).sqrt() * (u2 * n.lit(std::f64::consts::TAU)).cos()
 }
 
-/// Whether dropout keeps counter `i`: `(bits >> 8) >= threshold`, the threshold
+/// Whether counter `i` survives a keep test: `(bits >> 8) >= threshold`, the threshold
 /// ([`crate::rng::dropout_threshold`]) a uniform parameter.
 pub(crate) fn rng_keep(b: &mut Body, scheme: RngScheme, stream: E, threshold: E, i: E) -> E {
     let bits = rng_bits(b, scheme, stream, i);

@@ -56,6 +56,6 @@ mod view;
 pub use fold::{fold_plan, Fold, FoldFns, Item};
 pub use group::{Group, Slices, Step};
 pub use launch::{declare, row_kernel, Buf};
-pub use monoid::{lowest_finite, ArgExtremum, Extremum, Monoid, SoftmaxStats, Sum, Welford};
+pub use monoid::{lowest_finite, ArgExtremum, Extremum, LogSumExp, Monoid, Sum, Welford};
 pub use tree::Tree;
 pub use view::View;

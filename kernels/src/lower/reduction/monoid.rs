@@ -150,17 +150,18 @@ impl Monoid for ArgExtremum {
     }
 }
 
-/// Online softmax statistics `(m, s)`: the running maximum and `Σ e^{x − m}`.
+/// Log-sum-exp statistics `(m, s)`: the running maximum and `Σ e^{x − m}` (online
+/// softmax, cross-entropy).
 ///
 /// Combining rescales the smaller side by `e^{−|m₁ − m₂|}`; two `−∞` maxima add
 /// without rescaling, so a fully masked slice never computes `−∞ − (−∞)`. A `+∞`
 /// element makes the sum NaN, as `e^{∞−∞}` does in the reference. One `exp` per
 /// element.
-pub struct SoftmaxStats {
+pub struct LogSumExp {
     pub ty: ScalarType,
 }
 
-impl Monoid for SoftmaxStats {
+impl Monoid for LogSumExp {
     fn types(&self) -> Vec<ScalarType> {
         vec![self.ty; 2]
     }
@@ -197,7 +198,7 @@ impl Monoid for SoftmaxStats {
     }
 }
 
-impl SoftmaxStats {
+impl LogSumExp {
     /// `e^{−|a − b|}`, and 1 when both are `−∞` (not NaN).
     fn rescale(&self, f: &mut Body, a: &E, b: &E, lanes: u8) -> E {
         let d = -(a.clone() - b.clone()).abs();

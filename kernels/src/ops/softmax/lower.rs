@@ -19,7 +19,7 @@
 
 use crate::lower::math::{bind, compute_type, Num};
 use crate::lower::reduction::{
-    lowest_finite, row_kernel, Buf, Extremum, Group, Monoid, SoftmaxStats, Step, Sum, Tree, View,
+    lowest_finite, row_kernel, Buf, Extremum, Group, LogSumExp, Monoid, Step, Sum, Tree, View,
 };
 use crate::lower::{LowerError, Plan, PlanBuilder, TargetCaps};
 use crate::spec::{CrossEntropySpec, OpSpec, SoftmaxBackwardSpec, SoftmaxSpec};
@@ -34,7 +34,7 @@ pub(super) fn softmax(spec: &SoftmaxSpec, caps: &TargetCaps) -> Result<Plan, Low
     let (ins, outs) = (op.inputs(), op.outputs());
     let view = View::of_shape(&spec.shape, |d| d == spec.axis)?;
     let num = Num::scalar(compute_type(spec.dtype));
-    let stats = SoftmaxStats { ty: num.ty };
+    let stats = LogSumExp { ty: num.ty };
     let bufs = [Buf::input(&ins, 0), Buf::output(&outs, 0)];
     let dtype = spec.dtype;
     let mut plan = PlanBuilder::default();
@@ -138,7 +138,7 @@ fn softmax_resident(
     let items = es.iter().map(|e| vec![e.clone()]).collect();
     let local_sum = g.combine_steps(f, &sum, items).remove(0);
     let acc = [f.var("acc", local_max.clone()), f.var("acc", local_sum)];
-    let total = tree.reduce(f, g, &SoftmaxStats { ty }, &acc, true);
+    let total = tree.reduce(f, g, &LogSumExp { ty }, &acc, true);
     let (total_max, total_sum) = (total[0].clone(), total[1].clone());
     // A slice whose maximum is −∞ (fully masked) gives 0 (log-softmax: −∞ = max).
     let dead = f.let_("dead", total_max.clone().lt(lowest_finite(&sn)));
@@ -337,7 +337,7 @@ pub(super) fn cross_entropy(
     let view = View::of_shape(&[spec.batch, spec.classes], |d| d == 1)?.whole_slices();
     let classes = view.len();
     let num = Num::scalar(compute_type(spec.dtype));
-    let stats = SoftmaxStats { ty: num.ty };
+    let stats = LogSumExp { ty: num.ty };
     let mut bufs = vec![
         Buf::input(&ins, 0),
         Buf::input(&ins, 1),
