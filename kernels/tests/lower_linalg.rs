@@ -182,3 +182,32 @@ fn im2col_and_col2im_are_one_map_launch() {
         assert_eq!(p.launches[0].kernel.invocations_per_workgroup(), 256);
     }
 }
+
+/// Small GEMMs with a bias, where a micro-tile's constant columns or rows reach past
+/// the matrix: every one lowers (the epilogue once loaded `bias[col]` at a constant
+/// column past the bias inside a dead guard, which does not validate) and is right.
+#[test]
+fn small_gemms_with_a_bias_lower_and_are_right_on_every_caps() {
+    use kernelc_kernels::conformance::{check, Interpreter};
+    let all_caps = [
+        TargetCaps::cpu(),
+        TargetCaps::cuda_sm90(),
+        TargetCaps::gpu_baseline(),
+    ];
+    for caps in all_caps {
+        let interp = Interpreter::new("interp", caps);
+        for m in 1..=5 {
+            for n in 1..=9 {
+                for (k, layout) in [(1, Layout::RowMajor), (3, Layout::ColMajor)] {
+                    let mut g = GemmSpec::new(ScalarType::F32, m, n, k);
+                    g.bias = true;
+                    g.layout = layout;
+                    let spec = OpSpec::Gemm(g);
+                    if let Err(e) = check(&interp, &spec, 3) {
+                        panic!("{spec:?}: {e}");
+                    }
+                }
+            }
+        }
+    }
+}

@@ -4,7 +4,7 @@
 
 use super::schedule::{TileKernel, GROUP_M};
 use super::stage::{Coord, Side};
-use super::{add, div, rem, scale, BiasAxis};
+use super::{add, div, rem, scale, when_below, BiasAxis};
 use crate::lower::math::{bind, Num};
 use crate::lower::schedule::{fold_grid, linear_workgroup};
 use crate::lower::{Binding, Launch, LowerError, TargetCaps};
@@ -549,7 +549,7 @@ impl<'a> TileKernel<'a> {
             if core.m % t.bm == 0 {
                 body(f);
             } else {
-                f.if_(row.clone().lt(core.m), body);
+                when_below(f, &row, core.m, body);
             }
         }
     }
@@ -561,7 +561,7 @@ impl<'a> TileKernel<'a> {
         if core.n % self.tile.bn == 0 {
             f.store(m.out, index, value);
         } else {
-            f.if_(col.clone().lt(core.n), |f| f.store(m.out, index, value));
+            when_below(f, col, core.n, |f| f.store(m.out, index, value));
         }
     }
 
@@ -588,7 +588,7 @@ impl<'a> TileKernel<'a> {
             if core.n % t.bn == 0 {
                 finish(f);
             } else {
-                f.if_(col.clone().lt(core.n), finish);
+                when_below(f, col, core.n, finish);
             }
             return;
         }
@@ -597,7 +597,7 @@ impl<'a> TileKernel<'a> {
             let col_l = add(col.clone(), E::from(lane));
             let index_l = add(index.clone(), E::from(lane));
             let lane_value = value.clone().lane(lane as u8);
-            f.if_(col_l.clone().lt(core.n), |f| {
+            when_below(f, &col_l, core.n, |f| {
                 let v = self.finish_value(m, &index_l, &col_l, row_bias.clone(), lane_value, 1);
                 f.store(m.out, index_l.clone(), v);
             });

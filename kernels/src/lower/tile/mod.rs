@@ -280,6 +280,18 @@ pub(crate) struct Prior {
 // Index arithmetic that folds the trivial cases
 // ---------------------------------------------------------------------------------------
 
+/// Runs `body` where `index < bound`: unguarded when `index` is a constant below it,
+/// not at all when it is a constant at or past it (a micro-tile column or row past a
+/// small matrix: the guard would be dead, and its constant index out of bounds of a
+/// bias or C would not validate), under an `if` otherwise.
+pub(crate) fn when_below(f: &mut Body, index: &E, bound: u32, body: impl FnOnce(&mut Body)) {
+    match lit_u32(index) {
+        Some(i) if i < bound => body(f),
+        Some(_) => {}
+        None => f.if_(index.clone().lt(bound), body),
+    }
+}
+
 fn lit_u32(e: &E) -> Option<u32> {
     match e.expr().as_lit() {
         Some(Scalar::U32(v)) => Some(v),

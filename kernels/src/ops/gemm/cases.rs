@@ -98,5 +98,9 @@ pub(super) fn gemm_cases() -> Vec<GemmSpec> {
     s.beta = -1.0;
     s.bias = true;
     v.push(s);
+    // A matrix smaller than one micro-tile, with a bias: constant columns past n.
+    let mut s = g(F32, 1, 1, 1);
+    s.bias = true;
+    v.push(s);
     v
 }
