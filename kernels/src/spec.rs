@@ -141,3 +141,53 @@ pub(crate) fn check_non_negative(name: &str, v: f64) -> Result<(), SpecError> {
 pub(crate) fn mul(a: usize, b: usize) -> usize {
     a.saturating_mul(b)
 }
+
+/// Serde for f64 attributes that keeps every value exact through JSON: finite values
+/// as numbers (bit for bit, with serde_json's `float_roundtrip`), and the values JSON
+/// has no number for as strings, `"inf"`, `"-inf"` and `"nan"` (`"Infinity"`,
+/// `"-Infinity"` and `"NaN"` are read too). serde_json alone writes ±∞ and NaN as
+/// `null`, which reads back as an error: a `fill` with −∞ could not be stored.
+pub mod exact_f64 {
+    use serde::de::{self, Deserializer, Visitor};
+    use serde::Serializer;
+
+    pub fn serialize<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+        if v.is_finite() {
+            s.serialize_f64(*v)
+        } else if v.is_nan() {
+            s.serialize_str("nan")
+        } else if *v > 0.0 {
+            s.serialize_str("inf")
+        } else {
+            s.serialize_str("-inf")
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        struct Float;
+        impl Visitor<'_> for Float {
+            type Value = f64;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a number, or \"inf\", \"-inf\" or \"nan\"")
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<f64, E> {
+                Ok(v)
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<f64, E> {
+                Ok(v as f64)
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<f64, E> {
+                Ok(v as f64)
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<f64, E> {
+                match v {
+                    "inf" | "+inf" | "Infinity" | "+Infinity" => Ok(f64::INFINITY),
+                    "-inf" | "-Infinity" => Ok(f64::NEG_INFINITY),
+                    "nan" | "NaN" => Ok(f64::NAN),
+                    other => Err(E::invalid_value(de::Unexpected::Str(other), &self)),
+                }
+            }
+        }
+        d.deserialize_any(Float)
+    }
+}

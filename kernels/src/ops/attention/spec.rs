@@ -51,6 +51,7 @@ pub struct AttentionSpec {
     pub seq_q: usize,
     pub seq_k: usize,
     pub head_dim: usize,
+    #[serde(with = "crate::spec::exact_f64")]
     pub scale: f64,
     #[serde(default)]
     pub causal: bool,

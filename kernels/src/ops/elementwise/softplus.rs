@@ -34,10 +34,10 @@ pub struct SoftplusSpec {
     pub dtype: ScalarType,
     pub shape: Vec<usize>,
     /// `β > 0` (PyTorch's default 1).
-    #[serde(default = "one")]
+    #[serde(default = "one", with = "crate::spec::exact_f64")]
     pub beta: f64,
     /// Where `βx` switches to the identity (PyTorch's default 20).
-    #[serde(default = "twenty")]
+    #[serde(default = "twenty", with = "crate::spec::exact_f64")]
     pub threshold: f64,
     /// The backward: `dx` from `x` and `dy`.
     #[serde(default)]

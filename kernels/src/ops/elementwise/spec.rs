@@ -43,6 +43,7 @@ pub enum UnaryFn {
     Relu,
     /// `x > 0 ? x : slope·x`
     LeakyRelu {
+        #[serde(with = "crate::spec::exact_f64")]
         slope: f64,
     },
     /// `1 / (1 + e^{-x})`
@@ -63,7 +64,10 @@ pub enum UnaryFn {
 #[serde(rename_all = "snake_case")]
 pub enum Activation {
     Relu,
-    LeakyRelu { slope: f64 },
+    LeakyRelu {
+        #[serde(with = "crate::spec::exact_f64")]
+        slope: f64,
+    },
     Sigmoid,
     Tanh,
     GeluErf,
@@ -546,6 +550,7 @@ pub struct ScalarSpec {
     pub func: BinaryFn,
     pub dtype: ScalarType,
     pub shape: Vec<usize>,
+    #[serde(with = "crate::spec::exact_f64")]
     pub scalar: f64,
     #[serde(default)]
     pub reversed: bool,
@@ -759,17 +764,24 @@ impl Op for CastSpec {
 #[serde(rename_all = "snake_case")]
 pub enum FillValue {
     /// Every element `value` (converted to the dtype as by `cast`).
-    Constant { value: f64 },
+    Constant {
+        #[serde(with = "crate::spec::exact_f64")]
+        value: f64,
+    },
     /// `low + (high - low)·u(i)`, `u` uniform in `[0, 1)` from [`crate::rng`].
     Uniform {
+        #[serde(with = "crate::spec::exact_f64")]
         low: f64,
+        #[serde(with = "crate::spec::exact_f64")]
         high: f64,
         seed: u64,
         step: u64,
     },
     /// `mean + std·z(i)`, `z` standard normal (Box–Muller) from [`crate::rng`].
     Normal {
+        #[serde(with = "crate::spec::exact_f64")]
         mean: f64,
+        #[serde(with = "crate::spec::exact_f64")]
         std: f64,
         seed: u64,
         step: u64,

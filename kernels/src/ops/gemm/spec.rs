@@ -63,7 +63,9 @@ pub struct GemmSpec {
     pub trans_b: bool,
     #[serde(default)]
     pub batch: Vec<usize>,
+    #[serde(with = "crate::spec::exact_f64")]
     pub alpha: f64,
+    #[serde(with = "crate::spec::exact_f64")]
     pub beta: f64,
     #[serde(default)]
     pub bias: bool,

@@ -21,18 +21,34 @@ use crate::tolerance::Tolerance;
 pub enum ImageFilter {
     /// Separable Gaussian, taps `t ∈ [−radius, radius]`, weights `e^{−t²/2σ²}`
     /// normalised to sum 1, clamp-to-edge, per colour channel.
-    GaussianBlur { sigma: f64, radius: usize },
+    GaussianBlur {
+        #[serde(with = "crate::spec::exact_f64")]
+        sigma: f64,
+        radius: usize,
+    },
     /// Sobel gradient magnitude of the luma, `1` where `> threshold` else `0`, written
     /// to every colour channel; clamp-to-edge.
-    Sobel { threshold: f64 },
+    Sobel {
+        #[serde(with = "crate::spec::exact_f64")]
+        threshold: f64,
+    },
     /// Luma `0.299 R + 0.587 G + 0.114 B` written to R, G and B (needs 3 or 4 channels).
     Grayscale,
     /// `x ≥ value ? 1 : 0`.
-    Threshold { value: f64 },
+    Threshold {
+        #[serde(with = "crate::spec::exact_f64")]
+        value: f64,
+    },
     /// `clamp(x · factor, 0, 1)` (multiplicative, as rustd).
-    Brightness { factor: f64 },
+    Brightness {
+        #[serde(with = "crate::spec::exact_f64")]
+        factor: f64,
+    },
     /// `clamp((x − 0.5) · factor + 0.5, 0, 1)`.
-    Contrast { factor: f64 },
+    Contrast {
+        #[serde(with = "crate::spec::exact_f64")]
+        factor: f64,
+    },
     /// `1 − x`.
     Invert,
     /// 3×3 kernel `[0 −1 0; −1 5 −1; 0 −1 0]`, clamp-to-edge, result clamped to `[0, 1]`.

@@ -37,6 +37,7 @@ fn rows_cols(shape: &[usize]) -> (usize, usize) {
 pub struct LayerNormSpec {
     pub dtype: ScalarType,
     pub shape: Vec<usize>,
+    #[serde(with = "crate::spec::exact_f64")]
     pub eps: f64,
     #[serde(default)]
     pub rms: bool,
@@ -278,7 +279,9 @@ fn validate_nc(op: &str, dtype: ScalarType, shape: &[usize]) -> Result<(), SpecE
 pub struct BatchNormSpec {
     pub dtype: ScalarType,
     pub shape: Vec<usize>,
+    #[serde(with = "crate::spec::exact_f64")]
     pub eps: f64,
+    #[serde(with = "crate::spec::exact_f64")]
     pub momentum: f64,
     pub training: bool,
 }

@@ -30,6 +30,7 @@ use crate::tolerance::Tolerance;
 pub struct DropoutSpec {
     pub dtype: ScalarType,
     pub shape: Vec<usize>,
+    #[serde(with = "crate::spec::exact_f64")]
     pub p: f64,
     pub seed: u64,
     pub step: u64,
@@ -144,11 +145,15 @@ impl Op for DropoutSpec {
 pub struct AdamSpec {
     pub dtype: ScalarType,
     pub len: usize,
+    #[serde(with = "crate::spec::exact_f64")]
     pub lr: f64,
+    #[serde(with = "crate::spec::exact_f64")]
     pub beta1: f64,
+    #[serde(with = "crate::spec::exact_f64")]
     pub beta2: f64,
+    #[serde(with = "crate::spec::exact_f64")]
     pub eps: f64,
-    #[serde(default)]
+    #[serde(default, with = "crate::spec::exact_f64")]
     pub weight_decay: f64,
     #[serde(default)]
     pub decoupled: bool,
