@@ -2,9 +2,9 @@
 //! has no number for (±∞, NaN) are written as strings and read back bit for bit
 //! (serde_json alone wrote them as `null`, which did not read back).
 
+use kernelc_ir::ScalarType;
 use kernelc_kernels::conformance::cases;
 use kernelc_kernels::spec::*;
-use kernelc_ir::ScalarType;
 
 fn round_trip(spec: &OpSpec) -> OpSpec {
     let text = serde_json::to_string(spec).expect("serializes");
@@ -33,7 +33,14 @@ fn fill(value: f64) -> OpSpec {
 
 #[test]
 fn infinities_and_signed_zeros_round_trip_bit_for_bit() {
-    for value in [f64::INFINITY, f64::NEG_INFINITY, -0.0, 0.0, f64::MIN_POSITIVE, 1e300] {
+    for value in [
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        -0.0,
+        0.0,
+        f64::MIN_POSITIVE,
+        1e300,
+    ] {
         let OpSpec::Fill(FillSpec {
             value: FillValue::Constant { value: back },
             ..
@@ -60,7 +67,9 @@ fn infinities_and_signed_zeros_round_trip_bit_for_bit() {
 #[test]
 fn other_spellings_are_read_and_garbage_is_named() {
     let read = |v: &str| {
-        let text = format!(r#"{{"op":"fill","dtype":"f32","shape":[3],"value":{{"constant":{{"value":{v}}}}}}}"#);
+        let text = format!(
+            r#"{{"op":"fill","dtype":"f32","shape":[3],"value":{{"constant":{{"value":{v}}}}}}}"#
+        );
         serde_json::from_str::<OpSpec>(&text)
     };
     for (text, want) in [

@@ -540,14 +540,19 @@ impl<'k> Emitter<'k> {
     }
 }
 
-/// The value of a float scalar as an f32 if it is an infinity or a NaN.
+/// The value of a float scalar as an f32 if it is an infinity or a NaN. Finiteness is
+/// judged in the scalar's own type: an f64 beyond f32's range is finite (it once
+/// became ±∞ here, so `fill` f64 with 1e300 wrote inf and masked softmax rows NaN).
 fn non_finite(s: Scalar) -> Option<f32> {
     let v = match s {
         Scalar::F16(b) => half::f16::from_bits(b).to_f32(),
         Scalar::Bf16(b) => half::bf16::from_bits(b).to_f32(),
         Scalar::F32(b) => f32::from_bits(b),
-        Scalar::F64(b) => f64::from_bits(b) as f32,
-        _ => return None,
+        Scalar::F64(b) => {
+            let v = f64::from_bits(b);
+            return (!v.is_finite()).then_some(v as f32);
+        }
+        Scalar::Bool(_) | Scalar::I32(_) | Scalar::U32(_) | Scalar::I64(_) => return None,
     };
     (!v.is_finite()).then_some(v)
 }

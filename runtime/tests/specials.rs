@@ -1,0 +1,166 @@
+//! Special values the conformance table's random inputs never reach, on every device
+//! present (the CPU; wgpu through WGSL and through SPIR-V passed to the driver; CUDA):
+//! softplus and hardswish at NaN, ±∞, ±0, both sides of their thresholds and very
+//! negative inputs; f64 values beyond f32's range; fully masked softmax rows.
+
+use kernelc_ir::{Scalar, ScalarType};
+use kernelc_kernels::spec::{HardswishSpec, OpSpec, SoftplusSpec};
+use kernelc_kernels::tolerance::{compare, tolerance};
+use kernelc_runtime::cache::DiskCache;
+use kernelc_runtime::{Device, DeviceChoice, Runtime};
+
+const X: [f64; 16] = [
+    f64::NAN,
+    f64::INFINITY,
+    f64::NEG_INFINITY,
+    0.0,
+    -0.0,
+    -100.0,
+    -40.0,
+    -20.0,
+    -3.0,
+    -2.999,
+    3.0,
+    3.001,
+    19.99,
+    20.01,
+    100.0,
+    1e-30,
+];
+
+fn check(rt: &Runtime, spec: OpSpec) {
+    let n = X.len();
+    let x = rt.tensor_from_f64(&[n], ScalarType::F32, &X).unwrap();
+    let dy = rt
+        .tensor_from_f64(&[n], ScalarType::F32, &[1.5; 16])
+        .unwrap();
+    let inputs: Vec<_> = if spec.inputs().len() == 2 {
+        vec![&x, &dy]
+    } else {
+        vec![&x]
+    };
+    let got = rt.run(&spec, &inputs).unwrap()[0].to_f64().unwrap();
+    let host: Vec<Vec<f64>> = inputs.iter().map(|t| t.to_f64().unwrap()).collect();
+    let refs: Vec<&[f64]> = host.iter().map(|v| v.as_slice()).collect();
+    let want: Vec<f64> = kernelc_kernels::reference(&spec, &refs).unwrap()[0]
+        .iter()
+        .map(|&w| Scalar::from_f64(ScalarType::F32, w).to_f64())
+        .collect();
+    let finite_max = X
+        .iter()
+        .filter(|v| v.is_finite())
+        .fold(0.0f64, |m, v| m.max(v.abs()));
+    if let Err(m) = compare(
+        "out",
+        &tolerance(&spec),
+        ScalarType::F32,
+        &got,
+        &want,
+        None,
+        finite_max,
+    ) {
+        panic!(
+            "{} on {}: {m}\ngot  {got:?}\nwant {want:?}",
+            spec.name(),
+            rt.device_name()
+        );
+    }
+    // A tiny softplus keeps its value: relative accuracy, not just absolute.
+    if let OpSpec::Softplus(s) = &spec {
+        if !s.backward {
+            let (g, w) = (got[6], want[6]);
+            assert!((g / w - 1.0).abs() < 1e-5, "softplus(-40) = {g}, want {w}");
+        }
+    }
+}
+
+/// Every device present; wgpu is required where `CI` is set (lavapipe), CUDA with
+/// `KERNELC_REQUIRE_CUDA`.
+fn runtimes() -> Vec<Runtime> {
+    let mut v = vec![Runtime::with_device(Device::cpu(), DiskCache::off())];
+    let ci = std::env::var_os("CI").is_some();
+    let cuda = std::env::var_os("KERNELC_REQUIRE_CUDA").is_some();
+    for (choice, required) in [("wgpu:wgsl", ci), ("wgpu:spirv", ci), ("cuda", cuda)] {
+        match Device::open(choice.parse::<DeviceChoice>().unwrap()) {
+            Ok(d) => v.push(Runtime::with_device(d, DiskCache::off())),
+            Err(e) if !required => eprintln!("NOT RUN: special values on {choice}: {e}"),
+            Err(e) => panic!("{choice} is required here: {e}"),
+        }
+    }
+    v
+}
+
+#[test]
+fn softplus_and_hardswish_at_special_values() {
+    for rt in &runtimes() {
+        for backward in [false, true] {
+            check(
+                rt,
+                OpSpec::Softplus(SoftplusSpec {
+                    dtype: ScalarType::F32,
+                    shape: vec![X.len()],
+                    beta: 1.0,
+                    threshold: 20.0,
+                    backward,
+                }),
+            );
+            check(
+                rt,
+                OpSpec::Hardswish(HardswishSpec {
+                    dtype: ScalarType::F32,
+                    shape: vec![X.len()],
+                    backward,
+                }),
+            );
+        }
+    }
+}
+
+/// f64 values beyond f32's range stay finite (the SPIR-V emitter once judged an f64
+/// constant's finiteness as an f32 and wrote 1e300 as inf), and softmax of a fully
+/// masked row is 0 (log-softmax −∞), not NaN.
+#[test]
+fn f64_beyond_f32_range_and_masked_softmax_rows() {
+    for rt in &runtimes() {
+        if !rt.caps().f64 {
+            eprintln!(
+                "NOT RUN: f64 special values on {} (no f64)",
+                rt.device_name()
+            );
+            continue;
+        }
+        for value in [1e300, -1e300, 3.5e38, 1e-300] {
+            let spec = OpSpec::Fill(kernelc_kernels::spec::FillSpec {
+                dtype: ScalarType::F64,
+                shape: vec![5],
+                value: kernelc_kernels::spec::FillValue::Constant { value },
+            });
+            let got = rt.run(&spec, &[]).unwrap()[0].to_vec::<f64>().unwrap();
+            assert!(
+                got.iter().all(|&g| g == value),
+                "{}: fill {value} gave {got:?}",
+                rt.device_name()
+            );
+        }
+        for log in [false, true] {
+            let spec = OpSpec::Softmax(kernelc_kernels::spec::SoftmaxSpec {
+                dtype: ScalarType::F64,
+                shape: vec![2, 3],
+                axis: 1,
+                log,
+            });
+            let inf = f64::INFINITY;
+            let x = rt
+                .tensor(&[2, 3], &[-inf, -inf, -inf, -inf, 1.0, 2.0])
+                .unwrap();
+            let got = rt.run(&spec, &[&x]).unwrap()[0].to_vec::<f64>().unwrap();
+            let masked = if log { -inf } else { 0.0 };
+            assert!(
+                got[..3].iter().all(|&g| g == masked) && got[3] == if log { -inf } else { 0.0 },
+                "{} log={log}: {got:?}",
+                rt.device_name()
+            );
+            assert!(got[4..].iter().all(|g| g.is_finite()), "{got:?}");
+        }
+    }
+}
