@@ -164,3 +164,31 @@ fn f64_beyond_f32_range_and_masked_softmax_rows() {
         }
     }
 }
+
+/// A fill constant is rounded to f16/bf16 once (it was rounded to f32 first, then to
+/// the storage type in the kernel: twice).
+#[test]
+fn fill_constants_round_once_to_half_types() {
+    for rt in &runtimes() {
+        for (dtype, value, want) in [
+            (ScalarType::F16, 1.0004882812509313, 1.0009765625),
+            (ScalarType::Bf16, 1.0039063692, 1.0078125),
+        ] {
+            if !rt.caps().supports(dtype) {
+                eprintln!("NOT RUN: {dtype} fill on {}", rt.device_name());
+                continue;
+            }
+            let spec = OpSpec::Fill(kernelc_kernels::spec::FillSpec {
+                dtype,
+                shape: vec![4],
+                value: kernelc_kernels::spec::FillValue::Constant { value },
+            });
+            let got = rt.run(&spec, &[]).unwrap()[0].to_f64().unwrap();
+            assert!(
+                got.iter().all(|&g| g == want),
+                "{}: {dtype} fill {value} gave {got:?}, want {want}",
+                rt.device_name()
+            );
+        }
+    }
+}

@@ -854,7 +854,13 @@ impl Op for FillSpec {
         let ty = compute_type(self.dtype);
         let stream = |seed, step| Uniform::u32("stream", rng::stream(Self::RNG, seed, step));
         match self.value {
-            FillValue::Constant { value } => vec![Uniform::new("value", ty, value)],
+            // Rounded to the dtype once, here, then carried exactly in the compute
+            // type: rounding to f32 first and to f16/bf16 in the kernel would round
+            // twice (1.0004882812509313 became 1.0 in f16, not 1.0009765625).
+            FillValue::Constant { value } => {
+                let stored = kernelc_ir::Scalar::from_f64(self.dtype, value).to_f64();
+                vec![Uniform::new("value", ty, stored)]
+            }
             FillValue::Uniform {
                 low,
                 high,
