@@ -62,8 +62,10 @@ pub(super) fn softmax(spec: &SoftmaxSpec, caps: &TargetCaps) -> Result<Plan, Low
             // A slice whose maximum is −∞ (fully masked) gives 0 (log-softmax: −∞ = max).
             let dead = f.let_("dead", max.clone().lt(lowest_finite(&sn)));
             let dead = bind(f, "dead_v", g.splat(dead));
+            // Log-softmax is (x − m) − ln s, never x − (m + ln s): m + ln s rounds at
+            // m's magnitude and loses ln s's digits when |m| ≫ ln s.
             let scale = if spec.log {
-                max.clone() + sum.log()
+                sum.log()
             } else {
                 sn.lit(1.0) / sum
             };
@@ -73,7 +75,8 @@ pub(super) fn softmax(spec: &SoftmaxSpec, caps: &TargetCaps) -> Result<Plan, Low
                 let off = bind(f, "off", g.offset(&j));
                 let v = vn.load(x, dtype, off.clone());
                 let value = if spec.log {
-                    dead.clone().select(max.clone(), v - scale.clone())
+                    dead.clone()
+                        .select(max.clone(), (v - max.clone()) - scale.clone())
                 } else {
                     let e = (v - max.clone()).exp() * scale.clone();
                     dead.clone().select(vn.lit(0.0), e)
@@ -144,10 +147,14 @@ fn softmax_resident(
     let dead = f.let_("dead", total_max.clone().lt(lowest_finite(&sn)));
     let dead = bind(f, "dead_v", g.splat(dead));
     let values: Vec<E> = if spec.log {
-        let shift = f.let_("shift", g.splat(total_max.clone() + total_sum.log()));
+        // (x − m) − ln s, as the two-pass form (see there).
+        let log_sum = f.let_("log_sum", g.splat(total_sum.log()));
         let total_max = bind(f, "max", g.splat(total_max));
         xs.into_iter()
-            .map(|x| dead.clone().select(total_max.clone(), x - shift.clone()))
+            .map(|x| {
+                dead.clone()
+                    .select(total_max.clone(), (x - total_max.clone()) - log_sum.clone())
+            })
             .collect()
     } else {
         let scale = (local_max - total_max).exp() / total_sum;
@@ -372,23 +379,32 @@ pub(super) fn cross_entropy(
                 vec![vn.load(logits, dtype, off)]
             });
             let total = tree.reduce(f, g, &stats, &acc, second_pass);
-            let lse = f.let_("lse", total[0].clone() + total[1].clone().log());
+            // loss = (m − x_t) + ln s and p = e^{(x − m) − ln s}: never through
+            // m + ln s, which rounds at m's magnitude (logits near 1e5 lost ln s's
+            // digits: loss 0.4375 for 0.44019).
+            let max = f.let_("max", total[0].clone());
+            let log_sum = f.let_("log_sum", total[1].clone().log());
             let t = Num::scalar(compute_type(index_dtype)).load(targets, index_dtype, g.q.clone());
             let (class, valid) = decode_target(f, t, index_dtype, classes);
             f.if_(g.leader.clone(), |f| {
                 let picked = g.base.clone() + class.clone().min(classes - 1);
                 let xt = num.load(logits, dtype, picked);
-                let value = valid.select((lse.clone() - xt) * num.lit(scale), num.lit(f64::NAN));
+                let value = valid.select(
+                    ((max.clone() - xt) + log_sum.clone()) * num.lit(scale),
+                    num.lit(f64::NAN),
+                );
                 f.store(loss, g.q.clone(), num.narrow(value, dtype));
             });
             if !second_pass {
                 return;
             }
-            let lse = bind(f, "lse_v", g.splat(lse));
+            let max = bind(f, "max_v", g.splat(max));
+            let log_sum = bind(f, "log_sum_v", g.splat(log_sum));
             let class = bind(f, "class_v", g.splat(class));
             g.for_each(f, |f, j| {
                 let off = bind(f, "off", g.offset(&j));
-                let p = f.let_("p", (vn.load(logits, dtype, off.clone()) - lse).exp());
+                let x = vn.load(logits, dtype, off.clone());
+                let p = f.let_("p", ((x - max.clone()) - log_sum.clone()).exp());
                 if let Some(probs) = probs {
                     f.store(probs, off.clone(), vn.narrow(p.clone(), dtype));
                 }
