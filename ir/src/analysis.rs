@@ -12,7 +12,9 @@
 //!
 //! Facts used:
 //! * literals (non-negative `i32` literals too);
-//! * `local_id(axis)` lies in `0..workgroup_size[axis]`;
+//! * `local_id(axis)` lies in `0..workgroup_size[axis]`; with a grid limit
+//!   ([`Ranges::within_grid`]) `workgroup_id(axis)` lies below it, `global_id(axis)`
+//!   below it times the workgroup size and `num_workgroups(axis)` in `1..=` it;
 //! * a loop counter lies in `[min start, max end - 1]`, a multiple of
 //!   `gcd(align(start), step)`: counters run in 64 bits and a loop ends instead of
 //!   wrapping (interpreter and backends agree), so no value is at or past `end`;
@@ -21,7 +23,8 @@
 //!   is read only after one of its definitions ran. Definitions are evaluated in
 //!   dependency order; a local whose definitions depend on it (directly or through
 //!   other locals) is unknown;
-//! * `+ - * / % << >> & | ^`, `min`, `max`, (`x % b`, `x & b`, `x >> b` and
+//! * `+ - * / % << >> & | ^`, `min`, `max` (a `u32` sum that wraps exactly once
+//!   for every operand value, as `x + 0xFFFF_FFFF` for `x >= 1` does, is known too), (`x % b`, `x & b`, `x >> b` and
 //!   `min(x, b)` also for an unknown `u32` `x`), `abs`, `select` (hull of the arms) and
 //!   casts/bitcasts between `u32` and `i32`, each `None` as soon as the result could
 //!   wrap (pass the type's maximum, or go below zero) or divide by zero, or shift by
@@ -202,6 +205,8 @@ impl AccessProof {
 #[derive(Clone, Debug)]
 pub struct Ranges {
     workgroup_size: [u32; 3],
+    /// Most workgroups per grid axis, when the caller knows it.
+    grid: Option<[u32; 3]>,
     /// Per local: its type and range, `None` when unknown.
     locals: Vec<Option<Ranged>>,
     /// Per local: its tracked type, if `u32` or `i32`.
@@ -218,9 +223,20 @@ impl Ranges {
     /// Analyses `kernel` (meant for validated kernels; on others it never panics, but
     /// the ranges of locals read before any definition are meaningless).
     pub fn of(kernel: &Kernel) -> Ranges {
+        Ranges::analyse(kernel, None)
+    }
+
+    /// As [`Ranges::of`], for a kernel launched with at most `max_workgroups` workgroups
+    /// along each axis (a device limit), which bounds the workgroup and global ids.
+    pub fn within_grid(kernel: &Kernel, max_workgroups: [u32; 3]) -> Ranges {
+        Ranges::analyse(kernel, Some(max_workgroups))
+    }
+
+    fn analyse(kernel: &Kernel, grid: Option<[u32; 3]>) -> Ranges {
         let n = kernel.locals.len();
         let mut ranges = Ranges {
             workgroup_size: kernel.workgroup_size,
+            grid,
             locals: vec![None; n],
             local_kinds: kernel.locals.iter().map(|l| Kind::of_type(l.ty)).collect(),
             param_kinds: kernel
@@ -404,12 +420,19 @@ impl Ranges {
                 Some((Kind::I32, Interval::constant(*v as u64)))
             }
             Expr::Local(id) => self.locals.get(id.0 as usize).copied().flatten(),
-            Expr::Builtin {
-                builtin: Builtin::LocalId,
-                axis,
-            } => {
-                let size = *self.workgroup_size.get(*axis as usize)?;
-                fit(Kind::U32, 0, (size as u64).checked_sub(1)?, 1)
+            Expr::Builtin { builtin, axis } => {
+                let size = u64::from(*self.workgroup_size.get(*axis as usize)?);
+                let groups = self.grid.and_then(|g| g.get(*axis as usize).copied());
+                let (lo, hi) = match (builtin, groups.map(u64::from)) {
+                    (Builtin::LocalId, _) => (0, size.checked_sub(1)?),
+                    (Builtin::WorkgroupId, Some(g)) => (0, g.checked_sub(1)?),
+                    (Builtin::GlobalId, Some(g)) => (0, (g * size).checked_sub(1)?),
+                    (Builtin::NumWorkgroups, Some(g)) => (1, g),
+                    (Builtin::WorkgroupId | Builtin::GlobalId | Builtin::NumWorkgroups, None) => {
+                        return None
+                    }
+                };
+                fit(Kind::U32, lo, hi, 1)
             }
             Expr::Binary { op, lhs, rhs } => self.binary(*op, lhs, rhs),
             Expr::Math { func, args } => match (func, args.as_slice()) {
@@ -512,6 +535,14 @@ impl Ranges {
                 }
                 if b.is_zero() {
                     return Some((k, a));
+                }
+                let wrap = 1u64 << 32;
+                if k == Kind::U32 && a.lo + b.lo >= wrap && a.hi + b.hi < 2 * wrap {
+                    // Every sum wraps exactly once (`x + 0xFFFF_FFFF` is `x − 1` for
+                    // `x >= 1`): the result is the sum less 2³², whose multiples of
+                    // a power of two stay multiples of it.
+                    let align = pow2_part(gcd(a.align, b.align));
+                    return fit(k, a.lo + b.lo - wrap, a.hi + b.hi - wrap, align);
                 }
                 fit(k, a.lo + b.lo, a.hi + b.hi, gcd(a.align, b.align))
             }

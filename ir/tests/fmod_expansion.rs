@@ -110,6 +110,15 @@ fn all_pairs<T: Copy>(values: &[T]) -> (Vec<T>, Vec<T>) {
 /// difference, most of them large) and `random` pairs of nearby magnitudes.
 fn f32_pairs(random: usize) -> (Vec<f32>, Vec<f32>) {
     let (mut a, mut b) = all_pairs(&special_f32());
+    // The longest divisions with a nonzero remainder (the two largest values over
+    // the smallest subnormals that are not powers of two): one step fewer than the
+    // loop's bound allows gives another remainder.
+    for x in [f32::MAX, f32::from_bits(0x7f7f_fffe)] {
+        for bits in [3, 11] {
+            a.extend([x, -x]);
+            b.extend([f32::from_bits(bits), f32::from_bits(bits)]);
+        }
+    }
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     for _ in 0..random {
         a.push(f32::from_bits(rng.next() as u32));
@@ -161,6 +170,12 @@ fn f64_matches_fmod_bit_for_bit() {
         1e-300,
     ]);
     let (mut a, mut b) = all_pairs(&special);
+    for x in [f64::MAX, f64::from_bits(0x7fef_ffff_ffff_fffe)] {
+        for bits in [3, 11] {
+            a.extend([x, -x]);
+            b.extend([f64::from_bits(bits), f64::from_bits(bits)]);
+        }
+    }
     let mut rng = Rng(0x2545_f491_4f6c_dd1d);
     for _ in 0..600 {
         a.push(f64::from_bits(rng.next()));

@@ -633,6 +633,105 @@ fn optimize_unrolls_loops_with_barriers_and_shared_memory() {
 }
 
 // ---------------------------------------------------------------------------------------
+// loop_budget
+// ---------------------------------------------------------------------------------------
+
+/// A kernel summing `0..trips` by `step` into `out[0]`, with the loop nested in one of
+/// `outer` trips (which adds its trips to `out[1]`).
+fn counting_kernel(trips: u32, step: u32, outer: u32) -> Kernel {
+    let mut k = KernelBuilder::new("count", [1, 1, 1]);
+    let out = k.buffer("out", U32, 2, Access::Write);
+    k.build(|b| {
+        let acc = b.var("acc", 0u32);
+        let n = b.var("n", 0u32);
+        b.for_("o", 0u32, outer, 1, |b, _| {
+            b.for_("i", 0u32, trips, step, |b, i| {
+                b.assign(acc, acc.get() + i);
+                b.assign(n, n.get() + 1u32);
+            });
+        });
+        b.store(out, 0u32, acc.get());
+        b.store(out, 1u32, n.get());
+    })
+    .unwrap()
+}
+
+/// wgpu's limit on workgroups per grid axis.
+const GRID: [u32; 3] = [65_535; 3];
+
+fn budget(iterations: u64) -> passes::LoopBudget {
+    passes::LoopBudget {
+        iterations,
+        max_workgroups: GRID,
+        max_unrolled_nodes: 4096,
+    }
+}
+
+fn run_counting(kernel: &Kernel) -> Vec<Scalar> {
+    use kernelc_ir::interp::{run, Arg, HostBuffer};
+    let mut args = vec![Arg::Buffer(HostBuffer::filled(U32, 2, Scalar::U32(7)))];
+    run(kernel, [1, 1, 1], &mut args).unwrap();
+    args[0].as_buffer().unwrap().data.clone()
+}
+
+#[test]
+fn loop_budget_unrolls_a_long_loop_under_the_budget() {
+    // llvmpipe's case: 90,000 trips against 65,535.
+    let kernel = counting_kernel(90_000, 1, 1);
+    assert_eq!(passes::worst_case_loop_iterations(&kernel, GRID), 90_001);
+    let fitted = passes::fit_loop_budget(&kernel, &budget(65_535)).unwrap();
+    validate(&fitted).unwrap();
+    assert!(passes::worst_case_loop_iterations(&fitted, GRID) <= 65_535);
+    assert_eq!(run_counting(&fitted), run_counting(&kernel));
+    // Trip counts that do not divide the factor, a step, and nesting.
+    for (trips, step, outer) in [(1001, 1, 7), (1000, 3, 5), (7, 2, 300), (0, 1, 3)] {
+        let kernel = counting_kernel(trips, step, outer);
+        let fitted = passes::fit_loop_budget(&kernel, &budget(1000)).unwrap();
+        validate(&fitted).unwrap();
+        assert_eq!(
+            run_counting(&fitted),
+            run_counting(&kernel),
+            "{trips} by {step}, {outer}"
+        );
+    }
+}
+
+#[test]
+fn loop_budget_leaves_a_kernel_within_it_alone() {
+    let kernel = counting_kernel(1000, 1, 2);
+    assert_eq!(
+        passes::fit_loop_budget(&kernel, &budget(65_535)).unwrap(),
+        kernel
+    );
+}
+
+#[test]
+fn loop_budget_that_cannot_be_met_is_an_error_with_the_bound() {
+    let kernel = counting_kernel(10_000_000, 1, 1);
+    let e = passes::fit_loop_budget(&kernel, &budget(65_535)).unwrap_err();
+    assert_eq!((e.worst_case, e.budget), (10_000_001, 65_535));
+    assert!(
+        e.after_unrolling > 65_535 && e.after_unrolling < e.worst_case,
+        "{e}"
+    );
+    assert!(e.to_string().contains("10000001 loop iterations"), "{e}");
+    // A loop whose end is a parameter may run for as long as the type allows.
+    let mut k = KernelBuilder::new("param", [1, 1, 1]);
+    let out = k.buffer("out", U32, 1, Access::Write);
+    let n = k.scalar("n", U32);
+    let kernel = k
+        .build(|b| {
+            b.for_("i", 0u32, n, 1, |b, i| b.store(out, 0u32, i));
+        })
+        .unwrap();
+    assert_eq!(
+        passes::worst_case_loop_iterations(&kernel, GRID),
+        u32::MAX as u64
+    );
+    assert!(passes::fit_loop_budget(&kernel, &budget(65_535)).is_err());
+}
+
+// ---------------------------------------------------------------------------------------
 // Property test: optimizing never changes what the interpreter computes
 // ---------------------------------------------------------------------------------------
 
@@ -689,6 +788,35 @@ mod fuzz {
                 )));
             }
         }
+        check_loop_bound(case)?;
+        // A budget of two iterations unrolls every loop it can, as far as it can.
+        if let Ok(fitted) = passes::fit_loop_budget(kernel, &super::budget(2)) {
+            if let Err(e) = validate(&fitted) {
+                return Err(TestCaseError::fail(format!(
+                    "loop_budget output does not validate: {e}\nbefore:\n{kernel}\nafter:\n{fitted}"
+                )));
+            }
+            let got = InterpRun::new(case, &fitted);
+            if let Err(m) = compare_interpreter_runs(&expected, &got) {
+                return Err(TestCaseError::fail(format!(
+                    "loop_budget changed the result: {m}\nbefore:\n{kernel}\nafter:\n{fitted}"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The loop iterations each invocation really runs are within
+    /// `worst_case_loop_iterations` for the case's grid.
+    fn check_loop_bound(case: &Case) -> Result<(), TestCaseError> {
+        let most = testing::most_loop_iterations(&case.kernel, case.grid, &case.args)
+            .map_err(TestCaseError::fail)?;
+        let bound = passes::worst_case_loop_iterations(&case.kernel, case.grid);
+        prop_assert!(
+            most <= bound,
+            "an invocation ran {most} loop iterations, over the bound {bound}\n{}",
+            case.kernel
+        );
         Ok(())
     }
 

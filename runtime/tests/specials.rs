@@ -7,7 +7,7 @@ use kernelc_ir::{Scalar, ScalarType};
 use kernelc_kernels::spec::{HardswishSpec, OpSpec, SoftplusSpec};
 use kernelc_kernels::tolerance::{compare, tolerance};
 use kernelc_runtime::cache::DiskCache;
-use kernelc_runtime::{Device, DeviceChoice, Runtime};
+use kernelc_runtime::{Device, DeviceChoice, Runtime, RuntimeError};
 
 const X: [f64; 16] = [
     f64::NAN,
@@ -240,6 +240,111 @@ fn log_softmax_and_cross_entropy_of_large_logits_keep_their_digits() {
         let probs = out[2].to_f64().unwrap();
         for (p, w) in probs.iter().zip(&want) {
             assert!(close(*p, w.exp()), "{}: probs {probs:?}", rt.device_name());
+        }
+    }
+}
+
+/// Kernels are fitted under a driver's loop budget (`TargetCaps::max_loop_iterations`):
+/// llvmpipe cuts an invocation's loops short after 65,535 iterations, so a max-pool
+/// backward summing 90,000 windows into one pixel gave 65,535 and a scatter dropped
+/// indices past ~64,525. A kernel that cannot be fitted is refused, by name.
+#[test]
+fn loops_past_65535_iterations_run_to_the_end() {
+    for rt in &runtimes() {
+        let spec: OpSpec = serde_json::from_str(
+            r#"{"op":"pool2d_backward","kind":"max","dtype":"f32","batch":1,"channels":1,
+                "height":2,"width":2,"out_height":300,"out_width":300,"index_dtype":"u32"}"#,
+        )
+        .unwrap();
+        let dy = rt.tensor(&[1, 1, 300, 300], &vec![1.0f32; 90_000]).unwrap();
+        let idx = rt.tensor(&[1, 1, 300, 300], &vec![0u32; 90_000]).unwrap();
+        let dx = rt.run(&spec, &[&dy, &idx]).unwrap()[0]
+            .to_vec::<f32>()
+            .unwrap();
+        assert_eq!(dx, vec![90_000.0, 0.0, 0.0, 0.0], "{}", rt.device_name());
+
+        let n = 70_000;
+        let spec: OpSpec = serde_json::from_str(&format!(
+            r#"{{"op":"scatter","dtype":"f32","index_dtype":"u32","data":[4,1],"indices":[{n}],
+                "axis":0,"combine":"sum","init":"zero"}}"#
+        ))
+        .unwrap();
+        let updates = rt.tensor(&[n, 1], &vec![1.0f32; n]).unwrap();
+        let indices: Vec<u32> = (0..n as u32).map(|i| i % 2).collect();
+        let indices = rt.tensor(&[n], &indices).unwrap();
+        let out = rt.run(&spec, &[&updates, &indices]).unwrap()[0]
+            .to_vec::<f32>()
+            .unwrap();
+        assert_eq!(
+            out,
+            vec![35_000.0, 35_000.0, 0.0, 0.0],
+            "{}",
+            rt.device_name()
+        );
+
+        // 4,410,000 windows into one pixel: past what unrolling (by 64 at most) can fit
+        // in 65,535 iterations, so a device with that budget refuses it.
+        let spec: OpSpec = serde_json::from_str(
+            r#"{"op":"pool2d_backward","kind":"max","dtype":"f32","batch":1,"channels":1,
+                "height":1,"width":1,"out_height":2100,"out_width":2100,"index_dtype":"u32"}"#,
+        )
+        .unwrap();
+        let n = 2100 * 2100;
+        let dy = rt.tensor(&[1, 1, 2100, 2100], &vec![1.0f32; n]).unwrap();
+        let idx = rt.tensor(&[1, 1, 2100, 2100], &vec![0u32; n]).unwrap();
+        match (rt.run(&spec, &[&dy, &idx]), rt.caps().max_loop_iterations) {
+            (Ok(out), None) => {
+                assert_eq!(
+                    out[0].to_vec::<f32>().unwrap(),
+                    vec![n as f32],
+                    "{}",
+                    rt.device_name()
+                )
+            }
+            (Err(RuntimeError::Compile { message, .. }), Some(_)) => {
+                assert!(message.contains("4410001 loop iterations"), "{message}")
+            }
+            (other, budget) => panic!("{}, budget {budget:?}: {other:?}", rt.device_name()),
+        }
+    }
+}
+
+/// NaN, ±∞ and −0 come through elementwise ops whose attribute could let a compiler
+/// fold them away (slope 0, a zero divisor, a −0 factor): on lavapipe, leaky ReLU with
+/// slope 0 mapped NaN and −∞ to 0, `x / 0.0` gave NaN for ±∞, `x · −0.0` gave 0 for
+/// NaN. Per-call attributes are uniforms now, which no compiler folds.
+#[test]
+fn nan_infinity_and_signed_zero_survive_attribute_specials() {
+    let x = [
+        f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        -0.0,
+        0.0,
+        2.0,
+        -3.0,
+    ];
+    for rt in &runtimes() {
+        let t = rt.tensor_from_f64(&[x.len()], ScalarType::F32, &x).unwrap();
+        let specs = [
+            r#"{"op":"unary","func":{"leaky_relu":{"slope":0.0}},"dtype":"f32","shape":[7]}"#,
+            r#"{"op":"scalar","func":"div","dtype":"f32","shape":[7],"scalar":0.0}"#,
+            r#"{"op":"scalar","func":"mul","dtype":"f32","shape":[7],"scalar":-0.0}"#,
+            r#"{"op":"scalar","func":"div","dtype":"f32","shape":[7],"scalar":-0.0}"#,
+            r#"{"op":"scalar","func":"add","dtype":"f32","shape":[7],"scalar":-0.0}"#,
+        ];
+        for json in specs {
+            let spec: OpSpec = serde_json::from_str(json).unwrap();
+            let got = rt.run(&spec, &[&t]).unwrap()[0].to_vec::<f32>().unwrap();
+            let want = kernelc_kernels::reference(&spec, &[&x]).unwrap().remove(0);
+            for ((g, w), v) in got.iter().zip(&want).zip(&x) {
+                let same = (g.is_nan() && w.is_nan()) || g.to_bits() == (*w as f32).to_bits();
+                assert!(
+                    same,
+                    "{}: {json} at {v}: got {g}, want {w}",
+                    rt.device_name()
+                );
+            }
         }
     }
 }

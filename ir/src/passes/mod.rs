@@ -5,6 +5,9 @@
 //! * [`simplify`](mod@simplify): algebraic simplification of integer (index) arithmetic
 //!   and boolean logic; floats are never touched.
 //! * [`unroll`](mod@unroll): full unrolling of small loops with literal bounds.
+//! * [`loop_budget`](mod@loop_budget): partial unrolling that keeps every invocation
+//!   within a device's loop-iteration budget ([`fit_loop_budget`]); not part of
+//!   [`optimize`]: a device that has such a budget chooses it.
 //! * [`math`](mod@math): expansion of transcendental math calls into IR implementing
 //!   them ([`expand_math`]), for targets whose native math is too loose or too slow.
 //!   Not part of [`optimize`]: a target chooses it.
@@ -25,10 +28,12 @@
 //!   literal); such an index keeps its original form.
 
 pub mod fold;
+pub mod loop_budget;
 pub mod math;
 pub mod simplify;
 pub mod unroll;
 
+pub use loop_budget::{fit_loop_budget, worst_case_loop_iterations, LoopBudget, LoopBudgetError};
 pub use math::{expand_math, MathExpansion};
 
 use crate::kernel::*;

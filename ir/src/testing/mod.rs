@@ -56,12 +56,14 @@
 
 mod compare;
 mod gen;
+mod loops;
 mod values;
 
 pub use compare::{
     compare, compare_interpreter_runs, same_value, FaultKind, Faults, InterpRun, Mismatch,
     NotComparable, Outcome,
 };
+pub use loops::{invocations, most, most_loop_iterations, with_loop_counter};
 pub use values::{poison, special_values, value_from_words};
 
 use crate::interp::Arg;

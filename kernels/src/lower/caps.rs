@@ -32,6 +32,11 @@ pub struct TargetCaps {
     pub i64: bool,
     /// Preferred vector width of loads and stores, in lanes (1, 2 or 4).
     pub vector_width: u8,
+    /// Most loop iterations one invocation runs faithfully, all loops together, on a
+    /// driver that cuts longer ones short (Mesa's llvmpipe: 65,535). A device with a
+    /// budget fits each kernel under it ([`kernelc_ir::passes::fit_loop_budget`]) or
+    /// refuses it; `None` for devices that run loops to the end.
+    pub max_loop_iterations: Option<u64>,
 }
 
 impl TargetCaps {
@@ -49,6 +54,7 @@ impl TargetCaps {
             f64: true,
             i64: true,
             vector_width: 4,
+            max_loop_iterations: None,
         }
     }
 
@@ -67,6 +73,7 @@ impl TargetCaps {
             f64: false,
             i64: false,
             vector_width: 4,
+            max_loop_iterations: None,
         }
     }
 
@@ -84,6 +91,7 @@ impl TargetCaps {
             f64: true,
             i64: true,
             vector_width: 4,
+            max_loop_iterations: None,
         }
     }
 

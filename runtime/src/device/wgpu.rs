@@ -228,13 +228,29 @@ impl WgpuDevice {
                 Err(e) => tracing::warn!(error = %e, "cached shader rejected; recompiling"),
             }
         }
-        let artifact = self.emit(kernel)?;
+        let artifact = self.emit(&self.fit_loops(kernel)?)?;
         if let Some((kind, bytes)) = artifact.to_disk() {
             if let Err(e) = disk.store(key, kind, &bytes) {
                 tracing::warn!(error = %e, "cannot write the kernel cache");
             }
         }
         Ok((self.build(kernel, &layout, artifact)?, false))
+    }
+
+    /// `kernel` within the device's loop budget, if it has one (the parameters, which
+    /// the artifact is built against, are unchanged). The cache key need not say so:
+    /// the budget follows from the driver, which the key names.
+    fn fit_loops(&self, kernel: &Kernel) -> std::result::Result<Kernel, String> {
+        let Some(iterations) = self.caps.max_loop_iterations else {
+            return Ok(kernel.clone());
+        };
+        let budget = kernelc_ir::passes::LoopBudget {
+            iterations,
+            max_workgroups: [self.caps.max_workgroups_per_dimension; 3],
+            max_unrolled_nodes: MAX_UNROLLED_NODES,
+        };
+        kernelc_ir::passes::fit_loop_budget(kernel, &budget)
+            .map_err(|e| format!("{e} (the driver cuts longer loops short)"))
     }
 
     fn check_binding_count(&self, layout: &ShaderLayout) -> std::result::Result<(), String> {
@@ -672,7 +688,7 @@ fn open_adapter(adapter: wgpu::Adapter, path: ShaderPath) -> Result<WgpuDevice> 
         info.device,
         features
     );
-    let caps = caps_from(&limits, features);
+    let caps = caps_from(&limits, features, &info);
     Ok(WgpuDevice {
         id: next_device_id(),
         gpu: Arc::new(Gpu { device, queue }),
@@ -692,7 +708,11 @@ fn open_adapter(adapter: wgpu::Adapter, path: ShaderPath) -> Result<WgpuDevice> 
 /// What lowering may use on this adapter: f16, f64 and i64 where the device was
 /// opened with them (see `open_adapter`); bf16 memory never (neither WGSL nor kernelc's
 /// SPIR-V stores it).
-fn caps_from(limits: &wgpu::Limits, features: wgpu::Features) -> TargetCaps {
+fn caps_from(
+    limits: &wgpu::Limits,
+    features: wgpu::Features,
+    info: &wgpu::AdapterInfo,
+) -> TargetCaps {
     let invocations = limits.max_compute_invocations_per_workgroup;
     TargetCaps {
         max_invocations_per_workgroup: invocations,
@@ -710,8 +730,24 @@ fn caps_from(limits: &wgpu::Limits, features: wgpu::Features) -> TargetCaps {
         f64: features.contains(wgpu::Features::SHADER_F64),
         i64: features.contains(wgpu::Features::SHADER_INT64),
         vector_width: 4,
+        max_loop_iterations: loop_limit(info),
     }
 }
+
+/// Mesa's llvmpipe (lavapipe) gives each invocation 65,535 loop iterations, counted
+/// over all its loops, and then exits every loop early without a word
+/// (`LP_MAX_TGSI_LOOP_ITERATIONS`): kernels are fitted under that.
+fn loop_limit(info: &wgpu::AdapterInfo) -> Option<u64> {
+    let llvmpipe = |s: &str| s.to_ascii_lowercase().contains("llvmpipe");
+    (llvmpipe(&info.name) || llvmpipe(&info.driver)).then_some(LLVMPIPE_LOOP_ITERATIONS)
+}
+
+/// llvmpipe's loop limit.
+const LLVMPIPE_LOOP_ITERATIONS: u64 = 65_535;
+
+/// The largest loop body the loop budget unrolls to (IR nodes): past it, shader
+/// compilation grows slower than the loop it saves.
+const MAX_UNROLLED_NODES: usize = 4096;
 
 /// The bind-group layout entries of a kernel, matching what its shader declares.
 fn layout_entries(kernel: &Kernel, layout: &ShaderLayout) -> Vec<wgpu::BindGroupLayoutEntry> {

@@ -42,6 +42,10 @@ struct Layout {
     /// Shift steps, largest first, that add up to at least `mant` (and stay below the
     /// width): the binary decomposition of a shift amount.
     steps: &'static [u32],
+    /// The largest exponent difference of two finite values with normalised
+    /// significands (largest exponent less the smallest subnormal's): the most steps
+    /// the long division takes. Stated in the loop bound, so that analyses see it.
+    max_steps: u32,
 }
 
 const F32: Layout = Layout {
@@ -50,6 +54,7 @@ const F32: Layout = Layout {
     mant: 23,
     infinity: 0x7f80_0000,
     steps: &[16, 8, 4, 2, 1],
+    max_steps: 276,
 };
 
 const F64: Layout = Layout {
@@ -58,6 +63,7 @@ const F64: Layout = Layout {
     mant: 52,
     infinity: 0x7ff0_0000_0000_0000,
     steps: &[32, 16, 8, 4, 2, 1],
+    max_steps: 2097,
 };
 
 impl Layout {
@@ -289,6 +295,11 @@ impl Emitter<'_, '_> {
             arg: Box::new(Self::bin(BinaryOp::Sub, ex, ey)),
         };
         let steps = Self::select(active, &steps, &Expr::Lit(Scalar::U32(0)));
+        // Never more than `max_steps`: the clamp changes nothing and bounds the loop.
+        let steps = Expr::Math {
+            func: MathFn::Min,
+            args: vec![steps, Expr::Lit(Scalar::U32(layout.max_steps))],
+        };
         let steps = self.bind_as(steps, ScalarType::U32);
         let rem = self.x.new_var(self.prefix, ty);
         self.out.push(Stmt::Let {
