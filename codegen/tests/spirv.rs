@@ -8,7 +8,7 @@
 
 #![cfg(feature = "spirv")]
 
-use kernelc_codegen::spirv::{disassemble, emit, required_expansion};
+use kernelc_codegen::spirv::{disassemble, emit, emit_with, required_expansion, SpirvOptions};
 use kernelc_codegen::CodegenError;
 use kernelc_ir::builder::*;
 use kernelc_ir::{Access, Kernel, ScalarType};
@@ -168,6 +168,15 @@ fn catalogue_caps() -> Vec<(&'static str, TargetCaps)> {
 /// too, as a device with f64 would): emitted, and the module checked by `check`. Any
 /// emission error, and every module `check` rejects, is a failure.
 fn check_catalogue(tool_name: &str, check: &dyn Fn(&[u32]) -> Result<(), String>) {
+    check_catalogue_with(tool_name, &SpirvOptions::default(), check)
+}
+
+/// [`check_catalogue`], emitting with `options`.
+fn check_catalogue_with(
+    tool_name: &str,
+    options: &SpirvOptions,
+    check: &dyn Fn(&[u32]) -> Result<(), String>,
+) {
     let expansion = required_expansion(true);
     let mut failures = Vec::new();
     let mut total = 0usize;
@@ -177,7 +186,7 @@ fn check_catalogue(tool_name: &str, check: &dyn Fn(&[u32]) -> Result<(), String>
         let mut passed = 0usize;
         for k in &kernels {
             total += 1;
-            match emit(&k.kernel) {
+            match emit_with(&k.kernel, options) {
                 Err(e) => failures.push(format!("[{label}] {}: emit failed: {e}", k.label)),
                 Ok(words) => match check(&words) {
                     Ok(()) => passed += 1,
@@ -204,6 +213,31 @@ fn check_catalogue(tool_name: &str, check: &dyn Fn(&[u32]) -> Result<(), String>
 fn every_catalogue_kernel_passes_spirv_val() {
     let Some(val) = spirv_val() else { return };
     check_catalogue("spirv-val", &|w| validate_with(&val, w));
+}
+
+/// With float controls declared (the passthrough path on a device that has them).
+#[test]
+fn every_catalogue_kernel_with_float_controls_passes_spirv_val() {
+    let Some(val) = spirv_val() else { return };
+    let options = SpirvOptions {
+        preserve_f32_specials: true,
+        preserve_f64_specials: true,
+    };
+    check_catalogue_with("spirv-val (float controls)", &options, &|w| {
+        validate_with(&val, w)?;
+        let text = disassemble(w);
+        let declared = text.contains("SignedZeroInfNanPreserve 32");
+        let f64_ok =
+            !text.contains("OpCapability Float64") || text.contains("SignedZeroInfNanPreserve 64");
+        match (
+            declared,
+            f64_ok,
+            text.contains("OpExtension \"SPV_KHR_float_controls\""),
+        ) {
+            (true, true, true) => Ok(()),
+            _ => Err("float controls not declared as asked".into()),
+        }
+    });
 }
 
 #[test]

@@ -31,7 +31,7 @@ pub(crate) fn builtin_slot(b: Builtin) -> usize {
 }
 
 /// Builds the whole module into `e.b`.
-pub(crate) fn declare_module(e: &mut Emitter) -> R<()> {
+pub(crate) fn declare_module(e: &mut Emitter, options: &super::SpirvOptions) -> R<()> {
     e.b.memory_model(AddressingModel::Logical, MemoryModel::GLSL450);
     let layout = ShaderLayout::of(e.kernel);
     declare_buffers(e, &layout)?;
@@ -58,9 +58,21 @@ pub(crate) fn declare_module(e: &mut Emitter) -> R<()> {
     let interface: Vec<Word> = builtin_vars.iter().flatten().copied().collect();
     e.b.entry_point(ExecutionModel::GLCompute, main, ENTRY_POINT, interface);
     e.b.execution_mode(main, ExecutionMode::LocalSize, e.kernel.workgroup_size);
+    let computes_f64 = e.capabilities().contains(&Capability::Float64);
+    let preserve = [
+        (options.preserve_f32_specials, 32),
+        (options.preserve_f64_specials && computes_f64, 64),
+    ];
+    for (_, width) in preserve.iter().filter(|(on, _)| *on) {
+        e.b.execution_mode(main, ExecutionMode::SignedZeroInfNanPreserve, [*width]);
+        e.require(Capability::SignedZeroInfNanPreserve);
+    }
     e.b.capability(Capability::Shader);
     for cap in e.capabilities() {
         e.b.capability(cap);
+    }
+    if preserve.iter().any(|(on, _)| *on) {
+        e.b.extension("SPV_KHR_float_controls");
     }
     Ok(())
 }

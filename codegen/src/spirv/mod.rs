@@ -10,6 +10,9 @@
 //!   `StorageBuffer16BitAccess` (f16 buffers), `Float16` (f16 shared arrays). Vulkan
 //!   devices support 64-bit and 16-bit types only optionally; the runtime checks the
 //!   device's features against the module's capabilities.
+//! * With [`SpirvOptions`] (where the device supports it): `SignedZeroInfNanPreserve`
+//!   execution modes for f32 (and f64) arithmetic, with their capability and the
+//!   `SPV_KHR_float_controls` extension, so the driver keeps NaN, ±∞ and −0.
 //! * `GLSL450` memory model (logical addressing), `GLSL.std.450` imported.
 //! * One entry point, `GLCompute`, named [`crate::abi::ENTRY_POINT`], whose interface lists only
 //!   its `Input` variables (SPIR-V 1.3: storage buffers and workgroup variables are not
@@ -105,12 +108,30 @@ pub fn required_expansion(f64: bool) -> MathExpansion {
         .with_float_rem(true)
 }
 
+/// What the module may declare beyond Vulkan 1.1's baseline, as the device allows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct SpirvOptions {
+    /// Declare `SignedZeroInfNanPreserve` (`SPV_KHR_float_controls`) for f32
+    /// arithmetic: the driver may then not assume away NaN, ±∞ or the sign of zero
+    /// (fold `x · 0` to 0, `x − x` to 0, ...). Set where the device reports
+    /// `shaderSignedZeroInfNanPreserveFloat32`.
+    pub preserve_f32_specials: bool,
+    /// The same for f64 arithmetic (`shaderSignedZeroInfNanPreserveFloat64`); declared
+    /// only in modules that compute in f64.
+    pub preserve_f64_specials: bool,
+}
+
 /// Compiles `kernel` into a SPIR-V 1.3 module for Vulkan 1.1 (the module's words).
 pub fn emit(kernel: &Kernel) -> Result<Vec<u32>, CodegenError> {
+    emit_with(kernel, &SpirvOptions::default())
+}
+
+/// [`emit`], declaring what `options` allow.
+pub fn emit_with(kernel: &Kernel, options: &SpirvOptions) -> Result<Vec<u32>, CodegenError> {
     validate(kernel)?;
     check_supported(kernel)?;
     let mut e = Emitter::new(kernel);
-    globals::declare_module(&mut e)?;
+    globals::declare_module(&mut e, options)?;
     Ok(e.b.module().assemble())
 }
 

@@ -17,6 +17,7 @@ use crate::cache::{CacheKey, DiskCache};
 use crate::error::{Result, RuntimeError};
 use crate::pool::Pool;
 use kernelc_codegen::abi::{self, ParamSlot, ShaderLayout};
+use kernelc_codegen::spirv::SpirvOptions;
 use kernelc_codegen::{spirv, wgsl};
 use kernelc_ir::args::{check_args, ArgShape};
 use kernelc_ir::passes::MathExpansion;
@@ -63,6 +64,9 @@ pub struct WgpuDevice {
     /// Adapter, driver and path: what emitted code and its compilation depend on.
     options_key: String,
     caps: TargetCaps,
+    /// What kernelc's SPIR-V declares on the passthrough path (float controls the
+    /// device honours); nothing on the paths through naga, which would drop it.
+    spirv_options: SpirvOptions,
     limits: wgpu::Limits,
     pool: Arc<Pool<wgpu::Buffer>>,
     /// Alignment of a storage-buffer binding offset (the status words are spaced by it).
@@ -284,9 +288,9 @@ impl WgpuDevice {
             ShaderPath::NagaIr => Artifact::Naga(Box::new(
                 wgsl::emit_module(kernel).map_err(|e| e.to_string())?.0,
             )),
-            ShaderPath::SpirvViaNaga | ShaderPath::SpirvPassthrough => {
-                Artifact::Spirv(spirv::emit(kernel).map_err(|e| e.to_string())?)
-            }
+            ShaderPath::SpirvViaNaga | ShaderPath::SpirvPassthrough => Artifact::Spirv(
+                spirv::emit_with(kernel, &self.spirv_options).map_err(|e| e.to_string())?,
+            ),
         };
         Ok(artifact)
     }
@@ -663,6 +667,10 @@ fn open_adapter(adapter: wgpu::Adapter, path: ShaderPath) -> Result<WgpuDevice> 
         }
         features |= wgpu::Features::PASSTHROUGH_SHADERS;
     }
+    let spirv_options = match path {
+        ShaderPath::SpirvPassthrough => super::float_controls::spirv_options(&adapter),
+        ShaderPath::Wgsl | ShaderPath::NagaIr | ShaderPath::SpirvViaNaga => SpirvOptions::default(),
+    };
     let limits = adapter.limits();
     let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
         label: Some("kernelc"),
@@ -679,14 +687,15 @@ fn open_adapter(adapter: wgpu::Adapter, path: ShaderPath) -> Result<WgpuDevice> 
     }));
     let name = format!("{} ({:?}, {:?})", info.name, info.backend, info.device_type);
     let options_key = format!(
-        "{} | {:?} | {} {} | {:04x}:{:04x} | {:?}",
+        "{} | {:?} | {} {} | {:04x}:{:04x} | {:?} | {:?}",
         path.name(),
         info.backend,
         info.driver,
         info.driver_info,
         info.vendor,
         info.device,
-        features
+        features,
+        spirv_options
     );
     let caps = caps_from(&limits, features, &info);
     Ok(WgpuDevice {
@@ -696,6 +705,7 @@ fn open_adapter(adapter: wgpu::Adapter, path: ShaderPath) -> Result<WgpuDevice> 
         name,
         options_key,
         caps,
+        spirv_options,
         status_stride: u64::from(limits.min_storage_buffer_offset_alignment).max(4),
         limits,
         // Keep freed buffers for reuse: a fresh buffer costs an allocation and wgpu's
@@ -930,7 +940,7 @@ mod tests {
 
     use super::*;
     use abi::status;
-    use kernelc_ir::builder::{global_id, KernelBuilder};
+    use kernelc_ir::builder::{global_id, KernelBuilder, E};
     use kernelc_ir::ScalarType;
 
     /// A device on `shader`'s path, or `None` (with a NOT RUN line) without an adapter.
@@ -1364,6 +1374,90 @@ mod tests {
             dev.check_binding_count(&layout)
                 .and_then(|()| dev.caps.check_workgroup(kernel))
                 .unwrap_or_else(|e| panic!("{}: {e}", k.label));
+        }
+    }
+
+    /// Float specials through expressions a driver may fold when it assumes none
+    /// (`x · 0`, `x − x`, `x + −0`, `0 − x`): kept on the passthrough path, where the
+    /// module declares `SignedZeroInfNanPreserve` (on a device that reports it) and
+    /// `NoContraction`. Except on llvmpipe, which simplifies an operation with a
+    /// literal zero operand while building it (gallivm's `lp_build_mul`/`lp_build_sub`),
+    /// whatever the module declares: there `x · 0` and `0 − x` are printed, not held to.
+    /// The paths through naga can declare neither; what they give is printed (and is
+    /// in docs/semantics.md).
+    #[test]
+    fn float_specials_survive_foldable_expressions_where_float_controls_are_declared() {
+        let test = "float_specials_survive_foldable_expressions_where_float_controls_are_declared";
+        let x = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, -0.0, 0.0, 1.5];
+        type Fold = (&'static str, fn(E) -> E, fn(f32) -> f32);
+        let folds: [Fold; 4] = [
+            ("x * 0", |x| x * E::from(0.0f32), |x| x * 0.0),
+            ("x - x", |x| x.clone() - x, |x| x - x),
+            ("x + -0", |x| x + E::from(-0.0f32), |x| x + -0.0),
+            ("0 - x", |x| E::from(0.0f32) - x, |x| 0.0 - x),
+        ];
+        let n = x.len() as u64;
+        let mut k = KernelBuilder::new("folds", [1, 1, 1]);
+        let input = k.buffer("x", ScalarType::F32, n, Access::Read);
+        let out = k.buffer(
+            "out",
+            ScalarType::F32,
+            n * folds.len() as u64,
+            Access::Write,
+        );
+        let kernel = k
+            .build(|b| {
+                b.for_("i", 0u32, n as u32, 1, |b, i| {
+                    let v = b.let_("v", input.at(i.clone()));
+                    for (j, (_, ir, _)) in folds.iter().enumerate() {
+                        b.store(out, i.clone() + (j as u32 * n as u32), ir(v.clone()));
+                    }
+                });
+            })
+            .expect("valid kernel");
+        for path in ShaderPath::ALL {
+            let Some(dev) = device(test, path) else {
+                continue;
+            };
+            let exe = compile(&dev, &kernel);
+            let x_buf = upload(
+                &dev,
+                &x.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<_>>(),
+            );
+            let out_buf = poisoned(&dev, x.len() * folds.len());
+            let launch = LaunchRef {
+                exe: &exe,
+                grid: [1, 1, 1],
+                args: vec![BindingRef::Buffer(&x_buf), BindingRef::Buffer(&out_buf)],
+            };
+            dev.execute(&[launch]).expect("runs");
+            let got = words(&out_buf);
+            let mut lost = Vec::new();
+            for (j, (name, _, host)) in folds.iter().enumerate() {
+                for (i, &v) in x.iter().enumerate() {
+                    let want = host(v);
+                    let g = f32::from_bits(got[j * x.len() + i]);
+                    let same = (g.is_nan() && want.is_nan()) || g.to_bits() == want.to_bits();
+                    if !same {
+                        lost.push(format!("{name} at {v}: {g} (want {want})"));
+                    }
+                }
+            }
+            let literal_zero_shortcuts = dev.name.contains("llvmpipe");
+            let (held, noted): (Vec<_>, Vec<_>) = lost.into_iter().partition(|l| {
+                path == ShaderPath::SpirvPassthrough
+                    && dev.spirv_options.preserve_f32_specials
+                    && !(literal_zero_shortcuts
+                        && (l.starts_with("x * 0") || l.starts_with("0 - x")))
+            });
+            assert!(held.is_empty(), "{}: {held:?}", path.name());
+            if !noted.is_empty() {
+                println!(
+                    "NOTE: {} on {} loses float specials: {noted:?}",
+                    path.name(),
+                    dev.name
+                );
+            }
         }
     }
 
