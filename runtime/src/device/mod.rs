@@ -11,8 +11,6 @@ mod cpu;
 #[cfg(feature = "cuda")]
 mod cuda;
 #[cfg(feature = "wgpu")]
-mod float_controls;
-#[cfg(feature = "wgpu")]
 mod wgpu;
 
 use crate::cache::{CacheKey, DiskCache};

@@ -55,6 +55,53 @@ impl<O: Ops64> Arith<W64> for O {
     }
 }
 
+/// `a · b + c` without an fused multiply-add, for targets whose `fma` rounds twice
+/// (llvmpipe's does): `s + (t + e)`, where `p + e = a · b` exactly by Dekker's product
+/// (halves of 26 bits, so every partial product is exact, barring underflow) and
+/// `s + t = p + c` by TwoSum.
+/// What the algorithms ask of `fma` is then exact: `fma(a, b, −fl(a·b))` gives `e`,
+/// `fma(−g, r, 1)` the residual, and a Horner step is within an ulp. Where the sum is
+/// not finite (`a · b` or `p + c` overflowing, a NaN or ∞ operand), `a · b + c` as is.
+pub(super) fn emulated_fma<O: Ops<W64>>(o: &mut O, a: &O::F, b: &O::F, c: &O::F) -> O::F {
+    let p = o.mul(a, b);
+    let p = o.bind(p);
+    let (ah, al) = split(o, a);
+    let (bh, bl) = split(o, b);
+    let hh = o.mul(&ah, &bh);
+    let t = o.sub(&hh, &p);
+    let hl = o.mul(&ah, &bl);
+    let t = o.add(&t, &hl);
+    let lh = o.mul(&al, &bh);
+    let t = o.add(&t, &lh);
+    let ll = o.mul(&al, &bl);
+    let e = o.add(&t, &ll);
+    let e = o.bind(e);
+    let (s, t) = two_sum(o, &p, c);
+    let low = o.add(&t, &e);
+    let fused = o.add(&s, &low);
+    let fused = o.bind(fused);
+    let plain = o.add(&p, c);
+    let magnitude = o.abs(&fused);
+    let finite = ltc(o, &magnitude, f64::INFINITY);
+    o.sel(&finite, &fused, &plain)
+}
+
+/// `a = hi + lo` exactly, each of at most 26 significant bits: `hi` is `a` rounded to
+/// 26 bits on its bit pattern (half of the dropped unit added, the rest masked; no
+/// multiplication that could overflow), `lo` the signed rest.
+fn split<O: Ops<W64>>(o: &mut O, a: &O::F) -> (O::F, O::F) {
+    let bits = o.bits_of(a);
+    let half = o.ci(1i64 << 26);
+    let rounded = o.iadd(&bits, &half);
+    let mask = o.ci(!((1i64 << 27) - 1));
+    let top = o.iand(&rounded, &mask);
+    let hi = o.float_of_bits(&top);
+    let hi = o.bind(hi);
+    let lo = o.sub(a, &hi);
+    let lo = o.bind(lo);
+    (hi, lo)
+}
+
 /// The f64 algorithms.
 impl<O: Ops64> Algorithms<W64> for O {
     fn exp(o: &mut O, x: &O::F) -> O::F {
@@ -512,9 +559,19 @@ mod tests {
     use crate::passes::math::native::{assert_native_matches_ir, reference, Native};
     use crate::passes::MathExpansion;
 
+    thread_local! {
+        /// Whether this thread's `Native` computes `fma` as [`emulated_fma`] (a target
+        /// whose fma rounds twice) instead of fused.
+        static UNFUSED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+
     impl Ops64 for Native {
         fn fma(&mut self, a: &f64, b: &f64, c: &f64) -> f64 {
-            a.mul_add(*b, *c)
+            if UNFUSED.with(|u| u.get()) {
+                emulated_fma(self, a, b, c)
+            } else {
+                a.mul_add(*b, *c)
+            }
         }
     }
 
@@ -635,6 +692,17 @@ mod tests {
 
     #[test]
     fn native_matches_ir() {
+        native_matches_ir_for(&MathExpansion::all_transcendental_with_f64());
+    }
+
+    /// With `fma` emulated, as for a target whose fma rounds twice.
+    #[test]
+    fn native_matches_ir_with_emulated_fma() {
+        UNFUSED.with(|u| u.set(true));
+        native_matches_ir_for(&MathExpansion::all_transcendental_with_f64().with_fused_fma(false));
+    }
+
+    fn native_matches_ir_for(expansion: &MathExpansion) {
         let n = 2048usize;
         let mut rng = Rng(7);
         for func in MathExpansion::SUPPORTED {
@@ -648,7 +716,7 @@ mod tests {
             let sp = specials();
             xs[..sp.len()].copy_from_slice(&sp);
             let ys: Vec<f64> = (0..n).map(|_| rng.uniform(-60.0, 60.0)).collect();
-            assert_native_matches_ir::<W64>(func, &xs, &ys, |x, y| native(func, x, y));
+            assert_native_matches_ir::<W64>(expansion, func, &xs, &ys, |x, y| native(func, x, y));
         }
     }
 
@@ -838,6 +906,57 @@ mod tests {
     #[test]
     fn accuracy_random_samples() {
         accuracy(100_000);
+    }
+
+    /// The same bounds with `fma` emulated (a target whose fma rounds twice).
+    #[test]
+    fn accuracy_random_samples_with_emulated_fma() {
+        UNFUSED.with(|u| u.set(true));
+        accuracy(100_000);
+    }
+
+    /// Where the algorithms need it exact, the emulation is: the error of a product,
+    /// and a residual `1 − g·r` near zero; elsewhere within an ulp of the fused result;
+    /// specials as `a · b + c`.
+    #[test]
+    fn emulated_fma_is_exact_where_the_algorithms_need_it() {
+        let mut rng = Rng(0xf3a);
+        for _ in 0..200_000 {
+            let a = rng.log_uniform(-300.0, 300.0, true);
+            let b = rng.log_uniform(-300.0, 300.0, true);
+            let p = a * b;
+            let e = emulated_fma(&mut Native, &a, &b, &-p);
+            assert_eq!(
+                e.to_bits(),
+                a.mul_add(b, -p).to_bits(),
+                "error of {a:e} · {b:e}"
+            );
+            let g = rng.uniform(0.5, 2.0);
+            let r = 1.0 / g;
+            let residual = emulated_fma(&mut Native, &-g, &r, &1.0);
+            assert_eq!(residual, (-g).mul_add(r, 1.0), "1 − {g:e} · {r:e}");
+            let c = rng.log_uniform(-300.0, 300.0, true);
+            let (got, want) = (emulated_fma(&mut Native, &a, &b, &c), a.mul_add(b, c));
+            assert!(
+                ulps(got, want) <= 1.0,
+                "fma({a:e}, {b:e}, {c:e}): {got:e}, want {want:e}"
+            );
+        }
+        for (a, b, c) in [
+            (f64::INFINITY, 2.0, 1.0),
+            (f64::INFINITY, 0.0, 1.0),
+            (f64::NAN, 1.0, 1.0),
+            (1e300, 1e300, 1.0),
+            (1e300, 1e300, f64::NEG_INFINITY),
+            (2.0, 3.0, f64::INFINITY),
+            (f64::MAX, 1.0, f64::MAX),
+        ] {
+            let got = emulated_fma(&mut Native, &a, &b, &c);
+            assert!(
+                ulps(got, a * b + c) == 0.0,
+                "fma({a:e}, {b:e}, {c:e}) = {got:e}"
+            );
+        }
     }
 
     #[test]

@@ -208,6 +208,10 @@ impl<W: Width> Ops<W> for Emitter<'_, '_> {
 
 impl Ops64 for Emitter<'_, '_> {
     fn fma(&mut self, a: &Expr, b: &Expr, c: &Expr) -> Expr {
-        Self::math(MathFn::Fma, &[a, b, c])
+        if self.x.opts.fused_fma {
+            Self::math(MathFn::Fma, &[a, b, c])
+        } else {
+            super::double::emulated_fma(self, a, b, c)
+        }
     }
 }

@@ -70,8 +70,10 @@
 //!
 //! The f64 implementations (module `double`) follow the same designs with f64
 //! polynomials (Chebyshev fits in 60-digit arithmetic) and double-double arithmetic where a
-//! single rounding would cost accuracy; error-free products use `fma`, which every target
-//! has exact (`fma` calls appear in the output; they are never expanded). Divisions: one
+//! single rounding would cost accuracy; error-free products use `fma` (`fma` calls
+//! appear in the output), or on a target whose `fma` rounds twice
+//! ([`MathExpansion::fused_fma`] off) an emulation from Dekker's product and TwoSum,
+//! which gives the same bounds (`accuracy_random_samples_with_emulated_fma`). Divisions: one
 //! in `tanh`, two in `log`, `log2` and `pow` (`s = f/(2+f)` and its correction), none in
 //! the others; they must be correctly rounded (as f64 division is on every target).
 //! Errors are measured against the interpreter's reference, Rust's `f64` functions
@@ -158,6 +160,11 @@ pub struct MathExpansion {
     /// sets it (SPIR-V, WGSL and NVPTX all compute `x − y·trunc(x/y)`); the CPU target,
     /// which calls an exact `fmod`, leaves it off.
     pub float_rem: bool,
+    /// Whether the target's `fma` rounds once. When not (llvmpipe computes it as a
+    /// multiply and an add), the f64 algorithms, which need exact products, compute
+    /// their `fma`s from Dekker's product and TwoSum instead (module `double`). An
+    /// op's own `fma` calls are left to the target.
+    pub fused_fma: bool,
 }
 
 impl MathExpansion {
@@ -191,6 +198,7 @@ impl MathExpansion {
             funcs: funcs.to_vec(),
             f64: false,
             float_rem: false,
+            fused_fma: true,
         }
     }
 
@@ -207,6 +215,11 @@ impl MathExpansion {
     /// The same selection, with float `%` expanded or not.
     pub fn with_float_rem(self, float_rem: bool) -> Self {
         MathExpansion { float_rem, ..self }
+    }
+
+    /// The same selection, for a target whose `fma` rounds once (`true`) or twice.
+    pub fn with_fused_fma(self, fused_fma: bool) -> Self {
+        MathExpansion { fused_fma, ..self }
     }
 
     /// Whether the pass would leave every kernel as it is.

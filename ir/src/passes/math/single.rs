@@ -455,7 +455,13 @@ mod tests {
             let ys: Vec<f32> = (0..n)
                 .map(|_| (rng.next() as f32 / u32::MAX as f32 - 0.5) * 60.0)
                 .collect();
-            assert_native_matches_ir::<W32>(func, &xs, &ys, |x, y| native(func, x, y));
+            assert_native_matches_ir::<W32>(
+                &MathExpansion::all_transcendental_with_f64(),
+                func,
+                &xs,
+                &ys,
+                |x, y| native(func, x, y),
+            );
         }
     }
 
