@@ -23,6 +23,7 @@
 
 pub mod conformance;
 pub mod error;
+pub mod fuzz;
 pub mod lower;
 pub mod op;
 pub mod ops;

@@ -103,7 +103,12 @@ pub struct CaseData {
 
 /// Seeded inputs for `spec`.
 pub fn case_data(spec: &OpSpec, seed: u64) -> CaseData {
-    let values_raw = inputs::generate(spec, seed);
+    case_data_from_values(spec, inputs::generate(spec, seed))
+}
+
+/// The buffers of `values` (one list per input of `spec`), each value rounded to its
+/// input's dtype, and those rounded values as the reference sees them.
+pub fn case_data_from_values(spec: &OpSpec, values_raw: Vec<Vec<f64>>) -> CaseData {
     let mut buffers = Vec::new();
     let mut values = Vec::new();
     for (sig, raw) in spec.inputs().iter().zip(values_raw) {
@@ -123,7 +128,11 @@ pub fn case_data(spec: &OpSpec, seed: u64) -> CaseData {
 
 /// Runs one case on `exec` and checks every output against the reference.
 pub fn check(exec: &dyn Executor, spec: &OpSpec, seed: u64) -> Result<(), Failure> {
-    let data = case_data(spec, seed);
+    check_data(exec, spec, &case_data(spec, seed))
+}
+
+/// [`check`] on given inputs.
+pub fn check_data(exec: &dyn Executor, spec: &OpSpec, data: &CaseData) -> Result<(), Failure> {
     let refs: Vec<&[f64]> = data.values.iter().map(|v| v.as_slice()).collect();
     let want = reference(spec, &refs).map_err(|e| Failure::Reference(e.to_string()))?;
     let got = exec.run(spec, &data.buffers).map_err(Failure::Run)?;

@@ -1,0 +1,192 @@
+//! Random op specs and inputs for the op fuzzer, made from the catalogue alone.
+//!
+//! A case starts from one of an op kind's own conformance cases
+//! ([`Op::cases`](crate::op::Op::cases)) and changes it through its JSON form, which
+//! every kind has: integers (shapes, sizes, axes, windows) become 1, small primes,
+//! sizes just past a tile, or their neighbours; arrays gain or lose a dimension (ranks
+//! 1 to 4); float attributes become zeros of both signs, extremes of every dtype,
+//! subnormals, ±∞ and NaN; strings (dtypes, functions, modes) become any value the
+//! kind's cases use at the same place, or any dtype. A change that makes the spec
+//! invalid ([`OpSpec::validate`]) or too large is dropped, so every case is a valid
+//! spec, and a new op kind is fuzzed with no code here.
+//!
+//! A case is built from a stream of choices ([`case_from_choices`]): a choice stream
+//! that runs out chooses 0, the smallest option, so a fuzzer that shrinks the stream
+//! (proptest) shrinks the case towards its unchanged origin, small sizes and plain
+//! inputs. Inputs come in four [`InputMode`]s over each input's conformance domain:
+//! as drawn, scaled over a wide range of magnitudes, rounded to a few values (ties),
+//! and sprinkled with special values.
+
+mod mutate;
+
+use crate::conformance::inputs::{generate, is_index};
+use crate::conformance::CaseData;
+use crate::spec::{OpKind, OpSpec};
+use kernelc_ir::{Scalar, ScalarType};
+use serde::{Deserialize, Serialize};
+
+pub use mutate::Choices;
+
+/// How a case's inputs are drawn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InputMode {
+    /// From each input's conformance domain, as the conformance table draws them.
+    Domain,
+    /// The same values times `2^e`, `e` uniform over a range that keeps products of
+    /// two within the dtype (±10 for f16/bf16, ±40 for f32, ±200 for f64).
+    Wide,
+    /// Rounded to multiples of ½ (away from zero where the domain excludes it): many
+    /// equal values, for maxima, ties and sorting.
+    Ties,
+    /// One float value in eight replaced by a special value: NaN, ±∞, ±0, the
+    /// smallest subnormal and the largest finite value of the dtype.
+    Specials,
+}
+
+impl InputMode {
+    pub const ALL: [InputMode; 4] = [
+        InputMode::Domain,
+        InputMode::Wide,
+        InputMode::Ties,
+        InputMode::Specials,
+    ];
+}
+
+/// One fuzz case: a valid spec, and how its inputs are drawn. Serialised as the
+/// replayable JSON a failure is saved as.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FuzzCase {
+    pub spec: OpSpec,
+    pub seed: u64,
+    pub mode: InputMode,
+}
+
+/// How large a case may grow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FuzzLimits {
+    /// Most elements of all inputs and outputs together.
+    pub max_elements: usize,
+}
+
+impl Default for FuzzLimits {
+    /// Small enough that a case runs on the interpreter in milliseconds.
+    fn default() -> Self {
+        FuzzLimits {
+            max_elements: 6_000,
+        }
+    }
+}
+
+/// The case `choices` make (see the module documentation): kind, base case, input
+/// mode, seed, then up to four changes to the spec. Deterministic.
+pub fn case_from_choices(choices: &[u32], limits: &FuzzLimits) -> FuzzCase {
+    let mut c = Choices::new(choices);
+    let kind = OpKind::ALL[c.below(OpKind::ALL.len())];
+    let cases = kind.cases();
+    let base = cases[c.below(cases.len())].clone();
+    let mode = InputMode::ALL[c.below(InputMode::ALL.len())];
+    let seed = u64::from(c.next());
+    let spec = mutate::mutate(&base, &cases, &mut c, limits);
+    FuzzCase { spec, seed, mode }
+}
+
+/// Whether `spec` fits `limits`.
+pub fn within(spec: &OpSpec, limits: &FuzzLimits) -> bool {
+    let elements: usize = spec
+        .inputs()
+        .iter()
+        .chain(spec.outputs().iter())
+        .map(|s| s.numel())
+        .fold(0usize, usize::saturating_add);
+    elements <= limits.max_elements
+}
+
+/// The inputs of `case`: the conformance draw for its seed, changed by its mode.
+/// Index inputs and inputs an op draws itself ([`Op::special_input`]) are left as
+/// drawn; so are integer and bool inputs, but for ties.
+///
+/// [`Op::special_input`]: crate::op::Op::special_input
+pub fn case_data(case: &FuzzCase) -> CaseData {
+    let spec = &case.spec;
+    let mut values = generate(spec, case.seed);
+    for (k, (sig, v)) in spec.inputs().iter().zip(values.iter_mut()).enumerate() {
+        let drawn_by_op = spec.special_input(k, case.seed).is_some();
+        if drawn_by_op || is_index(spec, &sig.name) || !sig.dtype.is_float() {
+            continue;
+        }
+        let domain = spec.domain(sig);
+        for (i, x) in v.iter_mut().enumerate() {
+            let r = crate::rng::bits(
+                crate::rng::RngScheme::Counter,
+                case.seed ^ FUZZ_SALT,
+                k as u64,
+                i as u32,
+            );
+            *x = reshape(case.mode, sig.dtype, domain, *x, u64::from(r));
+        }
+    }
+    crate::conformance::case_data_from_values(spec, values)
+}
+
+/// Keeps the mode's draws apart from the conformance draw of the same seed.
+const FUZZ_SALT: u64 = 0xf022_5eed;
+
+/// One value `x` (drawn from `domain`) as `mode` wants it; `r` is this element's random
+/// bits.
+fn reshape(
+    mode: InputMode,
+    dtype: ScalarType,
+    domain: crate::conformance::inputs::Domain,
+    x: f64,
+    r: u64,
+) -> f64 {
+    use crate::conformance::inputs::Domain;
+    match mode {
+        InputMode::Domain => x,
+        InputMode::Wide => {
+            let span: i64 = match dtype {
+                ScalarType::F16 | ScalarType::Bf16 => 10,
+                ScalarType::F64 => 200,
+                _ => 40,
+            };
+            let e = (r % (2 * span as u64 + 1)) as i64 - span;
+            x * 2f64.powi(e as i32)
+        }
+        InputMode::Ties => {
+            let t = (x * 2.0).round() / 2.0;
+            match domain {
+                Domain::AwayFromZero(..) if t == 0.0 => 0.5f64.copysign(x),
+                _ => t,
+            }
+        }
+        InputMode::Specials => {
+            if r % 8 != 0 {
+                return x;
+            }
+            let specials = special_values(dtype);
+            specials[((r >> 3) % specials.len() as u64) as usize]
+        }
+    }
+}
+
+/// NaN, ±∞, ±0, the smallest subnormal and the largest finite value of `dtype`.
+pub fn special_values(dtype: ScalarType) -> Vec<f64> {
+    let (tiny, max) = match dtype {
+        ScalarType::F16 => (Scalar::F16(1).to_f64(), 65504.0),
+        ScalarType::Bf16 => (Scalar::Bf16(1).to_f64(), Scalar::Bf16(0x7f7f).to_f64()),
+        ScalarType::F64 => (f64::from_bits(1), f64::MAX),
+        _ => (f32::from_bits(1) as f64, f32::MAX as f64),
+    };
+    vec![
+        f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        0.0,
+        -0.0,
+        tiny,
+        -tiny,
+        max,
+        -max,
+    ]
+}
