@@ -6,11 +6,13 @@
 //! the order of [`OpSpec::outputs`], each flattened row-major (GEMM: in its `layout`).
 //! Values are f64 whatever the spec's dtype: the references compute the exact math and
 //! ignore storage rounding (except where rounding is the op, as in `cast`); integer
-//! dtypes follow their integer rules (wrapping, truncating division). Index inputs are
-//! f64 values holding integers (truncated toward zero).
+//! dtypes follow their integer rules (wrapping, truncating division: [`wrap`]). Index
+//! inputs are f64 values holding integers (truncated toward zero).
 //!
 //! Each family's reference lives in its folder (`ops/<family>/reference.rs`), with the
 //! formulas in the family's module doc.
+
+use kernelc_ir::ScalarType;
 
 use crate::error::SpecError;
 use crate::spec::OpSpec;
@@ -58,5 +60,26 @@ pub(crate) fn resolve_index(v: f64, len: usize, from_end: bool) -> Option<usize>
         Some(i as usize)
     } else {
         None
+    }
+}
+
+/// An integer result `v` (exact in f64) wrapped to `dtype`'s range, two's complement:
+/// what the kernels' integer arithmetic does (the IR's `+ − ×` wrap), and what NumPy's
+/// `add.at` and C do. Every reference that adds or converts integers goes through it,
+/// so none saturates where a device wraps.
+///
+/// i64 results are left alone: f64 holds them exactly only below 2^53, so the
+/// references wrap only the widths they can represent. Floats and bool are not
+/// wrapped.
+pub(crate) fn wrap(dtype: ScalarType, v: f64) -> f64 {
+    match dtype {
+        ScalarType::I32 => (v as i64 as i32) as f64,
+        ScalarType::U32 => (v as i64 as u32) as f64,
+        ScalarType::I64
+        | ScalarType::F16
+        | ScalarType::Bf16
+        | ScalarType::F32
+        | ScalarType::F64
+        | ScalarType::Bool => v,
     }
 }

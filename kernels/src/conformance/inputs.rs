@@ -41,6 +41,21 @@ impl Domain {
         }
     }
 
+    /// Every value of a 32-bit integer type (for sums that must overflow);
+    /// [`Domain::of_dtype`] for the other types.
+    pub fn whole_int_range(dtype: ScalarType) -> Domain {
+        match dtype {
+            ScalarType::I32 => Domain::Int(i32::MIN.into(), i32::MAX.into()),
+            ScalarType::U32 => Domain::Int(0, u32::MAX.into()),
+            ScalarType::I64
+            | ScalarType::Bool
+            | ScalarType::F16
+            | ScalarType::Bf16
+            | ScalarType::F32
+            | ScalarType::F64 => Domain::of_dtype(dtype),
+        }
+    }
+
     /// Lookup indices into a dimension of `len`: reaching one past both ends (negative
     /// ones count from the end when `from_end`, and are out of range otherwise), and
     /// fractional for f32 (truncated toward zero).
