@@ -12,7 +12,7 @@
 //! Each family's reference lives in its folder (`ops/<family>/reference.rs`), with the
 //! formulas in the family's module doc.
 
-use kernelc_ir::ScalarType;
+use kernelc_ir::{Scalar, ScalarType};
 
 use crate::error::SpecError;
 use crate::spec::OpSpec;
@@ -61,6 +61,21 @@ pub(crate) fn resolve_index(v: f64, len: usize, from_end: bool) -> Option<usize>
     } else {
         None
     }
+}
+
+/// `v` converted to `dtype` as a stored value of that type: floats rounded once to
+/// nearest, ties to even (f16 and bf16 too, subnormals included, ±∞ past the largest
+/// finite value, NaN kept), integers truncated toward zero and saturated (NaN → 0),
+/// bool `v ≠ 0`.
+///
+/// This is [`Scalar::from_f64`], the IR's one conversion from f64, which the
+/// interpreter, constant folding and the conformance harness (rounding expected
+/// values to the output dtype) use as well: every reference that rounds to a dtype
+/// (`cast`, `fill`, GEMM's `input_rounding`) goes through it, so no two places round
+/// differently. (The `half` crate's `from_f64` drops the low 32 bits of the f64 before
+/// rounding, which turns a value just above a tie into a tie.)
+pub fn round_to(dtype: ScalarType, v: f64) -> f64 {
+    Scalar::from_f64(dtype, v).to_f64()
 }
 
 /// An integer result `v` (exact in f64) wrapped to `dtype`'s range, two's complement:

@@ -56,3 +56,69 @@ fn integer_scatter_sum_wraps_like_the_device() {
     // Floats are not integers: no wrapping.
     assert_eq!(scatter_sum(F64, &[i32::MAX as f64, 1.0]), 2147483648.0);
 }
+
+// ---------------------------------------------------------------- one rounding to f16/bf16
+
+/// The f32 `0x3F808001` = 1 + 2⁻⁸ + 2⁻²³: just above the midpoint of the bf16
+/// neighbours 1 and 1 + 2⁻⁷, so it rounds up. Rounding that drops the low 32 bits of
+/// the f64 first (the `half` crate's `from_f64`) sees an exact tie and rounds to 1.
+const ABOVE_BF16_TIE: f64 = 1.003_906_369_209_289_6;
+/// 1 + 2⁻¹¹ + 2⁻⁴⁰: just above the midpoint of the f16 neighbours 1 and 1 + 2⁻¹⁰.
+const ABOVE_F16_TIE: f64 = 1.0 + 1.0 / 2048.0 + 1.0 / 1_099_511_627_776.0;
+
+fn cast(from: ScalarType, to: ScalarType, x: f64) -> f64 {
+    let spec = OpSpec::Cast(CastSpec {
+        from,
+        to,
+        shape: vec![1],
+    });
+    run1(&spec, &[&[x]])[0]
+}
+
+#[test]
+fn casts_to_half_types_round_once() {
+    assert_eq!(f32::from_bits(0x3F80_8001) as f64, ABOVE_BF16_TIE);
+    assert_eq!(cast(F32, Bf16, ABOVE_BF16_TIE), 1.0078125);
+    assert_eq!(cast(F64, F16, ABOVE_F16_TIE), 1.0 + 1.0 / 1024.0);
+    assert_eq!(cast(F64, Bf16, -ABOVE_BF16_TIE), -1.0078125);
+    // Exact ties still go to even, and the ends of the range are kept.
+    assert_eq!(cast(F64, F16, 1.0 + 1.0 / 2048.0), 1.0);
+    assert_eq!(cast(F64, F16, 65520.0), f64::INFINITY);
+    assert_eq!(cast(F64, F16, 65519.99), 65504.0);
+    assert_eq!(cast(F64, F16, 2f64.powi(-25)), 0.0);
+    assert_eq!(cast(F64, F16, 2f64.powi(-25) * 1.5), 2f64.powi(-24));
+    assert!(cast(F64, Bf16, f64::NAN).is_nan());
+    assert!(cast(F64, F16, -0.0).is_sign_negative());
+}
+
+#[test]
+fn gemm_input_rounding_rounds_once() {
+    let mut g = GemmSpec::new(F32, 1, 1, 1);
+    g.input_rounding = Some(Bf16);
+    assert_eq!(
+        run1(&OpSpec::Gemm(g.clone()), &[&[ABOVE_BF16_TIE], &[1.0]]),
+        [1.0078125]
+    );
+    g.input_rounding = Some(F16);
+    let just_above = f32::from_bits(0x3F80_1001) as f64; // 1 + 2⁻¹¹ + 2⁻²³
+    assert_eq!(
+        run1(&OpSpec::Gemm(g), &[&[just_above], &[1.0]]),
+        [1.0 + 1.0 / 1024.0]
+    );
+}
+
+#[test]
+fn constant_fill_rounds_once_in_the_reference_and_the_kernel() {
+    let spec = OpSpec::Fill(FillSpec {
+        dtype: F16,
+        shape: vec![2],
+        value: FillValue::Constant {
+            value: ABOVE_F16_TIE,
+        },
+    });
+    let want = 1.0 + 1.0 / 1024.0;
+    assert_eq!(run1(&spec, &[]), [want, want]);
+    // The kernel receives the value already on the f16 grid, so its store to f16
+    // cannot round a second time (f64 → f32 → f16 would land on the tie and give 1).
+    assert_eq!(spec.uniforms()[0].value.to_f64(), want);
+}

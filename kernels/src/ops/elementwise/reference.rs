@@ -7,6 +7,7 @@ use super::spec::{
     Activation, ActivationBackwardSpec, BinaryFn, BinarySpec, CastSpec, FillSpec, FillValue,
     ScalarSpec, UnaryFn, UnarySpec, WhereSpec,
 };
+use crate::reference::round_to;
 use crate::rng;
 use crate::shape::{broadcast_strides, for_each_index, numel, offset};
 
@@ -240,18 +241,10 @@ pub(super) fn where_op(s: &WhereSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
     })]
 }
 
-/// The value `v` converted to `to` (see the module doc), as f64.
+/// The value `v` converted to `to` (see the module doc), as f64: one rounding to
+/// nearest even for floats, truncation and saturation (NaN → 0) for integers.
 pub fn cast(v: f64, to: ScalarType) -> f64 {
-    match to {
-        ScalarType::F64 => v,
-        ScalarType::F32 => v as f32 as f64,
-        ScalarType::F16 => half::f16::from_f64(v).to_f64(),
-        ScalarType::Bf16 => half::bf16::from_f64(v).to_f64(),
-        ScalarType::I32 => v as i32 as f64,
-        ScalarType::U32 => v as u32 as f64,
-        ScalarType::I64 => v as i64 as f64,
-        ScalarType::Bool => truth(v != 0.0),
-    }
+    round_to(to, v)
 }
 
 pub(super) fn cast_op(s: &CastSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {

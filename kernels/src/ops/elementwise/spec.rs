@@ -10,6 +10,7 @@ use crate::error::SpecError;
 use crate::lower::math::compute_type;
 use crate::lower::{LowerError, Plan, TargetCaps, Uniform};
 use crate::op::Op;
+use crate::reference::round_to;
 use crate::rng;
 use crate::rng::RngScheme;
 use crate::shape::{broadcast_shapes, check_shape};
@@ -842,7 +843,11 @@ impl Op for FillSpec {
         let ty = compute_type(self.dtype);
         let stream = |seed, step| Uniform::u32("stream", rng::stream(Self::RNG, seed, step));
         match self.value {
-            FillValue::Constant { value } => vec![Uniform::new("value", ty, value)],
+            // On the dtype's grid already, so that the kernel's store (compute type
+            // to dtype) is exact and the constant is rounded once, as by `cast`.
+            FillValue::Constant { value } => {
+                vec![Uniform::new("value", ty, round_to(self.dtype, value))]
+            }
             FillValue::Uniform {
                 low,
                 high,

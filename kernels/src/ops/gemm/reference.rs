@@ -1,7 +1,7 @@
 //! f64 reference of GEMM (the definition is in [`super`]).
 
 use super::spec::GemmSpec;
-use crate::ops::elementwise::reference::cast;
+use crate::reference::round_to;
 use crate::shape::{for_each_index, offset};
 
 pub(super) fn gemm(s: &GemmSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
@@ -18,7 +18,7 @@ pub(super) fn gemm(s: &GemmSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
         None => vec![0.0; pc.extent(&s.batch)],
     };
     let round = |v: f64| match s.input_rounding {
-        Some(t) => cast(v, t),
+        Some(t) => round_to(t, v),
         None => v,
     };
     for_each_index(&s.batch, |bi| {
