@@ -122,3 +122,21 @@ fn constant_fill_rounds_once_in_the_reference_and_the_kernel() {
     // cannot round a second time (f64 → f32 → f16 would land on the tie and give 1).
     assert_eq!(spec.uniforms()[0].value.to_f64(), want);
 }
+
+#[test]
+fn integer_to_integer_casts_wrap_float_to_integer_saturates() {
+    // Two's complement truncation, as C, Rust `as`, NumPy `astype` and ONNX Cast.
+    assert_eq!(cast(I32, U32, -1.0), u32::MAX as f64);
+    assert_eq!(cast(I32, U32, i32::MIN as f64), 2147483648.0);
+    assert_eq!(cast(U32, I32, u32::MAX as f64), -1.0);
+    assert_eq!(cast(U32, I32, 2147483648.0), i32::MIN as f64);
+    assert_eq!(cast(I64, I32, 4294967301.0), 5.0);
+    assert_eq!(cast(I64, U32, -2.0), (u32::MAX - 1) as f64);
+    assert_eq!(cast(I32, I64, -7.0), -7.0);
+    assert_eq!(cast(Bool, U32, 1.0), 1.0);
+    assert_eq!(cast(I32, Bool, -3.0), 1.0);
+    // Floats saturate at the target range, NaN → 0.
+    assert_eq!(cast(F32, U32, -1.0), 0.0);
+    assert_eq!(cast(F64, I32, 3e9), i32::MAX as f64);
+    assert_eq!(cast(F32, I32, f64::NAN), 0.0);
+}

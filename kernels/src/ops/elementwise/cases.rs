@@ -155,6 +155,8 @@ pub(super) fn cast() -> Vec<CastSpec> {
         (I32, F32, vec![11]),
         (F16, Bf16, vec![9]),
         (F32, Bf16, vec![1000]),
+        // Negative i32 to u32 wraps (two's complement).
+        (I32, U32, vec![17]),
         (F64, F16, vec![257]),
     ]
     .into_iter()

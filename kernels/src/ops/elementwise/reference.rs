@@ -7,7 +7,7 @@ use super::spec::{
     Activation, ActivationBackwardSpec, BinaryFn, BinarySpec, CastSpec, FillSpec, FillValue,
     ScalarSpec, UnaryFn, UnarySpec, WhereSpec,
 };
-use crate::reference::round_to;
+use crate::reference::{round_to, wrap};
 use crate::rng;
 use crate::shape::{broadcast_strides, for_each_index, numel, offset};
 
@@ -241,21 +241,28 @@ pub(super) fn where_op(s: &WhereSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
     })]
 }
 
-/// The value `v` converted to `to` (see the module doc), as f64: one rounding to
-/// nearest even for floats, truncation and saturation (NaN → 0) for integers.
-pub fn cast(v: f64, to: ScalarType) -> f64 {
-    round_to(to, v)
+/// The value `v` of type `from` converted to `to` (see the module doc), as f64.
+/// Between integer types: two's complement truncation (i32 −1 → u32 4294967295), as C,
+/// Rust `as`, NumPy `astype`, ONNX Cast and the IR's `cast` do. Float → integer:
+/// truncation toward zero, saturating, NaN → 0. → float: one rounding to nearest even.
+/// → bool: `v ≠ 0`.
+pub fn cast(v: f64, from: ScalarType, to: ScalarType) -> f64 {
+    if from.is_int() && to.is_int() {
+        wrap(to, v)
+    } else {
+        round_to(to, v)
+    }
 }
 
 pub(super) fn cast_op(s: &CastSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
-    vec![i[0].iter().map(|&x| cast(x, s.to)).collect()]
+    vec![i[0].iter().map(|&x| cast(x, s.from, s.to)).collect()]
 }
 
 pub(super) fn fill_op(s: &FillSpec) -> Vec<Vec<f64>> {
     let n = numel(&s.shape);
     let scheme = FillSpec::RNG;
     let out = match s.value {
-        FillValue::Constant { value } => vec![cast(value, s.dtype); n],
+        FillValue::Constant { value } => vec![round_to(s.dtype, value); n],
         FillValue::Uniform {
             low,
             high,

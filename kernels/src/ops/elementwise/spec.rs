@@ -704,9 +704,10 @@ impl Op for WhereSpec {
     }
 }
 
-/// Dtype conversion `y = cast(x)`: float → int truncates toward zero and saturates (NaN
-/// → 0); → float rounds to nearest even; → bool is `x != 0` (NaN → true). Inputs: `x`
-/// (`from`). Outputs: `y` (`to`).
+/// Dtype conversion `y = cast(x)`: int → int wraps (two's complement truncation, as C,
+/// Rust `as`, NumPy `astype` and ONNX Cast); float → int truncates toward zero and
+/// saturates (NaN → 0); → float rounds once to nearest even; → bool is `x != 0` (NaN →
+/// true). Inputs: `x` (`from`). Outputs: `y` (`to`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CastSpec {
     pub from: ScalarType,
