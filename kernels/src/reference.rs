@@ -6,7 +6,7 @@
 //! the order of [`OpSpec::outputs`], each flattened row-major (GEMM: in its `layout`).
 //! Values are f64 whatever the spec's dtype: the references compute the exact math and
 //! ignore storage rounding (except where rounding is the op, as in `cast`); integer
-//! dtypes follow their integer rules (wrapping, truncating division: [`wrap`]). Index
+//! dtypes follow their integer rules (wrapping, truncating division: `wrap`). Index
 //! inputs are f64 values holding integers (truncated toward zero).
 //!
 //! Each family's reference lives in its folder (`ops/<family>/reference.rs`), with the
@@ -15,6 +15,7 @@
 use kernelc_ir::{Scalar, ScalarType};
 
 use crate::error::SpecError;
+use crate::lower::math::compute_type;
 use crate::spec::OpSpec;
 
 /// Runs the f64 reference of `spec` on `inputs` (in the order of [`OpSpec::inputs`]).
@@ -76,6 +77,16 @@ pub(crate) fn resolve_index(v: f64, len: usize, from_end: bool) -> Option<usize>
 /// rounding, which turns a value just above a tie into a tie.)
 pub fn round_to(dtype: ScalarType, v: f64) -> f64 {
     Scalar::from_f64(dtype, v).to_f64()
+}
+
+/// A float attribute (a scalar operand, a slope, `alpha`, `eps`, ...) as the kernels
+/// of a `dtype` op receive and compute with it: rounded once to the op's compute type
+/// (f32 for f16, bf16 and f32; f64 for f64; integers exact), the value `Uniform::new`
+/// puts in [`Op::uniforms`](crate::op::Op::uniforms). An attribute that enters the
+/// arithmetic is that value, not the f64 the spec holds, as PyTorch converts a Python
+/// scalar to an f32 tensor's type: `scalar mod f32 0.1` is `x mod 0.1f32`.
+pub(crate) fn attribute(dtype: ScalarType, v: f64) -> f64 {
+    round_to(compute_type(dtype), v)
 }
 
 /// An integer result `v` (exact in f64) wrapped to `dtype`'s range, two's complement:

@@ -140,3 +140,158 @@ fn integer_to_integer_casts_wrap_float_to_integer_saturates() {
     assert_eq!(cast(F64, I32, 3e9), i32::MAX as f64);
     assert_eq!(cast(F32, I32, f64::NAN), 0.0);
 }
+
+// ---------------------------------------------------------------- attributes as received
+
+/// `v` as an f32 attribute reaches the kernels of f32, f16 and bf16 ops.
+fn f32r(v: f64) -> f64 {
+    v as f32 as f64
+}
+
+fn scalar(func: BinaryFn, dtype: ScalarType, s: f64, x: f64) -> f64 {
+    let spec = OpSpec::Scalar(ScalarSpec {
+        func,
+        dtype,
+        shape: vec![1],
+        scalar: s,
+        reversed: false,
+    });
+    run1(&spec, &[&[x]])[0]
+}
+
+#[test]
+fn the_scalar_operand_is_rounded_to_the_compute_type() {
+    // fmod(1, 0.1f32) = 0.0999999865..., fmod(1, 0.1) = 0.0999999999...95: in f32 they
+    // are different values, and `mod` is exact in the table.
+    assert_eq!(scalar(BinaryFn::Mod, F32, 0.1, 1.0), 1.0 % f32r(0.1));
+    assert_eq!(scalar(BinaryFn::Eq, F32, 0.1, f32r(0.1)), 1.0);
+    assert_eq!(scalar(BinaryFn::Eq, Bf16, 0.1, f32r(0.1)), 1.0);
+    assert_eq!(scalar(BinaryFn::Max, F16, 0.1, 0.0), f32r(0.1));
+    // f64 ops compute with the f64 value; integer operands are exact.
+    assert_eq!(scalar(BinaryFn::Mod, F64, 0.1, 1.0), 1.0 % 0.1);
+    assert_eq!(scalar(BinaryFn::Sub, I32, 7.0, 1.0), -6.0);
+}
+
+#[test]
+fn float_attributes_are_used_as_the_kernels_receive_them() {
+    let leaky = OpSpec::Unary(UnarySpec {
+        func: UnaryFn::LeakyRelu { slope: 0.1 },
+        dtype: F32,
+        shape: vec![1],
+    });
+    assert_eq!(run1(&leaky, &[&[-1.0]]), [-f32r(0.1)]);
+    let leaky_back = OpSpec::ActivationBackward(ActivationBackwardSpec {
+        func: Activation::LeakyRelu { slope: 0.1 },
+        dtype: Bf16,
+        shape: vec![1],
+    });
+    assert_eq!(run1(&leaky_back, &[&[-1.0], &[1.0]]), [f32r(0.1)]);
+
+    let mut gemm = GemmSpec::new(F32, 1, 1, 1);
+    (gemm.alpha, gemm.beta) = (0.1, 0.3);
+    assert_eq!(
+        run1(&OpSpec::Gemm(gemm), &[&[1.0], &[1.0], &[1.0]]),
+        [f32r(0.1) + f32r(0.3)]
+    );
+
+    // One query, two keys: the weights are softmax(scale·[0, 1]).
+    let attention = OpSpec::Attention(AttentionSpec {
+        dtype: F16,
+        layout: AttentionLayout::Bhsd,
+        batch: 1,
+        heads: 1,
+        kv_heads: 1,
+        seq_q: 1,
+        seq_k: 2,
+        head_dim: 1,
+        scale: 0.1,
+        causal: false,
+        mask: None,
+    });
+    let w = 1.0 / (1.0 + (-f32r(0.1)).exp());
+    assert_eq!(run1(&attention, &[&[1.0], &[0.0, 1.0], &[0.0, 1.0]]), [w]);
+
+    let rms = OpSpec::LayerNorm(LayerNormSpec {
+        dtype: F32,
+        shape: vec![1, 1],
+        eps: 0.1,
+        rms: true,
+        weight: false,
+        bias: false,
+        residual: false,
+        save_stats: false,
+    });
+    assert_eq!(run1(&rms, &[&[1.0]]), [1.0 / (1.0 + f32r(0.1)).sqrt()]);
+
+    let brightness = OpSpec::ImageFilter(ImageFilterSpec {
+        filter: ImageFilter::Brightness { factor: 0.1 },
+        dtype: F32,
+        height: 1,
+        width: 1,
+        channels: 1,
+    });
+    assert_eq!(run1(&brightness, &[&[1.0]]), [f32r(0.1)]);
+
+    // Softplus switches to the identity where β·x > threshold. With the f64 values,
+    // 0.6·6 < 3.6 and y would be log1p(e^{3.6})/0.6 ≈ 6.05; with the f32 values the
+    // kernel receives, β·x = 3.6000001 > 3.5999999 (also once rounded to f32) and
+    // y = x = 6.
+    let softplus = OpSpec::Softplus(SoftplusSpec {
+        dtype: F32,
+        shape: vec![1],
+        beta: 0.6,
+        threshold: 3.6,
+        backward: false,
+    });
+    assert!(0.6 * 6.0 < 3.6 && f32r(f32r(0.6) * 6.0) > f32r(3.6));
+    assert_eq!(run1(&softplus, &[&[6.0]]), [6.0]);
+
+    // Dropout's scale 1/(1 − p) is derived on the host and rounded once.
+    let dropout = OpSpec::Dropout(DropoutSpec {
+        dtype: F32,
+        shape: vec![64],
+        p: 0.3,
+        seed: 7,
+        step: 0,
+        mask: true,
+        rng: Default::default(),
+    });
+    let out = run(&dropout, &[&[1.0; 64]]);
+    let scale = f32r(1.0 / 0.7);
+    assert!(out[1].iter().all(|&m| m == 0.0 || m == scale));
+    assert_eq!(out[0], out[1]);
+}
+
+#[test]
+fn adam_uses_the_coefficients_the_kernel_receives() {
+    let spec = AdamSpec {
+        dtype: F32,
+        len: 1,
+        lr: 0.1,
+        beta1: 0.9,
+        beta2: 0.999,
+        eps: 1e-3,
+        weight_decay: 0.01,
+        decoupled: true,
+        step: 3,
+    };
+    let got = run(&OpSpec::Adam(spec), &[&[1.0], &[0.5], &[0.25], &[0.125]]);
+    // Each per-call value as `uniforms` gives it: derived on the host in f64 (1 − β,
+    // the bias corrections 1/(1 − βᵗ)), rounded once to f32.
+    let (lr, b1, c1, b2, c2) = (
+        f32r(0.1),
+        f32r(0.9),
+        f32r(1.0 - 0.9),
+        f32r(0.999),
+        f32r(1.0 - 0.999),
+    );
+    let (ic1, ic2) = (
+        f32r(1.0 / (1.0 - 0.9f64.powi(3))),
+        f32r(1.0 / (1.0 - 0.999f64.powi(3))),
+    );
+    let (eps, wd) = (f32r(1e-3), f32r(0.01));
+    let m = b1 * 0.25 + c1 * 0.5;
+    let v = b2 * 0.125 + c2 * 0.25;
+    let p = 1.0 - lr * ((m * ic1) / ((v * ic2).sqrt() + eps) + wd * 1.0);
+    assert_eq!(got, [vec![p], vec![m], vec![v]]);
+}

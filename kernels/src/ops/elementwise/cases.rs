@@ -117,6 +117,8 @@ pub(super) fn scalar() -> Vec<ScalarSpec> {
         (BinaryFn::Div, F16, vec![1000], -4.0, false),
         (BinaryFn::Pow, F32, vec![33], 2.5, false),
         (BinaryFn::Max, I32, vec![19], 3.0, false),
+        // Exact in the table: x mod 0.1f32, not x mod 0.1 (the kernel's operand is f32).
+        (BinaryFn::Mod, F32, vec![50], 0.1, false),
     ]
     .into_iter()
     .map(|(func, dtype, shape, scalar, reversed)| ScalarSpec {

@@ -7,7 +7,7 @@ use super::spec::{
     Activation, ActivationBackwardSpec, BinaryFn, BinarySpec, CastSpec, FillSpec, FillValue,
     ScalarSpec, UnaryFn, UnarySpec, WhereSpec,
 };
-use crate::reference::{round_to, wrap};
+use crate::reference::{attribute, round_to, wrap};
 use crate::rng;
 use crate::shape::{broadcast_strides, for_each_index, numel, offset};
 
@@ -185,9 +185,10 @@ fn apply_unary(f: UnaryFn, dtype: ScalarType, x: f64) -> f64 {
 }
 
 pub(super) fn unary_op(s: &UnarySpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
+    let func = s.func.as_received(s.dtype);
     vec![i[0]
         .iter()
-        .map(|&x| apply_unary(s.func, s.dtype, x))
+        .map(|&x| apply_unary(func, s.dtype, x))
         .collect()]
 }
 
@@ -218,13 +219,14 @@ pub(super) fn binary_op(s: &BinarySpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
 }
 
 pub(super) fn scalar_op(s: &ScalarSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
+    let scalar = attribute(s.dtype, s.scalar);
     vec![i[0]
         .iter()
         .map(|&x| {
             if s.reversed {
-                apply_binary(s.func, s.dtype, s.scalar, x)
+                apply_binary(s.func, s.dtype, scalar, x)
             } else {
-                apply_binary(s.func, s.dtype, x, s.scalar)
+                apply_binary(s.func, s.dtype, x, scalar)
             }
         })
         .collect()]
@@ -263,22 +265,30 @@ pub(super) fn fill_op(s: &FillSpec) -> Vec<Vec<f64>> {
     let scheme = FillSpec::RNG;
     let out = match s.value {
         FillValue::Constant { value } => vec![round_to(s.dtype, value); n],
+        // `low`, the range `high − low` (derived in f64) and `mean`, `std` as the kernel
+        // receives them.
         FillValue::Uniform {
             low,
             high,
             seed,
             step,
-        } => (0..n)
-            .map(|i| low + (high - low) * rng::uniform(rng::bits(scheme, seed, step, i as u32)))
-            .collect(),
+        } => {
+            let (low, range) = (attribute(s.dtype, low), attribute(s.dtype, high - low));
+            (0..n)
+                .map(|i| low + range * rng::uniform(rng::bits(scheme, seed, step, i as u32)))
+                .collect()
+        }
         FillValue::Normal {
             mean,
             std,
             seed,
             step,
-        } => (0..n)
-            .map(|i| mean + std * rng::normal(scheme, seed, step, i as u32))
-            .collect(),
+        } => {
+            let (mean, std) = (attribute(s.dtype, mean), attribute(s.dtype, std));
+            (0..n)
+                .map(|i| mean + std * rng::normal(scheme, seed, step, i as u32))
+                .collect()
+        }
     };
     vec![out]
 }
@@ -372,9 +382,15 @@ pub fn derivative(f: Activation, s: f64) -> f64 {
 
 pub(super) fn backward_op(s: &ActivationBackwardSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
     let (saved, dy) = (i[0], i[1]);
+    let func = s
+        .func
+        .forward()
+        .as_received(s.dtype)
+        .activation()
+        .unwrap_or(s.func);
     vec![saved
         .iter()
         .zip(dy)
-        .map(|(&sv, &g)| derivative(s.func, sv) * g)
+        .map(|(&sv, &g)| derivative(func, sv) * g)
         .collect()]
 }

@@ -10,7 +10,7 @@ use crate::error::SpecError;
 use crate::lower::math::compute_type;
 use crate::lower::{LowerError, Plan, TargetCaps, Uniform};
 use crate::op::Op;
-use crate::reference::round_to;
+use crate::reference::{attribute, round_to};
 use crate::rng;
 use crate::rng::RngScheme;
 use crate::shape::{broadcast_shapes, check_shape};
@@ -240,6 +240,16 @@ impl UnaryFn {
         self.param_mut()
             .map(|v| vec![Uniform::new("slope", compute_type(dtype), *v)])
             .unwrap_or_default()
+    }
+
+    /// The function with its parameter as the kernels of a `dtype` op receive it
+    /// (rounded to the compute type, as [`UnaryFn::uniforms`]): what the reference
+    /// computes with.
+    pub(crate) fn as_received(mut self, dtype: ScalarType) -> UnaryFn {
+        if let Some(v) = self.param_mut() {
+            *v = attribute(dtype, *v);
+        }
+        self
     }
 
     /// The function with its parameter at the canonical 0.

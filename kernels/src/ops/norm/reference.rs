@@ -1,6 +1,7 @@
 //! f64 references of the normalisation family (formulas in [`super`]).
 
 use super::spec::{BatchNormBackwardSpec, BatchNormSpec, LayerNormBackwardSpec, LayerNormSpec};
+use crate::reference::attribute;
 use crate::shape::numel;
 
 pub(super) fn layer_norm(s: &LayerNormSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
@@ -22,17 +23,18 @@ pub(super) fn layer_norm(s: &LayerNormSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
         None => i[0].to_vec(),
     };
     let n = cols as f64;
+    let eps = attribute(s.dtype, s.eps);
     let mut y = vec![0.0; x.len()];
     let mut stats = vec![0.0; rows * 2];
     for row in 0..rows {
         let xs = &x[row * cols..(row + 1) * cols];
         let (mean, r) = if s.rms {
             let ms = xs.iter().map(|v| v * v).sum::<f64>() / n;
-            (0.0, 1.0 / (ms + s.eps).sqrt())
+            (0.0, 1.0 / (ms + eps).sqrt())
         } else {
             let mean = xs.iter().sum::<f64>() / n;
             let var = xs.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
-            (mean, 1.0 / (var + s.eps).sqrt())
+            (mean, 1.0 / (var + eps).sqrt())
         };
         stats[2 * row] = mean;
         stats[2 * row + 1] = r;
@@ -109,6 +111,7 @@ pub(super) fn batch_norm(s: &BatchNormSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
     let (x, w, b, rm, rv) = (i[0], i[1], i[2], i[3], i[4]);
     let (n, c, sp) = ncs(&s.shape);
     let m = (n * sp) as f64;
+    let (eps, momentum) = (attribute(s.dtype, s.eps), attribute(s.dtype, s.momentum));
     let at = |ni: usize, ci: usize, si: usize| (ni * c + ci) * sp + si;
     let mut y = vec![0.0; x.len()];
     let mut save = vec![0.0; 2 * c];
@@ -131,14 +134,14 @@ pub(super) fn batch_norm(s: &BatchNormSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
                 }
             }
             let var = var / m;
-            new_rm[ci] = (1.0 - s.momentum) * rm[ci] + s.momentum * mean;
-            new_rv[ci] = (1.0 - s.momentum) * rv[ci] + s.momentum * var;
-            let r = 1.0 / (var + s.eps).sqrt();
+            new_rm[ci] = (1.0 - momentum) * rm[ci] + momentum * mean;
+            new_rv[ci] = (1.0 - momentum) * rv[ci] + momentum * var;
+            let r = 1.0 / (var + eps).sqrt();
             save[2 * ci] = mean;
             save[2 * ci + 1] = r;
             (mean, r)
         } else {
-            (rm[ci], 1.0 / (rv[ci] + s.eps).sqrt())
+            (rm[ci], 1.0 / (rv[ci] + eps).sqrt())
         };
         for ni in 0..n {
             for si in 0..sp {
