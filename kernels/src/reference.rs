@@ -109,3 +109,22 @@ pub(crate) fn wrap(dtype: ScalarType, v: f64) -> f64 {
         | ScalarType::Bool => v,
     }
 }
+
+/// The sum of `values`, compensated (Neumaier): the rounding error of every addition is
+/// carried and added back, so the result is as if summed in twice the precision, then
+/// rounded. For references whose sums cancel (normalisation statistics), where a plain
+/// f64 sum could be less accurate than the f32 kernel under test.
+pub(crate) fn compensated_sum(values: impl IntoIterator<Item = f64>) -> f64 {
+    let (mut sum, mut carry) = (0.0f64, 0.0f64);
+    for v in values {
+        let t = sum + v;
+        // The low-order part lost by `sum + v`, exact (TwoSum of Fast2Sum's order).
+        carry += if sum.abs() >= v.abs() {
+            (sum - t) + v
+        } else {
+            (v - t) + sum
+        };
+        sum = t;
+    }
+    sum + carry
+}

@@ -295,3 +295,97 @@ fn adam_uses_the_coefficients_the_kernel_receives() {
     let p = 1.0 - lr * ((m * ic1) / ((v * ic2).sqrt() + eps) + wd * 1.0);
     assert_eq!(got, [vec![p], vec![m], vec![v]]);
 }
+
+// ---------------------------------------------------------------- normalisation statistics
+
+#[track_caller]
+fn close(got: &[f64], want: &[f64], tol: f64) {
+    assert_eq!(got.len(), want.len(), "got {got:?}, want {want:?}");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g - w).abs() <= tol * w.abs().max(1.0),
+            "[{i}]: got {g}, want {w} (got {got:?})"
+        );
+    }
+}
+
+/// 10¹⁵ + j/8 for j = 0..8: exact f64 values (the ulp at 10¹⁵ is 1/8) whose mean is
+/// 10¹⁵ + 7/16 and whose biased variance is 5.25/64, so `x̂_j = (j − 3.5)/√5.25`.
+/// A plain sum of them rounds at 8·10¹⁵ (ulp 1) and loses the spread entirely.
+fn offset_row() -> (Vec<f64>, Vec<f64>) {
+    let x = (0..8).map(|j| 1e15 + j as f64 / 8.0).collect();
+    let xhat = (0..8).map(|j| (j as f64 - 3.5) / 5.25f64.sqrt()).collect();
+    (x, xhat)
+}
+
+#[test]
+fn layer_norm_statistics_survive_a_mean_far_above_the_spread() {
+    let (x, xhat) = offset_row();
+    let spec = OpSpec::LayerNorm(LayerNormSpec {
+        dtype: F64,
+        shape: vec![1, 8],
+        eps: 0.0,
+        rms: false,
+        weight: false,
+        bias: false,
+        residual: false,
+        save_stats: true,
+    });
+    let out = run(&spec, &[&x]);
+    close(&out[0], &xhat, 1e-14);
+    close(&out[1][1..], &[1.0 / (5.25f64 / 64.0).sqrt()], 1e-14);
+    assert!(
+        (out[1][0] - (1e15 + 7.0 / 16.0)).abs() <= 0.125,
+        "mean {}",
+        out[1][0]
+    );
+}
+
+#[test]
+fn batch_norm_statistics_survive_a_mean_far_above_the_spread() {
+    let (x, xhat) = offset_row();
+    let spec = OpSpec::BatchNorm(BatchNormSpec {
+        dtype: F64,
+        shape: vec![8, 1],
+        eps: 0.0,
+        momentum: 0.5,
+        training: true,
+    });
+    let out = run(&spec, &[&x, &[1.0], &[0.0], &[0.0], &[1.0]]);
+    close(&out[0], &xhat, 1e-14);
+    close(&out[1][1..], &[1.0 / (5.25f64 / 64.0).sqrt()], 1e-14);
+    // The running variance takes the batch's variance, the running mean its mean.
+    close(&out[3], &[0.5 + 0.5 * 5.25 / 64.0], 1e-15);
+    close(&out[2], &[0.5e15 + 7.0 / 32.0], 1e-15);
+}
+
+#[test]
+fn layer_norm_normalises_the_residual_sum_it_outputs() {
+    // In f16, (1 + 2⁻¹⁰) + 2⁻¹² rounds to 1 + 2⁻¹⁰: `sum` is that f16 value, and y
+    // normalises `sum`, not the exact x + residual.
+    let x = [1.0 + 2f64.powi(-10), 0.0, 0.0];
+    let residual = [2f64.powi(-12), 1.0, 0.0];
+    let sum = [1.0 + 2f64.powi(-10), 1.0, 0.0];
+    let spec = |dtype, residual| LayerNormSpec {
+        dtype,
+        shape: vec![1, 3],
+        eps: 0.0,
+        rms: false,
+        weight: false,
+        bias: false,
+        residual,
+        save_stats: false,
+    };
+    let out = run(&OpSpec::LayerNorm(spec(F16, true)), &[&x, &residual]);
+    assert_eq!(out[1], sum);
+    assert_eq!(out[0], run1(&OpSpec::LayerNorm(spec(F64, false)), &[&sum]));
+    // bf16 RMS norm: 1 + 2⁻⁹ rounds to 1, so the row is [1, 1] and y is [1, 1].
+    let rms = OpSpec::LayerNorm(LayerNormSpec {
+        rms: true,
+        shape: vec![1, 2],
+        ..spec(Bf16, true)
+    });
+    let out = run(&rms, &[&[1.0, 0.0], &[2f64.powi(-9), 1.0]]);
+    assert_eq!(out[1], [1.0, 1.0], "bf16 sum");
+    assert_eq!(out[0], [1.0, 1.0], "y of the rounded sum");
+}

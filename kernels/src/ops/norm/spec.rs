@@ -28,8 +28,8 @@ fn rows_cols(shape: &[usize]) -> (usize, usize) {
 /// y = x̂ ⊙ weight + bias        (weight, bias optional; missing = 1, 0)
 /// ```
 ///
-/// With `residual`, the normalised tensor is `x + residual`, also written out as `sum`
-/// (ferrum `rms_norm_residual`). With `save_stats`, `stats[row] = [μ, r]` (rumus
+/// With `residual`, the normalised tensor is `sum = x + residual`, rounded to the
+/// dtype and written out (ferrum `rms_norm_residual`): y normalises that output. With `save_stats`, `stats[row] = [μ, r]` (rumus
 /// `save_mean_invstd` layout; μ = 0 for RMS). Inputs: `x`, then `residual`, `weight`
 /// (`[cols]`), `bias` (`[cols]`) as enabled. Outputs: `y`, then `sum`, `stats`
 /// (`[rows, 2]`) as enabled.
