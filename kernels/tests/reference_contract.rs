@@ -4,6 +4,7 @@
 //! and normalisation statistics stay accurate when the mean dwarfs the spread.
 
 use kernelc_ir::ScalarType::{self, *};
+use kernelc_kernels::reference::round_to;
 use kernelc_kernels::*;
 
 fn run(spec: &OpSpec, inputs: &[&[f64]]) -> Vec<Vec<f64>> {
@@ -388,4 +389,73 @@ fn layer_norm_normalises_the_residual_sum_it_outputs() {
     let out = run(&rms, &[&[1.0, 0.0], &[2f64.powi(-9), 1.0]]);
     assert_eq!(out[1], [1.0, 1.0], "bf16 sum");
     assert_eq!(out[0], [1.0, 1.0], "y of the rounded sum");
+}
+
+// ---------------------------------------------------------------- conformance inputs
+
+/// The saved statistics the conformance harness feeds a backward op are those its
+/// forward computes from the same `x` (as stored), so the table exercises the
+/// backward on inputs a forward pass could produce.
+#[test]
+fn backward_norm_inputs_hold_the_statistics_of_x() {
+    use kernelc_kernels::conformance::case_data;
+    for kind in [OpKind::LayerNormBackward, OpKind::BatchNormBackward] {
+        for spec in kind.cases() {
+            let data = case_data(&spec, 0x5eed);
+            let sigs = spec.inputs();
+            let x = &data.values[1];
+            let (saved, forward) = match &spec {
+                OpSpec::LayerNormBackward(s) => (
+                    sigs.iter().position(|i| i.name == "stats"),
+                    OpSpec::LayerNorm(LayerNormSpec {
+                        dtype: s.dtype,
+                        shape: s.shape.clone(),
+                        eps: 1e-5,
+                        rms: s.rms,
+                        weight: false,
+                        bias: false,
+                        residual: false,
+                        save_stats: true,
+                    }),
+                ),
+                OpSpec::BatchNormBackward(s) => (
+                    sigs.iter().position(|i| i.name == "save"),
+                    OpSpec::BatchNorm(BatchNormSpec {
+                        dtype: s.dtype,
+                        shape: s.shape.clone(),
+                        eps: 1e-5,
+                        momentum: 0.0,
+                        training: true,
+                    }),
+                ),
+                other => panic!("not a backward norm: {other:?}"),
+            };
+            let forward_inputs: Vec<Vec<f64>> = forward
+                .inputs()
+                .iter()
+                .map(|sig| match sig.name.as_str() {
+                    "x" => x.clone(),
+                    "running_var" | "weight" => vec![1.0; sig.numel()],
+                    _ => vec![0.0; sig.numel()],
+                })
+                .collect();
+            let refs: Vec<&[f64]> = forward_inputs.iter().map(|v| v.as_slice()).collect();
+            let out = run(&forward, &refs);
+            let stats = match &forward {
+                OpSpec::BatchNorm(_) => &out[1],
+                _ => &out[out.len() - 1],
+            };
+            let want: Vec<f64> = stats
+                .iter()
+                .map(|&v| round_to(spec.inputs()[1].dtype, v))
+                .collect();
+            let k = saved.expect("a statistics input");
+            assert_eq!(
+                data.values[k],
+                want,
+                "{}",
+                serde_json::to_string(&spec).unwrap()
+            );
+        }
+    }
 }

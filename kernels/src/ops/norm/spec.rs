@@ -229,13 +229,9 @@ impl Op for LayerNormBackwardSpec {
         let (rows, cols) = self.rows_cols();
         Tolerance::normalised(32.0, if self.param_grads { cols + rows } else { cols })
     }
-    /// Saved statistics hold [mean, 1/σ] pairs: keep them positive.
-    fn domain(&self, input: &TensorSig) -> Domain {
-        if input.dtype.is_float() && input.name == "stats" {
-            Domain::Real(0.5, 2.0)
-        } else {
-            Domain::of_dtype(input.dtype)
-        }
+    /// `stats` (the last input) as the forward computes it from this case's `x`.
+    fn special_input(&self, k: usize, seed: u64) -> Option<Vec<f64>> {
+        (k + 1 == self.inputs().len()).then(|| cases::layer_norm_stats(self, seed))
     }
     fn example() -> Self {
         LayerNormBackwardSpec {
@@ -467,13 +463,10 @@ impl Op for BatchNormBackwardSpec {
             .product();
         Tolerance::normalised(32.0, per_channel)
     }
-    /// Saved statistics hold [mean, 1/σ] pairs: keep them positive.
-    fn domain(&self, input: &TensorSig) -> Domain {
-        if input.dtype.is_float() && input.name == "save" {
-            Domain::Real(0.5, 2.0)
-        } else {
-            Domain::of_dtype(input.dtype)
-        }
+    /// `save` (the last input) as the training forward computes it from this case's
+    /// `x`.
+    fn special_input(&self, k: usize, seed: u64) -> Option<Vec<f64>> {
+        (k + 1 == self.inputs().len()).then(|| cases::batch_norm_save(self, seed))
     }
     fn example() -> Self {
         BatchNormBackwardSpec {
