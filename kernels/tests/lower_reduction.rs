@@ -642,14 +642,8 @@ fn assert_near(what: &str, got: &[f64], want: &[f64], tol: f64) {
 #[test]
 fn layer_norm_normalises_the_rounded_residual_sum() {
     let spec = OpSpec::LayerNorm(LayerNormSpec {
-        dtype: ScalarType::F16,
-        shape: vec![1, 3],
-        eps: 0.0,
-        rms: false,
-        weight: false,
-        bias: false,
         residual: true,
-        save_stats: false,
+        ..LayerNormSpec::new(ScalarType::F16, &[1, 3], 0.0)
     });
     let x = vec![1.0 + 2f64.powi(-10), 1.0 + 2f64.powi(-9), 1.0];
     let residual = vec![2f64.powi(-12), 0.0, 0.0];
@@ -678,16 +672,7 @@ fn norm_kernels_follow_the_reference_when_the_mean_dwarfs_the_spread() {
         (ScalarType::F32, &f32_row, 1e-5),
         (ScalarType::F64, &f64_row, 1e-12),
     ] {
-        let layer = OpSpec::LayerNorm(LayerNormSpec {
-            dtype,
-            shape: vec![rows, cols],
-            eps: 0.0,
-            rms: false,
-            weight: false,
-            bias: false,
-            residual: false,
-            save_stats: false,
-        });
+        let layer = OpSpec::LayerNorm(LayerNormSpec::new(dtype, &[rows, cols], 0.0));
         let batch = OpSpec::BatchNorm(BatchNormSpec {
             dtype,
             shape: vec![cols, rows],

@@ -213,14 +213,8 @@ fn float_attributes_are_used_as_the_kernels_receive_them() {
     assert_eq!(run1(&attention, &[&[1.0], &[0.0, 1.0], &[0.0, 1.0]]), [w]);
 
     let rms = OpSpec::LayerNorm(LayerNormSpec {
-        dtype: F32,
-        shape: vec![1, 1],
-        eps: 0.1,
         rms: true,
-        weight: false,
-        bias: false,
-        residual: false,
-        save_stats: false,
+        ..LayerNormSpec::new(F32, &[1, 1], 0.1)
     });
     assert_eq!(run1(&rms, &[&[1.0]]), [1.0 / (1.0 + f32r(0.1)).sqrt()]);
 
@@ -323,14 +317,8 @@ fn offset_row() -> (Vec<f64>, Vec<f64>) {
 fn layer_norm_statistics_survive_a_mean_far_above_the_spread() {
     let (x, xhat) = offset_row();
     let spec = OpSpec::LayerNorm(LayerNormSpec {
-        dtype: F64,
-        shape: vec![1, 8],
-        eps: 0.0,
-        rms: false,
-        weight: false,
-        bias: false,
-        residual: false,
         save_stats: true,
+        ..LayerNormSpec::new(F64, &[1, 8], 0.0)
     });
     let out = run(&spec, &[&x]);
     close(&out[0], &xhat, 1e-14);
@@ -368,14 +356,8 @@ fn layer_norm_normalises_the_residual_sum_it_outputs() {
     let residual = [2f64.powi(-12), 1.0, 0.0];
     let sum = [1.0 + 2f64.powi(-10), 1.0, 0.0];
     let spec = |dtype, residual| LayerNormSpec {
-        dtype,
-        shape: vec![1, 3],
-        eps: 0.0,
-        rms: false,
-        weight: false,
-        bias: false,
         residual,
-        save_stats: false,
+        ..LayerNormSpec::new(dtype, &[1, 3], 0.0)
     };
     let out = run(&OpSpec::LayerNorm(spec(F16, true)), &[&x, &residual]);
     assert_eq!(out[1], sum);
@@ -408,14 +390,9 @@ fn backward_norm_inputs_hold_the_statistics_of_x() {
                 OpSpec::LayerNormBackward(s) => (
                     sigs.iter().position(|i| i.name == "stats"),
                     OpSpec::LayerNorm(LayerNormSpec {
-                        dtype: s.dtype,
-                        shape: s.shape.clone(),
-                        eps: 1e-5,
                         rms: s.rms,
-                        weight: false,
-                        bias: false,
-                        residual: false,
                         save_stats: true,
+                        ..LayerNormSpec::new(s.dtype, &s.shape, 1e-5)
                     }),
                 ),
                 OpSpec::BatchNormBackward(s) => (

@@ -122,14 +122,9 @@ pub(super) fn layer_norm_stats(s: &LayerNormBackwardSpec, seed: u64) -> Vec<f64>
     let sig = &s.inputs()[1];
     let x = stored_x(s.dtype, sig, s.domain(sig), seed);
     let forward = LayerNormSpec {
-        dtype: s.dtype,
-        shape: s.shape.clone(),
-        eps: SAVED_EPS,
         rms: s.rms,
-        weight: false,
-        bias: false,
-        residual: false,
         save_stats: true,
+        ..LayerNormSpec::new(s.dtype, &s.shape, SAVED_EPS)
     };
     // `stats` is the forward's last output.
     forward.reference(&[&x]).pop().unwrap_or_default()

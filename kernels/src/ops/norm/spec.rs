@@ -51,6 +51,21 @@ pub struct LayerNormSpec {
 }
 
 impl LayerNormSpec {
+    /// A plain layer norm over the last axis of `shape` with `eps`: no RMS, weight,
+    /// bias, residual or saved statistics.
+    pub fn new(dtype: ScalarType, shape: &[usize], eps: f64) -> LayerNormSpec {
+        LayerNormSpec {
+            dtype,
+            shape: shape.to_vec(),
+            eps,
+            rms: false,
+            weight: false,
+            bias: false,
+            residual: false,
+            save_stats: false,
+        }
+    }
+
     /// `(rows, cols)`: rows = product of all but the last dim.
     pub fn rows_cols(&self) -> (usize, usize) {
         rows_cols(&self.shape)
