@@ -637,6 +637,19 @@ fn half_precision_rounds_back_after_each_operation() {
     }
 }
 
+/// f64 → f16/bf16 must round once (as `Scalar::from_f64`): a direct `cvt.rn` from
+/// f64, never through an f32 rounded to nearest (which turns a value just above a tie
+/// into a tie).
+#[test]
+fn f64_to_half_types_round_once() {
+    for (ty, cvt) in [(F16, "cvt.rn.f16.f64"), (Bf16, "cvt.rn.bf16.f64")] {
+        let kernel = ternary("narrow", F64, ty, |a, _, _| a.cast(ty));
+        let ptx = emit_checked(&kernel);
+        assert!(has_instr(&ptx, cvt), "{ptx}");
+        assert!(!has_instr(&ptx, "cvt.rn.f32.f64"), "{ptx}");
+    }
+}
+
 #[test]
 fn casts_between_all_types_emit() {
     let all = [Bool, I32, U32, I64, F16, Bf16, F32, F64];

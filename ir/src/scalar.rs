@@ -263,6 +263,62 @@ mod rounding_tests {
     }
 
     #[test]
+    fn a_value_just_above_a_tie_after_the_low_32_bits_rounds_up() {
+        // f32 0x3F808001 = 1 + 2^-8 + 2^-23, just above the midpoint of the bf16
+        // values 1 and 1 + 2^-7; its deciding bit lies in the f64's low 32 bits.
+        let v = f32::from_bits(0x3F80_8001) as f64;
+        assert_eq!(bf16::from_bits(f64_to_bf16_bits(v)).to_f64(), 1.0078125);
+        // 1 + 2^-11 + 2^-40: just above the midpoint of the f16 values 1 and 1 + 2^-10.
+        let v = 1.0 + 2f64.powi(-11) + 2f64.powi(-40);
+        assert_eq!(
+            f16::from_bits(f64_to_f16_bits(v)).to_f64(),
+            1.0 + 2f64.powi(-10)
+        );
+    }
+
+    /// Exhaustive over every pair of neighbouring finite values of both formats (2^15
+    /// magnitudes each, both signs, subnormals and zero included): the midpoint
+    /// rounds to the even one, the f64 values just beside it to the nearer neighbour,
+    /// and the midpoint above the largest finite value (the overflow threshold) to ∞.
+    /// With monotonicity (checked by the random test below), this is every case.
+    #[test]
+    fn every_tie_and_its_neighbours_round_to_nearest_even() {
+        type Conv = (&'static str, fn(f64) -> u16, fn(u16) -> f64);
+        let formats: [Conv; 2] = [
+            ("f16", f64_to_f16_bits, |b| f16::from_bits(b).to_f64()),
+            ("bf16", f64_to_bf16_bits, |b| bf16::from_bits(b).to_f64()),
+        ];
+        let next_up = |x: f64| f64::from_bits(x.to_bits() + 1);
+        let next_down = |x: f64| f64::from_bits(x.to_bits() - 1);
+        for (name, round, value) in formats {
+            for lo_bits in 0..0x7fffu16 {
+                let lo = value(lo_bits);
+                if !lo.is_finite() {
+                    break;
+                }
+                let hi = value(lo_bits + 1);
+                // Past the largest finite value the "next" value is ∞; the threshold
+                // is half an ulp above it, the ulp being that of the largest value.
+                let mid = if hi.is_finite() {
+                    (lo + hi) / 2.0
+                } else {
+                    lo + (lo - value(lo_bits - 1)) / 2.0
+                };
+                let even = lo_bits + (lo_bits & 1);
+                for (sign, s) in [(0u16, 1.0), (0x8000, -1.0)] {
+                    let at = |x: f64| round(s * x);
+                    assert_eq!(at(lo), sign | lo_bits, "{name} {lo}");
+                    assert_eq!(at(mid), sign | even, "{name} tie {mid}");
+                    assert_eq!(at(next_up(mid)), sign | (lo_bits + 1), "{name} above {mid}");
+                    if mid > 0.0 {
+                        assert_eq!(at(next_down(mid)), sign | lo_bits, "{name} below {mid}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
     fn agrees_with_exact_rounding_on_many_values() {
         // Reference: exact rational comparison through f64 (every f16/bf16 and every
         // midpoint between neighbours is an f64).
@@ -294,6 +350,16 @@ mod rounding_tests {
     #[test]
     fn specials_are_kept() {
         assert!(f16::from_bits(f64_to_f16_bits(f64::NAN)).is_nan());
+        assert!(bf16::from_bits(f64_to_bf16_bits(-f64::NAN)).is_nan());
+        assert_eq!(
+            f64_to_f16_bits(f64::NEG_INFINITY),
+            f16::NEG_INFINITY.to_bits()
+        );
+        assert_eq!(f64_to_f16_bits(-0.0), f16::NEG_ZERO.to_bits());
+        assert_eq!(f64_to_f16_bits(-1e300), f16::NEG_INFINITY.to_bits());
+        assert_eq!(f64_to_f16_bits(1e-300), 0);
+        assert_eq!(f64_to_bf16_bits(-1e-300), bf16::NEG_ZERO.to_bits());
+        assert_eq!(f64_to_bf16_bits(f64::MIN_POSITIVE), 0);
         assert_eq!(f64_to_bf16_bits(f64::INFINITY), bf16::INFINITY.to_bits());
         assert_eq!(f64_to_f16_bits(1e10), f16::INFINITY.to_bits());
         assert_eq!(f64_to_bf16_bits(-0.0), bf16::NEG_ZERO.to_bits());

@@ -6,13 +6,16 @@
 //! the order of [`OpSpec::outputs`], each flattened row-major (GEMM: in its `layout`).
 //! Values are f64 whatever the spec's dtype: the references compute the exact math and
 //! ignore storage rounding (except where rounding is the op, as in `cast`); integer
-//! dtypes follow their integer rules (wrapping, truncating division). Index inputs are
-//! f64 values holding integers (truncated toward zero).
+//! dtypes follow their integer rules (wrapping, truncating division: `wrap`). Index
+//! inputs are f64 values holding integers (truncated toward zero).
 //!
 //! Each family's reference lives in its folder (`ops/<family>/reference.rs`), with the
 //! formulas in the family's module doc.
 
+use kernelc_ir::{Scalar, ScalarType};
+
 use crate::error::SpecError;
+use crate::lower::math::compute_type;
 use crate::spec::OpSpec;
 
 /// Runs the f64 reference of `spec` on `inputs` (in the order of [`OpSpec::inputs`]).
@@ -59,4 +62,69 @@ pub(crate) fn resolve_index(v: f64, len: usize, from_end: bool) -> Option<usize>
     } else {
         None
     }
+}
+
+/// `v` converted to `dtype` as a stored value of that type: floats rounded once to
+/// nearest, ties to even (f16 and bf16 too, subnormals included, ±∞ past the largest
+/// finite value, NaN kept), integers truncated toward zero and saturated (NaN → 0),
+/// bool `v ≠ 0`.
+///
+/// This is [`Scalar::from_f64`], the IR's one conversion from f64, which the
+/// interpreter, constant folding and the conformance harness (rounding expected
+/// values to the output dtype) use as well: every reference that rounds to a dtype
+/// (`cast`, `fill`, GEMM's `input_rounding`) goes through it, so no two places round
+/// differently. (The `half` crate's `from_f64` drops the low 32 bits of the f64 before
+/// rounding, which turns a value just above a tie into a tie.)
+pub fn round_to(dtype: ScalarType, v: f64) -> f64 {
+    Scalar::from_f64(dtype, v).to_f64()
+}
+
+/// A float attribute (a scalar operand, a slope, `alpha`, `eps`, ...) as the kernels
+/// of a `dtype` op receive and compute with it: rounded once to the op's compute type
+/// (f32 for f16, bf16 and f32; f64 for f64; integers exact), the value `Uniform::new`
+/// puts in [`Op::uniforms`](crate::op::Op::uniforms). An attribute that enters the
+/// arithmetic is that value, not the f64 the spec holds, as PyTorch converts a Python
+/// scalar to an f32 tensor's type: `scalar mod f32 0.1` is `x mod 0.1f32`.
+pub(crate) fn attribute(dtype: ScalarType, v: f64) -> f64 {
+    round_to(compute_type(dtype), v)
+}
+
+/// An integer result `v` (exact in f64) wrapped to `dtype`'s range, two's complement:
+/// what the kernels' integer arithmetic does (the IR's `+ − ×` wrap), and what NumPy's
+/// `add.at` and C do. Every reference that adds or converts integers goes through it,
+/// so none saturates where a device wraps.
+///
+/// i64 results are left alone: f64 holds them exactly only below 2^53, so the
+/// references wrap only the widths they can represent. Floats and bool are not
+/// wrapped.
+pub(crate) fn wrap(dtype: ScalarType, v: f64) -> f64 {
+    match dtype {
+        ScalarType::I32 => (v as i64 as i32) as f64,
+        ScalarType::U32 => (v as i64 as u32) as f64,
+        ScalarType::I64
+        | ScalarType::F16
+        | ScalarType::Bf16
+        | ScalarType::F32
+        | ScalarType::F64
+        | ScalarType::Bool => v,
+    }
+}
+
+/// The sum of `values`, compensated (Neumaier): the rounding error of every addition is
+/// carried and added back, so the result is as if summed in twice the precision, then
+/// rounded. For references whose sums cancel (normalisation statistics), where a plain
+/// f64 sum could be less accurate than the f32 kernel under test.
+pub(crate) fn compensated_sum(values: impl IntoIterator<Item = f64>) -> f64 {
+    let (mut sum, mut carry) = (0.0f64, 0.0f64);
+    for v in values {
+        let t = sum + v;
+        // The low-order part lost by `sum + v`, exact (TwoSum of Fast2Sum's order).
+        carry += if sum.abs() >= v.abs() {
+            (sum - t) + v
+        } else {
+            (v - t) + sum
+        };
+        sum = t;
+    }
+    sum + carry
 }

@@ -590,3 +590,110 @@ fn softmax_special_values_match_the_reference() {
         }
     }
 }
+
+/// `values` stored as `dtype`, as the conformance harness stores inputs.
+fn stored(dtype: ScalarType, values: &[f64]) -> kernelc_ir::HostBuffer {
+    kernelc_ir::HostBuffer {
+        elem: dtype,
+        data: values
+            .iter()
+            .map(|&v| kernelc_ir::Scalar::from_f64(dtype, v))
+            .collect(),
+    }
+}
+
+/// Runs `spec` on the interpreter with `caps`; its outputs and the reference's.
+fn run_and_reference(
+    caps: &TargetCaps,
+    spec: &OpSpec,
+    inputs: &[Vec<f64>],
+) -> (Vec<Vec<f64>>, Vec<Vec<f64>>) {
+    let sigs = spec.inputs();
+    let buffers: Vec<_> = sigs
+        .iter()
+        .zip(inputs)
+        .map(|(sig, v)| stored(sig.dtype, v))
+        .collect();
+    let exec = Interpreter::new("custom", caps.clone());
+    let got = kernelc_kernels::conformance::Executor::run(&exec, spec, &buffers)
+        .expect("runs")
+        .iter()
+        .map(|b| b.to_f64())
+        .collect();
+    let values: Vec<Vec<f64>> = buffers.iter().map(|b| b.to_f64()).collect();
+    let refs: Vec<&[f64]> = values.iter().map(|v| v.as_slice()).collect();
+    let want = kernelc_kernels::reference(spec, &refs).expect("reference");
+    (got, want)
+}
+
+#[track_caller]
+fn assert_near(what: &str, got: &[f64], want: &[f64], tol: f64) {
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g - w).abs() <= tol * w.abs().max(1.0),
+            "{what}[{i}]: got {g}, want {w}"
+        );
+    }
+}
+
+/// `sum = x + residual` is an f16 output, and y normalises that rounded sum: the
+/// row [1 + 2⁻¹⁰ + 2⁻¹², 1 + 2⁻⁹, 1] is [1 + 2⁻¹⁰, 1 + 2⁻⁹, 1] in f16, whose x̂ is
+/// [0, √1.5, −√1.5] (the unrounded row's would start at 0.2).
+#[test]
+fn layer_norm_normalises_the_rounded_residual_sum() {
+    let spec = OpSpec::LayerNorm(LayerNormSpec {
+        residual: true,
+        ..LayerNormSpec::new(ScalarType::F16, &[1, 3], 0.0)
+    });
+    let x = vec![1.0 + 2f64.powi(-10), 1.0 + 2f64.powi(-9), 1.0];
+    let residual = vec![2f64.powi(-12), 0.0, 0.0];
+    let s = 1.5f64.sqrt();
+    for caps in [TargetCaps::cpu(), narrow_gpu(), TargetCaps::cuda_sm90()] {
+        let (got, want) = run_and_reference(&caps, &spec, &[x.clone(), residual.clone()]);
+        assert_near("reference y", &want[0], &[0.0, s, -s], 1e-12);
+        assert_near("y", &got[0], &[0.0, s, -s], 2f64.powi(-10));
+        assert_eq!(got[1], want[1], "sum");
+    }
+}
+
+/// Rows and channels of 1000 + a spread of ±0.5 (f32) and 10¹⁵ + j/8 (f64): the
+/// kernels fold x − x₀ and the reference does as well, and they agree to a few ulps
+/// of the normalised values, far inside the table's tolerance.
+#[test]
+fn norm_kernels_follow_the_reference_when_the_mean_dwarfs_the_spread() {
+    let (rows, cols) = (3, 37);
+    let f32_row: Vec<f64> = (0..rows * cols)
+        .map(|i| 1000.0 + ((i * 7919) % 1013) as f64 / 1013.0 - 0.5)
+        .collect();
+    let f64_row: Vec<f64> = (0..rows * cols)
+        .map(|i| 1e15 + ((i * 7919) % 61) as f64 / 8.0)
+        .collect();
+    for (dtype, x, tol) in [
+        (ScalarType::F32, &f32_row, 1e-5),
+        (ScalarType::F64, &f64_row, 1e-12),
+    ] {
+        let layer = OpSpec::LayerNorm(LayerNormSpec::new(dtype, &[rows, cols], 0.0));
+        let batch = OpSpec::BatchNorm(BatchNormSpec {
+            dtype,
+            shape: vec![cols, rows],
+            eps: 0.0,
+            momentum: 0.1,
+            training: true,
+        });
+        let ones = vec![1.0; rows];
+        let zeros = vec![0.0; rows];
+        for caps in [TargetCaps::cpu(), narrow_gpu(), TargetCaps::cuda_sm90()] {
+            let (got, want) = run_and_reference(&caps, &layer, std::slice::from_ref(x));
+            assert_near(&format!("{dtype} layer norm"), &got[0], &want[0], tol);
+            let inputs = [
+                x.clone(),
+                ones.clone(),
+                zeros.clone(),
+                zeros.clone(),
+                ones.clone(),
+            ];
+            let (got, want) = run_and_reference(&caps, &batch, &inputs);
+            assert_near(&format!("{dtype} batch norm"), &got[0], &want[0], tol);
+        }
+    }
+}

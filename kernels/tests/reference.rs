@@ -573,9 +573,10 @@ fn layer_norm_backward_matches_finite_differences() {
 
 #[test]
 fn batch_norm_forward_and_backward() {
-    // One channel, two samples of [1, 2] and [3, 4]: mean 2.5, biased var 1.25.
+    // One channel, two samples of [1, 2] and [3, 4]: mean 2.5, biased var 1.25. (f64,
+    // where the momentum 0.1 is exact: an f32 op computes with 0.1f32.)
     let spec = OpSpec::BatchNorm(BatchNormSpec {
-        dtype: F32,
+        dtype: F64,
         shape: vec![2, 1, 2],
         eps: 0.0,
         momentum: 0.1,
@@ -1151,9 +1152,10 @@ fn cross_entropy_tiny() {
 
 #[test]
 fn adam_one_step() {
+    // f64, where the attributes are exact (an f32 op computes with them rounded to f32).
     let spec = |weight_decay, decoupled| {
         OpSpec::Adam(AdamSpec {
-            dtype: F32,
+            dtype: F64,
             len: 1,
             lr: 0.1,
             beta1: 0.9,
@@ -1182,9 +1184,10 @@ fn adam_one_step() {
 #[test]
 fn dropout_mask_determinism_and_keep_rate() {
     let n = 100_000;
+    // f64, where the scale 1/(1 − p) is not rounded to f32.
     let spec = |step, rng| {
         OpSpec::Dropout(DropoutSpec {
-            dtype: F32,
+            dtype: F64,
             shape: vec![n],
             p: 0.3,
             seed: 1234,

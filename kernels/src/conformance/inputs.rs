@@ -41,6 +41,21 @@ impl Domain {
         }
     }
 
+    /// Every value of a 32-bit integer type (for sums that must overflow);
+    /// [`Domain::of_dtype`] for the other types.
+    pub fn whole_int_range(dtype: ScalarType) -> Domain {
+        match dtype {
+            ScalarType::I32 => Domain::Int(i32::MIN.into(), i32::MAX.into()),
+            ScalarType::U32 => Domain::Int(0, u32::MAX.into()),
+            ScalarType::I64
+            | ScalarType::Bool
+            | ScalarType::F16
+            | ScalarType::Bf16
+            | ScalarType::F32
+            | ScalarType::F64 => Domain::of_dtype(dtype),
+        }
+    }
+
     /// Lookup indices into a dimension of `len`: reaching one past both ends (negative
     /// ones count from the end when `from_end`, and are out of range otherwise), and
     /// fractional for f32 (truncated toward zero).
@@ -76,26 +91,31 @@ pub(crate) fn draw(domain: Domain, seed: u64, k: usize, i: usize) -> f64 {
     }
 }
 
+/// The `len` values of input `k` drawn from `domain` for `seed`, as [`generate`] makes
+/// them (before rounding to the dtype): never all zeros, so that a kernel that ignores
+/// an input cannot pass by luck. An op's [`special_input`](crate::op::Op::special_input)
+/// that derives one input from another (saved statistics from `x`) redraws that other
+/// input with this.
+pub fn drawn(domain: Domain, seed: u64, k: usize, len: usize) -> Vec<f64> {
+    let mut values: Vec<f64> = (0..len).map(|i| draw(domain, seed, k, i)).collect();
+    if values.iter().all(|&v| v == 0.0) {
+        if let (Some(first), Domain::Real(..) | Domain::AwayFromZero(..) | Domain::Flag) =
+            (values.first_mut(), domain)
+        {
+            *first = 1.0;
+        }
+    }
+    values
+}
+
 /// Inputs of `spec` (in `inputs()` order) for `seed`.
 pub fn generate(spec: &OpSpec, seed: u64) -> Vec<Vec<f64>> {
     spec.inputs()
         .iter()
         .enumerate()
         .map(|(k, sig)| {
-            if let Some(v) = spec.special_input(k, seed) {
-                return v;
-            }
-            let d = spec.domain(sig);
-            let mut values: Vec<f64> = (0..sig.numel()).map(|i| draw(d, seed, k, i)).collect();
-            // Never all zeros: a kernel that ignores an input must not pass by luck.
-            if values.iter().all(|&v| v == 0.0) {
-                if let (Some(first), Domain::Real(..) | Domain::AwayFromZero(..) | Domain::Flag) =
-                    (values.first_mut(), d)
-                {
-                    *first = 1.0;
-                }
-            }
-            values
+            spec.special_input(k, seed)
+                .unwrap_or_else(|| drawn(spec.domain(sig), seed, k, sig.numel()))
         })
         .collect()
 }

@@ -12,7 +12,7 @@ pub mod cases;
 pub mod inputs;
 
 use crate::lower::{lower, poison, run_plan, Plan, TargetCaps};
-use crate::reference::reference;
+use crate::reference::{reference, round_to};
 use crate::spec::OpSpec;
 use crate::tolerance::{compare, tolerance, Mismatch, Scale};
 use kernelc_ir::interp::HostBuffer;
@@ -168,10 +168,7 @@ pub fn check_data(exec: &dyn Executor, spec: &OpSpec, data: &CaseData) -> Result
                 sig.numel()
             )));
         }
-        let rounded: Vec<f64> = want
-            .iter()
-            .map(|&w| Scalar::from_f64(sig.dtype, w).to_f64())
-            .collect();
+        let rounded: Vec<f64> = want.iter().map(|&w| round_to(sig.dtype, w)).collect();
         let m = magnitude
             .as_ref()
             .and_then(|m| m.get(k))

@@ -1,7 +1,7 @@
 //! f64 references of the attention family (formulas in [`super`]).
 
 use super::spec::{AttentionLayout, AttentionSpec, RopeSpec};
-use crate::reference::resolve_index;
+use crate::reference::{attribute, resolve_index};
 use crate::shape::{broadcast_strides, offset};
 
 /// Flat index of `[b, h, s, d]` in a tensor with `heads` heads and `seq` positions.
@@ -19,6 +19,7 @@ pub(super) fn attention(s: &AttentionSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
         .mask
         .as_ref()
         .map(|shape| (i[3], broadcast_strides(shape, &s.score_shape())));
+    let scale = attribute(s.dtype, s.scale);
     let group = s.heads / s.kv_heads;
     let d = s.head_dim;
     let mut o = vec![0.0; s.batch * s.heads * s.seq_q * d];
@@ -41,7 +42,7 @@ pub(super) fn attention(s: &AttentionSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
                         dot += q[at(s.layout, s.heads, s.seq_q, d, [b, h, qi, dd])]
                             * k[at(s.layout, s.kv_heads, s.seq_k, d, [b, g, j, dd])];
                     }
-                    let mut sc = s.scale * dot;
+                    let mut sc = scale * dot;
                     if let Some((m, strides)) = &mask {
                         sc += m[offset(&[b, h, qi, j], strides)];
                     }

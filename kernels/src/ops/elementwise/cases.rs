@@ -117,6 +117,8 @@ pub(super) fn scalar() -> Vec<ScalarSpec> {
         (BinaryFn::Div, F16, vec![1000], -4.0, false),
         (BinaryFn::Pow, F32, vec![33], 2.5, false),
         (BinaryFn::Max, I32, vec![19], 3.0, false),
+        // Exact in the table: x mod 0.1f32, not x mod 0.1 (the kernel's operand is f32).
+        (BinaryFn::Mod, F32, vec![50], 0.1, false),
     ]
     .into_iter()
     .map(|(func, dtype, shape, scalar, reversed)| ScalarSpec {
@@ -154,6 +156,10 @@ pub(super) fn cast() -> Vec<CastSpec> {
         (F32, U32, vec![13]),
         (I32, F32, vec![11]),
         (F16, Bf16, vec![9]),
+        (F32, Bf16, vec![1000]),
+        // Negative i32 to u32 wraps (two's complement).
+        (I32, U32, vec![17]),
+        (F64, F16, vec![257]),
     ]
     .into_iter()
     .map(|(from, to, shape)| CastSpec { from, to, shape })
@@ -166,6 +172,15 @@ pub(super) fn fill() -> Vec<FillSpec> {
             dtype: F32,
             shape: vec![1],
             value: FillValue::Constant { value: 2.5 },
+        },
+        // Just above the tie between the f16 values 1 and 1 + 2⁻¹⁰: one rounding gives
+        // the upper one; rounding to f32 first would land on the tie and give 1.
+        FillSpec {
+            dtype: F16,
+            shape: vec![5],
+            value: FillValue::Constant {
+                value: 1.0 + 2f64.powi(-11) + 2f64.powi(-40),
+            },
         },
         FillSpec {
             dtype: F64,

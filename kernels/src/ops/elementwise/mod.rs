@@ -13,8 +13,9 @@
 //!   `% 0` giving 0.
 //! * scalar: `y_i = f(x_i, s)` (or `f(s, x_i)` when reversed).
 //! * where: `out[i] = cond[i] ≠ 0 ? a[i] : b[i]` (NaN is true), three-way broadcast.
-//! * cast: float → int truncates toward zero and saturates (NaN → 0); → f32/f16/bf16
-//!   rounds to nearest even; → bool is `x ≠ 0`.
+//! * cast: int → int wraps (two's complement truncation: i32 −1 → u32 4294967295);
+//!   float → int truncates toward zero and saturates (NaN → 0); → f32/f16/bf16 rounds
+//!   once to nearest even; → bool is `x ≠ 0`.
 //! * fill: a constant (cast to the dtype), `low + (high − low)·u_i`, or
 //!   `mean + std·z_i` with `u_i`, `z_i` from [`crate::rng`].
 //!

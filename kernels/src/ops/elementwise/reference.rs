@@ -7,6 +7,7 @@ use super::spec::{
     Activation, ActivationBackwardSpec, BinaryFn, BinarySpec, CastSpec, FillSpec, FillValue,
     ScalarSpec, UnaryFn, UnarySpec, WhereSpec,
 };
+use crate::reference::{attribute, round_to, wrap};
 use crate::rng;
 use crate::shape::{broadcast_strides, for_each_index, numel, offset};
 
@@ -184,9 +185,10 @@ fn apply_unary(f: UnaryFn, dtype: ScalarType, x: f64) -> f64 {
 }
 
 pub(super) fn unary_op(s: &UnarySpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
+    let func = s.func.as_received(s.dtype);
     vec![i[0]
         .iter()
-        .map(|&x| apply_unary(s.func, s.dtype, x))
+        .map(|&x| apply_unary(func, s.dtype, x))
         .collect()]
 }
 
@@ -217,13 +219,14 @@ pub(super) fn binary_op(s: &BinarySpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
 }
 
 pub(super) fn scalar_op(s: &ScalarSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
+    let scalar = attribute(s.dtype, s.scalar);
     vec![i[0]
         .iter()
         .map(|&x| {
             if s.reversed {
-                apply_binary(s.func, s.dtype, s.scalar, x)
+                apply_binary(s.func, s.dtype, scalar, x)
             } else {
-                apply_binary(s.func, s.dtype, x, s.scalar)
+                apply_binary(s.func, s.dtype, x, scalar)
             }
         })
         .collect()]
@@ -240,45 +243,52 @@ pub(super) fn where_op(s: &WhereSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
     })]
 }
 
-/// The value `v` converted to `to` (see the module doc), as f64.
-pub fn cast(v: f64, to: ScalarType) -> f64 {
-    match to {
-        ScalarType::F64 => v,
-        ScalarType::F32 => v as f32 as f64,
-        ScalarType::F16 => half::f16::from_f64(v).to_f64(),
-        ScalarType::Bf16 => half::bf16::from_f64(v).to_f64(),
-        ScalarType::I32 => v as i32 as f64,
-        ScalarType::U32 => v as u32 as f64,
-        ScalarType::I64 => v as i64 as f64,
-        ScalarType::Bool => truth(v != 0.0),
+/// The value `v` of type `from` converted to `to` (see the module doc), as f64.
+/// Between integer types: two's complement truncation (i32 −1 → u32 4294967295), as C,
+/// Rust `as`, NumPy `astype`, ONNX Cast and the IR's `cast` do. Float → integer:
+/// truncation toward zero, saturating, NaN → 0. → float: one rounding to nearest even.
+/// → bool: `v ≠ 0`.
+pub fn cast(v: f64, from: ScalarType, to: ScalarType) -> f64 {
+    if from.is_int() && to.is_int() {
+        wrap(to, v)
+    } else {
+        round_to(to, v)
     }
 }
 
 pub(super) fn cast_op(s: &CastSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
-    vec![i[0].iter().map(|&x| cast(x, s.to)).collect()]
+    vec![i[0].iter().map(|&x| cast(x, s.from, s.to)).collect()]
 }
 
 pub(super) fn fill_op(s: &FillSpec) -> Vec<Vec<f64>> {
     let n = numel(&s.shape);
     let scheme = FillSpec::RNG;
     let out = match s.value {
-        FillValue::Constant { value } => vec![cast(value, s.dtype); n],
+        FillValue::Constant { value } => vec![round_to(s.dtype, value); n],
+        // `low`, the range `high − low` (derived in f64) and `mean`, `std` as the kernel
+        // receives them.
         FillValue::Uniform {
             low,
             high,
             seed,
             step,
-        } => (0..n)
-            .map(|i| low + (high - low) * rng::uniform(rng::bits(scheme, seed, step, i as u32)))
-            .collect(),
+        } => {
+            let (low, range) = (attribute(s.dtype, low), attribute(s.dtype, high - low));
+            (0..n)
+                .map(|i| low + range * rng::uniform(rng::bits(scheme, seed, step, i as u32)))
+                .collect()
+        }
         FillValue::Normal {
             mean,
             std,
             seed,
             step,
-        } => (0..n)
-            .map(|i| mean + std * rng::normal(scheme, seed, step, i as u32))
-            .collect(),
+        } => {
+            let (mean, std) = (attribute(s.dtype, mean), attribute(s.dtype, std));
+            (0..n)
+                .map(|i| mean + std * rng::normal(scheme, seed, step, i as u32))
+                .collect()
+        }
     };
     vec![out]
 }
@@ -372,9 +382,15 @@ pub fn derivative(f: Activation, s: f64) -> f64 {
 
 pub(super) fn backward_op(s: &ActivationBackwardSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
     let (saved, dy) = (i[0], i[1]);
+    let func = s
+        .func
+        .forward()
+        .as_received(s.dtype)
+        .activation()
+        .unwrap_or(s.func);
     vec![saved
         .iter()
         .zip(dy)
-        .map(|(&sv, &g)| derivative(s.func, sv) * g)
+        .map(|(&sv, &g)| derivative(func, sv) * g)
         .collect()]
 }

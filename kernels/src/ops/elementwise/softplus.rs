@@ -23,6 +23,7 @@ use crate::lower::map::{arg, map_op};
 use crate::lower::math::{bind, compute_type};
 use crate::lower::{LowerError, Plan, TargetCaps, Uniform};
 use crate::op::Op;
+use crate::reference::attribute;
 use crate::shape::check_shape;
 use crate::spec::{check_dtype, check_finite, OpSpec, TensorSig, FLOATS};
 use crate::tolerance::Tolerance;
@@ -102,7 +103,12 @@ impl Op for SoftplusSpec {
         }
     }
     fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
-        let (beta, threshold) = (self.beta, self.threshold);
+        // As the kernel receives them: which side of the threshold an element falls
+        // on depends on the last bit of both.
+        let (beta, threshold) = (
+            attribute(self.dtype, self.beta),
+            attribute(self.dtype, self.threshold),
+        );
         let out = if self.backward {
             i[0].iter()
                 .zip(i[1])

@@ -10,6 +10,7 @@ use crate::error::SpecError;
 use crate::lower::math::compute_type;
 use crate::lower::{LowerError, Plan, TargetCaps, Uniform};
 use crate::op::Op;
+use crate::reference::{attribute, round_to};
 use crate::rng;
 use crate::rng::RngScheme;
 use crate::shape::{broadcast_shapes, check_shape};
@@ -243,6 +244,16 @@ impl UnaryFn {
         self.param_mut()
             .map(|v| vec![Uniform::new("slope", compute_type(dtype), *v)])
             .unwrap_or_default()
+    }
+
+    /// The function with its parameter as the kernels of a `dtype` op receive it
+    /// (rounded to the compute type, as [`UnaryFn::uniforms`]): what the reference
+    /// computes with.
+    pub(crate) fn as_received(mut self, dtype: ScalarType) -> UnaryFn {
+        if let Some(v) = self.param_mut() {
+            *v = attribute(dtype, *v);
+        }
+        self
     }
 
     /// The function with its parameter at the canonical 0.
@@ -708,9 +719,10 @@ impl Op for WhereSpec {
     }
 }
 
-/// Dtype conversion `y = cast(x)`: float → int truncates toward zero and saturates (NaN
-/// → 0); → float rounds to nearest even; → bool is `x != 0` (NaN → true). Inputs: `x`
-/// (`from`). Outputs: `y` (`to`).
+/// Dtype conversion `y = cast(x)`: int → int wraps (two's complement truncation, as C,
+/// Rust `as`, NumPy `astype` and ONNX Cast); float → int truncates toward zero and
+/// saturates (NaN → 0); → float rounds once to nearest even; → bool is `x != 0` (NaN →
+/// true). Inputs: `x` (`from`). Outputs: `y` (`to`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CastSpec {
     pub from: ScalarType,
@@ -858,8 +870,7 @@ impl Op for FillSpec {
             // type: rounding to f32 first and to f16/bf16 in the kernel would round
             // twice (1.0004882812509313 became 1.0 in f16, not 1.0009765625).
             FillValue::Constant { value } => {
-                let stored = kernelc_ir::Scalar::from_f64(self.dtype, value).to_f64();
-                vec![Uniform::new("value", ty, stored)]
+                vec![Uniform::new("value", ty, round_to(self.dtype, value))]
             }
             FillValue::Uniform {
                 low,

@@ -1,7 +1,7 @@
 //! f64 reference of GEMM (the definition is in [`super`]).
 
 use super::spec::GemmSpec;
-use crate::ops::elementwise::reference::cast;
+use crate::reference::{attribute, round_to};
 use crate::shape::{for_each_index, offset};
 
 pub(super) fn gemm(s: &GemmSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
@@ -17,8 +17,9 @@ pub(super) fn gemm(s: &GemmSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
         Some(p) => p.to_vec(),
         None => vec![0.0; pc.extent(&s.batch)],
     };
+    let (alpha, beta) = (attribute(s.dtype, s.alpha), attribute(s.dtype, s.beta));
     let round = |v: f64| match s.input_rounding {
-        Some(t) => cast(v, t),
+        Some(t) => round_to(t, v),
         None => v,
     };
     for_each_index(&s.batch, |bi| {
@@ -44,9 +45,9 @@ pub(super) fn gemm(s: &GemmSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
                     acc += round(av) * round(bv);
                 }
                 let at = oc + pc.index(row, col);
-                let mut v = s.alpha * acc;
+                let mut v = alpha * acc;
                 if s.beta != 0.0 {
-                    v += s.beta * c[at];
+                    v += beta * c[at];
                 }
                 if let Some(bias) = bias {
                     v += bias[col];

@@ -1,6 +1,7 @@
 //! f64 reference of the image filters (formulas in [`super`]).
 
 use super::spec::{ImageFilter, ImageFilterSpec};
+use crate::reference::attribute;
 
 /// Rec. 601 luma weights.
 pub const LUMA: [f64; 3] = [0.299, 0.587, 0.114];
@@ -99,8 +100,12 @@ pub(super) fn image_filter(s: &ImageFilterSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
                             0.0
                         }
                     }
-                    ImageFilter::Brightness { factor } => (v * factor).clamp(0.0, 1.0),
-                    ImageFilter::Contrast { factor } => ((v - 0.5) * factor + 0.5).clamp(0.0, 1.0),
+                    ImageFilter::Brightness { factor } => {
+                        (v * attribute(s.dtype, factor)).clamp(0.0, 1.0)
+                    }
+                    ImageFilter::Contrast { factor } => {
+                        ((v - 0.5) * attribute(s.dtype, factor) + 0.5).clamp(0.0, 1.0)
+                    }
                     ImageFilter::Invert => 1.0 - v,
                     ImageFilter::Sharpen => (5.0 * v
                         - img.px(yi - 1, xi, ch)

@@ -128,6 +128,7 @@ pub(super) fn scatter() -> Vec<ScatterSpec> {
         case(Sum, Zero, Bf16, I32, &[2, 9, 3], &[2, 5], 1),
         case(Sum, Prior, F32, U32, &[1], &[1], 0),
         case(Sum, Zero, I32, U32, &[4, 4], &[6], 1),
+        case(Sum, Prior, U32, I32, &[6, 3], &[9], 0),
         // More indices than one GPU tile of 256: several scans.
         case(Last, Prior, F32, I32, &[300, 2], &[400], 0),
         case(Sum, Prior, F32, F32, &[37, 3], &[263], 0),

@@ -3,7 +3,7 @@
 use super::spec::{
     ConcatSpec, GatherSpec, PermuteSpec, ScatterCombine, ScatterInit, ScatterSpec, SliceSpec,
 };
-use crate::reference::resolve_index;
+use crate::reference::{resolve_index, wrap};
 use crate::shape::{for_each_index, numel, offset, row_major_strides};
 
 pub(super) fn permute(s: &PermuteSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
@@ -96,7 +96,10 @@ pub(super) fn scatter(s: &ScatterSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
             let dst = (o * g.n + r) * g.inner;
             for k in 0..g.inner {
                 match s.combine {
-                    ScatterCombine::Sum => out[dst + k] += updates[src + k],
+                    // Integer sums wrap after every addition, as the kernel's do.
+                    ScatterCombine::Sum => {
+                        out[dst + k] = wrap(s.dtype, out[dst + k] + updates[src + k])
+                    }
                     ScatterCombine::Last => out[dst + k] = updates[src + k],
                 }
             }

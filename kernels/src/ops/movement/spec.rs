@@ -445,9 +445,12 @@ impl Op for ScatterSpec {
             ScatterCombine::Sum => Tolerance::accumulated(2.0, self.indices.iter().product()),
         }
     }
+    /// Integer sums draw from the whole range of their type, so that they overflow
+    /// and the table sees them wrap.
     fn domain(&self, input: &TensorSig) -> Domain {
         match self.data.get(self.axis) {
             Some(&n) if input.name == "indices" => Domain::lookup_indices(input.dtype, n, true),
+            _ if self.combine == ScatterCombine::Sum => Domain::whole_int_range(input.dtype),
             _ => Domain::of_dtype(input.dtype),
         }
     }

@@ -1,7 +1,11 @@
 //! Conformance cases of the normalisation family.
 
 use super::spec::*;
-use kernelc_ir::ScalarType::*;
+use crate::conformance::inputs::{drawn, Domain};
+use crate::op::Op;
+use crate::reference::round_to;
+use crate::spec::TensorSig;
+use kernelc_ir::ScalarType::{self, *};
 
 pub(super) fn layer_norm() -> Vec<LayerNormSpec> {
     // (dtype, shape, rms, weight, bias, residual, save_stats)
@@ -97,4 +101,52 @@ pub(super) fn batch_norm_backward() -> Vec<BatchNormBackwardSpec> {
         param_grads,
     })
     .collect()
+}
+
+/// The forward's `eps` behind the saved statistics of the backward cases (the usual
+/// default).
+const SAVED_EPS: f64 = 1e-5;
+
+/// Input `x` (input 1 of both backward ops) of a case, as the device stores it.
+fn stored_x(dtype: ScalarType, x: &TensorSig, domain: Domain, seed: u64) -> Vec<f64> {
+    drawn(domain, seed, 1, x.numel())
+        .into_iter()
+        .map(|v| round_to(dtype, v))
+        .collect()
+}
+
+/// The `stats` input of a layer-norm backward case: `[μ, 1/σ]` per row as the forward
+/// computes them from the case's `x`, so the backward runs on what a forward produced
+/// (unrelated statistics make `x̂` arbitrary and the case meaningless).
+pub(super) fn layer_norm_stats(s: &LayerNormBackwardSpec, seed: u64) -> Vec<f64> {
+    let sig = &s.inputs()[1];
+    let x = stored_x(s.dtype, sig, s.domain(sig), seed);
+    let forward = LayerNormSpec {
+        rms: s.rms,
+        save_stats: true,
+        ..LayerNormSpec::new(s.dtype, &s.shape, SAVED_EPS)
+    };
+    // `stats` is the forward's last output.
+    forward.reference(&[&x]).pop().unwrap_or_default()
+}
+
+/// The `save` input of a batch-norm backward case: `[μ_c, 1/σ_c]` per channel as the
+/// training forward computes them from the case's `x`.
+pub(super) fn batch_norm_save(s: &BatchNormBackwardSpec, seed: u64) -> Vec<f64> {
+    let sig = &s.inputs()[1];
+    let x = stored_x(s.dtype, sig, s.domain(sig), seed);
+    let (ones, zeros) = (vec![1.0; s.channels()], vec![0.0; s.channels()]);
+    let forward = BatchNormSpec {
+        dtype: s.dtype,
+        shape: s.shape.clone(),
+        eps: SAVED_EPS,
+        momentum: 0.0,
+        training: true,
+    };
+    // Outputs: y, save, running_mean, running_var.
+    forward
+        .reference(&[&x, &ones, &zeros, &zeros, &ones])
+        .into_iter()
+        .nth(1)
+        .unwrap_or_default()
 }

@@ -87,11 +87,15 @@ pub(super) fn layer_norm(spec: &LayerNormSpec, caps: &TargetCaps) -> Result<Plan
         &bufs,
         &[uniforms.param("eps")?],
         |f, m, uni, g, tree| {
-            // The normalised value: x, or x + residual.
+            // The normalised value: x, or x + residual rounded to the dtype (`sum` is
+            // an output of the dtype and y normalises it; a no-op for f32 and f64).
             let value = |f: &mut Body, n: &Num, off: &E| {
                 let v = n.load(m[0], dtype, off.clone());
                 let v = match res {
-                    Some(r) => v + n.load(m[r], dtype, off.clone()),
+                    Some(r) => {
+                        let sum = v + n.load(m[r], dtype, off.clone());
+                        n.widen(n.narrow(sum, dtype), dtype)
+                    }
                     None => v,
                 };
                 bind(f, "v", v)

@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! μ = Σx/N, σ² = Σ(x − μ)²/N, r = 1/√(σ² + eps), x̂ = (x − μ)·r     (RMS: μ = 0, r = 1/√(Σx²/N + eps))
-//! y = x̂·w + b
+//! y = x̂·w + b                                                        (x: x + residual, rounded to the dtype)
 //! backward, g = dy·w:  dx = r·(g − mean(g) − x̂·mean(g·x̂))          (RMS: dx = r·g − x·r³·mean(g·x))
 //!                      dw = Σ_rows dy·x̂,  db = Σ_rows dy
 //! ```
@@ -17,6 +17,10 @@
 //! inference: y = (x − rm_c)/√(rv_c + eps)·w_c + b_c
 //! backward:  x̂ = (x − μ_c)·r_c, db_c = Σdy, dw_c = Σdy·x̂, dx = w_c·r_c/M·(M·dy − db_c − x̂·dw_c)
 //! ```
+//!
+//! The references take μ and σ² relative to the first value of the row (channel),
+//! with compensated sums, as the kernels fold `x − x₀`: a mean far above the spread
+//! costs neither of them accuracy.
 
 mod cases;
 mod lower;

@@ -1,7 +1,46 @@
 //! f64 references of the normalisation family (formulas in [`super`]).
 
 use super::spec::{BatchNormBackwardSpec, BatchNormSpec, LayerNormBackwardSpec, LayerNormSpec};
+use crate::reference::{attribute, compensated_sum, round_to};
 use crate::shape::numel;
+
+/// The statistics of one row or channel, kept relative to its first value `shift`, so
+/// that they stay accurate when `|μ| ≫ σ`: `x − shift` is exact while the values lie
+/// within a factor of two of each other (Sterbenz) and small otherwise, both passes sum
+/// with compensation, and `x − μ` is formed as `(x − shift) − mean` without ever
+/// rounding `μ` itself. (A plain two-pass mean and variance in f64 loses the spread of
+/// `10¹⁵ + j/8`, and would be less accurate than the f32 kernels, which fold
+/// `x − x₀` too.)
+struct Moments {
+    shift: f64,
+    /// The mean of `x − shift`.
+    mean: f64,
+    /// The biased variance.
+    var: f64,
+}
+
+impl Moments {
+    fn of(xs: &[f64]) -> Moments {
+        let shift = xs.first().copied().unwrap_or(0.0);
+        let n = xs.len() as f64;
+        let mean = compensated_sum(xs.iter().map(|x| x - shift)) / n;
+        let var = compensated_sum(xs.iter().map(|x| {
+            let d = (x - shift) - mean;
+            d * d
+        })) / n;
+        Moments { shift, mean, var }
+    }
+
+    /// `μ`, rounded once (for outputs).
+    fn mu(&self) -> f64 {
+        self.shift + self.mean
+    }
+
+    /// `x − μ`.
+    fn centred(&self, x: f64) -> f64 {
+        (x - self.shift) - self.mean
+    }
+}
 
 pub(super) fn layer_norm(s: &LayerNormSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
     let (rows, cols) = s.rows_cols();
@@ -17,27 +56,34 @@ pub(super) fn layer_norm(s: &LayerNormSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
     let residual = take(s.residual);
     let weight = take(s.weight);
     let bias = take(s.bias);
+    // `sum` is an output of the dtype and y normalises it: the sum rounded to the dtype.
     let x: Vec<f64> = match residual {
-        Some(r) => i[0].iter().zip(r).map(|(a, b)| a + b).collect(),
+        Some(r) => i[0]
+            .iter()
+            .zip(r)
+            .map(|(a, b)| round_to(s.dtype, a + b))
+            .collect(),
         None => i[0].to_vec(),
     };
     let n = cols as f64;
+    let eps = attribute(s.dtype, s.eps);
     let mut y = vec![0.0; x.len()];
     let mut stats = vec![0.0; rows * 2];
     for row in 0..rows {
         let xs = &x[row * cols..(row + 1) * cols];
-        let (mean, r) = if s.rms {
-            let ms = xs.iter().map(|v| v * v).sum::<f64>() / n;
-            (0.0, 1.0 / (ms + s.eps).sqrt())
+        let (moments, r) = if s.rms {
+            let ms = compensated_sum(xs.iter().map(|v| v * v)) / n;
+            (None, 1.0 / (ms + eps).sqrt())
         } else {
-            let mean = xs.iter().sum::<f64>() / n;
-            let var = xs.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
-            (mean, 1.0 / (var + s.eps).sqrt())
+            let m = Moments::of(xs);
+            let r = 1.0 / (m.var + eps).sqrt();
+            (Some(m), r)
         };
-        stats[2 * row] = mean;
+        stats[2 * row] = moments.as_ref().map_or(0.0, Moments::mu);
         stats[2 * row + 1] = r;
         for j in 0..cols {
-            let mut v = (xs[j] - mean) * r;
+            let centred = moments.as_ref().map_or(xs[j], |m| m.centred(xs[j]));
+            let mut v = centred * r;
             if let Some(w) = weight {
                 v *= w[j];
             }
@@ -108,43 +154,38 @@ fn ncs(shape: &[usize]) -> (usize, usize, usize) {
 pub(super) fn batch_norm(s: &BatchNormSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
     let (x, w, b, rm, rv) = (i[0], i[1], i[2], i[3], i[4]);
     let (n, c, sp) = ncs(&s.shape);
-    let m = (n * sp) as f64;
+    let (eps, momentum) = (attribute(s.dtype, s.eps), attribute(s.dtype, s.momentum));
     let at = |ni: usize, ci: usize, si: usize| (ni * c + ci) * sp + si;
     let mut y = vec![0.0; x.len()];
     let mut save = vec![0.0; 2 * c];
     let mut new_rm = rm.to_vec();
     let mut new_rv = rv.to_vec();
     for ci in 0..c {
-        let (mean, r) = if s.training {
-            let mut sum = 0.0;
-            for ni in 0..n {
-                for si in 0..sp {
-                    sum += x[at(ni, ci, si)];
-                }
-            }
-            let mean = sum / m;
-            let mut var = 0.0;
-            for ni in 0..n {
-                for si in 0..sp {
-                    let d = x[at(ni, ci, si)] - mean;
-                    var += d * d;
-                }
-            }
-            let var = var / m;
-            new_rm[ci] = (1.0 - s.momentum) * rm[ci] + s.momentum * mean;
-            new_rv[ci] = (1.0 - s.momentum) * rv[ci] + s.momentum * var;
-            let r = 1.0 / (var + s.eps).sqrt();
+        let channel: Vec<usize> = (0..n)
+            .flat_map(|ni| (0..sp).map(move |si| at(ni, ci, si)))
+            .collect();
+        let moments = if s.training {
+            let values: Vec<f64> = channel.iter().map(|&k| x[k]).collect();
+            let stats = Moments::of(&values);
+            let (mean, var) = (stats.mu(), stats.var);
+            new_rm[ci] = (1.0 - momentum) * rm[ci] + momentum * mean;
+            new_rv[ci] = (1.0 - momentum) * rv[ci] + momentum * var;
             save[2 * ci] = mean;
-            save[2 * ci + 1] = r;
-            (mean, r)
+            stats
         } else {
-            (rm[ci], 1.0 / (rv[ci] + s.eps).sqrt())
-        };
-        for ni in 0..n {
-            for si in 0..sp {
-                let k = at(ni, ci, si);
-                y[k] = (x[k] - mean) * r * w[ci] + b[ci];
+            // Inference: the running statistics, as moments about the running mean.
+            Moments {
+                shift: rm[ci],
+                mean: 0.0,
+                var: rv[ci],
             }
+        };
+        let r = 1.0 / (moments.var + eps).sqrt();
+        if s.training {
+            save[2 * ci + 1] = r;
+        }
+        for &k in &channel {
+            y[k] = moments.centred(x[k]) * r * w[ci] + b[ci];
         }
     }
     if s.training {

@@ -28,8 +28,8 @@ fn rows_cols(shape: &[usize]) -> (usize, usize) {
 /// y = x̂ ⊙ weight + bias        (weight, bias optional; missing = 1, 0)
 /// ```
 ///
-/// With `residual`, the normalised tensor is `x + residual`, also written out as `sum`
-/// (ferrum `rms_norm_residual`). With `save_stats`, `stats[row] = [μ, r]` (rumus
+/// With `residual`, the normalised tensor is `sum = x + residual`, rounded to the
+/// dtype and written out (ferrum `rms_norm_residual`): y normalises that output. With `save_stats`, `stats[row] = [μ, r]` (rumus
 /// `save_mean_invstd` layout; μ = 0 for RMS). Inputs: `x`, then `residual`, `weight`
 /// (`[cols]`), `bias` (`[cols]`) as enabled. Outputs: `y`, then `sum`, `stats`
 /// (`[rows, 2]`) as enabled.
@@ -52,6 +52,21 @@ pub struct LayerNormSpec {
 }
 
 impl LayerNormSpec {
+    /// A plain layer norm over the last axis of `shape` with `eps`: no RMS, weight,
+    /// bias, residual or saved statistics.
+    pub fn new(dtype: ScalarType, shape: &[usize], eps: f64) -> LayerNormSpec {
+        LayerNormSpec {
+            dtype,
+            shape: shape.to_vec(),
+            eps,
+            rms: false,
+            weight: false,
+            bias: false,
+            residual: false,
+            save_stats: false,
+        }
+    }
+
     /// `(rows, cols)`: rows = product of all but the last dim.
     pub fn rows_cols(&self) -> (usize, usize) {
         rows_cols(&self.shape)
@@ -230,13 +245,9 @@ impl Op for LayerNormBackwardSpec {
         let (rows, cols) = self.rows_cols();
         Tolerance::normalised(32.0, if self.param_grads { cols + rows } else { cols })
     }
-    /// Saved statistics hold [mean, 1/σ] pairs: keep them positive.
-    fn domain(&self, input: &TensorSig) -> Domain {
-        if input.dtype.is_float() && input.name == "stats" {
-            Domain::Real(0.5, 2.0)
-        } else {
-            Domain::of_dtype(input.dtype)
-        }
+    /// `stats` (the last input) as the forward computes it from this case's `x`.
+    fn special_input(&self, k: usize, seed: u64) -> Option<Vec<f64>> {
+        (k + 1 == self.inputs().len()).then(|| cases::layer_norm_stats(self, seed))
     }
     fn example() -> Self {
         LayerNormBackwardSpec {
@@ -470,13 +481,10 @@ impl Op for BatchNormBackwardSpec {
             .product();
         Tolerance::normalised(32.0, per_channel)
     }
-    /// Saved statistics hold [mean, 1/σ] pairs: keep them positive.
-    fn domain(&self, input: &TensorSig) -> Domain {
-        if input.dtype.is_float() && input.name == "save" {
-            Domain::Real(0.5, 2.0)
-        } else {
-            Domain::of_dtype(input.dtype)
-        }
+    /// `save` (the last input) as the training forward computes it from this case's
+    /// `x`.
+    fn special_input(&self, k: usize, seed: u64) -> Option<Vec<f64>> {
+        (k + 1 == self.inputs().len()).then(|| cases::batch_norm_save(self, seed))
     }
     fn example() -> Self {
         BatchNormBackwardSpec {

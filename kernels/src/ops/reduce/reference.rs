@@ -1,9 +1,8 @@
 //! f64 reference of the reduction family (formulas in [`super`]).
 
-use kernelc_ir::ScalarType;
-
 use super::spec::{ReduceFn, ReduceSpec};
 use crate::ops::elementwise::reference::{max_num, min_num};
+use crate::reference::wrap;
 use crate::shape::{for_each_index, numel, offset, row_major_strides};
 
 /// Offsets into `x` of the reduced sub-block (row-major over the reduced axes), and of
@@ -26,21 +25,6 @@ pub(crate) fn reduction_plan(shape: &[usize], axes: &[usize]) -> (Vec<usize>, Ve
     let mut kept = Vec::with_capacity(numel(&kept_dims));
     for_each_index(&kept_dims, |i| kept.push(offset(i, &kept_strides)));
     (reduced, kept)
-}
-
-fn wrap(dtype: ScalarType, v: f64) -> f64 {
-    match dtype {
-        ScalarType::I32 => (v as i64 as i32) as f64,
-        ScalarType::U32 => (v as i64 as u32) as f64,
-        // i64 sums are exact in f64 only below 2^53: the reference wraps only the
-        // widths it can represent.
-        ScalarType::I64
-        | ScalarType::F16
-        | ScalarType::Bf16
-        | ScalarType::F32
-        | ScalarType::F64
-        | ScalarType::Bool => v,
-    }
 }
 
 /// Reduces one set of values.

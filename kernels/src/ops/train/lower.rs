@@ -15,8 +15,9 @@
 //!   ([`DropoutSpec::class`](crate::spec::DropoutSpec::class)) that lower to a plain
 //!   copy / constant kernel.
 //! * **adam**: every attribute and the step-dependent constants (`1/(1−β1ᵗ)`,
-//!   `1/(1−β2ᵗ)`, computed on the host as the reference does) are uniforms, so a
-//!   training loop compiles once; the update is a handful of FMAs per element on
+//!   `1/(1−β2ᵗ)`: [`AdamSpec::coefficients`], which the reference uses too) are
+//!   uniforms, so a training loop compiles once; the update is a handful of FMAs per
+//!   element on
 //!   `vector_width`-lane vectors. Whether there is weight decay (and which kind)
 //!   shapes the kernel and stays in the cache key.
 

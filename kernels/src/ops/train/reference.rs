@@ -1,11 +1,13 @@
 //! f64 references of the training family (formulas in [`super`]).
 
-use super::spec::{AdamSpec, DropoutSpec};
+use super::spec::{AdamCoefficients, AdamSpec, DropoutSpec};
+use crate::reference::attribute;
 use crate::rng;
 
 pub(super) fn dropout(s: &DropoutSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
     let x = i[0];
-    let scale = 1.0 / (1.0 - s.p);
+    // Derived on the host in f64 and rounded once, as the kernel receives it.
+    let scale = attribute(s.dtype, 1.0 / (1.0 - s.p));
     let mask: Vec<f64> = (0..x.len())
         .map(|k| {
             if rng::dropout_keep(s.rng, s.seed, s.step, s.p, k as u32) {
@@ -15,11 +17,7 @@ pub(super) fn dropout(s: &DropoutSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
             }
         })
         .collect();
-    let y = x
-        .iter()
-        .zip(&mask)
-        .map(|(&v, &m)| if m != 0.0 { v / (1.0 - s.p) } else { 0.0 })
-        .collect();
+    let y = x.iter().zip(&mask).map(|(&v, &m)| v * m).collect();
     if s.mask {
         vec![y, mask]
     } else {
@@ -29,9 +27,17 @@ pub(super) fn dropout(s: &DropoutSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
 
 pub(super) fn adam(s: &AdamSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
     let (param, grad, m, v) = (i[0], i[1], i[2], i[3]);
-    let t = s.step.min(i32::MAX as u64) as i32;
-    let c1 = 1.0 - s.beta1.powi(t);
-    let c2 = 1.0 - s.beta2.powi(t);
+    let AdamCoefficients {
+        lr,
+        beta1,
+        one_minus_beta1,
+        beta2,
+        one_minus_beta2,
+        inv_correction1,
+        inv_correction2,
+        eps,
+        weight_decay,
+    } = s.coefficients().map(|v| attribute(s.dtype, v));
     let n = param.len();
     let (mut p_out, mut m_out, mut v_out) = (vec![0.0; n], vec![0.0; n], vec![0.0; n]);
     for k in 0..n {
@@ -39,14 +45,14 @@ pub(super) fn adam(s: &AdamSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
         let g = if s.decoupled {
             grad[k]
         } else {
-            grad[k] + s.weight_decay * p
+            grad[k] + weight_decay * p
         };
-        let mk = s.beta1 * m[k] + (1.0 - s.beta1) * g;
-        let vk = s.beta2 * v[k] + (1.0 - s.beta2) * g * g;
-        let mhat = mk / c1;
-        let vhat = vk / c2;
-        let decay = if s.decoupled { s.weight_decay * p } else { 0.0 };
-        p_out[k] = p - s.lr * (mhat / (vhat.sqrt() + s.eps) + decay);
+        let mk = beta1 * m[k] + one_minus_beta1 * g;
+        let vk = beta2 * v[k] + one_minus_beta2 * g * g;
+        let mhat = mk * inv_correction1;
+        let vhat = vk * inv_correction2;
+        let decay = if s.decoupled { weight_decay * p } else { 0.0 };
+        p_out[k] = p - lr * (mhat / (vhat.sqrt() + eps) + decay);
         m_out[k] = mk;
         v_out[k] = vk;
     }

@@ -160,6 +160,74 @@ pub struct AdamSpec {
     pub step: u64,
 }
 
+/// The values one Adam step computes with, before their rounding to the compute type:
+/// the attributes, and the values derived from them on the host in f64 (`1 − β`, the
+/// bias corrections `1/(1 − βᵗ)`), as PyTorch derives them in Python floats. Each
+/// reaches the kernel as a uniform rounded once to the compute type, and the reference
+/// computes with the same rounded values, so both take one source.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AdamCoefficients {
+    pub lr: f64,
+    pub beta1: f64,
+    pub one_minus_beta1: f64,
+    pub beta2: f64,
+    pub one_minus_beta2: f64,
+    pub inv_correction1: f64,
+    pub inv_correction2: f64,
+    pub eps: f64,
+    pub weight_decay: f64,
+}
+
+impl AdamCoefficients {
+    /// Each value with the name of its uniform, in the order the lowering binds them.
+    pub fn named(&self) -> [(&'static str, f64); 9] {
+        [
+            ("lr", self.lr),
+            ("beta1", self.beta1),
+            ("one_minus_beta1", self.one_minus_beta1),
+            ("beta2", self.beta2),
+            ("one_minus_beta2", self.one_minus_beta2),
+            ("inv_correction1", self.inv_correction1),
+            ("inv_correction2", self.inv_correction2),
+            ("eps", self.eps),
+            ("weight_decay", self.weight_decay),
+        ]
+    }
+
+    /// Every value through `f` (the rounding to the compute type).
+    pub fn map(self, f: impl Fn(f64) -> f64) -> AdamCoefficients {
+        AdamCoefficients {
+            lr: f(self.lr),
+            beta1: f(self.beta1),
+            one_minus_beta1: f(self.one_minus_beta1),
+            beta2: f(self.beta2),
+            one_minus_beta2: f(self.one_minus_beta2),
+            inv_correction1: f(self.inv_correction1),
+            inv_correction2: f(self.inv_correction2),
+            eps: f(self.eps),
+            weight_decay: f(self.weight_decay),
+        }
+    }
+}
+
+impl AdamSpec {
+    /// This step's coefficients (see [`AdamCoefficients`]).
+    pub fn coefficients(&self) -> AdamCoefficients {
+        let t = self.step.min(i32::MAX as u64) as i32;
+        AdamCoefficients {
+            lr: self.lr,
+            beta1: self.beta1,
+            one_minus_beta1: 1.0 - self.beta1,
+            beta2: self.beta2,
+            one_minus_beta2: 1.0 - self.beta2,
+            inv_correction1: 1.0 / (1.0 - self.beta1.powi(t)),
+            inv_correction2: 1.0 / (1.0 - self.beta2.powi(t)),
+            eps: self.eps,
+            weight_decay: self.weight_decay,
+        }
+    }
+}
+
 impl Op for AdamSpec {
     fn validate(&self) -> Result<(), SpecError> {
         check_dtype("adam", self.dtype, FLOATS)?;
@@ -213,23 +281,14 @@ impl Op for AdamSpec {
     fn detail(&self) -> Option<String> {
         Some(if self.decoupled { "adamw" } else { "adam" }.to_string())
     }
-    /// In the compute type: `lr`, `β1`, `1 − β1`, `β2`, `1 − β2`, the bias corrections
-    /// `1/(1 − β1ᵗ)` and `1/(1 − β2ᵗ)` (computed here in f64, as the reference
-    /// does), `eps`, `weight_decay`.
+    /// [`AdamSpec::coefficients`] in the compute type, in their order.
     fn uniforms(&self) -> Vec<Uniform> {
         let ty = compute_type(self.dtype);
-        let t = self.step.min(i32::MAX as u64) as i32;
-        vec![
-            Uniform::new("lr", ty, self.lr),
-            Uniform::new("beta1", ty, self.beta1),
-            Uniform::new("one_minus_beta1", ty, 1.0 - self.beta1),
-            Uniform::new("beta2", ty, self.beta2),
-            Uniform::new("one_minus_beta2", ty, 1.0 - self.beta2),
-            Uniform::new("inv_correction1", ty, 1.0 / (1.0 - self.beta1.powi(t))),
-            Uniform::new("inv_correction2", ty, 1.0 / (1.0 - self.beta2.powi(t))),
-            Uniform::new("eps", ty, self.eps),
-            Uniform::new("weight_decay", ty, self.weight_decay),
-        ]
+        self.coefficients()
+            .named()
+            .iter()
+            .map(|&(name, v)| Uniform::new(name, ty, v))
+            .collect()
     }
     /// Every attribute at a canonical value; whether there is weight decay shapes the
     /// kernel, so `weight_decay` keeps its class (0, or 1 for any other value).
