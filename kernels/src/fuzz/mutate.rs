@@ -141,7 +141,13 @@ fn new_value(
         Value::Number(n) if n.is_u64() || n.is_i64() => {
             let v = n.as_i64().unwrap_or(0);
             let mut options: Vec<i64> = SIZES.iter().map(|&s| s as i64).collect();
-            options.extend([0, v - 1, v + 1, v * 2, -1]);
+            options.extend([
+                0,
+                v.saturating_sub(1),
+                v.saturating_add(1),
+                v.saturating_mul(2),
+                -1,
+            ]);
             Value::from(options[c.below(options.len())])
         }
         Value::Number(n) => float_value(n.as_f64().unwrap_or(0.0), c),
