@@ -17,6 +17,8 @@
 //! as drawn, scaled over a wide range of magnitudes, rounded to a few values (ties),
 //! and sprinkled with special values.
 
+#[cfg(feature = "fuzz")]
+pub mod driver;
 mod mutate;
 
 use crate::conformance::inputs::{generate, is_index};

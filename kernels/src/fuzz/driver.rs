@@ -1,0 +1,187 @@
+//! The op fuzzer's driver, shared by the fuzz tests of every crate (feature `fuzz`,
+//! which brings in proptest): random cases ([`case_from_choices`]) checked on a set of
+//! executors against the reference under the tolerance table, shrunk by proptest to a
+//! minimal case on failure and saved as replayable JSON.
+//!
+//! Environment:
+//! * `KERNELC_FUZZ_CASES`: cases per run (default: a CI budget of a few minutes).
+//! * `KERNELC_FUZZ_SEED`: the seed (printed by every run; random when unset).
+//! * `KERNELC_FUZZ_REPLAY=<file.json>`: run one saved case instead.
+//! * `KERNELC_FUZZ_SURVEY`: run every case without stopping or shrinking, and print
+//!   each failure grouped by op kind and input mode (for triage).
+
+use super::{case_data, case_from_choices, FuzzCase, FuzzLimits};
+use crate::conformance::{check_data, Executor};
+use crate::lower::TargetCaps;
+use crate::spec::OpKind;
+use proptest::prelude::*;
+use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+/// An executor and the caps that say which dtypes it has.
+pub type Target = (Box<dyn Executor>, TargetCaps);
+
+/// Cases per test on CI unless `KERNELC_FUZZ_CASES` says otherwise.
+const CI_CASES: u32 = 120;
+
+fn cases_per_test() -> u32 {
+    std::env::var("KERNELC_FUZZ_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(CI_CASES)
+}
+
+/// The seed from `KERNELC_FUZZ_SEED`, or a fresh one.
+fn seed() -> u64 {
+    std::env::var("KERNELC_FUZZ_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0x5eed, |d| d.as_nanos() as u64)
+        })
+}
+
+/// Runs `case` on every target whose caps have its dtypes; `Err` names the first
+/// failure. Returns how many targets ran it.
+pub fn check_case(targets: &[Target], case: &FuzzCase) -> Result<usize, String> {
+    let data = case_data(case);
+    let spec = &case.spec;
+    let mut ran = 0;
+    for (exec, caps) in targets {
+        let sigs = spec.inputs().into_iter().chain(spec.outputs());
+        if !sigs.into_iter().all(|s| caps.supports(s.dtype)) {
+            continue;
+        }
+        check_data(exec.as_ref(), spec, &data).map_err(|f| format!("{}: {f}", exec.name()))?;
+        ran += 1;
+    }
+    Ok(ran)
+}
+
+/// Where failing cases are written.
+fn failure_path(test: &str, case: &FuzzCase) -> std::path::PathBuf {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    serde_json::to_string(case)
+        .unwrap_or_default()
+        .hash(&mut hasher);
+    std::env::temp_dir()
+        .join("kernelc-fuzz-failures")
+        .join(format!("{test}-{:016x}.json", hasher.finish()))
+}
+
+/// Fuzzes `targets` (or replays `KERNELC_FUZZ_REPLAY`), printing the seed and the
+/// cases per op kind; panics with the minimal failing case and where it was saved.
+pub fn fuzz(test: &str, targets: Vec<Target>) {
+    if targets.is_empty() {
+        return;
+    }
+    if let Ok(file) = std::env::var("KERNELC_FUZZ_REPLAY") {
+        let text = std::fs::read_to_string(&file).expect("read the replay file");
+        let case: FuzzCase = serde_json::from_str(&text).expect("a saved fuzz case");
+        match check_case(&targets, &case) {
+            Ok(n) => println!("{test}: replay of {file} passes on {n} executors"),
+            Err(e) => panic!("{test}: replay of {file} fails: {e}"),
+        }
+        return;
+    }
+    if std::env::var_os("KERNELC_FUZZ_SURVEY").is_some() {
+        return survey(test, &targets);
+    }
+    let seed = seed();
+    let cases = cases_per_test();
+    println!("{test}: {cases} cases, KERNELC_FUZZ_SEED={seed}");
+    let config = Config {
+        cases,
+        failure_persistence: None,
+        max_shrink_iters: 2_000,
+        ..Config::default()
+    };
+    let mut seed_bytes = [0u8; 32];
+    seed_bytes[..8].copy_from_slice(&seed.to_le_bytes());
+    let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes);
+    let mut runner = TestRunner::new_with_rng(config, rng);
+    let limits = FuzzLimits::default();
+    let counts: Mutex<BTreeMap<OpKind, (u32, u32)>> = Mutex::new(BTreeMap::new());
+    let result = runner.run(&proptest::collection::vec(any::<u32>(), 0..24), |choices| {
+        let case = case_from_choices(&choices, &limits);
+        let ran = check_case(&targets, &case).map_err(|e| {
+            TestCaseError::fail(format!(
+                "{e}\ncase: {}",
+                serde_json::to_string(&case).unwrap_or_default()
+            ))
+        })?;
+        let mut counts = counts.lock().expect("counts");
+        let entry = counts.entry(case.spec.kind()).or_default();
+        entry.0 += 1;
+        entry.1 += ran as u32;
+        Ok(())
+    });
+    let counts = counts.into_inner().expect("counts");
+    let line: Vec<String> = counts
+        .iter()
+        .map(|(k, (cases, runs))| format!("{} {cases}/{runs}", k.name()))
+        .collect();
+    println!(
+        "{test}: cases/executor runs per op kind: {}",
+        line.join(", ")
+    );
+    match result {
+        Ok(()) => {}
+        Err(TestError::Fail(reason, choices)) => {
+            let case = case_from_choices(&choices, &limits);
+            let path = failure_path(test, &case);
+            let saved = path.parent().map(std::fs::create_dir_all).and_then(|_| {
+                std::fs::write(&path, serde_json::to_string_pretty(&case).ok()?).ok()
+            });
+            panic!(
+                "{test} (KERNELC_FUZZ_SEED={seed}) found a failure, shrunk to:\n{reason}\n\
+                 replay: KERNELC_FUZZ_REPLAY={} cargo test {test}{}",
+                path.display(),
+                if saved.is_some() { "" } else { " (not saved)" }
+            );
+        }
+        Err(TestError::Abort(reason)) => panic!("{test}: aborted: {reason}"),
+    }
+}
+
+/// `KERNELC_FUZZ_SURVEY`: runs the cases without stopping or shrinking and prints
+/// every failure, grouped by op kind and input mode (for triage), then fails if any.
+fn survey(test: &str, targets: &[Target]) {
+    let seed = seed();
+    let limits = FuzzLimits::default();
+    let mut rng = TestRng::from_seed(RngAlgorithm::ChaCha, &{
+        let mut b = [0u8; 32];
+        b[..8].copy_from_slice(&seed.to_le_bytes());
+        b
+    });
+    let mut failures: BTreeMap<String, (u32, String)> = BTreeMap::new();
+    let cases = cases_per_test();
+    for _ in 0..cases {
+        let n = (rng.next_u32() % 24) as usize;
+        let choices: Vec<u32> = (0..n).map(|_| rng.next_u32()).collect();
+        let case = case_from_choices(&choices, &limits);
+        if let Err(e) = check_case(targets, &case) {
+            let key = format!("{} {:?}", case.spec.name(), case.mode);
+            let entry = failures.entry(key).or_insert((0, String::new()));
+            entry.0 += 1;
+            if entry.1.is_empty() {
+                entry.1 = format!(
+                    "{e}\n    {}",
+                    serde_json::to_string(&case).unwrap_or_default()
+                );
+            }
+        }
+    }
+    for (key, (n, example)) in &failures {
+        println!("SURVEY {test} {key}: {n} failures; e.g. {example}");
+    }
+    assert!(
+        failures.is_empty(),
+        "{test}: {} failing groups of {cases} cases (seed {seed})",
+        failures.len()
+    );
+}
