@@ -78,6 +78,21 @@ pub trait Op: Clone + std::fmt::Debug + PartialEq + Sized {
     /// outputs are always exact; see [`crate::tolerance`]).
     fn tolerance(&self) -> Tolerance;
 
+    /// Per output element, the magnitude `Sᵢ` a [`Scale::Conditioned`] bound is
+    /// proportional to (`k · u · Sᵢ`, see [`crate::tolerance`]), on inputs checked as
+    /// for [`Op::reference`]; outputs in [`Op::outputs`] order. The default is the
+    /// magnitude of the result (ULPs of the result, in units of `u`); shift-invariant
+    /// and normalising ops give the magnitudes of their operands after the shift and
+    /// the sums of magnitudes of their sums.
+    ///
+    /// [`Scale::Conditioned`]: crate::tolerance::Scale::Conditioned
+    fn condition(&self, inputs: &[&[f64]]) -> Vec<Vec<f64>> {
+        self.reference(inputs)
+            .into_iter()
+            .map(|o| o.into_iter().map(f64::abs).collect())
+            .collect()
+    }
+
     /// This spec with every attribute that scales terms replaced by its magnitude, for
     /// the sums of magnitudes of [`Scale::Accumulated`](crate::tolerance::Scale)
     /// bounds (GEMM's `alpha` and `beta`).
@@ -247,6 +262,14 @@ macro_rules! catalogue {
             ) -> Result<$crate::lower::Plan, $crate::lower::LowerError> {
                 match self {
                     $( OpSpec::$variant(s) => $crate::op::Op::lower(s, caps), )*
+                }
+            }
+
+            /// Per output element, the magnitudes a conditioned tolerance is
+            /// proportional to ([`Op::condition`](crate::op::Op::condition)).
+            pub fn condition(&self, inputs: &[&[f64]]) -> Vec<Vec<f64>> {
+                match self {
+                    $( OpSpec::$variant(s) => $crate::op::Op::condition(s, inputs), )*
                 }
             }
 

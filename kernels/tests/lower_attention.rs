@@ -90,7 +90,9 @@ fn check_with_mask(s: &AttentionSpec, mask_at: impl Fn(usize, usize) -> f64) {
             .run(&op, &data.buffers)
             .unwrap();
         let got = got[0].to_f64();
-        compare("o", &tolerance(&op), F32, &got, &want[0], None, 2.0)
+        let scales = kernelc_kernels::conformance::error_scales(&op, &data.values).unwrap();
+        let scales = scales.as_ref().map(|s| s[0].as_slice());
+        compare("o", &tolerance(&op), F32, &got, &want[0], scales)
             .unwrap_or_else(|e| panic!("{label}: {e}"));
     }
 }

@@ -43,12 +43,8 @@ fn check(rt: &Runtime, spec: &OpSpec, inputs: &[&Tensor], outputs: &[Tensor], ca
     let refs: Vec<&[f64]> = host.iter().map(|v| v.as_slice()).collect();
     let want = kernelc_kernels::reference(spec, &refs).expect("reference");
     let tol = tolerance(spec);
-    let max_input = host
-        .iter()
-        .flatten()
-        .filter(|v| v.is_finite())
-        .fold(0.0f64, |m, v| m.max(v.abs()));
-    for ((sig, got), want) in spec.outputs().iter().zip(outputs).zip(&want) {
+    let scales = kernelc_kernels::conformance::error_scales(spec, &host).expect("scales");
+    for (k, ((sig, got), want)) in spec.outputs().iter().zip(outputs).zip(&want).enumerate() {
         let rounded: Vec<f64> = want
             .iter()
             .map(|&w| Scalar::from_f64(sig.dtype, w).to_f64())
@@ -59,8 +55,7 @@ fn check(rt: &Runtime, spec: &OpSpec, inputs: &[&Tensor], outputs: &[Tensor], ca
             sig.dtype,
             &values(got),
             &rounded,
-            None,
-            max_input,
+            scales.as_ref().map(|s| s[k].as_slice()),
         ) {
             panic!("{} call {call} of {}: {m}", rt.device_name(), spec.name());
         }

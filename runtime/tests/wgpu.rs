@@ -226,9 +226,10 @@ fn check_within_tolerance(
     spec: &OpSpec,
     got: &[f32],
     reference: &[f64],
-    magnitude: Option<&[f64]>,
-    max_input: f64,
+    inputs: &[Vec<f64>],
 ) {
+    let scales = kernelc_kernels::conformance::error_scales(spec, inputs).expect("scales");
+    let scales = scales.as_ref().map(|s| s[0].as_slice());
     let got: Vec<f64> = got.iter().map(|&v| f64::from(v)).collect();
     // The reference rounded to the output dtype, as the comparison expects.
     let want: Vec<f64> = reference.iter().map(|&v| f64::from(v as f32)).collect();
@@ -239,15 +240,10 @@ fn check_within_tolerance(
         ScalarType::F32,
         &got,
         &want,
-        magnitude,
-        max_input,
+        scales,
     ) {
         panic!("{m}");
     }
-}
-
-fn max_abs(v: &[f32]) -> f64 {
-    v.iter().fold(0.0, |m, x| m.max(f64::from(x.abs())))
 }
 
 #[test]
@@ -272,7 +268,8 @@ fn matmul_matches_the_cpu_on_every_shader_path() {
                 }
             }
             let spec = OpSpec::Gemm(GemmSpec::new(ScalarType::F32, m, n, k));
-            let max_input = max_abs(&a).max(max_abs(&b));
+            let widen = |v: &[f32]| v.iter().map(|&x| f64::from(x)).collect::<Vec<f64>>();
+            let inputs = [widen(&a), widen(&b)];
             let mut outputs = Vec::new();
             for r in [&rt, &cpu] {
                 let c = r
@@ -286,7 +283,7 @@ fn matmul_matches_the_cpu_on_every_shader_path() {
             }
             for (out, on) in outputs.iter().zip([path.name(), "cpu"]) {
                 let what = format!("{m}x{k}x{n} matmul on {on}");
-                check_within_tolerance(&what, &spec, out, &reference, Some(&magnitude), max_input);
+                check_within_tolerance(&what, &spec, out, &reference, &inputs);
             }
         }
     }
@@ -355,7 +352,8 @@ fn softmax_matches_the_cpu_on_every_shader_path() {
                     .to_vec::<f32>()
                     .unwrap();
                 let what = format!("softmax {shape:?} axis {axis} on {on}");
-                check_within_tolerance(&what, &spec, &y, &reference, None, max_abs(&x));
+                let input = [x.iter().map(|&v| f64::from(v)).collect::<Vec<f64>>()];
+                check_within_tolerance(&what, &spec, &y, &reference, &input);
             }
         }
     }

@@ -14,7 +14,7 @@ pub mod inputs;
 use crate::lower::{lower, poison, run_plan, Plan, TargetCaps};
 use crate::reference::{reference, round_to};
 use crate::spec::OpSpec;
-use crate::tolerance::{compare, tolerance, Mismatch, Scale};
+use crate::tolerance::{compare, tolerance, Mismatch, Needs};
 use kernelc_ir::interp::HostBuffer;
 use kernelc_ir::Scalar;
 use std::fmt;
@@ -133,6 +133,51 @@ pub fn check(exec: &dyn Executor, spec: &OpSpec, seed: u64) -> Result<(), Failur
 
 /// [`check`] on given inputs.
 pub fn check_data(exec: &dyn Executor, spec: &OpSpec, data: &CaseData) -> Result<(), Failure> {
+    let run = run_data(exec, spec, data)?;
+    for (k, out) in run.outputs.iter().enumerate() {
+        let s = run.scales.as_ref().and_then(|m| m.get(k)).map(|v| v.as_slice());
+        compare(&out.name, &run.tolerance, out.dtype, &out.got, &out.want, s)
+            .map_err(Failure::Mismatch)?;
+    }
+    Ok(())
+}
+
+/// Runs `spec` on `data` and returns how much of its unit the worst element's error
+/// used ([`tolerance::error_units`](crate::tolerance::error_units); 0 for an exact
+/// row), whether or not it is within the row's `ulps`: the measure behind the table's
+/// "worst error" column. Errors only when the run itself fails.
+pub fn measure_data(exec: &dyn Executor, spec: &OpSpec, data: &CaseData) -> Result<f64, Failure> {
+    let run = run_data(exec, spec, data)?;
+    let mut worst = 0.0f64;
+    if run.tolerance.scale == crate::tolerance::Scale::Exact {
+        return Ok(worst);
+    }
+    for (k, out) in run.outputs.iter().enumerate() {
+        let s = run.scales.as_ref().and_then(|m| m.get(k));
+        for (i, (&g, &w)) in out.got.iter().zip(&out.want).enumerate() {
+            let si = s.and_then(|s| s.get(i)).copied().unwrap_or(0.0);
+            worst = worst.max(crate::tolerance::error_units(&run.tolerance, out.dtype, g, w, si));
+        }
+    }
+    Ok(worst)
+}
+
+/// One output of a run, beside the reference rounded to its dtype.
+struct RunOutput {
+    name: String,
+    dtype: kernelc_ir::ScalarType,
+    got: Vec<f64>,
+    want: Vec<f64>,
+}
+
+/// A case run on an executor, with what its comparison needs.
+struct Run {
+    outputs: Vec<RunOutput>,
+    tolerance: crate::tolerance::Tolerance,
+    scales: Option<Vec<Vec<f64>>>,
+}
+
+fn run_data(exec: &dyn Executor, spec: &OpSpec, data: &CaseData) -> Result<Run, Failure> {
     let refs: Vec<&[f64]> = data.values.iter().map(|v| v.as_slice()).collect();
     let want = reference(spec, &refs).map_err(|e| Failure::Reference(e.to_string()))?;
     let got = exec.run(spec, &data.buffers).map_err(Failure::Run)?;
@@ -144,21 +189,8 @@ pub fn check_data(exec: &dyn Executor, spec: &OpSpec, data: &CaseData) -> Result
             sigs.len()
         )));
     }
-    let tol = tolerance(spec);
-    let magnitude = match tol.scale {
-        Scale::Accumulated { .. } => Some(magnitudes(spec, &data.values)?),
-        _ => None,
-    };
-    // Index inputs (ids, targets, positions) are not magnitudes of the math.
-    let max_input = spec
-        .inputs()
-        .iter()
-        .zip(&data.values)
-        .filter(|(sig, _)| !inputs::is_index(spec, &sig.name))
-        .flat_map(|(_, v)| v.iter())
-        .filter(|v| v.is_finite())
-        .fold(0.0f64, |m, v| m.max(v.abs()));
-    for (k, ((sig, got), want)) in sigs.iter().zip(&got).zip(&want).enumerate() {
+    let mut outputs = Vec::with_capacity(sigs.len());
+    for ((sig, got), want) in sigs.iter().zip(&got).zip(&want) {
         if got.len() != sig.numel() || want.len() != sig.numel() {
             return Err(Failure::Shape(format!(
                 "`{}` has {} elements (reference {}), expected {}",
@@ -168,28 +200,37 @@ pub fn check_data(exec: &dyn Executor, spec: &OpSpec, data: &CaseData) -> Result
                 sig.numel()
             )));
         }
-        let rounded: Vec<f64> = want.iter().map(|&w| round_to(sig.dtype, w)).collect();
-        let m = magnitude
-            .as_ref()
-            .and_then(|m| m.get(k))
-            .map(|v| v.as_slice());
-        compare(
-            &sig.name,
-            &tol,
-            sig.dtype,
-            &got.to_f64(),
-            &rounded,
-            m,
-            max_input,
-        )
-        .map_err(Failure::Mismatch)?;
+        outputs.push(RunOutput {
+            name: sig.name.clone(),
+            dtype: sig.dtype,
+            got: got.to_f64(),
+            want: want.iter().map(|&w| round_to(sig.dtype, w)).collect(),
+        });
     }
-    Ok(())
+    Ok(Run {
+        outputs,
+        tolerance: tolerance(spec),
+        scales: error_scales(spec, &data.values)?,
+    })
+}
+
+/// Per output element, the `Σ|terms|` or condition `Sᵢ` that `spec`'s tolerance is
+/// proportional to ([`Tolerance::needs`](crate::tolerance::Tolerance::needs)), for the
+/// inputs `values`; `None` when it needs neither.
+pub fn error_scales(spec: &OpSpec, values: &[Vec<f64>]) -> Result<Option<Vec<Vec<f64>>>, Failure> {
+    Ok(match tolerance(spec).needs() {
+        Needs::Magnitudes => Some(magnitudes(spec, values)?),
+        Needs::Condition => {
+            let refs: Vec<&[f64]> = values.iter().map(|v| v.as_slice()).collect();
+            Some(spec.condition(&refs))
+        }
+        Needs::Nothing => None,
+    })
 }
 
 /// The reference evaluated on absolute inputs and attributes: per output element, the
 /// sum of the magnitudes of its terms (meaningful for the multilinear ops that use
-/// [`Scale::Accumulated`]).
+/// [`Scale::Accumulated`](crate::tolerance::Scale::Accumulated)).
 fn magnitudes(spec: &OpSpec, values: &[Vec<f64>]) -> Result<Vec<Vec<f64>>, Failure> {
     let abs_spec = spec.absolute();
     let abs_values: Vec<Vec<f64>> = spec

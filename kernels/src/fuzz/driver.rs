@@ -9,6 +9,8 @@
 //! * `KERNELC_FUZZ_REPLAY=<file.json>`: run one saved case instead.
 //! * `KERNELC_FUZZ_SURVEY`: run every case without stopping or shrinking, and print
 //!   each failure grouped by op kind and input mode (for triage).
+//! * `KERNELC_FUZZ_MEASURE`: print each table row's worst error per executor over the
+//!   conformance table and the fuzz cases ([`measure`]).
 
 use super::{case_data, case_from_choices, FuzzCase, FuzzLimits};
 use crate::conformance::{check_data, Executor};
@@ -87,6 +89,9 @@ pub fn fuzz(test: &str, targets: Vec<Target>) {
             Err(e) => panic!("{test}: replay of {file} fails: {e}"),
         }
         return;
+    }
+    if std::env::var_os("KERNELC_FUZZ_MEASURE").is_some() {
+        return measure(test, &targets);
     }
     if std::env::var_os("KERNELC_FUZZ_SURVEY").is_some() {
         return survey(test, &targets);
@@ -184,4 +189,58 @@ fn survey(test: &str, targets: &[Target]) {
         "{test}: {} failing groups of {cases} cases (seed {seed})",
         failures.len()
     );
+}
+
+/// `KERNELC_FUZZ_MEASURE`: runs the conformance table and `KERNELC_FUZZ_CASES` fuzz
+/// cases on `targets` and prints, per executor and table row (op, function, output
+/// dtype), the worst error in units of the row's bound
+/// ([`measure_data`](crate::conformance::measure_data)) and how many cases ran: the
+/// numbers behind docs/semantics.md's "worst error" column. Never fails; a run that
+/// errors or a NaN/∞ mismatch is counted apart.
+pub fn measure(test: &str, targets: &[Target]) {
+    use crate::conformance::{cases, measure_data};
+    let seed = seed();
+    let limits = FuzzLimits::default();
+    let mut rng = TestRng::from_seed(RngAlgorithm::ChaCha, &{
+        let mut b = [0u8; 32];
+        b[..8].copy_from_slice(&seed.to_le_bytes());
+        b
+    });
+    let mut all: Vec<FuzzCase> = cases::all()
+        .into_iter()
+        .map(|spec| FuzzCase {
+            spec,
+            seed: 0x5eed,
+            mode: super::InputMode::Domain,
+        })
+        .collect();
+    for _ in 0..cases_per_test() {
+        let n = (rng.next_u32() % 24) as usize;
+        let choices: Vec<u32> = (0..n).map(|_| rng.next_u32()).collect();
+        all.push(case_from_choices(&choices, &limits));
+    }
+    // (executor, row) -> (worst, cases, failed runs, non-finite mismatches)
+    let mut rows: BTreeMap<(String, String), (f64, u32, u32, u32)> = BTreeMap::new();
+    for case in &all {
+        let data = case_data(case);
+        let spec = &case.spec;
+        let dtype = spec.outputs().first().map(|s| s.dtype);
+        let row = format!("{} {}", spec.name(), dtype.map_or("-".into(), |d| d.to_string()));
+        for (exec, caps) in targets {
+            let sigs = spec.inputs().into_iter().chain(spec.outputs());
+            if !sigs.into_iter().all(|s| caps.supports(s.dtype)) {
+                continue;
+            }
+            let entry = rows.entry((exec.name(), row.clone())).or_default();
+            entry.1 += 1;
+            match measure_data(exec.as_ref(), spec, &data) {
+                Ok(u) if u.is_finite() => entry.0 = entry.0.max(u),
+                Ok(_) => entry.3 += 1,
+                Err(_) => entry.2 += 1,
+            }
+        }
+    }
+    for ((exec, row), (worst, n, failed, nonfinite)) in &rows {
+        println!("MEASURE {test}\t{exec}\t{row}\t{worst:.3}\t{n}\t{failed}\t{nonfinite}");
+    }
 }

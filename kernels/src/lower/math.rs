@@ -74,8 +74,13 @@ impl Num {
     }
 
     /// `1 / (1 + e^-x)`.
+    /// `σ(x)` as `1/(1 + e^{−|x|})`, times `e^{−|x|}` for negative `x`: no overflow
+    /// (`1/(1 + e^{−x})` gives 0 once `e^{−x}` overflows, where σ is still a subnormal)
+    /// and a few ulps relative on both sides.
     pub fn sigmoid(&self, x: E) -> E {
-        self.lit(1.0) / (self.lit(1.0) + (-x).exp())
+        let e = (-x.clone().abs()).exp();
+        let r = self.lit(1.0) / (self.lit(1.0) + e.clone());
+        x.ge(self.lit(0.0)).select(r.clone(), e * r)
     }
 
     /// `ln(1 + t)` for `t ∈ [0, 1]`, accurate to a few ulps relative even for tiny `t`:

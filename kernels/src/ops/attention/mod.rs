@@ -17,6 +17,7 @@
 //! an out-of-range position reads `cos = sin = 0`.
 
 mod cases;
+mod condition;
 mod lower;
 pub(crate) mod reference;
 mod spec;

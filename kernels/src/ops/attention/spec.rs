@@ -3,7 +3,7 @@
 use kernelc_ir::ScalarType;
 use serde::{Deserialize, Serialize};
 
-use super::{cases, lower, reference};
+use super::{cases, condition, lower, reference};
 use crate::conformance::inputs::Domain;
 use crate::error::SpecError;
 use crate::lower::math::compute_type;
@@ -146,6 +146,9 @@ impl Op for AttentionSpec {
     fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
         reference::attention(self, i)
     }
+    fn condition(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
+        condition::attention(self, i)
+    }
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::attention(self, caps)
     }
@@ -153,7 +156,7 @@ impl Op for AttentionSpec {
         cases::attention()
     }
     fn tolerance(&self) -> Tolerance {
-        Tolerance::normalised(16.0, self.seq_k * self.head_dim)
+        Tolerance::conditioned(2.0)
     }
     fn domain(&self, input: &TensorSig) -> Domain {
         if input.dtype.is_float() && input.name == "mask" {
@@ -236,6 +239,9 @@ impl Op for RopeSpec {
     fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
         reference::rope(self, i)
     }
+    fn condition(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
+        condition::rope(self, i)
+    }
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::rope(self, caps)
     }
@@ -243,7 +249,7 @@ impl Op for RopeSpec {
         cases::rope()
     }
     fn tolerance(&self) -> Tolerance {
-        Tolerance::elementwise(8.0)
+        Tolerance::conditioned(2.0)
     }
     /// Positions reach past both ends (negative ones are out of range for rope).
     fn domain(&self, input: &TensorSig) -> Domain {

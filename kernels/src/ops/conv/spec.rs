@@ -246,7 +246,7 @@ impl Op for Conv2dSpec {
             ConvPass::BackwardData => self.out_channels * kh * kw,
             ConvPass::BackwardFilter => self.batch * self.height * self.width,
         };
-        Tolerance::accumulated(2.0, len)
+        Tolerance::accumulated(len)
     }
     fn example() -> Self {
         Conv2dSpec {
@@ -412,7 +412,7 @@ impl Op for Col2imSpec {
         cases::col2im_cases()
     }
     fn tolerance(&self) -> Tolerance {
-        Tolerance::accumulated(2.0, self.window.kernel[0] * self.window.kernel[1] + 1)
+        Tolerance::accumulated(self.window.kernel[0] * self.window.kernel[1] + 1)
     }
     fn example() -> Self {
         Col2imSpec {

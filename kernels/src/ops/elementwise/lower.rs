@@ -237,7 +237,8 @@ fn activation_backward_value(
         }
         // Saved output y: σ' = y(1 - y), tanh' = 1 - y².
         Activation::Sigmoid => saved.clone() * (one() - saved),
-        Activation::Tanh => one() - saved.clone() * saved,
+        // (1 − y)(1 + y): 1 − y is exact for y near ±1, where 1 − y² loses its digits.
+        Activation::Tanh => (one() - saved.clone()) * (one() + saved),
         Activation::GeluErf => {
             let pdf = (n.lit(-0.5) * &saved * &saved).exp()
                 * n.lit(1.0 / (2.0 * std::f64::consts::PI).sqrt());

@@ -34,6 +34,7 @@
 //! `gelu_erf(1) = 0.8413447460685429`, `gelu_tanh(1) = 0.8411919906082768`.
 
 mod cases;
+mod condition;
 mod hardswish;
 mod lower;
 pub(crate) mod reference;

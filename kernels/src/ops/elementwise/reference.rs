@@ -154,7 +154,7 @@ fn apply_binary(f: BinaryFn, dtype: ScalarType, a: f64, b: f64) -> f64 {
     }
 }
 
-fn apply_unary(f: UnaryFn, dtype: ScalarType, x: f64) -> f64 {
+pub(super) fn apply_unary(f: UnaryFn, dtype: ScalarType, x: f64) -> f64 {
     if dtype == ScalarType::I32 {
         let v = x as i32;
         (match f {

@@ -157,8 +157,29 @@ impl Op for SoftplusSpec {
             },
         )
     }
+    /// `βx` rounds before σ or the log sees it: the result moves by `σ(βx)·u·|βx|`
+    /// relative (backward) or `σ(βx)·u·|x|` absolute (forward), beside the ULPs of the
+    /// result.
     fn tolerance(&self) -> Tolerance {
-        Tolerance::elementwise(8.0)
+        Tolerance::conditioned(8.0)
+    }
+    fn condition(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
+        let beta = attribute(self.dtype, self.beta);
+        let y = self.reference(i).remove(0);
+        let s = i[0]
+            .iter()
+            .zip(&y)
+            .map(|(&x, &y)| {
+                let z = beta * x;
+                let sg = crate::ops::elementwise::reference::sigmoid(z);
+                if self.backward {
+                    y.abs() * (z.abs() * (1.0 - sg) + 1.0)
+                } else {
+                    sg * x.abs() + y.abs()
+                }
+            })
+            .collect();
+        vec![s]
     }
     /// Both sides of the threshold for every case's `β` and threshold.
     fn domain(&self, input: &TensorSig) -> Domain {

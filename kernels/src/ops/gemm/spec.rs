@@ -408,7 +408,8 @@ impl Op for GemmSpec {
         cases::gemm_cases()
     }
     fn tolerance(&self) -> Tolerance {
-        Tolerance::accumulated(2.0, self.k + 2)
+        // k products and sums, alpha, beta·C and its addition, the bias.
+        Tolerance::accumulated(self.k + 4)
     }
     fn absolute(&self) -> Self {
         let mut s = self.clone();

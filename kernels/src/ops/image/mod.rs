@@ -17,6 +17,7 @@
 //! ```
 
 mod cases;
+mod condition;
 mod lower;
 pub(crate) mod reference;
 mod spec;

@@ -3,7 +3,7 @@
 use kernelc_ir::ScalarType;
 use serde::{Deserialize, Serialize};
 
-use super::{cases, lower, reference};
+use super::{cases, condition, lower, reference};
 use crate::conformance::inputs::Domain;
 use crate::error::SpecError;
 use crate::lower::math::compute_type;
@@ -178,6 +178,9 @@ impl Op for ImageFilterSpec {
     fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
         reference::image_filter(self, i)
     }
+    fn condition(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
+        condition::image_filter(self, i)
+    }
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::image_filter(self, caps)
     }
@@ -186,14 +189,15 @@ impl Op for ImageFilterSpec {
     }
     fn tolerance(&self) -> Tolerance {
         match self.filter {
-            ImageFilter::GaussianBlur { radius, .. } => {
-                Tolerance::normalised(4.0, (2 * radius + 1) * (2 * radius + 1))
+            ImageFilter::Threshold { .. } | ImageFilter::Invert | ImageFilter::Sobel { .. } => {
+                Tolerance::EXACT
             }
-            ImageFilter::Sobel { .. } | ImageFilter::Sharpen => Tolerance::normalised(8.0, 9),
-            ImageFilter::Threshold { .. } | ImageFilter::Invert => Tolerance::EXACT,
-            ImageFilter::Grayscale
+            // The sums of magnitudes of the weighted taps (module `condition`).
+            ImageFilter::GaussianBlur { .. }
+            | ImageFilter::Sharpen
+            | ImageFilter::Grayscale
             | ImageFilter::Brightness { .. }
-            | ImageFilter::Contrast { .. } => Tolerance::elementwise(4.0),
+            | ImageFilter::Contrast { .. } => Tolerance::conditioned(1.0),
         }
     }
     fn domain(&self, input: &TensorSig) -> Domain {

@@ -23,6 +23,7 @@
 //! costs neither of them accuracy.
 
 mod cases;
+mod condition;
 mod lower;
 pub(crate) mod reference;
 mod spec;

@@ -3,7 +3,7 @@
 use kernelc_ir::ScalarType;
 use serde::{Deserialize, Serialize};
 
-use super::{cases, lower, reference};
+use super::{cases, condition, lower, reference};
 use crate::conformance::inputs::Domain;
 use crate::error::SpecError;
 use crate::lower::math::compute_type;
@@ -127,6 +127,9 @@ impl Op for LayerNormSpec {
     fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
         reference::layer_norm(self, i)
     }
+    fn condition(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
+        condition::layer_norm(self, i)
+    }
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::layer_norm(self, caps)
     }
@@ -134,7 +137,7 @@ impl Op for LayerNormSpec {
         cases::layer_norm()
     }
     fn tolerance(&self) -> Tolerance {
-        Tolerance::normalised(8.0, self.shape.last().copied().unwrap_or(1))
+        Tolerance::conditioned(2.0)
     }
     fn example() -> Self {
         LayerNormSpec {
@@ -230,20 +233,18 @@ impl Op for LayerNormBackwardSpec {
     fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
         reference::layer_norm_backward(self, i)
     }
+    fn condition(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
+        condition::layer_norm_backward(self, i)
+    }
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::layer_norm_backward(self, caps)
     }
     fn cases() -> Vec<Self> {
         cases::layer_norm_backward()
     }
-    // dx = r·(g − mean(g) − x̂·mean(g·x̂)) cancels terms built from products of up
-    // to four inputs (dy·w·x̂·x̂, x̂ = (x − μ)·r), which exceed `cols·max|input|` on
-    // short rows: 32 ulps rather than the forward's 8 (a wrong formula is off by
-    // O(1), not by ulps). dweight and dbias are sums over the `rows` rows, so
-    // their rounding grows with `rows` as well.
+    /// Conditioned on the centred gradient's terms (module `condition`).
     fn tolerance(&self) -> Tolerance {
-        let (rows, cols) = self.rows_cols();
-        Tolerance::normalised(32.0, if self.param_grads { cols + rows } else { cols })
+        Tolerance::conditioned(2.0)
     }
     /// `stats` (the last input) as the forward computes it from this case's `x`.
     fn special_input(&self, k: usize, seed: u64) -> Option<Vec<f64>> {
@@ -380,21 +381,18 @@ impl Op for BatchNormSpec {
     fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
         reference::batch_norm(self, i)
     }
+    fn condition(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
+        condition::batch_norm(self, i)
+    }
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::batch_norm(self, caps)
     }
     fn cases() -> Vec<Self> {
         cases::batch_norm()
     }
+    /// Conditioned on the operands after the shift (module `condition`).
     fn tolerance(&self) -> Tolerance {
-        let per_channel = self
-            .shape
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| *i != 1)
-            .map(|(_, d)| *d)
-            .product();
-        Tolerance::normalised(8.0, per_channel)
+        Tolerance::conditioned(2.0)
     }
     fn domain(&self, input: &TensorSig) -> Domain {
         if input.dtype.is_float() && input.name == "running_var" {
@@ -463,6 +461,9 @@ impl Op for BatchNormBackwardSpec {
     fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
         reference::batch_norm_backward(self, i)
     }
+    fn condition(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
+        condition::batch_norm_backward(self, i)
+    }
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::batch_norm_backward(self, caps)
     }
@@ -471,15 +472,9 @@ impl Op for BatchNormBackwardSpec {
     }
     // dx = w·r/M·(M·dy − Σdy − x̂·Σdy·x̂) cancels products of up to four inputs, as
     // layer norm's backward does: 32 ulps there, 8 forward.
+    /// Conditioned on the operands after the shift (module `condition`).
     fn tolerance(&self) -> Tolerance {
-        let per_channel = self
-            .shape
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| *i != 1)
-            .map(|(_, d)| *d)
-            .product();
-        Tolerance::normalised(32.0, per_channel)
+        Tolerance::conditioned(2.0)
     }
     /// `save` (the last input) as the training forward computes it from this case's
     /// `x`.

@@ -110,7 +110,8 @@ impl Op for Pool2dSpec {
         match self.kind {
             PoolKind::Max => Tolerance::EXACT,
             PoolKind::Avg => {
-                Tolerance::accumulated(2.0, self.window.kernel[0] * self.window.kernel[1])
+                // The window's taps and the division.
+                Tolerance::accumulated(self.window.kernel[0] * self.window.kernel[1] + 1)
             }
         }
     }
@@ -264,7 +265,7 @@ impl Op for Pool2dBackwardSpec {
         let taps = self
             .window
             .map_or(self.height * self.width, |w| w.kernel[0] * w.kernel[1]);
-        Tolerance::accumulated(2.0, taps + 1)
+        Tolerance::accumulated(taps + 1)
     }
     fn special_input(&self, k: usize, seed: u64) -> Option<Vec<f64>> {
         cases::pool_indices(self, k, seed)
@@ -373,7 +374,7 @@ impl Op for AdaptivePool2dSpec {
                         PoolPass::Backward => o.div_ceil(i) + 1,
                     }
                 };
-                Tolerance::accumulated(2.0, per_axis(0) * per_axis(1))
+                Tolerance::accumulated(per_axis(0) * per_axis(1) + 1)
             }
         }
     }

@@ -26,6 +26,7 @@
 //! A target outside `0..classes` gives `loss = NaN` and `grad = probs · s`.
 
 mod cases;
+mod condition;
 mod lower;
 pub(crate) mod reference;
 mod spec;

@@ -3,7 +3,7 @@
 use kernelc_ir::ScalarType;
 use serde::{Deserialize, Serialize};
 
-use super::{cases, lower, reference};
+use super::{cases, condition, lower, reference};
 use crate::conformance::inputs::Domain;
 use crate::error::SpecError;
 use crate::lower::{LowerError, Plan, TargetCaps};
@@ -52,6 +52,9 @@ impl Op for SoftmaxSpec {
     fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
         reference::softmax(self, i)
     }
+    fn condition(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
+        condition::softmax(self, i)
+    }
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::softmax(self, caps)
     }
@@ -59,7 +62,7 @@ impl Op for SoftmaxSpec {
         cases::softmax()
     }
     fn tolerance(&self) -> Tolerance {
-        Tolerance::normalised(8.0, self.shape.get(self.axis).copied().unwrap_or(1))
+        Tolerance::conditioned(2.0)
     }
     fn example() -> Self {
         SoftmaxSpec {
@@ -109,6 +112,9 @@ impl Op for SoftmaxBackwardSpec {
     fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
         reference::softmax_backward(self, i)
     }
+    fn condition(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
+        condition::softmax_backward(self, i)
+    }
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::softmax_backward(self, caps)
     }
@@ -116,7 +122,7 @@ impl Op for SoftmaxBackwardSpec {
         cases::softmax_backward()
     }
     fn tolerance(&self) -> Tolerance {
-        Tolerance::normalised(8.0, self.shape.get(self.axis).copied().unwrap_or(1))
+        Tolerance::conditioned(2.0)
     }
     fn example() -> Self {
         SoftmaxBackwardSpec {
@@ -189,6 +195,9 @@ impl Op for CrossEntropySpec {
     fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
         reference::cross_entropy(self, i)
     }
+    fn condition(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
+        condition::cross_entropy(self, i)
+    }
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::cross_entropy(self, caps)
     }
@@ -196,7 +205,7 @@ impl Op for CrossEntropySpec {
         cases::cross_entropy()
     }
     fn tolerance(&self) -> Tolerance {
-        Tolerance::normalised(8.0, self.classes)
+        Tolerance::conditioned(2.0)
     }
     /// Targets include one id past each end (-1 where the dtype has it): out-of-range
     /// targets give NaN loss and no one-hot term.

@@ -21,6 +21,7 @@
 //! ```
 
 mod cases;
+mod condition;
 mod lower;
 pub(crate) mod reference;
 mod spec;

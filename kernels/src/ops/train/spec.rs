@@ -3,7 +3,7 @@
 use kernelc_ir::ScalarType;
 use serde::{Deserialize, Serialize};
 
-use super::{cases, lower, reference};
+use super::{cases, condition, lower, reference};
 use crate::conformance::inputs::Domain;
 use crate::error::SpecError;
 use crate::lower::math::compute_type;
@@ -115,7 +115,7 @@ impl Op for DropoutSpec {
         cases::dropout()
     }
     fn tolerance(&self) -> Tolerance {
-        Tolerance::elementwise(1.0)
+        Tolerance::result(1.0)
     }
     fn example() -> Self {
         DropoutSpec {
@@ -306,6 +306,9 @@ impl Op for AdamSpec {
     fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
         reference::adam(self, i)
     }
+    fn condition(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
+        condition::adam(self, i)
+    }
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::adam(self, caps)
     }
@@ -313,7 +316,7 @@ impl Op for AdamSpec {
         cases::adam()
     }
     fn tolerance(&self) -> Tolerance {
-        Tolerance::elementwise(16.0)
+        Tolerance::conditioned(2.0)
     }
     fn domain(&self, input: &TensorSig) -> Domain {
         if input.dtype.is_float() && input.name == "v" {

@@ -1,0 +1,101 @@
+//! What the attention family's conditioned tolerances are proportional to
+//! ([`Op::condition`](crate::op::Op::condition)), per element and in units of `u`.
+//!
+//! Attention: a score `sⱼ = scale·q·kⱼ (+ mask)` is a dot product good to
+//! `σⱼ = (d + 2)·|scale|·Σ|q·kⱼ| + |maskⱼ|`; softmax turns score errors and the shift by
+//! the maximum into relative errors of the weights `pⱼ`, and the output
+//! `oₑ = Σ pⱼ·vⱼₑ` is a sum of `n` terms: `Σⱼ pⱼ·|vⱼₑ|·(2σⱼ + |sⱼ − m| + 3n + 10)`.
+//! A query that sees no key gives exactly 0.
+//!
+//! RoPE `y = x₁·cos − x₂·sin` (and its pair) is a two-term sum:
+//! `2(|x₁·cos| + |x₂·sin|) + |y|`.
+
+use super::spec::{AttentionLayout, AttentionSpec, RopeSpec};
+use crate::reference::{attribute, resolve_index};
+use crate::shape::{broadcast_strides, offset};
+
+fn at(layout: AttentionLayout, heads: usize, seq: usize, dim: usize, [b, h, s, d]: [usize; 4]) -> usize {
+    match layout {
+        AttentionLayout::Bhsd => ((b * heads + h) * seq + s) * dim + d,
+        AttentionLayout::Bshd => ((b * seq + s) * heads + h) * dim + d,
+    }
+}
+
+pub(super) fn attention(s: &AttentionSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
+    let (q, k, v) = (i[0], i[1], i[2]);
+    let mask = s
+        .mask
+        .as_ref()
+        .map(|shape| (i[3], broadcast_strides(shape, &s.score_shape())));
+    let scale = attribute(s.dtype, s.scale);
+    let group = s.heads / s.kv_heads;
+    let d = s.head_dim;
+    let mut out = vec![0.0; s.batch * s.heads * s.seq_q * d];
+    for b in 0..s.batch {
+        for h in 0..s.heads {
+            let g = h / group;
+            for qi in 0..s.seq_q {
+                let visible = if s.causal {
+                    (qi + s.seq_k + 1).saturating_sub(s.seq_q).min(s.seq_k)
+                } else {
+                    s.seq_k
+                };
+                let mut scores = Vec::with_capacity(visible);
+                for j in 0..visible {
+                    let (mut dot, mut magnitude) = (0.0, 0.0);
+                    for e in 0..d {
+                        let p = q[at(s.layout, s.heads, s.seq_q, d, [b, h, qi, e])]
+                            * k[at(s.layout, s.kv_heads, s.seq_k, d, [b, g, j, e])];
+                        dot += p;
+                        magnitude += p.abs();
+                    }
+                    let m = mask.as_ref().map_or(0.0, |(m, st)| m[offset(&[b, h, qi, j], st)]);
+                    let error = (d as f64 + 2.0) * scale.abs() * magnitude + m.abs();
+                    scores.push((scale * dot + m, error));
+                }
+                let max = scores.iter().map(|s| s.0).fold(f64::NEG_INFINITY, f64::max);
+                if scores.is_empty() || max == f64::NEG_INFINITY {
+                    continue;
+                }
+                let denom: f64 = scores.iter().map(|(s, _)| (s - max).exp()).sum();
+                let n = visible as f64;
+                for e in 0..d {
+                    let mut condition = 0.0;
+                    for (j, (score, error)) in scores.iter().enumerate() {
+                        // A key masked out with −∞ adds nothing, exactly.
+                        if *score == f64::NEG_INFINITY {
+                            continue;
+                        }
+                        let p = (score - max).exp() / denom;
+                        let vj = v[at(s.layout, s.kv_heads, s.seq_k, d, [b, g, j, e])];
+                        condition += p * vj.abs() * (2.0 * error + (score - max).abs() + 3.0 * n + 10.0);
+                    }
+                    out[at(s.layout, s.heads, s.seq_q, d, [b, h, qi, e])] = condition;
+                }
+            }
+        }
+    }
+    vec![out]
+}
+
+pub(super) fn rope(s: &RopeSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
+    let (x, cos, sin, pos) = (i[0], i[1], i[2], i[3]);
+    let half = s.head_dim / 2;
+    let mut out = vec![0.0; x.len()];
+    for b in 0..s.batch {
+        for (t, &pt) in pos.iter().enumerate().take(s.seq) {
+            let p = resolve_index(pt, s.max_positions, false);
+            for h in 0..s.heads {
+                let base = ((b * s.seq + t) * s.heads + h) * s.head_dim;
+                for kk in 0..half {
+                    let (c, sn) = p.map_or((0.0, 0.0), |p| (cos[p * half + kk], sin[p * half + kk]));
+                    let (x1, x2) = (x[base + kk], x[base + kk + half]);
+                    out[base + kk] = 2.0 * ((x1 * c).abs() + (x2 * sn).abs()) + (x1 * c - x2 * sn).abs();
+                    out[base + kk + half] =
+                        2.0 * ((x1 * sn).abs() + (x2 * c).abs()) + (x1 * sn + x2 * c).abs();
+                }
+            }
+        }
+    }
+    vec![out]
+}

@@ -1,0 +1,90 @@
+//! What the elementwise family's conditioned tolerances are proportional to
+//! ([`Op::condition`](crate::op::Op::condition)), per element and in units of `u`.
+//!
+//! Most elementwise functions are held to ULPs of their result. A few are, by their
+//! standard definition (PyTorch's, JAX's), a sum whose terms cancel: GELU's
+//! `½x(1 + erf(x/√2))` and `½x(1 + tanh(·))` for negative `x`, and the activation
+//! derivatives at their interior zeros (`Φ(x) + xφ(x)` at `x ≈ −0.75`,
+//! `σ(x)(1 + x(1 − σ(x)))` at `x ≈ −1.28`). Those are held to ULPs of the sum's terms,
+//! the magnitudes of everything added, times the outer factors; where no term cancels
+//! that is the result's magnitude again.
+
+use super::reference::{apply_unary, derivative, sigmoid, GELU_TANH_COEFF, SQRT_2_OVER_PI};
+use super::spec::{Activation, ActivationBackwardSpec, UnaryFn, UnarySpec};
+
+/// The sum of magnitudes of the terms of `f(x)` (its magnitude where nothing cancels).
+fn unary_terms(f: UnaryFn, y: f64, x: f64) -> f64 {
+    match f {
+        UnaryFn::GeluErf => 0.5 * x.abs() * (1.0 + libm::erf(x / std::f64::consts::SQRT_2).abs()),
+        UnaryFn::GeluTanh => {
+            let t = (SQRT_2_OVER_PI * (x + GELU_TANH_COEFF * x * x * x)).tanh();
+            0.5 * x.abs() * (1.0 + t.abs())
+        }
+        UnaryFn::Neg
+        | UnaryFn::Abs
+        | UnaryFn::Sqrt
+        | UnaryFn::Rsqrt
+        | UnaryFn::Exp
+        | UnaryFn::Log
+        | UnaryFn::Sin
+        | UnaryFn::Cos
+        | UnaryFn::Tan
+        | UnaryFn::Floor
+        | UnaryFn::Ceil
+        | UnaryFn::Round
+        | UnaryFn::Relu
+        | UnaryFn::LeakyRelu { .. }
+        | UnaryFn::Sigmoid
+        | UnaryFn::Tanh
+        | UnaryFn::Silu => y.abs(),
+    }
+}
+
+pub(super) fn unary(s: &UnarySpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
+    let func = s.func.as_received(s.dtype);
+    vec![i[0]
+        .iter()
+        .map(|&x| {
+            let y = apply_unary(func, s.dtype, x);
+            unary_terms(func, y, x) + y.abs()
+        })
+        .collect()]
+}
+
+/// The sum of magnitudes of the terms of `f'(s)`.
+fn derivative_terms(f: Activation, s: f64) -> f64 {
+    match f {
+        Activation::GeluErf => {
+            let pdf = (-0.5 * s * s).exp() / (2.0 * std::f64::consts::PI).sqrt();
+            let erf = libm::erf(s / std::f64::consts::SQRT_2);
+            0.5 * (1.0 + erf.abs()) + (s * pdf).abs()
+        }
+        Activation::GeluTanh => {
+            let t = (SQRT_2_OVER_PI * (s + GELU_TANH_COEFF * s * s * s)).tanh();
+            let slope = SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_TANH_COEFF * s * s);
+            0.5 * (1.0 + t.abs()) + 0.5 * s.abs() * (1.0 + t * t) * slope
+        }
+        Activation::Silu => {
+            let sg = sigmoid(s);
+            sg * (1.0 + s.abs() * (1.0 + sg))
+        }
+        Activation::Relu | Activation::LeakyRelu { .. } | Activation::Sigmoid | Activation::Tanh => {
+            derivative(f, s).abs()
+        }
+    }
+}
+
+pub(super) fn activation_backward(s: &ActivationBackwardSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
+    let (saved, dy) = (i[0], i[1]);
+    let func = s
+        .func
+        .forward()
+        .as_received(s.dtype)
+        .activation()
+        .unwrap_or(s.func);
+    vec![saved
+        .iter()
+        .zip(dy)
+        .map(|(&sv, &g)| g.abs() * (derivative_terms(func, sv) + derivative(func, sv).abs()))
+        .collect()]
+}
