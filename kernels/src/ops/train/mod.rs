@@ -7,8 +7,11 @@
 //! `P(keep) = 1 − p` up to 2⁻²⁴):
 //!
 //! ```text
-//! y_i = keep_i ? x_i / (1 − p) : 0,    mask_i = keep_i ? 1/(1 − p) : 0
+//! mask_i = keep_i ? 1/(1 − p) : 0,    y_i = x_i · mask_i
 //! ```
+//!
+//! `y` is a product, as PyTorch's `x * mask * scale` (and `x * 0` for `p = 1`): a
+//! dropped NaN or ±∞ is NaN, a dropped `−x` is `−0`.
 //!
 //! One Adam / AdamW step, elementwise, with `t = step`:
 //!

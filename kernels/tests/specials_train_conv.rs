@@ -1,0 +1,76 @@
+//! Special values (NaN, ±∞, ±0, subnormals) through the training, convolution,
+//! elementwise and GEMM families: each test is a rule that the op fuzzer's `Specials`
+//! mode once found broken. Each checks the reference against the rule itself, then
+//! the kernels against the reference on the interpreter with CPU, GPU and
+//! WebGPU-baseline caps (those whose dtypes the case needs).
+
+use kernelc_kernels::conformance::{case_data_from_values, check_data, Interpreter};
+use kernelc_kernels::lower::TargetCaps;
+use kernelc_kernels::*;
+
+const INF: f64 = f64::INFINITY;
+const NAN: f64 = f64::NAN;
+/// The smallest positive f32 subnormal.
+const TINY_F32: f64 = 1.401298464324817e-45;
+
+fn spec(json: &str) -> OpSpec {
+    let spec: OpSpec = serde_json::from_str(json).unwrap_or_else(|e| panic!("{json}: {e}"));
+    spec.validate().unwrap_or_else(|e| panic!("{json}: {e}"));
+    spec
+}
+
+/// The reference's outputs on `values` (one list per input), after checking every
+/// interpreter executor against them.
+fn run(spec: &OpSpec, values: Vec<Vec<f64>>) -> Vec<Vec<f64>> {
+    let data = case_data_from_values(spec, values);
+    let executors = [
+        ("interp/cpu-caps", TargetCaps::cpu()),
+        ("interp/gpu-caps", TargetCaps::cuda_sm90()),
+        ("interp/webgpu-baseline-caps", TargetCaps::gpu_baseline()),
+    ];
+    for (label, caps) in executors {
+        let sigs = spec.inputs().into_iter().chain(spec.outputs());
+        if !sigs.into_iter().all(|s| caps.supports(s.dtype)) {
+            continue;
+        }
+        let exec = Interpreter::new(label, caps);
+        if let Err(f) = check_data(&exec, spec, &data) {
+            panic!("{} on {label}: {f}", spec.name());
+        }
+    }
+    let refs: Vec<&[f64]> = data.values.iter().map(|v| v.as_slice()).collect();
+    reference(spec, &refs).unwrap_or_else(|e| panic!("{}: {e}", spec.name()))
+}
+
+/// `n` values cycling through `pattern`.
+fn cycle(pattern: &[f64], n: usize) -> Vec<f64> {
+    pattern.iter().copied().cycle().take(n).collect()
+}
+
+/// Same value, NaN included (±0 equal).
+fn same(a: f64, b: f64) -> bool {
+    a == b || a.is_nan() && b.is_nan()
+}
+
+// ---------------------------------------------------------------- dropout
+
+/// Dropout multiplies `x` by its mask (`keep ? 1/(1−p) : 0`), as PyTorch's
+/// `x * mask * scale` and `p = 1`'s `x * 0` do: a dropped NaN or ±∞ is NaN.
+#[test]
+fn dropout_multiplies_dropped_nan_and_inf_by_zero() {
+    let x = cycle(&[NAN, INF, -INF, -0.0, 1.5, -2.0, TINY_F32], 64);
+    // Random keep bits, everything kept (p = 0), everything dropped (p → 1).
+    for p in [0.5, 0.0, 1.0 - f64::EPSILON / 2.0] {
+        let s = spec(&format!(
+            r#"{{"op":"dropout","dtype":"f32","shape":[64],"p":{p:?},"seed":7,"step":3,"mask":true,"rng":"counter"}}"#
+        ));
+        let out = run(&s, vec![x.clone()]);
+        let (y, mask) = (&out[0], &out[1]);
+        for i in 0..x.len() {
+            assert!(same(y[i], x[i] * mask[i]), "p {p}: y[{i}] = {}", y[i]);
+            if mask[i] == 0.0 && !x[i].is_finite() {
+                assert!(y[i].is_nan(), "p {p}: a dropped {} is NaN", x[i]);
+            }
+        }
+    }
+}
