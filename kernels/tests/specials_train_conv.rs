@@ -47,6 +47,20 @@ fn cycle(pattern: &[f64], n: usize) -> Vec<f64> {
     pattern.iter().copied().cycle().take(n).collect()
 }
 
+/// `n` finite values in `[-1, 1]`, none zero (a fixed, dependency-free pattern).
+fn finite(n: usize, salt: usize) -> Vec<f64> {
+    (0..n)
+        .map(|i| {
+            let v = ((i * 37 + salt * 11) % 17) as f64 / 8.0 - 1.0;
+            if v == 0.0 {
+                0.25
+            } else {
+                v
+            }
+        })
+        .collect()
+}
+
 /// Same value, NaN included (±0 equal).
 fn same(a: f64, b: f64) -> bool {
     a == b || a.is_nan() && b.is_nan()
@@ -70,6 +84,32 @@ fn dropout_multiplies_dropped_nan_and_inf_by_zero() {
             assert!(same(y[i], x[i] * mask[i]), "p {p}: y[{i}] = {}", y[i]);
             if mask[i] == 0.0 && !x[i].is_finite() {
                 assert!(y[i].is_nan(), "p {p}: a dropped {} is NaN", x[i]);
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------- adam
+
+/// With `weight_decay = 0` there is no decay term (PyTorch's Adam adds `wd·param` only
+/// when `wd ≠ 0`; AdamW multiplies `param` by `1 − lr·0 = 1`), so an infinite param
+/// stays infinite rather than becoming `0·∞ = NaN`.
+#[test]
+fn adam_without_weight_decay_has_no_decay_term() {
+    let param = cycle(&[INF, -INF, 0.5, -0.25], 16);
+    let grad = finite(16, 1);
+    let m = finite(16, 2);
+    let v: Vec<f64> = finite(16, 3).iter().map(|x| x.abs()).collect();
+    for decoupled in [false, true] {
+        let s = spec(&format!(
+            r#"{{"op":"adam","dtype":"f32","len":16,"lr":0.001,"beta1":0.9,"beta2":0.999,"eps":1e-8,"weight_decay":0.0,"decoupled":{decoupled},"step":1}}"#
+        ));
+        let out = run(&s, vec![param.clone(), grad.clone(), m.clone(), v.clone()]);
+        for i in 0..16 {
+            if param[i].is_infinite() {
+                assert_eq!(out[0][i], param[i], "decoupled {decoupled}: param[{i}]");
+            } else {
+                assert!(out[0][i].is_finite(), "decoupled {decoupled}: param[{i}]");
             }
         }
     }

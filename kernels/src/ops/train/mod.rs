@@ -22,6 +22,9 @@
 //! m̂  = m' / (1 − β1ᵗ),   v̂ = v' / (1 − β2ᵗ)
 //! param' = param − lr · (m̂ / (√v̂ + eps) + (decoupled ? weight_decay · param : 0))
 //! ```
+//!
+//! With `weight_decay = 0` neither decay term exists (not `0 · param`, which is NaN
+//! for an infinite param), as in PyTorch.
 
 mod cases;
 mod lower;

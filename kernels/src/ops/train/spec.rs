@@ -140,7 +140,9 @@ impl Op for DropoutSpec {
 /// param ← param − lr · (m̂ / (√v̂ + eps) + [decoupled] weight_decay · param)   (AdamW)
 /// ```
 ///
-/// rustd `adam_update` is `weight_decay = 0`. Inputs: `param`, `grad`, `m`, `v`.
+/// `weight_decay = 0` has no decay term (as PyTorch: `0·param` is never added, so an
+/// infinite param stays infinite). rustd `adam_update` is `weight_decay = 0`. Inputs:
+/// `param`, `grad`, `m`, `v`.
 /// Outputs: `param`, `m`, `v`, each updated in place.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AdamSpec {
