@@ -114,3 +114,30 @@ fn adam_without_weight_decay_has_no_decay_term() {
         }
     }
 }
+
+// ---------------------------------------------------------------- silu_mul
+
+/// `silu_mul(a, b) = silu(a)·b` with `silu(a)` a value of the compute type (as
+/// PyTorch's `silu(a) * b` computes it): a gate so small that `silu(a)` underflows to
+/// ±0 gives `±0·∞ = NaN` against an infinite `b`, in the reference as in the kernel.
+#[test]
+fn silu_mul_rounds_silu_to_the_compute_type() {
+    for (dtype, tiny) in [("f32", TINY_F32), ("f64", f64::from_bits(1))] {
+        let a = cycle(&[tiny, -tiny, tiny, 1.0], 16);
+        let b = cycle(&[-INF, INF, 3.0, -INF], 16);
+        let s = spec(&format!(
+            r#"{{"op":"binary","func":"silu_mul","dtype":"{dtype}","lhs":[16],"rhs":[16]}}"#
+        ));
+        let out = run(&s, vec![a.clone(), b.clone()]);
+        for i in 0..16 {
+            if a[i].abs() == tiny && b[i].is_infinite() {
+                assert!(out[0][i].is_nan(), "{dtype}: silu_mul({}, {})", a[i], b[i]);
+            }
+        }
+    }
+    // f16 computes in f32, where silu of the smallest f16 subnormal does not underflow.
+    let tiny = 5.960464477539063e-8;
+    let s = spec(r#"{"op":"binary","func":"silu_mul","dtype":"f16","lhs":[4],"rhs":[4]}"#);
+    let out = run(&s, vec![vec![tiny, -tiny, tiny, 1.0], vec![-INF, INF, 3.0, -INF]]);
+    assert_eq!(out[0][..2], [-INF, -INF]);
+}
