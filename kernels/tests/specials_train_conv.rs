@@ -141,3 +141,41 @@ fn silu_mul_rounds_silu_to_the_compute_type() {
     let out = run(&s, vec![vec![tiny, -tiny, tiny, 1.0], vec![-INF, INF, 3.0, -INF]]);
     assert_eq!(out[0][..2], [-INF, -INF]);
 }
+
+// ---------------------------------------------------------------- gemm
+
+/// A 2 × 2 GEMM with `k = 2` of all-one A and B (`Σ = 2`), with `alpha`, `beta` and
+/// optionally a bias.
+fn gemm(dtype: &str, alpha: f64, beta: f64, bias: bool) -> OpSpec {
+    spec(&format!(
+        r#"{{"op":"gemm","dtype":"{dtype}","layout":"row_major","m":2,"n":2,"k":2,"trans_a":false,"trans_b":false,"batch":[],"alpha":{alpha:?},"beta":{beta:?},"bias":{bias},"lda":2,"ldb":2,"ldc":2}}"#
+    ))
+}
+
+/// GEMM's epilogue `alpha·Σ + beta·C (+ bias)` is arithmetic in the compute type, as in
+/// cuBLAS and PyTorch's `addmm`: `alpha·Σ` past f32's range is +∞ there, so adding a
+/// `−∞` (from `C` or the bias) or another overflowed `−∞` gives NaN.
+#[test]
+fn gemm_epilogue_overflows_in_the_compute_type() {
+    let max = f32::MAX as f64;
+    let ones = vec![1.0; 4];
+    // alpha·Σ = +∞ meets beta·C = −∞.
+    let s = gemm("f32", max, 1.0, false);
+    let c = run(&s, vec![ones.clone(), ones.clone(), vec![-INF, 1.0, -1.0, 0.0]]);
+    assert!(c[0][0].is_nan(), "+∞ + −∞: {}", c[0][0]);
+    assert_eq!(c[0][1], INF);
+    // alpha·Σ = +∞ meets beta·C = −∞ from an overflow (exactly: 3.4e38, finite).
+    let s = gemm("f32", max, max, false);
+    let c = run(&s, vec![ones.clone(), ones.clone(), vec![-2.0, -3.0, 0.0, 1.0]]);
+    assert!(c[0][0].is_nan() && c[0][1].is_nan(), "{:?}", c[0]);
+    assert_eq!(c[0][2..], [INF, INF]);
+    // alpha·Σ = +∞ meets a −∞ bias.
+    let s = gemm("f32", max, 0.0, true);
+    let c = run(&s, vec![ones.clone(), ones.clone(), vec![-INF, 2.0]]);
+    assert!(c[0][0].is_nan(), "{:?}", c[0]);
+    assert_eq!(c[0][1], INF);
+    // In f64 the same alpha·Σ is finite: −∞ wins.
+    let s = gemm("f64", max, 1.0, false);
+    let c = run(&s, vec![ones.clone(), ones, vec![-INF, 1.0, -1.0, 0.0]]);
+    assert_eq!(c[0][0], -INF);
+}
