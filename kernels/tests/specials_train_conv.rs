@@ -138,7 +138,10 @@ fn silu_mul_rounds_silu_to_the_compute_type() {
     // f16 computes in f32, where silu of the smallest f16 subnormal does not underflow.
     let tiny = 5.960464477539063e-8;
     let s = spec(r#"{"op":"binary","func":"silu_mul","dtype":"f16","lhs":[4],"rhs":[4]}"#);
-    let out = run(&s, vec![vec![tiny, -tiny, tiny, 1.0], vec![-INF, INF, 3.0, -INF]]);
+    let out = run(
+        &s,
+        vec![vec![tiny, -tiny, tiny, 1.0], vec![-INF, INF, 3.0, -INF]],
+    );
     assert_eq!(out[0][..2], [-INF, -INF]);
 }
 
@@ -161,12 +164,18 @@ fn gemm_epilogue_overflows_in_the_compute_type() {
     let ones = vec![1.0; 4];
     // alpha·Σ = +∞ meets beta·C = −∞.
     let s = gemm("f32", max, 1.0, false);
-    let c = run(&s, vec![ones.clone(), ones.clone(), vec![-INF, 1.0, -1.0, 0.0]]);
+    let c = run(
+        &s,
+        vec![ones.clone(), ones.clone(), vec![-INF, 1.0, -1.0, 0.0]],
+    );
     assert!(c[0][0].is_nan(), "+∞ + −∞: {}", c[0][0]);
     assert_eq!(c[0][1], INF);
     // alpha·Σ = +∞ meets beta·C = −∞ from an overflow (exactly: 3.4e38, finite).
     let s = gemm("f32", max, max, false);
-    let c = run(&s, vec![ones.clone(), ones.clone(), vec![-2.0, -3.0, 0.0, 1.0]]);
+    let c = run(
+        &s,
+        vec![ones.clone(), ones.clone(), vec![-2.0, -3.0, 0.0, 1.0]],
+    );
     assert!(c[0][0].is_nan() && c[0][1].is_nan(), "{:?}", c[0]);
     assert_eq!(c[0][2..], [INF, INF]);
     // alpha·Σ = +∞ meets a −∞ bias.
@@ -178,4 +187,79 @@ fn gemm_epilogue_overflows_in_the_compute_type() {
     let s = gemm("f64", max, 1.0, false);
     let c = run(&s, vec![ones.clone(), ones, vec![-INF, 1.0, -1.0, 0.0]]);
     assert_eq!(c[0][0], -INF);
+}
+
+// ---------------------------------------------------------------- conv2d
+
+fn conv(dtype: &str, pass: &str, dims: [usize; 5], window: &str) -> OpSpec {
+    let [n, c, k, h, w] = dims;
+    spec(&format!(
+        r#"{{"op":"conv2d","dtype":"{dtype}","pass":"{pass}","batch":{n},"in_channels":{c},"out_channels":{k},"height":{h},"width":{w},"window":{window},"bias":false}}"#
+    ))
+}
+
+const PAD1: &str = r#"{"kernel":[3,3],"stride":[1,1],"padding":[1,1]}"#;
+
+/// Forward: an output pixel whose window tap lies in the padding has no term for that
+/// tap, so an infinite or NaN weight there does not reach it (no `0·∞` from the
+/// padding).
+#[test]
+fn conv2d_forward_padding_adds_no_terms() {
+    for (dtype, dims) in [("f32", [1, 2, 3, 5, 5]), ("bf16", [2, 3, 5, 9, 7])] {
+        let s = conv(dtype, "forward", dims, PAD1);
+        let [n, c, k, h, w] = dims;
+        let x = finite(n * c * h * w, 1);
+        let mut wt = finite(k * c * 9, 2);
+        // Output channel 0: tap (0, 0) of channel 0 infinite, tap (2, 2) of the last
+        // channel NaN; output channel 1: tap (0, 2) −∞.
+        wt[0] = INF;
+        wt[(c - 1) * 9 + 8] = NAN;
+        wt[c * 9 + 2] = -INF;
+        let out = run(&s, vec![x, wt]);
+        let y = |kk: usize, oy: usize, ox: usize| out[0][(kk * h + oy) * w + ox];
+        // (0, 0) reads tap (0, 0) at (−1, −1) and tap (2, 2) inside: NaN.
+        assert!(y(0, 0, 0).is_nan());
+        // The last row and column read tap (2, 2) in the padding, tap (0, 0) inside.
+        assert!(y(0, h - 1, w - 1).is_infinite(), "{}", y(0, h - 1, w - 1));
+        // The first row reads tap (0, 2) in the padding: finite.
+        assert!(y(1, 0, 1).is_finite(), "{}", y(1, 0, 1));
+    }
+}
+
+/// Backward data (stride 1, read through the transposed window): a `dx` pixel gets no
+/// term from a weight tap whose output position lies outside the output.
+#[test]
+fn conv2d_backward_data_padding_adds_no_terms() {
+    let strided = r#"{"kernel":[3,3],"stride":[2,2],"padding":[1,1]}"#;
+    for (dtype, window) in [("f32", PAD1), ("bf16", PAD1), ("f32", strided)] {
+        let dims = [1, 2, 3, 7, 6];
+        let s = conv(dtype, "backward_data", dims, window);
+        let [_, c, k, h, w] = dims;
+        let dy_len = s.inputs()[0].numel();
+        let dy = finite(dy_len, 3);
+        let mut wt = finite(k * c * 9, 4);
+        wt[0] = INF; // w[0, 0, 0, 0]
+        let out = run(&s, vec![dy, wt]);
+        // dx[0, 0, H−1, W−1] would read tap (0, 0) from output (H, W): outside.
+        assert!(out[0][h * w - 1].is_finite(), "{dtype} {window}");
+    }
+}
+
+/// Backward filter: `dw` at a tap gets no term from an output pixel whose window has
+/// that tap in the padding; on GPU caps the long reduction is split (split-K), so the
+/// sum launch must keep to the definition too.
+#[test]
+fn conv2d_backward_filter_padding_adds_no_terms() {
+    for dims in [[1, 2, 3, 5, 6], [2, 2, 4, 16, 16]] {
+        let s = conv("f32", "backward_filter", dims, PAD1);
+        let [n, c, k, h, w] = dims;
+        let x = finite(n * c * h * w, 5);
+        let mut dy = finite(n * k * h * w, 6);
+        dy[0] = -INF; // dy[0, 0, 0, 0]: its taps (0, *) and (*, 0) are in the padding
+        let out = run(&s, vec![x, dy]);
+        // dw[0, 0, 0, 0] reads x at (−1, −1) for dy[0, 0, 0, 0]: no term.
+        assert!(out[0][0].is_finite(), "{dims:?}: {}", out[0][0]);
+        // dw[0, 0, 2, 2] reads x[0, 0, 1, 1] for it: −∞·x.
+        assert!(out[0][8].is_infinite(), "{dims:?}: {}", out[0][8]);
+    }
 }
