@@ -215,8 +215,14 @@ fn binary_functions_and_integer_rules() {
     assert_eq!(f(BinaryFn::Ge, F32, 1.0, 2.0), 0.0);
     assert_eq!(f(BinaryFn::Eq, F32, f64::NAN, f64::NAN), 0.0);
     assert_eq!(f(BinaryFn::Ne, F32, f64::NAN, f64::NAN), 1.0);
+    // silu(1) = σ(1) as the f32 the kernel holds (docs/ops.md, "Special values"), times 2.
     close(
         &[f(BinaryFn::SiluMul, F32, 1.0, 2.0)],
+        &[2.0 * (0.7310585786300049f64 as f32) as f64],
+        1e-15,
+    );
+    close(
+        &[f(BinaryFn::SiluMul, F64, 1.0, 2.0)],
         &[2.0 * 0.7310585786300049],
         1e-15,
     );

@@ -529,13 +529,9 @@ impl<'a> TileKernel<'a> {
                     None => add(place.off_c.clone(), scale(row.clone(), core.c.ld)),
                 };
                 let row_at = bind(f, "row_at", row_at);
-                let row_bias = match (&core.bias, m.bias, self.split) {
-                    (Some(bs), Some(mem), None) if bs.along == BiasAxis::Rows => Some(bind(
-                        f,
-                        "row_bias",
-                        Num::scalar(core.compute()).load(mem, bs.dtype, row.clone()),
-                    )),
-                    _ => None,
+                let row_bias = match self.split {
+                    None => self.row_bias(f, m, &row),
+                    Some(_) => None,
                 };
                 for (col, value) in cols.iter().zip(acc_row) {
                     let index = add(row_at.clone(), col.clone());
@@ -551,6 +547,9 @@ impl<'a> TileKernel<'a> {
             } else {
                 when_below(f, &row, core.m, body);
             }
+        }
+        if self.split.is_none() && core.has_absent() {
+            self.recompute_nan(f, m, place, (&first_row, &first_col), acc);
         }
     }
 
@@ -605,7 +604,7 @@ impl<'a> TileKernel<'a> {
     }
 
     /// `alpha·acc + beta·C_in (+ bias)`, rounded to C's type, for `lanes` columns.
-    fn finish_value(
+    pub(super) fn finish_value(
         &self,
         m: &Mems,
         index: &E,

@@ -25,6 +25,14 @@ fn reduce_launch(
     let partial_len = split.splits as u64 * batch as u64 * core.m as u64 * split.ld as u64;
     let mut bindings = vec![partial.clone()];
     let part = k.buffer("partial", compute, partial_len, Access::Read);
+    // Operands with absent elements: a NaN sum is summed again without them.
+    let operands = core.has_absent().then(|| {
+        bindings.push(core.a.binding.clone());
+        let a = k.buffer(core.a.name.clone(), core.a.dtype, core.a.len, Access::Read);
+        bindings.push(core.b.binding.clone());
+        let b = k.buffer(core.b.name.clone(), core.b.dtype, core.b.len, Access::Read);
+        (a, b)
+    });
     let bias = core.bias.as_ref().map(|bs| {
         bindings.push(bs.binding.clone());
         let len = if bs.along == BiasAxis::Rows {
@@ -63,7 +71,19 @@ fn reduce_launch(
                     Some(acc) => acc + v,
                 });
             }
-            let sum = sum.unwrap_or_else(|| num.lit(0.0));
+            let mut sum = sum.unwrap_or_else(|| num.lit(0.0));
+            if let Some(mems) = operands {
+                let var = f.var("sum", sum);
+                f.if_(var.get().ne(var.get()), |f| {
+                    let off_a =
+                        core.batch_offset(f, "off_a", &z, &core.a.batch_strides, core.a.base);
+                    let off_b =
+                        core.batch_offset(f, "off_b", &z, &core.b.batch_strides, core.b.base);
+                    let exact = core.exact_dot(f, mems, (&off_a, &off_b), &i, &j);
+                    f.assign(var, exact);
+                });
+                sum = var.get();
+            }
             let off_c = core.batch_offset(f, "off_c", &z, &core.c.batch_strides, core.c.base);
             let index = bind(
                 f,

@@ -44,6 +44,19 @@
 //!   row, 8 vector registers), keeping the tile's accumulators in shared memory between
 //!   slabs (one load and store per micro-tile per slab, amortised over `BK` steps).
 //!
+//! # Absent elements
+//!
+//! A gather may have elements that do not exist (a convolution's padding): the slab
+//! loads read them as zero, so the tiled sum has `0·b` terms the definition does not
+//! have. Such a term adds ±0 unless `b` is ±∞ or NaN, when it turns the sum into NaN.
+//! So where an operand has absent elements ([`OperandGather::has_absent`]), a NaN
+//! result is summed again, term by term over the existing terms only (`exact.rs`):
+//! after the slab loop, one NaN test of the sum of a micro-tile's accumulators (NaN if
+//! any is; a false alarm, a `+∞` meeting a `−∞` or a NaN in an accumulator past the
+//! matrix's edge, only costs a recomputation), and in a split-K sum one test per
+//! element. Nothing changes in the reduction loop, and the recomputation runs
+//! only where a NaN appeared.
+//!
 //! Workgroups are launched in groups of `GROUP_M` tile rows walked column by column, so
 //! that consecutive workgroups share panels of A and B in cache; batches (multi-dim,
 //! per-operand strides, 0 broadcasts) are part of the linear workgroup index.
@@ -56,6 +69,7 @@
 //! written by a separate map launch: the prior C when `beta ≠ 0`, else 0 (the output is
 //! the whole buffer, as the reference defines it).
 
+mod exact;
 mod kernel;
 mod launches;
 mod schedule;
@@ -97,6 +111,10 @@ pub(crate) trait OperandGather: std::fmt::Debug {
     /// condition under which the element exists (`None`: always); an element that does
     /// not exist reads as zero. Called only where `r` and `p` lie inside the matrix.
     fn address(&self, f: &mut Body, r: &E, p: &E) -> (E, Option<E>);
+    /// Whether some element inside the matrix does not exist (its condition can be
+    /// false): the engine then keeps the `0·∞` of a read-as-zero element out of the sums
+    /// (see the module docs).
+    fn has_absent(&self) -> bool;
 }
 
 /// Where element `(r, p)` of an operand lives, relative to its batch offset.
@@ -134,6 +152,14 @@ impl Gather {
                 }
             }
             Gather::Custom(g) => g.contiguous(),
+        }
+    }
+
+    /// Whether some element inside the matrix does not exist.
+    fn has_absent(&self) -> bool {
+        match self {
+            Gather::Strided { .. } | Gather::Split { .. } => false,
+            Gather::Custom(g) => g.has_absent(),
         }
     }
 

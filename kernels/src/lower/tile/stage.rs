@@ -162,12 +162,8 @@ impl<'a> TileKernel<'a> {
     /// The element (or vector) at `index`, in the compute type, rounded first when the
     /// GEMM rounds its inputs.
     fn fetch(&self, side: &Side, index: E) -> E {
-        let num = self.side_num(side);
-        let v = num.load(side.mem, side.op.dtype, index);
-        match self.core.input_rounding {
-            Some(to) => v.cast(to).cast(num.ty),
-            None => v,
-        }
+        self.core
+            .load_operand(&self.side_num(side), side.mem, side.op, index)
     }
 
     /// Loads one element (or vector) of a slab, zero outside the operand, and stores it

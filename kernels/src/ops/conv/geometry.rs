@@ -74,6 +74,16 @@ impl OperandGather for Patches {
     fn address(&self, f: &mut Body, r: &E, p: &E) -> (E, Option<E>) {
         patch_address(f, &self.geometry, self.role, r, p)
     }
+
+    fn has_absent(&self) -> bool {
+        let g = &self.geometry;
+        match self.role {
+            // Windows of valid output pixels leave the image only through the padding.
+            PatchRole::PixelByTap | PatchRole::TapByBatchPixel => g.padding != [0, 0],
+            // The transposed window leaves the output unless it is a single tap.
+            PatchRole::InputPixelByOutTap => g.kernel != [1, 1] || g.padding != [0, 0],
+        }
+    }
 }
 
 /// The gather of an image of `geometry` read as `role`.

@@ -21,6 +21,12 @@
 //! 1×1 stride-1 unpadded convolutions read the image as a plain strided matrix
 //! (vector loads, no index arithmetic).
 //!
+//! The patch gathers read a tap in the padding (or, for backward-data, outside the
+//! output) as zero; such a tap is no term of the definition, and its `0·∞` would turn
+//! a sum NaN. The engine recomputes a NaN result over the existing terms only (see
+//! "Absent elements" in [`crate::lower::tile`]); the gathers say whether they have
+//! absent elements (`has_absent`), so unpadded passes carry no such code.
+//!
 //! # im2col / col2im
 //!
 //! im2col is a coalesced 1-D map over the columns (each element a gather, zero in
@@ -597,10 +603,12 @@ fn tap_range(f: &mut Body, axis: &str, v: &E, kernel: u32, stride: u32, out: u32
 #[cfg(test)]
 mod tests {
     //! Strided backward-data in chunks of images (the column buffer reused per chunk),
-    //! which the table's small batches never need.
+    //! which the table's small batches never need; and the recomputation of NaN sums
+    //! over padding on the tile shapes the table's small shapes never select.
 
     use super::*;
-    use crate::conformance::{check, Executor};
+    use crate::conformance::{case_data_from_values, check, check_data, Executor};
+    use crate::lower::tile::{emit_gemm_with, vector_lanes, Tile};
 
     use kernelc_ir::interp::HostBuffer;
 
@@ -663,6 +671,110 @@ mod tests {
             let exec = Chunked { caps };
             if let Err(f) = check(&exec, &spec, 3) {
                 panic!("{f}");
+            }
+        }
+    }
+
+    /// The implicit passes on a forced tile: `(ty, tx, tm, tn, bk)`, `bm = steps·ty·tm`.
+    struct ForcedTile {
+        shape: (u32, u32, u32, u32, u32),
+        steps: u32,
+    }
+
+    impl Executor for ForcedTile {
+        fn name(&self) -> String {
+            format!("forced tile {:?} × {}", self.shape, self.steps)
+        }
+        fn run(&self, spec: &OpSpec, inputs: &[HostBuffer]) -> Result<Vec<HostBuffer>, String> {
+            let OpSpec::Conv2d(s) = spec else {
+                return Err("not a conv".into());
+            };
+            let g = geometry(s.in_channels, s.out_channels, s.height, s.width, &s.window)
+                .map_err(|e| e.to_string())?;
+            let (batch, name) = (s.batch as u32, spec.name());
+            let core = match s.pass {
+                ConvPass::Forward => forward(s, &g, batch, name),
+                ConvPass::BackwardFilter => backward_filter(s, &g, batch, name),
+                ConvPass::BackwardData => backward_data_implicit(s, &g, batch, name),
+            };
+            let caps = TargetCaps::cuda_sm90();
+            let v = vector_lanes(core.compute(), &caps) as u32;
+            let (ty, tx, tm, tn, bk) = self.shape;
+            let tile = Tile {
+                bm: self.steps * ty * tm,
+                bn: self.steps * tx * tn,
+                bk,
+                ty,
+                tx,
+                tm,
+                tn,
+                vn: v.min(tn) as u8,
+                vm: if tm % v == 0 { v as u8 } else { 1 },
+                unroll: bk,
+            };
+            let mut plan = PlanBuilder::default();
+            emit_gemm_with(&core, &caps, tile, &mut plan).map_err(|e| e.to_string())?;
+            crate::conformance::interpret(&plan.finish(), spec, inputs)
+        }
+    }
+
+    #[test]
+    fn nan_sums_over_padding_are_recomputed_on_every_tile_shape() {
+        // 8 × 8 micro-tiles of 4-lane rows (128 × 128 tiles), and 2 × 2 micro-tiles per
+        // invocation (accumulators in shared memory).
+        let execs = [
+            ForcedTile {
+                shape: (16, 16, 8, 8, 8),
+                steps: 1,
+            },
+            ForcedTile {
+                shape: (4, 4, 4, 4, 4),
+                steps: 2,
+            },
+        ];
+        let (inf, nan) = (f64::INFINITY, f64::NAN);
+        for pass in [
+            ConvPass::Forward,
+            ConvPass::BackwardData,
+            ConvPass::BackwardFilter,
+        ] {
+            let spec = OpSpec::Conv2d(Conv2dSpec {
+                dtype: ScalarType::F32,
+                pass,
+                batch: 2,
+                in_channels: 3,
+                out_channels: 5,
+                height: 9,
+                width: 7,
+                window: Window2d {
+                    kernel: [3, 3],
+                    stride: [1, 1],
+                    padding: [1, 1],
+                },
+                bias: false,
+            });
+            // Finite inputs with a few infinities and a NaN in the second operand (the
+            // filter, or dy for backward-filter), which the padding's zeros would meet.
+            let values: Vec<Vec<f64>> = spec
+                .inputs()
+                .iter()
+                .enumerate()
+                .map(|(k, sig)| {
+                    (0..sig.numel())
+                        .map(|i| match (k, i % 23) {
+                            (1, 0) => inf,
+                            (1, 11) => -inf,
+                            (1, 17) if i % 2 == 0 => nan,
+                            _ => ((i * 7 + k) % 13) as f64 / 4.0 - 1.5,
+                        })
+                        .collect()
+                })
+                .collect();
+            let data = case_data_from_values(&spec, values);
+            for exec in &execs {
+                if let Err(f) = check_data(exec, &spec, &data) {
+                    panic!("{pass:?} on {}: {f}", exec.name());
+                }
             }
         }
     }

@@ -3,7 +3,9 @@
 //!
 //! With window `(kh, kw)`, stride `(sh, sw)`, padding `(ph, pw)`, output position
 //! `(oy, ox)` reads input `(iy, ix) = (oy·sh − ph + ky, ox·sw − pw + kx)`; positions
-//! outside the image are zero (convolution, im2col) or skipped (pooling, col2im).
+//! outside the image are zero (im2col) or skipped (convolution, pooling, col2im). A
+//! convolution's sums have no term for a tap in the padding, so a ±∞ or NaN weight
+//! (or `dy`) there does not meet a padded zero: `0·∞ = NaN` is not part of the sum.
 //!
 //! ```text
 //! conv2d:          out[n,k,oy,ox] = Σ_{c,ky,kx} x[n,c,iy,ix]·w[k,c,ky,kx] + bias[k]

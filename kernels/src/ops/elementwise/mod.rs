@@ -6,7 +6,9 @@
 //!   activation (below).
 //! * binary: `out[i] = f(a[bcast(i)], b[bcast(i)])` under NumPy broadcasting (shapes
 //!   aligned on the right, size-1 dimensions repeated), with `f` one of
-//!   `a+b, a−b, a·b, a/b, fmod(a,b), aᵇ, maxNum, minNum, =, ≠, <, ≤, >, ≥, silu(a)·b`.
+//!   `a+b, a−b, a·b, a/b, fmod(a,b), aᵇ, maxNum, minNum, =, ≠, <, ≤, >, ≥, silu(a)·b`
+//!   (`silu(a)` rounded to the compute type before the product, in the kernel and the
+//!   reference alike).
 //!   Floats: IEEE in f64; `maxNum`/`minNum` ignore a NaN operand unless both are NaN;
 //!   comparisons are 1/0, false on NaN except `≠`. Integers (`i32`, `u32`): wrapping
 //!   `+ − ·`, `/` truncating toward zero, `%` with the dividend's sign, and `/ 0`,

@@ -7,6 +7,7 @@ use super::spec::{
     Activation, ActivationBackwardSpec, BinaryFn, BinarySpec, CastSpec, FillSpec, FillValue,
     ScalarSpec, UnaryFn, UnarySpec, WhereSpec,
 };
+use crate::lower::math::compute_type;
 use crate::reference::{attribute, round_to, wrap};
 use crate::rng;
 use crate::shape::{broadcast_strides, for_each_index, numel, offset};
@@ -66,8 +67,9 @@ fn truth(b: bool) -> f64 {
     }
 }
 
-/// The f64 definition of a binary function on floats.
-pub fn binary(f: BinaryFn, a: f64, b: f64) -> f64 {
+/// The f64 definition of a binary function on floats computed in `compute` (the op's
+/// compute type): silu_mul's `silu(a)` is a value of it (see `silu_mul`).
+pub fn binary(f: BinaryFn, compute: ScalarType, a: f64, b: f64) -> f64 {
     match f {
         BinaryFn::Add => a + b,
         BinaryFn::Sub => a - b,
@@ -83,8 +85,15 @@ pub fn binary(f: BinaryFn, a: f64, b: f64) -> f64 {
         BinaryFn::Le => truth(a <= b),
         BinaryFn::Gt => truth(a > b),
         BinaryFn::Ge => truth(a >= b),
-        BinaryFn::SiluMul => silu(a) * b,
+        BinaryFn::SiluMul => silu_mul(compute, a, b),
     }
+}
+
+/// `silu(a)·b` with `silu(a)` rounded to the compute type first, as the kernel holds it
+/// (and PyTorch's `silu(a) * b`): a `silu(a)` that underflows there is ±0, and
+/// `±0·∞ = NaN`, rather than the ±∞ of an f64 product.
+fn silu_mul(compute: ScalarType, a: f64, b: f64) -> f64 {
+    round_to(compute, silu(a)) * b
 }
 
 /// A binary function on `i32` or `u32` values (given as f64), with the integer rules.
@@ -107,7 +116,7 @@ pub fn binary_int(f: BinaryFn, dtype: ScalarType, a: f64, b: f64) -> f64 {
             | BinaryFn::Gt
             | BinaryFn::Ge
             | BinaryFn::Pow
-            | BinaryFn::SiluMul => return binary(f, a, b),
+            | BinaryFn::SiluMul => return binary(f, dtype, a, b),
         };
         r as f64
     } else {
@@ -140,7 +149,7 @@ pub fn binary_int(f: BinaryFn, dtype: ScalarType, a: f64, b: f64) -> f64 {
             | BinaryFn::Gt
             | BinaryFn::Ge
             | BinaryFn::Pow
-            | BinaryFn::SiluMul => return binary(f, a, b),
+            | BinaryFn::SiluMul => return binary(f, dtype, a, b),
         };
         r as f64
     }
@@ -150,7 +159,7 @@ fn apply_binary(f: BinaryFn, dtype: ScalarType, a: f64, b: f64) -> f64 {
     if dtype.is_int() {
         binary_int(f, dtype, a, b)
     } else {
-        binary(f, a, b)
+        binary(f, compute_type(dtype), a, b)
     }
 }
 

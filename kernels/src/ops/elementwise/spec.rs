@@ -444,7 +444,8 @@ pub enum BinaryFn {
     Le,
     Gt,
     Ge,
-    /// `silu(a) · b` (SwiGLU gate; floats only).
+    /// `silu(a) · b` (SwiGLU gate; floats only), `silu(a)` a value of the compute type
+    /// (as PyTorch's `silu(a) * b`: where it underflows to ±0, `±0·∞ = NaN`).
     SiluMul,
 }
 

@@ -9,7 +9,11 @@
 //!
 //! Element `(r, c)` of a stored matrix with leading dimension `ld` is at `r·ld + c`
 //! (row-major) or `r + c·ld` (column-major), plus the batch offset
-//! `Σ_d b_d · stride_d`. With `beta = 0`, C is not read. With `input_rounding`, every
+//! `Σ_d b_d · stride_d`. With `beta = 0`, C is not read. The epilogue is arithmetic
+//! in the compute type (f32 for f16/bf16): `Σ`, `alpha·Σ`, `beta·C` and their sum
+//! before a bias are values of it, in the reference as in the kernel, so an `alpha·Σ`
+//! past its range is ±∞ and meets an opposite infinity from `beta·C` or the bias as
+//! NaN (as cuBLAS behind PyTorch's `addmm`). With `input_rounding`, every
 //! element of A and B is first rounded to f16/bf16 (nearest even). Elements of C's
 //! buffer that belong to no matrix (gaps from `ldc` or strides) keep the prior C when
 //! `beta ≠ 0` and are 0 otherwise (a kernel leaves them untouched).

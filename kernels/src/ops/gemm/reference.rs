@@ -1,6 +1,7 @@
 //! f64 reference of GEMM (the definition is in [`super`]).
 
 use super::spec::GemmSpec;
+use crate::lower::math::compute_type;
 use crate::reference::{attribute, round_to};
 use crate::shape::{for_each_index, offset};
 
@@ -18,6 +19,10 @@ pub(super) fn gemm(s: &GemmSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
         None => vec![0.0; pc.extent(&s.batch)],
     };
     let (alpha, beta) = (attribute(s.dtype, s.alpha), attribute(s.dtype, s.beta));
+    // The epilogue's intermediates are values of the compute type, as the kernel (and
+    // cuBLAS behind PyTorch's addmm) holds them: past its range they are ±∞, so
+    // `alpha·Σ` overflowing meets a `−∞` from `beta·C` or the bias as NaN.
+    let inter = |v: f64| round_to(compute_type(s.dtype), v);
     let round = |v: f64| match s.input_rounding {
         Some(t) => round_to(t, v),
         None => v,
@@ -45,12 +50,12 @@ pub(super) fn gemm(s: &GemmSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
                     acc += round(av) * round(bv);
                 }
                 let at = oc + pc.index(row, col);
-                let mut v = alpha * acc;
+                let mut v = alpha * inter(acc);
                 if s.beta != 0.0 {
-                    v += beta * c[at];
+                    v = inter(v) + inter(beta * c[at]);
                 }
                 if let Some(bias) = bias {
-                    v += bias[col];
+                    v = inter(v) + bias[col];
                 }
                 c[at] = v;
             }

@@ -7,8 +7,8 @@
 //! * **dropout** draws the keep bit of element `i` from the counter RNG of
 //!   [`crate::rng`] in 32-bit integer IR ([`crate::lower::rng::rng_keep`]: both
 //!   schemes, the stream word folded on the host), so every target produces the
-//!   reference's mask bit for bit; `y = keep ? x · (1/(1−p)) : 0` and the optional
-//!   `mask = keep ? 1/(1−p) : 0`. The stream word, the integer threshold and the
+//!   reference's mask bit for bit; `mask = keep ? 1/(1−p) : 0` and `y = x · mask`
+//!   (so a dropped NaN or ±∞ is NaN, as in PyTorch). The stream word, the integer threshold and the
 //!   scale are uniforms, so new seeds and steps compile nothing. `p = 0` keeps
 //!   everything and needs no random bits; a `p` so close to 1 that its threshold is
 //!   `2^24` drops everything: both are structural classes
@@ -64,16 +64,14 @@ pub(super) fn dropout(spec: &DropoutSpec, caps: &TargetCaps) -> Result<Plan, Low
         let x = values.into_iter().next().unwrap_or_else(|| n.lit(0.0));
         let (y, mask) = match class {
             DropoutClass::KeepAll => (x, n.lit(1.0)),
-            DropoutClass::DropAll => (n.lit(0.0), n.lit(0.0)),
+            // `x · 0`, not 0: a dropped NaN or ±∞ is NaN (as PyTorch's `p = 1`).
+            DropoutClass::DropAll => (x * n.lit(0.0), n.lit(0.0)),
             DropoutClass::Random => {
                 // Uniforms: stream word, threshold, scale (see `DropoutSpec::uniforms`).
                 let (stream, threshold, scale) = (p[0].clone(), p[1].clone(), p[2].clone());
                 let keep = rng_keep(f, spec.rng, stream, threshold, index.clone());
-                let keep = f.let_("keep", keep);
-                (
-                    keep.clone().select(x * scale.clone(), n.lit(0.0)),
-                    keep.select(scale, n.lit(0.0)),
-                )
+                let mask = f.let_("mask", keep.select(scale, n.lit(0.0)));
+                (x * mask.clone(), mask)
             }
         };
         if with_mask {

@@ -7,8 +7,11 @@
 //! `P(keep) = 1 − p` up to 2⁻²⁴):
 //!
 //! ```text
-//! y_i = keep_i ? x_i / (1 − p) : 0,    mask_i = keep_i ? 1/(1 − p) : 0
+//! mask_i = keep_i ? 1/(1 − p) : 0,    y_i = x_i · mask_i
 //! ```
+//!
+//! `y` is a product, as PyTorch's `x * mask * scale` (and `x * 0` for `p = 1`): a
+//! dropped NaN or ±∞ is NaN, a dropped `−x` is `−0`.
 //!
 //! One Adam / AdamW step, elementwise, with `t = step`:
 //!
@@ -19,6 +22,9 @@
 //! m̂  = m' / (1 − β1ᵗ),   v̂ = v' / (1 − β2ᵗ)
 //! param' = param − lr · (m̂ / (√v̂ + eps) + (decoupled ? weight_decay · param : 0))
 //! ```
+//!
+//! With `weight_decay = 0` neither decay term exists (not `0 · param`, which is NaN
+//! for an infinite param), as in PyTorch.
 
 mod cases;
 mod condition;

@@ -38,21 +38,28 @@ pub(super) fn adam(s: &AdamSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
         eps,
         weight_decay,
     } = s.coefficients().map(|v| attribute(s.dtype, v));
+    // `weight_decay = 0` has no decay term at all (PyTorch's Adam adds `wd·param` only
+    // when `wd ≠ 0`, AdamW multiplies by `1 − lr·0`): `0·param` would make an infinite
+    // param NaN. Whether there is one is the spec's structural class, as in the kernel.
+    let decays = s.weight_decay != 0.0;
     let n = param.len();
     let (mut p_out, mut m_out, mut v_out) = (vec![0.0; n], vec![0.0; n], vec![0.0; n]);
     for k in 0..n {
         let p = param[k];
-        let g = if s.decoupled {
-            grad[k]
-        } else {
+        let g = if decays && !s.decoupled {
             grad[k] + weight_decay * p
+        } else {
+            grad[k]
         };
         let mk = beta1 * m[k] + one_minus_beta1 * g;
         let vk = beta2 * v[k] + one_minus_beta2 * g * g;
         let mhat = mk * inv_correction1;
         let vhat = vk * inv_correction2;
-        let decay = if s.decoupled { weight_decay * p } else { 0.0 };
-        p_out[k] = p - lr * (mhat / (vhat.sqrt() + eps) + decay);
+        let mut step = mhat / (vhat.sqrt() + eps);
+        if decays && s.decoupled {
+            step += weight_decay * p;
+        }
+        p_out[k] = p - lr * step;
         m_out[k] = mk;
         v_out[k] = vk;
     }

@@ -20,10 +20,11 @@ use crate::tolerance::Tolerance;
 /// [`rng::dropout_keep`](crate::rng::dropout_keep)`(rng, seed, step, p, i)`, and
 ///
 /// ```text
-/// y_i = keep_i ? x_i / (1 − p) : 0,     mask_i = keep_i ? 1 / (1 − p) : 0
+/// mask_i = keep_i ? 1 / (1 − p) : 0,     y_i = x_i · mask_i
 /// ```
 ///
-/// so `dx = dy ⊙ mask` is the backward (a `binary mul`). `rng = rumus` reproduces
+/// (a dropped NaN or ±∞ is NaN, as in PyTorch), so `dx = dy ⊙ mask` is the backward
+/// (a `binary mul`). `rng = rumus` reproduces
 /// rumus' masks exactly (see [`crate::rng`]). Inputs: `x`. Outputs: `y`, then `mask`
 /// if set.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -139,7 +140,9 @@ impl Op for DropoutSpec {
 /// param ← param − lr · (m̂ / (√v̂ + eps) + [decoupled] weight_decay · param)   (AdamW)
 /// ```
 ///
-/// rustd `adam_update` is `weight_decay = 0`. Inputs: `param`, `grad`, `m`, `v`.
+/// `weight_decay = 0` has no decay term (as PyTorch: `0·param` is never added, so an
+/// infinite param stays infinite). rustd `adam_update` is `weight_decay = 0`. Inputs:
+/// `param`, `grad`, `m`, `v`.
 /// Outputs: `param`, `m`, `v`, each updated in place.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AdamSpec {
