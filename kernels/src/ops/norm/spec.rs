@@ -469,7 +469,7 @@ impl Op for BatchNormBackwardSpec {
     fn cases() -> Vec<Self> {
         cases::batch_norm_backward()
     }
-    // dx = w·r/M·(M·dy − Σdy − x̂·Σdy·x̂) cancels products of up to four inputs, as
+    // dx = (dy − Σdy/M − x̂·Σdy·x̂/M)·r·w cancels products of up to four inputs, as
     // layer norm's backward does: 32 ulps there, 8 forward.
     fn tolerance(&self) -> Tolerance {
         let per_channel = self
