@@ -114,6 +114,10 @@ pub(crate) fn wrap(dtype: ScalarType, v: f64) -> f64 {
 /// carried and added back, so the result is as if summed in twice the precision, then
 /// rounded. For references whose sums cancel (normalisation statistics), where a plain
 /// f64 sum could be less accurate than the f32 kernel under test.
+///
+/// With a NaN or infinite term (or a sum past f64's range) the result is the plain
+/// IEEE sum: ±∞, or NaN for a NaN term or a `+∞ + −∞` (the carry, `∞ − ∞`, is NaN and
+/// means nothing then).
 pub(crate) fn compensated_sum(values: impl IntoIterator<Item = f64>) -> f64 {
     let (mut sum, mut carry) = (0.0f64, 0.0f64);
     for v in values {
@@ -126,5 +130,9 @@ pub(crate) fn compensated_sum(values: impl IntoIterator<Item = f64>) -> f64 {
         };
         sum = t;
     }
-    sum + carry
+    if sum.is_finite() {
+        sum + carry
+    } else {
+        sum
+    }
 }

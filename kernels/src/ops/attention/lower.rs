@@ -3,12 +3,11 @@
 //! touches global memory.
 //!
 //! **Schedule.** A workgroup owns a block of `BQ` query rows of one (batch, head). It
-//! stages its queries once (pre-multiplied by the scale) in shared memory, then walks the
-//! keys in blocks of `BK`:
+//! stages its queries once in shared memory, then walks the keys in blocks of `BK`:
 //!
 //! 1. stage the `BK × head_dim` blocks of K and V in shared memory (coalesced: the
 //!    invocations walk each block in memory order; rows past `seq_k` are zero-filled);
-//! 2. scores `S = Q·Kᵀ (+ mask)`, `−∞` where a key is past `seq_k`, hidden by causality
+//! 2. scores `S = scale·(Q·Kᵀ) (+ mask)`, `−∞` where a key is past `seq_k`, hidden by causality
 //!    or the row is past `seq_q`. Register-blocked: one step of an invocation computes
 //!    one key against 4 query rows, so each K element read from shared memory feeds 4
 //!    FMAs; neighbouring invocations take neighbouring keys, and the K tile's rows are
@@ -21,9 +20,12 @@
 //!    columns) and `l = α·l + Σ P` per row,
 //!
 //! with a barrier between phases. At the end `o = O / l`, or 0 for a row that saw no key
-//! (the reference's rule for a query with no visible key). A row whose running max is
-//! still `−∞` shifts by 0 instead, so `e^{−∞ − (−∞)}` (NaN) never happens. With
-//! `causal`, key blocks that no row of the query block can see are not visited.
+//! (`l = 0`: the reference's rule for a query with no visible key or only `−∞` scores);
+//! a NaN `l` (a NaN or `+∞` score) leaves the row NaN. A row whose running max is still
+//! `−∞` shifts by 0 instead, so `e^{−∞ − (−∞)}` (NaN) never happens. The max ignores NaN
+//! scores (IEEE maxNum); their `e^{NaN}` makes `l` and `O` NaN. With `causal`, key
+//! blocks that no row of the query block can see are not visited, and within a block a
+//! key hidden from a row never enters its `P·V` (see `accumulate`).
 //!
 //! `BQ`/`BK` are the largest tiles (at most 64, at most the sequence lengths, `BQ` a
 //! multiple of the 4-row blocking where it can be) whose shared arrays fit
@@ -420,14 +422,15 @@ fn body(f: &mut Body, sh: &Shape, m: &Mems, wg: E) {
         f.barrier();
         probabilities(f, sh, m);
         f.barrier();
-        accumulate(f, sh, m);
+        accumulate(f, sh, m, &blk, &k0);
         f.barrier();
     });
     finish(f, sh, m, &blk);
 }
 
-/// Stages the block's queries (times the scale; zero past `seq_q`) and clears the
-/// accumulator and the row statistics.
+/// Stages the block's queries (zero past `seq_q`) and clears the accumulator and the
+/// row statistics. The scale multiplies each dot product, not the queries: a query
+/// scaled first could underflow to 0 and meet an infinite key as `0·∞ = NaN`.
 fn init(f: &mut Body, sh: &Shape, m: &Mems, blk: &Block) {
     let (n, d) = (sh.num, sh.d);
     strided(f, sh, "t", sh.tiles.bq * d, |f, t| {
@@ -438,8 +441,7 @@ fn init(f: &mut Body, sh: &Shape, m: &Mems, blk: &Block) {
         f.if_else(
             i.lt(sh.seq_q),
             |f| {
-                let x = n.load(m.q, sh.dtype, src);
-                f.store(m.qs, t.clone(), x * m.scale.clone());
+                f.store(m.qs, t.clone(), n.load(m.q, sh.dtype, src));
             },
             |f| f.store(m.qs, t.clone(), n.lit(0.0)),
         );
@@ -490,7 +492,7 @@ fn stage_kv(f: &mut Body, sh: &Shape, m: &Mems, blk: &Block, k0: &E) {
     });
 }
 
-/// `S[qi, j] = q_i · k_j (+ mask)` for visible pairs, `−∞` elsewhere. One step of an
+/// `S[qi, j] = scale·(q_i · k_j) (+ mask)` for visible pairs, `−∞` elsewhere. One step of an
 /// invocation computes key `j` against `rows` query rows: each K element read feeds
 /// `rows` FMAs; neighbouring invocations take neighbouring keys.
 fn scores(f: &mut Body, sh: &Shape, m: &Mems, blk: &Block, k0: &E) {
@@ -522,7 +524,7 @@ fn scores(f: &mut Body, sh: &Shape, m: &Mems, blk: &Block, k0: &E) {
             f.if_else(
                 visible,
                 |f| {
-                    let mut s = dot.get();
+                    let mut s = dot.get() * m.scale.clone();
                     if let (Some(mask), Some(base), Some([_, _, si, sj])) =
                         (m.mask, &blk.mask_base, sh.mask)
                     {
@@ -574,20 +576,55 @@ fn probabilities(f: &mut Body, sh: &Shape, m: &Mems) {
 /// `O = α·O + P·V` and `l = α·l + Σ_j P` for every row. One step of an invocation
 /// updates column `dd` of `rows` query rows: each V element read feeds `rows` FMAs;
 /// neighbouring invocations take neighbouring columns.
-fn accumulate(f: &mut Body, sh: &Shape, m: &Mems) {
+///
+/// With `causal`, a key hidden from a row never enters its sum (its value could be NaN
+/// or ∞, and `0·∞` is NaN): the loop runs over the keys every row of the group sees,
+/// then over the few (fewer than `rows`) that only its later rows see, each kept for
+/// the rows that see it; keys no row of the group sees are not visited.
+fn accumulate(f: &mut Body, sh: &Shape, m: &Mems, blk: &Block, k0: &E) {
     let (n, d, bk, rows) = (sh.num, sh.d, sh.tiles.bk, sh.tiles.rows);
     strided(f, sh, "t", sh.tiles.bq / rows * d, |f, t| {
         let g = f.let_("row_group", t.clone() / d);
         let dd = f.let_("dd", t % d);
         let p_rows = f.let_("p_rows", g.clone() * (rows * bk));
         let sums: Vec<Var> = (0..rows).map(|_| f.var("pv", n.lit(0.0))).collect();
-        f.for_("j", 0u32, bk, 1, |f, j| {
+        // Key `j` of the block for every row of the group; `sees(r)`, where given,
+        // keeps it out of the rows that do not see it.
+        let step = |f: &mut Body, j: &E, sees: Option<&dyn Fn(u32) -> E>| {
             let vv = f.let_("vv", m.vs.at(j.clone() * d + dd.clone()));
             for (r, sum) in (0u32..).zip(&sums) {
                 let p = m.s.at(p_rows.clone() + (j.clone() + r * bk));
-                f.assign(*sum, sum.get() + p * vv.clone());
+                let term = match sees {
+                    Some(sees) => sees(r).select(p * vv.clone(), n.lit(0.0)),
+                    None => p * vv.clone(),
+                };
+                f.assign(*sum, sum.get() + term);
             }
-        });
+        };
+        if sh.causal {
+            // Row `i` sees key `k0 + j` iff `k0 + j + seq_q ≤ i + seq_k`: the block's
+            // first `clamp(i + seq_k + 1 − seq_q − k0, 0, bk)` keys, without a negative
+            // intermediate.
+            let from = f.let_("k_from", k0.clone() + sh.seq_q);
+            let seen = |i: E| {
+                (i + (sh.seq_k + 1))
+                    .max(from.clone())
+                    .min(from.clone() + bk)
+                    - from.clone()
+            };
+            let first = f.let_("first_row", blk.q0.clone() + g.clone() * rows);
+            let all = f.let_("all_see", seen(first.clone()));
+            let some = f.let_("last_sees", seen(first.clone() + (rows - 1)));
+            f.for_("j", 0u32, all.clone(), 1, |f, j| step(f, &j, None));
+            f.for_("j", all, some, 1, |f, j| {
+                // `k0 + j + seq_q ≤ i + seq_k` for row `i = first + r`.
+                let key = f.let_("kj_plus_seq_q", from.clone() + j.clone());
+                let sees = |r: u32| key.clone().le(first.clone() + (sh.seq_k + r));
+                step(f, &j, Some(&sees));
+            });
+        } else {
+            f.for_("j", 0u32, bk, 1, |f, j| step(f, &j, None));
+        }
         for (r, sum) in (0u32..).zip(&sums) {
             let qi = f.let_("qi", g.clone() * rows + r);
             let at = f.let_("o_at", qi.clone() * d + dd.clone());
@@ -606,7 +643,8 @@ fn accumulate(f: &mut Body, sh: &Shape, m: &Mems) {
     });
 }
 
-/// `o = O / l` for the block's rows below `seq_q`; a row that saw no key gets 0.
+/// `o = O / l` for the block's rows below `seq_q`; a row that saw no key (`l = 0`) gets
+/// 0.
 fn finish(f: &mut Body, sh: &Shape, m: &Mems, blk: &Block) {
     let (n, d) = (sh.num, sh.d);
     strided(f, sh, "t", sh.tiles.bq * d, |f, t| {
@@ -614,10 +652,12 @@ fn finish(f: &mut Body, sh: &Shape, m: &Mems, blk: &Block) {
         let i = f.let_("i", blk.q0.clone() + qi.clone());
         f.if_(i.clone().lt(sh.seq_q), |f| {
             let l = f.let_("l", m.row_sum.at(qi));
+            // l = 0 only where no key contributed; a NaN l (a NaN or +∞ score) keeps
+            // the row NaN.
             let value = l
                 .clone()
-                .gt(n.lit(0.0))
-                .select(m.acc.at(t.clone()) / l, n.lit(0.0));
+                .eq(n.lit(0.0))
+                .select(n.lit(0.0), m.acc.at(t.clone()) / l);
             let dst = blk.q_base.clone() + i * sh.q_layout.row_stride + t % d;
             f.store(m.o, dst, n.narrow(value, sh.dtype));
         });

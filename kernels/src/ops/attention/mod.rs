@@ -10,7 +10,10 @@
 //! o[b,h,i,:] = Σ_j p_j · v[b,g,j,:]
 //! ```
 //!
-//! A query with no visible key, or whose scores are all `−∞`, outputs zeros.
+//! A query with no visible key, or whose scores are all `−∞`, outputs zeros. Otherwise a
+//! NaN or `+∞` score makes the row NaN (IEEE softmax); a key hidden by causality takes
+//! no part at all (its value never multiplies in, so a NaN or ∞ there cannot leak);
+//! `s_j` is formed in the compute type (±∞ beyond its range, in the reference too).
 //!
 //! Rope (NeoX half-split), with `p = positions[s]`, `H = head_dim/2`, `i < H`:
 //! `y_i = x_i cos[p,i] − x_{i+H} sin[p,i]`, `y_{i+H} = x_i sin[p,i] + x_{i+H} cos[p,i]`;

@@ -1,7 +1,8 @@
 //! f64 references of the attention family (formulas in [`super`]).
 
 use super::spec::{AttentionLayout, AttentionSpec, RopeSpec};
-use crate::reference::{attribute, resolve_index};
+use crate::lower::math::compute_type;
+use crate::reference::{attribute, resolve_index, round_to};
 use crate::shape::{broadcast_strides, offset};
 
 /// Flat index of `[b, h, s, d]` in a tensor with `heads` heads and `seq` positions.
@@ -20,6 +21,7 @@ pub(super) fn attention(s: &AttentionSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
         .as_ref()
         .map(|shape| (i[3], broadcast_strides(shape, &s.score_shape())));
     let scale = attribute(s.dtype, s.scale);
+    let ct = compute_type(s.dtype);
     let group = s.heads / s.kv_heads;
     let d = s.head_dim;
     let mut o = vec![0.0; s.batch * s.heads * s.seq_q * d];
@@ -35,7 +37,10 @@ pub(super) fn attention(s: &AttentionSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
                 } else {
                     s.seq_k
                 };
+                // The largest score, NaN ignored, and whether every visible score is −∞
+                // (true with no visible key).
                 let mut max = f64::NEG_INFINITY;
+                let mut hidden = true;
                 for (j, score) in scores.iter_mut().enumerate().take(visible) {
                     let mut dot = 0.0;
                     for dd in 0..d {
@@ -46,12 +51,18 @@ pub(super) fn attention(s: &AttentionSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
                     if let Some((m, strides)) = &mask {
                         sc += m[offset(&[b, h, qi, j], strides)];
                     }
+                    // The score is formed in the compute type: beyond its range it is
+                    // ±∞, as in every implementation that computes in that type.
+                    let sc = round_to(ct, sc);
                     *score = sc;
                     max = max.max(sc);
+                    hidden &= sc == f64::NEG_INFINITY;
                 }
-                if visible == 0 || max == f64::NEG_INFINITY {
+                if hidden {
                     continue; // o stays zero
                 }
+                // Otherwise a NaN score, or a +∞ one (e^{∞−∞}), makes the row NaN, as
+                // softmax does; `max` is −∞ here only if every other score is NaN.
                 let mut denom = 0.0;
                 for score in scores.iter_mut().take(visible) {
                     *score = (*score - max).exp();

@@ -38,8 +38,11 @@ pub enum AttentionLayout {
 /// key `j` is visible to query `i` iff `j ≤ i + seq_k − seq_q` (bottom-right aligned,
 /// as oxicuda and ferrum do). `mask` (shape broadcastable to
 /// `[batch, heads, seq_q, seq_k]`) is added to the scores; `−∞` hides a key. A query
-/// that sees no key (or only `−∞` scores) outputs zeros. Inputs: `q`, `k`, `v`, then
-/// `mask` if set. Outputs: `o` (shape of `q`).
+/// that sees no key (or only `−∞` scores) outputs zeros. Special values follow IEEE
+/// softmax (a NaN or `+∞` score makes the row NaN); keys hidden by causality never
+/// reach the output, even where their values are NaN or ∞; scores are formed in the
+/// compute type (docs/ops.md, "Special values in attention and normalisation").
+/// Inputs: `q`, `k`, `v`, then `mask` if set. Outputs: `o` (shape of `q`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AttentionSpec {
     pub dtype: ScalarType,

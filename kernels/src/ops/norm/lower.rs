@@ -120,7 +120,8 @@ pub(super) fn layer_norm(spec: &LayerNormSpec, caps: &TargetCaps) -> Result<Plan
             let (mean, var) = if spec.rms {
                 (num.lit(0.0), total[0].clone() / num.lit(n))
             } else {
-                (total[1].clone(), total[2].clone() / num.lit(n))
+                let (mean, undefined) = undefined_if_not_finite(f, total[1].clone());
+                (mean, total[2].clone() / num.lit(n) + undefined)
             };
             let rstd = f.let_("rstd", (var + uni[0].clone()).rsqrt());
             if let Some(s) = stats_out {
@@ -320,6 +321,17 @@ fn param_grads(
     )
 }
 
+/// The rule for a row (channel) that holds a NaN or ±∞: its statistics are NaN. Such a
+/// value makes the Welford mean `m` of the shifted values non-finite, ±∞ or NaN
+/// depending on where it falls in the fold; `m − m` is then NaN (and +0 otherwise), so
+/// `(m + (m − m), m − m)` gives the mean, and the term that makes the variance NaN, the
+/// same for every schedule. Once per row, nothing per element.
+fn undefined_if_not_finite(f: &mut Body, mean: E) -> (E, E) {
+    let mean = f.let_("mean_shifted", mean);
+    let undefined = f.let_("undefined", mean.clone() - mean.clone());
+    (f.let_("mean_or_nan", mean + undefined.clone()), undefined)
+}
+
 /// `(N, C, S)` of an `[N, C, ...]` shape: batch, channels, spatial size.
 fn ncs(shape: &[usize]) -> (usize, usize, usize) {
     (shape[0], shape[1], crate::shape::numel(&shape[2..]))
@@ -432,9 +444,9 @@ pub(super) fn batch_norm(spec: &BatchNormSpec, caps: &TargetCaps) -> Result<Plan
             },
             epilogue: |f: &mut Body, mm: &[Mem], uni: &[E], q: &E, total: &[E]| {
                 let shift = f.let_("shift", num.load(mm[0], dtype, first(q)));
-                let centred = total[1].clone();
+                let (centred, undefined) = undefined_if_not_finite(f, total[1].clone());
                 let mean = f.let_("mean", shift.clone() + centred.clone());
-                let var = f.let_("var", total[2].clone() / num.lit(m));
+                let var = f.let_("var", total[2].clone() / num.lit(m) + undefined);
                 let rstd = f.let_("rstd", (var.clone() + uni[1].clone()).rsqrt());
                 // Running statistics: this invocation reads each before writing it.
                 let take = uni[0].clone();
@@ -490,9 +502,10 @@ pub(super) fn batch_norm_backward(
     let dtype = spec.dtype;
     let mut plan = PlanBuilder::default();
 
-    // Per-channel (Σdy, Σdy·x̂) in the compute type.
+    // Per-channel (Σdy/M, Σdy·x̂/M) in the compute type.
     let sums_buf = plan.temp_buf("channel_sums", num.ty, 2 * c as u32, Access::Write);
     let sums = Sum { ty: num.ty, n: 2 };
+    let count = (n * s) as f64;
     let mut finals = vec![sums_buf.clone()];
     if spec.param_grads {
         finals.push(Buf::output(&outs, 1));
@@ -529,8 +542,8 @@ pub(super) fn batch_norm_backward(
             },
             epilogue: |f: &mut Body, m: &[Mem], _: &[E], q: &E, total: &[E]| {
                 let at = f.let_("at", q.clone() * 2u32);
-                f.store(m[0], at.clone(), total[0].clone());
-                f.store(m[0], at + 1u32, total[1].clone());
+                f.store(m[0], at.clone(), total[0].clone() / num.lit(count));
+                f.store(m[0], at + 1u32, total[1].clone() / num.lit(count));
                 if spec.param_grads {
                     f.store(m[1], q.clone(), num.narrow(total[1].clone(), dtype));
                     f.store(m[2], q.clone(), num.narrow(total[0].clone(), dtype));
@@ -539,8 +552,9 @@ pub(super) fn batch_norm_backward(
         },
     )?;
 
-    // dx = w·r/M · (M·dy − Σdy − x̂·Σdy·x̂)
-    let count = (n * s) as f64;
+    // dx = (dy − Σdy/M − x̂·Σdy·x̂/M)·r·w: the weight multiplies last, so a tiny
+    // (subnormal) weight never underflows to 0 before it meets an infinite gradient,
+    // which would make 0·∞ = NaN of −∞ (and no M·dy can overflow).
     let bufs = [
         Buf::input(&ins, 0),
         Buf::input(&ins, 1),
@@ -560,9 +574,9 @@ pub(super) fn batch_norm_backward(
             let mean = num.load(m[3], dtype, at.clone());
             let rstd = f.let_("rstd", num.load(m[3], dtype, at.clone() + 1u32));
             let xhat = (num.load(m[1], dtype, i.clone()) - mean) * rstd.clone();
-            let (db, dw) = (m[4].at(at.clone()), m[4].at(at + 1u32));
-            let inner = num.lit(count) * num.load(m[0], dtype, i.clone()) - db - xhat * dw;
-            let dx = num.load(m[2], dtype, ch) * rstd / num.lit(count) * inner;
+            let (mean_dy, mean_dyx) = (m[4].at(at.clone()), m[4].at(at + 1u32));
+            let inner = num.load(m[0], dtype, i.clone()) - mean_dy - xhat * mean_dyx;
+            let dx = inner * rstd * num.load(m[2], dtype, ch);
             f.store(m[5], i, num.narrow(dx, dtype));
         },
     )?;

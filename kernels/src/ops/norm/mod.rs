@@ -15,8 +15,14 @@
 //! training:  μ_c, σ²_c (biased), r_c = 1/√(σ²_c + eps), y = (x − μ_c)·r_c·w_c + b_c
 //!            running ← (1 − momentum)·running + momentum·stat
 //! inference: y = (x − rm_c)/√(rv_c + eps)·w_c + b_c
-//! backward:  x̂ = (x − μ_c)·r_c, db_c = Σdy, dw_c = Σdy·x̂, dx = w_c·r_c/M·(M·dy − db_c − x̂·dw_c)
+//! backward:  x̂ = (x − μ_c)·r_c, db_c = Σdy, dw_c = Σdy·x̂, dx = ((dy − db_c/M − x̂·dw_c/M)·r_c)·w_c
 //! ```
+//!
+//! Special values (docs/ops.md, "Special values in attention and normalisation"): a row
+//! (channel) holding NaN or ±∞ has NaN statistics, so μ, `r` and every `y` of it are NaN
+//! (RMS norm is its formula in IEEE arithmetic: `r = 0` for an infinite `Σx²`); the
+//! layer-norm backward forms `g = dy·w` in the compute type; the batch-norm backward
+//! multiplies by `w_c` last.
 //!
 //! The references take μ and σ² relative to the first value of the row (channel),
 //! with compensated sums, as the kernels fold `x − x₀`: a mean far above the spread

@@ -1,6 +1,7 @@
 //! f64 references of the normalisation family (formulas in [`super`]).
 
 use super::spec::{BatchNormBackwardSpec, BatchNormSpec, LayerNormBackwardSpec, LayerNormSpec};
+use crate::lower::math::compute_type;
 use crate::reference::{attribute, compensated_sum, round_to};
 use crate::shape::numel;
 
@@ -20,10 +21,21 @@ struct Moments {
 }
 
 impl Moments {
+    /// The moments of `xs`; NaN (mean and variance) when a value is NaN or ±∞: the
+    /// statistics of a row (channel) holding a non-finite value are undefined, so its
+    /// μ, σ², `1/σ` and every `y` are NaN (docs/ops.md, "Normalisation and non-finite
+    /// values").
     fn of(xs: &[f64]) -> Moments {
         let shift = xs.first().copied().unwrap_or(0.0);
         let n = xs.len() as f64;
         let mean = compensated_sum(xs.iter().map(|x| x - shift)) / n;
+        if !mean.is_finite() {
+            return Moments {
+                shift,
+                mean: f64::NAN,
+                var: f64::NAN,
+            };
+        }
         let var = compensated_sum(xs.iter().map(|x| {
             let d = (x - shift) - mean;
             d * d
@@ -109,6 +121,7 @@ pub(super) fn layer_norm_backward(s: &LayerNormBackwardSpec, i: &[&[f64]]) -> Ve
     let weight = if s.weight { Some(i[2]) } else { None };
     let stats = i[if s.weight { 3 } else { 2 }];
     let n = cols as f64;
+    let ct = compute_type(s.dtype);
     let mut dx = vec![0.0; x.len()];
     let mut dw = vec![0.0; cols];
     let mut db = vec![0.0; cols];
@@ -119,7 +132,10 @@ pub(super) fn layer_norm_backward(s: &LayerNormBackwardSpec, i: &[&[f64]]) -> Ve
         let (mean, r) = (stats[2 * row], stats[2 * row + 1]);
         for j in 0..cols {
             xhat[j] = (x[base + j] - mean) * r;
-            g[j] = dy[base + j] * weight.map_or(1.0, |w| w[j]);
+            // g = dy·w is formed in the compute type, as the kernels (and PyTorch) form
+            // it: a subnormal weight times a small gradient underflows to 0 there, and
+            // meets an infinite x̂ as 0·∞ = NaN (docs/ops.md, layer_norm_backward).
+            g[j] = weight.map_or(dy[base + j], |w| round_to(ct, dy[base + j] * w[j]));
             dw[j] += dy[base + j] * xhat[j];
             db[j] += dy[base + j];
         }
@@ -209,14 +225,17 @@ pub(super) fn batch_norm_backward(s: &BatchNormBackwardSpec, i: &[&[f64]]) -> Ve
             for si in 0..sp {
                 let k = at(ni, ci, si);
                 db[ci] += dy[k];
-                dw[ci] += dy[k] * (x[k] - mean) * r;
+                dw[ci] += dy[k] * ((x[k] - mean) * r);
             }
         }
+        // The weight multiplies last: a subnormal weight times an infinite bracket is
+        // ±∞, not `0·∞` (docs/ops.md, batch_norm_backward).
+        let (mean_dy, mean_dyx) = (db[ci] / m, dw[ci] / m);
         for ni in 0..n {
             for si in 0..sp {
                 let k = at(ni, ci, si);
                 let xhat = (x[k] - mean) * r;
-                dx[k] = w[ci] * r / m * (m * dy[k] - db[ci] - xhat * dw[ci]);
+                dx[k] = (dy[k] - mean_dy - xhat * mean_dyx) * r * w[ci];
             }
         }
     }
