@@ -211,6 +211,11 @@ impl std::fmt::Display for Mismatch {
 /// accepted (IEEE leaves the order, and so the overflow, to the implementation).
 pub const OVERFLOWS: f64 = f64::INFINITY;
 
+/// The condition an op gives a decision (a comparison with a threshold) whose operand
+/// lies within its own rounding error of the threshold: either answer is right. The
+/// same allowance as [`OVERFLOWS`]: any result is accepted.
+pub const UNDECIDED: f64 = OVERFLOWS;
+
 /// The unit the row's `ulps` counts for one element (the bound is `ulps` of it, plus
 /// the output rounding): an ULP of the result, `γₙ · Σ|terms|`, `u · Sᵢ` or `u · m`.
 /// `s` is the element's `Σ|terms|` or `Sᵢ` (ignored by the other kinds).

@@ -234,14 +234,7 @@ fn check_within_tolerance(
     // The reference rounded to the output dtype, as the comparison expects.
     let want: Vec<f64> = reference.iter().map(|&v| f64::from(v as f32)).collect();
     assert_eq!(got.len(), want.len(), "{what}");
-    if let Err(m) = compare(
-        what,
-        &tolerance(spec),
-        ScalarType::F32,
-        &got,
-        &want,
-        scales,
-    ) {
+    if let Err(m) = compare(what, &tolerance(spec), ScalarType::F32, &got, &want, scales) {
         panic!("{m}");
     }
 }

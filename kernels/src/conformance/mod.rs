@@ -135,7 +135,11 @@ pub fn check(exec: &dyn Executor, spec: &OpSpec, seed: u64) -> Result<(), Failur
 pub fn check_data(exec: &dyn Executor, spec: &OpSpec, data: &CaseData) -> Result<(), Failure> {
     let run = run_data(exec, spec, data)?;
     for (k, out) in run.outputs.iter().enumerate() {
-        let s = run.scales.as_ref().and_then(|m| m.get(k)).map(|v| v.as_slice());
+        let s = run
+            .scales
+            .as_ref()
+            .and_then(|m| m.get(k))
+            .map(|v| v.as_slice());
         compare(&out.name, &run.tolerance, out.dtype, &out.got, &out.want, s)
             .map_err(Failure::Mismatch)?;
     }
@@ -156,7 +160,13 @@ pub fn measure_data(exec: &dyn Executor, spec: &OpSpec, data: &CaseData) -> Resu
         let s = run.scales.as_ref().and_then(|m| m.get(k));
         for (i, (&g, &w)) in out.got.iter().zip(&out.want).enumerate() {
             let si = s.and_then(|s| s.get(i)).copied().unwrap_or(0.0);
-            worst = worst.max(crate::tolerance::error_units(&run.tolerance, out.dtype, g, w, si));
+            worst = worst.max(crate::tolerance::error_units(
+                &run.tolerance,
+                out.dtype,
+                g,
+                w,
+                si,
+            ));
         }
     }
     Ok(worst)

@@ -12,7 +12,7 @@
 //! * `KERNELC_FUZZ_MEASURE`: print each table row's worst error per executor over the
 //!   conformance table and the fuzz cases ([`measure`]).
 
-use super::{case_data, case_from_choices, FuzzCase, FuzzLimits};
+use super::{case_data, case_from_choices, FuzzCase, FuzzLimits, InputMode};
 use crate::conformance::{check_data, Executor};
 use crate::lower::TargetCaps;
 use crate::spec::OpKind;
@@ -46,21 +46,44 @@ fn seed() -> u64 {
         })
 }
 
-/// Runs `case` on every target whose caps have its dtypes; `Err` names the first
-/// failure. Returns how many targets ran it.
+/// Whether `caps` can run `case`: it has the case's dtypes, and IEEE special values
+/// where the case feeds them in (a target that may fold `x·0` to 0 is held to the
+/// finite semantics only).
+pub fn runs_on(caps: &TargetCaps, case: &FuzzCase) -> bool {
+    let spec = &case.spec;
+    let sigs = spec.inputs().into_iter().chain(spec.outputs());
+    sigs.into_iter().all(|s| caps.supports(s.dtype))
+        && (caps.ieee_specials || case.mode != InputMode::Specials)
+}
+
+/// Runs `case` on every target that [`runs_on`] it; `Err` names the first failure.
+/// Returns how many targets ran it.
 pub fn check_case(targets: &[Target], case: &FuzzCase) -> Result<usize, String> {
     let data = case_data(case);
     let spec = &case.spec;
     let mut ran = 0;
     for (exec, caps) in targets {
-        let sigs = spec.inputs().into_iter().chain(spec.outputs());
-        if !sigs.into_iter().all(|s| caps.supports(s.dtype)) {
+        if !runs_on(caps, case) {
             continue;
         }
         check_data(exec.as_ref(), spec, &data).map_err(|f| format!("{}: {f}", exec.name()))?;
         ran += 1;
     }
     Ok(ran)
+}
+
+/// The generator every mode draws from, fixed by `seed`.
+fn seeded_rng(seed: u64) -> TestRng {
+    let mut bytes = [0u8; 32];
+    bytes[..8].copy_from_slice(&seed.to_le_bytes());
+    TestRng::from_seed(RngAlgorithm::ChaCha, &bytes)
+}
+
+/// A case from a random choice stream of the length proptest draws (0 to 23).
+fn random_case(rng: &mut TestRng, limits: &FuzzLimits) -> FuzzCase {
+    let n = (rng.next_u32() % 24) as usize;
+    let choices: Vec<u32> = (0..n).map(|_| rng.next_u32()).collect();
+    case_from_choices(&choices, limits)
 }
 
 /// Where failing cases are written.
@@ -99,16 +122,22 @@ pub fn fuzz(test: &str, targets: Vec<Target>) {
     let seed = seed();
     let cases = cases_per_test();
     println!("{test}: {cases} cases, KERNELC_FUZZ_SEED={seed}");
+    for (exec, caps) in &targets {
+        if !caps.ieee_specials {
+            println!(
+                "{test}: NOT RUN: special-value cases on {}: it does not keep NaN, ±∞ and −0 \
+                 through every operation (TargetCaps::ieee_specials)",
+                exec.name()
+            );
+        }
+    }
     let config = Config {
         cases,
         failure_persistence: None,
         max_shrink_iters: 2_000,
         ..Config::default()
     };
-    let mut seed_bytes = [0u8; 32];
-    seed_bytes[..8].copy_from_slice(&seed.to_le_bytes());
-    let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes);
-    let mut runner = TestRunner::new_with_rng(config, rng);
+    let mut runner = TestRunner::new_with_rng(config, seeded_rng(seed));
     let limits = FuzzLimits::default();
     let counts: Mutex<BTreeMap<OpKind, (u32, u32)>> = Mutex::new(BTreeMap::new());
     let result = runner.run(&proptest::collection::vec(any::<u32>(), 0..24), |choices| {
@@ -158,17 +187,11 @@ pub fn fuzz(test: &str, targets: Vec<Target>) {
 fn survey(test: &str, targets: &[Target]) {
     let seed = seed();
     let limits = FuzzLimits::default();
-    let mut rng = TestRng::from_seed(RngAlgorithm::ChaCha, &{
-        let mut b = [0u8; 32];
-        b[..8].copy_from_slice(&seed.to_le_bytes());
-        b
-    });
+    let mut rng = seeded_rng(seed);
     let mut failures: BTreeMap<String, (u32, String)> = BTreeMap::new();
     let cases = cases_per_test();
     for _ in 0..cases {
-        let n = (rng.next_u32() % 24) as usize;
-        let choices: Vec<u32> = (0..n).map(|_| rng.next_u32()).collect();
-        let case = case_from_choices(&choices, &limits);
+        let case = random_case(&mut rng, &limits);
         if let Err(e) = check_case(targets, &case) {
             let key = format!("{} {:?}", case.spec.name(), case.mode);
             let entry = failures.entry(key).or_insert((0, String::new()));
@@ -201,23 +224,17 @@ pub fn measure(test: &str, targets: &[Target]) {
     use crate::conformance::{cases, measure_data};
     let seed = seed();
     let limits = FuzzLimits::default();
-    let mut rng = TestRng::from_seed(RngAlgorithm::ChaCha, &{
-        let mut b = [0u8; 32];
-        b[..8].copy_from_slice(&seed.to_le_bytes());
-        b
-    });
+    let mut rng = seeded_rng(seed);
     let mut all: Vec<FuzzCase> = cases::all()
         .into_iter()
         .map(|spec| FuzzCase {
             spec,
             seed: 0x5eed,
-            mode: super::InputMode::Domain,
+            mode: InputMode::Domain,
         })
         .collect();
     for _ in 0..cases_per_test() {
-        let n = (rng.next_u32() % 24) as usize;
-        let choices: Vec<u32> = (0..n).map(|_| rng.next_u32()).collect();
-        all.push(case_from_choices(&choices, &limits));
+        all.push(random_case(&mut rng, &limits));
     }
     // (executor, row) -> (worst, cases, failed runs, non-finite mismatches)
     let mut rows: BTreeMap<(String, String), (f64, u32, u32, u32)> = BTreeMap::new();
@@ -225,10 +242,13 @@ pub fn measure(test: &str, targets: &[Target]) {
         let data = case_data(case);
         let spec = &case.spec;
         let dtype = spec.outputs().first().map(|s| s.dtype);
-        let row = format!("{} {}", spec.name(), dtype.map_or("-".into(), |d| d.to_string()));
+        let row = format!(
+            "{} {}",
+            spec.name(),
+            dtype.map_or("-".into(), |d| d.to_string())
+        );
         for (exec, caps) in targets {
-            let sigs = spec.inputs().into_iter().chain(spec.outputs());
-            if !sigs.into_iter().all(|s| caps.supports(s.dtype)) {
+            if !runs_on(caps, case) {
                 continue;
             }
             let entry = rows.entry((exec.name(), row.clone())).or_default();

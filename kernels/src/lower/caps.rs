@@ -37,6 +37,13 @@ pub struct TargetCaps {
     /// budget fits each kernel under it ([`kernelc_ir::passes::fit_loop_budget`]) or
     /// refuses it; `None` for devices that run loops to the end.
     pub max_loop_iterations: Option<u64>,
+    /// Whether NaN, ±∞ and −0 follow IEEE 754 through every operation: the compiler
+    /// and driver never fold `x·0` to 0, `x − x` to 0 and the like. False on the wgpu
+    /// paths through naga (WGSL cannot ask for it) and where a Vulkan driver does not
+    /// declare `SignedZeroInfNanPreserve` for a float type the device computes in;
+    /// the op fuzzer holds only such targets to the special-value semantics
+    /// (docs/semantics.md, "NaN, ±∞ and −0 on Vulkan").
+    pub ieee_specials: bool,
 }
 
 impl TargetCaps {
@@ -55,6 +62,7 @@ impl TargetCaps {
             i64: true,
             vector_width: 4,
             max_loop_iterations: None,
+            ieee_specials: true,
         }
     }
 
@@ -74,6 +82,7 @@ impl TargetCaps {
             i64: false,
             vector_width: 4,
             max_loop_iterations: None,
+            ieee_specials: true,
         }
     }
 
@@ -92,6 +101,7 @@ impl TargetCaps {
             i64: true,
             vector_width: 4,
             max_loop_iterations: None,
+            ieee_specials: true,
         }
     }
 

@@ -14,7 +14,13 @@ use super::spec::{AttentionLayout, AttentionSpec, RopeSpec};
 use crate::reference::{attribute, resolve_index};
 use crate::shape::{broadcast_strides, offset};
 
-fn at(layout: AttentionLayout, heads: usize, seq: usize, dim: usize, [b, h, s, d]: [usize; 4]) -> usize {
+fn at(
+    layout: AttentionLayout,
+    heads: usize,
+    seq: usize,
+    dim: usize,
+    [b, h, s, d]: [usize; 4],
+) -> usize {
     match layout {
         AttentionLayout::Bhsd => ((b * heads + h) * seq + s) * dim + d,
         AttentionLayout::Bshd => ((b * seq + s) * heads + h) * dim + d,
@@ -49,7 +55,9 @@ pub(super) fn attention(s: &AttentionSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
                         dot += p;
                         magnitude += p.abs();
                     }
-                    let m = mask.as_ref().map_or(0.0, |(m, st)| m[offset(&[b, h, qi, j], st)]);
+                    let m = mask
+                        .as_ref()
+                        .map_or(0.0, |(m, st)| m[offset(&[b, h, qi, j], st)]);
                     let error = (d as f64 + 2.0) * scale.abs() * magnitude + m.abs();
                     scores.push((scale * dot + m, error));
                 }
@@ -68,7 +76,8 @@ pub(super) fn attention(s: &AttentionSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
                         }
                         let p = (score - max).exp() / denom;
                         let vj = v[at(s.layout, s.kv_heads, s.seq_k, d, [b, g, j, e])];
-                        condition += p * vj.abs() * (2.0 * error + (score - max).abs() + 3.0 * n + 10.0);
+                        condition +=
+                            p * vj.abs() * (2.0 * error + (score - max).abs() + 3.0 * n + 10.0);
                     }
                     out[at(s.layout, s.heads, s.seq_q, d, [b, h, qi, e])] = condition;
                 }
@@ -88,9 +97,11 @@ pub(super) fn rope(s: &RopeSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
             for h in 0..s.heads {
                 let base = ((b * s.seq + t) * s.heads + h) * s.head_dim;
                 for kk in 0..half {
-                    let (c, sn) = p.map_or((0.0, 0.0), |p| (cos[p * half + kk], sin[p * half + kk]));
+                    let (c, sn) =
+                        p.map_or((0.0, 0.0), |p| (cos[p * half + kk], sin[p * half + kk]));
                     let (x1, x2) = (x[base + kk], x[base + kk + half]);
-                    out[base + kk] = 2.0 * ((x1 * c).abs() + (x2 * sn).abs()) + (x1 * c - x2 * sn).abs();
+                    out[base + kk] =
+                        2.0 * ((x1 * c).abs() + (x2 * sn).abs()) + (x1 * c - x2 * sn).abs();
                     out[base + kk + half] =
                         2.0 * ((x1 * sn).abs() + (x2 * c).abs()) + (x1 * sn + x2 * c).abs();
                 }

@@ -607,10 +607,13 @@ fn accumulate(f: &mut Body, sh: &Shape, m: &Mems, blk: &Block, k0: &E) {
             // intermediate.
             let from = f.let_("k_from", k0.clone() + sh.seq_q);
             let seen = |i: E| {
-                (i + (sh.seq_k + 1))
+                ((i + (sh.seq_k + 1))
                     .max(from.clone())
                     .min(from.clone() + bk)
-                    - from.clone()
+                    - from.clone())
+                // A no-op that bounds the loops below for the loop-budget analysis,
+                // which does not relate `from` to itself across the max and min.
+                .min(bk)
             };
             let first = f.let_("first_row", blk.q0.clone() + g.clone() * rows);
             let all = f.let_("all_see", seen(first.clone()));

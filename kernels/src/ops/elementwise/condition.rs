@@ -68,9 +68,10 @@ fn derivative_terms(f: Activation, s: f64) -> f64 {
             let sg = sigmoid(s);
             sg * (1.0 + s.abs() * (1.0 + sg))
         }
-        Activation::Relu | Activation::LeakyRelu { .. } | Activation::Sigmoid | Activation::Tanh => {
-            derivative(f, s).abs()
-        }
+        Activation::Relu
+        | Activation::LeakyRelu { .. }
+        | Activation::Sigmoid
+        | Activation::Tanh => derivative(f, s).abs(),
     }
 }
 

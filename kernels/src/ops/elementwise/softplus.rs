@@ -23,7 +23,7 @@ use crate::lower::map::{arg, map_op};
 use crate::lower::math::{bind, compute_type};
 use crate::lower::{LowerError, Plan, TargetCaps, Uniform};
 use crate::op::Op;
-use crate::reference::attribute;
+use crate::reference::{attribute, round_to};
 use crate::shape::check_shape;
 use crate::spec::{check_dtype, check_finite, OpSpec, TensorSig, FLOATS};
 use crate::tolerance::Tolerance;
@@ -104,7 +104,10 @@ impl Op for SoftplusSpec {
     }
     fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
         // As the kernel receives them: which side of the threshold an element falls
-        // on depends on the last bit of both.
+        // on depends on the last bit of both, and of `βx`, which every implementation
+        // forms in the compute type (a `βx` that underflows there is 0, not above a
+        // threshold of −0).
+        let ct = compute_type(self.dtype);
         let (beta, threshold) = (
             attribute(self.dtype, self.beta),
             attribute(self.dtype, self.threshold),
@@ -113,7 +116,7 @@ impl Op for SoftplusSpec {
             i[0].iter()
                 .zip(i[1])
                 .map(|(&x, &dy)| {
-                    let z = beta * x;
+                    let z = round_to(ct, beta * x);
                     if z > threshold {
                         dy
                     } else {
@@ -124,7 +127,7 @@ impl Op for SoftplusSpec {
         } else {
             i[0].iter()
                 .map(|&x| {
-                    let z = beta * x;
+                    let z = round_to(ct, beta * x);
                     if z > threshold {
                         x
                     } else {
@@ -165,12 +168,13 @@ impl Op for SoftplusSpec {
     }
     fn condition(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
         let beta = attribute(self.dtype, self.beta);
+        let ct = compute_type(self.dtype);
         let y = self.reference(i).remove(0);
         let s = i[0]
             .iter()
             .zip(&y)
             .map(|(&x, &y)| {
-                let z = beta * x;
+                let z = round_to(ct, beta * x);
                 let sg = crate::ops::elementwise::reference::sigmoid(z);
                 if self.backward {
                     y.abs() * (z.abs() * (1.0 - sg) + 1.0)

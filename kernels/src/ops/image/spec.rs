@@ -189,9 +189,10 @@ impl Op for ImageFilterSpec {
     }
     fn tolerance(&self) -> Tolerance {
         match self.filter {
-            ImageFilter::Threshold { .. } | ImageFilter::Invert | ImageFilter::Sobel { .. } => {
-                Tolerance::EXACT
-            }
+            ImageFilter::Threshold { .. } | ImageFilter::Invert => Tolerance::EXACT,
+            // Exact, but where the magnitude is within its rounding of the threshold
+            // (module `condition`): a flip is then right.
+            ImageFilter::Sobel { .. } => Tolerance::conditioned(1.0),
             // The sums of magnitudes of the weighted taps (module `condition`).
             ImageFilter::GaussianBlur { .. }
             | ImageFilter::Sharpen

@@ -443,7 +443,9 @@ impl Op for ScatterSpec {
         match self.combine {
             ScatterCombine::Last => Tolerance::EXACT,
             // Every update may land on one element, after its initial value.
-            ScatterCombine::Sum => Tolerance::accumulated(self.indices.iter().product::<usize>() + 1),
+            ScatterCombine::Sum => {
+                Tolerance::accumulated(self.indices.iter().product::<usize>() + 1)
+            }
         }
     }
     /// Integer sums draw from the whole range of their type, so that they overflow

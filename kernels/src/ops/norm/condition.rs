@@ -24,9 +24,15 @@ const FEW: f64 = 8.0;
 fn moments(xs: &[f64], eps: f64) -> (f64, f64, f64) {
     let n = xs.len().max(1) as f64;
     let mu = xs.iter().sum::<f64>() / n;
-    let var = xs.iter().map(|x| (x - mu) * (x - mu)).sum::<f64>() / n;
     let spread = xs.iter().map(|x| (x - mu).abs()).sum::<f64>() / n;
-    (mu, 1.0 / (var + eps).sqrt(), spread)
+    (mu, 1.0 / (variance(xs) + eps).sqrt(), spread)
+}
+
+/// The biased variance of a row or channel.
+fn variance(xs: &[f64]) -> f64 {
+    let n = xs.len().max(1) as f64;
+    let mu = xs.iter().sum::<f64>() / n;
+    xs.iter().map(|x| (x - mu) * (x - mu)).sum::<f64>() / n
 }
 
 /// The condition of a normalised value `(x − μ)·r·w + b` (`rms`: `x·r·w`).
@@ -58,7 +64,11 @@ pub(super) fn layer_norm(s: &LayerNormSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
     let weight = take(s.weight);
     let bias = take(s.bias);
     let x: Vec<f64> = match residual {
-        Some(r) => i[0].iter().zip(r).map(|(a, b)| round_to(s.dtype, a + b)).collect(),
+        Some(r) => i[0]
+            .iter()
+            .zip(r)
+            .map(|(a, b)| round_to(s.dtype, a + b))
+            .collect(),
         None => i[0].to_vec(),
     };
     let eps = attribute(s.dtype, s.eps);
@@ -99,9 +109,10 @@ fn centred_gradient(xhat: &[f64], g: &[f64], r: f64, out: &mut [f64]) {
     let mg = g.iter().sum::<f64>() / n;
     for (j, o) in out.iter_mut().enumerate() {
         let dx = r * (g[j] - mg - xhat[j] * mgx);
-        *o = r * (2.0 * g[j].abs()
-            + (n + 2.0) * mean_g
-            + xhat[j].abs() * ((n + 4.0) * mean_gx + 2.0 * mgx.abs()))
+        *o = r
+            * (2.0 * g[j].abs()
+                + (n + 2.0) * mean_g
+                + xhat[j].abs() * ((n + 4.0) * mean_gx + 2.0 * mgx.abs()))
             + 2.0 * dx.abs();
     }
 }
@@ -118,7 +129,9 @@ pub(super) fn layer_norm_backward(s: &LayerNormBackwardSpec, i: &[&[f64]]) -> Ve
     for row in 0..rows {
         let base = row * cols;
         let (mean, r) = (stats[2 * row], stats[2 * row + 1]);
-        let g: Vec<f64> = (0..cols).map(|j| dy[base + j] * weight.map_or(1.0, |w| w[j])).collect();
+        let g: Vec<f64> = (0..cols)
+            .map(|j| dy[base + j] * weight.map_or(1.0, |w| w[j]))
+            .collect();
         let xhat: Vec<f64> = (0..cols).map(|j| (x[base + j] - mean) * r).collect();
         for j in 0..cols {
             dw[j] += (dy[base + j] * xhat[j]).abs() * (rows as f64 + 4.0);
@@ -187,10 +200,14 @@ pub(super) fn batch_norm(s: &BatchNormSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
             let [cm, cr] = statistics(m, n);
             save[2 * ci] = cm;
             save[2 * ci + 1] = cr;
-            let var = 1.0 / (m.1 * m.1) - eps;
+            // From the values, not from `r`: an `eps` past the compute type's range
+            // makes `r` 0, and `1/r² − eps` NaN.
+            let var = variance(&values);
             let keep = (1.0 - momentum).abs();
-            new_rm[ci] = keep * rm[ci].abs() + momentum.abs() * cm + 2.0 * rm[ci].abs().max(m.0.abs());
-            new_rv[ci] = keep * rv[ci].abs() + momentum.abs() * var.abs() * (n + FEW)
+            new_rm[ci] =
+                keep * rm[ci].abs() + momentum.abs() * cm + 2.0 * rm[ci].abs().max(m.0.abs());
+            new_rv[ci] = keep * rv[ci].abs()
+                + momentum.abs() * var.abs() * (n + FEW)
                 + 2.0 * rv[ci].abs().max(var.abs());
         }
     }
@@ -218,7 +235,12 @@ pub(super) fn batch_norm_backward(s: &BatchNormBackwardSpec, i: &[&[f64]]) -> Ve
             dx[k] = o;
         }
         let m = at.len() as f64;
-        dw[ci] = at.iter().zip(&xhat).map(|(&k, xh)| (dy[k] * xh).abs()).sum::<f64>() * (m + 4.0);
+        dw[ci] = at
+            .iter()
+            .zip(&xhat)
+            .map(|(&k, xh)| (dy[k] * xh).abs())
+            .sum::<f64>()
+            * (m + 4.0);
         db[ci] = at.iter().map(|&k| dy[k].abs()).sum::<f64>() * (m + 1.0);
     }
     if s.param_grads {

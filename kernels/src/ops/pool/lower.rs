@@ -33,7 +33,7 @@
 
 use crate::lower::math::{compute_type, Num};
 use crate::lower::schedule::plan_1d;
-use crate::lower::{Binding, Launch, LowerError, Plan, TargetCaps};
+use crate::lower::{Binding, Launch, LowerError, Plan, TargetCaps, TempBuffer};
 use crate::spec::*;
 use kernelc_ir::builder::*;
 use kernelc_ir::{Access, ScalarType};
@@ -392,9 +392,24 @@ fn max_backward_scatter(spec: &Pool2dBackwardSpec, caps: &TargetCaps) -> Result<
     let op = OpSpec::Pool2dBackward(spec.clone());
     let inputs = op.inputs();
     let dx = nth(&op.outputs(), 0, "pool2d_backward output")?;
-    let n = Num::scalar(compute_type(spec.dtype));
+    let ty = compute_type(spec.dtype);
+    let n = Num::scalar(ty);
     let plane_len = dim(spec.height * spec.width, "pooling plane")?;
     let out_len = dim(spec.out_height * spec.out_width, "pooling output plane")?;
+    // The sums: in `dx` itself where it holds the compute type, else in a temporary of
+    // the compute type, narrowed once at the end (an f16 running sum would round at
+    // every one of up to `out_height·out_width` additions).
+    let widened = ty != spec.dtype;
+    let (sums, sums_binding, temps) = if widened {
+        let sig = TensorSig::new("dx_sums", ty, dx.shape.clone());
+        let temp = TempBuffer {
+            dtype: ty,
+            len: dx.numel() as u64,
+        };
+        (sig, Binding::Temp(0), vec![temp])
+    } else {
+        (dx.clone(), Binding::Output(0), Vec::new())
+    };
 
     let mut init_params = Vec::new();
     if spec.accumulate {
@@ -404,7 +419,7 @@ fn max_backward_scatter(spec: &Pool2dBackwardSpec, caps: &TargetCaps) -> Result<
             Binding::Input(2),
         ));
     }
-    init_params.push(param(&dx, Access::Write, Binding::Output(0)));
+    init_params.push(param(&sums, Access::Write, sums_binding.clone()));
     let init_name = format!("{}_init", op.name());
     let init = map_launch(
         &init_name,
@@ -413,11 +428,11 @@ fn max_backward_scatter(spec: &Pool2dBackwardSpec, caps: &TargetCaps) -> Result<
         &init_params,
         |f, mems, i| {
             let value = if spec.accumulate {
-                mems[0].at(i.clone())
+                n.load(mems[0], spec.dtype, i.clone())
             } else {
-                lit(spec.dtype, 0.0)
+                n.lit(0.0)
             };
-            f.store(mems[mems.len() - 1], i, value);
+            f.store(mems[mems.len() - 1], i, n.narrow(value, sums.dtype));
         },
     )?;
 
@@ -434,7 +449,7 @@ fn max_backward_scatter(spec: &Pool2dBackwardSpec, caps: &TargetCaps) -> Result<
             Binding::Input(1),
         ),
         // Read-modify-write: each plane is owned by one invocation.
-        param(&dx, Access::ReadWrite, Binding::Output(0)),
+        param(&sums, Access::ReadWrite, sums_binding.clone()),
     ];
     let planes = (spec.batch * spec.channels) as u64;
     let route = map_launch(&op.name(), caps, planes, &route_params, |f, mems, plane| {
@@ -446,15 +461,30 @@ fn max_backward_scatter(spec: &Pool2dBackwardSpec, caps: &TargetCaps) -> Result<
             f.if_(ok, |f| {
                 let dst = f.let_("dst", in_base.clone() + i);
                 let sum =
-                    n.load(mems[2], spec.dtype, dst.clone()) + n.load(mems[0], spec.dtype, at);
-                f.store(mems[2], dst, n.narrow(sum, spec.dtype));
+                    n.load(mems[2], sums.dtype, dst.clone()) + n.load(mems[0], spec.dtype, at);
+                f.store(mems[2], dst, n.narrow(sum, sums.dtype));
             });
         });
     })?;
-    Ok(Plan {
-        launches: vec![init, route],
-        temps: Vec::new(),
-    })
+    let mut launches = vec![init, route];
+    if widened {
+        let narrow_params = [
+            param(&sums, Access::Read, sums_binding),
+            param(&dx, Access::Write, Binding::Output(0)),
+        ];
+        let name = format!("{}_narrow", op.name());
+        launches.push(map_launch(
+            &name,
+            caps,
+            dx.numel() as u64,
+            &narrow_params,
+            |f, mems, i| {
+                let sum = n.load(mems[0], sums.dtype, i.clone());
+                f.store(mems[1], i, n.narrow(sum, spec.dtype));
+            },
+        )?);
+    }
+    Ok(Plan { launches, temps })
 }
 
 /// One dimension of adaptive pooling.

@@ -262,9 +262,11 @@ impl Op for Pool2dBackwardSpec {
         cases::pool2d_backward()
     }
     fn tolerance(&self) -> Tolerance {
-        let taps = self
-            .window
-            .map_or(self.height * self.width, |w| w.kernel[0] * w.kernel[1]);
+        // Terms per input pixel: the windows that cover it (at most the window's size
+        // of them); without a window, any output may route to it. Plus the prior `dx`.
+        let taps = self.window.map_or(self.out_height * self.out_width, |w| {
+            w.kernel[0] * w.kernel[1]
+        });
         Tolerance::accumulated(taps + 1)
     }
     fn special_input(&self, k: usize, seed: u64) -> Option<Vec<f64>> {

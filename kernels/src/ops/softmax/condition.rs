@@ -76,7 +76,8 @@ pub(super) fn softmax_backward(s: &SoftmaxBackwardSpec, i: &[&[f64]]) -> Vec<Vec
             let magnitude: f64 = at.iter().map(|&k| dy[k].abs()).sum();
             for &k in at {
                 let dx = dy[k] - y[k].exp() * total;
-                out[k] = dy[k].abs() + y[k].exp() * ((n + 2.0) * magnitude + FEW * total.abs())
+                out[k] = dy[k].abs()
+                    + y[k].exp() * ((n + 2.0) * magnitude + FEW * total.abs())
                     + dx.abs();
             }
         } else {
@@ -84,8 +85,7 @@ pub(super) fn softmax_backward(s: &SoftmaxBackwardSpec, i: &[&[f64]]) -> Vec<Vec
             let magnitude: f64 = at.iter().map(|&k| (dy[k] * y[k]).abs()).sum();
             for &k in at {
                 let dx = y[k] * (dy[k] - dot);
-                out[k] = y[k].abs() * (dy[k].abs() + dot.abs() + (n + 2.0) * magnitude)
-                    + dx.abs();
+                out[k] = y[k].abs() * (dy[k].abs() + dot.abs() + (n + 2.0) * magnitude) + dx.abs();
             }
         }
     });

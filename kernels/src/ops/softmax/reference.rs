@@ -16,15 +16,20 @@ pub(crate) fn axis_split(shape: &[usize], axis: usize) -> (usize, usize, usize) 
 
 /// Softmax (or log-softmax) of one slice.
 pub fn softmax_slice(x: &[f64], log: bool) -> Vec<f64> {
+    // A row of −∞ only (fully masked) is the op's 0 (log: −∞); a NaN among them
+    // makes the row NaN, as any NaN does (`f64::max` skips it: `m` is −∞ for a row
+    // of NaN and −∞ too).
     let m = x.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    if m == f64::NEG_INFINITY {
+    if x.iter().all(|&v| v == f64::NEG_INFINITY) {
         let fill = if log { f64::NEG_INFINITY } else { 0.0 };
         return vec![fill; x.len()];
     }
     let sum: f64 = x.iter().map(|&v| (v - m).exp()).sum();
     if log {
-        let lse = m + sum.ln();
-        x.iter().map(|&v| v - lse).collect()
+        // `(x − m) − ln Σ`, not `x − (m + ln Σ)`: at the maximum the result is
+        // `−ln Σ`, which `m + ln Σ` would round away next to a large `m`.
+        let ln_sum = sum.ln();
+        x.iter().map(|&v| (v - m) - ln_sum).collect()
     } else {
         x.iter().map(|&v| (v - m).exp() / sum).collect()
     }
@@ -85,14 +90,16 @@ pub(super) fn cross_entropy(s: &CrossEntropySpec, i: &[&[f64]]) -> Vec<Vec<f64>>
     for b in 0..s.batch {
         let row = &logits[b * c..(b + 1) * c];
         let m = row.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        let lse = m + row.iter().map(|&v| (v - m).exp()).sum::<f64>().ln();
+        // As in `softmax_slice`: the shifted value minus `ln Σ`, so a loss near 0
+        // next to a large maximum keeps its digits.
+        let ln_sum = row.iter().map(|&v| (v - m).exp()).sum::<f64>().ln();
         let t = resolve_index(targets[b], c, false);
         loss[b] = match t {
-            Some(t) => (lse - row[t]) * scale,
+            Some(t) => (ln_sum - (row[t] - m)) * scale,
             None => f64::NAN,
         };
         for j in 0..c {
-            let p = (row[j] - lse).exp();
+            let p = ((row[j] - m) - ln_sum).exp();
             probs[b * c + j] = p;
             let hot = if t == Some(j) { 1.0 } else { 0.0 };
             grad[b * c + j] = (p - hot) * scale;

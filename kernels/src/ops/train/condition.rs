@@ -29,25 +29,30 @@ pub(super) fn adam(s: &AdamSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
     let n = param.len();
     let (mut sp, mut sm, mut sv) = (vec![0.0; n], vec![0.0; n], vec![0.0; n]);
     let relative = |s: f64, x: f64| if x == 0.0 { 0.0 } else { s / x.abs() };
+    // `weight_decay = 0` has no decay term (the reference's rule): no `0·p`, which is
+    // NaN at an infinite parameter.
+    let decays = s.weight_decay != 0.0;
     for k in 0..n {
         let p = param[k];
+        let wd_p = if decays { c.weight_decay * p } else { 0.0 };
         let (g, sg) = if s.decoupled {
             (grad[k], grad[k].abs())
         } else {
-            (grad[k] + c.weight_decay * p, grad[k].abs() + 2.0 * (c.weight_decay * p).abs())
+            (grad[k] + wd_p, grad[k].abs() + 2.0 * wd_p.abs())
         };
         let mk = c.beta1 * m[k] + c.one_minus_beta1 * g;
         let vk = c.beta2 * v[k] + c.one_minus_beta2 * g * g;
         sm[k] = 3.0 * ((c.beta1 * m[k]).abs() + c.one_minus_beta1.abs() * sg);
-        sv[k] = 3.0 * ((c.beta2 * v[k]).abs() + c.one_minus_beta2.abs() * (g * g + 2.0 * g.abs() * sg));
+        sv[k] =
+            3.0 * ((c.beta2 * v[k]).abs() + c.one_minus_beta2.abs() * (g * g + 2.0 * g.abs() * sg));
         let q = mk * c.inv_correction1 / ((vk * c.inv_correction2).sqrt() + c.eps);
-        let decay = if s.decoupled { c.weight_decay * p } else { 0.0 };
+        let decay = if s.decoupled { wd_p } else { 0.0 };
         let p_out = p - c.lr * (q + decay);
         let sq = q.abs() * (relative(sm[k], mk) + relative(sv[k], vk) / 2.0 + 4.0);
         sp[k] = p.abs() + c.lr.abs() * (sq + 2.0 * decay.abs()) + p_out.abs();
         // Past the compute type's range on the way (g², the moments, the step).
         let limit = max_of(s.dtype);
-        let on_the_way = [g, g * g, mk, vk, c.lr * q, decay, c.weight_decay * p];
+        let on_the_way = [g, g * g, mk, vk, c.lr * q, decay, wd_p];
         if on_the_way.iter().any(|v| v.abs() > limit) {
             sp[k] = OVERFLOWS;
             sm[k] = OVERFLOWS;

@@ -1,7 +1,8 @@
 //! f64 references of the training family (formulas in [`super`]).
 
 use super::spec::{AdamCoefficients, AdamSpec, DropoutSpec};
-use crate::reference::attribute;
+use crate::lower::math::compute_type;
+use crate::reference::{attribute, round_to};
 use crate::rng;
 
 pub(super) fn dropout(s: &DropoutSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
@@ -42,6 +43,7 @@ pub(super) fn adam(s: &AdamSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
     // when `wd ≠ 0`, AdamW multiplies by `1 − lr·0`): `0·param` would make an infinite
     // param NaN. Whether there is one is the spec's structural class, as in the kernel.
     let decays = s.weight_decay != 0.0;
+    let ct = compute_type(s.dtype);
     let n = param.len();
     let (mut p_out, mut m_out, mut v_out) = (vec![0.0; n], vec![0.0; n], vec![0.0; n]);
     for k in 0..n {
@@ -51,8 +53,11 @@ pub(super) fn adam(s: &AdamSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
         } else {
             grad[k]
         };
-        let mk = beta1 * m[k] + one_minus_beta1 * g;
-        let vk = beta2 * v[k] + one_minus_beta2 * g * g;
+        // The new moments are values of the compute type (the kernels store them and
+        // step with them, as PyTorch steps with its updated state): a `v` that lands
+        // in f32's underflow range as −0 has the square root 0 there, not NaN.
+        let mk = round_to(ct, beta1 * m[k] + one_minus_beta1 * g);
+        let vk = round_to(ct, beta2 * v[k] + one_minus_beta2 * g * g);
         let mhat = mk * inv_correction1;
         let vhat = vk * inv_correction2;
         let mut step = mhat / (vhat.sqrt() + eps);

@@ -702,7 +702,9 @@ fn open_adapter(adapter: wgpu::Adapter, path: ShaderPath) -> Result<WgpuDevice> 
         features,
         spirv_options
     );
-    let caps = caps_from(&limits, features, &info);
+    let mut caps = caps_from(&limits, features, &info);
+    caps.ieee_specials =
+        spirv_options.preserve_f32_specials && (!caps.f64 || spirv_options.preserve_f64_specials);
     let mut opened = WgpuDevice {
         id: next_device_id(),
         gpu: Arc::new(Gpu { device, queue }),
@@ -749,6 +751,8 @@ fn caps_from(
         i64: features.contains(wgpu::Features::SHADER_INT64),
         vector_width: 4,
         max_loop_iterations: loop_limit(info),
+        // Only where the SPIR-V declares float controls (set by `open_adapter`).
+        ieee_specials: false,
     }
 }
 
