@@ -216,6 +216,11 @@ pub const OVERFLOWS: f64 = f64::INFINITY;
 /// same allowance as [`OVERFLOWS`]: any result is accepted.
 pub const UNDECIDED: f64 = OVERFLOWS;
 
+/// The condition an op gives an element whose input lies outside the range where the
+/// op's accuracy is specified (f32 sin, cos and tan past `|x| = 102 000`:
+/// docs/semantics.md): any result is accepted.
+pub const UNSPECIFIED: f64 = OVERFLOWS;
+
 /// The unit the row's `ulps` counts for one element (the bound is `ulps` of it, plus
 /// the output rounding): an ULP of the result, `γₙ · Σ|terms|`, `u · Sᵢ` or `u · m`.
 /// `s` is the element's `Σ|terms|` or `Sᵢ` (ignored by the other kinds).

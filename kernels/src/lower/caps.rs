@@ -44,6 +44,12 @@ pub struct TargetCaps {
     /// the op fuzzer holds only such targets to the special-value semantics
     /// (docs/semantics.md, "NaN, ±∞ and −0 on Vulkan").
     pub ieee_specials: bool,
+    /// Whether the driver may contract `a·b + c`, written as two operations, into one
+    /// fused operation (WGSL cannot forbid it, and naga's SPIR-V drops
+    /// `NoContraction`). kernelc's f32 `pow` loses accuracy there (its error grows
+    /// with `|y·log₂x|`: docs/semantics.md); the op fuzzer does not hold such a target
+    /// to `pow`'s row and says so.
+    pub may_contract: bool,
 }
 
 impl TargetCaps {
@@ -63,6 +69,7 @@ impl TargetCaps {
             vector_width: 4,
             max_loop_iterations: None,
             ieee_specials: true,
+            may_contract: false,
         }
     }
 
@@ -83,6 +90,7 @@ impl TargetCaps {
             vector_width: 4,
             max_loop_iterations: None,
             ieee_specials: true,
+            may_contract: false,
         }
     }
 
@@ -102,6 +110,7 @@ impl TargetCaps {
             vector_width: 4,
             max_loop_iterations: None,
             ieee_specials: true,
+            may_contract: false,
         }
     }
 

@@ -11,6 +11,9 @@
 
 use super::reference::{apply_unary, derivative, sigmoid, GELU_TANH_COEFF, SQRT_2_OVER_PI};
 use super::spec::{Activation, ActivationBackwardSpec, UnaryFn, UnarySpec};
+use crate::lower::math::compute_type;
+use crate::tolerance::{ulp, unit_roundoff, UNSPECIFIED};
+use kernelc_ir::ScalarType;
 
 /// The sum of magnitudes of the terms of `f(x)` (its magnitude where nothing cancels).
 fn unary_terms(f: UnaryFn, y: f64, x: f64) -> f64 {
@@ -42,13 +45,33 @@ fn unary_terms(f: UnaryFn, y: f64, x: f64) -> f64 {
 
 pub(super) fn unary(s: &UnarySpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
     let func = s.func.as_received(s.dtype);
+    let ct = compute_type(s.dtype);
+    let trig = matches!(func, UnaryFn::Sin | UnaryFn::Cos | UnaryFn::Tan);
     vec![i[0]
         .iter()
         .map(|&x| {
             let y = apply_unary(func, s.dtype, x);
-            unary_terms(func, y, x) + y.abs()
+            if trig && x.abs() > trig_range(ct) {
+                UNSPECIFIED
+            } else if trig {
+                // ULPs of the result, as `Scale::Result` counts them.
+                ulp(ct, y) / unit_roundoff(ct)
+            } else {
+                unary_terms(func, y, x) + y.abs()
+            }
         })
         .collect()]
+}
+
+/// Where kernelc's sin, cos and tan are held to the table: their argument reduction
+/// (Cody–Waite with a three-part `π/2`) is exact for `|x|` up to this bound in the
+/// compute type (docs/semantics.md); beyond it the result is unspecified, as
+/// Vulkan's and WGSL's are outside `[−π, π]`.
+pub(crate) fn trig_range(compute: ScalarType) -> f64 {
+    match compute {
+        ScalarType::F64 => 1.6e6,
+        _ => 102_000.0,
+    }
 }
 
 /// The sum of magnitudes of the terms of `f'(s)`.

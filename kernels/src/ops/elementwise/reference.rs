@@ -283,8 +283,14 @@ pub(super) fn fill_op(s: &FillSpec) -> Vec<Vec<f64>> {
             step,
         } => {
             let (low, range) = (attribute(s.dtype, low), attribute(s.dtype, high - low));
+            let ct = compute_type(s.dtype);
+            // The scaled draw is a value of the compute type: ±∞ past its range (then
+            // `∞ + −∞` is NaN), as in the kernel and every implementation.
             (0..n)
-                .map(|i| low + range * rng::uniform(rng::bits(scheme, seed, step, i as u32)))
+                .map(|i| {
+                    let draw = rng::uniform(rng::bits(scheme, seed, step, i as u32));
+                    low + round_to(ct, range * draw)
+                })
                 .collect()
         }
         FillValue::Normal {
@@ -294,8 +300,9 @@ pub(super) fn fill_op(s: &FillSpec) -> Vec<Vec<f64>> {
             step,
         } => {
             let (mean, std) = (attribute(s.dtype, mean), attribute(s.dtype, std));
+            let ct = compute_type(s.dtype);
             (0..n)
-                .map(|i| mean + std * rng::normal(scheme, seed, step, i as u32))
+                .map(|i| mean + round_to(ct, std * rng::normal(scheme, seed, step, i as u32)))
                 .collect()
         }
     };

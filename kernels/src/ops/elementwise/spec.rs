@@ -326,6 +326,9 @@ impl Op for UnarySpec {
             _ if u == 0.0 => Tolerance::EXACT,
             // Sums that cancel by definition: in ULPs of their terms (module `condition`).
             UnaryFn::GeluErf | UnaryFn::GeluTanh => Tolerance::conditioned(u),
+            // ULPs of the result within the range their reduction is exact for
+            // (module `condition`), unspecified beyond.
+            UnaryFn::Sin | UnaryFn::Cos | UnaryFn::Tan => Tolerance::conditioned(u),
             _ => Tolerance::result(u),
         }
     }

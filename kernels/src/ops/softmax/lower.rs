@@ -59,8 +59,9 @@ pub(super) fn softmax(spec: &SoftmaxSpec, caps: &TargetCaps) -> Result<Plan, Low
             let total = tree.reduce(f, g, &stats, &acc, true);
             let (max, sum) = (total[0].clone(), total[1].clone());
             let sn = g.stat_num(num.ty);
-            // A slice whose maximum is −∞ (fully masked) gives 0 (log-softmax: −∞ = max).
-            let dead = f.let_("dead", max.clone().lt(lowest_finite(&sn)));
+            // A slice of −∞ only (fully masked) gives 0 (log-softmax: −∞ = max); a NaN
+            // among them (the maximum skips it) has made the sum NaN, and the slice NaN.
+            let dead = f.let_("dead", masked(max.clone(), sum.clone(), &sn));
             let dead = bind(f, "dead_v", g.splat(dead));
             // Log-softmax is (x − m) − ln s, never x − (m + ln s): m + ln s rounds at
             // m's magnitude and loses ln s's digits when |m| ≫ ln s.
@@ -120,21 +121,22 @@ fn softmax_resident(
     let items = xs.iter().map(|x| vec![x.clone()]).collect();
     let local_max = g.combine_steps(f, &max, items).remove(0);
     let local_max = f.let_("local_max", local_max);
-    // An invocation whose elements are all −∞ has an empty sum (no −∞ − (−∞)).
-    let empty = f.let_("empty", local_max.clone().lt(lowest_finite(&sn)));
-    let counts = bind(f, "counts", g.splat(!empty));
-    let m = bind(f, "m", g.splat(local_max.clone()));
+    // An invocation whose maximum is −∞ shifts by 0 (no −∞ − (−∞)): its −∞ elements
+    // give e = 0 and its NaN elements (the maximum skips them) NaN.
+    let empty = local_max.clone().lt(lowest_finite(&sn));
+    let shift = f.let_("shift", empty.select(sn.lit(0.0), local_max.clone()));
+    let m = bind(f, "m", g.splat(shift));
     let es: Vec<E> = xs
         .iter()
         .zip(steps)
         .map(|(x, s)| {
-            let live = if s.ragged {
-                counts.clone() & splat_to(s.inside.clone(), lanes)
-            } else {
-                counts.clone()
-            };
             let e = (x.clone() - m.clone()).exp();
-            f.let_("e", live.select(e, vn.lit(0.0)))
+            if s.ragged {
+                let inside = splat_to(s.inside.clone(), lanes);
+                f.let_("e", inside.select(e, vn.lit(0.0)))
+            } else {
+                f.let_("e", e)
+            }
         })
         .collect();
     let sum = Sum { ty, n: 1 };
@@ -143,8 +145,8 @@ fn softmax_resident(
     let acc = [f.var("acc", local_max.clone()), f.var("acc", local_sum)];
     let total = tree.reduce(f, g, &LogSumExp { ty }, &acc, true);
     let (total_max, total_sum) = (total[0].clone(), total[1].clone());
-    // A slice whose maximum is −∞ (fully masked) gives 0 (log-softmax: −∞ = max).
-    let dead = f.let_("dead", total_max.clone().lt(lowest_finite(&sn)));
+    // As in the two-pass form: fully masked gives 0 (−∞), a NaN anywhere NaN.
+    let dead = f.let_("dead", masked(total_max.clone(), total_sum.clone(), &sn));
     let dead = bind(f, "dead_v", g.splat(dead));
     let values: Vec<E> = if spec.log {
         // (x − m) − ln s, as the two-pass form (see there).
@@ -157,6 +159,8 @@ fn softmax_resident(
             })
             .collect()
     } else {
+        // e^{m_l − m}: 0 for an invocation of −∞ elements in a live slice (its e
+        // are 0, or NaN, which a NaN sum carries anyway).
         let scale = (local_max - total_max).exp() / total_sum;
         let scale = f.let_("scale", g.splat(scale));
         es.into_iter()
@@ -231,18 +235,20 @@ fn softmax_stashed(spec: &SoftmaxSpec, caps: &TargetCaps) -> Result<Plan, LowerE
             });
             let top = tree.reduce(f, g, &max, &acc, true)[0].clone();
             let sn = g.stat_num(num.ty);
-            // A slice whose maximum is −∞ (fully masked) gives 0.
-            let dead = f.let_("dead", top.clone().lt(lowest_finite(&sn)));
-            let top = bind(f, "max", g.splat(top));
+            // A slice whose maximum is −∞ shifts by 0: its −∞ elements give 0 (the
+            // fully masked slice's sum is 0, and so is its result), its NaN ones
+            // (the maximum skips them) NaN.
+            let top = bind(f, "max", g.splat(shift_of(top, &sn)));
             let acc = g.fold(f, &sum, |f, j| {
                 let off = bind(f, "off", g.offset(j));
                 let e = (vn.load(x, dtype, off.clone()) - top.clone()).exp();
-                let e = f.let_("e", g.splat(dead.clone()).select(vn.lit(0.0), e));
+                let e = f.let_("e", e);
                 f.store(y, off, e.clone());
                 vec![e]
             });
             let total = tree.reduce(f, g, &sum, &acc, true)[0].clone();
-            let scale = dead.clone().select(sn.lit(0.0), sn.lit(1.0) / total);
+            let masked = total.clone().eq(sn.lit(0.0));
+            let scale = masked.select(sn.lit(0.0), sn.lit(1.0) / total);
             let scale = f.let_("scale", g.splat(scale));
             g.for_each(f, |f, j| {
                 let off = bind(f, "off", g.offset(&j));
@@ -252,6 +258,18 @@ fn softmax_stashed(spec: &SoftmaxSpec, caps: &TargetCaps) -> Result<Plan, LowerE
         },
     )?;
     Ok(plan.finish())
+}
+
+/// Whether a slice with online statistics `(max, sum)` is fully masked (every element
+/// −∞): its maximum is −∞ and its sum not NaN (a NaN element, which the maximum skips,
+/// makes the sum NaN).
+fn masked(max: E, sum: E, sn: &Num) -> E {
+    max.lt(lowest_finite(sn)) & sum.clone().eq(sum)
+}
+
+/// The shift of `e^{x − m}`: the maximum, or 0 where it is −∞ (no `−∞ − (−∞)`).
+fn shift_of(max: E, sn: &Num) -> E {
+    max.clone().lt(lowest_finite(sn)).select(sn.lit(0.0), max)
 }
 
 pub(super) fn softmax_backward(

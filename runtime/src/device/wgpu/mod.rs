@@ -703,8 +703,13 @@ fn open_adapter(adapter: wgpu::Adapter, path: ShaderPath) -> Result<WgpuDevice> 
         spirv_options
     );
     let mut caps = caps_from(&limits, features, &info);
-    caps.ieee_specials =
-        spirv_options.preserve_f32_specials && (!caps.f64 || spirv_options.preserve_f64_specials);
+    // llvmpipe's gallivm folds `x·0` with a literal zero (`x·select(c, s, 0)`, as
+    // dropout forms) whatever the module declares, so it is held to finite values only.
+    caps.ieee_specials = spirv_options.preserve_f32_specials
+        && (!caps.f64 || spirv_options.preserve_f64_specials)
+        && !is_llvmpipe(&info);
+    // Only kernelc's own SPIR-V marks every float operation `NoContraction`.
+    caps.may_contract = path != ShaderPath::SpirvPassthrough;
     let mut opened = WgpuDevice {
         id: next_device_id(),
         gpu: Arc::new(Gpu { device, queue }),
@@ -753,6 +758,7 @@ fn caps_from(
         max_loop_iterations: loop_limit(info),
         // Only where the SPIR-V declares float controls (set by `open_adapter`).
         ieee_specials: false,
+        may_contract: true,
     }
 }
 
@@ -760,8 +766,13 @@ fn caps_from(
 /// over all its loops, and then exits every loop early without a word
 /// (`LP_MAX_TGSI_LOOP_ITERATIONS`): kernels are fitted under that.
 fn loop_limit(info: &wgpu::AdapterInfo) -> Option<u64> {
+    is_llvmpipe(info).then_some(LLVMPIPE_LOOP_ITERATIONS)
+}
+
+/// Whether the adapter is Mesa's llvmpipe (lavapipe on Vulkan).
+fn is_llvmpipe(info: &wgpu::AdapterInfo) -> bool {
     let llvmpipe = |s: &str| s.to_ascii_lowercase().contains("llvmpipe");
-    (llvmpipe(&info.name) || llvmpipe(&info.driver)).then_some(LLVMPIPE_LOOP_ITERATIONS)
+    llvmpipe(&info.name) || llvmpipe(&info.driver)
 }
 
 /// llvmpipe's loop limit.
