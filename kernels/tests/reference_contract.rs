@@ -285,8 +285,9 @@ fn adam_uses_the_coefficients_the_kernel_receives() {
         f32r(1.0 / (1.0 - 0.999f64.powi(3))),
     );
     let (eps, wd) = (f32r(1e-3), f32r(0.01));
-    let m = b1 * 0.25 + c1 * 0.5;
-    let v = b2 * 0.125 + c2 * 0.25;
+    // The new moments are f32 values (the kernel stores them and steps with them).
+    let m = f32r(b1 * 0.25 + c1 * 0.5);
+    let v = f32r(b2 * 0.125 + c2 * 0.25);
     let p = 1.0 - lr * ((m * ic1) / ((v * ic2).sqrt() + eps) + wd * 1.0);
     assert_eq!(got, [vec![p], vec![m], vec![v]]);
 }

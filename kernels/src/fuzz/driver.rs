@@ -25,7 +25,7 @@ use std::sync::Mutex;
 pub type Target = (Box<dyn Executor>, TargetCaps);
 
 /// Cases per test on CI unless `KERNELC_FUZZ_CASES` says otherwise.
-const CI_CASES: u32 = 120;
+const CI_CASES: u32 = 1000;
 
 fn cases_per_test() -> u32 {
     std::env::var("KERNELC_FUZZ_CASES")

@@ -228,7 +228,11 @@ mod tests {
 
     #[test]
     fn reference_matches_the_definition_and_its_derivative() {
-        let spec = SoftplusSpec::example();
+        // f64, where forming `βx` in the compute type rounds nothing.
+        let spec = SoftplusSpec {
+            dtype: F64,
+            ..SoftplusSpec::example()
+        };
         for x in [-40.0, -5.0, -1e-3, 0.0, 0.7, 3.0, 19.9, 20.1, 50.0] {
             let y = spec.reference(&[&[x]])[0][0];
             let want = if x > 20.0 { x } else { f64::exp(x).ln_1p() };
@@ -243,7 +247,7 @@ mod tests {
         }
         let back = SoftplusSpec {
             backward: true,
-            ..SoftplusSpec::example()
+            ..spec.clone()
         };
         for x in [-3.0f64, 0.0, 2.5, 25.0] {
             let h = 1e-6;
