@@ -3,18 +3,19 @@
 # torch on the same GPU, in one command. Built and packed here by bench/gpu/pack.sh;
 # run there from the repository root:
 #
-#   . .device/setup.sh && bash bench/gpu/device-run.sh [conformance] [sanitize] [bench] [wgpu-bench]
+#   . .device/setup.sh && bash bench/gpu/device-run.sh [conformance] [fuzz] [sanitize] [bench] [wgpu-bench]
 #
-# (no stage named: all four). Results go to $OUT (the device tool brings them back);
+# (no stage named: all five). FUZZ_CASES sets the op fuzzer's cases per executor. Results go to $OUT (the device tool brings them back);
 # the last lines printed are the summary.
 set -uo pipefail
 OUT=${OUT:-/tmp/kernelc-out}
 mkdir -p "$OUT"
-stages=${*:-conformance sanitize bench wgpu-bench}
+stages=${*:-conformance fuzz sanitize bench wgpu-bench}
 bin=/tmp/kc/bin
 conformance=$(ls $bin/conformance-* 2>/dev/null | head -1)
 cuda_tests=$(ls $bin/cuda-* 2>/dev/null | head -1)
 wgpu_tests=$(ls $bin/wgpu-* 2>/dev/null | head -1)
+fuzz_tests=$(ls $bin/fuzz_ops-* 2>/dev/null | head -1)
 per_call_tests=$(ls $bin/per_call-* 2>/dev/null | head -1)
 summary=()
 note() { summary+=("$1"); echo "== $1"; }
@@ -41,6 +42,20 @@ for stage in $stages; do
       KERNELC_REQUIRE_CUDA=1 CI=1 timeout 200 "$per_call_tests" --test-threads=1 --nocapture > "$OUT/per-call.txt" 2>&1
       note "per-call uniforms (cpu, wgpu, cuda): exit $? -- $(grep -E '^test result' "$OUT/per-call.txt" | tail -1)"
     fi
+    ;;
+  fuzz)
+    # The op fuzzer on CUDA and on NVIDIA's Vulkan driver (every wgpu path), one seed
+    # printed per executor, then each table row's worst error over the conformance
+    # table and as many fuzz cases (MEASURE lines).
+    seed=${FUZZ_SEED:-$(date +%s)}
+    KERNELC_REQUIRE_CUDA=1 CI=1 KERNELC_FUZZ_SEED=$seed KERNELC_FUZZ_CASES=${FUZZ_CASES:-3000} \
+      timeout 300 "$fuzz_tests" --test-threads=2 cuda wgpu --nocapture > "$OUT/fuzz.txt" 2>&1
+    note "op fuzzer (cuda + 4 wgpu paths, seed $seed): exit $? -- $(grep -E '^test result' "$OUT/fuzz.txt" | tail -1)"
+    grep -E 'cases/executor runs|NOT RUN|found a failure' "$OUT/fuzz.txt" | cut -c1-300 | sed 's/^/   /'
+    KERNELC_REQUIRE_CUDA=1 CI=1 KERNELC_FUZZ_MEASURE=1 KERNELC_FUZZ_SEED=$seed KERNELC_FUZZ_CASES=${FUZZ_CASES:-3000} \
+      timeout 300 "$fuzz_tests" --test-threads=2 cuda wgpu_spirv wgpu_wgsl --nocapture > "$OUT/measure.txt" 2>&1
+    note "fuzz measure (cuda, wgpu spirv, wgpu wgsl): exit $? -- $(grep -c '^MEASURE' "$OUT/measure.txt") rows"
+    grep '^MEASURE' "$OUT/measure.txt" > "$OUT/measure.tsv"
     ;;
   sanitize)
     # Every op at the table's ragged shapes (primes, non-multiples of every tile).
@@ -75,4 +90,4 @@ echo; echo "## summary"; printf '%s\n' "${summary[@]}" | tee "$OUT/summary.txt"
 for f in "$OUT"/report*.md; do [ -e "$f" ] && cat "$f"; done
 # The device tool brings back at most 8 files: everything but the summary and the
 # reports goes into one archive.
-(cd "$OUT" && tar czf logs.tgz --remove-files $(ls | grep -v -e '^report' -e '^summary.txt$' -e '^logs.tgz$'))
+(cd "$OUT" && tar czf logs.tgz --remove-files $(ls | grep -v -e '^report' -e '^summary.txt$' -e '^logs.tgz$' -e '^measure.tsv$'))

@@ -34,9 +34,11 @@
 //!   of magnitudes of the sums involved, never the raw input magnitude;
 //! * **fixed** (random fills): `k · u · m`, `m` the magnitude the attributes give.
 //!
-//! An op's condition may be [`OVERFLOWS`] for an element whose definition overflows
-//! the compute type on the way (extreme attributes do that): any result is accepted
-//! there.
+//! An op's condition may accept any result for an element: [`OVERFLOWS`] where its
+//! definition overflows the compute type on the way (extreme attributes do that),
+//! [`UNDECIDED`] where a threshold test's operand is within its own rounding of the
+//! threshold (Sobel), [`UNSPECIFIED`] where an input is outside the range the op's
+//! accuracy is documented for (sin, cos and tan past their exact argument reduction).
 //!
 //! NaN must come out as NaN and infinities as the same infinity; signed zeros compare
 //! equal.

@@ -67,11 +67,25 @@ pub(crate) fn declare_module(e: &mut Emitter, options: &super::SpirvOptions) -> 
         e.b.execution_mode(main, ExecutionMode::SignedZeroInfNanPreserve, [*width]);
         e.require(Capability::SignedZeroInfNanPreserve);
     }
+    // Denormal modes for every float width the module computes in, or none: a device
+    // whose modes are not independent per width takes one mode for all of them. f16
+    // arithmetic (a module with `Float16`) gets none.
+    let computes_f16 = e.capabilities().contains(&Capability::Float16);
+    let denormals = options.preserve_f32_denormals
+        && (!computes_f64 || options.preserve_f64_denormals)
+        && !computes_f16;
+    if denormals {
+        let widths: &[u32] = if computes_f64 { &[32, 64] } else { &[32] };
+        for &width in widths {
+            e.b.execution_mode(main, ExecutionMode::DenormPreserve, [width]);
+        }
+        e.require(Capability::DenormPreserve);
+    }
     e.b.capability(Capability::Shader);
     for cap in e.capabilities() {
         e.b.capability(cap);
     }
-    if preserve.iter().any(|(on, _)| *on) {
+    if denormals || preserve.iter().any(|(on, _)| *on) {
         e.b.extension("SPV_KHR_float_controls");
     }
     Ok(())

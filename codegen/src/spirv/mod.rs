@@ -119,6 +119,14 @@ pub struct SpirvOptions {
     /// The same for f64 arithmetic (`shaderSignedZeroInfNanPreserveFloat64`); declared
     /// only in modules that compute in f64.
     pub preserve_f64_specials: bool,
+    /// Declare `DenormPreserve` for f32 arithmetic: the driver may then not flush
+    /// subnormal operands or results to zero. Set where the device reports
+    /// `shaderDenormPreserveFloat32`. Declared only together with every other float
+    /// width the module computes in (a device's denormal modes need not be
+    /// independent per width).
+    pub preserve_f32_denormals: bool,
+    /// The same for f64 (`shaderDenormPreserveFloat64`).
+    pub preserve_f64_denormals: bool,
 }
 
 /// Compiles `kernel` into a SPIR-V 1.3 module for Vulkan 1.1 (the module's words).

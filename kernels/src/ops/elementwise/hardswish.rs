@@ -109,8 +109,26 @@ impl Op for HardswishSpec {
             },
         )
     }
+    /// Forward: ULPs of the result. Backward: ULPs of the slope's terms,
+    /// `|dy|·(|x|/3 + ½)`: PyTorch's `dy·(x/3 + ½)` cancels near `x = −1.5`, and so may
+    /// a driver that rewrites kernelc's `(2x + 3)/6` (NVIDIA's Vulkan through naga
+    /// does).
     fn tolerance(&self) -> Tolerance {
-        Tolerance::result(4.0)
+        if self.backward {
+            Tolerance::conditioned(4.0)
+        } else {
+            Tolerance::result(4.0)
+        }
+    }
+    fn condition(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
+        let dx = self.reference(i).remove(0);
+        let terms = |x: f64, dy: f64| dy.abs() * (x.abs() / 3.0 + 0.5);
+        vec![i[0]
+            .iter()
+            .zip(i.get(1).copied().unwrap_or(&[]))
+            .zip(&dx)
+            .map(|((&x, &dy), &d)| terms(x, dy) + d.abs())
+            .collect()]
     }
     /// Every piece: below −3, the ramp, above 3.
     fn domain(&self, input: &TensorSig) -> Domain {

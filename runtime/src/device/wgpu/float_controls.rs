@@ -1,8 +1,8 @@
-//! What a Vulkan device promises about NaN, ±∞ and signed zero in shaders
+//! What a Vulkan device promises about NaN, ±∞, signed zero and subnormals in shaders
 //! (`VK_KHR_shader_float_controls`, core in Vulkan 1.2), read through wgpu-hal. Without
 //! `SignedZeroInfNanPreserve` a driver may assume no float special occurs (fold `x · 0`
-//! to 0, `x − x` to 0); kernelc's own SPIR-V declares it wherever the device says it
-//! honours it. WGSL has no way to ask, and naga's SPIR-V declares nothing
+//! to 0, `x − x` to 0), and without `DenormPreserve` it may flush subnormals to zero;
+//! kernelc's own SPIR-V declares them wherever the device says it honours them. WGSL has no way to ask, and naga's SPIR-V declares nothing
 //! (docs/semantics.md).
 
 use ash::vk;
@@ -31,5 +31,7 @@ pub(crate) fn spirv_options(adapter: &wgpu::Adapter) -> SpirvOptions {
     SpirvOptions {
         preserve_f32_specials: controls.shader_signed_zero_inf_nan_preserve_float32 == vk::TRUE,
         preserve_f64_specials: controls.shader_signed_zero_inf_nan_preserve_float64 == vk::TRUE,
+        preserve_f32_denormals: controls.shader_denorm_preserve_float32 == vk::TRUE,
+        preserve_f64_denormals: controls.shader_denorm_preserve_float64 == vk::TRUE,
     }
 }

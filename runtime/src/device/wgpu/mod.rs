@@ -705,8 +705,10 @@ fn open_adapter(adapter: wgpu::Adapter, path: ShaderPath) -> Result<WgpuDevice> 
     let mut caps = caps_from(&limits, features, &info);
     // llvmpipe's gallivm folds `x·0` with a literal zero (`x·select(c, s, 0)`, as
     // dropout forms) whatever the module declares, so it is held to finite values only.
-    caps.ieee_specials = spirv_options.preserve_f32_specials
-        && (!caps.f64 || spirv_options.preserve_f64_specials)
+    let o = &spirv_options;
+    caps.ieee_specials = o.preserve_f32_specials
+        && o.preserve_f32_denormals
+        && (!caps.f64 || (o.preserve_f64_specials && o.preserve_f64_denormals))
         && !is_llvmpipe(&info);
     // Only kernelc's own SPIR-V marks every float operation `NoContraction`.
     caps.may_contract = path != ShaderPath::SpirvPassthrough;
