@@ -54,6 +54,7 @@ pub fn runs_on(caps: &TargetCaps, case: &FuzzCase) -> bool {
     let sigs = spec.inputs().into_iter().chain(spec.outputs());
     sigs.into_iter().all(|s| caps.supports(s.dtype))
         && (caps.ieee_specials || case.mode != InputMode::Specials)
+        && (caps.keeps_subnormals || !matches!(case.mode, InputMode::Wide | InputMode::Specials))
         && !(caps.may_contract && uses_pow(spec))
 }
 
@@ -87,6 +88,13 @@ fn say_not_run(test: &str, targets: &[Target]) {
             println!(
                 "{test}: NOT RUN: pow on {}: its driver may contract a·b + c, which kernelc's \
                  f32 pow does not survive (TargetCaps::may_contract; docs/semantics.md)",
+                exec.name()
+            );
+        }
+        if !caps.keeps_subnormals {
+            println!(
+                "{test}: NOT RUN: wide and special-value cases on {}: it may flush subnormals \
+                 to zero (TargetCaps::keeps_subnormals)",
                 exec.name()
             );
         }

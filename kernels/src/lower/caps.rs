@@ -50,6 +50,12 @@ pub struct TargetCaps {
     /// with `|y·log₂x|`: docs/semantics.md); the op fuzzer does not hold such a target
     /// to `pow`'s row and says so.
     pub may_contract: bool,
+    /// Whether subnormal operands and results survive every operation (no flush to
+    /// zero). Vulkan lets a driver flush them unless the shader declares
+    /// `DenormPreserve` (NVIDIA's driver does flush); the op fuzzer holds a target that
+    /// may flush to its domain and tie cases only, whose values stay far from the
+    /// subnormal range.
+    pub keeps_subnormals: bool,
 }
 
 impl TargetCaps {
@@ -70,6 +76,7 @@ impl TargetCaps {
             max_loop_iterations: None,
             ieee_specials: true,
             may_contract: false,
+            keeps_subnormals: true,
         }
     }
 
@@ -91,6 +98,7 @@ impl TargetCaps {
             max_loop_iterations: None,
             ieee_specials: true,
             may_contract: false,
+            keeps_subnormals: true,
         }
     }
 
@@ -111,6 +119,7 @@ impl TargetCaps {
             max_loop_iterations: None,
             ieee_specials: true,
             may_contract: false,
+            keeps_subnormals: true,
         }
     }
 

@@ -710,6 +710,12 @@ fn open_adapter(adapter: wgpu::Adapter, path: ShaderPath) -> Result<WgpuDevice> 
         && o.preserve_f32_denormals
         && (!caps.f64 || (o.preserve_f64_specials && o.preserve_f64_denormals))
         && !is_llvmpipe(&info);
+    // Subnormals survive where the module declares `DenormPreserve` for every width
+    // (kernelc's SPIR-V on a device that reports it), and on llvmpipe, which does not
+    // flush unless asked (the op fuzzer's wide cases hold it to that on CI).
+    let declares_denormals = o.preserve_f32_denormals && (!caps.f64 || o.preserve_f64_denormals);
+    caps.keeps_subnormals =
+        (path == ShaderPath::SpirvPassthrough && declares_denormals) || is_llvmpipe(&info);
     // Only kernelc's own SPIR-V marks every float operation `NoContraction`.
     caps.may_contract = path != ShaderPath::SpirvPassthrough;
     let mut opened = WgpuDevice {
@@ -761,6 +767,8 @@ fn caps_from(
         // Only where the SPIR-V declares float controls (set by `open_adapter`).
         ieee_specials: false,
         may_contract: true,
+        // Set by `open_adapter` from the path and the float controls.
+        keeps_subnormals: false,
     }
 }
 
