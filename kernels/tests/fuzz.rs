@@ -21,3 +21,52 @@ fn fuzz_interpreter() {
         ],
     );
 }
+
+/// A target is held to a case only where its caps promise what the case may meet:
+/// special values (from the inputs or from an infinite or huge attribute), subnormals
+/// (from wide or special inputs, or a tiny attribute), pow where the driver contracts.
+#[test]
+fn a_target_runs_the_cases_its_caps_promise() {
+    use kernelc_kernels::fuzz::driver::runs_on;
+    use kernelc_kernels::fuzz::FuzzCase;
+    let case = |json: &str| -> FuzzCase { serde_json::from_str(json).expect("a fuzz case") };
+    let plain = case(
+        r#"{"spec":{"op":"softplus","dtype":"f32","shape":[4],"beta":1.0,"threshold":20.0,
+            "backward":false},"seed":1,"mode":"ties"}"#,
+    );
+    let huge_beta = case(
+        r#"{"spec":{"op":"softplus","dtype":"f16","shape":[4],"beta":1.7976931348623157e308,
+            "threshold":3.0,"backward":false},"seed":1,"mode":"ties"}"#,
+    );
+    let tiny_eps = case(
+        r#"{"spec":{"op":"layer_norm","dtype":"f32","shape":[1,1],"eps":1.401298464324817e-45,
+            "rms":false,"weight":true,"bias":true,"residual":false,"save_stats":true},
+            "seed":0,"mode":"ties"}"#,
+    );
+    let wide = case(
+        r#"{"spec":{"op":"unary","func":"silu","dtype":"f32","shape":[8]},"seed":2,"mode":"wide"}"#,
+    );
+    let pow = case(
+        r#"{"spec":{"op":"scalar","func":"pow","dtype":"f32","shape":[8],"scalar":2.5,
+            "reversed":false},"seed":3,"mode":"domain"}"#,
+    );
+    assert!(!plain.may_meet_specials() && !plain.may_meet_subnormals());
+    assert!(huge_beta.may_meet_specials() && !huge_beta.may_meet_subnormals());
+    assert!(tiny_eps.may_meet_subnormals() && !tiny_eps.may_meet_specials());
+    assert!(wide.may_meet_subnormals() && !wide.may_meet_specials());
+
+    let ieee = TargetCaps::cpu();
+    let loose = TargetCaps {
+        ieee_specials: false,
+        keeps_subnormals: false,
+        may_contract: true,
+        ..TargetCaps::cpu()
+    };
+    for c in [&plain, &huge_beta, &tiny_eps, &wide, &pow] {
+        assert!(runs_on(&ieee, c), "{c:?}");
+    }
+    assert!(runs_on(&loose, &plain));
+    for c in [&huge_beta, &tiny_eps, &wide, &pow] {
+        assert!(!runs_on(&loose, c), "{c:?}");
+    }
+}

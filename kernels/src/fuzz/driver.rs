@@ -53,8 +53,8 @@ pub fn runs_on(caps: &TargetCaps, case: &FuzzCase) -> bool {
     let spec = &case.spec;
     let sigs = spec.inputs().into_iter().chain(spec.outputs());
     sigs.into_iter().all(|s| caps.supports(s.dtype))
-        && (caps.ieee_specials || case.mode != InputMode::Specials)
-        && (caps.keeps_subnormals || !matches!(case.mode, InputMode::Wide | InputMode::Specials))
+        && (caps.ieee_specials || !case.may_meet_specials())
+        && (caps.keeps_subnormals || !case.may_meet_subnormals())
         && !(caps.may_contract && uses_pow(spec))
 }
 
@@ -93,15 +93,16 @@ fn say_not_run(test: &str, targets: &[Target]) {
         }
         if !caps.keeps_subnormals {
             println!(
-                "{test}: NOT RUN: wide and special-value cases on {}: it may flush subnormals \
-                 to zero (TargetCaps::keeps_subnormals)",
+                "{test}: NOT RUN: wide and special-value cases, and tiny attributes, on {}: \
+                 it may flush subnormals to zero (TargetCaps::keeps_subnormals)",
                 exec.name()
             );
         }
         if !caps.ieee_specials {
             println!(
-                "{test}: NOT RUN: special-value cases on {}: it does not keep NaN, ±∞ and −0 \
-                 through every operation (TargetCaps::ieee_specials)",
+                "{test}: NOT RUN: special-value cases, and infinite or huge attributes, on {}: \
+                 it does not keep NaN, ±∞ and −0 through every operation \
+                 (TargetCaps::ieee_specials)",
                 exec.name()
             );
         }

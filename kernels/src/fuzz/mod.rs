@@ -65,6 +65,52 @@ pub struct FuzzCase {
     pub mode: InputMode,
 }
 
+impl FuzzCase {
+    /// Whether NaN or ±∞ may arise in the case: special input values, or a float
+    /// attribute that is one, or large enough (`≥ 10³⁰`) for the op's products to
+    /// overflow f32.
+    pub fn may_meet_specials(&self) -> bool {
+        self.mode == InputMode::Specials
+            || float_attributes(&self.spec)
+                .iter()
+                .any(|v| !v.is_finite() || v.abs() >= 1e30)
+    }
+
+    /// Whether subnormals may arise: wide or special inputs, or a float attribute
+    /// below f32's smallest normal (other than 0).
+    pub fn may_meet_subnormals(&self) -> bool {
+        matches!(self.mode, InputMode::Wide | InputMode::Specials)
+            || float_attributes(&self.spec)
+                .iter()
+                .any(|v| *v != 0.0 && v.abs() < f32::MIN_POSITIVE as f64)
+    }
+}
+
+/// Every float attribute of `spec` (the non-integer numbers of its JSON, and the
+/// spellings of ±∞ and NaN).
+fn float_attributes(spec: &OpSpec) -> Vec<f64> {
+    fn walk(v: &serde_json::Value, out: &mut Vec<f64>) {
+        match v {
+            serde_json::Value::Number(n) if n.is_f64() => out.extend(n.as_f64()),
+            serde_json::Value::String(s) => match s.as_str() {
+                "inf" => out.push(f64::INFINITY),
+                "-inf" => out.push(f64::NEG_INFINITY),
+                "nan" => out.push(f64::NAN),
+                _ => {}
+            },
+            serde_json::Value::Array(items) => items.iter().for_each(|i| walk(i, out)),
+            serde_json::Value::Object(map) => map.values().for_each(|i| walk(i, out)),
+            serde_json::Value::Number(_) | serde_json::Value::Bool(_) | serde_json::Value::Null => {
+            }
+        }
+    }
+    let mut out = Vec::new();
+    if let Ok(value) = serde_json::to_value(spec) {
+        walk(&value, &mut out);
+    }
+    out
+}
+
 /// How large a case may grow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FuzzLimits {
