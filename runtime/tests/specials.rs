@@ -385,9 +385,12 @@ fn pow_keeps_its_accuracy_where_fma_is_not_fused() {
                 "{name}: {dtype} pow({a}, {b}) = {:e} (want {:e})",
                 got[0], want[0]
             );
-            let reassociated = matches!(rt.target_name(), "wgsl" | "naga" | "spirv-naga");
+            // kernelc's f32 two_prod is contraction-proof now, so the naga IR and
+            // naga SPIR-V paths meet the bound; through WGSL text f32 pow is still
+            // about 17 ULP off here (cause open, docs/semantics.md).
+            let open_gap = rt.target_name() == "wgsl";
             match result {
-                Err(m) if reassociated => println!("NOTE: {name}: {m:?}"),
+                Err(m) if open_gap => println!("NOTE (open): {name}: {m:?}"),
                 result => assert!(result.is_ok(), "{name}: {:?}", result.err()),
             }
         }

@@ -6,7 +6,7 @@
 use super::shared::{self, abs_square, keep_signed_zero, odd_join, Algorithms, Arith, Trig};
 use super::width::{
     addc, clamp, fast_two_sum, gtc, iandc, log_reduce, log_specials, ltc, min_c, mulc,
-    round_nearest, scale, Ops, W32,
+    round_nearest, scale, two_sum, Ops, W32,
 };
 
 /// f32 arithmetic has no fma: `+ − ×` only, Dekker's product for exact ones.
@@ -26,20 +26,38 @@ impl<O: Ops<W32>> Arith<W32> for O {
         self.add(x, &xt)
     }
 
-    /// Dekker's product.
+    /// `a·b` as a double word `p + e`, from the four partial products of 12-bit halves
+    /// (each exact in f32) summed with TwoSums. Every product in it is exact, so a
+    /// driver that contracts a product into the addition after it (WGSL and naga's
+    /// SPIR-V cannot forbid that) computes the same values. Dekker's form, `e = ((ah·bh
+    /// − p) + …)` with `p = a·b` rounded, breaks there: contracting `ah·bh − a·b` uses
+    /// the unrounded `a·b` and loses `e` (f32 `pow` was 45 ULP off on those paths).
     fn two_prod(&mut self, a: &O::F, b: &O::F) -> (O::F, O::F) {
-        let p = self.mul(a, b);
-        let p = self.bind(p);
         let (ah, al) = split(self, a);
         let (bh, bl) = split(self, b);
         let hh = self.mul(&ah, &bh);
-        let t = self.sub(&hh, &p);
+        let hh = self.bind(hh);
         let hl = self.mul(&ah, &bl);
-        let t = self.add(&t, &hl);
+        let hl = self.bind(hl);
         let lh = self.mul(&al, &bh);
-        let t = self.add(&t, &lh);
+        let lh = self.bind(lh);
         let ll = self.mul(&al, &bl);
-        let e = self.add(&t, &ll);
+        let (s1, e1) = two_sum(self, &hh, &hl);
+        let (p, e2) = two_sum(self, &s1, &lh);
+        let e = self.add(&e1, &e2);
+        let e = self.add(&e, &ll);
+        // An infinite or NaN operand or product is the plain product with no error
+        // term (the halves of ±∞ are ∞ and NaN). The plain product is only selected,
+        // never added, so contracting it changes nothing.
+        let plain = self.mul(a, b);
+        let plain = self.bind(plain);
+        let magnitude = self.abs(&plain);
+        let finite = ltc(self, &magnitude, f32::INFINITY);
+        let finite = self.bindb(finite);
+        let zero = self.cf(0.0);
+        let p = self.sel(&finite, &p, &plain);
+        let p = self.bind(p);
+        let e = self.sel(&finite, &e, &zero);
         let e = self.bind(e);
         (p, e)
     }
