@@ -10,22 +10,10 @@
 //! RoPE `y = x₁·cos − x₂·sin` (and its pair) is a two-term sum:
 //! `2(|x₁·cos| + |x₂·sin|) + |y|`.
 
-use super::spec::{AttentionLayout, AttentionSpec, RopeSpec};
+use super::reference::at;
+use super::spec::{AttentionSpec, RopeSpec};
 use crate::reference::{attribute, resolve_index};
 use crate::shape::{broadcast_strides, offset};
-
-fn at(
-    layout: AttentionLayout,
-    heads: usize,
-    seq: usize,
-    dim: usize,
-    [b, h, s, d]: [usize; 4],
-) -> usize {
-    match layout {
-        AttentionLayout::Bhsd => ((b * heads + h) * seq + s) * dim + d,
-        AttentionLayout::Bshd => ((b * seq + s) * heads + h) * dim + d,
-    }
-}
 
 pub(super) fn attention(s: &AttentionSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
     let (q, k, v) = (i[0], i[1], i[2]);

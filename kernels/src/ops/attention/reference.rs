@@ -6,7 +6,13 @@ use crate::reference::{attribute, resolve_index, round_to};
 use crate::shape::{broadcast_strides, offset};
 
 /// Flat index of `[b, h, s, d]` in a tensor with `heads` heads and `seq` positions.
-fn at(layout: AttentionLayout, heads: usize, seq: usize, dim: usize, bhsd: [usize; 4]) -> usize {
+pub(super) fn at(
+    layout: AttentionLayout,
+    heads: usize,
+    seq: usize,
+    dim: usize,
+    bhsd: [usize; 4],
+) -> usize {
     let [b, h, s, d] = bhsd;
     match layout {
         AttentionLayout::Bhsd => ((b * heads + h) * seq + s) * dim + d,

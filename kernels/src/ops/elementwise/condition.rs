@@ -100,12 +100,7 @@ fn derivative_terms(f: Activation, s: f64) -> f64 {
 
 pub(super) fn activation_backward(s: &ActivationBackwardSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
     let (saved, dy) = (i[0], i[1]);
-    let func = s
-        .func
-        .forward()
-        .as_received(s.dtype)
-        .activation()
-        .unwrap_or(s.func);
+    let func = s.received_func();
     vec![saved
         .iter()
         .zip(dy)

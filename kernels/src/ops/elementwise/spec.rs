@@ -357,6 +357,18 @@ pub struct ActivationBackwardSpec {
     pub shape: Vec<usize>,
 }
 
+impl ActivationBackwardSpec {
+    /// The activation as the kernel receives it: its slope rounded to the dtype's
+    /// compute type (references and conditions use this, not the JSON value).
+    pub(super) fn received_func(&self) -> Activation {
+        self.func
+            .forward()
+            .as_received(self.dtype)
+            .activation()
+            .unwrap_or(self.func)
+    }
+}
+
 impl Op for ActivationBackwardSpec {
     fn validate(&self) -> Result<(), SpecError> {
         self.func.forward().check_params()?;

@@ -58,14 +58,12 @@ fn sobel_edge(s: &ImageFilterSpec, threshold: f64, luma: impl Fn(i64, i64) -> (f
 pub(super) fn image_filter(s: &ImageFilterSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
     let x = i[0];
     let (h, w, c) = (s.height as i64, s.width as i64, s.channels);
-    let px = |y: i64, xx: i64, ch: usize| {
-        let (yy, xc) = (y.clamp(0, h - 1) as usize, xx.clamp(0, w - 1) as usize);
-        x[(yy * s.width + xc) * c + ch].abs()
-    };
+    // Clamp-to-edge reads, and their magnitudes.
     let signed = |y: i64, xx: i64, ch: usize| {
         let (yy, xc) = (y.clamp(0, h - 1) as usize, xx.clamp(0, w - 1) as usize);
         x[(yy * s.width + xc) * c + ch]
     };
+    let px = |y: i64, xx: i64, ch: usize| signed(y, xx, ch).abs();
     let colour = c.min(3);
     let mut out = vec![0.0; x.len()];
     for y in 0..h {

@@ -13,9 +13,9 @@
 //! mean|g| + |x̂ᵢ|·((n + 4)·mean|g·x̂| + 2|mean(g·x̂)|)) + 2|dxᵢ|`, and sums over rows as
 //! accumulations.
 
+use super::ncs;
 use super::spec::{BatchNormBackwardSpec, BatchNormSpec, LayerNormBackwardSpec, LayerNormSpec};
 use crate::reference::{attribute, round_to};
-use crate::shape::numel;
 
 /// Roundings beyond the sums: the square root, divisions, the final products.
 const FEW: f64 = 8.0;
@@ -158,11 +158,6 @@ pub(super) fn layer_norm_backward(s: &LayerNormBackwardSpec, i: &[&[f64]]) -> Ve
         out.push(db);
     }
     out
-}
-
-/// `(N, C, S)`: batch, channels, spatial elements per channel per sample.
-fn ncs(shape: &[usize]) -> (usize, usize, usize) {
-    (shape[0], shape[1], numel(&shape[2..]))
 }
 
 /// The positions of channel `ci`'s elements.

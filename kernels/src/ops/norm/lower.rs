@@ -24,6 +24,7 @@
 //! `x − μ` stays accurate when `|μ| ≫ σ`. Statistics accumulate in f32 for f16/bf16
 //! and in f64 for f64.
 
+use super::ncs;
 use crate::lower::math::{bind, compute_type, Num};
 use crate::lower::reduction::{
     declare, fold_plan, row_kernel, Buf, Fold, FoldFns, Item, Monoid, Slices, Sum, View, Welford,
@@ -330,11 +331,6 @@ fn undefined_if_not_finite(f: &mut Body, mean: E) -> (E, E) {
     let mean = f.let_("mean_shifted", mean);
     let undefined = f.let_("undefined", mean.clone() - mean.clone());
     (f.let_("mean_or_nan", mean + undefined.clone()), undefined)
-}
-
-/// `(N, C, S)` of an `[N, C, ...]` shape: batch, channels, spatial size.
-fn ncs(shape: &[usize]) -> (usize, usize, usize) {
-    (shape[0], shape[1], crate::shape::numel(&shape[2..]))
 }
 
 /// An elementwise launch over `numel` elements of an `[N, C, S]` tensor:

@@ -35,3 +35,9 @@ pub(crate) mod reference;
 mod spec;
 
 pub use spec::*;
+
+/// `(N, C, S)` of an `[N, C, ...]` shape: batch, channels, spatial elements per
+/// channel per sample.
+fn ncs(shape: &[usize]) -> (usize, usize, usize) {
+    (shape[0], shape[1], crate::shape::numel(&shape[2..]))
+}

@@ -1,9 +1,9 @@
 //! f64 references of the normalisation family (formulas in [`super`]).
 
+use super::ncs;
 use super::spec::{BatchNormBackwardSpec, BatchNormSpec, LayerNormBackwardSpec, LayerNormSpec};
 use crate::lower::math::compute_type;
 use crate::reference::{attribute, compensated_sum, round_to};
-use crate::shape::numel;
 
 /// The statistics of one row or channel, kept relative to its first value `shift`, so
 /// that they stay accurate when `|μ| ≫ σ`: `x − shift` is exact while the values lie
@@ -160,11 +160,6 @@ pub(super) fn layer_norm_backward(s: &LayerNormBackwardSpec, i: &[&[f64]]) -> Ve
         out.push(db);
     }
     out
-}
-
-/// `(N, C, S)`: batch, channels, spatial elements per channel per sample.
-fn ncs(shape: &[usize]) -> (usize, usize, usize) {
-    (shape[0], shape[1], numel(&shape[2..]))
 }
 
 pub(super) fn batch_norm(s: &BatchNormSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {

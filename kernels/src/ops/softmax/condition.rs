@@ -16,7 +16,7 @@
 //!
 //! A fully masked slice (`m = −∞`) has exact outputs: 0.
 
-use super::reference::{axis_split, softmax_slice};
+use super::reference::{max_and_log_sum, slices, softmax_slice};
 use super::spec::{CrossEntropySpec, SoftmaxBackwardSpec, SoftmaxSpec};
 use crate::reference::resolve_index;
 
@@ -25,23 +25,8 @@ const FEW: f64 = 4.0;
 
 /// `(m, ln s)` of one slice, or `None` when it is fully masked.
 fn shift_and_log_sum(x: &[f64]) -> Option<(f64, f64)> {
-    let m = x.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    if m == f64::NEG_INFINITY {
-        return None;
-    }
-    let s: f64 = x.iter().map(|&v| (v - m).exp()).sum();
-    Some((m, s.ln()))
-}
-
-/// Calls `f` with every slice along `axis` (its element positions).
-fn slices(shape: &[usize], axis: usize, mut f: impl FnMut(&[usize])) {
-    let (outer, n, inner) = axis_split(shape, axis);
-    for o in 0..outer {
-        for k in 0..inner {
-            let at: Vec<usize> = (0..n).map(|j| (o * n + j) * inner + k).collect();
-            f(&at);
-        }
-    }
+    let (m, log_sum) = max_and_log_sum(x);
+    (m != f64::NEG_INFINITY).then_some((m, log_sum))
 }
 
 pub(super) fn softmax(s: &SoftmaxSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {

@@ -35,23 +35,30 @@ pub fn softmax_slice(x: &[f64], log: bool) -> Vec<f64> {
     }
 }
 
-fn for_each_slice(shape: &[usize], axis: usize, mut f: impl FnMut(&dyn Fn(usize) -> usize, usize)) {
+/// Calls `f` with every slice along `axis` (its element positions).
+pub(super) fn slices(shape: &[usize], axis: usize, mut f: impl FnMut(&[usize])) {
     let (outer, n, inner) = axis_split(shape, axis);
     for o in 0..outer {
         for k in 0..inner {
-            let at = move |j: usize| (o * n + j) * inner + k;
-            f(&at, n);
+            let at: Vec<usize> = (0..n).map(|j| (o * n + j) * inner + k).collect();
+            f(&at);
         }
     }
+}
+
+/// The maximum of a slice (NaN skipped) and `ln Σ e^{x − m}`.
+pub(super) fn max_and_log_sum(x: &[f64]) -> (f64, f64) {
+    let m = x.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    (m, x.iter().map(|&v| (v - m).exp()).sum::<f64>().ln())
 }
 
 pub(super) fn softmax(s: &SoftmaxSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
     let x = i[0];
     let mut y = vec![0.0; x.len()];
-    for_each_slice(&s.shape, s.axis, |at, n| {
-        let slice: Vec<f64> = (0..n).map(|j| x[at(j)]).collect();
-        for (j, v) in softmax_slice(&slice, s.log).into_iter().enumerate() {
-            y[at(j)] = v;
+    slices(&s.shape, s.axis, |at| {
+        let slice: Vec<f64> = at.iter().map(|&k| x[k]).collect();
+        for (&k, v) in at.iter().zip(softmax_slice(&slice, s.log)) {
+            y[k] = v;
         }
     });
     vec![y]
@@ -60,16 +67,16 @@ pub(super) fn softmax(s: &SoftmaxSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
 pub(super) fn softmax_backward(s: &SoftmaxBackwardSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
     let (y, dy) = (i[0], i[1]);
     let mut dx = vec![0.0; y.len()];
-    for_each_slice(&s.shape, s.axis, |at, n| {
+    slices(&s.shape, s.axis, |at| {
         if s.log {
-            let total: f64 = (0..n).map(|j| dy[at(j)]).sum();
-            for j in 0..n {
-                dx[at(j)] = dy[at(j)] - y[at(j)].exp() * total;
+            let total: f64 = at.iter().map(|&k| dy[k]).sum();
+            for &k in at {
+                dx[k] = dy[k] - y[k].exp() * total;
             }
         } else {
-            let dot: f64 = (0..n).map(|j| dy[at(j)] * y[at(j)]).sum();
-            for j in 0..n {
-                dx[at(j)] = y[at(j)] * (dy[at(j)] - dot);
+            let dot: f64 = at.iter().map(|&k| dy[k] * y[k]).sum();
+            for &k in at {
+                dx[k] = y[k] * (dy[k] - dot);
             }
         }
     });
@@ -89,10 +96,9 @@ pub(super) fn cross_entropy(s: &CrossEntropySpec, i: &[&[f64]]) -> Vec<Vec<f64>>
     let mut probs = vec![0.0; s.batch * c];
     for b in 0..s.batch {
         let row = &logits[b * c..(b + 1) * c];
-        let m = row.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         // As in `softmax_slice`: the shifted value minus `ln Σ`, so a loss near 0
         // next to a large maximum keeps its digits.
-        let ln_sum = row.iter().map(|&v| (v - m).exp()).sum::<f64>().ln();
+        let (m, ln_sum) = max_and_log_sum(row);
         let t = resolve_index(targets[b], c, false);
         loss[b] = match t {
             Some(t) => (ln_sum - (row[t] - m)) * scale,

@@ -702,22 +702,7 @@ fn open_adapter(adapter: wgpu::Adapter, path: ShaderPath) -> Result<WgpuDevice> 
         features,
         spirv_options
     );
-    let mut caps = caps_from(&limits, features, &info);
-    // llvmpipe's gallivm folds `x·0` with a literal zero (`x·select(c, s, 0)`, as
-    // dropout forms) whatever the module declares, so it is held to finite values only.
-    let o = &spirv_options;
-    caps.ieee_specials = o.preserve_f32_specials
-        && o.preserve_f32_denormals
-        && (!caps.f64 || (o.preserve_f64_specials && o.preserve_f64_denormals))
-        && !is_llvmpipe(&info);
-    // Subnormals survive where the module declares `DenormPreserve` for every width
-    // (kernelc's SPIR-V on a device that reports it), and on llvmpipe, which does not
-    // flush unless asked (the op fuzzer's wide cases hold it to that on CI).
-    let declares_denormals = o.preserve_f32_denormals && (!caps.f64 || o.preserve_f64_denormals);
-    caps.keeps_subnormals =
-        (path == ShaderPath::SpirvPassthrough && declares_denormals) || is_llvmpipe(&info);
-    // Only kernelc's own SPIR-V marks every float operation `NoContraction`.
-    caps.may_contract = path != ShaderPath::SpirvPassthrough;
+    let caps = caps_from(&limits, features, &info, path, &spirv_options);
     let mut opened = WgpuDevice {
         id: next_device_id(),
         gpu: Arc::new(Gpu { device, queue }),
@@ -740,13 +725,24 @@ fn open_adapter(adapter: wgpu::Adapter, path: ShaderPath) -> Result<WgpuDevice> 
 
 /// What lowering may use on this adapter: f16, f64 and i64 where the device was
 /// opened with them (see `open_adapter`); bf16 memory never (neither WGSL nor kernelc's
-/// SPIR-V stores it).
+/// SPIR-V stores it). And what arithmetic keeps on `path` with the float controls its
+/// modules declare (`options`).
 fn caps_from(
     limits: &wgpu::Limits,
     features: wgpu::Features,
     info: &wgpu::AdapterInfo,
+    path: ShaderPath,
+    options: &SpirvOptions,
 ) -> TargetCaps {
     let invocations = limits.max_compute_invocations_per_workgroup;
+    let f64 = features.contains(wgpu::Features::SHADER_F64);
+    let o = options;
+    let llvmpipe = is_llvmpipe(info);
+    // Subnormals survive where the module declares `DenormPreserve` for every width
+    // (kernelc's SPIR-V on a device that reports it), and on llvmpipe, which does not
+    // flush unless asked (the op fuzzer's wide cases hold it to that on CI).
+    let declares_denormals = o.preserve_f32_denormals && (!f64 || o.preserve_f64_denormals);
+    let declares_specials = o.preserve_f32_specials && (!f64 || o.preserve_f64_specials);
     TargetCaps {
         max_invocations_per_workgroup: invocations,
         max_workgroup_size: [
@@ -760,23 +756,17 @@ fn caps_from(
         subgroup_size: None,
         f16: features.contains(wgpu::Features::SHADER_F16),
         bf16: false,
-        f64: features.contains(wgpu::Features::SHADER_F64),
+        f64,
         i64: features.contains(wgpu::Features::SHADER_INT64),
         vector_width: 4,
-        max_loop_iterations: loop_limit(info),
-        // Only where the SPIR-V declares float controls (set by `open_adapter`).
-        ieee_specials: false,
-        may_contract: true,
-        // Set by `open_adapter` from the path and the float controls.
-        keeps_subnormals: false,
+        max_loop_iterations: llvmpipe.then_some(LLVMPIPE_LOOP_ITERATIONS),
+        // llvmpipe's gallivm folds `x·0` with a literal zero (`x·select(c, s, 0)`, as
+        // dropout forms) whatever the module declares: finite values only there.
+        ieee_specials: declares_specials && declares_denormals && !llvmpipe,
+        // Only kernelc's own SPIR-V marks every float operation `NoContraction`.
+        may_contract: path != ShaderPath::SpirvPassthrough,
+        keeps_subnormals: (path == ShaderPath::SpirvPassthrough && declares_denormals) || llvmpipe,
     }
-}
-
-/// Mesa's llvmpipe (lavapipe) gives each invocation 65,535 loop iterations, counted
-/// over all its loops, and then exits every loop early without a word
-/// (`LP_MAX_TGSI_LOOP_ITERATIONS`): kernels are fitted under that.
-fn loop_limit(info: &wgpu::AdapterInfo) -> Option<u64> {
-    is_llvmpipe(info).then_some(LLVMPIPE_LOOP_ITERATIONS)
 }
 
 /// Whether the adapter is Mesa's llvmpipe (lavapipe on Vulkan).
@@ -785,7 +775,9 @@ fn is_llvmpipe(info: &wgpu::AdapterInfo) -> bool {
     llvmpipe(&info.name) || llvmpipe(&info.driver)
 }
 
-/// llvmpipe's loop limit.
+/// Mesa's llvmpipe (lavapipe) gives each invocation 65,535 loop iterations, counted
+/// over all its loops, and then exits every loop early without a word
+/// (`LP_MAX_TGSI_LOOP_ITERATIONS`): kernels are fitted under that.
 const LLVMPIPE_LOOP_ITERATIONS: u64 = 65_535;
 
 /// The largest loop body the loop budget unrolls to (IR nodes): past it, shader
