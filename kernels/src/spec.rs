@@ -63,6 +63,18 @@ pub struct Alias {
     pub output: usize,
 }
 
+impl Alias {
+    /// The aliases of an op whose one output starts from the prior value in input
+    /// `input` when `accumulates` (none otherwise).
+    pub fn prior_when(accumulates: bool, input: usize) -> Vec<Alias> {
+        if accumulates {
+            vec![Alias { input, output: 0 }]
+        } else {
+            Vec::new()
+        }
+    }
+}
+
 impl OpSpec {
     /// The kind's name (`"gemm"`, `"unary"`, ...), equal to the `"op"` JSON tag.
     pub fn kind_name(&self) -> &'static str {

@@ -8,7 +8,7 @@
 
 use super::math::{compute_type, Num};
 use super::schedule::plan_1d;
-use super::{Binding, Launch, LowerError, Plan, TargetCaps, Uniforms};
+use super::{declare_tensor, Binding, Launch, LowerError, Plan, TargetCaps, Uniforms};
 use crate::shape::{broadcast_strides, row_major_strides};
 use crate::spec::{OpSpec, TensorSig};
 use kernelc_ir::builder::*;
@@ -122,14 +122,7 @@ pub(crate) fn map_plan(
     let mut k = KernelBuilder::new(name, grid.workgroup_size());
     let mems: Vec<Mem> = operands
         .iter()
-        .map(|o| {
-            k.buffer(
-                o.sig.name.clone(),
-                o.sig.dtype,
-                o.sig.numel() as u64,
-                Access::Read,
-            )
-        })
+        .map(|o| declare_tensor(&mut k, &o.sig, Access::Read))
         .collect();
     let out_mem = k.buffer(out.name.clone(), out.dtype, numel, Access::Write);
     let (params, param_bindings) = uniforms.declare_all(&mut k, names)?;

@@ -22,6 +22,7 @@ pub(crate) mod tile;
 
 pub use caps::TargetCaps;
 pub use interp::{poison, run_plan, PlanRunError};
+pub(crate) use plan::declare_tensor;
 pub(crate) use plan::PlanBuilder;
 pub use plan::{Binding, Launch, Plan, ScalarParam, TempBuffer, Uniform, Uniforms};
 

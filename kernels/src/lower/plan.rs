@@ -1,6 +1,8 @@
 //! The result of lowering: kernels, their grids, and what each parameter binds to.
 
-use kernelc_ir::{Kernel, Scalar, ScalarType};
+use crate::spec::TensorSig;
+use kernelc_ir::builder::{KernelBuilder, Mem};
+use kernelc_ir::{Access, Kernel, Scalar, ScalarType};
 use serde::{Deserialize, Serialize};
 
 /// What one kernel parameter is bound to at launch.
@@ -180,4 +182,9 @@ impl<'a> Uniforms<'a> {
         }
         Ok((params, bindings))
     }
+}
+
+/// Declares `sig` as a whole-tensor buffer parameter of `k`, named after it.
+pub(crate) fn declare_tensor(k: &mut KernelBuilder, sig: &TensorSig, access: Access) -> Mem {
+    k.buffer(sig.name.clone(), sig.dtype, sig.numel() as u64, access)
 }

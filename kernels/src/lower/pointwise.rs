@@ -10,30 +10,9 @@
 use super::math::{compute_type, Num};
 use super::schedule::plan_1d;
 use super::{Binding, Launch, LowerError, Plan, ScalarParam, TargetCaps};
-use crate::spec::TensorSig;
+use crate::spec::OpSpec;
 use kernelc_ir::builder::*;
 use kernelc_ir::{Access, ScalarType};
-
-/// One operand of a pointwise kernel: its buffer and where it binds.
-pub(crate) struct Port {
-    pub sig: TensorSig,
-    pub binding: Binding,
-}
-
-impl Port {
-    pub fn input(sig: TensorSig, i: usize) -> Port {
-        Port {
-            sig,
-            binding: Binding::Input(i),
-        }
-    }
-    pub fn output(sig: TensorSig, i: usize) -> Port {
-        Port {
-            sig,
-            binding: Binding::Output(i),
-        }
-    }
-}
 
 /// The vector width for `numel` contiguous elements: the caps' width when it divides
 /// `numel`, else 1.
@@ -46,50 +25,33 @@ pub(crate) fn contiguous_lanes(caps: &TargetCaps, numel: usize) -> u8 {
     }
 }
 
-/// A pointwise launch: `numel` elements in items of `lanes`, computed in `ty`.
-pub(crate) struct Pointwise<'a> {
-    pub name: &'a str,
-    pub numel: usize,
-    pub lanes: u8,
-    pub ty: ScalarType,
-    pub inputs: &'a [Port],
-    pub outputs: &'a [Port],
-    /// Scalar parameters (per-call values), declared after the buffers.
-    pub params: &'a [ScalarParam],
-}
-
-/// One launch computing `outputs[k][i] = body(i, inputs[..][i], params)[k]` for every
-/// flat index `i` (in steps of `lanes`). `body` gets the index of the item's first
-/// element, the inputs loaded and widened to their compute types and the scalar
-/// parameters, and returns the outputs
-/// in `op.ty` (narrowed to each output's dtype here). Output buffers are named
-/// `<name>_out`, so an output may share its name with the input it updates in place.
+/// One launch of `op` computing `outputs[k][i] = body(i, inputs[..][i], params)[k]` for
+/// every flat index `i` below `numel` (in steps of `lanes`): every input and output of
+/// the op is an operand of `numel` elements, in order. `body` gets the index of the
+/// item's first element, the inputs loaded and widened to their compute types and the
+/// scalar parameters `params` (declared after the buffers), and returns the outputs in
+/// `ty` (narrowed to each output's dtype here). Output buffers are named `<name>_out`,
+/// so an output may share its name with the input it updates in place.
 pub(crate) fn pointwise(
-    op: Pointwise<'_>,
+    op: &OpSpec,
     caps: &TargetCaps,
+    (numel, lanes, num_ty): (usize, u8, ScalarType),
+    params: &[ScalarParam],
     body: impl FnOnce(&mut Body, &E, Vec<E>, &[E]) -> Vec<E>,
 ) -> Result<Plan, LowerError> {
-    let Pointwise {
-        name,
-        numel,
-        lanes,
-        ty: num_ty,
-        inputs,
-        outputs,
-        params,
-    } = op;
+    let (inputs, outputs) = (op.inputs(), op.outputs());
     let grid = plan_1d((numel / lanes as usize) as u64, caps, 1)?;
-    let mut k = KernelBuilder::new(name, grid.workgroup_size());
+    let mut k = KernelBuilder::new(&op.name(), grid.workgroup_size());
     let in_mems: Vec<Mem> = inputs
         .iter()
-        .map(|p| k.buffer(p.sig.name.clone(), p.sig.dtype, numel as u64, Access::Read))
+        .map(|sig| k.buffer(sig.name.clone(), sig.dtype, numel as u64, Access::Read))
         .collect();
     let out_mems: Vec<Mem> = outputs
         .iter()
-        .map(|p| {
+        .map(|sig| {
             k.buffer(
-                format!("{}_out", p.sig.name),
-                p.sig.dtype,
+                format!("{}_out", sig.name),
+                sig.dtype,
                 numel as u64,
                 Access::Write,
             )
@@ -101,25 +63,24 @@ pub(crate) fn pointwise(
             let values = inputs
                 .iter()
                 .zip(&in_mems)
-                .map(|(p, &mem)| {
+                .map(|(sig, &mem)| {
                     Num {
-                        ty: compute_type(p.sig.dtype),
+                        ty: compute_type(sig.dtype),
                         lanes,
                     }
-                    .load(mem, p.sig.dtype, index.clone())
+                    .load(mem, sig.dtype, index.clone())
                 })
                 .collect();
             let results = body(f, &index, values, &scalars);
             let num = Num { ty: num_ty, lanes };
-            for ((p, &mem), value) in outputs.iter().zip(&out_mems).zip(results) {
-                f.store(mem, index.clone(), num.narrow(value, p.sig.dtype));
+            for ((sig, &mem), value) in outputs.iter().zip(&out_mems).zip(results) {
+                f.store(mem, index.clone(), num.narrow(value, sig.dtype));
             }
         });
     })?;
-    let bindings = inputs
-        .iter()
-        .chain(outputs)
-        .map(|p| p.binding.clone())
+    let bindings = (0..inputs.len())
+        .map(Binding::Input)
+        .chain((0..outputs.len()).map(Binding::Output))
         .chain(params.iter().map(|p| p.binding.clone()))
         .collect();
     Ok(Plan::single(Launch {

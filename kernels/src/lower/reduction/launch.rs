@@ -3,11 +3,12 @@
 //! ([`row_kernel`]).
 
 use super::group::Group;
+use super::monoid::Monoid;
 use super::schedule::Schedule;
 use super::tree::Tree;
 use super::view::View;
 use crate::lower::{Binding, Launch, LowerError, PlanBuilder, ScalarParam, TargetCaps};
-use crate::spec::TensorSig;
+use crate::spec::{OpSpec, TensorSig};
 use kernelc_ir::builder::*;
 use kernelc_ir::{Access, ScalarType};
 
@@ -121,30 +122,31 @@ pub(super) fn declare_uniforms(k: &mut KernelBuilder, uniforms: &[ScalarParam]) 
     uniforms.iter().map(|u| u.declare(k)).collect()
 }
 
-/// One launch of a row op (softmax, norms, ...): each group folds its slice, combines
-/// with `tree` (states of `types`), and makes a second pass over the slice with the
+/// A plan holding one launch of row op `op` (softmax, norms, ...): each group folds its
+/// slice, combines with `tree` (states of `monoid`), and makes a second pass over the slice with the
 /// totals; `body(f, mems, params, group, tree)` writes that, with `bufs` declared in
 /// order, then the scalar parameters `params`.
 /// Vector steps are sized for the widest buffer. Unless the view has
 /// [`View::whole_slices`], a group may take adjacent slices as the lanes of its
 /// values: the body then treats totals as one lane per slice ([`Group::stat_num`]).
 pub fn row_kernel(
-    plan: &mut PlanBuilder,
+    op: &OpSpec,
     caps: &TargetCaps,
-    name: &str,
     view: View,
-    types: &[ScalarType],
+    monoid: &dyn Monoid,
     bufs: &[Buf],
     scalars: &[ScalarParam],
     body: impl FnOnce(&mut Body, &[Mem], &[E], &Group, &Tree),
-) -> Result<(), LowerError> {
+) -> Result<PlanBuilder, LowerError> {
     let widest = bufs.iter().map(|b| b.dtype.size_bytes()).max().unwrap_or(4);
     let sched = Schedule::new(view, caps, 1, widest)?;
-    let mut k = KernelBuilder::new(name, sched.workgroup_size());
+    let name = op.name();
+    let mut k = KernelBuilder::new(&name, sched.workgroup_size());
     let (mems, params) = declare(&mut k, bufs);
     let uni = declare_uniforms(&mut k, scalars);
-    let tree = sched.tree(&mut k, types, caps, name)?;
+    let tree = sched.tree(&mut k, &monoid.types(), caps, &name)?;
     let kernel = k.build(|f| sched.for_each_group(f, |f, g| body(f, &mems, &uni, g, &tree)))?;
+    let mut plan = PlanBuilder::default();
     plan.push(kernel, sched.grid, &params, scalars);
-    Ok(())
+    Ok(plan)
 }

@@ -50,6 +50,26 @@ impl Tile {
     pub(super) fn resident(&self) -> bool {
         self.steps() == (1, 1)
     }
+    /// A tile of `ty × tx` invocations with `tm × tn` micro-tiles, `steps` of them per
+    /// invocation along each axis, `bk` deep, reading `lanes`-wide vectors where the
+    /// micro-tile allows (tests force tile shapes the heuristics would not pick).
+    #[cfg(test)]
+    pub(crate) fn forced(shape: (u32, u32, u32, u32, u32), steps: u32, lanes: u8) -> Tile {
+        let (ty, tx, tm, tn, bk) = shape;
+        let v = lanes as u32;
+        Tile {
+            bm: steps * ty * tm,
+            bn: steps * tx * tn,
+            bk,
+            ty,
+            tx,
+            tm,
+            tn,
+            vn: v.min(tn) as u8,
+            vm: if tm % v == 0 { lanes } else { 1 },
+            unroll: bk,
+        }
+    }
 }
 
 /// Lanes of a 16-byte (`caps.vector_width` f32 lanes) vector of `ty`.

@@ -41,7 +41,9 @@
 use crate::lower::index::resolve_index;
 use crate::lower::math::{compute_type, Num};
 use crate::lower::schedule::{fold_grid, linear_workgroup, plan_1d};
-use crate::lower::{Binding, Launch, LowerError, Plan, ScalarParam, TargetCaps, Uniforms};
+use crate::lower::{
+    declare_tensor, Binding, Launch, LowerError, Plan, ScalarParam, TargetCaps, Uniforms,
+};
 use crate::shape::broadcast_strides;
 use crate::spec::*;
 use kernelc_ir::builder::*;
@@ -290,9 +292,6 @@ fn declare(
     sh: &Shape,
     scale: &ScalarParam,
 ) -> Result<Mems, LowerError> {
-    let buffer = |k: &mut KernelBuilder, sig: &TensorSig, access| {
-        k.buffer(sig.name.clone(), sig.dtype, sig.numel() as u64, access)
-    };
     let inputs = op.inputs();
     let outputs = op.outputs();
     let (Some(q), Some(kk), Some(v), Some(o)) = (
@@ -304,12 +303,12 @@ fn declare(
         return Err(LowerError::Internal("attention without q, k, v and o"));
     };
     let (q, kk, v) = (
-        buffer(k, q, Access::Read),
-        buffer(k, kk, Access::Read),
-        buffer(k, v, Access::Read),
+        declare_tensor(k, q, Access::Read),
+        declare_tensor(k, kk, Access::Read),
+        declare_tensor(k, v, Access::Read),
     );
-    let mask = inputs.get(3).map(|m| buffer(k, m, Access::Read));
-    let o = buffer(k, o, Access::Write);
+    let mask = inputs.get(3).map(|m| declare_tensor(k, m, Access::Read));
+    let o = declare_tensor(k, o, Access::Write);
     let scale = scale.declare(k);
     let (ct, d, t) = (sh.num.ty, sh.d, sh.tiles);
     Ok(Mems {

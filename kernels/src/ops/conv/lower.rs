@@ -698,20 +698,8 @@ mod tests {
                 ConvPass::BackwardData => backward_data_implicit(s, &g, batch, name),
             };
             let caps = TargetCaps::cuda_sm90();
-            let v = vector_lanes(core.compute(), &caps) as u32;
-            let (ty, tx, tm, tn, bk) = self.shape;
-            let tile = Tile {
-                bm: self.steps * ty * tm,
-                bn: self.steps * tx * tn,
-                bk,
-                ty,
-                tx,
-                tm,
-                tn,
-                vn: v.min(tn) as u8,
-                vm: if tm % v == 0 { v as u8 } else { 1 },
-                unroll: bk,
-            };
+            let lanes = vector_lanes(core.compute(), &caps);
+            let tile = Tile::forced(self.shape, self.steps, lanes);
             let mut plan = PlanBuilder::default();
             emit_gemm_with(&core, &caps, tile, &mut plan).map_err(|e| e.to_string())?;
             crate::conformance::interpret(&plan.finish(), spec, inputs)

@@ -298,21 +298,19 @@ fn validate_patches(
     check_shape("cols", &cols_shape(image[0], image[1], window, out))
 }
 
+impl Im2colSpec {
+    /// The image's shape `[N, C, H, W]`.
+    pub fn image(&self) -> Vec<usize> {
+        vec![self.batch, self.channels, self.height, self.width]
+    }
+}
+
 impl Op for Im2colSpec {
     fn validate(&self) -> Result<(), SpecError> {
-        validate_patches(
-            "im2col",
-            self.dtype,
-            &[self.batch, self.channels, self.height, self.width],
-            &self.window,
-        )
+        validate_patches("im2col", self.dtype, &self.image(), &self.window)
     }
     fn inputs(&self) -> Vec<TensorSig> {
-        vec![TensorSig::new(
-            "x",
-            self.dtype,
-            vec![self.batch, self.channels, self.height, self.width],
-        )]
+        vec![TensorSig::new("x", self.dtype, self.image())]
     }
     fn outputs(&self) -> Vec<TensorSig> {
         let out = self.window.out_or_zero([self.height, self.width]);
@@ -363,18 +361,20 @@ pub struct Col2imSpec {
     pub accumulate: bool,
 }
 
+impl Col2imSpec {
+    /// The image's shape `[N, C, H, W]`.
+    pub fn image(&self) -> Vec<usize> {
+        vec![self.batch, self.channels, self.height, self.width]
+    }
+}
+
 impl Op for Col2imSpec {
     fn validate(&self) -> Result<(), SpecError> {
-        validate_patches(
-            "col2im",
-            self.dtype,
-            &[self.batch, self.channels, self.height, self.width],
-            &self.window,
-        )
+        validate_patches("col2im", self.dtype, &self.image(), &self.window)
     }
     fn inputs(&self) -> Vec<TensorSig> {
         let out = self.window.out_or_zero([self.height, self.width]);
-        let image = vec![self.batch, self.channels, self.height, self.width];
+        let image = self.image();
         let mut v = vec![TensorSig::new(
             "cols",
             self.dtype,
@@ -386,21 +386,10 @@ impl Op for Col2imSpec {
         v
     }
     fn outputs(&self) -> Vec<TensorSig> {
-        vec![TensorSig::new(
-            "x",
-            self.dtype,
-            vec![self.batch, self.channels, self.height, self.width],
-        )]
+        vec![TensorSig::new("x", self.dtype, self.image())]
     }
     fn aliases(&self) -> Vec<Alias> {
-        if self.accumulate {
-            vec![Alias {
-                input: 1,
-                output: 0,
-            }]
-        } else {
-            Vec::new()
-        }
+        Alias::prior_when(self.accumulate, 1)
     }
     fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
         reference::col2im(self, i)

@@ -146,29 +146,16 @@ mod tests {
                 return Err("not a gemm".into());
             };
             let core = gemm_core(g).map_err(|e| e.to_string())?;
-            let v = vector_lanes(core.compute(), &self.caps) as u32;
-            let (ty, tx, tm, tn, bk) = self.shape;
-            let tile = Tile {
-                bm: 2 * ty * tm,
-                bn: 2 * tx * tn,
-                bk,
-                ty,
-                tx,
-                tm,
-                tn,
-                vn: v.min(tn) as u8,
-                vm: if tm % v == 0 { v as u8 } else { 1 },
-                unroll: bk / 2,
-            };
+            let lanes = vector_lanes(core.compute(), &self.caps);
+            let (ty, tx, _, _, bk) = self.shape;
+            // 256 invocations take one micro-tile each; fewer take 2 × 2, unrolled by half.
             let tile = if ty * tx == 256 {
-                Tile {
-                    bm: ty * tm,
-                    bn: tx * tn,
-                    unroll: bk,
-                    ..tile
-                }
+                Tile::forced(self.shape, 1, lanes)
             } else {
-                tile
+                Tile {
+                    unroll: bk / 2,
+                    ..Tile::forced(self.shape, 2, lanes)
+                }
             };
             let mut plan = PlanBuilder::default();
             emit_gemm_with(&core, &self.caps, tile, &mut plan).map_err(|e| e.to_string())?;

@@ -373,14 +373,7 @@ impl Op for GemmSpec {
         )]
     }
     fn aliases(&self) -> Vec<Alias> {
-        if self.beta != 0.0 {
-            vec![Alias {
-                input: if self.bias { 3 } else { 2 },
-                output: 0,
-            }]
-        } else {
-            Vec::new()
-        }
+        Alias::prior_when(self.beta != 0.0, if self.bias { 3 } else { 2 })
     }
     /// `alpha` and `beta` in the compute type.
     fn uniforms(&self) -> Vec<Uniform> {

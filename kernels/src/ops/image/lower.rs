@@ -37,7 +37,7 @@
 
 use super::reference::{gaussian_weights, LUMA};
 use crate::lower::math::{compute_type, Num};
-use crate::lower::pointwise::{contiguous_lanes, pointwise, Pointwise, Port};
+use crate::lower::pointwise::{contiguous_lanes, pointwise};
 use crate::lower::schedule::{fold_grid, linear_workgroup, plan_1d};
 use crate::lower::{Binding, Launch, LowerError, Plan, TargetCaps, TempBuffer, Uniforms};
 use crate::spec::*;
@@ -123,12 +123,6 @@ fn map_filter(
     filter: PixelMap,
 ) -> Result<Plan, LowerError> {
     let op = OpSpec::ImageFilter(spec.clone());
-    let inputs: Vec<Port> = op.inputs().into_iter().map(|s| Port::input(s, 0)).collect();
-    let outputs: Vec<Port> = op
-        .outputs()
-        .into_iter()
-        .map(|s| Port::output(s, 0))
-        .collect();
     // With alpha, a 4-lane vector is exactly one pixel; otherwise every element is a
     // colour value and any vector width that divides the image works.
     let lanes = if img.has_alpha() {
@@ -142,17 +136,8 @@ fn map_filter(
     };
     let (ty, has_alpha) = (img.ty, img.has_alpha());
     let params = Uniforms::new(&op.uniforms()).params()?;
-    let name = op.name();
-    let launch = Pointwise {
-        name: &name,
-        numel: img.numel as usize,
-        lanes,
-        ty,
-        inputs: &inputs,
-        outputs: &outputs,
-        params: &params,
-    };
-    pointwise(launch, caps, |f, index, values, p| {
+    let items = (img.numel as usize, lanes, ty);
+    pointwise(&op, caps, items, &params, |f, index, values, p| {
         let n = Num { ty, lanes };
         let x = values.into_iter().next().unwrap_or_else(|| n.lit(0.0));
         let x = crate::lower::math::bind(f, "x", x);

@@ -412,14 +412,7 @@ impl Op for ScatterSpec {
         vec![TensorSig::new("out", self.dtype, self.data.clone())]
     }
     fn aliases(&self) -> Vec<Alias> {
-        if self.init == ScatterInit::Prior {
-            vec![Alias {
-                input: 2,
-                output: 0,
-            }]
-        } else {
-            Vec::new()
-        }
+        Alias::prior_when(self.init == ScatterInit::Prior, 2)
     }
     fn detail(&self) -> Option<String> {
         Some(

@@ -78,15 +78,14 @@ pub(super) fn layer_norm(spec: &LayerNormSpec, caps: &TargetCaps) -> Result<Plan
     let monoid: &dyn Monoid = if spec.rms { &squares } else { &welford };
     let spec_uniforms = op.uniforms();
     let uniforms = Uniforms::new(&spec_uniforms);
-    let mut plan = PlanBuilder::default();
+    let eps = [uniforms.param("eps")?];
     row_kernel(
-        &mut plan,
+        &op,
         caps,
-        &op.name(),
         view,
-        &monoid.types(),
+        monoid,
         &bufs,
-        &[uniforms.param("eps")?],
+        &eps,
         |f, m, uni, g, tree| {
             // The normalised value: x, or x + residual rounded to the dtype (`sum` is
             // an output of the dtype and y normalises it; a no-op for f32 and f64).
@@ -160,8 +159,8 @@ pub(super) fn layer_norm(spec: &LayerNormSpec, caps: &TargetCaps) -> Result<Plan
                 f.store(m[y], off, vn.narrow(out, dtype));
             });
         },
-    )?;
-    Ok(plan.finish())
+    )
+    .map(PlanBuilder::finish)
 }
 
 pub(super) fn layer_norm_backward(
@@ -185,69 +184,59 @@ pub(super) fn layer_norm_backward(
         ty: num.ty,
         n: if spec.rms { 1 } else { 2 },
     };
-    let mut plan = PlanBuilder::default();
-    row_kernel(
-        &mut plan,
-        caps,
-        &op.name(),
-        view,
-        &sums.types(),
-        &bufs,
-        &[],
-        |f, m, _, g, tree| {
-            let vn = g.num(num.ty);
-            let at = f.let_("at", g.q.clone() * 2u32);
-            let rstd = f.let_("rstd", num.load(m[stats], dtype, at.clone() + 1u32));
-            let mean = bind(f, "mean_v", g.splat(num.load(m[stats], dtype, at)));
-            let rstd_v = bind(f, "rstd_v", g.splat(rstd.clone()));
-            // g = dy·w, x̂ = (x − μ)·r (RMS uses x itself).
-            let terms = |f: &mut Body, j: &E| {
-                let off = bind(f, "off", g.offset(j));
-                let dyv = vn.load(m[0], dtype, off.clone());
-                let gv = match w {
-                    Some(w) => dyv * vn.load(m[w], dtype, j.clone()),
-                    None => dyv,
-                };
-                let gv = bind(f, "g", gv);
-                let xv = bind(f, "x", vn.load(m[1], dtype, off.clone()));
-                let xh = if spec.rms {
-                    xv
-                } else {
-                    f.let_("xhat", (xv - mean.clone()) * rstd_v.clone())
-                };
-                (off, gv, xh)
+    let mut plan = row_kernel(&op, caps, view, &sums, &bufs, &[], |f, m, _, g, tree| {
+        let vn = g.num(num.ty);
+        let at = f.let_("at", g.q.clone() * 2u32);
+        let rstd = f.let_("rstd", num.load(m[stats], dtype, at.clone() + 1u32));
+        let mean = bind(f, "mean_v", g.splat(num.load(m[stats], dtype, at)));
+        let rstd_v = bind(f, "rstd_v", g.splat(rstd.clone()));
+        // g = dy·w, x̂ = (x − μ)·r (RMS uses x itself).
+        let terms = |f: &mut Body, j: &E| {
+            let off = bind(f, "off", g.offset(j));
+            let dyv = vn.load(m[0], dtype, off.clone());
+            let gv = match w {
+                Some(w) => dyv * vn.load(m[w], dtype, j.clone()),
+                None => dyv,
             };
-            let acc = g.fold(f, &sums, |f, j| {
-                let (_, gv, xh) = terms(f, j);
-                if spec.rms {
-                    vec![gv * xh]
-                } else {
-                    vec![gv.clone(), gv * xh]
-                }
-            });
-            let total = tree.reduce(f, g, &sums, &acc, true);
-            let coef: Vec<E> = if spec.rms {
-                // dx = r·g − x·(r³·mean(g·x))
-                let gx = total[0].clone() / num.lit(n);
-                vec![rstd.clone() * rstd.clone() * rstd * gx]
+            let gv = bind(f, "g", gv);
+            let xv = bind(f, "x", vn.load(m[1], dtype, off.clone()));
+            let xh = if spec.rms {
+                xv
             } else {
-                vec![total[0].clone() / num.lit(n), total[1].clone() / num.lit(n)]
+                f.let_("xhat", (xv - mean.clone()) * rstd_v.clone())
             };
-            let coef: Vec<E> = coef
-                .into_iter()
-                .map(|c| f.let_("coef", g.splat(c)))
-                .collect();
-            g.for_each(f, |f, j| {
-                let (off, gv, xh) = terms(f, &j);
-                let value = if spec.rms {
-                    rstd_v.clone() * gv - xh * coef[0].clone()
-                } else {
-                    rstd_v.clone() * (gv - coef[0].clone() - xh * coef[1].clone())
-                };
-                f.store(m[dx], off, vn.narrow(value, dtype));
-            });
-        },
-    )?;
+            (off, gv, xh)
+        };
+        let acc = g.fold(f, &sums, |f, j| {
+            let (_, gv, xh) = terms(f, j);
+            if spec.rms {
+                vec![gv * xh]
+            } else {
+                vec![gv.clone(), gv * xh]
+            }
+        });
+        let total = tree.reduce(f, g, &sums, &acc, true);
+        let coef: Vec<E> = if spec.rms {
+            // dx = r·g − x·(r³·mean(g·x))
+            let gx = total[0].clone() / num.lit(n);
+            vec![rstd.clone() * rstd.clone() * rstd * gx]
+        } else {
+            vec![total[0].clone() / num.lit(n), total[1].clone() / num.lit(n)]
+        };
+        let coef: Vec<E> = coef
+            .into_iter()
+            .map(|c| f.let_("coef", g.splat(c)))
+            .collect();
+        g.for_each(f, |f, j| {
+            let (off, gv, xh) = terms(f, &j);
+            let value = if spec.rms {
+                rstd_v.clone() * gv - xh * coef[0].clone()
+            } else {
+                rstd_v.clone() * (gv - coef[0].clone() - xh * coef[1].clone())
+            };
+            f.store(m[dx], off, vn.narrow(value, dtype));
+        });
+    })?;
 
     if spec.param_grads {
         param_grads(&mut plan, caps, spec, &ins, &outs)?;

@@ -105,14 +105,14 @@ pub(super) fn layer_norm(s: &LayerNormSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
             y[row * cols + j] = v;
         }
     }
-    let mut out = vec![y];
-    if s.residual {
-        out.push(x);
-    }
-    if s.save_stats {
-        out.push(stats);
-    }
-    out
+    [
+        Some(y),
+        s.residual.then_some(x),
+        s.save_stats.then_some(stats),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
 }
 
 pub(super) fn layer_norm_backward(s: &LayerNormBackwardSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {

@@ -33,7 +33,7 @@
 
 use crate::lower::math::{compute_type, Num};
 use crate::lower::schedule::plan_1d;
-use crate::lower::{Binding, Launch, LowerError, Plan, TargetCaps, TempBuffer};
+use crate::lower::{declare_tensor, Binding, Launch, LowerError, Plan, TargetCaps, TempBuffer};
 use crate::spec::*;
 use kernelc_ir::builder::*;
 use kernelc_ir::{Access, ScalarType};
@@ -66,14 +66,7 @@ fn map_launch(
     let mut k = KernelBuilder::new(name, grid.workgroup_size());
     let mems: Vec<Mem> = params
         .iter()
-        .map(|p| {
-            k.buffer(
-                p.sig.name.clone(),
-                p.sig.dtype,
-                p.sig.numel() as u64,
-                p.access,
-            )
-        })
+        .map(|p| declare_tensor(&mut k, &p.sig, p.access))
         .collect();
     let kernel = k.build(|f| grid.for_each_item(f, |f, item| body(f, &mems, item)))?;
     Ok(Launch {

@@ -56,6 +56,10 @@ pub struct Pool2dSpec {
 }
 
 impl Pool2dSpec {
+    /// The image's shape `[N, C, H, W]`.
+    pub fn image(&self) -> Vec<usize> {
+        vec![self.batch, self.channels, self.height, self.width]
+    }
     pub fn out_size(&self) -> [usize; 2] {
         self.window.out_or_zero([self.height, self.width])
     }
@@ -64,7 +68,7 @@ impl Pool2dSpec {
 impl Op for Pool2dSpec {
     fn validate(&self) -> Result<(), SpecError> {
         check_dtype("pool2d", self.dtype, FLOATS)?;
-        check_shape("x", &[self.batch, self.channels, self.height, self.width])?;
+        check_shape("x", &self.image())?;
         self.window.validate([self.height, self.width], true)?;
         if let Some(t) = self.indices {
             if self.kind != PoolKind::Max {
@@ -79,11 +83,7 @@ impl Op for Pool2dSpec {
         Ok(())
     }
     fn inputs(&self) -> Vec<TensorSig> {
-        vec![TensorSig::new(
-            "x",
-            self.dtype,
-            vec![self.batch, self.channels, self.height, self.width],
-        )]
+        vec![TensorSig::new("x", self.dtype, self.image())]
     }
     fn outputs(&self) -> Vec<TensorSig> {
         let [oh, ow] = self.out_size();
@@ -166,10 +166,17 @@ pub struct Pool2dBackwardSpec {
     pub accumulate: bool,
 }
 
+impl Pool2dBackwardSpec {
+    /// The image's shape `[N, C, H, W]`.
+    pub fn image(&self) -> Vec<usize> {
+        vec![self.batch, self.channels, self.height, self.width]
+    }
+}
+
 impl Op for Pool2dBackwardSpec {
     fn validate(&self) -> Result<(), SpecError> {
         check_dtype("pool2d_backward", self.dtype, FLOATS)?;
-        check_shape("dx", &[self.batch, self.channels, self.height, self.width])?;
+        check_shape("dx", &self.image())?;
         check_shape(
             "dy",
             &[self.batch, self.channels, self.out_height, self.out_width],
@@ -224,30 +231,18 @@ impl Op for Pool2dBackwardSpec {
             ));
         }
         if self.accumulate {
-            v.push(TensorSig::new(
-                "prior",
-                self.dtype,
-                vec![self.batch, self.channels, self.height, self.width],
-            ));
+            v.push(TensorSig::new("prior", self.dtype, self.image()));
         }
         v
     }
     fn outputs(&self) -> Vec<TensorSig> {
-        vec![TensorSig::new(
-            "dx",
-            self.dtype,
-            vec![self.batch, self.channels, self.height, self.width],
-        )]
+        vec![TensorSig::new("dx", self.dtype, self.image())]
     }
     fn aliases(&self) -> Vec<Alias> {
-        if self.accumulate {
-            vec![Alias {
-                input: if self.kind == PoolKind::Max { 2 } else { 1 },
-                output: 0,
-            }]
-        } else {
-            Vec::new()
-        }
+        Alias::prior_when(
+            self.accumulate,
+            if self.kind == PoolKind::Max { 2 } else { 1 },
+        )
     }
     fn detail(&self) -> Option<String> {
         Some(format!("pool2d_backward_{}", self.kind.name()))

@@ -165,14 +165,7 @@ impl Op for ReduceSpec {
         vec![TensorSig::new("y", self.out_dtype(), self.out_shape())]
     }
     fn aliases(&self) -> Vec<Alias> {
-        if self.accumulate {
-            vec![Alias {
-                input: 1,
-                output: 0,
-            }]
-        } else {
-            Vec::new()
-        }
+        Alias::prior_when(self.accumulate, 1)
     }
     fn detail(&self) -> Option<String> {
         Some(format!("reduce_{}", self.func.name()))

@@ -19,7 +19,7 @@
 
 use crate::lower::math::{bind, compute_type, Num};
 use crate::lower::reduction::{
-    lowest_finite, row_kernel, Buf, Extremum, Group, LogSumExp, Monoid, Step, Sum, Tree, View,
+    lowest_finite, row_kernel, Buf, Extremum, Group, LogSumExp, Step, Sum, Tree, View,
 };
 use crate::lower::{LowerError, Plan, PlanBuilder, TargetCaps};
 use crate::spec::{CrossEntropySpec, OpSpec, SoftmaxBackwardSpec, SoftmaxSpec};
@@ -37,56 +37,46 @@ pub(super) fn softmax(spec: &SoftmaxSpec, caps: &TargetCaps) -> Result<Plan, Low
     let stats = LogSumExp { ty: num.ty };
     let bufs = [Buf::input(&ins, 0), Buf::output(&outs, 0)];
     let dtype = spec.dtype;
-    let mut plan = PlanBuilder::default();
-    row_kernel(
-        &mut plan,
-        caps,
-        &op.name(),
-        view,
-        &stats.types(),
-        &bufs,
-        &[],
-        |f, m, _, g, tree| {
-            let (x, y) = (m[0], m[1]);
-            if let Some(steps) = g.resident_steps(f, RESIDENT_ELEMENTS) {
-                return softmax_resident(f, spec, [x, y], g, tree, &steps);
-            }
-            let vn = g.num(num.ty);
-            let acc = g.fold(f, &stats, |f, j| {
-                let off = bind(f, "off", g.offset(j));
-                vec![vn.load(x, dtype, off)]
-            });
-            let total = tree.reduce(f, g, &stats, &acc, true);
-            let (max, sum) = (total[0].clone(), total[1].clone());
-            let sn = g.stat_num(num.ty);
-            // A slice of −∞ only (fully masked) gives 0 (log-softmax: −∞ = max); a NaN
-            // among them (the maximum skips it) has made the sum NaN, and the slice NaN.
-            let dead = f.let_("dead", masked(max.clone(), sum.clone(), &sn));
-            let dead = bind(f, "dead_v", g.splat(dead));
-            // Log-softmax is (x − m) − ln s, never x − (m + ln s): m + ln s rounds at
-            // m's magnitude and loses ln s's digits when |m| ≫ ln s.
-            let scale = if spec.log {
-                sum.log()
+    row_kernel(&op, caps, view, &stats, &bufs, &[], |f, m, _, g, tree| {
+        let (x, y) = (m[0], m[1]);
+        if let Some(steps) = g.resident_steps(f, RESIDENT_ELEMENTS) {
+            return softmax_resident(f, spec, [x, y], g, tree, &steps);
+        }
+        let vn = g.num(num.ty);
+        let acc = g.fold(f, &stats, |f, j| {
+            let off = bind(f, "off", g.offset(j));
+            vec![vn.load(x, dtype, off)]
+        });
+        let total = tree.reduce(f, g, &stats, &acc, true);
+        let (max, sum) = (total[0].clone(), total[1].clone());
+        let sn = g.stat_num(num.ty);
+        // A slice of −∞ only (fully masked) gives 0 (log-softmax: −∞ = max); a NaN
+        // among them (the maximum skips it) has made the sum NaN, and the slice NaN.
+        let dead = f.let_("dead", masked(max.clone(), sum.clone(), &sn));
+        let dead = bind(f, "dead_v", g.splat(dead));
+        // Log-softmax is (x − m) − ln s, never x − (m + ln s): m + ln s rounds at
+        // m's magnitude and loses ln s's digits when |m| ≫ ln s.
+        let scale = if spec.log {
+            sum.log()
+        } else {
+            sn.lit(1.0) / sum
+        };
+        let scale = f.let_("scale", g.splat(scale));
+        let max = bind(f, "max", g.splat(max));
+        g.for_each(f, |f, j| {
+            let off = bind(f, "off", g.offset(&j));
+            let v = vn.load(x, dtype, off.clone());
+            let value = if spec.log {
+                dead.clone()
+                    .select(max.clone(), (v - max.clone()) - scale.clone())
             } else {
-                sn.lit(1.0) / sum
+                let e = (v - max.clone()).exp() * scale.clone();
+                dead.clone().select(vn.lit(0.0), e)
             };
-            let scale = f.let_("scale", g.splat(scale));
-            let max = bind(f, "max", g.splat(max));
-            g.for_each(f, |f, j| {
-                let off = bind(f, "off", g.offset(&j));
-                let v = vn.load(x, dtype, off.clone());
-                let value = if spec.log {
-                    dead.clone()
-                        .select(max.clone(), (v - max.clone()) - scale.clone())
-                } else {
-                    let e = (v - max.clone()).exp() * scale.clone();
-                    dead.clone().select(vn.lit(0.0), e)
-                };
-                f.store(y, off, vn.narrow(value, dtype));
-            });
-        },
-    )?;
-    Ok(plan.finish())
+            f.store(y, off, vn.narrow(value, dtype));
+        });
+    })
+    .map(PlanBuilder::finish)
 }
 
 /// Elements one invocation keeps in registers for [`softmax_resident`]: short rows
@@ -217,47 +207,37 @@ fn softmax_stashed(spec: &SoftmaxSpec, caps: &TargetCaps) -> Result<Plan, LowerE
     y_buf.access = Access::ReadWrite;
     let bufs = [Buf::input(&ins, 0), y_buf];
     let dtype = spec.dtype;
-    let mut plan = PlanBuilder::default();
-    row_kernel(
-        &mut plan,
-        caps,
-        &op.name(),
-        view,
-        &max.types(),
-        &bufs,
-        &[],
-        |f, m, _, g, tree| {
-            let (x, y) = (m[0], m[1]);
-            let vn = g.num(num.ty);
-            let acc = g.fold(f, &max, |f, j| {
-                let off = bind(f, "off", g.offset(j));
-                vec![vn.load(x, dtype, off)]
-            });
-            let top = tree.reduce(f, g, &max, &acc, true)[0].clone();
-            let sn = g.stat_num(num.ty);
-            // A slice whose maximum is −∞ shifts by 0: its −∞ elements give 0 (the
-            // fully masked slice's sum is 0, and so is its result), its NaN ones
-            // (the maximum skips them) NaN.
-            let top = bind(f, "max", g.splat(shift_of(top, &sn)));
-            let acc = g.fold(f, &sum, |f, j| {
-                let off = bind(f, "off", g.offset(j));
-                let e = (vn.load(x, dtype, off.clone()) - top.clone()).exp();
-                let e = f.let_("e", e);
-                f.store(y, off, e.clone());
-                vec![e]
-            });
-            let total = tree.reduce(f, g, &sum, &acc, true)[0].clone();
-            let masked = total.clone().eq(sn.lit(0.0));
-            let scale = masked.select(sn.lit(0.0), sn.lit(1.0) / total);
-            let scale = f.let_("scale", g.splat(scale));
-            g.for_each(f, |f, j| {
-                let off = bind(f, "off", g.offset(&j));
-                let e = y.load(off.clone(), g.step_lanes());
-                f.store(y, off, e * scale.clone());
-            });
-        },
-    )?;
-    Ok(plan.finish())
+    row_kernel(&op, caps, view, &max, &bufs, &[], |f, m, _, g, tree| {
+        let (x, y) = (m[0], m[1]);
+        let vn = g.num(num.ty);
+        let acc = g.fold(f, &max, |f, j| {
+            let off = bind(f, "off", g.offset(j));
+            vec![vn.load(x, dtype, off)]
+        });
+        let top = tree.reduce(f, g, &max, &acc, true)[0].clone();
+        let sn = g.stat_num(num.ty);
+        // A slice whose maximum is −∞ shifts by 0: its −∞ elements give 0 (the
+        // fully masked slice's sum is 0, and so is its result), its NaN ones
+        // (the maximum skips them) NaN.
+        let top = bind(f, "max", g.splat(shift_of(top, &sn)));
+        let acc = g.fold(f, &sum, |f, j| {
+            let off = bind(f, "off", g.offset(j));
+            let e = (vn.load(x, dtype, off.clone()) - top.clone()).exp();
+            let e = f.let_("e", e);
+            f.store(y, off, e.clone());
+            vec![e]
+        });
+        let total = tree.reduce(f, g, &sum, &acc, true)[0].clone();
+        let masked = total.clone().eq(sn.lit(0.0));
+        let scale = masked.select(sn.lit(0.0), sn.lit(1.0) / total);
+        let scale = f.let_("scale", g.splat(scale));
+        g.for_each(f, |f, j| {
+            let off = bind(f, "off", g.offset(&j));
+            let e = y.load(off.clone(), g.step_lanes());
+            f.store(y, off, e * scale.clone());
+        });
+    })
+    .map(PlanBuilder::finish)
 }
 
 /// Whether a slice with online statistics `(max, sum)` is fully masked (every element
@@ -287,44 +267,34 @@ pub(super) fn softmax_backward(
         Buf::output(&outs, 0),
     ];
     let dtype = spec.dtype;
-    let mut plan = PlanBuilder::default();
-    row_kernel(
-        &mut plan,
-        caps,
-        &op.name(),
-        view,
-        &sum.types(),
-        &bufs,
-        &[],
-        |f, m, _, g, tree| {
-            let (y, dy, dx) = (m[0], m[1], m[2]);
-            let vn = g.num(num.ty);
-            // softmax: Σ dy·y; log-softmax: Σ dy.
-            let acc = g.fold(f, &sum, |f, j| {
-                let off = bind(f, "off", g.offset(j));
-                let d = vn.load(dy, dtype, off.clone());
-                vec![if spec.log {
-                    d
-                } else {
-                    d * vn.load(y, dtype, off)
-                }]
-            });
-            let total = tree.reduce(f, g, &sum, &acc, true);
-            let total = bind(f, "total", g.splat(total[0].clone()));
-            g.for_each(f, |f, j| {
-                let off = bind(f, "off", g.offset(&j));
-                let yv = vn.load(y, dtype, off.clone());
-                let dv = vn.load(dy, dtype, off.clone());
-                let value = if spec.log {
-                    dv - yv.exp() * total.clone()
-                } else {
-                    yv * (dv - total.clone())
-                };
-                f.store(dx, off, vn.narrow(value, dtype));
-            });
-        },
-    )?;
-    Ok(plan.finish())
+    row_kernel(&op, caps, view, &sum, &bufs, &[], |f, m, _, g, tree| {
+        let (y, dy, dx) = (m[0], m[1], m[2]);
+        let vn = g.num(num.ty);
+        // softmax: Σ dy·y; log-softmax: Σ dy.
+        let acc = g.fold(f, &sum, |f, j| {
+            let off = bind(f, "off", g.offset(j));
+            let d = vn.load(dy, dtype, off.clone());
+            vec![if spec.log {
+                d
+            } else {
+                d * vn.load(y, dtype, off)
+            }]
+        });
+        let total = tree.reduce(f, g, &sum, &acc, true);
+        let total = bind(f, "total", g.splat(total[0].clone()));
+        g.for_each(f, |f, j| {
+            let off = bind(f, "off", g.offset(&j));
+            let yv = vn.load(y, dtype, off.clone());
+            let dv = vn.load(dy, dtype, off.clone());
+            let value = if spec.log {
+                dv - yv.exp() * total.clone()
+            } else {
+                yv * (dv - total.clone())
+            };
+            f.store(dx, off, vn.narrow(value, dtype));
+        });
+    })
+    .map(PlanBuilder::finish)
 }
 
 /// A target id as `(class, valid)`: `class` is `classes` (matching no column) when
@@ -378,61 +348,51 @@ pub(super) fn cross_entropy(
         1.0
     };
     let second_pass = spec.grad || spec.probs;
-    let mut plan = PlanBuilder::default();
-    row_kernel(
-        &mut plan,
-        caps,
-        &op.name(),
-        view,
-        &stats.types(),
-        &bufs,
-        &[],
-        |f, m, _, g, tree| {
-            let (logits, targets, loss) = (m[0], m[1], m[2]);
-            let vn = g.num(num.ty);
-            let grad = spec.grad.then(|| m[3]);
-            let probs = spec.probs.then(|| m[if spec.grad { 4 } else { 3 }]);
-            let acc = g.fold(f, &stats, |f, j| {
-                let off = bind(f, "off", g.offset(j));
-                vec![vn.load(logits, dtype, off)]
-            });
-            let total = tree.reduce(f, g, &stats, &acc, second_pass);
-            // loss = (m − x_t) + ln s and p = e^{(x − m) − ln s}: never through
-            // m + ln s, which rounds at m's magnitude (logits near 1e5 lost ln s's
-            // digits: loss 0.4375 for 0.44019).
-            let max = f.let_("max", total[0].clone());
-            let log_sum = f.let_("log_sum", total[1].clone().log());
-            let t = Num::scalar(compute_type(index_dtype)).load(targets, index_dtype, g.q.clone());
-            let (class, valid) = decode_target(f, t, index_dtype, classes);
-            f.if_(g.leader.clone(), |f| {
-                let picked = g.base.clone() + class.clone().min(classes - 1);
-                let xt = num.load(logits, dtype, picked);
-                let value = valid.select(
-                    ((max.clone() - xt) + log_sum.clone()) * num.lit(scale),
-                    num.lit(f64::NAN),
-                );
-                f.store(loss, g.q.clone(), num.narrow(value, dtype));
-            });
-            if !second_pass {
-                return;
+    row_kernel(&op, caps, view, &stats, &bufs, &[], |f, m, _, g, tree| {
+        let (logits, targets, loss) = (m[0], m[1], m[2]);
+        let vn = g.num(num.ty);
+        let grad = spec.grad.then(|| m[3]);
+        let probs = spec.probs.then(|| m[if spec.grad { 4 } else { 3 }]);
+        let acc = g.fold(f, &stats, |f, j| {
+            let off = bind(f, "off", g.offset(j));
+            vec![vn.load(logits, dtype, off)]
+        });
+        let total = tree.reduce(f, g, &stats, &acc, second_pass);
+        // loss = (m − x_t) + ln s and p = e^{(x − m) − ln s}: never through
+        // m + ln s, which rounds at m's magnitude (logits near 1e5 lost ln s's
+        // digits: loss 0.4375 for 0.44019).
+        let max = f.let_("max", total[0].clone());
+        let log_sum = f.let_("log_sum", total[1].clone().log());
+        let t = Num::scalar(compute_type(index_dtype)).load(targets, index_dtype, g.q.clone());
+        let (class, valid) = decode_target(f, t, index_dtype, classes);
+        f.if_(g.leader.clone(), |f| {
+            let picked = g.base.clone() + class.clone().min(classes - 1);
+            let xt = num.load(logits, dtype, picked);
+            let value = valid.select(
+                ((max.clone() - xt) + log_sum.clone()) * num.lit(scale),
+                num.lit(f64::NAN),
+            );
+            f.store(loss, g.q.clone(), num.narrow(value, dtype));
+        });
+        if !second_pass {
+            return;
+        }
+        let max = bind(f, "max_v", g.splat(max));
+        let log_sum = bind(f, "log_sum_v", g.splat(log_sum));
+        let class = bind(f, "class_v", g.splat(class));
+        g.for_each(f, |f, j| {
+            let off = bind(f, "off", g.offset(&j));
+            let x = vn.load(logits, dtype, off.clone());
+            let p = f.let_("p", ((x - max.clone()) - log_sum.clone()).exp());
+            if let Some(probs) = probs {
+                f.store(probs, off.clone(), vn.narrow(p.clone(), dtype));
             }
-            let max = bind(f, "max_v", g.splat(max));
-            let log_sum = bind(f, "log_sum_v", g.splat(log_sum));
-            let class = bind(f, "class_v", g.splat(class));
-            g.for_each(f, |f, j| {
-                let off = bind(f, "off", g.offset(&j));
-                let x = vn.load(logits, dtype, off.clone());
-                let p = f.let_("p", ((x - max.clone()) - log_sum.clone()).exp());
-                if let Some(probs) = probs {
-                    f.store(probs, off.clone(), vn.narrow(p.clone(), dtype));
-                }
-                if let Some(grad) = grad {
-                    let hot = vn.indicator(g.lane_index(&j).eq(class));
-                    let value = (p - hot) * vn.lit(scale);
-                    f.store(grad, off, vn.narrow(value, dtype));
-                }
-            });
-        },
-    )?;
-    Ok(plan.finish())
+            if let Some(grad) = grad {
+                let hot = vn.indicator(g.lane_index(&j).eq(class));
+                let value = (p - hot) * vn.lit(scale);
+                f.store(grad, off, vn.narrow(value, dtype));
+            }
+        });
+    })
+    .map(PlanBuilder::finish)
 }

@@ -111,12 +111,8 @@ pub(super) fn cross_entropy(s: &CrossEntropySpec, i: &[&[f64]]) -> Vec<Vec<f64>>
             grad[b * c + j] = (p - hot) * scale;
         }
     }
-    let mut out = vec![loss];
-    if s.grad {
-        out.push(grad);
-    }
-    if s.probs {
-        out.push(probs);
-    }
-    out
+    [Some(loss), s.grad.then_some(grad), s.probs.then_some(probs)]
+        .into_iter()
+        .flatten()
+        .collect()
 }

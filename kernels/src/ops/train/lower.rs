@@ -22,23 +22,14 @@
 //!   shapes the kernel and stays in the cache key.
 
 use crate::lower::math::{bind, compute_type, Num};
-use crate::lower::pointwise::{contiguous_lanes, pointwise, Pointwise, Port};
+use crate::lower::pointwise::{contiguous_lanes, pointwise};
 use crate::lower::rng::rng_keep;
 use crate::lower::{LowerError, Plan, TargetCaps, Uniforms};
 use crate::spec::*;
 
-fn ports(sigs: Vec<TensorSig>, make: fn(TensorSig, usize) -> Port) -> Vec<Port> {
-    sigs.into_iter()
-        .enumerate()
-        .map(|(i, s)| make(s, i))
-        .collect()
-}
-
 pub(super) fn dropout(spec: &DropoutSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
     let op = OpSpec::Dropout(spec.clone());
     let numel = op.outputs().first().map_or(1, TensorSig::numel);
-    let inputs = ports(op.inputs(), Port::input);
-    let outputs = ports(op.outputs(), Port::output);
     let ty = compute_type(spec.dtype);
     let class = spec.class();
     let with_mask = spec.mask;
@@ -49,17 +40,8 @@ pub(super) fn dropout(spec: &DropoutSpec, caps: &TargetCaps) -> Result<Plan, Low
         }
         DropoutClass::Random => (1, Uniforms::new(&op.uniforms()).params()?),
     };
-    let name = op.name();
-    let launch = Pointwise {
-        name: &name,
-        numel,
-        lanes,
-        ty,
-        inputs: &inputs,
-        outputs: &outputs,
-        params: &params,
-    };
-    pointwise(launch, caps, |f, index, values, p| {
+    let items = (numel, lanes, ty);
+    pointwise(&op, caps, items, &params, |f, index, values, p| {
         let n = Num { ty, lanes };
         let x = values.into_iter().next().unwrap_or_else(|| n.lit(0.0));
         let (y, mask) = match class {
@@ -84,23 +66,12 @@ pub(super) fn dropout(spec: &DropoutSpec, caps: &TargetCaps) -> Result<Plan, Low
 
 pub(super) fn adam(spec: &AdamSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
     let op = OpSpec::Adam(spec.clone());
-    let inputs = ports(op.inputs(), Port::input);
-    let outputs = ports(op.outputs(), Port::output);
     let ty = compute_type(spec.dtype);
     let lanes = contiguous_lanes(caps, spec.len);
     let params = Uniforms::new(&op.uniforms()).params()?;
-    let name = op.name();
-    let launch = Pointwise {
-        name: &name,
-        numel: spec.len,
-        lanes,
-        ty,
-        inputs: &inputs,
-        outputs: &outputs,
-        params: &params,
-    };
+    let items = (spec.len, lanes, ty);
     let decay = spec.weight_decay != 0.0;
-    pointwise(launch, caps, |f, _, values, p| {
+    pointwise(&op, caps, items, &params, |f, _, values, p| {
         let n = Num { ty, lanes };
         // Uniforms in `AdamSpec::uniforms` order.
         let u = |i: usize| n.splat(p[i].clone());
