@@ -48,6 +48,52 @@ pub enum RuntimeError {
         expected: ScalarType,
         found: ScalarType,
     },
+    #[error("{op} writes {expected} outputs, got {found}")]
+    OutputCount {
+        op: String,
+        expected: usize,
+        found: usize,
+    },
+    #[error("{op}: output `{output}` must have shape {expected:?}, got {found:?}")]
+    OutputShape {
+        op: String,
+        output: String,
+        expected: Vec<usize>,
+        found: Vec<usize>,
+    },
+    #[error("{op}: output `{output}` must be {expected}, got {found}")]
+    OutputDtype {
+        op: String,
+        output: String,
+        expected: ScalarType,
+        found: ScalarType,
+    },
+    #[error(
+        "{op}: output `{output}` overlaps {other} (an output may share memory only with \
+         the input the op updates in place, and then exactly)"
+    )]
+    Overlap {
+        op: String,
+        output: String,
+        other: String,
+    },
+    #[error(
+        "{what}: bytes {offset}..{offset}+{bytes} are not inside the {buffer_bytes}-byte buffer"
+    )]
+    OutOfRange {
+        what: String,
+        offset: u64,
+        bytes: u64,
+        buffer_bytes: u64,
+    },
+    #[error("{what}: byte offset {offset} is not a multiple of {alignment}")]
+    Misaligned {
+        what: String,
+        offset: u64,
+        alignment: u64,
+    },
+    #[error("address {address:#x} {problem}")]
+    BadAddress { address: u64, problem: String },
     #[error("tensor lives on {tensor_device}, but this runtime runs on {runtime_device}")]
     WrongDevice {
         tensor_device: String,

@@ -18,24 +18,49 @@
 //! * [`Tensor`]: shape, dtype, device buffer; buffers come from a pool that reuses
 //!   allocations.
 //!
-//! Invariants: tensors are immutable once created (every op allocates fresh outputs),
-//! so a launch never writes memory anyone else can observe; every input is checked
-//! against the op's spec (count, dtype, shape, device) before anything runs.
+//! * [`Buffer`] and [`View`]: mutable device memory for frameworks that own their
+//!   buffers: partial reads, writes, fills and copies at any offset,
+//!   [`Runtime::run_into`] writes an op's results into caller-given views, and the
+//!   pointer registry ([`Runtime::malloc`], [`Runtime::resolve`]) serves APIs that
+//!   speak in `u64` device addresses:
+//!
+//! ```
+//! use kernelc_runtime::{Runtime, ScalarType};
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let rt = Runtime::cpu();
+//! let buf = rt.alloc_buffer(1024)?;
+//! let (x, y) = (buf.view(0, ScalarType::F32, &[4])?, buf.view(64, ScalarType::F32, &[4])?);
+//! rt.write_view(&x, &[1.0f32, 2.0, 3.0, 4.0])?;
+//! let neg = serde_json::from_str(r#"{"op":"unary","func":"neg","dtype":"f32","shape":[4]}"#)?;
+//! rt.run_into(&neg, &[&x], &[&y])?;
+//! assert_eq!(rt.read_view::<f32>(&y)?, vec![-1.0, -2.0, -3.0, -4.0]);
+//! # Ok(()) }
+//! ```
+//!
+//! Invariants: tensors are immutable once created (`run` allocates fresh outputs), so
+//! a launch never writes memory anyone else can observe; views are written only by
+//! `run_into` and the buffer calls, one at a time under the runtime's memory lock, with
+//! aliasing checked first; every operand is checked against the op's spec (count,
+//! dtype, shape, device) before anything runs.
 
 pub mod cache;
 mod conformance;
 mod device;
 mod element;
 mod error;
+mod memory;
 mod ops;
 mod options;
 mod pool;
+mod registry;
 mod runtime;
 mod tensor;
 
 pub use device::{Device, DeviceChoice, ShaderPath, WgpuOptions};
 pub use element::Element;
 pub use error::{Result, RuntimeError};
+pub use kernelc_ir::ScalarType;
+pub use memory::{Buffer, View};
 pub use options::RuntimeOptions;
 pub use runtime::{PlanKey, Runtime, Stats};
 pub use tensor::Tensor;

@@ -9,13 +9,15 @@ use crate::cache::{CacheKey, DiskCache, Lru, MemoryCache};
 use crate::device::{BindingRef, Device, DeviceChoice, Executable, LaunchRef};
 use crate::element::{f64_to_bytes, to_bytes, Element};
 use crate::error::{Result, RuntimeError};
+use crate::memory::FULL_ALIGNMENT;
 use crate::options::RuntimeOptions;
+use crate::registry::Registry;
 use crate::tensor::Tensor;
 use kernelc_ir::{passes, ScalarType};
 use kernelc_kernels::lower::{lower, Binding, Plan, TargetCaps};
 use kernelc_kernels::spec::{OpSpec, TensorSig};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 /// Counters of what the runtime did, for tests and tuning.
@@ -59,7 +61,7 @@ const DEFAULT_MAX_BUFFER_BYTES: u64 = 1 << 40;
 
 /// Runs ops on one device.
 pub struct Runtime {
-    device: Device,
+    pub(crate) device: Device,
     caps: TargetCaps,
     /// Lowered plans with their compiled kernels, by structural spec
     /// ([`PlanKey`]): a repeated op, whatever its per-call values, skips lowering,
@@ -70,6 +72,10 @@ pub struct Runtime {
     counters: Counters,
     max_buffer_bytes: u64,
     poison_outputs: bool,
+    /// Held by every call that touches a [`crate::Buffer`]'s bytes (see
+    /// [`crate::memory`]): one such call at a time.
+    memory: Mutex<()>,
+    registry: Mutex<Registry>,
 }
 
 impl Runtime {
@@ -116,6 +122,8 @@ impl Runtime {
             counters: Counters::default(),
             max_buffer_bytes: DEFAULT_MAX_BUFFER_BYTES,
             poison_outputs: false,
+            memory: Mutex::new(()),
+            registry: Mutex::new(Registry::default()),
         }
     }
 
@@ -186,6 +194,32 @@ impl Runtime {
     /// Caps the size of any one buffer (the default is 1 TiB).
     pub fn set_max_buffer_bytes(&mut self, bytes: u64) {
         self.max_buffer_bytes = bytes;
+    }
+
+    /// The memory lock (see the `memory` field); a panic while it was held leaves no
+    /// state behind it to repair, so a poisoned lock is taken as it is.
+    pub(crate) fn lock_memory(&self) -> MutexGuard<'_, ()> {
+        self.memory.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The pointer registry (see [`crate::registry`]); poisoning as for the memory
+    /// lock.
+    pub(crate) fn lock_registry(&self) -> MutexGuard<'_, Registry> {
+        self.registry.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A single allocation of `bytes` bytes against the runtime's limit.
+    pub(crate) fn check_buffer_size(&self, bytes: usize) -> Result<()> {
+        if bytes as u64 <= self.max_buffer_bytes && bytes <= isize::MAX as usize {
+            Ok(())
+        } else {
+            Err(RuntimeError::TooLarge {
+                shape: vec![bytes],
+                dtype: ScalarType::U32,
+                bytes: bytes as u128,
+                limit: self.max_buffer_bytes,
+            })
+        }
     }
 
     fn byte_len(&self, shape: &[usize], dtype: ScalarType) -> Result<usize> {
@@ -279,15 +313,63 @@ impl Runtime {
         // Per-call values can make a spec invalid without changing its key: every call
         // is validated.
         spec.validate()?;
-        let key = PlanKey::of(spec)?;
-        let prepared = match self.cached(&key) {
-            Some(prepared) => prepared,
-            None => {
-                self.check_inputs(&spec.name(), &spec.inputs(), inputs)?;
-                self.prepare_new(key, spec)?
-            }
-        };
+        let prepared = self.prepared(spec, FULL_ALIGNMENT, || {
+            self.check_inputs(&spec.name(), &spec.inputs(), inputs)
+        })?;
         self.check_inputs(&prepared.name, &prepared.inputs, inputs)?;
+        let outputs = prepared
+            .outputs
+            .iter()
+            .map(|s| self.alloc(&s.shape, s.dtype))
+            .collect::<Result<Vec<_>>>()?;
+        if self.poison_outputs {
+            for t in &outputs {
+                t.storage.fill(0xFF)?;
+            }
+        }
+        let input_args: Vec<_> = inputs.iter().map(|t| t.binding()).collect();
+        let output_args: Vec<_> = outputs.iter().map(|t| t.binding()).collect();
+        self.launch_prepared(spec, &prepared, &input_args, &output_args)?;
+        Ok(outputs)
+    }
+
+    /// The prepared plan of `spec` for views of `alignment` (a power of two up to
+    /// [`FULL_ALIGNMENT`]), from the plan cache or lowered and compiled now; `on_miss`
+    /// runs first on a miss (checks that should fail before any lowering).
+    pub(crate) fn prepared(
+        &self,
+        spec: &OpSpec,
+        alignment: usize,
+        on_miss: impl FnOnce() -> Result<()>,
+    ) -> Result<Arc<Prepared>> {
+        let key = PlanKey::aligned(spec, alignment)?;
+        if let Some(prepared) = self.cached(&key) {
+            return Ok(prepared);
+        }
+        on_miss()?;
+        self.prepare_new(key, spec, &self.caps_for(alignment))
+    }
+
+    /// The caps plans are lowered with for views of `alignment` bytes: no vector
+    /// access wider than the alignment.
+    fn caps_for(&self, alignment: usize) -> TargetCaps {
+        let mut caps = self.caps.clone();
+        if alignment < FULL_ALIGNMENT {
+            let lanes = u8::try_from(alignment / 4).unwrap_or(u8::MAX).max(1);
+            caps.vector_width = caps.vector_width.min(lanes);
+        }
+        caps
+    }
+
+    /// Runs `prepared`'s launches with `spec`'s per-call values on the bound inputs
+    /// and outputs (in the spec's order), with fresh temporaries.
+    pub(crate) fn launch_prepared(
+        &self,
+        spec: &OpSpec,
+        prepared: &Prepared,
+        inputs: &[BindingRef<'_>],
+        outputs: &[BindingRef<'_>],
+    ) -> Result<()> {
         let uniforms = spec.uniforms();
         if uniforms.len() != prepared.uniform_types.len()
             || uniforms
@@ -302,16 +384,6 @@ impl Runtime {
             )));
         }
         let plan = &prepared.plan;
-        let outputs = prepared
-            .outputs
-            .iter()
-            .map(|s| self.alloc(&s.shape, s.dtype))
-            .collect::<Result<Vec<_>>>()?;
-        if self.poison_outputs {
-            for t in &outputs {
-                t.storage.fill(0xFF)?;
-            }
-        }
         let temps = plan
             .temps
             .iter()
@@ -323,9 +395,9 @@ impl Runtime {
                 .bindings
                 .iter()
                 .map(|b| match b {
-                    Binding::Input(i) => inputs.get(*i).map(|t| BindingRef::Buffer(&t.storage)),
-                    Binding::Output(i) => outputs.get(*i).map(|t| BindingRef::Buffer(&t.storage)),
-                    Binding::Temp(i) => temps.get(*i).map(|t| BindingRef::Buffer(&t.storage)),
+                    Binding::Input(i) => inputs.get(*i).copied(),
+                    Binding::Output(i) => outputs.get(*i).copied(),
+                    Binding::Temp(i) => temps.get(*i).map(|t| t.binding()),
                     Binding::Scalar(s) => Some(BindingRef::Scalar(*s)),
                     Binding::Uniform(i) => uniforms.get(*i).map(|u| BindingRef::Scalar(u.value)),
                 })
@@ -345,8 +417,7 @@ impl Runtime {
         self.counters
             .launches
             .fetch_add(launches.len() as u64, Ordering::Relaxed);
-        drop(launches);
-        Ok(outputs)
+        Ok(())
     }
 
     fn check_inputs(&self, op: &str, sigs: &[TensorSig], inputs: &[&Tensor]) -> Result<()> {
@@ -372,9 +443,7 @@ impl Runtime {
                     found: tensor.dtype,
                 });
             }
-            if tensor.numel() != sig.numel()
-                || (tensor.shape != sig.shape && !same_elements(&tensor.shape, &sig.shape))
-            {
+            if !fits_shape(&tensor.shape, &sig.shape) {
                 return Err(RuntimeError::InputShape {
                     op: op.to_string(),
                     input: sig.name.clone(),
@@ -393,11 +462,11 @@ impl Runtime {
         if let Some(p) = self.prepared.get(&key) {
             return Ok(p.plan.clone());
         }
-        self.lower(&spec.structural())
+        self.lower(&spec.structural(), &self.caps)
     }
 
-    fn lower(&self, spec: &OpSpec) -> Result<Arc<Plan>> {
-        Ok(Arc::new(lower(spec, &self.caps).map_err(|source| {
+    fn lower(&self, spec: &OpSpec, caps: &TargetCaps) -> Result<Arc<Plan>> {
+        Ok(Arc::new(lower(spec, caps).map_err(|source| {
             RuntimeError::Lower {
                 device: self.device_name(),
                 source: Box::new(source),
@@ -414,12 +483,12 @@ impl Runtime {
         Some(prepared)
     }
 
-    /// Lowers and compiles `spec` (a validated spec, not yet prepared).
-    fn prepare_new(&self, key: PlanKey, spec: &OpSpec) -> Result<Arc<Prepared>> {
+    /// Lowers and compiles `spec` (a validated spec, not yet prepared) for `caps`.
+    fn prepare_new(&self, key: PlanKey, spec: &OpSpec, caps: &TargetCaps) -> Result<Arc<Prepared>> {
         // Lowering sees only the structural spec, so the plan serves every per-call
         // value (kernelc-kernels checks that lowering never reads them).
         let structural = spec.structural();
-        let plan = self.lower(&structural)?;
+        let plan = self.lower(&structural, caps)?;
         // The IR passes (unrolling, folding, index simplification) run once per kernel,
         // before hashing and compiling; they preserve meaning exactly.
         let executables = plan
@@ -491,15 +560,21 @@ impl Runtime {
     }
 }
 
-/// A shape equal to `expected` up to leading/trailing 1s is accepted (a [n] tensor for
-/// a [1, n] input): same elements, same row-major order.
+/// Whether an operand of shape `found` serves a parameter of shape `expected`: equal,
+/// or equal up to 1s (a [n] tensor for a [1, n] input: same elements, same row-major
+/// order).
+pub(crate) fn fits_shape(found: &[usize], expected: &[usize]) -> bool {
+    let numel = |s: &[usize]| s.iter().product::<usize>();
+    found == expected || (numel(found) == numel(expected) && same_elements(found, expected))
+}
+
 fn same_elements(found: &[usize], expected: &[usize]) -> bool {
     let strip = |s: &[usize]| s.iter().copied().filter(|&d| d != 1).collect::<Vec<_>>();
     strip(found) == strip(expected)
 }
 
 /// A lowered plan with one compiled kernel per launch.
-struct Prepared {
+pub(crate) struct Prepared {
     plan: Arc<Plan>,
     executables: Vec<Arc<Executable>>,
     name: String,
@@ -517,7 +592,16 @@ pub struct PlanKey([u8; 32]);
 impl PlanKey {
     /// The key of `spec` (its per-call values left out).
     pub fn of(spec: &OpSpec) -> Result<PlanKey> {
+        PlanKey::aligned(spec, FULL_ALIGNMENT)
+    }
+
+    /// The key of `spec`'s plan for views whose offsets are multiples of `alignment`
+    /// bytes (below [`FULL_ALIGNMENT`], plans use narrower vectors).
+    pub(crate) fn aligned(spec: &OpSpec, alignment: usize) -> Result<PlanKey> {
         let mut bytes = b"kernelc plan key v1\0".to_vec();
+        if alignment < FULL_ALIGNMENT {
+            bytes.extend_from_slice(format!("views aligned to {alignment}\0").as_bytes());
+        }
         ciborium::into_writer(&spec.structural(), &mut bytes)
             .map_err(|e| RuntimeError::BadArgument(format!("unencodable spec: {e}")))?;
         Ok(PlanKey(*blake3::hash(&bytes).as_bytes()))

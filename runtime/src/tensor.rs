@@ -3,7 +3,7 @@
 //! Tensors are immutable once made: ops allocate fresh outputs, so a launch never
 //! writes a buffer anyone else can see. Cloning a tensor shares its buffer.
 
-use crate::device::Storage;
+use crate::device::{BindingRef, Slice, Storage};
 use crate::element::{bytes_to_f64, from_bytes, Element};
 use crate::error::{Result, RuntimeError};
 use kernelc_ir::ScalarType;
@@ -39,6 +39,11 @@ impl Tensor {
             strides[d] = strides[d + 1] * self.shape[d + 1];
         }
         strides
+    }
+
+    /// The whole tensor as a kernel argument.
+    pub(crate) fn binding(&self) -> BindingRef<'_> {
+        BindingRef::Buffer(Slice::whole(&self.storage))
     }
 
     /// The device this tensor lives on.

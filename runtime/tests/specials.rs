@@ -76,7 +76,13 @@ fn runtimes() -> Vec<Runtime> {
     let mut v = vec![Runtime::with_device(Device::cpu(), DiskCache::off())];
     let ci = std::env::var_os("CI").is_some();
     let cuda = std::env::var_os("KERNELC_REQUIRE_CUDA").is_some();
-    for (choice, required) in [("wgpu:wgsl", ci), ("wgpu:naga", ci), ("wgpu:spirv-naga", ci), ("wgpu:spirv", ci), ("cuda", cuda)] {
+    for (choice, required) in [
+        ("wgpu:wgsl", ci),
+        ("wgpu:naga", ci),
+        ("wgpu:spirv-naga", ci),
+        ("wgpu:spirv", ci),
+        ("cuda", cuda),
+    ] {
         match Device::open(choice.parse::<DeviceChoice>().unwrap()) {
             Ok(d) => v.push(Runtime::with_device(d, DiskCache::off())),
             Err(e) if !required => eprintln!("NOT RUN: special values on {choice}: {e}"),

@@ -41,7 +41,7 @@ pub(crate) fn pointwise(
 ) -> Result<Plan, LowerError> {
     let (inputs, outputs) = (op.inputs(), op.outputs());
     let grid = plan_1d((numel / lanes as usize) as u64, caps, 1)?;
-    let mut k = KernelBuilder::new(&op.name(), grid.workgroup_size());
+    let mut k = KernelBuilder::new(op.name(), grid.workgroup_size());
     let in_mems: Vec<Mem> = inputs
         .iter()
         .map(|sig| k.buffer(sig.name.clone(), sig.dtype, numel as u64, Access::Read))

@@ -135,6 +135,15 @@ impl CpuDevice {
         self.pool.stats()
     }
 
+    /// Kernels take plain pointers: any offset that suits the element type does.
+    pub(crate) fn binding_alignment(&self) -> usize {
+        1
+    }
+
+    pub(crate) fn exclusive_writable_bindings(&self) -> bool {
+        false
+    }
+
     pub(crate) fn compile(
         &self,
         kernel: &Kernel,
@@ -182,22 +191,30 @@ impl CpuDevice {
         let raw: Vec<RawArg> = args
             .iter()
             .map(|a| match a {
-                BindingRef::Buffer(storage) => match storage.as_ref() {
-                    Storage::Cpu(s) => Ok(RawArg::Buffer {
-                        ptr: s.ptr(),
-                        bytes: s.bytes,
-                    }),
+                BindingRef::Buffer(slice) => match slice.storage {
+                    Storage::Cpu(s) if slice.offset.saturating_add(slice.bytes) <= s.bytes => {
+                        Ok(RawArg::Buffer {
+                            // SAFETY: the slice lies inside the allocation (checked in
+                            // the guard), so the offset pointer stays in bounds.
+                            ptr: unsafe { s.ptr().add(slice.offset) },
+                            bytes: slice.bytes,
+                        })
+                    }
                     #[allow(unreachable_patterns)]
                     _ => Err(super::foreign(&self.name(), "buffer")),
                 },
                 BindingRef::Scalar(v) => Ok(RawArg::Scalar(*v)),
             })
             .collect::<Result<_>>()?;
-        // SAFETY: every buffer pointer comes from a live `CpuStorage` borrowed for this
-        // call, valid for `bytes` bytes and 16-byte aligned. Kernels write only their
-        // outputs and temporaries, which `Runtime::run` allocated fresh for this op, so
-        // no other reference observes those writes; inputs are only read, and the IR
-        // forbids two invocations writing one element, so the threads never race.
+        // SAFETY: every buffer pointer points into a live `CpuStorage` borrowed for
+        // this call, valid for the slice's `bytes` bytes (checked above); `check_args`
+        // in `launch_raw` checks each pointer's alignment for its parameter. Kernels
+        // write only their outputs and temporaries: `Runtime::run` allocates those
+        // fresh, and `Runtime::run_into` holds the runtime's memory lock, refuses an
+        // output overlapping any other bound range, and stages an input that a spec
+        // updates in place through a copy, so no bound range is written while another
+        // parameter reads it. The IR forbids two invocations writing one element, so
+        // the threads never race.
         unsafe { kernel.launch_raw(grid, &raw) }.map_err(|e| RuntimeError::Launch {
             device: self.name(),
             kernel: kernel.name().to_string(),
@@ -214,9 +231,11 @@ pub struct CpuStorage {
     device_id: u64,
 }
 
-// SAFETY: the buffer is written only (a) through `write_bytes`/`fill_zero` while the
-// tensor that owns it is being created, before it is shared, and (b) by kernel launches
-// on freshly allocated outputs (see `CpuDevice::launch`). All other access reads.
+// SAFETY: a tensor's buffer is written only (a) through `write_range`/`fill_range`
+// while the tensor is being created, before it is shared, and (b) by kernel launches on
+// freshly allocated outputs (see `CpuDevice::launch`). A `Buffer`'s storage (the
+// mutable memory API) is read and written only under its runtime's memory lock, one
+// call at a time. All other access reads.
 unsafe impl Sync for CpuStorage {}
 
 impl CpuStorage {
@@ -248,21 +267,40 @@ impl CpuStorage {
         "cpu".to_string()
     }
 
-    pub(crate) fn read_bytes(&self) -> Result<Vec<u8>> {
-        Ok(self.bytes_ref().to_vec())
+    pub(crate) fn len(&self) -> usize {
+        self.bytes
     }
 
-    pub(crate) fn write_bytes(&self, data: &[u8]) -> Result<()> {
-        let n = data.len().min(self.bytes);
-        // SAFETY: called only on a storage no one else holds yet (fresh allocation
-        // inside `Runtime::tensor*`); `n` is within the allocation.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr(), n) };
+    // The range methods get ranges inside the storage (`Storage` checks first).
+
+    pub(crate) fn read_range(&self, offset: usize, len: usize) -> Result<Vec<u8>> {
+        Ok(self.bytes_ref()[offset..offset + len].to_vec())
+    }
+
+    pub(crate) fn write_range(&self, offset: usize, data: &[u8]) -> Result<()> {
+        // SAFETY: the range is inside the allocation (`Storage::write_range` checks);
+        // no launch or reader runs on this storage meanwhile (see the `Sync` impl).
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr().add(offset), data.len()) };
         Ok(())
     }
 
-    pub(crate) fn fill(&self, byte: u8) -> Result<()> {
-        // SAFETY: as `write_bytes`: a fresh allocation of at least `bytes` bytes.
-        unsafe { std::ptr::write_bytes(self.ptr(), byte, self.bytes) };
+    pub(crate) fn fill_range(&self, offset: usize, len: usize, byte: u8) -> Result<()> {
+        // SAFETY: as `write_range`.
+        unsafe { std::ptr::write_bytes(self.ptr().add(offset), byte, len) };
+        Ok(())
+    }
+
+    pub(crate) fn copy_range(
+        src: &CpuStorage,
+        src_offset: usize,
+        dst: &CpuStorage,
+        dst_offset: usize,
+        len: usize,
+    ) -> Result<()> {
+        // SAFETY: both ranges are inside their allocations (`Storage::copy_range`
+        // checks); `copy` allows them to overlap (one storage); nothing else touches
+        // either storage meanwhile (see the `Sync` impl).
+        unsafe { std::ptr::copy(src.ptr().add(src_offset), dst.ptr().add(dst_offset), len) };
         Ok(())
     }
 }

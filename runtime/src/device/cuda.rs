@@ -150,6 +150,15 @@ impl CudaDevice {
         self.caps.clone()
     }
 
+    /// Kernels take device pointers: any offset that suits the element type does.
+    pub(crate) fn binding_alignment(&self) -> usize {
+        1
+    }
+
+    pub(crate) fn exclusive_writable_bindings(&self) -> bool {
+        false
+    }
+
     pub(crate) fn pool_stats(&self) -> (u64, u64) {
         self.pool.stats()
     }
@@ -280,7 +289,7 @@ impl CudaDevice {
         let status_word = self.alloc(STATUS_BYTES)?;
         // Once for the whole op: every driver call below runs on this thread.
         self.bind()?;
-        status_word.fill_async(0)?;
+        status_word.fill_async(0, STATUS_BYTES, 0)?;
         let mut failure = None;
         for (launch, (kernel, words)) in launches.iter().zip(prepared) {
             if let Err(e) = self.launch(kernel, launch.grid, words, status_word.ptr) {
@@ -294,7 +303,7 @@ impl CudaDevice {
         // until it returns.
         let mut word = [0u8; STATUS_BYTES];
         let synced = status_word
-            .download(&mut word)
+            .download(0, &mut word)
             .map_err(|e| RuntimeError::Launch {
                 device: self.name(),
                 kernel: kernel_names(launches),
@@ -327,13 +336,16 @@ impl CudaDevice {
         let mut words = Vec::with_capacity(launch.args.len() + 1);
         for arg in &launch.args {
             match arg {
-                BindingRef::Buffer(storage) => {
-                    let s = self.own_storage(storage)?;
+                BindingRef::Buffer(slice) => {
+                    let s = self.own_storage(slice.storage)?;
+                    if slice.offset.saturating_add(slice.bytes) > s.bytes {
+                        return Err(self.launch_error(kernel, "a buffer range past its end".into()));
+                    }
                     shapes.push(ArgShape::Buffer {
                         elem: None,
-                        len: s.bytes as u64,
+                        len: slice.bytes as u64,
                     });
-                    words.push(s.ptr);
+                    words.push(s.ptr + slice.offset as u64);
                 }
                 BindingRef::Scalar(v) => {
                     shapes.push(ArgShape::Scalar(v.ty()));
@@ -381,9 +393,10 @@ impl CudaDevice {
         // (`kernelc_codegen::ptx`); `prepare` checked one argument per IR parameter,
         // buffer for buffer and scalar for scalar, so `params` holds `params.len() + 1`
         // pointers, each to a live `u64` of `words` (the driver copies the values
-        // before `cuLaunchKernel` returns). Memory: each buffer word is the device
-        // pointer of a live allocation of this context at least as large as the
-        // parameter's static length (`check_args`), and the kernel bounds-checks every
+        // before `cuLaunchKernel` returns). Memory: each buffer word points into a live
+        // allocation of this context, with at least the parameter's static length
+        // before its end (`prepare` checks the range and `check_args` the length, and
+        // `check_args` the pointer's alignment), and the kernel bounds-checks every
         // access it cannot prove in range against those lengths; the status pointer is
         // a live allocation of at least 4 bytes. All of them stay alive until
         // `execute` has synchronised the stream (the `LaunchRef`s borrow them).
@@ -596,7 +609,7 @@ impl Drop for DeviceBlock {
 
 /// Device memory of a CUDA tensor, returned to its device's pool on drop.
 pub struct CudaStorage {
-    ptr: sys::CUdeviceptr,
+    pub(super) ptr: sys::CUdeviceptr,
     /// Always `Some` until `drop` hands it back to the pool.
     block: Option<DeviceBlock>,
     /// The tensor's bytes (what kernels and downloads see).
@@ -643,60 +656,98 @@ impl CudaStorage {
             .map_err(|e| self.failure("stream synchronisation failed", e))
     }
 
-    /// The buffer's bytes, downloaded once every launch before this call is done.
-    pub(crate) fn read_bytes(&self) -> Result<Vec<u8>> {
-        let mut out = vec![0u8; self.bytes];
+    pub(crate) fn len(&self) -> usize {
+        self.bytes
+    }
+
+    // The range methods get ranges inside the storage (`Storage` checks first); each
+    // is queued on the device's one stream behind every earlier launch and waited for.
+
+    pub(crate) fn read_range(&self, offset: usize, len: usize) -> Result<Vec<u8>> {
+        let mut out = vec![0u8; len];
         if out.is_empty() {
             return Ok(out);
         }
         self.bind()?;
-        self.download(&mut out)
+        self.download(offset, &mut out)
             .map_err(|e| self.failure("download failed", e))?;
         Ok(out)
     }
 
-    /// Fills `out` from the buffer's first bytes once all earlier work on the stream is
-    /// done: one copy queued on the stream, then one synchronisation. The context must
-    /// be current.
-    fn download(&self, out: &mut [u8]) -> std::result::Result<(), DriverError> {
-        let len = out.len().min(self.bytes);
-        let out = &mut out[..len];
-        // SAFETY: `ptr` is a live allocation of at least `bytes >= out.len()` bytes
-        // (`granted`); `out` is not touched until the stream has been synchronised
-        // below, after which the copy is complete.
-        unsafe { result::memcpy_dtoh_async(out, self.ptr, self.stream.cu_stream()) }?;
+    /// Fills `out` from byte `offset` once all earlier work on the stream is done: one
+    /// copy queued on the stream, then one synchronisation. The context must be
+    /// current, and `offset + out.len()` within the storage.
+    fn download(&self, offset: usize, out: &mut [u8]) -> std::result::Result<(), DriverError> {
+        // SAFETY: `ptr + offset` starts a range of `out.len()` bytes inside a live
+        // allocation (the caller's contract); `out` is not touched until the stream
+        // has been synchronised below, after which the copy is complete.
+        unsafe {
+            result::memcpy_dtoh_async(out, self.ptr + offset as u64, self.stream.cu_stream())
+        }?;
         self.stream.synchronize()
     }
 
-    pub(crate) fn write_bytes(&self, data: &[u8]) -> Result<()> {
-        let data = &data[..data.len().min(self.bytes)];
+    pub(crate) fn write_range(&self, offset: usize, data: &[u8]) -> Result<()> {
         if data.is_empty() {
             return Ok(());
         }
         self.bind()?;
-        // SAFETY: the destination is a live allocation of at least `bytes` bytes and
-        // `data` is no longer; `data` stays borrowed (unmoved) until the stream has been
-        // synchronised below. Only a storage no one else holds yet is written
-        // (`Runtime::tensor*`), so no kernel reads it concurrently.
-        unsafe { result::memcpy_htod_async(self.ptr, data, self.stream.cu_stream()) }
-            .map_err(|e| self.failure("upload failed", e))?;
+        // SAFETY: the destination range lies inside a live allocation (`Storage`
+        // checks); `data` stays borrowed (unmoved) until the stream has been
+        // synchronised below. The copy is queued behind every earlier launch on the
+        // device's one stream, so no kernel reads the range meanwhile.
+        unsafe {
+            result::memcpy_htod_async(self.ptr + offset as u64, data, self.stream.cu_stream())
+        }
+        .map_err(|e| self.failure("upload failed", e))?;
         self.synchronize()
     }
 
-    pub(crate) fn fill(&self, byte: u8) -> Result<()> {
+    pub(crate) fn fill_range(&self, offset: usize, len: usize, byte: u8) -> Result<()> {
         self.bind()?;
-        self.fill_async(byte)?;
+        self.fill_async(offset, len, byte)?;
         // Waited for so that dropping the storage right away frees nothing in use.
         self.synchronize()
     }
 
-    /// Enqueues setting every byte; later stream work sees it. The context must be
-    /// current.
-    fn fill_async(&self, byte: u8) -> Result<()> {
-        // SAFETY: `ptr` is a live allocation of `granted >= bytes` bytes; only a
-        // storage no kernel uses yet is filled (a fresh tensor or status word).
-        unsafe { result::memset_d8_async(self.ptr, byte, self.bytes, self.stream.cu_stream()) }
-            .map_err(|e| self.failure("memset failed", e))
+    /// Enqueues setting `len` bytes from `offset`; later stream work sees it. The
+    /// context must be current.
+    fn fill_async(&self, offset: usize, len: usize, byte: u8) -> Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        // SAFETY: the range lies inside a live allocation (`Storage` checks, or the
+        // whole status word); it is queued on the one stream, behind every launch that
+        // could read it.
+        unsafe {
+            result::memset_d8_async(self.ptr + offset as u64, byte, len, self.stream.cu_stream())
+        }
+        .map_err(|e| self.failure("memset failed", e))
+    }
+
+    pub(crate) fn copy_range(
+        src: &CudaStorage,
+        src_offset: usize,
+        dst: &CudaStorage,
+        dst_offset: usize,
+        len: usize,
+    ) -> Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        let (from, to) = (src.ptr + src_offset as u64, dst.ptr + dst_offset as u64);
+        if from < to + len as u64 && to < from + len as u64 {
+            // cuMemcpy leaves overlapping ranges undefined: through the host.
+            let bytes = src.read_range(src_offset, len)?;
+            return dst.write_range(dst_offset, &bytes);
+        }
+        dst.bind()?;
+        // SAFETY: both ranges lie inside live allocations of this context (`Storage`
+        // checks) and do not overlap (tested above); the copy is queued on the one
+        // stream and waited for.
+        unsafe { result::memcpy_dtod_async(to, from, len, dst.stream.cu_stream()) }
+            .map_err(|e| dst.failure("device copy failed", e))?;
+        dst.synchronize()
     }
 }
 
@@ -816,6 +867,7 @@ impl CudaKernel {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::device::Slice;
     use kernelc_ir::builder::{global_id, KernelBuilder};
     use kernelc_ir::{Access, Scalar, ScalarType};
 
@@ -867,8 +919,8 @@ mod tests {
             exe: &exe,
             grid,
             args: vec![
-                BindingRef::Buffer(&a_buf),
-                BindingRef::Buffer(&out_buf),
+                BindingRef::Buffer(Slice::whole(&a_buf)),
+                BindingRef::Buffer(Slice::whole(&out_buf)),
                 BindingRef::Scalar(Scalar::I32(d)),
             ],
         };
@@ -962,8 +1014,8 @@ mod tests {
             exe: &exe,
             grid: [1, 1, 1],
             args: vec![
-                BindingRef::Buffer(&short),
-                BindingRef::Buffer(&short),
+                BindingRef::Buffer(Slice::whole(&short)),
+                BindingRef::Buffer(Slice::whole(&short)),
                 BindingRef::Scalar(Scalar::I32(1)),
             ],
         };

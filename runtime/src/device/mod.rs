@@ -19,7 +19,6 @@ use kernelc_ir::passes::MathExpansion;
 use kernelc_ir::Kernel;
 use kernelc_kernels::lower::TargetCaps;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 
 pub use choice::{DeviceChoice, ShaderPath, WgpuOptions};
 pub use cpu::{CpuDevice, CpuKernel, CpuStorage};
@@ -63,9 +62,31 @@ pub enum Executable {
 }
 
 /// What one kernel parameter is bound to at launch.
+#[derive(Clone, Copy)]
 pub(crate) enum BindingRef<'a> {
-    Buffer(&'a Arc<Storage>),
+    Buffer(Slice<'a>),
     Scalar(kernelc_ir::Scalar),
+}
+
+/// `bytes` bytes of a storage from byte `offset`: what a buffer parameter sees (its
+/// element 0 at `offset`). Always inside the storage (views are checked when made;
+/// the devices check again before binding).
+#[derive(Clone, Copy)]
+pub(crate) struct Slice<'a> {
+    pub storage: &'a Storage,
+    pub offset: usize,
+    pub bytes: usize,
+}
+
+impl<'a> Slice<'a> {
+    /// The whole of `storage`.
+    pub fn whole(storage: &'a Storage) -> Slice<'a> {
+        Slice {
+            storage,
+            offset: 0,
+            bytes: storage.len(),
+        }
+    }
 }
 
 /// One kernel launch of an op: what to run, on which grid, with which arguments
@@ -185,6 +206,19 @@ impl Device {
         }
     }
 
+    /// The byte alignment of a buffer parameter's offset on this device: a view at
+    /// another offset is staged through a copy (wgpu binds storage ranges only at
+    /// multiples of the adapter's `min_storage_buffer_offset_alignment`).
+    pub(crate) fn binding_alignment(&self) -> usize {
+        each_device!(self, d => d.binding_alignment())
+    }
+
+    /// Whether one launch may not bind a buffer both read-only and writable (wgpu's
+    /// usage rules): an input sharing a buffer with an output is then staged.
+    pub(crate) fn exclusive_writable_bindings(&self) -> bool {
+        each_device!(self, d => d.exclusive_writable_bindings())
+    }
+
     /// The buffer pool's (reuses, fresh allocations) so far.
     pub(crate) fn pool_stats(&self) -> (u64, u64) {
         each_device!(self, d => d.pool_stats())
@@ -229,18 +263,93 @@ impl Storage {
         each_storage!(self, s => s.device_id())
     }
 
+    /// The allocation's device address, where the device has one that code outside
+    /// kernelc can use (CUDA's device pointer).
+    pub(crate) fn device_address(&self) -> Option<u64> {
+        match self {
+            #[cfg(feature = "cuda")]
+            Storage::Cuda(s) => Some(s.ptr),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+
+    /// The bytes a user may address (the allocation may be larger).
+    pub(crate) fn len(&self) -> usize {
+        each_storage!(self, s => s.len())
+    }
+
+    /// `len` bytes from byte `offset`, downloaded once every earlier launch is done.
+    /// The range must lie inside the storage (callers check with [`Slice::new`]).
+    pub(crate) fn read_range(&self, offset: usize, len: usize) -> Result<Vec<u8>> {
+        self.check_range(offset, len)?;
+        each_storage!(self, s => s.read_range(offset, len))
+    }
+
+    /// Overwrites the bytes from `offset` with `data`, after every earlier launch.
+    pub(crate) fn write_range(&self, offset: usize, data: &[u8]) -> Result<()> {
+        self.check_range(offset, data.len())?;
+        each_storage!(self, s => s.write_range(offset, data))
+    }
+
+    /// Sets `len` bytes from `offset` to `byte`.
+    pub(crate) fn fill_range(&self, offset: usize, len: usize, byte: u8) -> Result<()> {
+        self.check_range(offset, len)?;
+        each_storage!(self, s => s.fill_range(offset, len, byte))
+    }
+
+    /// Copies `len` bytes from `src` at `src_offset` to `dst` at `dst_offset` (both of
+    /// one device; the ranges may overlap, with `memmove`'s result).
+    pub(crate) fn copy_range(
+        src: &Storage,
+        src_offset: usize,
+        dst: &Storage,
+        dst_offset: usize,
+        len: usize,
+    ) -> Result<()> {
+        src.check_range(src_offset, len)?;
+        dst.check_range(dst_offset, len)?;
+        match (src, dst) {
+            (Storage::Cpu(a), Storage::Cpu(b)) => {
+                CpuStorage::copy_range(a, src_offset, b, dst_offset, len)
+            }
+            #[cfg(feature = "wgpu")]
+            (Storage::Wgpu(a), Storage::Wgpu(b)) => {
+                WgpuStorage::copy_range(a, src_offset, b, dst_offset, len)
+            }
+            #[cfg(feature = "cuda")]
+            (Storage::Cuda(a), Storage::Cuda(b)) => {
+                CudaStorage::copy_range(a, src_offset, b, dst_offset, len)
+            }
+            #[allow(unreachable_patterns)]
+            _ => Err(foreign(&dst.device_name(), "buffer")),
+        }
+    }
+
+    /// A range past the storage's end is a bug of the caller inside the runtime (the
+    /// public API checks views and copies first): reported, never performed.
+    fn check_range(&self, offset: usize, len: usize) -> Result<()> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.len() => Ok(()),
+            _ => Err(RuntimeError::Internal(format!(
+                "byte range {offset}+{len} past a {}-byte buffer",
+                self.len()
+            ))),
+        }
+    }
+
     pub(crate) fn device_name(&self) -> String {
         each_storage!(self, s => s.device_name())
     }
 
     /// The buffer's bytes, downloaded.
     pub(crate) fn read_bytes(&self) -> Result<Vec<u8>> {
-        each_storage!(self, s => s.read_bytes())
+        self.read_range(0, self.len())
     }
 
     /// Overwrites the start of the buffer (only while its tensor is being created).
     pub(crate) fn write_bytes(&self, data: &[u8]) -> Result<()> {
-        each_storage!(self, s => s.write_bytes(data))
+        self.write_range(0, &data[..data.len().min(self.len())])
     }
 
     pub(crate) fn fill_zero(&self) -> Result<()> {
@@ -249,7 +358,7 @@ impl Storage {
 
     /// Sets every byte (only while its tensor is being created).
     pub(crate) fn fill(&self, byte: u8) -> Result<()> {
-        each_storage!(self, s => s.fill(byte))
+        self.fill_range(0, self.len(), byte)
     }
 }
 

@@ -163,6 +163,18 @@ impl WgpuDevice {
         self.pool.stats()
     }
 
+    /// Storage ranges bind at multiples of the adapter's offset alignment (the status
+    /// words are laid out by the same stride).
+    pub(crate) fn binding_alignment(&self) -> usize {
+        self.status_stride as usize
+    }
+
+    /// WebGPU's usage rules: a buffer bound writable in a dispatch may not also be
+    /// bound read-only there.
+    pub(crate) fn exclusive_writable_bindings(&self) -> bool {
+        true
+    }
+
     pub(crate) fn alloc(&self, bytes: usize) -> Result<WgpuStorage> {
         let size = (bytes as u64)
             .max(1)
@@ -474,10 +486,13 @@ impl WgpuDevice {
             .args
             .iter()
             .map(|arg| match arg {
-                BindingRef::Buffer(storage) => Ok(ArgShape::Buffer {
-                    elem: None,
-                    len: self.own_storage(storage)?.bytes as u64,
-                }),
+                BindingRef::Buffer(slice) => {
+                    self.own_storage(slice.storage)?;
+                    Ok(ArgShape::Buffer {
+                        elem: None,
+                        len: slice.bytes as u64,
+                    })
+                }
                 BindingRef::Scalar(v) => Ok(ArgShape::Scalar(v.ty())),
             })
             .collect::<Result<Vec<_>>>()?;
@@ -577,11 +592,35 @@ impl WgpuDevice {
     ) -> Result<wgpu::BindGroup> {
         let mut entries = Vec::with_capacity(launch.args.len() + 2);
         for (slot, arg) in kernel.layout.params.iter().zip(&launch.args) {
-            if let (ParamSlot::Buffer { binding }, BindingRef::Buffer(storage)) = (slot, arg) {
-                let buffer = self.own_storage(storage)?.buffer()?;
+            if let (ParamSlot::Buffer { binding }, BindingRef::Buffer(slice)) = (slot, arg) {
+                let buffer = self.own_storage(slice.storage)?.buffer()?;
+                if slice.offset % self.binding_alignment() != 0 {
+                    return Err(RuntimeError::Internal(format!(
+                        "{}: a storage range at offset {} is not bindable (alignment {})",
+                        kernel.name,
+                        slice.offset,
+                        self.binding_alignment()
+                    )));
+                }
+                // WebGPU binds whole words and no empty range: the size is rounded up
+                // to a word (inside the allocation, which is granule-sized; the kernel
+                // never reaches past its parameter's length), and a zero-byte slice
+                // binds the buffer's first word, which its empty parameter never reads.
+                let words = (slice.bytes as u64).next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT);
+                let (offset, size) = match wgpu::BufferSize::new(words) {
+                    Some(size) if slice.offset as u64 + words <= buffer.size() => {
+                        (slice.offset as u64, Some(size))
+                    }
+                    Some(_) => (slice.offset as u64, None),
+                    None => (0, wgpu::BufferSize::new(4)),
+                };
                 entries.push(wgpu::BindGroupEntry {
                     binding: *binding,
-                    resource: buffer.as_entire_binding(),
+                    resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                        buffer,
+                        offset,
+                        size,
+                    }),
                 });
             }
         }
@@ -851,9 +890,14 @@ fn words_from_bytes(bytes: &[u8]) -> Option<Vec<u32>> {
     (words.first() == Some(&SPIRV_MAGIC)).then_some(words)
 }
 
-/// Copies the first `size` bytes of `buffer` to the host (waits for the GPU).
-fn read_back(gpu: &Gpu, buffer: &wgpu::Buffer, size: u64) -> std::result::Result<Vec<u8>, String> {
-    let size = size.next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT).max(4);
+/// Copies `size` bytes of `buffer` from `offset` to the host (waits for the GPU);
+/// both are multiples of 4 and the range lies inside the buffer.
+fn read_back(
+    gpu: &Gpu,
+    buffer: &wgpu::Buffer,
+    offset: u64,
+    size: u64,
+) -> std::result::Result<Vec<u8>, String> {
     let staging = gpu.device.create_buffer(&wgpu::BufferDescriptor {
         label: Some("kernelc readback"),
         size,
@@ -863,7 +907,7 @@ fn read_back(gpu: &Gpu, buffer: &wgpu::Buffer, size: u64) -> std::result::Result
     let mut encoder = gpu
         .device
         .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
-    encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, size);
+    encoder.copy_buffer_to_buffer(buffer, offset, &staging, 0, size);
     gpu.queue.submit([encoder.finish()]);
     map_read(gpu, &staging, size)
 }
@@ -907,45 +951,100 @@ impl WgpuStorage {
         self.device_name.clone()
     }
 
-    pub(crate) fn read_bytes(&self) -> Result<Vec<u8>> {
-        let mut bytes =
-            read_back(&self.gpu, self.buffer()?, self.bytes as u64).map_err(|message| {
-                RuntimeError::Launch {
-                    device: self.device_name.clone(),
-                    kernel: String::new(),
-                    message,
-                }
-            })?;
-        bytes.truncate(self.bytes);
-        Ok(bytes)
+    pub(crate) fn len(&self) -> usize {
+        self.bytes
     }
 
-    pub(crate) fn write_bytes(&self, data: &[u8]) -> Result<()> {
-        let n = data.len().min(self.bytes);
-        let mut padded = data[..n].to_vec();
-        padded.resize(n.next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT as usize), 0);
-        if !padded.is_empty() {
-            self.gpu.queue.write_buffer(self.buffer()?, 0, &padded);
+    fn failure(&self, message: String) -> RuntimeError {
+        RuntimeError::Launch {
+            device: self.device_name.clone(),
+            kernel: String::new(),
+            message,
         }
+    }
+
+    // The range methods get ranges inside the storage (`Storage` checks first). Copies
+    // and writes on the GPU move whole 4-byte words (`COPY_BUFFER_ALIGNMENT`); a range
+    // with other edges is widened to words, and a write patches the widened words
+    // read back first, so bytes outside the range keep their values.
+
+    pub(crate) fn read_range(&self, offset: usize, len: usize) -> Result<Vec<u8>> {
+        if len == 0 {
+            return Ok(Vec::new());
+        }
+        let (start, end) = word_bounds(offset, len);
+        let bytes = read_back(&self.gpu, self.buffer()?, start, end - start)
+            .map_err(|m| self.failure(m))?;
+        let from = offset - start as usize;
+        Ok(bytes[from..from + len].to_vec())
+    }
+
+    pub(crate) fn write_range(&self, offset: usize, data: &[u8]) -> Result<()> {
+        if data.is_empty() {
+            return Ok(());
+        }
+        let (start, end) = word_bounds(offset, data.len());
+        let words = if start == offset as u64 && end == (offset + data.len()) as u64 {
+            data.to_vec()
+        } else {
+            let mut words = read_back(&self.gpu, self.buffer()?, start, end - start)
+                .map_err(|m| self.failure(m))?;
+            let from = offset - start as usize;
+            words[from..from + data.len()].copy_from_slice(data);
+            words
+        };
+        self.gpu.queue.write_buffer(self.buffer()?, start, &words);
         Ok(())
     }
 
-    pub(crate) fn fill(&self, byte: u8) -> Result<()> {
-        let buffer = self.buffer()?;
-        if byte == 0 {
+    pub(crate) fn fill_range(&self, offset: usize, len: usize, byte: u8) -> Result<()> {
+        let aligned = offset % 4 == 0 && len % 4 == 0;
+        if byte == 0 && aligned && len > 0 {
             let mut encoder = self
                 .gpu
                 .device
                 .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
-            encoder.clear_buffer(buffer, 0, None);
+            encoder.clear_buffer(self.buffer()?, offset as u64, Some(len as u64));
             self.gpu.queue.submit([encoder.finish()]);
-        } else {
-            self.gpu
-                .queue
-                .write_buffer(buffer, 0, &vec![byte; buffer.size() as usize]);
+            return Ok(());
         }
+        self.write_range(offset, &vec![byte; len])
+    }
+
+    pub(crate) fn copy_range(
+        src: &WgpuStorage,
+        src_offset: usize,
+        dst: &WgpuStorage,
+        dst_offset: usize,
+        len: usize,
+    ) -> Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        let (a, b) = (src.buffer()?, dst.buffer()?);
+        let overlapping = a == b && src_offset < dst_offset + len && dst_offset < src_offset + len;
+        let aligned = src_offset % 4 == 0 && dst_offset % 4 == 0 && len % 4 == 0;
+        if overlapping || !aligned {
+            // WebGPU copies neither within overlapping ranges nor at unaligned edges:
+            // through the host (read whole, then write: `memmove`'s result).
+            let bytes = src.read_range(src_offset, len)?;
+            return dst.write_range(dst_offset, &bytes);
+        }
+        let mut encoder = dst
+            .gpu
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+        encoder.copy_buffer_to_buffer(a, src_offset as u64, b, dst_offset as u64, len as u64);
+        dst.gpu.queue.submit([encoder.finish()]);
         Ok(())
     }
+}
+
+/// The 4-byte words `[start, end)` covering `len > 0` bytes from `offset`.
+fn word_bounds(offset: usize, len: usize) -> (u64, u64) {
+    let start = (offset as u64) & !(wgpu::COPY_BUFFER_ALIGNMENT - 1);
+    let end = ((offset + len) as u64).next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT);
+    (start, end)
 }
 
 impl Drop for WgpuStorage {

@@ -59,7 +59,10 @@ impl WgpuDevice {
         let launch = LaunchRef {
             exe: &exe,
             grid: [1, 1, 1],
-            args: vec![BindingRef::Buffer(&input), BindingRef::Buffer(&output)],
+            args: vec![
+                BindingRef::Buffer(super::super::Slice::whole(&input)),
+                BindingRef::Buffer(super::super::Slice::whole(&output)),
+            ],
         };
         self.execute(&[launch]).map_err(|e| e.to_string())?;
         let got = output.read_bytes().map_err(|e| e.to_string())?;

@@ -6,6 +6,7 @@
 //! `NOT RUN` line and returns (and fails when `CI` is set).
 
 use super::*;
+use crate::device::Slice;
 use abi::status;
 use kernelc_ir::builder::{global_id, KernelBuilder, E};
 use kernelc_ir::ScalarType;
@@ -121,8 +122,8 @@ fn run_a_out_scalar(
         exe,
         grid,
         args: vec![
-            BindingRef::Buffer(&a),
-            BindingRef::Buffer(&out),
+            BindingRef::Buffer(Slice::whole(&a)),
+            BindingRef::Buffer(Slice::whole(&out)),
             BindingRef::Scalar(scalar),
         ],
     };
@@ -232,8 +233,8 @@ fn arguments_that_do_not_fit_the_kernel_are_refused_before_launch() {
         }])
     };
     let message = launch_message(refused(vec![
-        BindingRef::Buffer(&full),
-        BindingRef::Buffer(&short),
+        BindingRef::Buffer(Slice::whole(&full)),
+        BindingRef::Buffer(Slice::whole(&short)),
         BindingRef::Scalar(Scalar::I32(1)),
     ]));
     assert!(
@@ -242,12 +243,12 @@ fn arguments_that_do_not_fit_the_kernel_are_refused_before_launch() {
     );
     assert_eq!(words(&short), vec![POISON_WORD; 4]);
     let message = launch_message(refused(vec![
-        BindingRef::Buffer(&full),
-        BindingRef::Buffer(&full),
+        BindingRef::Buffer(Slice::whole(&full)),
+        BindingRef::Buffer(Slice::whole(&full)),
         BindingRef::Scalar(Scalar::f32(1.0)),
     ]));
     assert!(message.contains("must be of type i32"), "{message}");
-    let message = launch_message(refused(vec![BindingRef::Buffer(&full)]));
+    let message = launch_message(refused(vec![BindingRef::Buffer(Slice::whole(&full))]));
     assert!(message.contains("takes 3 arguments"), "{message}");
     // A buffer of another wgpu device is refused, not bound.
     let other = WgpuDevice::open(WgpuOptions {
@@ -257,8 +258,8 @@ fn arguments_that_do_not_fit_the_kernel_are_refused_before_launch() {
     .expect("a second device on the same adapter");
     let foreign = upload(&other, &i32_bytes(0..64));
     let result = refused(vec![
-        BindingRef::Buffer(&foreign),
-        BindingRef::Buffer(&full),
+        BindingRef::Buffer(Slice::whole(&foreign)),
+        BindingRef::Buffer(Slice::whole(&full)),
         BindingRef::Scalar(Scalar::I32(1)),
     ]);
     assert!(
@@ -331,16 +332,16 @@ fn packed_scalars_reach_the_kernel_on_every_shader_path() {
                 exe: &exe,
                 grid: [1, 1, 1],
                 args: vec![
-                    BindingRef::Buffer(&a_buf),
+                    BindingRef::Buffer(Slice::whole(&a_buf)),
                     BindingRef::Scalar(Scalar::I32(si)),
-                    BindingRef::Buffer(&b_buf),
+                    BindingRef::Buffer(Slice::whole(&b_buf)),
                     BindingRef::Scalar(Scalar::U32(su)),
-                    BindingRef::Buffer(&outs[0]),
+                    BindingRef::Buffer(Slice::whole(&outs[0])),
                     BindingRef::Scalar(Scalar::f32(sf)),
-                    BindingRef::Buffer(&outs[1]),
+                    BindingRef::Buffer(Slice::whole(&outs[1])),
                     BindingRef::Scalar(Scalar::Bool(sb)),
-                    BindingRef::Buffer(&outs[2]),
-                    BindingRef::Buffer(&outs[3]),
+                    BindingRef::Buffer(Slice::whole(&outs[2])),
+                    BindingRef::Buffer(Slice::whole(&outs[3])),
                 ],
             };
             dev.execute(&[launch])
@@ -412,7 +413,7 @@ fn a_workgroup_past_the_device_limits_is_a_compile_error_on_every_path() {
         let launch = LaunchRef {
             exe: &exe,
             grid: [1, 1, 1],
-            args: vec![BindingRef::Buffer(&out)],
+            args: vec![BindingRef::Buffer(Slice::whole(&out))],
         };
         dev.execute(&[launch]).unwrap();
         assert_eq!(
@@ -494,7 +495,10 @@ fn float_specials_survive_foldable_expressions_where_float_controls_are_declared
         let launch = LaunchRef {
             exe: &exe,
             grid: [1, 1, 1],
-            args: vec![BindingRef::Buffer(&x_buf), BindingRef::Buffer(&out_buf)],
+            args: vec![
+                BindingRef::Buffer(Slice::whole(&x_buf)),
+                BindingRef::Buffer(Slice::whole(&out_buf)),
+            ],
         };
         dev.execute(&[launch]).expect("runs");
         let got = words(&out_buf);
