@@ -3,20 +3,21 @@
 # torch on the same GPU, in one command. Built and packed here by bench/gpu/pack.sh;
 # run there from the repository root:
 #
-#   . .device/setup.sh && bash bench/gpu/device-run.sh [conformance] [fuzz] [sanitize] [bench] [wgpu-bench]
+#   . .device/setup.sh && bash bench/gpu/device-run.sh [conformance] [memory] [fuzz] [sanitize] [bench] [wgpu-bench]
 #
-# (no stage named: all five). FUZZ_CASES sets the op fuzzer's cases per executor. Results go to $OUT (the device tool brings them back);
+# (no stage named: all six). FUZZ_CASES sets the op fuzzer's cases per executor. Results go to $OUT (the device tool brings them back);
 # the last lines printed are the summary.
 set -uo pipefail
 OUT=${OUT:-/tmp/kernelc-out}
 mkdir -p "$OUT"
-stages=${*:-conformance fuzz sanitize bench wgpu-bench}
+stages=${*:-conformance memory fuzz sanitize bench wgpu-bench}
 bin=/tmp/kc/bin
 conformance=$(ls $bin/conformance-* 2>/dev/null | head -1)
 cuda_tests=$(ls $bin/cuda-* 2>/dev/null | head -1)
 wgpu_tests=$(ls $bin/wgpu-* 2>/dev/null | head -1)
 fuzz_tests=$(ls $bin/fuzz_ops-* 2>/dev/null | head -1)
 per_call_tests=$(ls $bin/per_call-* 2>/dev/null | head -1)
+memory_tests=$(ls $bin/memory-* 2>/dev/null | head -1)
 summary=()
 note() { summary+=("$1"); echo "== $1"; }
 
@@ -42,6 +43,13 @@ for stage in $stages; do
       KERNELC_REQUIRE_CUDA=1 CI=1 timeout 200 "$per_call_tests" --test-threads=1 --nocapture > "$OUT/per-call.txt" 2>&1
       note "per-call uniforms (cpu, wgpu, cuda): exit $? -- $(grep -E '^test result' "$OUT/per-call.txt" | tail -1)"
     fi
+    ;;
+  memory)
+    # The mutable memory model (buffers, views, ops into views at offsets, in place,
+    # the pointer registry with real device pointers, every refusal) on cpu, CUDA and
+    # every wgpu path through NVIDIA's Vulkan driver.
+    KERNELC_REQUIRE_CUDA=1 CI=1 timeout 200 "$memory_tests" --test-threads=1 --nocapture > "$OUT/memory.txt" 2>&1
+    note "memory model (cpu, cuda, 4 wgpu paths): exit $? -- $(grep -E '^test result' "$OUT/memory.txt" | tail -1)"
     ;;
   fuzz)
     # The op fuzzer on CUDA and on NVIDIA's Vulkan driver (every wgpu path), one seed

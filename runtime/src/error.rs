@@ -92,6 +92,8 @@ pub enum RuntimeError {
         offset: u64,
         alignment: u64,
     },
+    #[error("invalid kernel: {0}")]
+    InvalidKernel(String),
     #[error("address {address:#x} {problem}")]
     BadAddress { address: u64, problem: String },
     #[error("tensor lives on {tensor_device}, but this runtime runs on {runtime_device}")]

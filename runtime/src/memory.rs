@@ -171,7 +171,11 @@ impl View {
         }
     }
 
-    fn slice(&self) -> Slice<'_> {
+    pub(crate) fn storage(&self) -> &Storage {
+        &self.buffer.storage
+    }
+
+    pub(crate) fn slice(&self) -> Slice<'_> {
         Slice {
             storage: &self.buffer.storage,
             offset: self.offset,
@@ -199,9 +203,9 @@ pub(crate) const FULL_ALIGNMENT: usize = 16;
 /// A buffer argument of one op call, and how it reaches the kernels: the view itself,
 /// or a temporary copy of it (staged) when the device cannot bind the view's range or
 /// the view is also written by the call.
-struct Bound<'v> {
+pub(crate) struct Bound<'v> {
     view: &'v View,
-    staged: Option<Storage>,
+    pub(crate) staged: Option<Storage>,
 }
 
 impl Bound<'_> {
@@ -342,7 +346,7 @@ impl Runtime {
     /// Input `index` as the kernels see it: staged through a copy when the device
     /// cannot bind its range, when the op also writes it (in place), or when the
     /// device forbids binding one buffer read-only and writable together.
-    fn bind_input<'v>(&self, view: &'v View, outputs: &[&View]) -> Result<Bound<'v>> {
+    pub(crate) fn bind_input<'v>(&self, view: &'v View, outputs: &[&View]) -> Result<Bound<'v>> {
         let written = outputs.iter().any(|o| o.overlaps(view));
         let conflicting = self.device.exclusive_writable_bindings()
             && outputs.iter().any(|o| o.buffer.same(&view.buffer));
@@ -358,7 +362,7 @@ impl Runtime {
 
     /// An output as the kernels see it: staged (and copied back after the launches)
     /// when the device cannot bind its range.
-    fn bind_output<'v>(&self, view: &'v View) -> Result<Bound<'v>> {
+    pub(crate) fn bind_output<'v>(&self, view: &'v View) -> Result<Bound<'v>> {
         if view.offset % self.device.binding_alignment() == 0 {
             return Ok(Bound { view, staged: None });
         }
@@ -381,7 +385,7 @@ impl Runtime {
         Ok(storage)
     }
 
-    fn check_owned(&self, buffer: &Buffer) -> Result<()> {
+    pub(crate) fn check_owned(&self, buffer: &Buffer) -> Result<()> {
         if self.device.owns(&buffer.storage) {
             Ok(())
         } else {

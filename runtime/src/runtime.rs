@@ -414,10 +414,19 @@ impl Runtime {
             });
         }
         self.device.execute(&launches)?;
+        self.count_launches(launches.len());
+        Ok(())
+    }
+
+    pub(crate) fn count_launches(&self, n: usize) {
         self.counters
             .launches
-            .fetch_add(launches.len() as u64, Ordering::Relaxed);
-        Ok(())
+            .fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// The device instance's id (tells this runtime's objects from another's).
+    pub(crate) fn device_id(&self) -> u64 {
+        self.device.id()
     }
 
     fn check_inputs(&self, op: &str, sigs: &[TensorSig], inputs: &[&Tensor]) -> Result<()> {
@@ -509,7 +518,7 @@ impl Runtime {
     }
 
     /// The kernel as this device compiles it (see [`passes::for_target`]).
-    fn target_ir(&self, kernel: &kernelc_ir::Kernel) -> kernelc_ir::Kernel {
+    pub(crate) fn target_ir(&self, kernel: &kernelc_ir::Kernel) -> kernelc_ir::Kernel {
         passes::for_target(kernel, &self.device.math_expansion())
     }
 

@@ -224,6 +224,10 @@ impl Device {
         each_device!(self, d => d.pool_stats())
     }
 
+    pub(crate) fn id(&self) -> u64 {
+        each_device!(self, d => d.id())
+    }
+
     pub(crate) fn owns(&self, storage: &Storage) -> bool {
         storage.device_id() == each_device!(self, d => d.id())
     }

@@ -1,0 +1,211 @@
+//! Raw kernels: a user-written IR kernel (built with `kernelc_ir::builder` or read
+//! from its JSON form) compiled for the runtime's device and launched on views with a
+//! grid, for APIs that dispatch their own compute (rustd's `dispatch_compute`,
+//! ferrum's `KernelExecutor`).
+//!
+//! The kernel goes through the validator and the device's target passes like every
+//! catalogue kernel, and through the same kernel cache. A launch checks each argument
+//! against its parameter (kind, dtype, exact length, device) and the aliasing rule of
+//! kernels (a writable buffer overlaps no other argument) before anything runs, and
+//! holds the memory lock like every call on buffers.
+
+use crate::device::{BindingRef, Executable, LaunchRef, Slice, Storage};
+use crate::error::{Result, RuntimeError};
+use crate::memory::View;
+use crate::runtime::Runtime;
+use kernelc_ir::{Kernel, Param, Scalar};
+use std::sync::Arc;
+
+/// A kernel compiled for one runtime's device.
+#[derive(Clone)]
+pub struct LoadedKernel {
+    name: String,
+    params: Vec<Param>,
+    exe: Arc<Executable>,
+    device_id: u64,
+}
+
+impl LoadedKernel {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The parameters a launch binds, in order.
+    pub fn params(&self) -> &[Param] {
+        &self.params
+    }
+}
+
+/// One argument of a raw launch, for the parameter in the same position.
+#[derive(Clone, Copy, Debug)]
+pub enum KernelArg<'a> {
+    /// A buffer parameter: the view's elements (dtype and length as the parameter's).
+    View(&'a View),
+    /// A scalar parameter (of the parameter's type).
+    Scalar(Scalar),
+}
+
+impl Runtime {
+    /// Validates `kernel` and compiles it for this device (or takes it from the kernel
+    /// cache). An invalid kernel is [`RuntimeError::InvalidKernel`]; one the device
+    /// cannot run (workgroup or shared memory past its limits, a dtype it lacks) is
+    /// [`RuntimeError::Compile`].
+    pub fn load_kernel(&self, kernel: &Kernel) -> Result<LoadedKernel> {
+        kernelc_ir::validate(kernel).map_err(|e| RuntimeError::InvalidKernel(e.to_string()))?;
+        let exe = self.executable(&self.target_ir(kernel))?;
+        Ok(LoadedKernel {
+            name: kernel.name.clone(),
+            params: kernel.params.clone(),
+            exe,
+            device_id: self.device_id(),
+        })
+    }
+
+    /// [`Runtime::load_kernel`] of a kernel in kernelc's IR JSON (`kernelc ir`'s
+    /// format); a syntax or validation error is [`RuntimeError::InvalidKernel`].
+    pub fn load_kernel_json(&self, json: &str) -> Result<LoadedKernel> {
+        let kernel =
+            kernelc_ir::from_json(json).map_err(|e| RuntimeError::InvalidKernel(e.to_string()))?;
+        self.load_kernel(&kernel)
+    }
+
+    /// Runs `kernel` on `grid` workgroups with `args`, one per parameter, and returns
+    /// once it is done; a run-time error the kernel reports (out-of-bounds access,
+    /// division by zero) is a [`RuntimeError::Launch`] naming it.
+    pub fn launch(
+        &self,
+        kernel: &LoadedKernel,
+        grid: [u32; 3],
+        args: &[KernelArg<'_>],
+    ) -> Result<()> {
+        if kernel.device_id != self.device_id() {
+            return Err(RuntimeError::WrongDevice {
+                tensor_device: format!("another runtime's kernel `{}`", kernel.name),
+                runtime_device: self.device_name(),
+            });
+        }
+        self.check_kernel_args(kernel, args)?;
+        let views: Vec<&View> = args
+            .iter()
+            .filter_map(|a| match a {
+                KernelArg::View(v) => Some(*v),
+                KernelArg::Scalar(_) => None,
+            })
+            .collect();
+        let written: Vec<&View> = kernel
+            .params
+            .iter()
+            .zip(args)
+            .filter_map(|(p, a)| match (p, a) {
+                (Param::Buffer { access, .. }, KernelArg::View(v)) if access.can_write() => {
+                    Some(*v)
+                }
+                _ => None,
+            })
+            .collect();
+        let _memory = self.lock_memory();
+        // Read-only parameters may need staging on wgpu (a buffer also bound
+        // writable, an unbindable offset); writable ones are staged (copied in and
+        // back) only when their offset cannot be bound.
+        let mut staged: Vec<(Option<Storage>, &View, bool)> = Vec::with_capacity(views.len());
+        for (p, a) in kernel.params.iter().zip(args) {
+            if let (Param::Buffer { access, .. }, KernelArg::View(v)) = (p, a) {
+                let writes = access.can_write();
+                let bound = if writes {
+                    self.bind_output(v)?
+                } else {
+                    self.bind_input(v, &written)?
+                };
+                staged.push((bound.staged, v, writes));
+            }
+        }
+        let mut staged_iter = staged.iter();
+        let bindings = args
+            .iter()
+            .map(|a| match a {
+                KernelArg::Scalar(s) => BindingRef::Scalar(*s),
+                KernelArg::View(v) => match staged_iter.next() {
+                    Some((Some(storage), _, _)) => BindingRef::Buffer(Slice::whole(storage)),
+                    _ => BindingRef::Buffer(v.slice()),
+                },
+            })
+            .collect();
+        self.device.execute(&[LaunchRef {
+            exe: &*kernel.exe,
+            grid,
+            args: bindings,
+        }])?;
+        self.count_launches(1);
+        for (storage, view, writes) in &staged {
+            if let (Some(storage), true) = (storage, writes) {
+                Storage::copy_range(storage, 0, view.storage(), view.offset(), view.byte_len())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Each argument against its parameter, and the aliasing rule.
+    fn check_kernel_args(&self, kernel: &LoadedKernel, args: &[KernelArg<'_>]) -> Result<()> {
+        let bad = |message: String| RuntimeError::Launch {
+            device: self.device_name(),
+            kernel: kernel.name.clone(),
+            message,
+        };
+        if args.len() != kernel.params.len() {
+            return Err(bad(format!(
+                "{} arguments for {} parameters",
+                args.len(),
+                kernel.params.len()
+            )));
+        }
+        for (p, a) in kernel.params.iter().zip(args) {
+            match (p, a) {
+                (
+                    Param::Buffer {
+                        name, elem, len, ..
+                    },
+                    KernelArg::View(v),
+                ) => {
+                    self.check_owned(v.buffer())?;
+                    if v.dtype() != *elem || v.numel() as u64 != *len {
+                        return Err(bad(format!(
+                            "`{name}` takes {len} × {elem}, got {} × {}",
+                            v.numel(),
+                            v.dtype()
+                        )));
+                    }
+                }
+                (Param::Scalar { name, ty }, KernelArg::Scalar(s)) if s.ty() != *ty => {
+                    return Err(bad(format!("`{name}` takes a {ty}, got a {}", s.ty())));
+                }
+                (Param::Scalar { .. }, KernelArg::Scalar(_)) => {}
+                (p, _) => {
+                    return Err(bad(format!(
+                        "`{}` takes the other kind of argument",
+                        p.name()
+                    )))
+                }
+            }
+        }
+        for (i, (p, a)) in kernel.params.iter().zip(args).enumerate() {
+            let (Param::Buffer { name, access, .. }, KernelArg::View(v)) = (p, a) else {
+                continue;
+            };
+            if !access.can_write() {
+                continue;
+            }
+            for (j, (q, b)) in kernel.params.iter().zip(args).enumerate() {
+                if let KernelArg::View(w) = b {
+                    if i != j && v.overlaps(w) {
+                        return Err(RuntimeError::Overlap {
+                            op: kernel.name.clone(),
+                            output: name.clone(),
+                            other: format!("argument `{}`", q.name()),
+                        });
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,167 @@
+//! Raw kernels: user IR (builder or JSON) loaded, launched on views with a grid, on
+//! every device present (lavapipe required on CI), with their typed refusals.
+
+use kernelc_ir::builder::{global_id, KernelBuilder};
+use kernelc_ir::{Access, Kernel, Scalar, ScalarType};
+use kernelc_runtime::cache::DiskCache;
+use kernelc_runtime::{Device, DeviceChoice, KernelArg, Runtime, RuntimeError};
+
+fn runtimes() -> Vec<Runtime> {
+    let mut v = vec![Runtime::with_device(Device::cpu(), DiskCache::off())];
+    let ci = std::env::var_os("CI").is_some();
+    let cuda = std::env::var_os("KERNELC_REQUIRE_CUDA").is_some();
+    for (choice, required) in [("wgpu:wgsl", ci), ("wgpu:spirv", ci), ("cuda", cuda)] {
+        match Device::open(choice.parse::<DeviceChoice>().expect("a device choice")) {
+            Ok(d) => v.push(Runtime::with_device(d, DiskCache::off())),
+            Err(e) if !required => println!("NOT RUN: raw kernels on {choice}: {e}"),
+            Err(e) => panic!("{choice} is required here: {e}"),
+        }
+    }
+    v
+}
+
+/// `y[i] = a · x[i] + y[i]` for `i < 64` (one workgroup of 64 invocations).
+fn axpy() -> Kernel {
+    let mut k = KernelBuilder::new("axpy", [64, 1, 1]);
+    let x = k.buffer("x", ScalarType::F32, 64, Access::Read);
+    let y = k.buffer("y", ScalarType::F32, 64, Access::ReadWrite);
+    let a = k.scalar("a", ScalarType::F32);
+    k.build(|f| {
+        let i = f.let_("i", global_id(0));
+        f.store(y, i.clone(), a * x.at(i.clone()) + y.at(i));
+    })
+    .expect("valid kernel")
+}
+
+#[test]
+fn a_user_kernel_runs_on_views_at_offsets() {
+    for rt in &runtimes() {
+        let name = format!("{} ({})", rt.device_name(), rt.target_name());
+        let kernel = rt
+            .load_kernel(&axpy())
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let from_json = rt
+            .load_kernel_json(&kernelc_ir::to_json(&axpy()))
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let buf = rt.alloc_buffer(2048).unwrap();
+        rt.fill_buffer(&buf, 0, 2048, 0x77).unwrap();
+        // x at a 256-byte offset, y at a 4-byte one: wgpu binds x and stages y, and
+        // y shares x's buffer (read-only and writable bindings of one buffer).
+        let x = buf.view(256, ScalarType::F32, &[64]).unwrap();
+        let y = buf.view(1028, ScalarType::F32, &[64]).unwrap();
+        rt.write_view(&x, &(0..64).map(|i| i as f32).collect::<Vec<_>>())
+            .unwrap();
+        rt.write_view(&y, &vec![1.0f32; 64]).unwrap();
+        let before = rt.read_buffer(&buf, 0, 2048).unwrap();
+        for k in [&kernel, &from_json] {
+            let args = [
+                KernelArg::View(&x),
+                KernelArg::View(&y),
+                KernelArg::Scalar(Scalar::f32(2.0)),
+            ];
+            rt.launch(k, [1, 1, 1], &args)
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+        let want: Vec<f32> = (0..64).map(|i| 1.0 + 4.0 * i as f32).collect();
+        assert_eq!(rt.read_view::<f32>(&y).unwrap(), want, "{name}");
+        let after = rt.read_buffer(&buf, 0, 2048).unwrap();
+        for (i, (b, a)) in before.iter().zip(&after).enumerate() {
+            assert!(
+                (1028..1028 + 256).contains(&i) || b == a,
+                "{name}: byte {i} changed"
+            );
+        }
+    }
+}
+
+#[test]
+fn bad_kernels_and_arguments_are_typed_errors() {
+    for rt in &runtimes() {
+        let bad_json = rt.load_kernel_json("{\"name\": 3}");
+        assert!(matches!(bad_json, Err(RuntimeError::InvalidKernel(_))));
+        let kernel = rt.load_kernel(&axpy()).unwrap();
+        let buf = rt.alloc_buffer(1024).unwrap();
+        let x = buf.view(0, ScalarType::F32, &[64]).unwrap();
+        let y = buf.view(512, ScalarType::F32, &[64]).unwrap();
+        let short = buf.view(512, ScalarType::F32, &[63]).unwrap();
+        let ints = buf.view(512, ScalarType::I32, &[64]).unwrap();
+        let overlapping = buf.view(128, ScalarType::F32, &[64]).unwrap();
+        let two = Scalar::f32(2.0);
+        let cases: Vec<(&str, Vec<KernelArg<'_>>)> = vec![
+            ("too few", vec![KernelArg::View(&x), KernelArg::View(&y)]),
+            (
+                "short",
+                vec![
+                    KernelArg::View(&x),
+                    KernelArg::View(&short),
+                    KernelArg::Scalar(two),
+                ],
+            ),
+            (
+                "dtype",
+                vec![
+                    KernelArg::View(&x),
+                    KernelArg::View(&ints),
+                    KernelArg::Scalar(two),
+                ],
+            ),
+            (
+                "scalar type",
+                vec![
+                    KernelArg::View(&x),
+                    KernelArg::View(&y),
+                    KernelArg::Scalar(Scalar::I32(2)),
+                ],
+            ),
+            (
+                "kind",
+                vec![
+                    KernelArg::View(&x),
+                    KernelArg::Scalar(two),
+                    KernelArg::View(&y),
+                ],
+            ),
+        ];
+        for (what, args) in cases {
+            let e = rt.launch(&kernel, [1, 1, 1], &args);
+            assert!(
+                matches!(e, Err(RuntimeError::Launch { .. })),
+                "{what}: {e:?}"
+            );
+        }
+        let e = rt.launch(
+            &kernel,
+            [1, 1, 1],
+            &[
+                KernelArg::View(&x),
+                KernelArg::View(&overlapping),
+                KernelArg::Scalar(two),
+            ],
+        );
+        assert!(matches!(e, Err(RuntimeError::Overlap { .. })), "{e:?}");
+        // A kernel loaded by another runtime.
+        let other = Runtime::cpu();
+        let foreign = other.load_kernel(&axpy()).unwrap();
+        let e = rt.launch(
+            &foreign,
+            [1, 1, 1],
+            &[
+                KernelArg::View(&x),
+                KernelArg::View(&y),
+                KernelArg::Scalar(two),
+            ],
+        );
+        assert!(matches!(e, Err(RuntimeError::WrongDevice { .. })), "{e:?}");
+        // An out-of-bounds store is reported by the kernel's status word.
+        let e = rt.launch(
+            &kernel,
+            [2, 1, 1],
+            &[
+                KernelArg::View(&x),
+                KernelArg::View(&y),
+                KernelArg::Scalar(two),
+            ],
+        );
+        assert!(matches!(e, Err(RuntimeError::Launch { .. })), "{e:?}");
+    }
+}
