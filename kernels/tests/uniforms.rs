@@ -143,3 +143,38 @@ fn the_per_call_attributes_do_not_change_the_key() {
     }
     assert_ne!(keep_all.structural(), dropout(1, 2).structural());
 }
+
+/// Inputs are read-only in every kernel that binds them: the runtime lends host slices
+/// and caller views as inputs and relies on no kernel writing them (a kernel that
+/// updates an input in place does so through an output the spec aliases to it).
+#[test]
+fn every_input_binds_a_read_only_parameter() {
+    let mut checked = 0;
+    for spec in cases::all() {
+        for (name, caps) in all_caps() {
+            if !supported(&spec, &caps) {
+                continue;
+            }
+            let plan = lower(&spec, &caps).unwrap_or_else(|e| panic!("{name}: {e}"));
+            for launch in &plan.launches {
+                for (binding, param) in launch.bindings.iter().zip(&launch.kernel.params) {
+                    if let (
+                        Binding::Input(i),
+                        Param::Buffer {
+                            access, name: p, ..
+                        },
+                    ) = (binding, param)
+                    {
+                        assert!(
+                            !access.can_write(),
+                            "{name}: {}: input {i} binds the writable parameter `{p}`",
+                            spec.name()
+                        );
+                        checked += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked > 1000, "only {checked} input bindings checked");
+}

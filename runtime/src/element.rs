@@ -3,8 +3,11 @@
 use half::{bf16, f16};
 use kernelc_ir::ScalarType;
 
-/// A Rust type with an IR dtype and a little-endian byte encoding.
-pub trait Element: Copy + Send + Sync + 'static {
+/// A Rust type with an IR dtype and a little-endian byte encoding. Sealed: only the
+/// types below implement it, each plain data without padding whose every bit pattern
+/// is a value, which is what lets host slices be viewed as bytes
+/// ([`crate::HostSlice`]).
+pub trait Element: sealed::Sealed + Copy + Send + Sync + 'static {
     const DTYPE: ScalarType;
     fn write_le(self, out: &mut Vec<u8>);
     /// From exactly `size_bytes(DTYPE)` bytes.
@@ -12,8 +15,13 @@ pub trait Element: Copy + Send + Sync + 'static {
     fn to_f64(self) -> f64;
 }
 
+mod sealed {
+    pub trait Sealed {}
+}
+
 macro_rules! element {
     ($($t:ty => $dtype:ident, $n:literal, |$v:ident| $to_f64:expr);* $(;)?) => {$(
+        impl sealed::Sealed for $t {}
         impl Element for $t {
             const DTYPE: ScalarType = ScalarType::$dtype;
             fn write_le(self, out: &mut Vec<u8>) {

@@ -396,12 +396,27 @@ impl Runtime {
         }
     }
 
-    /// Views against the spec's signatures of one role (`"input"` or `"output"`).
+    /// Views against the spec's signatures of one role.
     fn check_views(&self, op: &str, role: &str, sigs: &[TensorSig], views: &[&View]) -> Result<()> {
-        let input = role == "input";
-        if sigs.len() != views.len() {
-            let (expected, found, op) = (sigs.len(), views.len(), op.to_string());
-            return Err(if input {
+        for view in views {
+            self.check_owned(&view.buffer)?;
+        }
+        let described: Vec<_> = views.iter().map(|v| (v.dtype, v.shape.clone())).collect();
+        self.check_operands(op, role == "input", sigs, &described)
+    }
+
+    /// Operands given as (dtype, shape) against the spec's signatures of the inputs
+    /// (`inputs`) or the outputs: count, dtype, shape (as [`Runtime::run`] checks).
+    pub(crate) fn check_operands(
+        &self,
+        op: &str,
+        inputs: bool,
+        sigs: &[TensorSig],
+        operands: &[(ScalarType, Vec<usize>)],
+    ) -> Result<()> {
+        if sigs.len() != operands.len() {
+            let (expected, found, op) = (sigs.len(), operands.len(), op.to_string());
+            return Err(if inputs {
                 RuntimeError::InputCount {
                     op,
                     expected,
@@ -415,12 +430,11 @@ impl Runtime {
                 }
             });
         }
-        for (sig, view) in sigs.iter().zip(views) {
-            self.check_owned(&view.buffer)?;
+        for (sig, (dtype, shape)) in sigs.iter().zip(operands) {
             let (op, name) = (op.to_string(), sig.name.clone());
-            if view.dtype != sig.dtype {
-                let (expected, found) = (sig.dtype, view.dtype);
-                return Err(if input {
+            if *dtype != sig.dtype {
+                let (expected, found) = (sig.dtype, *dtype);
+                return Err(if inputs {
                     RuntimeError::InputDtype {
                         op,
                         input: name,
@@ -436,9 +450,9 @@ impl Runtime {
                     }
                 });
             }
-            if !crate::runtime::fits_shape(&view.shape, &sig.shape) {
-                let (expected, found) = (sig.shape.clone(), view.shape.clone());
-                return Err(if input {
+            if !crate::runtime::fits_shape(shape, &sig.shape) {
+                let (expected, found) = (sig.shape.clone(), shape.clone());
+                return Err(if inputs {
                     RuntimeError::InputShape {
                         op,
                         input: name,

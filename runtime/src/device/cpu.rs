@@ -8,7 +8,7 @@ use crate::pool::Pool;
 pub use kernelc_codegen::cpu::CpuKernel;
 use kernelc_codegen::cpu::{self, RawArg};
 use kernelc_ir::passes::MathExpansion;
-use kernelc_ir::Kernel;
+use kernelc_ir::{Kernel, Param};
 use kernelc_kernels::lower::TargetCaps;
 use std::cell::UnsafeCell;
 use std::sync::Arc;
@@ -188,9 +188,15 @@ impl CpuDevice {
     }
 
     fn launch(&self, kernel: &CpuKernel, grid: [u32; 3], args: &[BindingRef<'_>]) -> Result<()> {
+        let refused = |message: String| RuntimeError::Launch {
+            device: self.name(),
+            kernel: kernel.name().to_string(),
+            message,
+        };
         let raw: Vec<RawArg> = args
             .iter()
-            .map(|a| match a {
+            .zip(kernel.params())
+            .map(|(a, param)| match a {
                 BindingRef::Buffer(slice) => match slice.storage {
                     Storage::Cpu(s) if slice.offset.saturating_add(slice.bytes) <= s.bytes => {
                         Ok(RawArg::Buffer {
@@ -203,11 +209,35 @@ impl CpuDevice {
                     #[allow(unreachable_patterns)]
                     _ => Err(super::foreign(&self.name(), "buffer")),
                 },
+                BindingRef::Host(host) => {
+                    let writes =
+                        matches!(param, Param::Buffer { access, .. } if access.can_write());
+                    if writes && !host.is_writable() {
+                        return Err(refused(format!(
+                            "`{}` is written, but its host memory was lent read-only",
+                            param.name()
+                        )));
+                    }
+                    Ok(RawArg::Buffer {
+                        ptr: host.ptr(),
+                        bytes: host.bytes(),
+                    })
+                }
                 BindingRef::Scalar(v) => Ok(RawArg::Scalar(*v)),
             })
             .collect::<Result<_>>()?;
+        if raw.len() != args.len() {
+            return Err(refused(format!(
+                "{} arguments for {} parameters",
+                args.len(),
+                kernel.params().len()
+            )));
+        }
         // SAFETY: every buffer pointer points into a live `CpuStorage` borrowed for
-        // this call, valid for the slice's `bytes` bytes (checked above); `check_args`
+        // this call, valid for the slice's `bytes` bytes (checked above), or into host
+        // memory borrowed for this call (`HostRange`'s lifetime), written only when it
+        // was lent mutably (checked above; Rust's borrows keep it from aliasing any
+        // other argument); `check_args`
         // in `launch_raw` checks each pointer's alignment for its parameter. Kernels
         // write only their outputs and temporaries: `Runtime::run` allocates those
         // fresh, and `Runtime::run_into` holds the runtime's memory lock, refuses an
@@ -215,11 +245,7 @@ impl CpuDevice {
         // updates in place through a copy, so no bound range is written while another
         // parameter reads it. The IR forbids two invocations writing one element, so
         // the threads never race.
-        unsafe { kernel.launch_raw(grid, &raw) }.map_err(|e| RuntimeError::Launch {
-            device: self.name(),
-            kernel: kernel.name().to_string(),
-            message: e.to_string(),
-        })
+        unsafe { kernel.launch_raw(grid, &raw) }.map_err(|e| refused(e.to_string()))
     }
 }
 
@@ -275,6 +301,11 @@ impl CpuStorage {
 
     pub(crate) fn read_range(&self, offset: usize, len: usize) -> Result<Vec<u8>> {
         Ok(self.bytes_ref()[offset..offset + len].to_vec())
+    }
+
+    pub(crate) fn read_range_into(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+        out.copy_from_slice(&self.bytes_ref()[offset..offset + out.len()]);
+        Ok(())
     }
 
     pub(crate) fn write_range(&self, offset: usize, data: &[u8]) -> Result<()> {

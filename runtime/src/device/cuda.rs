@@ -347,6 +347,7 @@ impl CudaDevice {
                     });
                     words.push(s.ptr + slice.offset as u64);
                 }
+                BindingRef::Host(_) => return Err(super::foreign(&self.name, "host memory")),
                 BindingRef::Scalar(v) => {
                     shapes.push(ArgShape::Scalar(v.ty()));
                     words.push(abi::encode_scalar_bits(*v));
@@ -672,6 +673,15 @@ impl CudaStorage {
         self.download(offset, &mut out)
             .map_err(|e| self.failure("download failed", e))?;
         Ok(out)
+    }
+
+    pub(crate) fn read_range_into(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+        if out.is_empty() {
+            return Ok(());
+        }
+        self.bind()?;
+        self.download(offset, out)
+            .map_err(|e| self.failure("download failed", e))
     }
 
     /// Fills `out` from byte `offset` once all earlier work on the stream is done: one

@@ -65,7 +65,54 @@ pub enum Executable {
 #[derive(Clone, Copy)]
 pub(crate) enum BindingRef<'a> {
     Buffer(Slice<'a>),
+    /// Caller memory on the host, which only the CPU device's kernels address
+    /// directly (`Runtime::run_host`); other devices refuse it.
+    Host(HostRange<'a>),
     Scalar(kernelc_ir::Scalar),
+}
+
+/// `bytes` bytes of borrowed host memory from `ptr`; a kernel writes it only when
+/// `writable` (it was borrowed mutably).
+#[derive(Clone, Copy)]
+pub(crate) struct HostRange<'a> {
+    ptr: *mut u8,
+    bytes: usize,
+    writable: bool,
+    borrow: std::marker::PhantomData<&'a [u8]>,
+}
+
+impl<'a> HostRange<'a> {
+    pub fn read_only(data: &'a [u8]) -> HostRange<'a> {
+        HostRange {
+            // Never written through: the CPU device binds it only to read-only
+            // parameters (`CpuDevice::launch` checks).
+            ptr: data.as_ptr().cast_mut(),
+            bytes: data.len(),
+            writable: false,
+            borrow: std::marker::PhantomData,
+        }
+    }
+
+    pub fn writable(data: &'a mut [u8]) -> HostRange<'a> {
+        HostRange {
+            ptr: data.as_mut_ptr(),
+            bytes: data.len(),
+            writable: true,
+            borrow: std::marker::PhantomData,
+        }
+    }
+
+    pub fn ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    pub fn is_writable(&self) -> bool {
+        self.writable
+    }
 }
 
 /// `bytes` bytes of a storage from byte `offset`: what a buffer parameter sees (its
@@ -228,6 +275,11 @@ impl Device {
         each_device!(self, d => d.id())
     }
 
+    /// Whether kernels run on the host (and may address host memory directly).
+    pub(crate) fn is_cpu(&self) -> bool {
+        matches!(self, Device::Cpu(_))
+    }
+
     pub(crate) fn owns(&self, storage: &Storage) -> bool {
         storage.device_id() == each_device!(self, d => d.id())
     }
@@ -288,6 +340,13 @@ impl Storage {
     pub(crate) fn read_range(&self, offset: usize, len: usize) -> Result<Vec<u8>> {
         self.check_range(offset, len)?;
         each_storage!(self, s => s.read_range(offset, len))
+    }
+
+    /// Fills `out` with the bytes from `offset`, once every earlier launch is done
+    /// (one copy into `out`).
+    pub(crate) fn read_range_into(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+        self.check_range(offset, out.len())?;
+        each_storage!(self, s => s.read_range_into(offset, out))
     }
 
     /// Overwrites the bytes from `offset` with `data`, after every earlier launch.

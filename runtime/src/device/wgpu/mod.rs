@@ -493,6 +493,7 @@ impl WgpuDevice {
                         len: slice.bytes as u64,
                     })
                 }
+                BindingRef::Host(_) => Err(super::foreign(&self.name, "host memory")),
                 BindingRef::Scalar(v) => Ok(ArgShape::Scalar(v.ty())),
             })
             .collect::<Result<Vec<_>>>()?;
@@ -566,7 +567,7 @@ impl WgpuDevice {
             .iter()
             .map(|a| match a {
                 BindingRef::Scalar(s) => Some(*s),
-                BindingRef::Buffer(_) => None,
+                BindingRef::Buffer(_) | BindingRef::Host(_) => None,
             })
             .collect();
         let words = kernel.layout.encode_scalars(&values);
@@ -898,6 +899,21 @@ fn read_back(
     offset: u64,
     size: u64,
 ) -> std::result::Result<Vec<u8>, String> {
+    let mut out = vec![0u8; size as usize];
+    read_back_into(gpu, buffer, offset, size, 0, &mut out)?;
+    Ok(out)
+}
+
+/// As [`read_back`], writing bytes `from..from + out.len()` of the copied range into
+/// `out` straight from the mapped staging buffer.
+fn read_back_into(
+    gpu: &Gpu,
+    buffer: &wgpu::Buffer,
+    offset: u64,
+    size: u64,
+    from: usize,
+    out: &mut [u8],
+) -> std::result::Result<(), String> {
     let staging = gpu.device.create_buffer(&wgpu::BufferDescriptor {
         label: Some("kernelc readback"),
         size,
@@ -909,12 +925,26 @@ fn read_back(
         .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
     encoder.copy_buffer_to_buffer(buffer, offset, &staging, 0, size);
     gpu.queue.submit([encoder.finish()]);
-    map_read(gpu, &staging, size)
+    map_read_into(gpu, &staging, size, from, out)
 }
 
 /// The first `size` bytes of the mappable `staging` buffer, once the GPU has finished
 /// what was submitted (waits); the buffer is unmapped again.
 fn map_read(gpu: &Gpu, staging: &wgpu::Buffer, size: u64) -> std::result::Result<Vec<u8>, String> {
+    let mut out = vec![0u8; size as usize];
+    map_read_into(gpu, staging, size, 0, &mut out)?;
+    Ok(out)
+}
+
+/// Maps the first `size` bytes of `staging` once the GPU has finished what was
+/// submitted (waits) and copies bytes `from..from + out.len()` of them into `out`.
+fn map_read_into(
+    gpu: &Gpu,
+    staging: &wgpu::Buffer,
+    size: u64,
+    from: usize,
+    out: &mut [u8],
+) -> std::result::Result<(), String> {
     let (sender, receiver) = mpsc::channel();
     staging.map_async(wgpu::MapMode::Read, ..size, move |result| {
         // The receiver lives until `recv` below returns; a failed send only means
@@ -928,12 +958,17 @@ fn map_read(gpu: &Gpu, staging: &wgpu::Buffer, size: u64) -> std::result::Result
         .recv()
         .map_err(|_| "the GPU never answered the readback".to_string())?
         .map_err(|e| format!("cannot map the readback buffer: {e}"))?;
-    let bytes = staging
-        .get_mapped_range(..size)
-        .map_err(|e| format!("cannot read the readback buffer: {e}"))?
-        .to_vec();
+    {
+        let mapped = staging
+            .get_mapped_range(..size)
+            .map_err(|e| format!("cannot read the readback buffer: {e}"))?;
+        let bytes = mapped
+            .get(from..from + out.len())
+            .ok_or_else(|| "a readback past its staging range".to_string())?;
+        out.copy_from_slice(bytes);
+    }
     staging.unmap();
-    Ok(bytes)
+    Ok(())
 }
 
 impl WgpuStorage {
@@ -969,14 +1004,19 @@ impl WgpuStorage {
     // read back first, so bytes outside the range keep their values.
 
     pub(crate) fn read_range(&self, offset: usize, len: usize) -> Result<Vec<u8>> {
-        if len == 0 {
-            return Ok(Vec::new());
+        let mut out = vec![0u8; len];
+        self.read_range_into(offset, &mut out)?;
+        Ok(out)
+    }
+
+    pub(crate) fn read_range_into(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+        if out.is_empty() {
+            return Ok(());
         }
-        let (start, end) = word_bounds(offset, len);
-        let bytes = read_back(&self.gpu, self.buffer()?, start, end - start)
-            .map_err(|m| self.failure(m))?;
+        let (start, end) = word_bounds(offset, out.len());
         let from = offset - start as usize;
-        Ok(bytes[from..from + len].to_vec())
+        read_back_into(&self.gpu, self.buffer()?, start, end - start, from, out)
+            .map_err(|m| self.failure(m))
     }
 
     pub(crate) fn write_range(&self, offset: usize, data: &[u8]) -> Result<()> {
