@@ -3,7 +3,7 @@
 # torch on the same GPU, in one command. Built and packed here by bench/gpu/pack.sh;
 # run there from the repository root:
 #
-#   . .device/setup.sh && bash bench/gpu/device-run.sh [conformance] [memory] [fuzz] [sanitize] [bench] [wgpu-bench]
+#   . .device/setup.sh && bash bench/gpu/device-run.sh [conformance] [memory] [fuzz] [sanitize] [bench] [chain] [wgpu-bench]
 #
 # (no stage named: all six). FUZZ_CASES sets the op fuzzer's cases per executor. Results go to $OUT (the device tool brings them back);
 # the last lines printed are the summary.
@@ -50,6 +50,12 @@ for stage in $stages; do
     # every wgpu path through NVIDIA's Vulkan driver.
     KERNELC_REQUIRE_CUDA=1 CI=1 timeout 200 "$memory_tests" --test-threads=1 --nocapture > "$OUT/memory.txt" 2>&1
     note "memory model (cpu, cuda, 4 wgpu paths): exit $? -- $(grep -E '^test result' "$OUT/memory.txt" | tail -1)"
+    for t in raw host; do
+      bin_t=$(ls $bin/$t-* 2>/dev/null | head -1)
+      [ -n "$bin_t" ] || continue
+      KERNELC_REQUIRE_CUDA=1 CI=1 timeout 120 "$bin_t" --test-threads=1 > "$OUT/$t.txt" 2>&1
+      note "$t tests (cpu, cuda, wgpu): exit $? -- $(grep -E '^test result' "$OUT/$t.txt" | tail -1)"
+    done
     ;;
   fuzz)
     # The op fuzzer on CUDA and on NVIDIA's Vulkan driver (every wgpu path), one seed
@@ -81,6 +87,18 @@ for stage in $stages; do
       --json "$OUT/kernelc-cuda.json" > "$OUT/kernelc-cuda.txt" 2>&1
     note "kernelc bench cuda: exit $?"
     python3 bench/gpu/report.py "$OUT/torch.json" "$OUT/kernelc-cuda.json" > "$OUT/report.md"
+    ;;
+  chain)
+    # Per-op cost of 1,000 dependent tiny ops with one synchronisation (launch
+    # overhead): torch eager against kernelc on CUDA and on wgpu (NVIDIA Vulkan).
+    python3 bench/gpu/torch_bench.py bench/gpu/specs-chain.json "$OUT/torch-chain.json" --chain 1000 > "$OUT/torch-chain.txt" 2>&1
+    note "torch chain baseline: exit $?"
+    for device in cuda wgpu:spirv wgpu:wgsl; do
+      timeout 200 kernelc bench --device $device --specs bench/gpu/specs-chain.json --chain 1000 \
+        --json "$OUT/kernelc-chain-${device/:/-}.json" > "$OUT/kernelc-chain-${device/:/-}.txt" 2>&1
+      note "kernelc chain $device: exit $?"
+    done
+    python3 bench/gpu/report.py "$OUT/torch-chain.json" "$OUT"/kernelc-chain-*.json > "$OUT/report-chain.md"
     ;;
   wgpu-bench)
     python3 bench/gpu/torch_bench.py bench/gpu/specs-wgpu.json "$OUT/torch-wgpu.json" > /dev/null 2>&1

@@ -2,7 +2,7 @@
 # Builds (release, static LLVM) what bench/gpu/device-run.sh needs on the GPU machine
 # and packs it into .device/ with ../shared/tools/device-pack: the kernelc CLI, the
 # root conformance and op-fuzzer test binaries and the runtime's CUDA, wgpu, per-call
-# and memory-model tests.
+# memory-model, raw-kernel and host-slice tests.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 cargo build --release --bin kernelc
@@ -11,9 +11,9 @@ tests=$(cargo test --release --no-run --message-format=json --test conformance -
 for l in sys.stdin:
     m=json.loads(l)
     if m.get("executable") and m.get("target",{}).get("name") in ("conformance", "fuzz_ops"): print(m["executable"])')
-runtime_tests=$(cargo test --release --no-run --message-format=json --test cuda --test wgpu --test per_call --test memory -p kernelc-runtime 2>/dev/null \
+runtime_tests=$(cargo test --release --no-run --message-format=json --test cuda --test wgpu --test per_call --test memory --test raw --test host -p kernelc-runtime 2>/dev/null \
   | python3 -c 'import json,sys
 for l in sys.stdin:
     m=json.loads(l)
-    if m.get("executable") and m.get("target",{}).get("name") in ("cuda", "wgpu", "per_call", "memory"): print(m["executable"])')
+    if m.get("executable") and m.get("target",{}).get("name") in ("cuda", "wgpu", "per_call", "memory", "raw", "host"): print(m["executable"])')
 ../shared/tools/device-pack target/release/kernelc $tests $runtime_tests

@@ -2,9 +2,13 @@
 """The torch baseline for `kernelc bench`: the same cases (bench/gpu/specs.json), the
 same inputs' shapes and dtypes, the same timing method: the median wall time of
 `--runs` calls after one warm-up call, each call followed by torch.cuda.synchronize()
-(kernelc waits for every op too). Writes JSON like `kernelc bench --json`.
+(kernelc synchronises after every timed call too). Writes JSON like `kernelc bench --json`.
 
-usage: torch_bench.py SPECS.json OUT.json [--runs N]
+With --chain N, each case is instead a dependent chain x <- op(x, ...) of N calls and
+one synchronisation at the end, timed per op (median chain / N), as `kernelc bench
+--chain N` times it: the eager per-op cost.
+
+usage: torch_bench.py SPECS.json OUT.json [--runs N] [--chain N]
 """
 import json
 import math
@@ -55,6 +59,36 @@ def make(spec):
     raise ValueError(f"no torch baseline for op {op}")
 
 
+def make_chain(spec):
+    """The first input and a step x -> op(x, other inputs), for chainable kinds."""
+    dt = DTYPES[spec["dtype"]]
+    rand = lambda *shape: torch.rand(*shape, dtype=dt, device="cuda") - 0.5
+    if spec["op"] == "binary":
+        a, b = rand(*spec["lhs"]), rand(*spec["rhs"])
+        fn = {"add": torch.add, "mul": torch.mul, "sub": torch.sub, "div": torch.div}[spec["func"]]
+        return a, lambda x: fn(x, b)
+    if spec["op"] == "unary":
+        fn = {"neg": torch.neg, "abs": torch.abs, "relu": torch.relu, "exp": torch.exp}[spec["func"]]
+        return rand(*spec["shape"]), fn
+    raise ValueError(f"no chain baseline for op {spec['op']}")
+
+
+def time_chain(spec, runs, length):
+    x0, step = make_chain(spec)
+
+    def chain():
+        t = time.perf_counter()
+        x = x0
+        for _ in range(length):
+            x = step(x)
+        torch.cuda.synchronize()
+        return time.perf_counter() - t
+
+    chain()
+    samples = sorted(chain() for _ in range(runs))
+    return samples[len(samples) // 2] / length
+
+
 def time_case(fn, runs):
     fn()
     torch.cuda.synchronize()
@@ -75,6 +109,11 @@ def main():
         i = args.index("--runs")
         runs = int(args[i + 1])
         del args[i : i + 2]
+    chain = None
+    if "--chain" in args:
+        i = args.index("--chain")
+        chain = int(args[i + 1])
+        del args[i : i + 2]
     specs_path, out_path = args
     # TF32 would make torch's f32 GEMM/conv inexact (and not comparable): keep IEEE f32.
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -83,7 +122,10 @@ def main():
     results = {"device": torch.cuda.get_device_name(), "target": f"torch {torch.__version__}", "cases": [], "failures": []}
     for case in cases:
         try:
-            seconds = time_case(make(case["spec"]), runs)
+            if chain:
+                seconds = time_chain(case["spec"], runs, chain)
+            else:
+                seconds = time_case(make(case["spec"]), runs)
         except Exception as e:  # a case torch cannot run is reported, not fatal
             results["failures"].append(f"{case['name']}: {e}")
             continue

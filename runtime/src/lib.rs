@@ -37,6 +37,10 @@
 //! # Ok(()) }
 //! ```
 //!
+//! Ops are asynchronous: they return once queued. A kernel's run-time error (an
+//! out-of-bounds index, a division by zero) is reported, naming the op, by the next
+//! synchronising call: [`Runtime::synchronize`] or any read of a tensor, buffer or view.
+//!
 //! Invariants: tensors are immutable once created (`run` allocates fresh outputs), so
 //! a launch never writes memory anyone else can observe; views are written only by
 //! `run_into` and the buffer calls, one at a time under the runtime's memory lock, with

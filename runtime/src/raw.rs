@@ -69,9 +69,10 @@ impl Runtime {
         self.load_kernel(&kernel)
     }
 
-    /// Runs `kernel` on `grid` workgroups with `args`, one per parameter, and returns
-    /// once it is done; a run-time error the kernel reports (out-of-bounds access,
-    /// division by zero) is a [`RuntimeError::Launch`] naming it.
+    /// Queues `kernel` on `grid` workgroups with `args`, one per parameter. A
+    /// run-time error the kernel reports (out-of-bounds access, division by zero) is
+    /// a [`RuntimeError::Launch`] naming it from the next synchronising call
+    /// ([`Runtime::synchronize`], or a read).
     pub fn launch(
         &self,
         kernel: &LoadedKernel,

@@ -167,6 +167,14 @@ impl Runtime {
         self.executables.clear();
     }
 
+    /// Waits for every op queued on the device and reports the first one that failed
+    /// since the last report (a kernel's run-time error: an out-of-bounds index, a
+    /// division by zero), naming its kernel. Ops return once queued; reading a
+    /// tensor, buffer or view synchronises too.
+    pub fn synchronize(&self) -> Result<()> {
+        self.device.synchronize()
+    }
+
     pub fn stats(&self) -> Stats {
         let c = &self.counters;
         let (pool_reuses, pool_allocations) = self.device.pool_stats();

@@ -152,16 +152,27 @@ fn bad_kernels_and_arguments_are_typed_errors() {
             ],
         );
         assert!(matches!(e, Err(RuntimeError::WrongDevice { .. })), "{e:?}");
-        // An out-of-bounds store is reported by the kernel's status word.
-        let e = rt.launch(
-            &kernel,
-            [2, 1, 1],
-            &[
-                KernelArg::View(&x),
-                KernelArg::View(&y),
-                KernelArg::Scalar(two),
-            ],
+        // An out-of-bounds store is reported by the kernel's status word at the next
+        // synchronising call (launches are asynchronous), naming the kernel; the
+        // report is made once.
+        let args = [
+            KernelArg::View(&x),
+            KernelArg::View(&y),
+            KernelArg::Scalar(two),
+        ];
+        rt.launch(&kernel, [2, 1, 1], &args).expect("queued");
+        let e = rt.synchronize();
+        assert!(
+            matches!(&e, Err(RuntimeError::Launch { kernel, .. }) if kernel.contains("axpy")),
+            "{e:?}"
         );
-        assert!(matches!(e, Err(RuntimeError::Launch { .. })), "{e:?}");
+        rt.synchronize().expect("reported once");
+        // A read is a synchronising call too.
+        rt.launch(&kernel, [2, 1, 1], &args).expect("queued");
+        assert!(matches!(
+            rt.read_view::<f32>(&x),
+            Err(RuntimeError::Launch { .. })
+        ));
+        rt.read_view::<f32>(&x).expect("reported once");
     }
 }

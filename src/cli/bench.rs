@@ -5,8 +5,13 @@
 //! where `spec` is an op spec as `kernelc lower` reads it, `bytes` the memory traffic
 //! and `flops` the floating-point work of one run (to print GB/s or TFLOP/s). Each
 //! case's time is the median wall time of `--runs` calls of `Runtime::run` after one
-//! warm-up call, each call including its own completion (kernelc waits for every op to
-//! read its status word back).
+//! warm-up call, each call including its own completion (`Runtime::synchronize`).
+//!
+//! `--chain N` times the per-op cost of a dependent chain instead: `x ← op(x, …)` N
+//! times with no synchronisation between, then one `synchronize`; the time is the
+//! chain's median wall time over `--runs` chains divided by N (launch overhead, what
+//! eager frameworks pay per op). A case is chainable when its first input has its
+//! output's dtype and shape.
 
 use super::{read_input, CliError};
 use clap::Args;
@@ -31,6 +36,10 @@ pub struct BenchArgs {
     /// Also time the cold compile of every kernel of the op catalogue.
     #[arg(long)]
     compile: bool,
+    /// Time a dependent chain of this many calls per run (per-op cost) instead of
+    /// single synchronised calls.
+    #[arg(long)]
+    chain: Option<usize>,
     /// Write the results as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -82,7 +91,11 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
             .map_err(|e| format!("{}: not a list of bench cases: {e}", path.display()))?;
         println!("| case | time | rate |\n| --- | --- | --- |");
         for case in &cases {
-            match time_case(&rt, case, args.runs.max(1)) {
+            let timed = match args.chain {
+                Some(n) => time_chain(&rt, case, args.runs.max(1), n.max(1)),
+                None => time_case(&rt, case, args.runs.max(1)),
+            };
+            match timed {
                 Ok(t) => {
                     println!(
                         "| {} | {} | {} |",
@@ -124,20 +137,64 @@ fn time_case(rt: &Runtime, case: &Case, runs: usize) -> Result<Timing, CliError>
     drop(data);
     let refs: Vec<&Tensor> = tensors.iter().collect();
     rt.run(&case.spec, &refs)?;
+    rt.synchronize()?;
     let mut samples = Vec::with_capacity(runs);
     for _ in 0..runs {
         let started = Instant::now();
         let outputs = rt.run(&case.spec, &refs)?;
+        rt.synchronize()?;
         samples.push(started.elapsed());
         drop(outputs);
     }
-    let seconds = median(&mut samples).as_secs_f64();
-    Ok(Timing {
+    Ok(timing(case, median(&mut samples).as_secs_f64()))
+}
+
+fn timing(case: &Case, seconds: f64) -> Timing {
+    Timing {
         name: case.name.clone(),
         seconds,
         gb_per_s: case.bytes.map(|b| b / seconds / 1e9),
         tflop_per_s: case.flops.map(|f| f / seconds / 1e12),
-    })
+    }
+}
+
+/// The per-op time of `length` dependent calls with one synchronisation at the end
+/// (median over `runs` chains, after one warm-up chain).
+fn time_chain(rt: &Runtime, case: &Case, runs: usize, length: usize) -> Result<Timing, CliError> {
+    case.spec.validate()?;
+    let (ins, outs) = (case.spec.inputs(), case.spec.outputs());
+    let chainable = matches!((ins.first(), outs.first()), (Some(i), Some(o)) if i.dtype == o.dtype && i.shape == o.shape);
+    if !chainable {
+        return Err(format!(
+            "{}: the first input is not shaped like the output",
+            case.name
+        )
+        .into());
+    }
+    let data = inputs::generate(&case.spec, 0xbe4c);
+    let tensors = ins
+        .iter()
+        .zip(&data)
+        .map(|(sig, values)| rt.tensor_from_f64(&sig.shape, sig.dtype, values))
+        .collect::<Result<Vec<Tensor>, _>>()?;
+    let chain = || -> Result<Duration, CliError> {
+        let started = Instant::now();
+        let mut x = tensors[0].clone();
+        for _ in 0..length {
+            let mut args: Vec<&Tensor> = vec![&x];
+            args.extend(&tensors[1..]);
+            let next = rt.run(&case.spec, &args)?.swap_remove(0);
+            x = next;
+        }
+        rt.synchronize()?;
+        Ok(started.elapsed())
+    };
+    chain()?;
+    let mut samples = (0..runs).map(|_| chain()).collect::<Result<Vec<_>, _>>()?;
+    Ok(timing(
+        case,
+        median(&mut samples).as_secs_f64() / length as f64,
+    ))
 }
 
 /// The cold compile time of every distinct catalogue kernel on this device (emit,

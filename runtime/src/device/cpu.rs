@@ -1,7 +1,7 @@
 //! The host CPU: kernels JIT-compiled by Cranelift, run on host threads.
 
 use super::BindingRef;
-use super::{next_device_id, LaunchRef, Storage};
+use super::{next_device_id, Faults, LaunchRef, Storage};
 use crate::cache::{CacheKey, DiskCache};
 use crate::error::{Result, RuntimeError};
 use crate::pool::Pool;
@@ -93,6 +93,7 @@ pub struct CpuDevice {
     isa: String,
     pool: Arc<Pool<Vec<Word>>>,
     threads: usize,
+    faults: Arc<Faults>,
 }
 
 impl CpuDevice {
@@ -102,6 +103,7 @@ impl CpuDevice {
             isa: cpu::host_isa_description(),
             pool: Arc::new(Pool::default()),
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            faults: Arc::new(Faults::default()),
         }
     }
 
@@ -153,15 +155,30 @@ impl CpuDevice {
         cpu_compile(kernel, key, disk)
     }
 
+    /// Runs the launches now, in order. A kernel's run-time failure stops the op and
+    /// is kept for the next synchronising call, as on the GPU devices, so that code
+    /// written against one device behaves alike on all.
     pub(crate) fn execute(&self, launches: &[LaunchRef<'_>]) -> Result<()> {
         for launch in launches {
             match launch.exe {
-                super::Executable::Cpu(k) => self.launch(k, launch.grid, &launch.args)?,
+                super::Executable::Cpu(k) => match self.launch(k, launch.grid, &launch.args) {
+                    Ok(()) => {}
+                    Err(Failure::Status(e)) => {
+                        self.faults.record(e);
+                        return Ok(());
+                    }
+                    Err(Failure::Refused(e)) => return Err(e),
+                },
                 #[allow(unreachable_patterns)]
                 _ => return Err(super::foreign(&self.name(), "kernel")),
             }
         }
         Ok(())
+    }
+
+    /// Launches run synchronously; reports the failure kept since the last report.
+    pub(crate) fn synchronize(&self) -> Result<()> {
+        self.faults.take()
     }
 
     pub(crate) fn alloc(&self, bytes: usize) -> Result<CpuStorage> {
@@ -183,11 +200,17 @@ impl CpuDevice {
             words: UnsafeCell::new(words),
             bytes,
             pool: self.pool.clone(),
+            faults: self.faults.clone(),
             device_id: self.id,
         })
     }
 
-    fn launch(&self, kernel: &CpuKernel, grid: [u32; 3], args: &[BindingRef<'_>]) -> Result<()> {
+    fn launch(
+        &self,
+        kernel: &CpuKernel,
+        grid: [u32; 3],
+        args: &[BindingRef<'_>],
+    ) -> std::result::Result<(), Failure> {
         let refused = |message: String| RuntimeError::Launch {
             device: self.name(),
             kernel: kernel.name().to_string(),
@@ -225,13 +248,14 @@ impl CpuDevice {
                 }
                 BindingRef::Scalar(v) => Ok(RawArg::Scalar(*v)),
             })
-            .collect::<Result<_>>()?;
+            .collect::<Result<_>>()
+            .map_err(Failure::Refused)?;
         if raw.len() != args.len() {
-            return Err(refused(format!(
+            return Err(Failure::Refused(refused(format!(
                 "{} arguments for {} parameters",
                 args.len(),
                 kernel.params().len()
-            )));
+            ))));
         }
         // SAFETY: every buffer pointer points into a live `CpuStorage` borrowed for
         // this call, valid for the slice's `bytes` bytes (checked above), or into host
@@ -245,8 +269,21 @@ impl CpuDevice {
         // updates in place through a copy, so no bound range is written while another
         // parameter reads it. The IR forbids two invocations writing one element, so
         // the threads never race.
-        unsafe { kernel.launch_raw(grid, &raw) }.map_err(|e| refused(e.to_string()))
+        unsafe { kernel.launch_raw(grid, &raw) }.map_err(|e| {
+            let error = refused(e.to_string());
+            if e.status() != 0 {
+                Failure::Status(error)
+            } else {
+                Failure::Refused(error)
+            }
+        })
     }
+}
+
+/// How a launch failed: refused before it ran, or a run-time status.
+enum Failure {
+    Refused(RuntimeError),
+    Status(RuntimeError),
 }
 
 /// Host memory of a CPU tensor (16-byte aligned), returned to the pool on drop.
@@ -254,6 +291,7 @@ pub struct CpuStorage {
     words: UnsafeCell<Vec<Word>>,
     bytes: usize,
     pool: Arc<Pool<Vec<Word>>>,
+    faults: Arc<Faults>,
     device_id: u64,
 }
 
@@ -299,11 +337,15 @@ impl CpuStorage {
 
     // The range methods get ranges inside the storage (`Storage` checks first).
 
+    // Reads are synchronising calls: a failed op not yet reported is reported here.
+
     pub(crate) fn read_range(&self, offset: usize, len: usize) -> Result<Vec<u8>> {
+        self.faults.take()?;
         Ok(self.bytes_ref()[offset..offset + len].to_vec())
     }
 
     pub(crate) fn read_range_into(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+        self.faults.take()?;
         out.copy_from_slice(&self.bytes_ref()[offset..offset + out.len()]);
         Ok(())
     }

@@ -27,7 +27,7 @@ use kernelc_ir::passes::MathExpansion;
 use kernelc_ir::{Kernel, Param};
 use kernelc_kernels::lower::TargetCaps;
 use std::ffi::{c_void, CString};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 /// Device allocations are made (and pooled) in multiples of this many bytes: the
@@ -72,6 +72,8 @@ pub struct CudaDevice {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     pool: Arc<Pool<DeviceBlock>>,
+    /// The status words of ops not yet checked (launches are asynchronous).
+    status: Arc<StatusRing>,
 }
 
 impl CudaDevice {
@@ -105,9 +107,16 @@ impl CudaDevice {
             ptx_isa: props.ptx_isa(),
             ..PtxOptions::default()
         };
+        let ring = DeviceBlock::alloc(&ctx, STATUS_RING_WORDS * STATUS_BYTES)
+            .map_err(|e| no_device("cannot allocate the status words", e))?;
+        let status = Arc::new(StatusRing::new(ring, stream.clone(), name_of(&props)));
+        status
+            .clear_all()
+            .map_err(|e| no_device("cannot clear the status words", e))?;
         let device = CudaDevice {
+            status,
             id: next_device_id(),
-            name: format!("{} (CUDA sm_{})", props.name, props.sm).into(),
+            name: name_of(&props).into(),
             target_options: format!(
                 "sm_{} ptx{} {:?} driver{}",
                 ptx_options.sm, ptx_options.ptx_isa, ptx_options.opt_level, props.driver_version
@@ -208,6 +217,7 @@ impl CudaDevice {
             granted,
             stream: self.stream.clone(),
             pool: self.pool.clone(),
+            status: self.status.clone(),
             device_id: self.id,
             device_name: self.name.clone(),
         })
@@ -278,6 +288,10 @@ impl CudaDevice {
 
     /// Runs the launches of one op in stream order with one status word, then
     /// synchronises once and turns a nonzero status into a typed error.
+    /// Enqueues every launch of an op on the stream and returns at once. The op gets
+    /// one status word of the device's ring; a nonzero word is reported, naming the
+    /// op's kernels, by the next synchronising call ([`CudaDevice::synchronize`], or
+    /// a read). A launch the driver refuses is an error now.
     pub(crate) fn execute(&self, launches: &[LaunchRef<'_>]) -> Result<()> {
         if launches.is_empty() {
             return Ok(());
@@ -286,42 +300,25 @@ impl CudaDevice {
             .iter()
             .map(|l| self.prepare(l))
             .collect::<Result<Vec<_>>>()?;
-        let status_word = self.alloc(STATUS_BYTES)?;
         // Once for the whole op: every driver call below runs on this thread.
         self.bind()?;
-        status_word.fill_async(0, STATUS_BYTES, 0)?;
-        let mut failure = None;
+        let status_ptr = self.status.slot(&kernel_names(launches))?;
         for (launch, (kernel, words)) in launches.iter().zip(prepared) {
-            if let Err(e) = self.launch(kernel, launch.grid, words, status_word.ptr) {
-                failure = Some(e);
-                break;
+            if let Err(e) = self.launch(kernel, launch.grid, words, status_ptr) {
+                // Launches before it may still use buffers this op borrows only until
+                // it returns: wait for them before reporting.
+                let _ = self.stream.synchronize();
+                return Err(e);
             }
         }
-        // The status download is queued behind the launches, so its one
-        // synchronisation waits for them too. Always waited for, even after a failed
-        // launch: the launches before it still use buffers that this op borrows only
-        // until it returns.
-        let mut word = [0u8; STATUS_BYTES];
-        let synced = status_word
-            .download(0, &mut word)
-            .map_err(|e| RuntimeError::Launch {
-                device: self.name(),
-                kernel: kernel_names(launches),
-                message: describe(&e),
-            });
-        if let Some(e) = failure {
-            return Err(e);
-        }
-        synced?;
-        let bits = u32::from_le_bytes(word);
-        if bits != 0 {
-            return Err(RuntimeError::Launch {
-                device: self.name(),
-                kernel: kernel_names(launches),
-                message: status::describe(bits),
-            });
-        }
         Ok(())
+    }
+
+    /// Waits for every queued launch and reports the first op whose status word is
+    /// nonzero since the last check.
+    pub(crate) fn synchronize(&self) -> Result<()> {
+        self.bind()?;
+        self.status.check()
     }
 
     /// The kernel of `launch` and its parameter words (without the status pointer),
@@ -450,6 +447,11 @@ fn kernel_names(launches: &[LaunchRef<'_>]) -> String {
         }
     }
     names.join(", ")
+}
+
+/// The device's name as errors and `Device::name` give it.
+fn name_of(props: &DeviceProperties) -> String {
+    format!("{} (CUDA sm_{})", props.name, props.sm)
 }
 
 /// `CUDA_ERROR_X (what it means)`.
@@ -619,6 +621,7 @@ pub struct CudaStorage {
     granted: usize,
     stream: Arc<CudaStream>,
     pool: Arc<Pool<DeviceBlock>>,
+    status: Arc<StatusRing>,
     device_id: u64,
     device_name: Arc<str>,
 }
@@ -672,6 +675,7 @@ impl CudaStorage {
         self.bind()?;
         self.download(offset, &mut out)
             .map_err(|e| self.failure("download failed", e))?;
+        self.status.check()?;
         Ok(out)
     }
 
@@ -681,7 +685,8 @@ impl CudaStorage {
         }
         self.bind()?;
         self.download(offset, out)
-            .map_err(|e| self.failure("download failed", e))
+            .map_err(|e| self.failure("download failed", e))?;
+        self.status.check()
     }
 
     /// Fills `out` from byte `offset` once all earlier work on the stream is done: one
@@ -758,6 +763,102 @@ impl CudaStorage {
         unsafe { result::memcpy_dtod_async(to, from, len, dst.stream.cu_stream()) }
             .map_err(|e| dst.failure("device copy failed", e))?;
         dst.synchronize()
+    }
+}
+
+// ---- status words ----------------------------------------------------------------------
+
+/// Status words per ring: ops queued between two checks (a full ring is checked, which
+/// waits for the stream, before the next op takes a word).
+const STATUS_RING_WORDS: usize = 4096;
+
+/// The device's ring of status words, one per op queued since the last check, and
+/// the kernels of each. Checking waits for the stream, reads the used words in one
+/// copy, clears them and reports the first nonzero word's op.
+pub(crate) struct StatusRing {
+    block: DeviceBlock,
+    stream: Arc<CudaStream>,
+    device_name: String,
+    /// The kernels of the op holding each used word, in order.
+    ops: Mutex<Vec<String>>,
+}
+
+impl StatusRing {
+    fn new(block: DeviceBlock, stream: Arc<CudaStream>, device_name: String) -> StatusRing {
+        StatusRing {
+            block,
+            stream,
+            device_name,
+            ops: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<String>> {
+        self.ops.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Zeroes every word and waits (at open).
+    fn clear_all(&self) -> std::result::Result<(), DriverError> {
+        let bytes = STATUS_RING_WORDS * STATUS_BYTES;
+        // SAFETY: the ring's block holds `bytes` bytes and no kernel uses it yet.
+        unsafe { result::memset_d8_async(self.block.ptr, 0, bytes, self.stream.cu_stream()) }?;
+        self.stream.synchronize()
+    }
+
+    /// A zeroed word for an op of `kernels` (checking the ring first when it is full).
+    /// The context must be current.
+    fn slot(&self, kernels: &str) -> Result<sys::CUdeviceptr> {
+        if self.lock().len() >= STATUS_RING_WORDS {
+            self.check()?;
+        }
+        let mut ops = self.lock();
+        let index = ops.len();
+        ops.push(kernels.to_string());
+        Ok(self.block.ptr + (index * STATUS_BYTES) as u64)
+    }
+
+    /// Waits for the stream, reads and clears the used words, and reports the first
+    /// failed op. The context must be current.
+    fn check(&self) -> Result<()> {
+        let mut ops = self.lock();
+        let failure = |what: &str, e: DriverError| {
+            RuntimeError::NoDevice(format!("{}: {what}: {}", self.device_name, describe(&e)))
+        };
+        if ops.is_empty() {
+            return self
+                .stream
+                .synchronize()
+                .map_err(|e| failure("stream synchronisation failed", e));
+        }
+        let mut words = vec![0u8; ops.len() * STATUS_BYTES];
+        // SAFETY: the ring's block holds `STATUS_RING_WORDS >= ops.len()` words; `words`
+        // is not touched until the stream is synchronised below. The memset after it
+        // is queued behind the copy, and later launches behind the memset.
+        unsafe {
+            result::memcpy_dtoh_async(&mut words, self.block.ptr, self.stream.cu_stream())
+                .map_err(|e| failure("status download failed", e))?;
+            result::memset_d8_async(self.block.ptr, 0, words.len(), self.stream.cu_stream())
+                .map_err(|e| failure("status clear failed", e))?;
+        }
+        self.stream
+            .synchronize()
+            .map_err(|e| failure("stream synchronisation failed", e))?;
+        let failed = words
+            .chunks_exact(STATUS_BYTES)
+            .zip(ops.iter())
+            .find_map(|(w, op)| {
+                let bits = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+                (bits != 0).then(|| (op.clone(), bits))
+            });
+        ops.clear();
+        match failed {
+            Some((kernel, bits)) => Err(RuntimeError::Launch {
+                device: self.device_name.clone(),
+                kernel,
+                message: status::describe(bits),
+            }),
+            None => Ok(()),
+        }
     }
 }
 
@@ -934,7 +1035,9 @@ mod tests {
                 BindingRef::Scalar(Scalar::I32(d)),
             ],
         };
-        let result = dev.execute(&[launch]);
+        // Launches are asynchronous: a kernel's status is reported by the next
+        // synchronising call.
+        let result = dev.execute(&[launch]).and_then(|()| dev.synchronize());
         let out = out_buf
             .read_bytes()
             .unwrap()

@@ -136,6 +136,31 @@ impl<'a> Slice<'a> {
     }
 }
 
+/// The first run-time failure (a kernel's nonzero status) not yet reported, for a
+/// device that learns of failures when launches finish: like GPU launches, it is
+/// reported by the next synchronising call (a read, `Runtime::synchronize`), naming
+/// the op. Shared by the device and its storages.
+#[derive(Default)]
+pub(crate) struct Faults(std::sync::Mutex<Option<RuntimeError>>);
+
+impl Faults {
+    /// Keeps `error` unless an earlier one waits to be reported.
+    pub fn record(&self, error: RuntimeError) {
+        let mut first = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if first.is_none() {
+            *first = Some(error);
+        }
+    }
+
+    /// The waiting failure, if any (reported once).
+    pub fn take(&self) -> Result<()> {
+        match self.0.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
 /// One kernel launch of an op: what to run, on which grid, with which arguments
 /// (one per kernel parameter).
 pub(crate) struct LaunchRef<'a> {
@@ -307,10 +332,17 @@ impl Device {
         }
     }
 
-    /// Runs the launches of one op in order, each seeing the writes of the ones
-    /// before, and returns once they are done (or the first error).
+    /// Queues the launches of one op in order, each seeing the writes of the ones
+    /// before. An argument the device refuses is an error now; a kernel's run-time
+    /// failure (its status word) is reported by the next synchronising call.
     pub(crate) fn execute(&self, launches: &[LaunchRef<'_>]) -> Result<()> {
         each_device!(self, d => d.execute(launches))
+    }
+
+    /// Waits for every queued launch and reports the first failed op since the last
+    /// report.
+    pub(crate) fn synchronize(&self) -> Result<()> {
+        each_device!(self, d => d.synchronize())
     }
 }
 

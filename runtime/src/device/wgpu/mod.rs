@@ -14,7 +14,7 @@
 mod float_controls;
 mod probe;
 
-use super::{next_device_id, Executable, LaunchRef, Storage};
+use super::{next_device_id, Executable, Faults, LaunchRef, Storage};
 use super::{BindingRef, ShaderPath, WgpuOptions};
 use crate::cache::{CacheKey, DiskCache};
 use crate::error::{Result, RuntimeError};
@@ -39,23 +39,117 @@ const ALLOCATION_GRANULE: u64 = 256;
 /// allocation fails).
 const WGPU_POOL_CAP: usize = 4 << 30;
 
-/// Launches one reusable status buffer has words for (ops with more get their own).
-const STATUS_WORDS_PER_BUFFER: usize = 8;
-/// Reusable status buffers kept per device (one per op running concurrently).
-const MAX_FREE_STATUS_WORDS: usize = 16;
+/// Status slots in the device's ring: launches queued between two checks (a full
+/// ring is checked, which waits for the GPU, before more launches are queued).
+const STATUS_SLOTS: usize = 1024;
 
-/// One op's status words and the buffer they are read back through.
-struct StatusWords {
+/// The device's status words: one slot per launch submitted since the last check,
+/// spaced by the binding-offset alignment, and the buffer they are read back through.
+struct StatusRing {
     status: wgpu::Buffer,
     staging: wgpu::Buffer,
-    /// Launches it has words for.
-    launches: usize,
+    stride: u64,
+    /// The kernel of each used slot, in order.
+    kernels: Vec<String>,
 }
 
-/// The wgpu device and its queue, shared by the device and its buffers.
+/// The wgpu device and its queue, shared by the device and its buffers, with the
+/// status words of launches submitted but not yet checked (launches are
+/// asynchronous).
 struct Gpu {
     device: wgpu::Device,
     queue: wgpu::Queue,
+    name: String,
+    ring: Mutex<StatusRing>,
+    /// A failure found while checking outside a synchronising call (a full ring).
+    faults: Faults,
+}
+
+impl Gpu {
+    /// Waits for everything submitted, reads and clears the used status slots, and
+    /// reports the first failed launch (or a failure kept earlier).
+    fn check(&self) -> Result<()> {
+        let mut ring = lock(&self.ring);
+        let failure = self.check_ring(&mut ring);
+        drop(ring);
+        self.faults.take()?;
+        failure
+    }
+
+    fn check_ring(&self, ring: &mut StatusRing) -> Result<()> {
+        let error = |kernel: String, message: String| RuntimeError::Launch {
+            device: self.name.clone(),
+            kernel,
+            message,
+        };
+        if ring.kernels.is_empty() {
+            return self
+                .device
+                .poll(wgpu::PollType::wait_indefinitely())
+                .map(|_| ())
+                .map_err(|e| error(String::new(), format!("waiting for the GPU failed: {e}")));
+        }
+        let bytes = ring.kernels.len() as u64 * ring.stride;
+        let mut encoder = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("kernelc status"),
+            });
+        encoder.copy_buffer_to_buffer(&ring.status, 0, &ring.staging, 0, bytes);
+        encoder.clear_buffer(&ring.status, 0, Some(bytes));
+        self.queue.submit([encoder.finish()]);
+        let kernels = std::mem::take(&mut ring.kernels);
+        let mut words = vec![0u8; bytes as usize];
+        map_read_into(self, &ring.staging, bytes, 0, &mut words)
+            .map_err(|m| error(kernels.join(", "), m))?;
+        let failed = kernels.into_iter().enumerate().find_map(|(i, kernel)| {
+            let at = i * ring.stride as usize;
+            let bits = u32::from_le_bytes(words.get(at..at + 4)?.try_into().ok()?);
+            (bits != 0).then(|| (kernel, bits))
+        });
+        match failed {
+            Some((kernel, bits)) => Err(error(kernel, abi::status::describe(bits))),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A zeroed status ring of `STATUS_SLOTS` slots `stride` bytes apart.
+fn new_ring(device: &wgpu::Device, stride: u64) -> Result<StatusRing> {
+    let size = STATUS_SLOTS as u64 * stride;
+    let scope = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+    let buffer = |label, usage| {
+        device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size,
+            usage,
+            mapped_at_creation: false,
+        })
+    };
+    let status = buffer(
+        "kernelc status",
+        wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+    );
+    let staging = buffer(
+        "kernelc status readback",
+        wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+    );
+    if let Some(e) = pollster::block_on(scope.pop()) {
+        return Err(RuntimeError::NoDevice(format!(
+            "cannot allocate the status words: {e}"
+        )));
+    }
+    // wgpu zero-initialises new buffers.
+    Ok(StatusRing {
+        status,
+        staging,
+        stride,
+        kernels: Vec::new(),
+    })
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// A wgpu adapter opened for compute.
@@ -74,11 +168,9 @@ pub struct WgpuDevice {
     fused_fma: bool,
     limits: wgpu::Limits,
     pool: Arc<Pool<wgpu::Buffer>>,
-    /// Alignment of a storage-buffer binding offset (the status words are spaced by it).
+    /// Alignment of a storage-buffer binding offset (the status slots are spaced by
+    /// it).
     status_stride: u64,
-    /// Status words and their readback buffers, reused across ops: creating buffers
-    /// per op cost more than a small kernel.
-    status_words: Mutex<Vec<StatusWords>>,
 }
 
 /// A compute pipeline with its layout.
@@ -417,18 +509,33 @@ impl WgpuDevice {
             self.check_args(kernel, launch)?;
             self.check_grid(kernel, launch.grid)?;
         }
-        let words = self.take_status_words(launches.len())?;
-        let status = &words.status;
-        let bytes = launches.len().max(1) as u64 * self.status_stride;
+        // The ring stays locked until the op is submitted, so a check on another
+        // thread never reads (and clears) slots whose launches are not queued yet.
+        let mut ring = lock(&self.gpu.ring);
+        if ring.kernels.len() + launches.len() > STATUS_SLOTS {
+            // Full: check now (waiting for the queued launches) and keep a failure
+            // for the next synchronising call.
+            if let Err(e) = self.gpu.check_ring(&mut ring) {
+                self.gpu.faults.record(e);
+            }
+        }
+        if launches.len() > STATUS_SLOTS {
+            return Err(self.launch_error(
+                &kernels,
+                0,
+                format!("more than {STATUS_SLOTS} launches in one op"),
+            ));
+        }
+        let first = ring.kernels.len();
         let device = &self.gpu.device;
         let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
         let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
             label: Some("kernelc op"),
         });
-        encoder.clear_buffer(status, 0, None);
         for (i, (launch, kernel)) in launches.iter().zip(&kernels).enumerate() {
             let scalars = self.scalar_buffer(kernel, &launch.args);
-            let bind_group = self.bind_group(kernel, launch, scalars.as_ref(), status, i)?;
+            let bind_group =
+                self.bind_group(kernel, launch, scalars.as_ref(), &ring.status, first + i)?;
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some(&kernel.name),
                 timestamp_writes: None,
@@ -438,7 +545,6 @@ impl WgpuDevice {
             let [x, y, z] = launch.grid;
             pass.dispatch_workgroups(x, y, z);
         }
-        encoder.copy_buffer_to_buffer(status, 0, &words.staging, 0, bytes);
         self.gpu.queue.submit([encoder.finish()]);
         if let Some(error) = pollster::block_on(scope.pop()) {
             return Err(self.launch_error(
@@ -447,24 +553,14 @@ impl WgpuDevice {
                 format!("wgpu rejected the launch: {error}"),
             ));
         }
-        let read = map_read(&self.gpu, &words.staging, bytes);
-        let words = match read {
-            Ok(bytes) => {
-                self.give_status_words(words);
-                bytes
-            }
-            Err(message) => {
-                return Err(self.launch_error(&kernels, 0, message));
-            }
-        };
-        for i in 0..kernels.len() {
-            let offset = i * self.status_stride as usize;
-            let bits = u32::from_le_bytes(words[offset..offset + 4].try_into().unwrap_or([0; 4]));
-            if bits != 0 {
-                return Err(self.launch_error(&kernels, i, abi::status::describe(bits)));
-            }
-        }
+        ring.kernels.extend(kernels.iter().map(|k| k.name.clone()));
         Ok(())
+    }
+
+    /// Waits for every submitted op and reports the first failed launch since the
+    /// last report.
+    pub(crate) fn synchronize(&self) -> Result<()> {
+        self.gpu.check()
     }
 
     fn launch_error(&self, kernels: &[&WgpuKernel], index: usize, message: String) -> RuntimeError {
@@ -523,42 +619,6 @@ impl WgpuDevice {
                 kernel: kernel.name.clone(),
                 message,
             })
-    }
-
-    /// Status words for `launches` launches (one per launch, each at a
-    /// binding-offset-aligned position) and a readback buffer, reused when possible.
-    fn take_status_words(&self, launches: usize) -> Result<StatusWords> {
-        let mut free = self.status_words.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(i) = free.iter().position(|w| w.launches >= launches) {
-            return Ok(free.swap_remove(i));
-        }
-        drop(free);
-        let capacity = launches.max(STATUS_WORDS_PER_BUFFER);
-        let size = capacity as u64 * self.status_stride;
-        let status = self
-            .create_buffer(size)
-            .ok_or_else(|| RuntimeError::OutOfMemory {
-                device: self.name(),
-                bytes: size,
-            })?;
-        let staging = self.gpu.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("kernelc status readback"),
-            size,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        Ok(StatusWords {
-            status,
-            staging,
-            launches: capacity,
-        })
-    }
-
-    fn give_status_words(&self, words: StatusWords) {
-        let mut free = self.status_words.lock().unwrap_or_else(|p| p.into_inner());
-        if free.len() < MAX_FREE_STATUS_WORDS {
-            free.push(words);
-        }
     }
 
     fn scalar_buffer(&self, kernel: &WgpuKernel, args: &[BindingRef<'_>]) -> Option<wgpu::Buffer> {
@@ -743,20 +803,26 @@ fn open_adapter(adapter: wgpu::Adapter, path: ShaderPath) -> Result<WgpuDevice> 
         spirv_options
     );
     let caps = caps_from(&limits, features, &info, path, &spirv_options);
+    let status_stride = u64::from(limits.min_storage_buffer_offset_alignment).max(4);
     let mut opened = WgpuDevice {
         id: next_device_id(),
-        gpu: Arc::new(Gpu { device, queue }),
+        gpu: Arc::new(Gpu {
+            ring: Mutex::new(new_ring(&device, status_stride)?),
+            device,
+            queue,
+            name: name.clone(),
+            faults: Faults::default(),
+        }),
         path,
         name,
         options_key,
         caps,
         spirv_options,
-        status_stride: u64::from(limits.min_storage_buffer_offset_alignment).max(4),
+        status_stride,
         limits,
         // Keep freed buffers for reuse: a fresh buffer costs an allocation and wgpu's
         // zero-initialisation on first use, more than a memory-bound kernel.
         pool: Arc::new(Pool::with_cap(WGPU_POOL_CAP)),
-        status_words: Mutex::new(Vec::new()),
         fused_fma: true,
     };
     opened.fused_fma = opened.probe_fused_fma();
@@ -928,14 +994,6 @@ fn read_back_into(
     map_read_into(gpu, &staging, size, from, out)
 }
 
-/// The first `size` bytes of the mappable `staging` buffer, once the GPU has finished
-/// what was submitted (waits); the buffer is unmapped again.
-fn map_read(gpu: &Gpu, staging: &wgpu::Buffer, size: u64) -> std::result::Result<Vec<u8>, String> {
-    let mut out = vec![0u8; size as usize];
-    map_read_into(gpu, staging, size, 0, &mut out)?;
-    Ok(out)
-}
-
 /// Maps the first `size` bytes of `staging` once the GPU has finished what was
 /// submitted (waits) and copies bytes `from..from + out.len()` of them into `out`.
 fn map_read_into(
@@ -1016,7 +1074,9 @@ impl WgpuStorage {
         let (start, end) = word_bounds(offset, out.len());
         let from = offset - start as usize;
         read_back_into(&self.gpu, self.buffer()?, start, end - start, from, out)
-            .map_err(|m| self.failure(m))
+            .map_err(|m| self.failure(m))?;
+        // A read is a synchronising call: report a failed op not yet reported.
+        self.gpu.check()
     }
 
     pub(crate) fn write_range(&self, offset: usize, data: &[u8]) -> Result<()> {

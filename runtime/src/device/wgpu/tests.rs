@@ -127,7 +127,8 @@ fn run_a_out_scalar(
             BindingRef::Scalar(scalar),
         ],
     };
-    let result = dev.execute(&[launch]);
+    // Launches are asynchronous: the status is reported by the next synchronising call.
+    let result = dev.execute(&[launch]).and_then(|()| dev.synchronize());
     (result, words(&out))
 }
 
