@@ -344,9 +344,11 @@ impl CpuKernel {
         if threads == 1 {
             job.work();
         } else {
-            std::thread::scope(|s| {
+            // Rayon's global pool: persistent workers, so a launch spawns no threads;
+            // the caller takes one share itself.
+            rayon::in_place_scope(|s| {
                 for _ in 1..threads {
-                    s.spawn(|| job.work());
+                    s.spawn(|_| job.work());
                 }
                 job.work();
             });
@@ -534,9 +536,8 @@ impl Job {
     }
 }
 
-/// Threads a launch uses: the host's parallelism, asked once (the query reads cgroup
-/// and affinity state, which costs microseconds per call).
+/// Threads a launch uses: rayon's global pool (the host's parallelism, or
+/// `RAYON_NUM_THREADS`).
 fn host_threads() -> usize {
-    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+    rayon::current_num_threads()
 }
