@@ -2,22 +2,14 @@
 //! the tensor API, no device buffer at all on the CPU (the kernels use the slices),
 //! any element-aligned slice, and typed refusals that leave the outputs unchanged.
 
+mod common;
+
 use kernelc_kernels::spec::OpSpec;
 use kernelc_runtime::cache::DiskCache;
-use kernelc_runtime::{Device, DeviceChoice, HostSlice, HostSliceMut, Runtime, RuntimeError};
+use kernelc_runtime::{Device, HostSlice, HostSliceMut, Runtime, RuntimeError};
 
 fn runtimes() -> Vec<Runtime> {
-    let mut v = vec![Runtime::with_device(Device::cpu(), DiskCache::off())];
-    let ci = std::env::var_os("CI").is_some();
-    let cuda = std::env::var_os("KERNELC_REQUIRE_CUDA").is_some();
-    for (choice, required) in [("wgpu:wgsl", ci), ("wgpu:spirv", ci), ("cuda", cuda)] {
-        match Device::open(choice.parse::<DeviceChoice>().expect("a device choice")) {
-            Ok(d) => v.push(Runtime::with_device(d, DiskCache::off())),
-            Err(e) if !required => println!("NOT RUN: host slices on {choice}: {e}"),
-            Err(e) => panic!("{choice} is required here: {e}"),
-        }
-    }
-    v
+    common::runtimes_on("host slices", &["wgpu:wgsl", "wgpu:spirv", "cuda"])
 }
 
 fn ok(data: &[f32]) -> HostSlice<'_> {

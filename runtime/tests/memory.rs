@@ -4,30 +4,14 @@
 //! leave every buffer unchanged. wgpu runs on every shader path (lavapipe on CI,
 //! required there); CUDA where present (required with `KERNELC_REQUIRE_CUDA`).
 
+mod common;
+
 use kernelc_ir::ScalarType;
 use kernelc_kernels::spec::OpSpec;
-use kernelc_runtime::cache::DiskCache;
-use kernelc_runtime::{Buffer, Device, DeviceChoice, Runtime, RuntimeError, View};
+use kernelc_runtime::{Buffer, Runtime, RuntimeError, View};
 
 fn runtimes() -> Vec<Runtime> {
-    let mut v = vec![Runtime::with_device(Device::cpu(), DiskCache::off())];
-    let ci = std::env::var_os("CI").is_some();
-    let cuda = std::env::var_os("KERNELC_REQUIRE_CUDA").is_some();
-    for (choice, required) in [
-        ("wgpu:wgsl", ci),
-        ("wgpu:naga", ci),
-        ("wgpu:spirv-naga", ci),
-        ("wgpu:spirv", ci),
-        ("cuda", cuda),
-    ] {
-        match choice.parse::<DeviceChoice>().map(Device::open) {
-            Ok(Ok(d)) => v.push(Runtime::with_device(d, DiskCache::off())),
-            Ok(Err(e)) if !required => println!("NOT RUN: memory model on {choice}: {e}"),
-            Ok(Err(e)) => panic!("{choice} is required here: {e}"),
-            Err(e) => panic!("{choice}: {e}"),
-        }
-    }
-    v
+    common::runtimes_on("memory model", common::ALL_PATHS)
 }
 
 fn name(rt: &Runtime) -> String {

@@ -6,30 +6,20 @@
 //! Runs on the CPU device, and on wgpu (every shader path's compile counting is the
 //! same code; WGSL is the one run here) where an adapter exists: lavapipe in CI.
 
+mod common;
+
 use kernelc_ir::{Scalar, ScalarType};
 use kernelc_kernels::rng::RngScheme;
 use kernelc_kernels::spec::*;
 use kernelc_kernels::tolerance::{compare, tolerance};
-use kernelc_runtime::cache::DiskCache;
-use kernelc_runtime::{Device, DeviceChoice, Runtime, Stats, Tensor};
+use kernelc_runtime::{Runtime, Stats, Tensor};
 
 const CALLS: usize = 1000;
 
 /// The CPU, wgpu (required where `CI` is set: lavapipe) and CUDA (required with
 /// `KERNELC_REQUIRE_CUDA`: the GPU machine).
 fn runtimes() -> Vec<Runtime> {
-    let mut v = vec![Runtime::with_device(Device::cpu(), DiskCache::off())];
-    for (choice, required) in [
-        ("wgpu", std::env::var_os("CI").is_some()),
-        ("cuda", std::env::var_os("KERNELC_REQUIRE_CUDA").is_some()),
-    ] {
-        match Device::open(choice.parse::<DeviceChoice>().expect("parses")) {
-            Ok(device) => v.push(Runtime::with_device(device, DiskCache::off())),
-            Err(e) if !required => eprintln!("NOT RUN: per-call values on {choice}: {e}"),
-            Err(e) => panic!("{choice} is required here, but failed: {e}"),
-        }
-    }
-    v
+    common::runtimes_on("per-call values", &["wgpu", "cuda"])
 }
 
 /// The device values of `t`, rounded as stored.

@@ -1,23 +1,14 @@
 //! Raw kernels: user IR (builder or JSON) loaded, launched on views with a grid, on
 //! every device present (lavapipe required on CI), with their typed refusals.
 
+mod common;
+
 use kernelc_ir::builder::{global_id, KernelBuilder};
 use kernelc_ir::{Access, Kernel, Scalar, ScalarType};
-use kernelc_runtime::cache::DiskCache;
-use kernelc_runtime::{Device, DeviceChoice, KernelArg, Runtime, RuntimeError};
+use kernelc_runtime::{KernelArg, Runtime, RuntimeError};
 
 fn runtimes() -> Vec<Runtime> {
-    let mut v = vec![Runtime::with_device(Device::cpu(), DiskCache::off())];
-    let ci = std::env::var_os("CI").is_some();
-    let cuda = std::env::var_os("KERNELC_REQUIRE_CUDA").is_some();
-    for (choice, required) in [("wgpu:wgsl", ci), ("wgpu:spirv", ci), ("cuda", cuda)] {
-        match Device::open(choice.parse::<DeviceChoice>().expect("a device choice")) {
-            Ok(d) => v.push(Runtime::with_device(d, DiskCache::off())),
-            Err(e) if !required => println!("NOT RUN: raw kernels on {choice}: {e}"),
-            Err(e) => panic!("{choice} is required here: {e}"),
-        }
-    }
-    v
+    common::runtimes_on("raw kernels", &["wgpu:wgsl", "wgpu:spirv", "cuda"])
 }
 
 /// `y[i] = a · x[i] + y[i]` for `i < 64` (one workgroup of 64 invocations).

@@ -3,11 +3,12 @@
 //! softplus and hardswish at NaN, ±∞, ±0, both sides of their thresholds and very
 //! negative inputs; f64 values beyond f32's range; fully masked softmax rows.
 
+mod common;
+
 use kernelc_ir::{Scalar, ScalarType};
 use kernelc_kernels::spec::{HardswishSpec, OpSpec, SoftplusSpec};
 use kernelc_kernels::tolerance::{compare, tolerance};
-use kernelc_runtime::cache::DiskCache;
-use kernelc_runtime::{Device, DeviceChoice, Runtime, RuntimeError};
+use kernelc_runtime::{Runtime, RuntimeError};
 
 const X: [f64; 16] = [
     f64::NAN,
@@ -73,23 +74,7 @@ fn check(rt: &Runtime, spec: OpSpec) {
 /// Every device present; wgpu is required where `CI` is set (lavapipe), CUDA with
 /// `KERNELC_REQUIRE_CUDA`.
 fn runtimes() -> Vec<Runtime> {
-    let mut v = vec![Runtime::with_device(Device::cpu(), DiskCache::off())];
-    let ci = std::env::var_os("CI").is_some();
-    let cuda = std::env::var_os("KERNELC_REQUIRE_CUDA").is_some();
-    for (choice, required) in [
-        ("wgpu:wgsl", ci),
-        ("wgpu:naga", ci),
-        ("wgpu:spirv-naga", ci),
-        ("wgpu:spirv", ci),
-        ("cuda", cuda),
-    ] {
-        match Device::open(choice.parse::<DeviceChoice>().unwrap()) {
-            Ok(d) => v.push(Runtime::with_device(d, DiskCache::off())),
-            Err(e) if !required => eprintln!("NOT RUN: special values on {choice}: {e}"),
-            Err(e) => panic!("{choice} is required here: {e}"),
-        }
-    }
-    v
+    common::runtimes_on("special values", common::ALL_PATHS)
 }
 
 #[test]

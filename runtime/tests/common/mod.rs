@@ -136,3 +136,36 @@ pub fn assert_float_rem_is_exact(rt: &Runtime, what: &str) {
     );
     assert_rem_matches(rt, what, &a, &b, f64::to_bits);
 }
+
+/// Runtimes on the cpu and on each of `choices` (`"wgpu:wgsl"`, `"cuda"`, ...) that
+/// opens here, without a disk cache. wgpu choices are required when `CI` is set
+/// (lavapipe), CUDA when `KERNELC_REQUIRE_CUDA` is; an absent optional device prints a
+/// `NOT RUN` line naming `what` the test checks.
+pub fn runtimes_on(what: &str, choices: &[&str]) -> Vec<Runtime> {
+    use kernelc_runtime::cache::DiskCache;
+    use kernelc_runtime::{Device, DeviceChoice};
+    let mut v = vec![Runtime::with_device(Device::cpu(), DiskCache::off())];
+    for choice in choices {
+        let required = if choice.starts_with("cuda") {
+            std::env::var_os("KERNELC_REQUIRE_CUDA").is_some()
+        } else {
+            std::env::var_os("CI").is_some()
+        };
+        let parsed: DeviceChoice = choice.parse().expect("a device choice");
+        match Device::open(parsed) {
+            Ok(d) => v.push(Runtime::with_device(d, DiskCache::off())),
+            Err(e) if !required => println!("NOT RUN: {what} on {choice}: {e}"),
+            Err(e) => panic!("{choice} is required here: {e}"),
+        }
+    }
+    v
+}
+
+/// Every wgpu shader path and CUDA.
+pub const ALL_PATHS: &[&str] = &[
+    "wgpu:wgsl",
+    "wgpu:naga",
+    "wgpu:spirv-naga",
+    "wgpu:spirv",
+    "cuda",
+];
