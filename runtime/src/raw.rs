@@ -132,7 +132,7 @@ impl Runtime {
             })
             .collect();
         self.device.execute(&[LaunchRef {
-            exe: &*kernel.exe,
+            exe: &kernel.exe,
             grid,
             args: bindings,
         }])?;

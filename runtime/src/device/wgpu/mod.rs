@@ -105,7 +105,7 @@ impl Gpu {
         let failed = kernels.into_iter().enumerate().find_map(|(i, kernel)| {
             let at = i * ring.stride as usize;
             let bits = u32::from_le_bytes(words.get(at..at + 4)?.try_into().ok()?);
-            (bits != 0).then(|| (kernel, bits))
+            (bits != 0).then_some((kernel, bits))
         });
         match failed {
             Some((kernel, bits)) => Err(error(kernel, abi::status::describe(bits))),
