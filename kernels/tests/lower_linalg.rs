@@ -160,18 +160,12 @@ fn im2col_and_col2im_are_one_map_launch() {
     let specs = [
         OpSpec::Im2col(Im2colSpec {
             dtype: ScalarType::F32,
-            batch: 2,
-            channels: 3,
-            height: 7,
-            width: 7,
+            image: Nchw::new([2, 3, 7, 7]),
             window,
         }),
         OpSpec::Col2im(Col2imSpec {
             dtype: ScalarType::F32,
-            batch: 2,
-            channels: 3,
-            height: 7,
-            width: 7,
+            image: Nchw::new([2, 3, 7, 7]),
             window,
             accumulate: true,
         }),

@@ -72,10 +72,7 @@ fn window_sweep() {
                     specs.push(OpSpec::Pool2d(Pool2dSpec {
                         kind,
                         dtype: F32,
-                        batch: 1,
-                        channels: 2,
-                        height: h,
-                        width: w,
+                        image: Nchw::new([1, 2, h, w]),
                         window,
                         count_include_pad: include,
                         indices: max.then_some(U32),
@@ -83,10 +80,7 @@ fn window_sweep() {
                     specs.push(OpSpec::Pool2dBackward(Pool2dBackwardSpec {
                         kind,
                         dtype: F32,
-                        batch: 1,
-                        channels: 2,
-                        height: h,
-                        width: w,
+                        image: Nchw::new([1, 2, h, w]),
                         out_height: oh,
                         out_width: ow,
                         window: Some(window),

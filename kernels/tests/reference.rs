@@ -832,10 +832,7 @@ fn conv2d_backward_passes_are_adjoint() {
 fn im2col_values_and_col2im_adjointness() {
     let small = OpSpec::Im2col(Im2colSpec {
         dtype: F32,
-        batch: 1,
-        channels: 1,
-        height: 2,
-        width: 2,
+        image: Nchw::new([1, 1, 2, 2]),
         window: Window2d::square(2, 1, 0),
     });
     assert_eq!(small.outputs()[0].shape, vec![1, 4, 1]);
@@ -843,10 +840,7 @@ fn im2col_values_and_col2im_adjointness() {
     // Padding 1: the first column reads (−1,−1),(−1,0),(0,−1),(0,0).
     let padded = OpSpec::Im2col(Im2colSpec {
         dtype: F32,
-        batch: 1,
-        channels: 1,
-        height: 2,
-        width: 2,
+        image: Nchw::new([1, 1, 2, 2]),
         window: Window2d::square(2, 1, 1),
     });
     let cols = run1(&padded, &[&[1., 2., 3., 4.]]);
@@ -861,19 +855,13 @@ fn im2col_values_and_col2im_adjointness() {
     };
     let i2c = OpSpec::Im2col(Im2colSpec {
         dtype: F32,
-        batch: 2,
-        channels: 2,
-        height: 5,
-        width: 4,
+        image: Nchw::new([2, 2, 5, 4]),
         window,
     });
     let c2i = |accumulate| {
         OpSpec::Col2im(Col2imSpec {
             dtype: F32,
-            batch: 2,
-            channels: 2,
-            height: 5,
-            width: 4,
+            image: Nchw::new([2, 2, 5, 4]),
             window,
             accumulate,
         })
@@ -899,10 +887,7 @@ fn pooling() {
         OpSpec::Pool2d(Pool2dSpec {
             kind,
             dtype: F32,
-            batch: 1,
-            channels: 1,
-            height: 4,
-            width: 4,
+            image: Nchw::new([1, 1, 4, 4]),
             window: Window2d::square(2, 2, 0),
             count_include_pad: false,
             indices,
@@ -926,10 +911,7 @@ fn pooling() {
         OpSpec::Pool2d(Pool2dSpec {
             kind: PoolKind::Avg,
             dtype: F32,
-            batch: 1,
-            channels: 1,
-            height: 2,
-            width: 2,
+            image: Nchw::new([1, 1, 2, 2]),
             window: Window2d::square(2, 2, 1),
             count_include_pad,
             indices: None,
@@ -948,10 +930,7 @@ fn pooling() {
     let back = OpSpec::Pool2dBackward(Pool2dBackwardSpec {
         kind: PoolKind::Max,
         dtype: F32,
-        batch: 1,
-        channels: 1,
-        height: 4,
-        width: 4,
+        image: Nchw::new([1, 1, 4, 4]),
         out_height: 2,
         out_width: 2,
         window: None,
@@ -972,10 +951,7 @@ fn pooling() {
     let fwd = OpSpec::Pool2d(Pool2dSpec {
         kind: PoolKind::Avg,
         dtype: F32,
-        batch: 2,
-        channels: 2,
-        height: 5,
-        width: 6,
+        image: Nchw::new([2, 2, 5, 6]),
         window,
         count_include_pad: false,
         indices: None,
@@ -984,10 +960,7 @@ fn pooling() {
     let bwd = OpSpec::Pool2dBackward(Pool2dBackwardSpec {
         kind: PoolKind::Avg,
         dtype: F32,
-        batch: 2,
-        channels: 2,
-        height: 5,
-        width: 6,
+        image: Nchw::new([2, 2, 5, 6]),
         out_height: oh,
         out_width: ow,
         window: Some(window),

@@ -61,10 +61,7 @@ fn shape_mismatch() {
     let e = err(OpSpec::Pool2dBackward(Pool2dBackwardSpec {
         kind: PoolKind::Avg,
         dtype: F32,
-        batch: 1,
-        channels: 1,
-        height: 4,
-        width: 4,
+        image: Nchw::new([1, 1, 4, 4]),
         out_height: 3,
         out_width: 2,
         window: Some(Window2d::square(2, 2, 0)),

@@ -115,10 +115,7 @@ pub(super) fn im2col_cases() -> Vec<Im2colSpec> {
         .map(
             |(dtype, batch, channels, [height, width], window)| Im2colSpec {
                 dtype,
-                batch,
-                channels,
-                height,
-                width,
+                image: Nchw::new([batch, channels, height, width]),
                 window,
             },
         )
@@ -132,10 +129,7 @@ pub(super) fn col2im_cases() -> Vec<Col2imSpec> {
         .map(
             |(i, (dtype, batch, channels, [height, width], window))| Col2imSpec {
                 dtype,
-                batch,
-                channels,
-                height,
-                width,
+                image: Nchw::new([batch, channels, height, width]),
                 window,
                 accumulate: i % 2 == 1,
             },
@@ -143,10 +137,7 @@ pub(super) fn col2im_cases() -> Vec<Col2imSpec> {
         .collect();
     v.push(Col2imSpec {
         dtype: F32,
-        batch: 2,
-        channels: 2,
-        height: 6,
-        width: 6,
+        image: Nchw::new([2, 2, 6, 6]),
         window: Window2d::square(3, 2, 2),
         accumulate: false,
     });

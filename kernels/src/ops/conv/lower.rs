@@ -437,9 +437,15 @@ fn backward_data_cols(
 // ---------------------------------------------------------------------------------------
 
 pub(super) fn im2col(spec: &Im2colSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
-    let g = geometry(spec.channels, 1, spec.height, spec.width, &spec.window)?;
+    let g = geometry(
+        spec.image.channels,
+        1,
+        spec.image.height,
+        spec.image.width,
+        &spec.window,
+    )?;
     let op = OpSpec::Im2col(spec.clone());
-    let batch = to_u32("batch", spec.batch)?;
+    let batch = to_u32("batch", spec.image.batch)?;
     let (hw, ohw, crs) = (g.image(), g.out_pixels(), g.patch_rows());
     let items = batch as u64 * crs as u64 * ohw as u64;
     let grid = plan_1d(items, caps, 1)?;
@@ -484,8 +490,14 @@ pub(super) fn im2col(spec: &Im2colSpec, caps: &TargetCaps) -> Result<Plan, Lower
 }
 
 pub(super) fn col2im(spec: &Col2imSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
-    let g = geometry(spec.channels, 1, spec.height, spec.width, &spec.window)?;
-    let batch = to_u32("batch", spec.batch)?;
+    let g = geometry(
+        spec.image.channels,
+        1,
+        spec.image.height,
+        spec.image.width,
+        &spec.window,
+    )?;
+    let batch = to_u32("batch", spec.image.batch)?;
     let cols_len = batch as u64 * g.patch_rows() as u64 * g.out_pixels() as u64;
     let x_len = batch as u64 * g.channels as u64 * g.image() as u64;
     let fold = Col2im {

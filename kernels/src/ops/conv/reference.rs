@@ -101,18 +101,18 @@ pub(super) fn im2col(s: &Im2colSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
     let x = i[0];
     let len = s
         .window
-        .out_size([s.height, s.width])
+        .out_size([s.image.height, s.image.width])
         .map_or(0, |[a, b]| a * b)
-        * s.batch
-        * s.channels
+        * s.image.batch
+        * s.image.channels
         * s.window.kernel[0]
         * s.window.kernel[1];
     let mut cols = vec![0.0; len];
     patches(
-        s.batch,
-        s.channels,
-        s.height,
-        s.width,
+        s.image.batch,
+        s.image.channels,
+        s.image.height,
+        s.image.width,
         &s.window,
         |img, col| cols[col] = x[img], // padding entries stay 0
     );
@@ -124,13 +124,13 @@ pub(super) fn col2im(s: &Col2imSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
     let mut x = if s.accumulate {
         i[1].to_vec()
     } else {
-        vec![0.0; s.batch * s.channels * s.height * s.width]
+        vec![0.0; s.image.batch * s.image.channels * s.image.height * s.image.width]
     };
     patches(
-        s.batch,
-        s.channels,
-        s.height,
-        s.width,
+        s.image.batch,
+        s.image.channels,
+        s.image.height,
+        s.image.width,
         &s.window,
         |img, col| x[img] += cols[col],
     );

@@ -11,6 +11,38 @@ use crate::shape::{check_dim, check_shape};
 use crate::spec::{check_dtype, mul, Alias, TensorSig, FLOATS};
 use crate::tolerance::Tolerance;
 
+/// The sizes of an NCHW image. Ops embed it flattened: its fields are the op's own
+/// JSON fields `batch`, `channels`, `height`, `width`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Nchw {
+    pub batch: usize,
+    pub channels: usize,
+    pub height: usize,
+    pub width: usize,
+}
+
+impl Nchw {
+    /// The image of sizes `[N, C, H, W]`.
+    pub fn new([batch, channels, height, width]: [usize; 4]) -> Nchw {
+        Nchw {
+            batch,
+            channels,
+            height,
+            width,
+        }
+    }
+
+    /// `[N, C, H, W]`.
+    pub fn shape(&self) -> Vec<usize> {
+        vec![self.batch, self.channels, self.height, self.width]
+    }
+
+    /// `[H, W]`.
+    pub fn plane(&self) -> [usize; 2] {
+        [self.height, self.width]
+    }
+}
+
 /// A 2-D sliding window: `[height, width]` pairs. Zero padding; no dilation.
 /// Output size per dimension: `(in + 2·padding − kernel) / stride + 1`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -270,10 +302,8 @@ impl Op for Conv2dSpec {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Im2colSpec {
     pub dtype: ScalarType,
-    pub batch: usize,
-    pub channels: usize,
-    pub height: usize,
-    pub width: usize,
+    #[serde(flatten)]
+    pub image: Nchw,
     pub window: Window2d,
 }
 
@@ -298,26 +328,21 @@ fn validate_patches(
     check_shape("cols", &cols_shape(image[0], image[1], window, out))
 }
 
-impl Im2colSpec {
-    /// The image's shape `[N, C, H, W]`.
-    pub fn image(&self) -> Vec<usize> {
-        vec![self.batch, self.channels, self.height, self.width]
-    }
-}
-
 impl Op for Im2colSpec {
     fn validate(&self) -> Result<(), SpecError> {
-        validate_patches("im2col", self.dtype, &self.image(), &self.window)
+        validate_patches("im2col", self.dtype, &self.image.shape(), &self.window)
     }
     fn inputs(&self) -> Vec<TensorSig> {
-        vec![TensorSig::new("x", self.dtype, self.image())]
+        vec![TensorSig::new("x", self.dtype, self.image.shape())]
     }
     fn outputs(&self) -> Vec<TensorSig> {
-        let out = self.window.out_or_zero([self.height, self.width]);
+        let out = self
+            .window
+            .out_or_zero([self.image.height, self.image.width]);
         vec![TensorSig::new(
             "cols",
             self.dtype,
-            cols_shape(self.batch, self.channels, &self.window, out),
+            cols_shape(self.image.batch, self.image.channels, &self.window, out),
         )]
     }
     fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
@@ -335,10 +360,7 @@ impl Op for Im2colSpec {
     fn example() -> Self {
         Im2colSpec {
             dtype: ScalarType::F32,
-            batch: 1,
-            channels: 2,
-            height: 4,
-            width: 4,
+            image: Nchw::new([1, 2, 4, 4]),
             window: Window2d::square(3, 1, 1),
         }
     }
@@ -352,33 +374,26 @@ impl Op for Im2colSpec {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Col2imSpec {
     pub dtype: ScalarType,
-    pub batch: usize,
-    pub channels: usize,
-    pub height: usize,
-    pub width: usize,
+    #[serde(flatten)]
+    pub image: Nchw,
     pub window: Window2d,
     #[serde(default)]
     pub accumulate: bool,
 }
 
-impl Col2imSpec {
-    /// The image's shape `[N, C, H, W]`.
-    pub fn image(&self) -> Vec<usize> {
-        vec![self.batch, self.channels, self.height, self.width]
-    }
-}
-
 impl Op for Col2imSpec {
     fn validate(&self) -> Result<(), SpecError> {
-        validate_patches("col2im", self.dtype, &self.image(), &self.window)
+        validate_patches("col2im", self.dtype, &self.image.shape(), &self.window)
     }
     fn inputs(&self) -> Vec<TensorSig> {
-        let out = self.window.out_or_zero([self.height, self.width]);
-        let image = self.image();
+        let out = self
+            .window
+            .out_or_zero([self.image.height, self.image.width]);
+        let image = self.image.shape();
         let mut v = vec![TensorSig::new(
             "cols",
             self.dtype,
-            cols_shape(self.batch, self.channels, &self.window, out),
+            cols_shape(self.image.batch, self.image.channels, &self.window, out),
         )];
         if self.accumulate {
             v.push(TensorSig::new("prior", self.dtype, image));
@@ -386,7 +401,7 @@ impl Op for Col2imSpec {
         v
     }
     fn outputs(&self) -> Vec<TensorSig> {
-        vec![TensorSig::new("x", self.dtype, self.image())]
+        vec![TensorSig::new("x", self.dtype, self.image.shape())]
     }
     fn aliases(&self) -> Vec<Alias> {
         Alias::prior_when(self.accumulate, 1)
@@ -406,10 +421,7 @@ impl Op for Col2imSpec {
     fn example() -> Self {
         Col2imSpec {
             dtype: ScalarType::F32,
-            batch: 1,
-            channels: 2,
-            height: 4,
-            width: 4,
+            image: Nchw::new([1, 2, 4, 4]),
             window: Window2d::square(3, 1, 1),
             accumulate: false,
         }

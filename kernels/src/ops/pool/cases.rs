@@ -6,6 +6,7 @@
 use super::spec::*;
 use crate::conformance::inputs::{draw, Domain};
 use crate::op::Op;
+use crate::spec::Nchw;
 use crate::spec::Window2d;
 use kernelc_ir::ScalarType::{self, *};
 
@@ -18,14 +19,10 @@ fn pool(
     count_include_pad: bool,
     indices: Option<ScalarType>,
 ) -> Pool2dSpec {
-    let [batch, channels, height, width] = nchw;
     Pool2dSpec {
         kind,
         dtype,
-        batch,
-        channels,
-        height,
-        width,
+        image: Nchw::new(nchw),
         window,
         count_include_pad,
         indices,
@@ -104,18 +101,15 @@ fn pool_bwd(
     index_dtype: Option<ScalarType>,
     accumulate: bool,
 ) -> Pool2dBackwardSpec {
-    let [batch, channels, height, width] = nchw;
+    let image = Nchw::new(nchw);
     let [out_height, out_width] = match window {
-        Ok(w) => w.out_size([height, width]).unwrap_or([1, 1]),
+        Ok(w) => w.out_size(image.plane()).unwrap_or([1, 1]),
         Err(out) => out,
     };
     Pool2dBackwardSpec {
         kind,
         dtype,
-        batch,
-        channels,
-        height,
-        width,
+        image,
         out_height,
         out_width,
         window: window.ok(),
@@ -232,7 +226,7 @@ pub(super) fn pool_indices(s: &Pool2dBackwardSpec, k: usize, seed: u64) -> Optio
         return None;
     }
     let Some(w) = s.window else {
-        let len = (s.height * s.width) as i64;
+        let len = (s.image.height * s.image.width) as i64;
         let d = match sig.dtype {
             ScalarType::F32 => Domain::Real(-2.0, len as f64 + 2.0),
             ScalarType::U32 => Domain::Int(0, len + 1),
@@ -247,15 +241,15 @@ pub(super) fn pool_indices(s: &Pool2dBackwardSpec, k: usize, seed: u64) -> Optio
         let hi = (start + w.kernel[d]).min(size + w.padding[d]) - w.padding[d];
         (lo, hi.max(lo + 1))
     };
-    let planes = s.batch * s.channels;
+    let planes = s.image.batch * s.image.channels;
     let mut out = Vec::with_capacity(planes * s.out_height * s.out_width);
     for i in 0..planes * s.out_height * s.out_width {
         let (oy, ox) = ((i / s.out_width) % s.out_height, i % s.out_width);
-        let (y0, y1) = range(0, oy, s.height);
-        let (x0, x1) = range(1, ox, s.width);
+        let (y0, y1) = range(0, oy, s.image.height);
+        let (x0, x1) = range(1, ox, s.image.width);
         let taps = (y1 - y0) * (x1 - x0);
         let r = draw(Domain::Int(0, taps as i64 - 1), seed, k, i) as usize;
-        out.push(((y0 + r / (x1 - x0)) * s.width + x0 + r % (x1 - x0)) as f64);
+        out.push(((y0 + r / (x1 - x0)) * s.image.width + x0 + r % (x1 - x0)) as f64);
     }
     Some(out)
 }

@@ -190,8 +190,8 @@ pub(super) fn pool2d(spec: &Pool2dSpec, caps: &TargetCaps) -> Result<Plan, Lower
     let op = OpSpec::Pool2d(spec.clone());
     let (inputs, outputs) = (op.inputs(), op.outputs());
     let [oh, ow] = spec.out_size();
-    let ay = Axis::new(&spec.window, 0, spec.height, oh)?;
-    let ax = Axis::new(&spec.window, 1, spec.width, ow)?;
+    let ay = Axis::new(&spec.window, 0, spec.image.height, oh)?;
+    let ax = Axis::new(&spec.window, 1, spec.image.width, ow)?;
     let mut params = vec![
         param(
             &nth(&inputs, 0, "pool2d input")?,
@@ -333,8 +333,8 @@ fn pool_backward_gather(
     caps: &TargetCaps,
 ) -> Result<Plan, LowerError> {
     let op = OpSpec::Pool2dBackward(spec.clone());
-    let ay = Axis::new(window, 0, spec.height, spec.out_height)?;
-    let ax = Axis::new(window, 1, spec.width, spec.out_width)?;
+    let ay = Axis::new(window, 0, spec.image.height, spec.out_height)?;
+    let ax = Axis::new(window, 1, spec.image.width, spec.out_width)?;
     let mut params = backward_params(&op);
     let dx = nth(&op.outputs(), 0, "pool2d_backward output")?;
     let items = dx.numel() as u64;
@@ -387,7 +387,7 @@ fn max_backward_scatter(spec: &Pool2dBackwardSpec, caps: &TargetCaps) -> Result<
     let dx = nth(&op.outputs(), 0, "pool2d_backward output")?;
     let ty = compute_type(spec.dtype);
     let n = Num::scalar(ty);
-    let plane_len = dim(spec.height * spec.width, "pooling plane")?;
+    let plane_len = dim(spec.image.height * spec.image.width, "pooling plane")?;
     let out_len = dim(spec.out_height * spec.out_width, "pooling output plane")?;
     // The sums: in `dx` itself where it holds the compute type, else in a temporary of
     // the compute type, narrowed once at the end (an f16 running sum would round at
@@ -444,7 +444,7 @@ fn max_backward_scatter(spec: &Pool2dBackwardSpec, caps: &TargetCaps) -> Result<
         // Read-modify-write: each plane is owned by one invocation.
         param(&sums, Access::ReadWrite, sums_binding.clone()),
     ];
-    let planes = (spec.batch * spec.channels) as u64;
+    let planes = (spec.image.batch * spec.image.channels) as u64;
     let route = map_launch(&op.name(), caps, planes, &route_params, |f, mems, plane| {
         let out_base = f.let_("out_base", plane.clone() * out_len);
         let in_base = f.let_("in_base", plane * plane_len);

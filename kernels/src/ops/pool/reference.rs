@@ -32,8 +32,8 @@ fn window_taps(
 pub(super) fn pool2d(s: &Pool2dSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
     let x = i[0];
     let [oh, ow] = s.out_size();
-    let (h, w) = (s.height, s.width);
-    let planes = s.batch * s.channels;
+    let (h, w) = (s.image.height, s.image.width);
+    let planes = s.image.batch * s.image.channels;
     let mut y = vec![0.0; planes * oh * ow];
     let mut idx = vec![0.0; planes * oh * ow];
     for p in 0..planes {
@@ -75,8 +75,8 @@ pub(super) fn pool2d(s: &Pool2dSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
 
 pub(super) fn pool2d_backward(s: &Pool2dBackwardSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
     let dy = i[0];
-    let (h, w, oh, ow) = (s.height, s.width, s.out_height, s.out_width);
-    let planes = s.batch * s.channels;
+    let (h, w, oh, ow) = (s.image.height, s.image.width, s.out_height, s.out_width);
+    let planes = s.image.batch * s.image.channels;
     let mut dx = if s.accumulate {
         i[if s.kind == PoolKind::Max { 2 } else { 1 }].to_vec()
     } else {

@@ -8,8 +8,8 @@ use crate::error::SpecError;
 use crate::lower::{LowerError, Plan, TargetCaps};
 use crate::op::Op;
 use crate::shape::check_shape;
-use crate::spec::Window2d;
 use crate::spec::{check_dtype, Alias, TensorSig, FLOATS, INDEX};
+use crate::spec::{Nchw, Window2d};
 use crate::tolerance::Tolerance;
 
 /// Pooling function.
@@ -44,10 +44,8 @@ impl PoolKind {
 pub struct Pool2dSpec {
     pub kind: PoolKind,
     pub dtype: ScalarType,
-    pub batch: usize,
-    pub channels: usize,
-    pub height: usize,
-    pub width: usize,
+    #[serde(flatten)]
+    pub image: Nchw,
     pub window: Window2d,
     #[serde(default)]
     pub count_include_pad: bool,
@@ -56,20 +54,18 @@ pub struct Pool2dSpec {
 }
 
 impl Pool2dSpec {
-    /// The image's shape `[N, C, H, W]`.
-    pub fn image(&self) -> Vec<usize> {
-        vec![self.batch, self.channels, self.height, self.width]
-    }
     pub fn out_size(&self) -> [usize; 2] {
-        self.window.out_or_zero([self.height, self.width])
+        self.window
+            .out_or_zero([self.image.height, self.image.width])
     }
 }
 
 impl Op for Pool2dSpec {
     fn validate(&self) -> Result<(), SpecError> {
         check_dtype("pool2d", self.dtype, FLOATS)?;
-        check_shape("x", &self.image())?;
-        self.window.validate([self.height, self.width], true)?;
+        check_shape("x", &self.image.shape())?;
+        self.window
+            .validate([self.image.height, self.image.width], true)?;
         if let Some(t) = self.indices {
             if self.kind != PoolKind::Max {
                 return Err(SpecError::bad_attr(
@@ -83,11 +79,11 @@ impl Op for Pool2dSpec {
         Ok(())
     }
     fn inputs(&self) -> Vec<TensorSig> {
-        vec![TensorSig::new("x", self.dtype, self.image())]
+        vec![TensorSig::new("x", self.dtype, self.image.shape())]
     }
     fn outputs(&self) -> Vec<TensorSig> {
         let [oh, ow] = self.out_size();
-        let shape = vec![self.batch, self.channels, oh, ow];
+        let shape = vec![self.image.batch, self.image.channels, oh, ow];
         let mut v = vec![TensorSig::new("y", self.dtype, shape.clone())];
         if let Some(t) = self.indices {
             v.push(TensorSig::new("indices", t, shape));
@@ -119,10 +115,7 @@ impl Op for Pool2dSpec {
         Pool2dSpec {
             kind: PoolKind::Max,
             dtype: ScalarType::F32,
-            batch: 1,
-            channels: 2,
-            height: 4,
-            width: 4,
+            image: Nchw::new([1, 2, 4, 4]),
             window: Window2d::square(2, 2, 0),
             count_include_pad: false,
             indices: Some(ScalarType::U32),
@@ -150,10 +143,8 @@ impl Op for Pool2dSpec {
 pub struct Pool2dBackwardSpec {
     pub kind: PoolKind,
     pub dtype: ScalarType,
-    pub batch: usize,
-    pub channels: usize,
-    pub height: usize,
-    pub width: usize,
+    #[serde(flatten)]
+    pub image: Nchw,
     pub out_height: usize,
     pub out_width: usize,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -166,24 +157,22 @@ pub struct Pool2dBackwardSpec {
     pub accumulate: bool,
 }
 
-impl Pool2dBackwardSpec {
-    /// The image's shape `[N, C, H, W]`.
-    pub fn image(&self) -> Vec<usize> {
-        vec![self.batch, self.channels, self.height, self.width]
-    }
-}
-
 impl Op for Pool2dBackwardSpec {
     fn validate(&self) -> Result<(), SpecError> {
         check_dtype("pool2d_backward", self.dtype, FLOATS)?;
-        check_shape("dx", &self.image())?;
+        check_shape("dx", &self.image.shape())?;
         check_shape(
             "dy",
-            &[self.batch, self.channels, self.out_height, self.out_width],
+            &[
+                self.image.batch,
+                self.image.channels,
+                self.out_height,
+                self.out_width,
+            ],
         )?;
         if let Some(w) = &self.window {
-            w.validate([self.height, self.width], true)?;
-            let out = w.out_or_zero([self.height, self.width]);
+            w.validate([self.image.height, self.image.width], true)?;
+            let out = w.out_or_zero([self.image.height, self.image.width]);
             if out != [self.out_height, self.out_width] {
                 return Err(SpecError::mismatch(
                     "pool2d_backward out_height/out_width vs the window's output size",
@@ -221,7 +210,12 @@ impl Op for Pool2dBackwardSpec {
         }
     }
     fn inputs(&self) -> Vec<TensorSig> {
-        let out = vec![self.batch, self.channels, self.out_height, self.out_width];
+        let out = vec![
+            self.image.batch,
+            self.image.channels,
+            self.out_height,
+            self.out_width,
+        ];
         let mut v = vec![TensorSig::new("dy", self.dtype, out.clone())];
         if self.kind == PoolKind::Max {
             v.push(TensorSig::new(
@@ -231,12 +225,12 @@ impl Op for Pool2dBackwardSpec {
             ));
         }
         if self.accumulate {
-            v.push(TensorSig::new("prior", self.dtype, self.image()));
+            v.push(TensorSig::new("prior", self.dtype, self.image.shape()));
         }
         v
     }
     fn outputs(&self) -> Vec<TensorSig> {
-        vec![TensorSig::new("dx", self.dtype, self.image())]
+        vec![TensorSig::new("dx", self.dtype, self.image.shape())]
     }
     fn aliases(&self) -> Vec<Alias> {
         Alias::prior_when(
@@ -271,10 +265,7 @@ impl Op for Pool2dBackwardSpec {
         Pool2dBackwardSpec {
             kind: PoolKind::Max,
             dtype: ScalarType::F32,
-            batch: 1,
-            channels: 2,
-            height: 4,
-            width: 4,
+            image: Nchw::new([1, 2, 4, 4]),
             out_height: 2,
             out_width: 2,
             window: None,
