@@ -111,7 +111,8 @@ impl Runtime {
     /// Runs one op on host slices: reads `inputs`, writes its results into
     /// `outputs` (in `spec.outputs()` order). Operands are checked against the spec as
     /// [`Runtime::run`] checks tensors. On the CPU device the kernels work on the
-    /// slices directly; elsewhere through one upload and one download per slice.
+    /// slices directly; elsewhere through one upload and one download per slice. A
+    /// synchronising call: it returns once the results are in `outputs`.
     pub fn run_host(
         &self,
         spec: &OpSpec,
@@ -147,7 +148,10 @@ impl Runtime {
                 .iter_mut()
                 .map(|h| BindingRef::Host(HostRange::writable(h.bytes)))
                 .collect();
-            return self.launch_prepared(spec, &prepared, &in_args, &out_args);
+            self.launch_prepared(spec, &prepared, &in_args, &out_args)?;
+            // The results are the caller's now: like a read, this is a synchronising
+            // call (a failed op is reported here, not at some later read).
+            return self.device.synchronize();
         }
         let prepared = self.prepared(spec, FULL_ALIGNMENT, || Ok(()))?;
         let uploaded = inputs

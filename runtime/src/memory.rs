@@ -13,8 +13,9 @@
 //!   read through a copy, so no kernel reads memory it is writing.
 //! - Offsets never reach a kernel or a cache key: devices bind a view's range (a device
 //!   pointer plus offset on cpu and CUDA, a binding range on wgpu; a range wgpu cannot
-//!   bind is staged through a copy). Only the alignment class of the call's views (16,
-//!   8 or 4 bytes) selects the plan, since vector loads rely on it.
+//!   bind is staged through a copy). Only whether every view is 16-byte aligned
+//!   selects the plan (whole vectors, or one-word vectors), since vector loads rely on
+//!   it.
 
 use crate::device::{BindingRef, Slice, Storage};
 use crate::element::{bytes_to_f64, from_bytes, to_bytes, Element};
@@ -322,11 +323,11 @@ impl Runtime {
         let _memory = self.lock_memory();
         let bound_inputs = inputs
             .iter()
-            .map(|v| self.bind_input(v, outputs))
+            .map(|v| self.bind_input(v, outputs, 1))
             .collect::<Result<Vec<_>>>()?;
         let bound_outputs = outputs
             .iter()
-            .map(|v| self.bind_output(v))
+            .map(|v| self.bind_output(v, 1))
             .collect::<Result<Vec<_>>>()?;
         self.launch_prepared(
             spec,
@@ -343,14 +344,20 @@ impl Runtime {
         Ok(())
     }
 
-    /// Input `index` as the kernels see it: staged through a copy when the device
-    /// cannot bind its range, when the op also writes it (in place), or when the
-    /// device forbids binding one buffer read-only and writable together.
-    pub(crate) fn bind_input<'v>(&self, view: &'v View, outputs: &[&View]) -> Result<Bound<'v>> {
+    /// An input as the kernels see it: staged through a copy when the device cannot
+    /// bind its range or its offset is not a multiple of `alignment`, when the op also
+    /// writes it (in place), or when the device forbids binding one buffer read-only
+    /// and writable together.
+    pub(crate) fn bind_input<'v>(
+        &self,
+        view: &'v View,
+        outputs: &[&View],
+        alignment: usize,
+    ) -> Result<Bound<'v>> {
         let written = outputs.iter().any(|o| o.overlaps(view));
         let conflicting = self.device.exclusive_writable_bindings()
             && outputs.iter().any(|o| o.buffer.same(&view.buffer));
-        let unbindable = view.offset % self.device.binding_alignment() != 0;
+        let unbindable = !self.bindable(view, alignment);
         if !(written || conflicting || unbindable) {
             return Ok(Bound { view, staged: None });
         }
@@ -360,10 +367,17 @@ impl Runtime {
         })
     }
 
-    /// An output as the kernels see it: staged (and copied back after the launches)
-    /// when the device cannot bind its range.
-    pub(crate) fn bind_output<'v>(&self, view: &'v View) -> Result<Bound<'v>> {
-        if view.offset % self.device.binding_alignment() == 0 {
+    /// Whether the device binds `view` where it is, at an offset that is a multiple
+    /// of `alignment` too.
+    fn bindable(&self, view: &View, alignment: usize) -> bool {
+        view.offset % self.device.binding_alignment().max(alignment) == 0
+    }
+
+    /// An output as the kernels see it: staged (copied in, and back after the
+    /// launches) when the device cannot bind its range or its offset is not a
+    /// multiple of `alignment`.
+    pub(crate) fn bind_output<'v>(&self, view: &'v View, alignment: usize) -> Result<Bound<'v>> {
+        if self.bindable(view, alignment) {
             return Ok(Bound { view, staged: None });
         }
         Ok(Bound {

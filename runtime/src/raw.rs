@@ -11,7 +11,7 @@
 
 use crate::device::{BindingRef, Executable, LaunchRef, Slice, Storage};
 use crate::error::{Result, RuntimeError};
-use crate::memory::View;
+use crate::memory::{View, FULL_ALIGNMENT};
 use crate::runtime::Runtime;
 use kernelc_ir::{Kernel, Param, Scalar};
 use std::sync::Arc;
@@ -105,17 +105,17 @@ impl Runtime {
             })
             .collect();
         let _memory = self.lock_memory();
-        // Read-only parameters may need staging on wgpu (a buffer also bound
-        // writable, an unbindable offset); writable ones are staged (copied in and
-        // back) only when their offset cannot be bound.
+        // A user kernel may load whole vectors, which every target assumes 16-byte
+        // aligned: a view at another offset is staged (copied in, and back when
+        // written), as are read-only views sharing a buffer with a written one on wgpu.
         let mut staged: Vec<(Option<Storage>, &View, bool)> = Vec::with_capacity(views.len());
         for (p, a) in kernel.params.iter().zip(args) {
             if let (Param::Buffer { access, .. }, KernelArg::View(v)) = (p, a) {
                 let writes = access.can_write();
                 let bound = if writes {
-                    self.bind_output(v)?
+                    self.bind_output(v, FULL_ALIGNMENT)?
                 } else {
-                    self.bind_input(v, &written)?
+                    self.bind_input(v, &written, FULL_ALIGNMENT)?
                 };
                 staged.push((bound.staged, v, writes));
             }

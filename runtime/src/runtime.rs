@@ -358,13 +358,14 @@ impl Runtime {
         self.prepare_new(key, spec, &self.caps_for(alignment))
     }
 
-    /// The caps plans are lowered with for views of `alignment` bytes: no vector
-    /// access wider than the alignment.
+    /// The caps plans are lowered with for views of `alignment` bytes: below
+    /// [`FULL_ALIGNMENT`], vectors no wider than one 4-byte word (`vector_width` 1),
+    /// since some lowerings size vectors in elements of the op's dtype (2 × f64 would
+    /// need 16) and emitters declare the vector's own alignment.
     fn caps_for(&self, alignment: usize) -> TargetCaps {
         let mut caps = self.caps.clone();
         if alignment < FULL_ALIGNMENT {
-            let lanes = u8::try_from(alignment / 4).unwrap_or(u8::MAX).max(1);
-            caps.vector_width = caps.vector_width.min(lanes);
+            caps.vector_width = 1;
         }
         caps
     }
@@ -613,11 +614,11 @@ impl PlanKey {
     }
 
     /// The key of `spec`'s plan for views whose offsets are multiples of `alignment`
-    /// bytes (below [`FULL_ALIGNMENT`], plans use narrower vectors).
+    /// bytes: one plan for whole-vector alignment, one (narrow vectors) for less.
     pub(crate) fn aligned(spec: &OpSpec, alignment: usize) -> Result<PlanKey> {
         let mut bytes = b"kernelc plan key v1\0".to_vec();
         if alignment < FULL_ALIGNMENT {
-            bytes.extend_from_slice(format!("views aligned to {alignment}\0").as_bytes());
+            bytes.extend_from_slice(b"views below vector alignment\0");
         }
         ciborium::into_writer(&spec.structural(), &mut bytes)
             .map_err(|e| RuntimeError::BadArgument(format!("unencodable spec: {e}")))?;

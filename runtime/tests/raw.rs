@@ -158,6 +158,16 @@ fn bad_kernels_and_arguments_are_typed_errors() {
             "{e:?}"
         );
         rt.synchronize().expect("reported once");
+        // The runtime's own copies are no synchronising calls: an overlapping copy
+        // (through the host on wgpu and CUDA) succeeds, and the failure waits.
+        rt.launch(&kernel, [2, 1, 1], &args).expect("queued");
+        rt.copy_buffer(&buf, 0, &buf, 4, 64)
+            .expect("a copy reports no other op");
+        assert!(matches!(rt.synchronize(), Err(RuntimeError::Launch { .. })));
+        // A grid whose workgroup count overflows is refused, not a panic.
+        let e = rt.launch(&kernel, [u32::MAX; 3], &args);
+        assert!(matches!(e, Err(RuntimeError::Launch { .. })), "{e:?}");
+        rt.synchronize().expect("nothing ran");
         // A read is a synchronising call too.
         rt.launch(&kernel, [2, 1, 1], &args).expect("queued");
         assert!(matches!(

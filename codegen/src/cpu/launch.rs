@@ -310,7 +310,14 @@ impl CpuKernel {
         threads: usize,
     ) -> Result<(), LaunchError> {
         self.check_grid(grid)?;
-        let total = grid.iter().map(|&g| g as u64).product::<u64>();
+        let total = grid
+            .iter()
+            .try_fold(1u64, |acc, &g| acc.checked_mul(g as u64))
+            .ok_or_else(|| LaunchError::GridTooLarge {
+                kernel: self.name.clone(),
+                grid,
+                workgroup_size: self.workgroup_size,
+            })?;
         if total == 0 {
             return Ok(());
         }
@@ -341,17 +348,19 @@ impl CpuKernel {
             stop: AtomicBool::new(false),
             error: Mutex::new(None),
         };
-        if threads == 1 {
-            job.work();
-        } else {
-            // Rayon's global pool: persistent workers, so a launch spawns no threads;
-            // the caller takes one share itself.
-            rayon::in_place_scope(|s| {
+        let pool = launch_pool().filter(|_| threads > 1);
+        if let Some(pool) = pool {
+            // A pool of persistent workers private to kernel launches, so a launch
+            // spawns no threads, and no caller's code ever runs on (or blocks) a thread
+            // a launch waits for; the caller takes one share itself.
+            pool.in_place_scope(|s| {
                 for _ in 1..threads {
                     s.spawn(|_| job.work());
                 }
                 job.work();
             });
+        } else {
+            job.work();
         }
         let error = *job.error.lock().unwrap_or_else(|e| e.into_inner());
         match error {
@@ -536,8 +545,32 @@ impl Job {
     }
 }
 
-/// Threads a launch uses: rayon's global pool (the host's parallelism, or
-/// `RAYON_NUM_THREADS`).
+/// Threads a launch uses: the host's parallelism, asked once (the query reads cgroup
+/// and affinity state, which costs microseconds per call).
 fn host_threads() -> usize {
-    rayon::current_num_threads()
+    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+/// The workers of kernel launches (one fewer than `host_threads`: the caller works
+/// too). Private, so user code (which may hold runtime locks, or itself run on
+/// rayon's global pool) never occupies them. Built once; if the OS refuses the
+/// threads, launches run on the caller alone.
+fn launch_pool() -> Option<&'static rayon::ThreadPool> {
+    static POOL: std::sync::OnceLock<Option<rayon::ThreadPool>> = std::sync::OnceLock::new();
+    POOL.get_or_init(|| {
+        let workers = host_threads().saturating_sub(1).max(1);
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(workers)
+            .thread_name(|i| format!("kernelc-cpu-{i}"))
+            .build()
+            .map_err(|e| report_no_workers(&e))
+            .ok()
+    })
+    .as_ref()
+}
+
+/// Reports that the launch workers could not start (launches then run on the caller).
+fn report_no_workers(e: &rayon::ThreadPoolBuildError) {
+    eprintln!("kernelc: cannot start the CPU launch workers ({e}); launches run on one thread");
 }

@@ -11,11 +11,13 @@
 //! no dynamic shared memory is used.
 //!
 //! All work goes to one stream per device, so stream order alone orders uploads,
-//! launches and downloads; [`CudaDevice::execute`] synchronises once per op, before it
-//! returns, so no buffer an op borrowed is freed or reused while a kernel still uses it.
+//! launches and downloads. [`CudaDevice::execute`] returns once an op is queued: a
+//! buffer an op borrowed may go back to the pool while its kernels run, and is reused
+//! only by work queued on the same stream after them; a block actually freed
+//! (`DeviceBlock::drop`) waits for the context first.
 
 use super::BindingRef;
-use super::{next_device_id, Executable, LaunchRef, Storage};
+use super::{next_device_id, Executable, Faults, LaunchRef, Storage};
 use crate::cache::{CacheKey, DiskCache};
 use crate::error::{Result, RuntimeError};
 use crate::pool::Pool;
@@ -302,7 +304,10 @@ impl CudaDevice {
             .collect::<Result<Vec<_>>>()?;
         // Once for the whole op: every driver call below runs on this thread.
         self.bind()?;
-        let status_ptr = self.status.slot(&kernel_names(launches))?;
+        // The ring stays locked until the op's launches are queued, so a check on
+        // another thread never reads (and clears) a word before its kernels are queued.
+        let mut ops = self.status.lock();
+        let status_ptr = self.status.slot(&mut ops, &kernel_names(launches));
         for (launch, (kernel, words)) in launches.iter().zip(prepared) {
             if let Err(e) = self.launch(kernel, launch.grid, words, status_ptr) {
                 // Launches before it may still use buffers this op borrows only until
@@ -600,10 +605,16 @@ impl Drop for DeviceBlock {
             tracing::warn!(error = %describe(&e), "cannot bind the CUDA context to free memory; leaking it");
             return;
         }
-        // SAFETY: `ptr` came from `cuMemAlloc` in this context and is freed only here.
-        // No kernel still uses it: a block is dropped only when its storage is (or the
-        // pool is full or cleared), and every op synchronises its stream before the
-        // storages it borrowed can be dropped; `fill` and `write_bytes` synchronise too.
+        // Queued kernels may still use the block (ops do not wait for their launches):
+        // wait for the context's work before freeing. Blocks are freed only when the
+        // pool is full or cleared, so this is rare.
+        if let Err(e) = self.ctx.synchronize() {
+            tracing::warn!(error = %describe(&e), "cannot wait for the CUDA context to free memory; leaking it");
+            return;
+        }
+        // SAFETY: `ptr` came from `cuMemAlloc` in this context and is freed only here;
+        // every kernel queued before this point has finished (synchronised above), and
+        // no later work can use the block (its storage is gone).
         if let Err(e) = unsafe { result::free_sync(self.ptr) } {
             tracing::warn!(error = %describe(&e), "cannot free CUDA memory");
         }
@@ -752,8 +763,12 @@ impl CudaStorage {
         }
         let (from, to) = (src.ptr + src_offset as u64, dst.ptr + dst_offset as u64);
         if from < to + len as u64 && to < from + len as u64 {
-            // cuMemcpy leaves overlapping ranges undefined: through the host.
-            let bytes = src.read_range(src_offset, len)?;
+            // cuMemcpy leaves overlapping ranges undefined: through the host. Not a
+            // synchronising call: another op's failure stays for the next one.
+            let mut bytes = vec![0u8; len];
+            src.bind()?;
+            src.download(src_offset, &mut bytes)
+                .map_err(|e| src.failure("download failed", e))?;
             return dst.write_range(dst_offset, &bytes);
         }
         dst.bind()?;
@@ -781,6 +796,9 @@ pub(crate) struct StatusRing {
     device_name: String,
     /// The kernels of the op holding each used word, in order.
     ops: Mutex<Vec<String>>,
+    /// A failure found when a full ring was checked, kept for the next synchronising
+    /// call.
+    faults: Faults,
 }
 
 impl StatusRing {
@@ -790,6 +808,7 @@ impl StatusRing {
             stream,
             device_name,
             ops: Mutex::new(Vec::new()),
+            faults: Faults::default(),
         }
     }
 
@@ -805,22 +824,31 @@ impl StatusRing {
         self.stream.synchronize()
     }
 
-    /// A zeroed word for an op of `kernels` (checking the ring first when it is full).
-    /// The context must be current.
-    fn slot(&self, kernels: &str) -> Result<sys::CUdeviceptr> {
-        if self.lock().len() >= STATUS_RING_WORDS {
-            self.check()?;
+    /// A zeroed word for an op of `kernels`, in the locked ring `ops`. A full ring is
+    /// checked first (waiting for the stream); a failure found then is kept for the
+    /// next synchronising call. The context must be current.
+    fn slot(&self, ops: &mut Vec<String>, kernels: &str) -> sys::CUdeviceptr {
+        if ops.len() >= STATUS_RING_WORDS {
+            if let Err(e) = self.check_locked(ops) {
+                self.faults.record(e);
+            }
         }
-        let mut ops = self.lock();
         let index = ops.len();
         ops.push(kernels.to_string());
-        Ok(self.block.ptr + (index * STATUS_BYTES) as u64)
+        self.block.ptr + (index * STATUS_BYTES) as u64
     }
 
     /// Waits for the stream, reads and clears the used words, and reports the first
-    /// failed op. The context must be current.
+    /// failed op (a failure kept earlier first). The context must be current.
     fn check(&self) -> Result<()> {
         let mut ops = self.lock();
+        let result = self.check_locked(&mut ops);
+        drop(ops);
+        self.faults.take()?;
+        result
+    }
+
+    fn check_locked(&self, ops: &mut Vec<String>) -> Result<()> {
         let failure = |what: &str, e: DriverError| {
             RuntimeError::NoDevice(format!("{}: {what}: {}", self.device_name, describe(&e)))
         };

@@ -1068,15 +1068,21 @@ impl WgpuStorage {
     }
 
     pub(crate) fn read_range_into(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+        self.read_unchecked(offset, out)?;
+        // A read is a synchronising call: report a failed op not yet reported.
+        self.gpu.check()
+    }
+
+    /// The bytes from `offset` into `out`, without reporting other ops' failures (for
+    /// the runtime's own copies, which are no synchronising calls).
+    fn read_unchecked(&self, offset: usize, out: &mut [u8]) -> Result<()> {
         if out.is_empty() {
             return Ok(());
         }
         let (start, end) = word_bounds(offset, out.len());
         let from = offset - start as usize;
         read_back_into(&self.gpu, self.buffer()?, start, end - start, from, out)
-            .map_err(|m| self.failure(m))?;
-        // A read is a synchronising call: report a failed op not yet reported.
-        self.gpu.check()
+            .map_err(|m| self.failure(m))
     }
 
     pub(crate) fn write_range(&self, offset: usize, data: &[u8]) -> Result<()> {
@@ -1127,7 +1133,8 @@ impl WgpuStorage {
         if overlapping || !aligned {
             // WebGPU copies neither within overlapping ranges nor at unaligned edges:
             // through the host (read whole, then write: `memmove`'s result).
-            let bytes = src.read_range(src_offset, len)?;
+            let mut bytes = vec![0u8; len];
+            src.read_unchecked(src_offset, &mut bytes)?;
             return dst.write_range(dst_offset, &bytes);
         }
         let mut encoder = dst
