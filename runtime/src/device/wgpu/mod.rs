@@ -51,7 +51,14 @@ struct StatusRing {
     stride: u64,
     /// The kernel of each used slot, in order.
     kernels: Vec<String>,
+    /// Ops encoded but not yet submitted: submitting in batches costs less per op.
+    /// Everything that must come after them (host writes, copies, fills, reads,
+    /// checks) submits them first (`Gpu::flush`).
+    unsubmitted: Vec<wgpu::CommandBuffer>,
 }
+
+/// Ops encoded before a batch is submitted.
+const SUBMIT_BATCH: usize = 32;
 
 /// The wgpu device and its queue, shared by the device and its buffers, with the
 /// status words of launches submitted but not yet checked (launches are
@@ -76,7 +83,20 @@ impl Gpu {
         failure
     }
 
+    /// Submits the encoded ops, so that work queued after this runs after them.
+    fn flush(&self) {
+        let mut ring = lock(&self.ring);
+        self.flush_ring(&mut ring);
+    }
+
+    fn flush_ring(&self, ring: &mut StatusRing) {
+        if !ring.unsubmitted.is_empty() {
+            self.queue.submit(ring.unsubmitted.drain(..));
+        }
+    }
+
     fn check_ring(&self, ring: &mut StatusRing) -> Result<()> {
+        self.flush_ring(ring);
         let error = |kernel: String, message: String| RuntimeError::Launch {
             device: self.name.clone(),
             kernel,
@@ -145,6 +165,7 @@ fn new_ring(device: &wgpu::Device, stride: u64) -> Result<StatusRing> {
         staging,
         stride,
         kernels: Vec::new(),
+        unsubmitted: Vec::new(),
     })
 }
 
@@ -545,13 +566,17 @@ impl WgpuDevice {
             let [x, y, z] = launch.grid;
             pass.dispatch_workgroups(x, y, z);
         }
-        self.gpu.queue.submit([encoder.finish()]);
+        let commands = encoder.finish();
         if let Some(error) = pollster::block_on(scope.pop()) {
             return Err(self.launch_error(
                 &kernels,
                 0,
                 format!("wgpu rejected the launch: {error}"),
             ));
+        }
+        ring.unsubmitted.push(commands);
+        if ring.unsubmitted.len() >= SUBMIT_BATCH {
+            self.gpu.flush_ring(&mut ring);
         }
         ring.kernels.extend(kernels.iter().map(|k| k.name.clone()));
         Ok(())
@@ -1079,6 +1104,7 @@ impl WgpuStorage {
         if out.is_empty() {
             return Ok(());
         }
+        self.gpu.flush();
         let (start, end) = word_bounds(offset, out.len());
         let from = offset - start as usize;
         read_back_into(&self.gpu, self.buffer()?, start, end - start, from, out)
@@ -1089,6 +1115,9 @@ impl WgpuStorage {
         if data.is_empty() {
             return Ok(());
         }
+        // Queued writes run before the next submission's commands: submit the
+        // encoded ops first, which may still read the old bytes.
+        self.gpu.flush();
         let (start, end) = word_bounds(offset, data.len());
         let words = if start == offset as u64 && end == (offset + data.len()) as u64 {
             data.to_vec()
@@ -1105,6 +1134,7 @@ impl WgpuStorage {
 
     pub(crate) fn fill_range(&self, offset: usize, len: usize, byte: u8) -> Result<()> {
         let aligned = offset % 4 == 0 && len % 4 == 0;
+        self.gpu.flush();
         if byte == 0 && aligned && len > 0 {
             let mut encoder = self
                 .gpu
@@ -1127,6 +1157,7 @@ impl WgpuStorage {
         if len == 0 {
             return Ok(());
         }
+        dst.gpu.flush();
         let (a, b) = (src.buffer()?, dst.buffer()?);
         let overlapping = a == b && src_offset < dst_offset + len && dst_offset < src_offset + len;
         let aligned = src_offset % 4 == 0 && dst_offset % 4 == 0 && len % 4 == 0;
