@@ -159,7 +159,11 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 /// this emitter takes them: every transcendental (WGSL's built-ins are not accurate
 /// enough) and float `%` (WGSL's rounds). WGSL has no f64.
 pub fn required_expansion() -> MathExpansion {
-    MathExpansion::all_transcendental().with_float_rem(true)
+    // WGSL cannot mark an operation exact, so the driver may reassociate: the
+    // error-free sums of the f32 math go through opaque values.
+    MathExpansion::all_transcendental()
+        .with_float_rem(true)
+        .with_opaque_sums(true)
 }
 
 /// Builds, validates and writes `kernel` as WGSL.

@@ -15,7 +15,7 @@
 use super::{case_data, case_from_choices, FuzzCase, FuzzLimits, InputMode};
 use crate::conformance::{check_data, Executor};
 use crate::lower::TargetCaps;
-use crate::spec::{BinaryFn, OpKind, OpSpec};
+use crate::spec::OpKind;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
 use std::collections::BTreeMap;
@@ -55,14 +55,6 @@ pub fn runs_on(caps: &TargetCaps, case: &FuzzCase) -> bool {
     sigs.into_iter().all(|s| caps.supports(s.dtype))
         && (caps.ieee_specials || !case.may_meet_specials())
         && (caps.keeps_subnormals || !case.may_meet_subnormals())
-        && !(caps.may_contract && uses_pow(spec))
-}
-
-/// Whether `spec` computes `pow`, which a target that contracts does not meet
-/// ([`TargetCaps::may_contract`]).
-fn uses_pow(spec: &OpSpec) -> bool {
-    matches!(spec, OpSpec::Binary(b) if b.func == BinaryFn::Pow)
-        || matches!(spec, OpSpec::Scalar(s) if s.func == BinaryFn::Pow)
 }
 
 /// Runs `case` on every target that [`runs_on`] it; `Err` names the first failure.
@@ -84,13 +76,6 @@ pub fn check_case(targets: &[Target], case: &FuzzCase) -> Result<usize, String> 
 /// Prints what the fuzzer does not hold each target to, and why.
 fn say_not_run(test: &str, targets: &[Target]) {
     for (exec, caps) in targets {
-        if caps.may_contract {
-            println!(
-                "{test}: NOT RUN: pow on {}: its driver may contract a·b + c, which kernelc's \
-                 f32 pow does not survive (TargetCaps::may_contract; docs/semantics.md)",
-                exec.name()
-            );
-        }
         if !caps.keeps_subnormals {
             println!(
                 "{test}: NOT RUN: wide and special-value cases, and tiny attributes, on {}: \

@@ -46,10 +46,10 @@ pub struct TargetCaps {
     pub ieee_specials: bool,
     /// Whether the driver may contract `a·b + c`, written as two operations, into one
     /// fused operation, and apply other inexact algebra such as `(a + b) − a → b`
-    /// (WGSL cannot forbid either, and naga's SPIR-V drops `NoContraction`). kernelc's
-    /// f32 `pow` loses accuracy there (the TwoSums carrying `y·log₂x` lose their error
-    /// terms: docs/semantics.md); the op fuzzer does not hold such a target to `pow`'s
-    /// row and says so.
+    /// (WGSL cannot forbid either, and naga's SPIR-V drops `NoContraction`). Such a
+    /// target expands kernelc's math with opaque error-free sums
+    /// (`MathExpansion::opaque_sums`), which keeps `pow` within its row
+    /// (docs/semantics.md).
     pub may_contract: bool,
     /// Whether subnormal operands and results survive every operation (no flush to
     /// zero). Vulkan lets a driver flush them unless the shader declares

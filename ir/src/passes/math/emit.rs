@@ -198,6 +198,30 @@ impl<W: Width> Ops<W> for Emitter<'_, '_> {
     fn bind(&mut self, a: Expr) -> Expr {
         self.bind_as(a, W::FLOAT)
     }
+    /// `bits(a) | z` with `z = (num_workgroups.x == 0)`: `a` itself, since a launch
+    /// has at least one workgroup, but not to a compiler (`MathExpansion::opaque_sums`).
+    fn opaque(&mut self, a: &Expr) -> Expr {
+        if !self.x.opts.opaque_sums {
+            return a.clone();
+        }
+        let workgroups = Expr::Builtin {
+            builtin: Builtin::NumWorkgroups,
+            axis: 0,
+        };
+        let none = Self::cmp(CmpOp::Eq, &workgroups, &Expr::Lit(Scalar::U32(0)));
+        let zero = Self::convert(&none, W::INT, false);
+        let zero = if self.lanes > 1 {
+            Expr::Splat {
+                lanes: self.lanes,
+                arg: Box::new(zero),
+            }
+        } else {
+            zero
+        };
+        let bits = Self::convert(a, W::INT, true);
+        let same = Self::convert(&Self::bin(BinaryOp::Or, &bits, &zero), W::FLOAT, true);
+        self.bind_as(same, W::FLOAT)
+    }
     fn bindi(&mut self, a: Expr) -> Expr {
         self.bind_as(a, W::INT)
     }

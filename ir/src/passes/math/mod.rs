@@ -165,6 +165,12 @@ pub struct MathExpansion {
     /// their `fma`s from Dekker's product and TwoSum instead (module `double`). An
     /// op's own `fma` calls are left to the target.
     pub fused_fma: bool,
+    /// Whether the target's compiler may apply inexact algebra to float arithmetic
+    /// (reassociate, fold `(a + b) − a` to `b`): WGSL and naga's SPIR-V cannot mark
+    /// an operation exact. The error-free sums (TwoSum, Fast2Sum) then read their sum
+    /// through an opaque value, `bits(s) | z` with `z = (num_workgroups.x == 0)`,
+    /// always 0 but unknown to the compiler, so no algebra reaches across it.
+    pub opaque_sums: bool,
 }
 
 impl MathExpansion {
@@ -199,6 +205,7 @@ impl MathExpansion {
             f64: false,
             float_rem: false,
             fused_fma: true,
+            opaque_sums: false,
         }
     }
 
@@ -220,6 +227,15 @@ impl MathExpansion {
     /// The same selection, for a target whose `fma` rounds once (`true`) or twice.
     pub fn with_fused_fma(self, fused_fma: bool) -> Self {
         MathExpansion { fused_fma, ..self }
+    }
+
+    /// The same selection, for a target whose compiler may (`true`) or may not
+    /// reassociate float arithmetic.
+    pub fn with_opaque_sums(self, opaque_sums: bool) -> Self {
+        MathExpansion {
+            opaque_sums,
+            ..self
+        }
     }
 
     /// Whether the pass would leave every kernel as it is.

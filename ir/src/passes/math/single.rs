@@ -421,9 +421,11 @@ mod tests {
     //! measure the pass's output.
 
     use super::*;
+    use crate::kernel::Expr;
     use crate::kernel::MathFn;
     use crate::passes::math::native::{self, assert_native_matches_ir, Native};
-    use crate::passes::math::MathExpansion;
+    use crate::passes::math::{expand_math, MathExpansion};
+    use crate::types::ScalarType;
 
     fn native(func: MathFn, x: f32, y: f32) -> f32 {
         shared::expand::<W32, _>(&mut Native, func, &[x, y]).unwrap_or(f32::NAN)
@@ -460,6 +462,40 @@ mod tests {
 
     #[test]
     fn native_matches_ir() {
+        native_matches_ir_for(&MathExpansion::all_transcendental_with_f64());
+    }
+
+    /// Opaque error-free sums (for targets that may reassociate) compute the same bits:
+    /// the barrier is the identity at run time.
+    #[test]
+    fn native_matches_ir_with_opaque_sums() {
+        let expansion = MathExpansion::all_transcendental_with_f64().with_opaque_sums(true);
+        native_matches_ir_for(&expansion);
+        let mut k = crate::builder::KernelBuilder::new("pow", [1, 1, 1]);
+        let out = k.buffer("out", ScalarType::F32, 1, crate::kernel::Access::Write);
+        let x = k.scalar("x", ScalarType::F32);
+        let kernel = k
+            .build(|f| {
+                let e = Expr::Math {
+                    func: MathFn::Pow,
+                    args: vec![x.0.clone(), x.0.clone()],
+                };
+                f.store(out, 0u32, crate::builder::E(e));
+            })
+            .expect("valid");
+        let with = crate::print::print(&expand_math(&kernel, &expansion));
+        let without = crate::print::print(&expand_math(
+            &kernel,
+            &expansion.clone().with_opaque_sums(false),
+        ));
+        assert!(with.contains("num_workgroups"), "no barrier was emitted");
+        assert!(
+            !without.contains("num_workgroups"),
+            "a barrier without opaque_sums"
+        );
+    }
+
+    fn native_matches_ir_for(expansion: &MathExpansion) {
         let n = 4096usize;
         let mut rng = Lcg(7);
         for func in MathExpansion::SUPPORTED {
@@ -473,13 +509,7 @@ mod tests {
             let ys: Vec<f32> = (0..n)
                 .map(|_| (rng.next() as f32 / u32::MAX as f32 - 0.5) * 60.0)
                 .collect();
-            assert_native_matches_ir::<W32>(
-                &MathExpansion::all_transcendental_with_f64(),
-                func,
-                &xs,
-                &ys,
-                |x, y| native(func, x, y),
-            );
+            assert_native_matches_ir::<W32>(expansion, func, &xs, &ys, |x, y| native(func, x, y));
         }
     }
 

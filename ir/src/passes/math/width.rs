@@ -156,6 +156,12 @@ pub(super) trait Ops<W: Width> {
     fn itof(&mut self, a: &Self::I) -> Self::F;
     /// Names a value that is used more than once (IR: a `Let`).
     fn bind(&mut self, a: Self::F) -> Self::F;
+    /// `a`, as a value the target's compiler cannot see through, where it might
+    /// otherwise apply inexact algebra (`MathExpansion::opaque_sums`); `a` itself for
+    /// evaluators that compute exactly what they are told.
+    fn opaque(&mut self, a: &Self::F) -> Self::F {
+        a.clone()
+    }
     fn bindi(&mut self, a: Self::I) -> Self::I;
     fn bindb(&mut self, a: Self::B) -> Self::B;
 }
@@ -256,13 +262,16 @@ pub(super) fn scale<W: Width, O: Ops<W>>(o: &mut O, p: &O::F, k: &O::I) -> O::F 
     o.mul(&t, &s2)
 }
 
-/// Knuth's TwoSum: `s + e = a + b` exactly, `s = fl(a + b)`.
+/// Knuth's TwoSum: `s + e = a + b` exactly, `s = fl(a + b)`. The error terms read `s`
+/// through [`Ops::opaque`], so a compiler that may reassociate cannot fold `s − a` to
+/// `b` (which would make `e` 0).
 pub(super) fn two_sum<W: Width, O: Ops<W>>(o: &mut O, a: &O::F, b: &O::F) -> (O::F, O::F) {
     let s = o.add(a, b);
     let s = o.bind(s);
-    let bb = o.sub(&s, a);
+    let so = o.opaque(&s);
+    let bb = o.sub(&so, a);
     let bb = o.bind(bb);
-    let sa = o.sub(&s, &bb);
+    let sa = o.sub(&so, &bb);
     let ea = o.sub(a, &sa);
     let eb = o.sub(b, &bb);
     let e = o.add(&ea, &eb);
@@ -270,11 +279,13 @@ pub(super) fn two_sum<W: Width, O: Ops<W>>(o: &mut O, a: &O::F, b: &O::F) -> (O:
     (s, e)
 }
 
-/// Fast2Sum: `s + e = a + b` exactly when `|a| ≥ |b|` (or `a = 0`, or the sum is exact).
+/// Fast2Sum: `s + e = a + b` exactly when `|a| ≥ |b|` (or `a = 0`, or the sum is
+/// exact); `s` read through [`Ops::opaque`] as in [`two_sum`].
 pub(super) fn fast_two_sum<W: Width, O: Ops<W>>(o: &mut O, a: &O::F, b: &O::F) -> (O::F, O::F) {
     let s = o.add(a, b);
     let s = o.bind(s);
-    let d = o.sub(&s, a);
+    let so = o.opaque(&s);
+    let d = o.sub(&so, a);
     let e = o.sub(b, &d);
     let e = o.bind(e);
     (s, e)

@@ -262,7 +262,9 @@ impl WgpuDevice {
     /// float `%` (theirs rounds).
     pub(crate) fn math_expansion(&self) -> MathExpansion {
         if self.path.is_spirv() {
-            kernelc_codegen::spirv::required_expansion(self.caps.f64).with_fused_fma(self.fused_fma)
+            kernelc_codegen::spirv::required_expansion(self.caps.f64)
+                .with_fused_fma(self.fused_fma)
+                .with_opaque_sums(self.caps.may_contract)
         } else {
             kernelc_codegen::wgsl::required_expansion()
         }
