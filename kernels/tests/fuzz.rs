@@ -65,9 +65,14 @@ fn a_target_runs_the_cases_its_caps_promise() {
     for c in [&plain, &huge_beta, &tiny_eps, &wide, &pow] {
         assert!(runs_on(&ieee, c), "{c:?}");
     }
-    // A target that may reassociate is held to pow (its expansion has opaque
-    // error-free sums), not to special values or subnormals.
-    assert!(runs_on(&loose, &plain) && runs_on(&loose, &pow));
+    // A target that may reassociate is held to pow of every width (its expansion has
+    // opaque error-free sums), not to special values or subnormals.
+    let pow64 = case(
+        r#"{"spec":{"op":"binary","func":"pow","dtype":"f64","lhs":[8],"rhs":[8]},
+            "seed":3,"mode":"domain"}"#,
+    );
+    assert!(runs_on(&ieee, &pow64));
+    assert!(runs_on(&loose, &plain) && runs_on(&loose, &pow) && runs_on(&loose, &pow64));
     for c in [&huge_beta, &tiny_eps, &wide] {
         assert!(!runs_on(&loose, c), "{c:?}");
     }

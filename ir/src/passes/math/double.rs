@@ -59,12 +59,17 @@ impl<O: Ops64> Arith<W64> for O {
 /// (llvmpipe's does): `s + (t + e)`, where `p + e = a · b` exactly by Dekker's product
 /// (halves of 26 bits, so every partial product is exact, barring underflow) and
 /// `s + t = p + c` by TwoSum.
+/// Where the target may contract or reassociate, `fl(a·b)` is read through an opaque
+/// value ([`Ops::opaque`]), as TwoSum reads its sum.
 /// What the algorithms ask of `fma` is then exact: `fma(a, b, −fl(a·b))` gives `e`,
 /// `fma(−g, r, 1)` the residual, and a Horner step is within an ulp. Where the sum is
 /// not finite (`a · b` or `p + c` overflowing, a NaN or ∞ operand), `a · b + c` as is.
 pub(super) fn emulated_fma<O: Ops<W64>>(o: &mut O, a: &O::F, b: &O::F, c: &O::F) -> O::F {
     let p = o.mul(a, b);
     let p = o.bind(p);
+    // Read through an opaque value where the driver may contract: `hh − a·b` fused
+    // would subtract the exact product, and the error term `e` would come out 0.
+    let p = o.opaque(&p);
     let (ah, al) = split(o, a);
     let (bh, bl) = split(o, b);
     let hh = o.mul(&ah, &bh);
@@ -346,7 +351,9 @@ fn log1p_dd<O: Ops64>(o: &mut O, f: &O::F) -> (O::F, O::F) {
     // 2 + f = dh + dl exactly (dh - 2 is exact by Sterbenz).
     let dh = addc(o, f, 2.0);
     let dh = o.bind(dh);
-    let d2 = addc(o, &dh, -2.0);
+    // Opaque where the driver may reassociate: `(f + 2) − 2` would fold to `f`.
+    let dho = o.opaque(&dh);
+    let d2 = addc(o, &dho, -2.0);
     let dl = o.sub(f, &d2);
     let dl = o.bind(dl);
     // s = sh + sl from the division's exact residual f - sh·dh.
@@ -700,6 +707,24 @@ mod tests {
     fn native_matches_ir_with_emulated_fma() {
         UNFUSED.with(|u| u.set(true));
         native_matches_ir_for(&MathExpansion::all_transcendental_with_f64().with_fused_fma(false));
+    }
+
+    /// Emulated `fma` with opaque values (a target that may also reassociate) computes
+    /// the same bits.
+    #[test]
+    fn native_matches_ir_with_emulated_fma_and_opaque_sums() {
+        UNFUSED.with(|u| u.set(true));
+        native_matches_ir_for(
+            &MathExpansion::all_transcendental_with_f64()
+                .with_fused_fma(false)
+                .with_opaque_sums(true),
+        );
+    }
+
+    /// Opaque values with a fused `fma` compute the same bits too.
+    #[test]
+    fn native_matches_ir_with_opaque_sums() {
+        native_matches_ir_for(&MathExpansion::all_transcendental_with_f64().with_opaque_sums(true));
     }
 
     fn native_matches_ir_for(expansion: &MathExpansion) {

@@ -169,7 +169,8 @@ pub struct MathExpansion {
     /// (reassociate, fold `(a + b) − a` to `b`): WGSL and naga's SPIR-V cannot mark
     /// an operation exact. The error-free sums (TwoSum, Fast2Sum) then read their sum
     /// through an opaque value, `bits(s) | z` with `z = (num_workgroups.x == 0)`,
-    /// always 0 but unknown to the compiler, so no algebra reaches across it.
+    /// always 0 but unknown to the compiler, so no algebra reaches across it; so do
+    /// f64 `log1p`'s exact `2 + f` split and the emulated `fma`'s rounded product.
     pub opaque_sums: bool,
 }
 
