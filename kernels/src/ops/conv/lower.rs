@@ -44,13 +44,18 @@ use crate::lower::tile::{
     GemmOperand, GemmOutput,
 };
 use crate::lower::{Binding, Launch, LowerError, Plan, PlanBuilder, TargetCaps};
-use crate::spec::{Col2imSpec, Conv2dSpec, ConvPass, Im2colSpec, OpSpec, Window2d};
+use crate::spec::{Col2imSpec, Conv2dSpec, ConvPass, Im2colSpec, Nchw, OpSpec, Window2d};
 use kernelc_ir::builder::*;
 use kernelc_ir::{Access, Scalar, ScalarType};
 
 /// Most elements of the column temporary of strided backward-data (128 MiB of f32):
 /// larger batches are processed in chunks of images.
 const COLS_TEMP_LIMIT: u64 = 1 << 25;
+
+/// The geometry of im2col's and col2im's patches of `image` (one output channel).
+fn patch_geometry(image: &Nchw, window: &Window2d) -> Result<ConvGeometry, LowerError> {
+    geometry(image.channels, 1, image.height, image.width, window)
+}
 
 fn geometry(
     channels: usize,
@@ -437,13 +442,7 @@ fn backward_data_cols(
 // ---------------------------------------------------------------------------------------
 
 pub(super) fn im2col(spec: &Im2colSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
-    let g = geometry(
-        spec.image.channels,
-        1,
-        spec.image.height,
-        spec.image.width,
-        &spec.window,
-    )?;
+    let g = patch_geometry(&spec.image, &spec.window)?;
     let op = OpSpec::Im2col(spec.clone());
     let batch = to_u32("batch", spec.image.batch)?;
     let (hw, ohw, crs) = (g.image(), g.out_pixels(), g.patch_rows());
@@ -490,13 +489,7 @@ pub(super) fn im2col(spec: &Im2colSpec, caps: &TargetCaps) -> Result<Plan, Lower
 }
 
 pub(super) fn col2im(spec: &Col2imSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
-    let g = geometry(
-        spec.image.channels,
-        1,
-        spec.image.height,
-        spec.image.width,
-        &spec.window,
-    )?;
+    let g = patch_geometry(&spec.image, &spec.window)?;
     let batch = to_u32("batch", spec.image.batch)?;
     let cols_len = batch as u64 * g.patch_rows() as u64 * g.out_pixels() as u64;
     let x_len = batch as u64 * g.channels as u64 * g.image() as u64;
