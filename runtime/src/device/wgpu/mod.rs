@@ -204,7 +204,21 @@ pub struct WgpuKernel {
     /// shader runs without wgpu's bounds checks and trusts each buffer to be as long as
     /// its parameter says.
     params: Vec<Param>,
+    /// Recent bind groups by their buffer ranges (the status word is bound at a
+    /// dynamic offset, so a group serves every op on the same buffers): creating one
+    /// per op costs about as much as a small kernel. Holds the buffers alive while
+    /// cached.
+    bind_groups: Mutex<lru::LruCache<BindKey, wgpu::BindGroup>>,
 }
+
+/// The buffer ranges a bind group binds, in binding order.
+type BindKey = Vec<(wgpu::Buffer, u64, Option<wgpu::BufferSize>)>;
+
+/// Bind groups kept per kernel.
+const BIND_GROUPS_PER_KERNEL: std::num::NonZeroUsize = match std::num::NonZeroUsize::new(16) {
+    Some(n) => n,
+    None => std::num::NonZeroUsize::MIN,
+};
 
 /// A storage buffer; returned to the device's pool on drop.
 pub struct WgpuStorage {
@@ -466,6 +480,7 @@ impl WgpuDevice {
             ));
         }
         Ok(WgpuKernel {
+            bind_groups: Mutex::new(lru::LruCache::new(BIND_GROUPS_PER_KERNEL)),
             name: kernel.name.clone(),
             pipeline,
             bind_group_layout,
@@ -557,14 +572,15 @@ impl WgpuDevice {
         });
         for (i, (launch, kernel)) in launches.iter().zip(&kernels).enumerate() {
             let scalars = self.scalar_buffer(kernel, &launch.args);
-            let bind_group =
-                self.bind_group(kernel, launch, scalars.as_ref(), &ring.status, first + i)?;
+            let bind_group = self.bind_group(kernel, launch, scalars.as_ref(), &ring.status)?;
+            let status_offset = u32::try_from((first + i) as u64 * self.status_stride)
+                .map_err(|_| RuntimeError::Internal("status offset past u32".into()))?;
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some(&kernel.name),
                 timestamp_writes: None,
             });
             pass.set_pipeline(&kernel.pipeline);
-            pass.set_bind_group(0, &bind_group, &[]);
+            pass.set_bind_group(0, &bind_group, &[status_offset]);
             let [x, y, z] = launch.grid;
             pass.dispatch_workgroups(x, y, z);
         }
@@ -670,15 +686,18 @@ impl WgpuDevice {
         )
     }
 
+    /// The bind group of `launch`'s arguments (the status word at offset 0: the
+    /// launch's slot is its dynamic offset), from the kernel's cache when it has no
+    /// scalar block (a scalar buffer is made per launch).
     fn bind_group(
         &self,
         kernel: &WgpuKernel,
         launch: &LaunchRef<'_>,
         scalars: Option<&wgpu::Buffer>,
         status: &wgpu::Buffer,
-        index: usize,
     ) -> Result<wgpu::BindGroup> {
-        let mut entries = Vec::with_capacity(launch.args.len() + 2);
+        let mut key: BindKey = Vec::with_capacity(launch.args.len());
+        let mut bindings = Vec::with_capacity(launch.args.len());
         for (slot, arg) in kernel.layout.params.iter().zip(&launch.args) {
             if let (ParamSlot::Buffer { binding }, BindingRef::Buffer(slice)) = (slot, arg) {
                 let buffer = self.own_storage(slice.storage)?.buffer()?;
@@ -702,16 +721,28 @@ impl WgpuDevice {
                     Some(_) => (slice.offset as u64, None),
                     None => (0, wgpu::BufferSize::new(4)),
                 };
-                entries.push(wgpu::BindGroupEntry {
-                    binding: *binding,
-                    resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                        buffer,
-                        offset,
-                        size,
-                    }),
-                });
+                key.push((buffer.clone(), offset, size));
+                bindings.push(*binding);
             }
         }
+        let cacheable = scalars.is_none();
+        if cacheable {
+            if let Some(group) = lock(&kernel.bind_groups).get(&key) {
+                return Ok(group.clone());
+            }
+        }
+        let mut entries: Vec<wgpu::BindGroupEntry<'_>> = key
+            .iter()
+            .zip(&bindings)
+            .map(|((buffer, offset, size), &binding)| wgpu::BindGroupEntry {
+                binding,
+                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                    buffer,
+                    offset: *offset,
+                    size: *size,
+                }),
+            })
+            .collect();
         if let (Some(binding), Some(buffer)) = (kernel.layout.scalar_binding, scalars) {
             entries.push(wgpu::BindGroupEntry {
                 binding,
@@ -722,18 +753,22 @@ impl WgpuDevice {
             binding: kernel.layout.status_binding,
             resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
                 buffer: status,
-                offset: index as u64 * self.status_stride,
+                offset: 0,
                 size: wgpu::BufferSize::new(4),
             }),
         });
-        Ok(self
+        let group = self
             .gpu
             .device
             .create_bind_group(&wgpu::BindGroupDescriptor {
                 label: Some(&kernel.name),
                 layout: &kernel.bind_group_layout,
                 entries: &entries,
-            }))
+            });
+        if cacheable {
+            lock(&kernel.bind_groups).put(key, group.clone());
+        }
+        Ok(group)
     }
 }
 
@@ -929,6 +964,16 @@ fn layout_entries(kernel: &Kernel, layout: &ShaderLayout) -> Vec<wgpu::BindGroup
         },
         count: None,
     };
+    // The status word moves with each launch's slot: a dynamic offset, so that bind
+    // groups can be reused.
+    let status = wgpu::BindGroupLayoutEntry {
+        ty: wgpu::BindingType::Buffer {
+            ty: wgpu::BufferBindingType::Storage { read_only: false },
+            has_dynamic_offset: true,
+            min_binding_size: wgpu::BufferSize::new(4),
+        },
+        ..storage(layout.status_binding, false)
+    };
     let mut entries: Vec<_> = kernel
         .params
         .iter()
@@ -943,7 +988,7 @@ fn layout_entries(kernel: &Kernel, layout: &ShaderLayout) -> Vec<wgpu::BindGroup
     if let Some(binding) = layout.scalar_binding {
         entries.push(storage(binding, true));
     }
-    entries.push(storage(layout.status_binding, false));
+    entries.push(status);
     entries
 }
 
