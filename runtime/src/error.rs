@@ -121,6 +121,8 @@ pub enum RuntimeError {
         bytes: u128,
         limit: u64,
     },
+    #[error("a buffer of {bytes} bytes is over the limit of {limit}")]
+    BufferTooLarge { bytes: u64, limit: u64 },
     #[error("out of memory allocating {bytes} bytes on {device}")]
     OutOfMemory { device: String, bytes: u64 },
     #[error("{0}")]

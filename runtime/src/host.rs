@@ -3,11 +3,11 @@
 //! themselves (no copy); on a GPU each input is uploaded once and each output
 //! downloaded once, straight into the caller's slice.
 
-use crate::device::{BindingRef, HostRange, Slice, Storage};
+use crate::device::{BindingRef, HostRange};
 use crate::element::Element;
 use crate::error::{Result, RuntimeError};
-use crate::memory::FULL_ALIGNMENT;
-use crate::runtime::Runtime;
+use crate::memory::{alignment_class, FULL_ALIGNMENT};
+use crate::runtime::{check_operands, Role, Runtime};
 use kernelc_ir::ScalarType;
 use kernelc_kernels::spec::OpSpec;
 
@@ -93,20 +93,6 @@ impl<'a> HostSliceMut<'a> {
     }
 }
 
-fn whole(storage: &Storage) -> BindingRef<'_> {
-    BindingRef::Buffer(Slice::whole(storage))
-}
-
-/// The alignment class of host memory at `ptr` (as `View`'s of an offset).
-fn alignment_class(ptr: *const u8) -> usize {
-    let addr = ptr as usize;
-    if addr == 0 {
-        FULL_ALIGNMENT
-    } else {
-        (1usize << addr.trailing_zeros()).min(FULL_ALIGNMENT)
-    }
-}
-
 impl Runtime {
     /// Runs one op on host slices: reads `inputs`, writes its results into
     /// `outputs` (in `spec.outputs()` order). Operands are checked against the spec as
@@ -120,58 +106,54 @@ impl Runtime {
         outputs: &mut [HostSliceMut<'_>],
     ) -> Result<()> {
         spec.validate()?;
+        if !self.device.is_cpu() {
+            // One upload per input (a tensor), the op, and one download per output
+            // straight into the caller's slice.
+            let tensors = inputs
+                .iter()
+                .map(|h| self.tensor_from_bytes(&h.shape, h.dtype, h.bytes))
+                .collect::<Result<Vec<_>>>()?;
+            let results = self.run(spec, &tensors.iter().collect::<Vec<_>>())?;
+            let outs: Vec<_> = outputs
+                .iter()
+                .map(|h| (h.dtype, h.shape.as_slice()))
+                .collect();
+            check_operands(&spec.name(), Role::Output, &spec.outputs(), &outs)?;
+            for (host, tensor) in outputs.iter_mut().zip(&results) {
+                tensor.storage.read_range_into(0, host.bytes)?;
+            }
+            return Ok(());
+        }
         let name = spec.name();
-        let described = |d: ScalarType, s: &[usize]| (d, s.to_vec());
         let ins: Vec<_> = inputs
             .iter()
-            .map(|h| described(h.dtype, &h.shape))
+            .map(|h| (h.dtype, h.shape.as_slice()))
             .collect();
         let outs: Vec<_> = outputs
             .iter()
-            .map(|h| described(h.dtype, &h.shape))
+            .map(|h| (h.dtype, h.shape.as_slice()))
             .collect();
-        self.check_operands(&name, true, &spec.inputs(), &ins)?;
-        self.check_operands(&name, false, &spec.outputs(), &outs)?;
-        if self.device.is_cpu() {
-            let alignment = inputs
-                .iter()
-                .map(|h| alignment_class(h.bytes.as_ptr()))
-                .chain(outputs.iter().map(|h| alignment_class(h.bytes.as_ptr())))
-                .min()
-                .unwrap_or(FULL_ALIGNMENT);
-            let prepared = self.prepared(spec, alignment, || Ok(()))?;
-            let in_args: Vec<BindingRef<'_>> = inputs
-                .iter()
-                .map(|h| BindingRef::Host(HostRange::read_only(h.bytes)))
-                .collect();
-            let out_args: Vec<BindingRef<'_>> = outputs
-                .iter_mut()
-                .map(|h| BindingRef::Host(HostRange::writable(h.bytes)))
-                .collect();
-            self.launch_prepared(spec, &prepared, &in_args, &out_args)?;
-            // The results are the caller's now: like a read, this is a synchronising
-            // call (a failed op is reported here, not at some later read).
-            return self.device.synchronize();
-        }
-        let prepared = self.prepared(spec, FULL_ALIGNMENT, || Ok(()))?;
-        let uploaded = inputs
+        check_operands(&name, Role::Input, &spec.inputs(), &ins)?;
+        check_operands(&name, Role::Output, &spec.outputs(), &outs)?;
+        let alignment = inputs
             .iter()
-            .map(|h| {
-                let storage = self.device.alloc(h.bytes.len())?;
-                storage.write_range(0, h.bytes)?;
-                Ok(storage)
-            })
-            .collect::<Result<Vec<Storage>>>()?;
-        let results = outputs
+            .map(|h| h.bytes.as_ptr())
+            .chain(outputs.iter().map(|h| h.bytes.as_ptr()))
+            .map(|ptr| alignment_class(ptr as usize))
+            .min()
+            .unwrap_or(FULL_ALIGNMENT);
+        let prepared = self.prepared(spec, alignment, || Ok(()))?;
+        let in_args: Vec<BindingRef<'_>> = inputs
             .iter()
-            .map(|h| self.device.alloc(h.bytes.len()))
-            .collect::<Result<Vec<Storage>>>()?;
-        let in_args: Vec<_> = uploaded.iter().map(whole).collect();
-        let out_args: Vec<_> = results.iter().map(whole).collect();
+            .map(|h| BindingRef::Host(HostRange::read_only(h.bytes)))
+            .collect();
+        let out_args: Vec<BindingRef<'_>> = outputs
+            .iter_mut()
+            .map(|h| BindingRef::Host(HostRange::writable(h.bytes)))
+            .collect();
         self.launch_prepared(spec, &prepared, &in_args, &out_args)?;
-        for (host, storage) in outputs.iter_mut().zip(&results) {
-            storage.read_range_into(0, host.bytes)?;
-        }
-        Ok(())
+        // The results are the caller's now: like a read, this is a synchronising call
+        // (a failed op is reported here, not at some later read).
+        self.device.synchronize()
     }
 }

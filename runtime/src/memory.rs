@@ -20,7 +20,7 @@
 use crate::device::{BindingRef, Slice, Storage};
 use crate::element::{bytes_to_f64, from_bytes, to_bytes, Element};
 use crate::error::{Result, RuntimeError};
-use crate::runtime::Runtime;
+use crate::runtime::{check_operands, Role, Runtime};
 use kernelc_ir::ScalarType;
 use kernelc_kernels::spec::{OpSpec, TensorSig};
 use std::fmt;
@@ -162,16 +162,6 @@ impl View {
         self.buffer.same(&other.buffer) && self.range() == other.range()
     }
 
-    /// The largest power of two up to [`FULL_ALIGNMENT`] dividing the offset: what
-    /// the plan's vector accesses may rely on.
-    fn alignment_class(&self) -> usize {
-        if self.offset == 0 {
-            FULL_ALIGNMENT
-        } else {
-            (1usize << self.offset.trailing_zeros()).min(FULL_ALIGNMENT)
-        }
-    }
-
     pub(crate) fn storage(&self) -> &Storage {
         &self.buffer.storage
     }
@@ -192,6 +182,16 @@ impl fmt::Debug for View {
             "View({:?}, {}, +{} of {:?})",
             self.shape, self.dtype, self.offset, self.buffer
         )
+    }
+}
+
+/// The largest power of two up to [`FULL_ALIGNMENT`] dividing `offset` (a byte offset
+/// or an address): what a plan's vector accesses may rely on.
+pub(crate) fn alignment_class(offset: usize) -> usize {
+    if offset == 0 {
+        FULL_ALIGNMENT
+    } else {
+        (1usize << offset.trailing_zeros()).min(FULL_ALIGNMENT)
     }
 }
 
@@ -310,13 +310,13 @@ impl Runtime {
     pub fn run_into(&self, spec: &OpSpec, inputs: &[&View], outputs: &[&View]) -> Result<()> {
         spec.validate()?;
         let name = spec.name();
-        self.check_views(&name, "input", &spec.inputs(), inputs)?;
-        self.check_views(&name, "output", &spec.outputs(), outputs)?;
+        self.check_views(&name, Role::Input, &spec.inputs(), inputs)?;
+        self.check_views(&name, Role::Output, &spec.outputs(), outputs)?;
         check_aliasing(spec, inputs, outputs)?;
         let alignment = inputs
             .iter()
             .chain(outputs)
-            .map(|v| v.alignment_class())
+            .map(|v| alignment_class(v.offset))
             .min()
             .unwrap_or(FULL_ALIGNMENT);
         let prepared = self.prepared(spec, alignment, || Ok(()))?;
@@ -411,79 +411,12 @@ impl Runtime {
     }
 
     /// Views against the spec's signatures of one role.
-    fn check_views(&self, op: &str, role: &str, sigs: &[TensorSig], views: &[&View]) -> Result<()> {
+    fn check_views(&self, op: &str, role: Role, sigs: &[TensorSig], views: &[&View]) -> Result<()> {
         for view in views {
             self.check_owned(&view.buffer)?;
         }
-        let described: Vec<_> = views.iter().map(|v| (v.dtype, v.shape.clone())).collect();
-        self.check_operands(op, role == "input", sigs, &described)
-    }
-
-    /// Operands given as (dtype, shape) against the spec's signatures of the inputs
-    /// (`inputs`) or the outputs: count, dtype, shape (as [`Runtime::run`] checks).
-    pub(crate) fn check_operands(
-        &self,
-        op: &str,
-        inputs: bool,
-        sigs: &[TensorSig],
-        operands: &[(ScalarType, Vec<usize>)],
-    ) -> Result<()> {
-        if sigs.len() != operands.len() {
-            let (expected, found, op) = (sigs.len(), operands.len(), op.to_string());
-            return Err(if inputs {
-                RuntimeError::InputCount {
-                    op,
-                    expected,
-                    found,
-                }
-            } else {
-                RuntimeError::OutputCount {
-                    op,
-                    expected,
-                    found,
-                }
-            });
-        }
-        for (sig, (dtype, shape)) in sigs.iter().zip(operands) {
-            let (op, name) = (op.to_string(), sig.name.clone());
-            if *dtype != sig.dtype {
-                let (expected, found) = (sig.dtype, *dtype);
-                return Err(if inputs {
-                    RuntimeError::InputDtype {
-                        op,
-                        input: name,
-                        expected,
-                        found,
-                    }
-                } else {
-                    RuntimeError::OutputDtype {
-                        op,
-                        output: name,
-                        expected,
-                        found,
-                    }
-                });
-            }
-            if !crate::runtime::fits_shape(shape, &sig.shape) {
-                let (expected, found) = (sig.shape.clone(), shape.clone());
-                return Err(if inputs {
-                    RuntimeError::InputShape {
-                        op,
-                        input: name,
-                        expected,
-                        found,
-                    }
-                } else {
-                    RuntimeError::OutputShape {
-                        op,
-                        output: name,
-                        expected,
-                        found,
-                    }
-                });
-            }
-        }
-        Ok(())
+        let described: Vec<_> = views.iter().map(|v| (v.dtype, v.shape())).collect();
+        check_operands(op, role, sigs, &described)
     }
 }
 

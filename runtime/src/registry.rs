@@ -135,13 +135,10 @@ impl Runtime {
         Ok((buffer.clone(), offset))
     }
 
-    /// A view of `shape` elements of `dtype` at `address` (see [`View::new`]).
+    /// A view of `shape` elements of `dtype` at `address` (see [`View::new`], which
+    /// checks that they fit the allocation).
     pub fn view_at(&self, address: u64, dtype: ScalarType, shape: &[usize]) -> Result<View> {
-        let bytes = shape
-            .iter()
-            .try_fold(dtype.size_bytes() as usize, |acc, &d| acc.checked_mul(d))
-            .unwrap_or(usize::MAX);
-        let (buffer, offset) = self.resolve(address, bytes)?;
+        let (buffer, offset) = self.resolve(address, 0)?;
         View::new(&buffer, offset, dtype, shape)
     }
 

@@ -221,10 +221,8 @@ impl Runtime {
         if bytes as u64 <= self.max_buffer_bytes && bytes <= isize::MAX as usize {
             Ok(())
         } else {
-            Err(RuntimeError::TooLarge {
-                shape: vec![bytes],
-                dtype: ScalarType::U32,
-                bytes: bytes as u128,
+            Err(RuntimeError::BufferTooLarge {
+                bytes: bytes as u64,
                 limit: self.max_buffer_bytes,
             })
         }
@@ -439,38 +437,16 @@ impl Runtime {
     }
 
     fn check_inputs(&self, op: &str, sigs: &[TensorSig], inputs: &[&Tensor]) -> Result<()> {
-        if sigs.len() != inputs.len() {
-            return Err(RuntimeError::InputCount {
-                op: op.to_string(),
-                expected: sigs.len(),
-                found: inputs.len(),
-            });
-        }
-        for (sig, tensor) in sigs.iter().zip(inputs) {
+        for tensor in inputs {
             if !self.device.owns(&tensor.storage) {
                 return Err(RuntimeError::WrongDevice {
                     tensor_device: tensor.device_name(),
                     runtime_device: self.device_name(),
                 });
             }
-            if tensor.dtype != sig.dtype {
-                return Err(RuntimeError::InputDtype {
-                    op: op.to_string(),
-                    input: sig.name.clone(),
-                    expected: sig.dtype,
-                    found: tensor.dtype,
-                });
-            }
-            if !fits_shape(&tensor.shape, &sig.shape) {
-                return Err(RuntimeError::InputShape {
-                    op: op.to_string(),
-                    input: sig.name.clone(),
-                    expected: sig.shape.clone(),
-                    found: tensor.shape.clone(),
-                });
-            }
         }
-        Ok(())
+        let described: Vec<_> = inputs.iter().map(|t| (t.dtype, t.shape())).collect();
+        check_operands(op, Role::Input, sigs, &described)
     }
 
     /// The lowered plan of `spec` for this device (compiles nothing). Its
@@ -576,6 +552,80 @@ impl Runtime {
         }
         result
     }
+}
+
+/// Which side of an op operands are on (for the error that names them).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Role {
+    Input,
+    Output,
+}
+
+/// Operands given as (dtype, shape) against the spec's signatures of one role: count,
+/// dtype, shape. The one check behind `run`, `run_into` and `run_host`.
+pub(crate) fn check_operands(
+    op: &str,
+    role: Role,
+    sigs: &[TensorSig],
+    operands: &[(ScalarType, &[usize])],
+) -> Result<()> {
+    let input = role == Role::Input;
+    if sigs.len() != operands.len() {
+        let (expected, found, op) = (sigs.len(), operands.len(), op.to_string());
+        return Err(if input {
+            RuntimeError::InputCount {
+                op,
+                expected,
+                found,
+            }
+        } else {
+            RuntimeError::OutputCount {
+                op,
+                expected,
+                found,
+            }
+        });
+    }
+    for (sig, &(dtype, shape)) in sigs.iter().zip(operands) {
+        let (op, name) = (op.to_string(), sig.name.clone());
+        if dtype != sig.dtype {
+            let (expected, found) = (sig.dtype, dtype);
+            return Err(if input {
+                RuntimeError::InputDtype {
+                    op,
+                    input: name,
+                    expected,
+                    found,
+                }
+            } else {
+                RuntimeError::OutputDtype {
+                    op,
+                    output: name,
+                    expected,
+                    found,
+                }
+            });
+        }
+        if !fits_shape(shape, &sig.shape) {
+            let (expected, found) = (sig.shape.clone(), shape.to_vec());
+            return Err(if input {
+                RuntimeError::InputShape {
+                    op,
+                    input: name,
+                    expected,
+                    found,
+                }
+            } else {
+                RuntimeError::OutputShape {
+                    op,
+                    output: name,
+                    expected,
+                    found,
+                }
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Whether an operand of shape `found` serves a parameter of shape `expected`: equal,
