@@ -162,10 +162,6 @@ impl View {
         self.buffer.same(&other.buffer) && self.range() == other.range()
     }
 
-    pub(crate) fn storage(&self) -> &Storage {
-        &self.buffer.storage
-    }
-
     pub(crate) fn slice(&self) -> Slice<'_> {
         Slice {
             storage: &self.buffer.storage,
@@ -210,7 +206,18 @@ pub(crate) struct Bound<'v> {
 }
 
 impl Bound<'_> {
-    fn binding(&self) -> BindingRef<'_> {
+    /// Copies a staged output back into its view (nothing when it was bound in place).
+    pub(crate) fn write_back(&self) -> Result<()> {
+        match &self.staged {
+            Some(staged) => {
+                let v = self.view;
+                Storage::copy_range(staged, 0, &v.buffer.storage, v.offset, v.byte_len())
+            }
+            None => Ok(()),
+        }
+    }
+
+    pub(crate) fn binding(&self) -> BindingRef<'_> {
         BindingRef::Buffer(match &self.staged {
             Some(storage) => Slice::whole(storage),
             None => self.view.slice(),
@@ -336,10 +343,7 @@ impl Runtime {
             &bound_outputs.iter().map(Bound::binding).collect::<Vec<_>>(),
         )?;
         for out in &bound_outputs {
-            if let Some(staged) = &out.staged {
-                let v = out.view;
-                Storage::copy_range(staged, 0, &v.buffer.storage, v.offset, v.byte_len())?;
-            }
+            out.write_back()?;
         }
         Ok(())
     }

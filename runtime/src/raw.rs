@@ -9,7 +9,7 @@
 //! kernels (a writable buffer overlaps no other argument) before anything runs, and
 //! holds the memory lock like every call on buffers.
 
-use crate::device::{BindingRef, Executable, LaunchRef, Slice, Storage};
+use crate::device::{BindingRef, Executable, LaunchRef};
 use crate::error::{Result, RuntimeError};
 use crate::memory::{View, FULL_ALIGNMENT};
 use crate::runtime::Runtime;
@@ -86,21 +86,13 @@ impl Runtime {
             });
         }
         self.check_kernel_args(kernel, args)?;
-        let views: Vec<&View> = args
-            .iter()
-            .filter_map(|a| match a {
-                KernelArg::View(v) => Some(*v),
-                KernelArg::Scalar(_) => None,
-            })
-            .collect();
+        let writes = |p: &Param| matches!(p, Param::Buffer { access, .. } if access.can_write());
         let written: Vec<&View> = kernel
             .params
             .iter()
             .zip(args)
-            .filter_map(|(p, a)| match (p, a) {
-                (Param::Buffer { access, .. }, KernelArg::View(v)) if access.can_write() => {
-                    Some(*v)
-                }
+            .filter_map(|(p, a)| match a {
+                KernelArg::View(v) if writes(p) => Some(*v),
                 _ => None,
             })
             .collect();
@@ -108,27 +100,23 @@ impl Runtime {
         // A user kernel may load whole vectors, which every target assumes 16-byte
         // aligned: a view at another offset is staged (copied in, and back when
         // written), as are read-only views sharing a buffer with a written one on wgpu.
-        let mut staged: Vec<(Option<Storage>, &View, bool)> = Vec::with_capacity(views.len());
-        for (p, a) in kernel.params.iter().zip(args) {
-            if let (Param::Buffer { access, .. }, KernelArg::View(v)) = (p, a) {
-                let writes = access.can_write();
-                let bound = if writes {
-                    self.bind_output(v, FULL_ALIGNMENT)?
-                } else {
-                    self.bind_input(v, &written, FULL_ALIGNMENT)?
-                };
-                staged.push((bound.staged, v, writes));
-            }
-        }
-        let mut staged_iter = staged.iter();
+        let bound = kernel
+            .params
+            .iter()
+            .zip(args)
+            .map(|(p, a)| match a {
+                KernelArg::View(v) if writes(p) => self.bind_output(v, FULL_ALIGNMENT).map(Some),
+                KernelArg::View(v) => self.bind_input(v, &written, FULL_ALIGNMENT).map(Some),
+                KernelArg::Scalar(_) => Ok(None),
+            })
+            .collect::<Result<Vec<_>>>()?;
         let bindings = args
             .iter()
-            .map(|a| match a {
-                KernelArg::Scalar(s) => BindingRef::Scalar(*s),
-                KernelArg::View(v) => match staged_iter.next() {
-                    Some((Some(storage), _, _)) => BindingRef::Buffer(Slice::whole(storage)),
-                    _ => BindingRef::Buffer(v.slice()),
-                },
+            .zip(&bound)
+            .map(|(a, b)| match (a, b) {
+                (_, Some(b)) => b.binding(),
+                (KernelArg::Scalar(s), None) => BindingRef::Scalar(*s),
+                (KernelArg::View(v), None) => BindingRef::Buffer(v.slice()),
             })
             .collect();
         self.device.execute(&[LaunchRef {
@@ -137,9 +125,9 @@ impl Runtime {
             args: bindings,
         }])?;
         self.count_launches(1);
-        for (storage, view, writes) in &staged {
-            if let (Some(storage), true) = (storage, writes) {
-                Storage::copy_range(storage, 0, view.storage(), view.offset(), view.byte_len())?;
+        for (p, b) in kernel.params.iter().zip(&bound) {
+            if let (true, Some(b)) = (writes(p), b) {
+                b.write_back()?;
             }
         }
         Ok(())

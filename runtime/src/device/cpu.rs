@@ -216,6 +216,13 @@ impl CpuDevice {
             kernel: kernel.name().to_string(),
             message,
         };
+        if args.len() != kernel.params().len() {
+            return Err(Failure::Refused(refused(format!(
+                "{} arguments for {} parameters",
+                args.len(),
+                kernel.params().len()
+            ))));
+        }
         let raw: Vec<RawArg> = args
             .iter()
             .zip(kernel.params())
@@ -250,13 +257,6 @@ impl CpuDevice {
             })
             .collect::<Result<_>>()
             .map_err(Failure::Refused)?;
-        if raw.len() != args.len() {
-            return Err(Failure::Refused(refused(format!(
-                "{} arguments for {} parameters",
-                args.len(),
-                kernel.params().len()
-            ))));
-        }
         // SAFETY: every buffer pointer points into a live `CpuStorage` borrowed for
         // this call, valid for the slice's `bytes` bytes (checked above), or into host
         // memory borrowed for this call (`HostRange`'s lifetime), written only when it

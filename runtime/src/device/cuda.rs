@@ -401,8 +401,10 @@ impl CudaDevice {
         // before its end (`prepare` checks the range and `check_args` the length, and
         // `check_args` the pointer's alignment), and the kernel bounds-checks every
         // access it cannot prove in range against those lengths; the status pointer is
-        // a live allocation of at least 4 bytes. All of them stay alive until
-        // `execute` has synchronised the stream (the `LaunchRef`s borrow them).
+        // a live word of the status ring. A buffer the op borrowed may go back to the
+        // pool once `execute` returns, but is reused only by work queued after this on
+        // the same stream, and freed only after the context synchronises
+        // (`DeviceBlock::drop`).
         // `function` belongs to a module that `kernel` keeps loaded, and the block and
         // grid were checked against the device limits above.
         let launched = unsafe {

@@ -547,6 +547,13 @@ impl WgpuDevice {
             self.check_args(kernel, launch)?;
             self.check_grid(kernel, launch.grid)?;
         }
+        if launches.len() > STATUS_SLOTS {
+            return Err(self.launch_error(
+                &kernels,
+                0,
+                format!("more than {STATUS_SLOTS} launches in one op"),
+            ));
+        }
         // The ring stays locked until the op is submitted, so a check on another
         // thread never reads (and clears) slots whose launches are not queued yet.
         let mut ring = lock(&self.gpu.ring);
@@ -556,13 +563,6 @@ impl WgpuDevice {
             if let Err(e) = self.gpu.check_ring(&mut ring) {
                 self.gpu.faults.record(e);
             }
-        }
-        if launches.len() > STATUS_SLOTS {
-            return Err(self.launch_error(
-                &kernels,
-                0,
-                format!("more than {STATUS_SLOTS} launches in one op"),
-            ));
         }
         let first = ring.kernels.len();
         let device = &self.gpu.device;
