@@ -309,15 +309,7 @@ impl CpuKernel {
         args: &[Bound],
         threads: usize,
     ) -> Result<(), LaunchError> {
-        self.check_grid(grid)?;
-        let total = grid
-            .iter()
-            .try_fold(1u64, |acc, &g| acc.checked_mul(g as u64))
-            .ok_or_else(|| LaunchError::GridTooLarge {
-                kernel: self.name.clone(),
-                grid,
-                workgroup_size: self.workgroup_size,
-            })?;
+        let total = self.check_grid(grid)?;
         if total == 0 {
             return Ok(());
         }
@@ -432,16 +424,20 @@ impl CpuKernel {
     }
 
     /// Global ids are u32: `grid * workgroup_size` must not pass 2^32 on any axis.
-    fn check_grid(&self, grid: [u32; 3]) -> Result<(), LaunchError> {
+    /// The number of workgroups of `grid`, if every global id fits a u32 and the
+    /// count a u64.
+    fn check_grid(&self, grid: [u32; 3]) -> Result<u64, LaunchError> {
         let wg = self.workgroup_size;
-        if (0..3).any(|a| grid[a] as u64 * wg[a] as u64 > 1u64 << 32) {
-            return Err(LaunchError::GridTooLarge {
+        let ids_fit = (0..3).all(|a| grid[a] as u64 * wg[a] as u64 <= 1u64 << 32);
+        let total = grid.iter().try_fold(1u64, |acc, &g| acc.checked_mul(g as u64));
+        match total {
+            Some(total) if ids_fit => Ok(total),
+            _ => Err(LaunchError::GridTooLarge {
                 kernel: self.name.clone(),
                 grid,
                 workgroup_size: wg,
-            });
+            }),
         }
-        Ok(())
     }
 
     fn fault(&self, bits: u32, workgroup: [u32; 3]) -> LaunchError {

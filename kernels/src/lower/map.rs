@@ -124,7 +124,7 @@ pub(crate) fn map_plan(
         .iter()
         .map(|o| declare_tensor(&mut k, &o.sig, Access::Read))
         .collect();
-    let out_mem = k.buffer(out.name.clone(), out.dtype, numel, Access::Write);
+    let out_mem = declare_tensor(&mut k, out, Access::Write);
     let (params, param_bindings) = uniforms.declare_all(&mut k, names)?;
     let kernel = k.build(|b| {
         grid.for_each_vector(b, lanes, "index", |b, index| {

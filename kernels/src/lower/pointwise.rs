@@ -9,7 +9,7 @@
 
 use super::math::{compute_type, Num};
 use super::schedule::plan_1d;
-use super::{Binding, Launch, LowerError, Plan, ScalarParam, TargetCaps};
+use super::{declare_tensor, Binding, Launch, LowerError, Plan, ScalarParam, TargetCaps};
 use crate::spec::OpSpec;
 use kernelc_ir::builder::*;
 use kernelc_ir::{Access, ScalarType};
@@ -44,7 +44,7 @@ pub(crate) fn pointwise(
     let mut k = KernelBuilder::new(op.name(), grid.workgroup_size());
     let in_mems: Vec<Mem> = inputs
         .iter()
-        .map(|sig| k.buffer(sig.name.clone(), sig.dtype, numel as u64, Access::Read))
+        .map(|sig| declare_tensor(&mut k, sig, Access::Read))
         .collect();
     let out_mems: Vec<Mem> = outputs
         .iter()

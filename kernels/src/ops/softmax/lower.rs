@@ -113,8 +113,7 @@ fn softmax_resident(
     let local_max = f.let_("local_max", local_max);
     // An invocation whose maximum is −∞ shifts by 0 (no −∞ − (−∞)): its −∞ elements
     // give e = 0 and its NaN elements (the maximum skips them) NaN.
-    let empty = local_max.clone().lt(lowest_finite(&sn));
-    let shift = f.let_("shift", empty.select(sn.lit(0.0), local_max.clone()));
+    let shift = f.let_("shift", shift_of(local_max.clone(), &sn));
     let m = bind(f, "m", g.splat(shift));
     let es: Vec<E> = xs
         .iter()
