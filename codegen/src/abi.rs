@@ -171,17 +171,10 @@ pub fn scalar_words(ty: ScalarType) -> u32 {
     }
 }
 
-/// A scalar's bits, zero-extended to 64: bool as 0/1, 16-bit floats as their 16 bits.
+/// A scalar's bits, zero-extended to 64: bool as 0/1, 16-bit floats as their 16 bits
+/// ([`Scalar::to_bits`]).
 pub fn encode_scalar_bits(s: Scalar) -> u64 {
-    match s {
-        Scalar::Bool(b) => b as u64,
-        Scalar::I32(v) => v as u32 as u64,
-        Scalar::U32(v) => v as u64,
-        Scalar::I64(v) => v as u64,
-        Scalar::F16(b) | Scalar::Bf16(b) => b as u64,
-        Scalar::F32(b) => b as u64,
-        Scalar::F64(b) => b,
-    }
+    s.to_bits()
 }
 
 #[cfg(test)]

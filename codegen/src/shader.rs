@@ -59,3 +59,88 @@ pub(crate) fn first_memory_of(kernel: &Kernel, elem: ScalarType) -> Option<Strin
             .map(|s| format!("shared array `{}`", s.name))
     })
 }
+
+/// How a buffer of sub-word elements lives in a shader's `u32` words: WGSL has no
+/// storage type narrower than 32 bits, and SPIR-V has one only with optional
+/// capabilities, so bool (1 byte) and the narrow integers (1 and 2 bytes) are packed,
+/// little-endian, `32 / bits` to a word. Element `i` is bits `shift(i) .. +bits` of word
+/// `i / per_word`.
+///
+/// A buffer the kernel writes is declared atomic: a store of fewer than 32 bits is an
+/// atomic AND that clears the element's bits and an atomic OR that sets them, so two
+/// invocations writing neighbouring elements of one word never lose each other's
+/// bytes; a vector store that covers whole words (4 × u8, 2 × u16 at an aligned index,
+/// the only place vector accesses execute) is one atomic store per word. Its loads are
+/// atomic loads (WGSL allows nothing else on an atomic). Bounds checks stay in
+/// elements, so they are the checks of an unpacked buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Packing {
+    /// Bits per element: 8 or 16.
+    pub bits: u32,
+    /// What a load makes of the bits.
+    pub kind: PackedKind,
+}
+
+/// What a load makes of a packed element's bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PackedKind {
+    /// `bits != 0` (bool; stored as 0 or 1).
+    Bool,
+    /// Zero-extended to `u32` (u8, u16).
+    Unsigned,
+    /// Sign-extended to `i32` (i8, i16).
+    Signed,
+}
+
+impl Packing {
+    /// The packing of a buffer of `elem`, or `None` for types stored as themselves.
+    pub(crate) fn of(elem: ScalarType) -> Option<Packing> {
+        let kind = match elem {
+            ScalarType::Bool => PackedKind::Bool,
+            ScalarType::U8 | ScalarType::U16 => PackedKind::Unsigned,
+            ScalarType::I8 | ScalarType::I16 => PackedKind::Signed,
+            ScalarType::I32
+            | ScalarType::U32
+            | ScalarType::I64
+            | ScalarType::F16
+            | ScalarType::Bf16
+            | ScalarType::F32
+            | ScalarType::F64 => return None,
+        };
+        Some(Packing {
+            bits: elem.size_bytes() * 8,
+            kind,
+        })
+    }
+
+    /// Elements per word.
+    pub(crate) fn per_word(self) -> u32 {
+        32 / self.bits
+    }
+
+    /// `log2(per_word)`: element index to word index is a right shift by this.
+    pub(crate) fn word_shift(self) -> u32 {
+        self.per_word().trailing_zeros()
+    }
+
+    /// `log2(bits)`: an element's position in its word times this is its bit offset.
+    pub(crate) fn bit_shift(self) -> u32 {
+        self.bits.trailing_zeros()
+    }
+
+    /// The element's bits at offset 0.
+    pub(crate) fn mask(self) -> u32 {
+        if self.bits == 32 {
+            u32::MAX
+        } else {
+            (1u32 << self.bits) - 1
+        }
+    }
+
+    /// Words a `lanes`-element access at an aligned index covers whole, or `None`
+    /// when it covers part of one word (and is done element by element).
+    pub(crate) fn whole_words(self, lanes: u8) -> Option<u32> {
+        let bits = lanes as u32 * self.bits;
+        (bits % 32 == 0).then_some(bits / 32)
+    }
+}

@@ -610,7 +610,8 @@ fn bindings_follow_the_shader_layout() {
     for expected in [
         "@group(0) @binding(0) \nvar<storage> xs: array<f32>;",
         "@group(0) @binding(1) \nvar<storage, read_write> ys: array<f32>;",
-        "@group(0) @binding(2) \nvar<storage, read_write> flags: array<u32>;",
+        // Bool bytes packed four to a word, written atomically.
+        "@group(0) @binding(2) \nvar<storage, read_write> flags: array<atomic<u32>>;",
         "@group(0) @binding(3) \nvar<storage> kernelc_scalars: array<u32>;",
         "@group(0) @binding(4) \nvar<storage, read_write> kernelc_status: array<atomic<u32>, 1>;",
         "@compute @workgroup_size(64, 1, 1) \nfn main(@builtin(global_invocation_id) global_id: vec3<u32>",
@@ -626,8 +627,10 @@ fn bindings_follow_the_shader_layout() {
     assert_eq!(ep.name, ENTRY_POINT);
     assert_eq!(ep.workgroup_size, [64, 1, 1]);
     assert_eq!(ep.stage, naga::ShaderStage::Compute);
-    // Bool stored as 1/0 words.
+    // Bool stored as 1/0 bytes: cleared and set in its word.
     assert!(t.contains("select(0u, 1u, "), "{t}");
+    assert!(t.contains("atomicAnd((&flags["), "{t}");
+    assert!(t.contains("atomicOr((&flags["), "{t}");
 }
 
 #[test]

@@ -371,6 +371,12 @@ pub fn cast_scalar(to: ScalarType, s: Scalar) -> Scalar {
         (S::F32(b), ScalarType::I64) => S::I64(f32::from_bits(b) as i64),
         (S::F32(b), ScalarType::Bf16) => S::bf16(bf16::from_f32(f32::from_bits(b))),
         (S::F32(b), ScalarType::F16) => S::f16(f16::from_f32(f32::from_bits(b))),
+        // Not an IR cast (no value has a narrow type): the value a store of an
+        // integer leaves in a narrow element, for host-side helpers.
+        (_, to) if to.is_storage_only() => match s.as_i64() {
+            Some(v) => Scalar::int_wrapping(to, v).unwrap_or(s),
+            None => Scalar::from_f64(to, s.to_f64()),
+        },
         // Every other source is exact in f64, and from_f64 rounds once.
         _ => Scalar::from_f64(to, s.to_f64()),
     }
@@ -397,7 +403,8 @@ pub fn bitcast_scalar(to: ScalarType, s: Scalar) -> Option<Scalar> {
         S::F32(b) => b as u64,
         S::F64(b) => b,
     };
-    if to == ScalarType::Bool || to.size_bytes() != s.ty().size_bytes() {
+    if to == ScalarType::Bool || to.is_storage_only() || to.size_bytes() != s.ty().size_bytes()
+    {
         return None;
     }
     Some(match to {
@@ -408,7 +415,11 @@ pub fn bitcast_scalar(to: ScalarType, s: Scalar) -> Option<Scalar> {
         ScalarType::Bf16 => S::Bf16(bits as u16),
         ScalarType::F32 => S::F32(bits as u32),
         ScalarType::F64 => S::F64(bits),
-        ScalarType::Bool => return None,
+        ScalarType::Bool
+        | ScalarType::U8
+        | ScalarType::I8
+        | ScalarType::U16
+        | ScalarType::I16 => return None,
     })
 }
 

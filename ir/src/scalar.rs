@@ -62,8 +62,16 @@ impl Scalar {
 
     /// Converts an f64 to the nearest value of `ty` (saturating for integers, NaN -> 0;
     /// nonzero -> true for bool). This is the conversion `Cast` uses from f64.
+    ///
+    /// A narrow storage type (`u8`, `i8`, `u16`, `i16`) gives the value an element of
+    /// it holds, widened to its value type: truncated toward zero, saturated to i32
+    /// (NaN -> 0), then wrapped to the narrow width, which is what a cast to `i32`
+    /// followed by a store does (and what C's conversion through `int` does on x86).
     pub fn from_f64(ty: ScalarType, v: f64) -> Scalar {
         match ty {
+            ScalarType::U8 | ScalarType::I8 | ScalarType::U16 | ScalarType::I16 => {
+                Scalar::stored(ty, Scalar::I32(v as i32))
+            }
             ScalarType::Bool => Scalar::Bool(v != 0.0),
             ScalarType::I32 => Scalar::I32(v as i32),
             ScalarType::U32 => Scalar::U32(v as u32),
@@ -101,13 +109,72 @@ impl Scalar {
     }
 
     /// An integer of type `ty` from an i64, wrapping (two's complement) as the IR's
-    /// integer arithmetic does. `None` when `ty` is not an integer type.
+    /// integer arithmetic does. `None` when `ty` is not an integer type. A narrow
+    /// storage type gives the element's value widened to its value type.
     pub fn int_wrapping(ty: ScalarType, v: i64) -> Option<Scalar> {
         match ty {
             ScalarType::I32 => Some(Scalar::I32(v as i32)),
             ScalarType::U32 => Some(Scalar::U32(v as u32)),
             ScalarType::I64 => Some(Scalar::I64(v)),
-            _ => None,
+            ScalarType::U8 => Some(Scalar::U32(v as u8 as u32)),
+            ScalarType::I8 => Some(Scalar::I32(v as i8 as i32)),
+            ScalarType::U16 => Some(Scalar::U32(v as u16 as u32)),
+            ScalarType::I16 => Some(Scalar::I32(v as i16 as i32)),
+            ScalarType::Bool
+            | ScalarType::F16
+            | ScalarType::Bf16
+            | ScalarType::F32
+            | ScalarType::F64 => None,
+        }
+    }
+
+    /// The value an element of type `elem` holds once `value` is stored into it: a
+    /// narrow integer keeps the low bits of its `u32`/`i32` value (wraps), held widened
+    /// again; every other type holds the value as it is. `value` must have
+    /// `elem.value_type()` (the validator makes every store so).
+    pub fn stored(elem: ScalarType, value: Scalar) -> Scalar {
+        if !elem.is_storage_only() {
+            return value;
+        }
+        value
+            .as_i64()
+            .and_then(|v| Scalar::int_wrapping(elem, v))
+            .unwrap_or(value)
+    }
+
+    /// The value's bits, zero-extended to 64: bool as 0/1, integers in two's
+    /// complement, floats (f16 and bf16 included) as their bits. The low
+    /// `elem.size_bytes()` bytes, little-endian, are what a buffer of `elem` holds for
+    /// it (a narrow element's value keeps its low bits).
+    pub fn to_bits(self) -> u64 {
+        match self {
+            Scalar::Bool(b) => b as u64,
+            Scalar::I32(v) => v as u32 as u64,
+            Scalar::U32(v) => v as u64,
+            Scalar::I64(v) => v as u64,
+            Scalar::F16(b) | Scalar::Bf16(b) => b as u64,
+            Scalar::F32(b) => b as u64,
+            Scalar::F64(b) => b,
+        }
+    }
+
+    /// The value of type `ty` whose element bits are the low bits of `bits` (bool:
+    /// nonzero is true; a narrow integer: its value widened to `u32`/`i32`, as a load
+    /// yields it). The inverse of [`Scalar::to_bits`] on a buffer's bytes.
+    pub fn from_bits(ty: ScalarType, bits: u64) -> Scalar {
+        match ty {
+            ScalarType::Bool => Scalar::Bool(bits as u8 != 0),
+            ScalarType::I32 => Scalar::I32(bits as u32 as i32),
+            ScalarType::U32 => Scalar::U32(bits as u32),
+            ScalarType::I64 => Scalar::I64(bits as i64),
+            ScalarType::F16 => Scalar::F16(bits as u16),
+            ScalarType::Bf16 => Scalar::Bf16(bits as u16),
+            ScalarType::F32 => Scalar::F32(bits as u32),
+            ScalarType::F64 => Scalar::F64(bits),
+            ScalarType::U8 => Scalar::U32(bits as u8 as u32),
+            ScalarType::I8 => Scalar::I32(bits as u8 as i8 as i32),
+            ScalarType::U16 => Scalar::U32(bits as u16 as u32),
+            ScalarType::I16 => Scalar::I32(bits as u16 as i16 as i32),
         }
     }
 

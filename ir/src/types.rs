@@ -3,8 +3,17 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-/// A scalar type. Storage and compute types are the same set; a target that lacks
-/// one (f16 on some GPUs, f64 on most) is told so by `TargetCaps` before lowering.
+/// A scalar type: a value type (every type but the narrow integers) or a memory
+/// element type (every type). A target that lacks one (f16 on some GPUs, f64 on most)
+/// is told so by `TargetCaps` before lowering.
+///
+/// **Narrow integers** (`u8`, `i8`, `u16`, `i16`) are *storage* types: only a buffer's
+/// elements have them. A load yields the element widened to its
+/// [`value_type`](ScalarType::value_type) (zero-extended to `u32`, sign-extended to
+/// `i32`); a store takes that value type and keeps its low bits (it wraps, two's
+/// complement). Arithmetic on them is 32-bit arithmetic whose result is wrapped on
+/// store, which is exactly 8- or 16-bit wrapping arithmetic for `+ − ×`, and exact for
+/// division, remainder, comparisons, min and max of in-range values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ScalarType {
@@ -16,10 +25,32 @@ pub enum ScalarType {
     Bf16,
     F32,
     F64,
+    U8,
+    I8,
+    U16,
+    I16,
 }
 
 impl ScalarType {
-    pub const ALL: [ScalarType; 8] = [
+    /// Every scalar type: the value types, then the narrow storage types.
+    pub const ALL: [ScalarType; 12] = [
+        ScalarType::Bool,
+        ScalarType::I32,
+        ScalarType::U32,
+        ScalarType::I64,
+        ScalarType::F16,
+        ScalarType::Bf16,
+        ScalarType::F32,
+        ScalarType::F64,
+        ScalarType::U8,
+        ScalarType::I8,
+        ScalarType::U16,
+        ScalarType::I16,
+    ];
+
+    /// The types a value (a local, a literal, a scalar parameter, an expression) may
+    /// have: every type but the narrow storage types.
+    pub const VALUES: [ScalarType; 8] = [
         ScalarType::Bool,
         ScalarType::I32,
         ScalarType::U32,
@@ -30,24 +61,76 @@ impl ScalarType {
         ScalarType::F64,
     ];
 
+    /// The narrow integer types, which only buffer elements have.
+    pub const NARROW: [ScalarType; 4] = [
+        ScalarType::U8,
+        ScalarType::I8,
+        ScalarType::U16,
+        ScalarType::I16,
+    ];
+
+    /// Whether only buffer elements may have this type (`u8`, `i8`, `u16`, `i16`).
+    pub fn is_storage_only(self) -> bool {
+        match self {
+            Self::U8 | Self::I8 | Self::U16 | Self::I16 => true,
+            Self::Bool
+            | Self::I32
+            | Self::U32
+            | Self::I64
+            | Self::F16
+            | Self::Bf16
+            | Self::F32
+            | Self::F64 => false,
+        }
+    }
+
+    /// The type a load of an element of this type yields and a store of one takes:
+    /// `u32` for `u8`/`u16`, `i32` for `i8`/`i16`, the type itself otherwise.
+    pub fn value_type(self) -> ScalarType {
+        match self {
+            Self::U8 | Self::U16 => Self::U32,
+            Self::I8 | Self::I16 => Self::I32,
+            Self::Bool
+            | Self::I32
+            | Self::U32
+            | Self::I64
+            | Self::F16
+            | Self::Bf16
+            | Self::F32
+            | Self::F64 => self,
+        }
+    }
+
+    /// Whether elements of this type are narrower than a 32-bit word in memory
+    /// (bool, the narrow integers, f16, bf16): what a target without byte or
+    /// half-word stores must pack into words.
+    pub fn is_sub_word(self) -> bool {
+        self.size_bytes() < 4
+    }
+
     pub fn is_float(self) -> bool {
         matches!(self, Self::F16 | Self::Bf16 | Self::F32 | Self::F64)
     }
 
+    /// Integers of every width, the narrow storage types included.
     pub fn is_int(self) -> bool {
-        matches!(self, Self::I32 | Self::U32 | Self::I64)
+        matches!(
+            self,
+            Self::I32 | Self::U32 | Self::I64 | Self::U8 | Self::I8 | Self::U16 | Self::I16
+        )
     }
 
     pub fn is_signed_int(self) -> bool {
-        matches!(self, Self::I32 | Self::I64)
+        matches!(self, Self::I32 | Self::I64 | Self::I8 | Self::I16)
     }
 
-    /// Size in bytes when stored in a buffer (bool is stored as a 32-bit word, as
-    /// WGSL and SPIR-V require for host-shareable memory).
+    /// Size in bytes of an element in a buffer (bool is one byte, 0 or 1; a target
+    /// without byte stores packs it into words, as it does `u8`).
     pub fn size_bytes(self) -> u32 {
         match self {
-            Self::F16 | Self::Bf16 => 2,
-            Self::Bool | Self::I32 | Self::U32 | Self::F32 => 4,
+            Self::Bool | Self::U8 | Self::I8 => 1,
+            Self::F16 | Self::Bf16 | Self::U16 | Self::I16 => 2,
+            Self::I32 | Self::U32 | Self::F32 => 4,
             Self::I64 | Self::F64 => 8,
         }
     }
@@ -70,7 +153,16 @@ impl ScalarType {
             Self::Bf16 => "bf16",
             Self::F32 => "f32",
             Self::F64 => "f64",
+            Self::U8 => "u8",
+            Self::I8 => "i8",
+            Self::U16 => "u16",
+            Self::I16 => "i16",
         }
+    }
+
+    /// The type named `name` (`"f32"`, `"u8"`, ...), as [`ScalarType::name`] spells it.
+    pub fn from_name(name: &str) -> Option<ScalarType> {
+        Self::ALL.into_iter().find(|t| t.name() == name)
     }
 }
 

@@ -110,6 +110,8 @@ pub enum ValidationErrorKind {
         index: i64,
         lanes: u8,
     },
+    #[error("{what} has type {ty}, which only buffer elements may have (a load yields {value}, a store takes it)", value = ty.value_type())]
+    StorageOnlyType { what: String, ty: ScalarType },
     #[error("barrier in non-uniform control flow ({0})")]
     NonUniformBarrier(&'static str),
 }
@@ -175,7 +177,10 @@ impl<'k> Validator<'k> {
                         what: "buffer",
                         name: name.clone(),
                     }),
-                    _ => Ok(()),
+                    Param::Scalar { name, ty } => {
+                        v.value_type_only(&format!("scalar parameter `{name}`"), *ty)
+                    }
+                    Param::Buffer { .. } => Ok(()),
                 }
             })?;
         }
@@ -190,7 +195,7 @@ impl<'k> Validator<'k> {
                         name: s.name.clone(),
                     });
                 }
-                Ok(())
+                v.value_type_only(&format!("shared array `{}`", s.name), s.elem)
             })?;
         }
         for (i, l) in k.locals.iter().enumerate() {
@@ -198,8 +203,19 @@ impl<'k> Validator<'k> {
                 if !Type::is_valid_lanes(l.ty.lanes) {
                     return v.err(ValidationErrorKind::BadLanes(l.ty.lanes));
                 }
-                Ok(())
+                v.value_type_only(&format!("local `{}`", l.name), l.ty.scalar)
             })?;
+        }
+        Ok(())
+    }
+
+    /// Refuses a narrow storage type where a value type is needed.
+    fn value_type_only(&self, what: &str, ty: ScalarType) -> Result<(), ValidationError> {
+        if ty.is_storage_only() {
+            return self.err(ValidationErrorKind::StorageOnlyType {
+                what: what.to_string(),
+                ty,
+            });
         }
         Ok(())
     }
@@ -260,11 +276,12 @@ impl<'k> Validator<'k> {
                     }
                 }
                 let ty = v.at("value", |v| v.expr_type(value, Some(assigned)))?;
-                if ty.scalar != elem || !Type::is_valid_lanes(ty.lanes) {
+                let value_elem = elem.value_type();
+                if ty.scalar != value_elem || !Type::is_valid_lanes(ty.lanes) {
                     return v.at("value", |v| {
                         v.err(ValidationErrorKind::TypeMismatch {
                             context: format!("a store to `{}`", v.kernel.memory_name(*mem)),
-                            expected: format!("{elem} or a vector of {elem}"),
+                            expected: format!("{value_elem} or a vector of {value_elem}"),
                             found: ty,
                         })
                     });
@@ -426,7 +443,7 @@ impl<'k> Validator<'k> {
                 v.at("index", |v| {
                     v.check_index(*mem, index, len, *lanes, assigned)
                 })?;
-                Ok(Type::vector(elem, *lanes))
+                Ok(Type::vector(elem.value_type(), *lanes))
             }),
             Expr::Unary { op, arg } => self.at("unary", |v| {
                 let ty = v.at("arg", |v| v.expr_type(arg, assigned))?;
@@ -553,10 +570,12 @@ impl<'k> Validator<'k> {
             }),
             Expr::Cast { to, arg } => self.at("cast", |v| {
                 let ty = v.at("arg", |v| v.expr_type(arg, assigned))?;
+                v.value_type_only("a cast's result", *to)?;
                 Ok(ty.with_scalar(*to))
             }),
             Expr::Bitcast { to, arg } => self.at("bitcast", |v| {
                 let ty = v.at("arg", |v| v.expr_type(arg, assigned))?;
+                v.value_type_only("a bitcast's result", *to)?;
                 let same_width = ty.scalar != ScalarType::Bool
                     && *to != ScalarType::Bool
                     && ty.scalar.size_bytes() == to.size_bytes();

@@ -19,6 +19,9 @@ fn everything() -> Kernel {
     let d = k.buffer("d", F64, 16, Access::Write);
     let l = k.buffer("l", I64, 16, Access::Write);
     let iw = k.buffer("iw", I32, 16, Access::ReadWrite);
+    let uw = k.buffer("uw", U32, 16, Access::Write);
+    // Every narrow storage type: loaded as u32/i32, stored from them.
+    let narrow = ScalarType::NARROW.map(|t| k.buffer(format!("n_{t}"), t, 16, Access::ReadWrite));
     let scale = k.scalar("scale", F32);
     let flag = k.scalar("flag", Bool);
     let tile = k.shared("tile", F32, 64);
@@ -77,6 +80,10 @@ fn everything() -> Kernel {
         }
         f.store(l, 0u32, i64::MIN);
         f.store(l, 1u32, i64::MAX);
+        for n in narrow {
+            f.store(n, 1u32, n.at(0u32) + n.at(2u32));
+        }
+        f.store(uw, 0u32, u32::MAX);
         f.store(iw, 0u32, i32::MIN);
         f.store(iw, 1u32, (E::from(u32::MAX).cast(I32) << 1u32) >> 2u32);
         let t = f.let_("t", flag.clone() & true | !E::from(false) ^ flag.clone());
@@ -208,7 +215,16 @@ fn everything_uses_every_variant() {
         stmts.iter().map(String::as_str).collect::<Vec<_>>(),
         ["Assign", "Barrier", "For", "If", "Let", "Return", "Store"]
     );
-    assert_eq!(scalars.into_iter().collect::<Vec<_>>(), ScalarType::ALL);
+    // Literals have every value type; buffers every type.
+    assert_eq!(scalars.into_iter().collect::<Vec<_>>(), ScalarType::VALUES);
+    let elems: std::collections::BTreeSet<ScalarType> = k
+        .params
+        .iter()
+        .map(|p| match p {
+            kernelc_ir::Param::Buffer { elem, .. } | kernelc_ir::Param::Scalar { ty: elem, .. } => *elem,
+        })
+        .collect();
+    assert_eq!(elems.into_iter().collect::<Vec<_>>(), ScalarType::ALL);
 }
 
 #[test]

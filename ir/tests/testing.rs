@@ -45,6 +45,17 @@ fn for_cases(config: &GenConfig, mut f: impl FnMut(&Case)) {
 
 /// Counts the constructs of a kernel by name.
 fn census(kernel: &Kernel, counts: &mut BTreeMap<String, usize>) {
+    let elem = |mem: &Memory| kernel.memory(*mem).map(|(e, _)| e);
+    // Accesses of narrow storage types, by type and lanes.
+    accesses(&kernel.body, &mut |access| {
+        let (name, mem) = match access {
+            Touch::Load(mem, lanes) => (format!("load {lanes}"), mem),
+            Touch::Store(mem) => ("store".to_string(), mem),
+        };
+        if let Some(e) = elem(mem).filter(|e| e.is_storage_only()) {
+            *counts.entry(format!("{name} {e}")).or_default() += 1;
+        }
+    });
     fn expr(e: &Expr, counts: &mut BTreeMap<String, usize>) {
         let name = match e {
             Expr::Lit(_) => "lit".to_string(),
@@ -120,6 +131,51 @@ fn census(kernel: &Kernel, counts: &mut BTreeMap<String, usize>) {
     }
 }
 
+/// A memory access found by [`accesses`].
+enum Touch<'a> {
+    Load(&'a Memory, u8),
+    Store(&'a Memory),
+}
+
+/// Every load (with its lanes) and store of `block`.
+fn accesses<'a>(block: &'a [Stmt], f: &mut dyn FnMut(Touch<'a>)) {
+    fn expr<'a>(e: &'a Expr, f: &mut dyn FnMut(Touch<'a>)) {
+        if let Expr::Load { mem, lanes, .. } = e {
+            f(Touch::Load(mem, *lanes));
+        }
+        for c in e.children() {
+            expr(c, f);
+        }
+    }
+    for s in block {
+        match s {
+            Stmt::Let { value, .. } | Stmt::Assign { value, .. } => expr(value, f),
+            Stmt::Store { mem, index, value } => {
+                expr(index, f);
+                expr(value, f);
+                f(Touch::Store(mem));
+            }
+            Stmt::If {
+                cond,
+                then_body,
+                else_body,
+            } => {
+                expr(cond, f);
+                accesses(then_body, f);
+                accesses(else_body, f);
+            }
+            Stmt::For {
+                start, end, body, ..
+            } => {
+                expr(start, f);
+                expr(end, f);
+                accesses(body, f);
+            }
+            Stmt::Return | Stmt::Barrier => {}
+        }
+    }
+}
+
 /// The faults and completions of interpreter runs, by kind.
 fn outcome_name(case: &Case) -> String {
     match case.run_interpreter().outcome() {
@@ -182,8 +238,13 @@ fn the_full_config_covers_every_construct_and_fault() {
     );
     wanted.extend(["Eq", "Ne", "Lt", "Le", "Gt", "Ge"].map(String::from));
     wanted.extend(MathFn::ALL.map(|f| f.name().to_string()));
-    wanted.extend(ScalarType::ALL.map(|t| format!("local type {t}")));
-    wanted.extend(ScalarType::ALL.map(|t| format!("local type vec4<{t}>")));
+    wanted.extend(ScalarType::VALUES.map(|t| format!("local type {t}")));
+    wanted.extend(ScalarType::VALUES.map(|t| format!("local type vec4<{t}>")));
+    // Narrow buffers: loads of every lane count, stores (scalar or 2-lane).
+    for t in ScalarType::NARROW {
+        wanted.extend([1, 2, 4].map(|l| format!("load {l} {t}")));
+        wanted.push(format!("store {t}"));
+    }
     let missing: Vec<&String> = wanted.iter().filter(|w| !counts.contains_key(*w)).collect();
     assert!(
         missing.is_empty(),

@@ -480,6 +480,90 @@ fn wrong_arity() {
 }
 
 #[test]
+fn storage_only_type() {
+    use kernelc_ir::ScalarType::{I8, U16, U8};
+    // A narrow element loads as its value type and stores from it.
+    let mut kb = KernelBuilder::new("k", [64, 1, 1]);
+    let x = kb.buffer("x", U8, 64, Access::Read);
+    let out = kb.buffer("out", I8, 64, Access::Write);
+    kb.build(|f| {
+        let i = f.let_("i", global_id(0));
+        let v = f.let_("v", x.at(i.clone()).cast(I32) - 3i32);
+        f.store(out, i, v);
+    })
+    .unwrap();
+
+    // Storing a u32 into i8 memory is a type mismatch naming the value type.
+    let mut kb = KernelBuilder::new("k", [64, 1, 1]);
+    let x = kb.buffer("x", U8, 64, Access::Read);
+    let out = kb.buffer("out", I8, 64, Access::Write);
+    let e = kb
+        .build(|f| {
+            let i = f.let_("i", global_id(0));
+            f.store(out, i.clone(), x.at(i));
+        })
+        .unwrap_err();
+    assert!(
+        matches!(&e.kind, K::TypeMismatch { expected, found: Type::U32, .. } if expected.starts_with("i32")),
+        "{e}"
+    );
+
+    // Narrow types are not value types: a cast to one, a local, a scalar parameter and
+    // a shared array of one are refused, each at its node.
+    let mut kb = KernelBuilder::new("k", [64, 1, 1]);
+    let out = kb.buffer("out", U32, 64, Access::Write);
+    let e = kb
+        .build(|f| {
+            let i = f.let_("i", global_id(0));
+            f.store(out, i.clone(), i.cast(U8));
+        })
+        .unwrap_err();
+    assert!(matches!(e.kind, K::StorageOnlyType { ty: U8, .. }), "{e}");
+    assert_eq!(e.path.to_string(), "kernel.body[1].store.value.cast");
+    assert!(e.to_string().contains("a load yields u32"), "{e}");
+
+    let k = kernel(
+        vec![Param::Scalar {
+            name: "s".into(),
+            ty: U16,
+        }],
+        vec![],
+        vec![],
+        vec![],
+    );
+    let e = validate(&k).unwrap_err();
+    assert!(matches!(e.kind, K::StorageOnlyType { ty: U16, .. }), "{e}");
+    assert_eq!(e.path.to_string(), "kernel.params[0]");
+
+    let k = kernel(
+        vec![],
+        vec![SharedDecl {
+            name: "sh".into(),
+            elem: I8,
+            len: 4,
+        }],
+        vec![],
+        vec![],
+    );
+    let e = validate(&k).unwrap_err();
+    assert_eq!(e.path.to_string(), "kernel.shared[0]");
+
+    let k = kernel(
+        vec![],
+        vec![],
+        vec![LocalDecl {
+            name: "l".into(),
+            ty: Type::scalar(U8),
+            mutable: false,
+        }],
+        vec![],
+    );
+    let e = validate(&k).unwrap_err();
+    assert!(matches!(e.kind, K::StorageOnlyType { ty: U8, .. }), "{e}");
+    assert_eq!(e.path.to_string(), "kernel.locals[0]");
+}
+
+#[test]
 fn bitcast_width() {
     let mut kb = KernelBuilder::new("k", [64, 1, 1]);
     let x = kb.buffer("x", F32, 64, Access::Read);
@@ -993,6 +1077,7 @@ fn every_variant_is_covered() {
             K::LoopCounterWritten(_) => "loop_counter_written",
             K::IndexOutOfBounds { .. } => "index_out_of_bounds",
             K::UnalignedVectorAccess { .. } => "unaligned_vector_access",
+            K::StorageOnlyType { .. } => "storage_only_type",
             K::NonUniformBarrier(_) => "non_uniform_barrier_*",
         }
     }

@@ -101,6 +101,10 @@ pub(crate) fn wrap(dtype: ScalarType, v: f64) -> f64 {
     match dtype {
         ScalarType::I32 => (v as i64 as i32) as f64,
         ScalarType::U32 => (v as i64 as u32) as f64,
+        ScalarType::U8 => (v as i64 as u8) as f64,
+        ScalarType::I8 => (v as i64 as i8) as f64,
+        ScalarType::U16 => (v as i64 as u16) as f64,
+        ScalarType::I16 => (v as i64 as i16) as f64,
         ScalarType::I64
         | ScalarType::F16
         | ScalarType::Bf16

@@ -139,7 +139,14 @@ pub fn unit_roundoff(dtype: ScalarType) -> f64 {
         ScalarType::Bf16 => 2f64.powi(-8),
         ScalarType::F32 => 2f64.powi(-24),
         ScalarType::F64 => 2f64.powi(-53),
-        ScalarType::I32 | ScalarType::U32 | ScalarType::I64 | ScalarType::Bool => 0.0,
+        ScalarType::I32
+        | ScalarType::U32
+        | ScalarType::I64
+        | ScalarType::Bool
+        | ScalarType::U8
+        | ScalarType::I8
+        | ScalarType::U16
+        | ScalarType::I16 => 0.0,
     }
 }
 
@@ -152,7 +159,14 @@ pub fn ulp(dtype: ScalarType, v: f64) -> f64 {
         ScalarType::Bf16 => (7, -126),
         ScalarType::F32 => (23, -126),
         ScalarType::F64 => (52, -1022),
-        ScalarType::I32 | ScalarType::U32 | ScalarType::I64 | ScalarType::Bool => return 0.0,
+        ScalarType::I32
+        | ScalarType::U32
+        | ScalarType::I64
+        | ScalarType::Bool
+        | ScalarType::U8
+        | ScalarType::I8
+        | ScalarType::U16
+        | ScalarType::I16 => return 0.0,
     };
     let exponent = if v == 0.0 || !v.is_finite() {
         min_exponent
@@ -254,7 +268,14 @@ pub fn underflow(dtype: ScalarType) -> f64 {
     match compute_type(dtype) {
         ScalarType::F64 => f64::MIN_POSITIVE,
         ScalarType::F16 | ScalarType::Bf16 | ScalarType::F32 => f32::MIN_POSITIVE as f64,
-        ScalarType::I32 | ScalarType::U32 | ScalarType::I64 | ScalarType::Bool => 0.0,
+        ScalarType::I32
+        | ScalarType::U32
+        | ScalarType::I64
+        | ScalarType::Bool
+        | ScalarType::U8
+        | ScalarType::I8
+        | ScalarType::U16
+        | ScalarType::I16 => 0.0,
     }
 }
 

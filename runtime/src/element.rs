@@ -1,12 +1,13 @@
 //! Host element types that tensors upload from and download to.
 
 use half::{bf16, f16};
-use kernelc_ir::ScalarType;
+use kernelc_ir::interp::HostBuffer;
+use kernelc_ir::{Scalar, ScalarType};
 
 /// A Rust type with an IR dtype and a little-endian byte encoding. Sealed: only the
-/// types below implement it, each plain data without padding whose every bit pattern
-/// is a value, which is what lets host slices be viewed as bytes
-/// ([`crate::HostSlice`]).
+/// types below implement it, each plain data without padding (`f32`, `f64`, `f16`,
+/// `bf16`, `i64`, `i32`, `u32`, `i16`, `u16`, `i8`, `u8`, and `bool` as one byte 0/1).
+/// Decoding never trusts the bytes: a bool byte other than 0 reads as `true`.
 pub trait Element: sealed::Sealed + Copy + Send + Sync + 'static {
     const DTYPE: ScalarType;
     fn write_le(self, out: &mut Vec<u8>);
@@ -15,6 +16,11 @@ pub trait Element: sealed::Sealed + Copy + Send + Sync + 'static {
     fn to_f64(self) -> f64;
 }
 
+/// An [`Element`] every bit pattern of whose bytes is a value (every element type
+/// but `bool`): what lets a kernel write a caller's `&mut [T]` directly
+/// ([`crate::HostSliceMut`]).
+pub trait AnyBitsElement: Element {}
+
 mod sealed {
     pub trait Sealed {}
 }
@@ -22,6 +28,7 @@ mod sealed {
 macro_rules! element {
     ($($t:ty => $dtype:ident, $n:literal, |$v:ident| $to_f64:expr);* $(;)?) => {$(
         impl sealed::Sealed for $t {}
+        impl AnyBitsElement for $t {}
         impl Element for $t {
             const DTYPE: ScalarType = ScalarType::$dtype;
             fn write_le(self, out: &mut Vec<u8>) {
@@ -48,6 +55,24 @@ element! {
     i64 => I64, 8, |v| v as f64;
     f16 => F16, 2, |v| v.to_f64();
     bf16 => Bf16, 2, |v| v.to_f64();
+    u8 => U8, 1, |v| v as f64;
+    i8 => I8, 1, |v| v as f64;
+    u16 => U16, 2, |v| v as f64;
+    i16 => I16, 2, |v| v as f64;
+}
+
+impl sealed::Sealed for bool {}
+impl Element for bool {
+    const DTYPE: ScalarType = ScalarType::Bool;
+    fn write_le(self, out: &mut Vec<u8>) {
+        out.push(self as u8);
+    }
+    fn read_le(bytes: &[u8]) -> Self {
+        bytes.first().is_some_and(|&b| b != 0)
+    }
+    fn to_f64(self) -> f64 {
+        self as u8 as f64
+    }
 }
 
 /// Bytes of `data` as stored on a device.
@@ -65,56 +90,15 @@ pub fn from_bytes<T: Element>(bytes: &[u8]) -> Vec<T> {
     bytes.chunks_exact(size).map(T::read_le).collect()
 }
 
-/// A device byte image of `dtype` as f64 values (bool stored as a u32 word).
+/// A device byte image of `dtype` as f64 values (exact but for i64 past 2^53).
 pub fn bytes_to_f64(dtype: ScalarType, bytes: &[u8]) -> Vec<f64> {
-    match dtype {
-        ScalarType::F32 => from_bytes::<f32>(bytes)
-            .into_iter()
-            .map(f64::from)
-            .collect(),
-        ScalarType::F64 => from_bytes::<f64>(bytes),
-        ScalarType::I32 => from_bytes::<i32>(bytes)
-            .into_iter()
-            .map(f64::from)
-            .collect(),
-        ScalarType::U32 | ScalarType::Bool => from_bytes::<u32>(bytes)
-            .into_iter()
-            .map(f64::from)
-            .collect(),
-        ScalarType::I64 => from_bytes::<i64>(bytes)
-            .into_iter()
-            .map(|v| v as f64)
-            .collect(),
-        ScalarType::F16 => from_bytes::<f16>(bytes)
-            .into_iter()
-            .map(|v| v.to_f64())
-            .collect(),
-        ScalarType::Bf16 => from_bytes::<bf16>(bytes)
-            .into_iter()
-            .map(|v| v.to_f64())
-            .collect(),
-    }
+    HostBuffer::from_bytes(dtype, bytes).to_f64()
 }
 
-/// f64 values converted to a device byte image of `dtype` (rounded to nearest, integers
-/// saturating), as the IR's `cast` converts.
+/// f64 values converted to a device byte image of `dtype` as the IR's `cast`
+/// converts ([`Scalar::from_f64`]: rounded to nearest, integers saturating, narrow
+/// integers through i32 and wrapped).
 pub fn f64_to_bytes(dtype: ScalarType, values: &[f64]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(values.len() * dtype.size_bytes() as usize);
-    for &v in values {
-        match dtype {
-            ScalarType::F32 => (v as f32).write_le(&mut out),
-            ScalarType::F64 => v.write_le(&mut out),
-            ScalarType::I32 => (v as i32).write_le(&mut out),
-            ScalarType::U32 => (v as u32).write_le(&mut out),
-            ScalarType::Bool => ((v != 0.0) as u32).write_le(&mut out),
-            ScalarType::I64 => (v as i64).write_le(&mut out),
-            ScalarType::F16 => {
-                f16::from_bits(kernelc_ir::scalar::f64_to_f16_bits(v)).write_le(&mut out)
-            }
-            ScalarType::Bf16 => {
-                bf16::from_bits(kernelc_ir::scalar::f64_to_bf16_bits(v)).write_le(&mut out)
-            }
-        }
-    }
-    out
+    let data = values.iter().map(|&v| Scalar::from_f64(dtype, v)).collect();
+    HostBuffer::new(dtype, data).to_bytes()
 }

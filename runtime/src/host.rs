@@ -4,7 +4,7 @@
 //! downloaded once, straight into the caller's slice.
 
 use crate::device::{BindingRef, HostRange};
-use crate::element::Element;
+use crate::element::{AnyBitsElement, Element};
 use crate::error::{Result, RuntimeError};
 use crate::memory::{alignment_class, FULL_ALIGNMENT};
 use crate::runtime::{check_operands, Role, Runtime};
@@ -28,15 +28,16 @@ pub struct HostSliceMut<'a> {
 /// `data`'s bytes, which are the device's little-endian element encoding on a
 /// little-endian host.
 fn as_bytes<T: Element>(data: &[T]) -> &[u8] {
-    // SAFETY: `Element` is sealed to plain numeric types (f32, f64, i32, u32, i64,
-    // f16, bf16) without padding, so every byte of `data` is initialised; `u8` has
-    // alignment 1 and the length covers exactly `data`'s bytes.
+    // SAFETY: `Element` is sealed to plain numeric types and bool, none with padding,
+    // so every byte of `data` is initialised; `u8` has alignment 1 and the length
+    // covers exactly `data`'s bytes.
     unsafe { std::slice::from_raw_parts(data.as_ptr().cast::<u8>(), std::mem::size_of_val(data)) }
 }
 
-fn as_bytes_mut<T: Element>(data: &mut [T]) -> &mut [u8] {
+fn as_bytes_mut<T: AnyBitsElement>(data: &mut [T]) -> &mut [u8] {
     // SAFETY: as `as_bytes`; also every bit pattern written through the bytes is a
-    // valid value of those types, so no invalid `T` can result.
+    // valid value of an `AnyBitsElement` type (bool is not one), so no invalid `T`
+    // can result.
     unsafe {
         std::slice::from_raw_parts_mut(data.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(data))
     }
@@ -82,7 +83,12 @@ impl<'a> HostSlice<'a> {
 
 impl<'a> HostSliceMut<'a> {
     /// `data` as an output tensor of `shape` (its length must be the shape's count).
-    pub fn new<T: Element>(data: &'a mut [T], shape: &[usize]) -> Result<HostSliceMut<'a>> {
+    /// Not for `bool` (a kernel or a device copy could leave a byte other than 0 or 1
+    /// in it): write a bool result to a tensor and read it with `to_vec::<bool>`.
+    pub fn new<T: AnyBitsElement>(
+        data: &'a mut [T],
+        shape: &[usize],
+    ) -> Result<HostSliceMut<'a>> {
         check_host_endian()?;
         check_len(shape, data.len())?;
         Ok(HostSliceMut {

@@ -63,7 +63,7 @@ mod runtime;
 mod tensor;
 
 pub use device::{Device, DeviceChoice, ShaderPath, WgpuOptions};
-pub use element::Element;
+pub use element::{AnyBitsElement, Element};
 pub use error::{Result, RuntimeError};
 pub use host::{HostSlice, HostSliceMut};
 pub use kernelc_ir::ScalarType;

@@ -1,8 +1,7 @@
 //! Owned, 16-byte aligned byte buffers in the layout compiled kernels read, with
 //! conversions from and to the interpreter's [`HostBuffer`].
 
-use kernelc_ir::eval::cast_scalar;
-use kernelc_ir::{HostBuffer, Scalar, ScalarType};
+use kernelc_ir::{HostBuffer, ScalarType};
 
 /// A byte buffer aligned to 16 bytes (enough for every element type and for SIMD).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -41,51 +40,18 @@ impl AlignedBytes {
         unsafe { std::slice::from_raw_parts_mut(self.words.as_mut_ptr().cast::<u8>(), self.len) }
     }
 
-    /// The buffer's elements encoded as a kernel reads them (little-endian; bool as a
-    /// `u32` 0/1; f16/bf16 as their bits). An element whose type is not `buf.elem` is
-    /// converted with `Cast` semantics first.
+    /// The buffer's elements encoded as a kernel reads them ([`HostBuffer::to_bytes`]:
+    /// little-endian; bool as one byte 0/1; f16/bf16 as their bits; a narrow integer
+    /// as its low bytes).
     pub fn from_host(buf: &HostBuffer) -> Self {
-        let size = buf.elem.size_bytes() as usize;
-        let mut out = AlignedBytes::zeroed(buf.data.len() * size);
-        let bytes = out.as_mut_bytes();
-        for (i, &s) in buf.data.iter().enumerate() {
-            let s = if s.ty() == buf.elem {
-                s
-            } else {
-                cast_scalar(buf.elem, s)
-            };
-            let le = crate::cpu::encode_scalar(s).to_le_bytes();
-            bytes[i * size..(i + 1) * size].copy_from_slice(&le[..size]);
-        }
+        let bytes = buf.to_bytes();
+        let mut out = AlignedBytes::zeroed(bytes.len());
+        out.as_mut_bytes().copy_from_slice(&bytes);
         out
     }
 
     /// Decodes the bytes as elements of `elem` (a trailing partial element is ignored).
     pub fn to_host(&self, elem: ScalarType) -> HostBuffer {
-        let size = elem.size_bytes() as usize;
-        let data = self
-            .as_bytes()
-            .chunks_exact(size)
-            .map(|c| {
-                let mut le = [0u8; 8];
-                le[..size].copy_from_slice(c);
-                decode_scalar(elem, u64::from_le_bytes(le))
-            })
-            .collect();
-        HostBuffer::new(elem, data)
-    }
-}
-
-/// A scalar of type `ty` from the low bits of `bits` (bool: nonzero is true).
-pub(crate) fn decode_scalar(ty: ScalarType, bits: u64) -> Scalar {
-    match ty {
-        ScalarType::Bool => Scalar::Bool(bits as u32 != 0),
-        ScalarType::I32 => Scalar::I32(bits as u32 as i32),
-        ScalarType::U32 => Scalar::U32(bits as u32),
-        ScalarType::I64 => Scalar::I64(bits as i64),
-        ScalarType::F16 => Scalar::F16(bits as u16),
-        ScalarType::Bf16 => Scalar::Bf16(bits as u16),
-        ScalarType::F32 => Scalar::F32(bits as u32),
-        ScalarType::F64 => Scalar::F64(bits),
+        HostBuffer::from_bytes(elem, self.as_bytes())
     }
 }

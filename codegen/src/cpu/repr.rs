@@ -2,8 +2,9 @@
 //!
 //! | IR scalar | CLIF scalar | in memory |
 //! | --- | --- | --- |
-//! | bool | `i8`, 0 or 1 | `u32`, nonzero is true |
+//! | bool | `i8`, 0 or 1 | 1 byte, nonzero is true |
 //! | i32, u32 | `i32` | 4 bytes |
+//! | u8, i8, u16, i16 (memory only) | their value type's `i32` | 1, 2 bytes (`uload8`/`sload8`, `istore8`, ...) |
 //! | i64 | `i64` | 8 bytes |
 //! | f16, bf16 | `i16` (the bits; arithmetic converts to f32 and back) | 2 bytes |
 //! | f32, f64 | `f32`, `f64` | 4, 8 bytes |
@@ -17,11 +18,17 @@ use cranelift_codegen::ir::types;
 use cranelift_codegen::ir::Type as ClifType;
 use kernelc_ir::{ScalarType, Type};
 
-/// The CLIF type of one lane of an IR scalar type.
+/// The CLIF type of one lane of an IR scalar type (of a narrow storage type: of the
+/// value a load of it yields).
 pub(crate) fn scalar_clif(s: ScalarType) -> ClifType {
     match s {
         ScalarType::Bool => types::I8,
-        ScalarType::I32 | ScalarType::U32 => types::I32,
+        ScalarType::I32
+        | ScalarType::U32
+        | ScalarType::U8
+        | ScalarType::I8
+        | ScalarType::U16
+        | ScalarType::I16 => types::I32,
         ScalarType::I64 => types::I64,
         ScalarType::F16 | ScalarType::Bf16 => types::I16,
         ScalarType::F32 => types::F32,
@@ -29,11 +36,15 @@ pub(crate) fn scalar_clif(s: ScalarType) -> ClifType {
     }
 }
 
-/// The CLIF type of an element in memory (bool is a 32-bit word).
+/// The CLIF type of an element in memory (bool is a byte).
 pub(crate) fn memory_clif(s: ScalarType) -> ClifType {
     match s {
-        ScalarType::Bool => types::I32,
-        other => scalar_clif(other),
+        ScalarType::Bool | ScalarType::U8 | ScalarType::I8 => types::I8,
+        ScalarType::U16 | ScalarType::I16 | ScalarType::F16 | ScalarType::Bf16 => types::I16,
+        ScalarType::I32 | ScalarType::U32 => types::I32,
+        ScalarType::I64 => types::I64,
+        ScalarType::F32 => types::F32,
+        ScalarType::F64 => types::F64,
     }
 }
 

@@ -10,9 +10,12 @@
 //! is rounded to it, see [`super::convert`]), so f16 arithmetic needs no `Float16`
 //! capability and the conversions at loads and stores are exact. `bf16` values
 //! (casts, locals, scalar parameters) are f32 registers on the bf16 grid the same way;
-//! bf16 memory (buffers, shared arrays) is refused.
+//! bf16 memory (buffers, shared arrays) is refused. Bool and the narrow integers are
+//! packed into `u32` words in buffers ([`crate::shader::Packing`]); a bool in shared
+//! memory is a `u32` word.
 
 use super::{internal, unsupported};
+use crate::shader::Packing;
 use crate::CodegenError;
 use kernelc_ir::analysis::Ranges;
 use kernelc_ir::{Kernel, Scalar, ScalarType, Type};
@@ -39,6 +42,10 @@ pub(crate) struct BufferVar {
     /// Lanes of the array's element type: 1 for a `T[]`, `L` for a `vecL<T>[]` view
     /// (see [`kernelc_ir::analysis::uniform_vector_widths`]).
     pub view_lanes: u8,
+    /// How sub-word elements are packed into the `u32[]` the buffer is declared as.
+    pub packing: Option<Packing>,
+    /// Whether the words are accessed atomically (a packed buffer the kernel writes).
+    pub atomic: bool,
 }
 
 /// A workgroup-shared array.
@@ -159,12 +166,13 @@ impl<'k> Emitter<'k> {
         self.b.type_float(32, None)
     }
 
-    /// The register type of a scalar (see the module documentation).
+    /// The register type of a scalar (see the module documentation); of a narrow
+    /// storage type, that of the value a load of it yields.
     pub fn reg_scalar(&mut self, s: ScalarType) -> R<Word> {
         Ok(match s {
             ScalarType::Bool => self.bool_ty(),
-            ScalarType::I32 => self.i32_ty(),
-            ScalarType::U32 => self.u32_ty(),
+            ScalarType::I32 | ScalarType::I8 | ScalarType::I16 => self.i32_ty(),
+            ScalarType::U32 | ScalarType::U8 | ScalarType::U16 => self.u32_ty(),
             ScalarType::I64 => {
                 self.require(Capability::Int64);
                 self.b.type_int(64, 1)
@@ -192,10 +200,15 @@ impl<'k> Emitter<'k> {
         }
     }
 
-    /// The type an element of `elem` has in memory: bool as a u32 word, f16 as a real
-    /// 16-bit float (`in_buffer` selects the capability: 16-bit storage-buffer access,
-    /// or `Float16` for workgroup memory), everything else its register type.
+    /// The type an element of `elem` has in memory: a packed element's `u32` word
+    /// in buffers (bool, narrow integers), a `u32` word for a bool in shared memory, f16
+    /// as a real 16-bit float (`in_buffer` selects the capability: 16-bit
+    /// storage-buffer access, or `Float16` for workgroup memory), everything else its
+    /// register type.
     pub fn storage_scalar(&mut self, elem: ScalarType, in_buffer: bool) -> R<Word> {
+        if in_buffer && Packing::of(elem).is_some() {
+            return Ok(self.u32_ty());
+        }
         Ok(match elem {
             ScalarType::Bool => self.u32_ty(),
             ScalarType::F16 => {
@@ -207,7 +220,14 @@ impl<'k> Emitter<'k> {
                 self.b.type_float(16, None)
             }
             ScalarType::Bf16 => return Err(bf16_unsupported()),
-            other => self.reg_scalar(other)?,
+            ScalarType::U8 | ScalarType::I8 | ScalarType::U16 | ScalarType::I16 => {
+                return Err(internal(format!("shared memory of {elem}")))
+            }
+            ScalarType::I32
+            | ScalarType::U32
+            | ScalarType::I64
+            | ScalarType::F32
+            | ScalarType::F64 => self.reg_scalar(elem)?,
         })
     }
 

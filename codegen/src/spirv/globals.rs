@@ -4,7 +4,7 @@
 use super::emitter::{build_error, BufferVar, Emitter, SharedVar, Val, R};
 use super::{internal, stmt::Flow};
 use crate::abi::{ParamSlot, ShaderLayout, ENTRY_POINT};
-use crate::shader::for_each_expr;
+use crate::shader::{for_each_expr, Packing};
 use kernelc_ir::analysis::uniform_vector_widths;
 use kernelc_ir::{Builtin, Expr, Param, ScalarType, Type};
 use rspirv::dr::Operand;
@@ -100,7 +100,8 @@ fn bind(e: &mut Emitter, var: Word, binding: u32) {
 /// writes as an aligned `L`-lane vector is declared as an array of `vecL<T>` (stride
 /// `L` elements): one vector `OpLoad`/`OpStore` per access instead of `L` scalar
 /// ones, which drivers turn into one wide memory transaction. The bytes, and so the
-/// binding's size, are those of the scalar array.
+/// binding's size, are those of the scalar array. A buffer of sub-word elements is a
+/// `u32[]` of packed words ([`Packing`]).
 fn declare_buffers(e: &mut Emitter, layout: &ShaderLayout) -> R<()> {
     let kernel = e.kernel;
     let views = uniform_vector_widths(kernel, &e.ranges);
@@ -118,10 +119,18 @@ fn declare_buffers(e: &mut Emitter, layout: &ShaderLayout) -> R<()> {
             e.buffers.push(None);
             continue;
         };
-        let view_lanes = views.get(i).copied().flatten().unwrap_or(1);
+        let packing = Packing::of(*elem);
+        let view_lanes = match packing {
+            Some(_) => 1,
+            None => views.get(i).copied().flatten().unwrap_or(1),
+        };
         let scalar_ty = e.storage_scalar(*elem, true)?;
         let elem_ty = e.vector_of(scalar_ty, view_lanes);
-        let block = e.runtime_block(elem_ty, elem.size_bytes() * view_lanes as u32);
+        let stride = match packing {
+            Some(_) => 4,
+            None => elem.size_bytes() * view_lanes as u32,
+        };
+        let block = e.runtime_block(elem_ty, stride);
         let ptr = e.pointer(StorageClass::StorageBuffer, block);
         let var = e.b.variable(ptr, None, StorageClass::StorageBuffer, None);
         e.b.name(var, name.as_str());
@@ -134,6 +143,8 @@ fn declare_buffers(e: &mut Emitter, layout: &ShaderLayout) -> R<()> {
             elem: *elem,
             len: *len,
             view_lanes,
+            packing,
+            atomic: packing.is_some() && access.can_write(),
         }));
     }
     Ok(())
@@ -286,6 +297,9 @@ fn decode_scalar(e: &mut Emitter, block: Word, word: u32, ty: ScalarType) -> R<V
             let sixteen = e.const_u32(16);
             let bits = e.ins(Op::ShiftLeftLogical, u, &[lo, sixteen])?;
             e.ins(Op::Bitcast, reg, &[bits])?
+        }
+        ScalarType::U8 | ScalarType::I8 | ScalarType::U16 | ScalarType::I16 => {
+            return Err(internal(format!("a scalar parameter of {ty}")))
         }
     };
     Ok(Val {

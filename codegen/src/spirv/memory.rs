@@ -14,12 +14,16 @@
 //! accesses, except for a buffer declared as an array of `vecL<T>` (its accesses are
 //! all aligned `L`-lane vectors, see `globals::declare_buffers`): there an access is
 //! one vector load or store of slot `index / L`. The checks stay in element units.
+//! Bool and narrow-integer buffers are `u32[]`s of packed words
+//! ([`crate::shader::Packing`]): a load extracts the element's bits, a store is an
+//! atomic clear and set of them (or one atomic store of each word a vector covers).
 
 use super::emitter::{build_error, Emitter, Val, R};
 use super::internal;
 use crate::abi::status;
+use crate::shader::{PackedKind, Packing};
 use kernelc_ir::{Expr, Memory, ScalarType, Type};
-use rspirv::spirv::{Op, SelectionControl, StorageClass, Word};
+use rspirv::spirv::{self, Op, SelectionControl, StorageClass, Word};
 
 /// Where a memory lives.
 #[derive(Clone, Copy, Debug)]
@@ -31,6 +35,9 @@ struct Place {
     in_buffer: bool,
     /// Lanes of the array's element type (1: scalars).
     view_lanes: u8,
+    /// Packed sub-word elements, and whether their words are atomic.
+    packing: Option<Packing>,
+    atomic: bool,
 }
 
 /// The dynamic conditions of one access (constants where proven).
@@ -53,6 +60,8 @@ impl Emitter<'_> {
                     len: b.len,
                     in_buffer: true,
                     view_lanes: b.view_lanes,
+                    packing: b.packing,
+                    atomic: b.atomic,
                 }),
             Memory::Shared(s) => self.shared.get(s.0 as usize).map(|s| Place {
                 var: s.var,
@@ -60,6 +69,8 @@ impl Emitter<'_> {
                 len: s.len,
                 in_buffer: false,
                 view_lanes: 1,
+                packing: None,
+                atomic: false,
             }),
         }
         .ok_or_else(|| internal(format!("unknown memory {mem:?}")))
@@ -164,7 +175,7 @@ impl Emitter<'_> {
         lanes: u8,
     ) -> R<Val> {
         let p = self.place(mem)?;
-        let ty = Type::vector(p.elem, lanes);
+        let ty = Type::vector(p.elem.value_type(), lanes);
         if p.len < lanes as u64 {
             // Never in bounds: nothing is read.
             let oob = self.const_u32(status::OUT_OF_BOUNDS);
@@ -185,7 +196,9 @@ impl Emitter<'_> {
             }
         };
         let reg = self.reg_type(ty)?;
-        let loaded = if p.view_lanes > 1 {
+        let loaded = if let Some(packing) = p.packing {
+            self.load_packed(p, packing, safe_index, lanes, reg)?
+        } else if p.view_lanes > 1 {
             // f32/i32/u32 only: the memory type is the register type.
             let ptr = self.vector_slot_ptr(p, safe_index, lanes)?;
             self.load(reg, ptr)?
@@ -255,7 +268,7 @@ impl Emitter<'_> {
         value: Val,
     ) -> R<()> {
         let p = self.place(mem)?;
-        if value.ty.scalar != p.elem {
+        if value.ty.scalar != p.elem.value_type() {
             return Err(internal(format!(
                 "storing {} into memory of {}",
                 value.ty, p.elem
@@ -283,7 +296,9 @@ impl Emitter<'_> {
                 Some(merge)
             }
         };
-        if p.view_lanes > 1 {
+        if let Some(packing) = p.packing {
+            self.store_packed(p, packing, index, value)?;
+        } else if p.view_lanes > 1 {
             let ptr = self.vector_slot_ptr(p, index, lanes)?;
             self.store(ptr, value.id)?;
         } else {
@@ -309,6 +324,161 @@ impl Emitter<'_> {
             let i = self.lane_index(index, lane)?;
             let ptr = self.element_ptr(p, i)?;
             self.write_element(p, ptr, v)?;
+        }
+        Ok(())
+    }
+}
+
+/// Packed buffers: words, bit positions and atomics.
+impl Emitter<'_> {
+    /// Device scope and relaxed semantics, the operands of every atomic here.
+    fn device_relaxed(&mut self) -> (Word, Word) {
+        let device = self.const_u32(spirv::Scope::Device as u32);
+        let relaxed = self.const_u32(spirv::MemorySemantics::RELAXED.bits());
+        (device, relaxed)
+    }
+
+    /// A pointer to word `word` (a u32 id) of a packed buffer.
+    fn word_ptr(&mut self, p: Place, word: Word) -> R<Word> {
+        let u = self.u32_ty();
+        let ptr_ty = self.pointer(StorageClass::StorageBuffer, u);
+        let member = self.const_u32(0);
+        self.b
+            .access_chain(ptr_ty, None, p.var, [member, word])
+            .map_err(build_error)
+    }
+
+    /// The word element `i` (a u32 id) is in, and the element's bit offset there.
+    fn packed_position(&mut self, packing: Packing, i: Word) -> R<(Word, Word)> {
+        let u = self.u32_ty();
+        let word_shift = self.const_u32(packing.word_shift());
+        let word = self.ins(Op::ShiftRightLogical, u, &[i, word_shift])?;
+        let slot_mask = self.const_u32(packing.per_word() - 1);
+        let slot = self.ins(Op::BitwiseAnd, u, &[i, slot_mask])?;
+        let bit_shift = self.const_u32(packing.bit_shift());
+        let offset = self.ins(Op::ShiftLeftLogical, u, &[slot, bit_shift])?;
+        Ok((word, offset))
+    }
+
+    fn read_word(&mut self, p: Place, ptr: Word) -> R<Word> {
+        let u = self.u32_ty();
+        if !p.atomic {
+            return self.load(u, ptr);
+        }
+        let (scope, semantics) = self.device_relaxed();
+        self.b
+            .atomic_load(u, None, ptr, scope, semantics)
+            .map_err(build_error)
+    }
+
+    /// The register value of the element at bit `offset` of `word`.
+    fn unpack(&mut self, packing: Packing, word: Word, offset: Word) -> R<Word> {
+        let u = self.u32_ty();
+        let field = self.ins(Op::ShiftRightLogical, u, &[word, offset])?;
+        let mask = self.const_u32(packing.mask());
+        let bits = self.ins(Op::BitwiseAnd, u, &[field, mask])?;
+        match packing.kind {
+            PackedKind::Unsigned => Ok(bits),
+            PackedKind::Bool => {
+                let b = self.bool_ty();
+                let zero = self.const_u32(0);
+                self.ins(Op::INotEqual, b, &[bits, zero])
+            }
+            PackedKind::Signed => {
+                let i = self.i32_ty();
+                let signed = self.ins(Op::Bitcast, i, &[bits])?;
+                let up = self.const_u32(32 - packing.bits);
+                let high = self.ins(Op::ShiftLeftLogical, i, &[signed, up])?;
+                self.ins(Op::ShiftRightArithmetic, i, &[high, up])
+            }
+        }
+    }
+
+    /// The element bits (at offset 0) a store of register scalar `v` writes.
+    fn pack(&mut self, packing: Packing, v: Word) -> R<Word> {
+        let u = self.u32_ty();
+        let bits = match packing.kind {
+            PackedKind::Bool => {
+                let one = self.const_u32(1);
+                let zero = self.const_u32(0);
+                return self.ins(Op::Select, u, &[v, one, zero]);
+            }
+            PackedKind::Unsigned => v,
+            PackedKind::Signed => self.ins(Op::Bitcast, u, &[v])?,
+        };
+        let mask = self.const_u32(packing.mask());
+        self.ins(Op::BitwiseAnd, u, &[bits, mask])
+    }
+
+    /// `lanes` elements from `index` (safe: in bounds, aligned for vectors) of a
+    /// packed buffer, as a register value of type `reg`.
+    fn load_packed(&mut self, p: Place, packing: Packing, index: Word, lanes: u8, reg: Word) -> R<Word> {
+        let mut parts = Vec::with_capacity(lanes as usize);
+        for lane in 0..lanes {
+            let i = self.lane_index(index, lane)?;
+            let (word, offset) = self.packed_position(packing, i)?;
+            let ptr = self.word_ptr(p, word)?;
+            let w = self.read_word(p, ptr)?;
+            parts.push(self.unpack(packing, w, offset)?);
+        }
+        if lanes == 1 {
+            return Ok(parts[0]);
+        }
+        self.b
+            .composite_construct(reg, None, parts)
+            .map_err(build_error)
+    }
+
+    /// Stores `value` at `index` (in bounds and, for vectors, aligned: only such
+    /// accesses run) into a packed buffer: one atomic store per word a vector covers
+    /// whole, else an atomic clear and set of each element's bits.
+    fn store_packed(&mut self, p: Place, packing: Packing, index: Word, value: Val) -> R<()> {
+        let lanes = value.ty.lanes;
+        let scalar = self.reg_scalar(value.ty.scalar)?;
+        let mut bits = Vec::with_capacity(lanes as usize);
+        for lane in 0..lanes {
+            let v = if lanes == 1 {
+                value.id
+            } else {
+                self.extract(scalar, value.id, lane as u32)?
+            };
+            bits.push(self.pack(packing, v)?);
+        }
+        let u = self.u32_ty();
+        let (scope, semantics) = self.device_relaxed();
+        if let (Some(words), true) = (packing.whole_words(lanes), lanes > 1) {
+            let word_shift = self.const_u32(packing.word_shift());
+            let first = self.ins(Op::ShiftRightLogical, u, &[index, word_shift])?;
+            let per_word = packing.per_word() as usize;
+            for (w, chunk) in bits.chunks(per_word).enumerate().take(words as usize) {
+                let mut word = chunk[0];
+                for (slot, &b) in chunk.iter().enumerate().skip(1) {
+                    let offset = self.const_u32(slot as u32 * packing.bits);
+                    let placed = self.ins(Op::ShiftLeftLogical, u, &[b, offset])?;
+                    word = self.ins(Op::BitwiseOr, u, &[word, placed])?;
+                }
+                let at = self.lane_index(first, w as u8)?;
+                let ptr = self.word_ptr(p, at)?;
+                self.b
+                    .atomic_store(ptr, scope, semantics, word)
+                    .map_err(build_error)?;
+            }
+            return Ok(());
+        }
+        for (lane, b) in bits.into_iter().enumerate() {
+            let i = self.lane_index(index, lane as u8)?;
+            let (word, offset) = self.packed_position(packing, i)?;
+            let ptr = self.word_ptr(p, word)?;
+            let mask = self.const_u32(packing.mask());
+            let field = self.ins(Op::ShiftLeftLogical, u, &[mask, offset])?;
+            let keep = self.ins(Op::Not, u, &[field])?;
+            let set = self.ins(Op::ShiftLeftLogical, u, &[b, offset])?;
+            self.b
+                .atomic_and(u, None, ptr, scope, semantics, keep)
+                .map_err(build_error)?;
+            self.b
+                .atomic_or(u, None, ptr, scope, semantics, set)
+                .map_err(build_error)?;
         }
         Ok(())
     }

@@ -4,10 +4,19 @@
 use super::lower::{internal, Lower, Val};
 use super::types;
 use crate::CodegenError;
-use kernelc_ir::{BinaryOp, CmpOp, Expr, MathFn, ScalarType, Type, UnaryOp};
+use kernelc_ir::{BinaryOp, CmpOp, Expr, MathFn, Scalar, ScalarType, Type, UnaryOp};
 use naga::{BinaryOperator as Bo, Expression, Handle, MathFunction, ScalarKind, UnaryOperator};
 
 type H = Handle<Expression>;
+
+/// The value of a constant expression (a literal, or a literal splatted).
+fn constant(e: &Expr) -> Option<kernelc_ir::eval::Value> {
+    match e {
+        Expr::Lit(s) => Some(kernelc_ir::eval::Value::scalar(*s)),
+        Expr::Splat { lanes, arg } => constant(arg).map(|v| kernelc_ir::eval::splat(*lanes, v)),
+        _ => None,
+    }
+}
 
 impl Lower<'_> {
     pub(super) fn expr(&mut self, e: &Expr) -> Result<Val, CodegenError> {
@@ -35,6 +44,9 @@ impl Lower<'_> {
                 })
             }
             Expr::Binary { op, lhs, rhs } => {
+                if let Some(v) = self.constant_shift(*op, lhs, rhs)? {
+                    return Ok(v);
+                }
                 let a = self.expr(lhs)?;
                 let b = self.expr(rhs)?;
                 Ok(Val {
@@ -136,6 +148,52 @@ impl Lower<'_> {
             UnaryOp::Not => UnaryOperator::BitwiseNot,
         };
         self.unary(naga_op, a.h)
+    }
+
+    /// A shift of two constants, which the IR's passes leave unfolded only when it
+    /// faults (an amount of the width or more): computed here, because WGSL evaluates
+    /// an expression of constants when the shader is created and refuses one that
+    /// shifts bits out (`1534680021u << 21u`), where the IR wraps. The status bit is
+    /// raised as at run time, and the value is the shift by the amount modulo the
+    /// width, as every target's.
+    fn constant_shift(&mut self, op: BinaryOp, lhs: &Expr, rhs: &Expr) -> Result<Option<Val>, CodegenError> {
+        if !matches!(op, BinaryOp::Shl | BinaryOp::Shr) {
+            return Ok(None);
+        }
+        let (Some(x), Some(amount)) = (constant(lhs), constant(rhs)) else {
+            return Ok(None);
+        };
+        let width = x.ty().scalar.bits();
+        let mut wrapped = Vec::with_capacity(amount.lane_count() as usize);
+        for &lane in amount.lanes() {
+            let Scalar::U32(a) = lane else {
+                return Ok(None);
+            };
+            if a >= width {
+                let bit = self.lit_u32(crate::abi::status::SHIFT_OVERFLOW);
+                self.raise(bit);
+            }
+            wrapped.push(Scalar::U32(a % width));
+        }
+        let wrapped = kernelc_ir::eval::Value::from_lanes(&wrapped);
+        let Ok(v) = kernelc_ir::eval::binary(op, x, wrapped) else {
+            return Ok(None);
+        };
+        let ty = v.ty();
+        let mut lanes = Vec::with_capacity(v.lane_count() as usize);
+        for &s in v.lanes() {
+            lanes.push(self.lit(s)?);
+        }
+        let h = if ty.lanes == 1 {
+            lanes[0]
+        } else {
+            let vec_ty = types::value_type(&mut self.module.types, ty)?;
+            self.e(Expression::Compose {
+                ty: vec_ty,
+                components: lanes,
+            })
+        };
+        Ok(Some(Val { h, ty }))
     }
 
     fn binary_op(&mut self, op: BinaryOp, a: Val, b: Val) -> Result<H, CodegenError> {

@@ -6,6 +6,7 @@
 use super::func::FnBuilder;
 use super::{backend, types};
 use crate::abi::{ParamSlot, ShaderLayout, ENTRY_POINT};
+use crate::shader::Packing;
 use crate::CodegenError;
 use kernelc_ir::analysis::{uniform_vector_widths, Ranges};
 use kernelc_ir::{Builtin, Expr, Kernel, LocalId, Param, ScalarType, Stmt, Type};
@@ -106,7 +107,15 @@ impl<'k> Lower<'k> {
         }
 
         let ranges = Ranges::of(kernel);
-        let buffer_views = uniform_vector_widths(kernel, &ranges);
+        let mut buffer_views = uniform_vector_widths(kernel, &ranges);
+        // Packed buffers are arrays of words, never of vectors.
+        for (view, param) in buffer_views.iter_mut().zip(&kernel.params) {
+            if let Param::Buffer { elem, .. } = param {
+                if Packing::of(*elem).is_some() {
+                    *view = None;
+                }
+            }
+        }
         let buffer_vars = declare_buffers(&mut module, kernel, &layout, &buffer_views)?;
         let shared_vars = declare_shared(&mut module, kernel)?;
         let scalar_block = declare_scalar_block(&mut module, &layout);
@@ -529,7 +538,20 @@ fn declare_buffers(
             continue;
         };
         let lanes = views.get(p).copied().flatten().unwrap_or(1);
-        let ty = array_of(module, *elem, lanes, ArraySize::Dynamic)?;
+        let ty = if Packing::of(*elem).is_some() && access.can_write() {
+            // Packed words that stores change one element at a time: atomics.
+            let atomic = types::intern(&mut module.types, TypeInner::Atomic(naga::Scalar::U32));
+            types::intern(
+                &mut module.types,
+                TypeInner::Array {
+                    base: atomic,
+                    size: ArraySize::Dynamic,
+                    stride: 4,
+                },
+            )
+        } else {
+            array_of(module, *elem, lanes, ArraySize::Dynamic)?
+        };
         let access = if access.can_write() {
             StorageAccess::LOAD | StorageAccess::STORE
         } else {

@@ -14,12 +14,21 @@
 //! `index >> log2(L)`: one wide memory transaction instead of `L` scalar ones. The
 //! checks stay in element units (`index <= len - L`), so they are the same checks.
 //! Every other vector access is `lanes` scalar accesses of the `array<T>`.
+//!
+//! Bool and narrow-integer buffers are `array<u32>` of packed words
+//! ([`crate::shader::Packing`]; `array<atomic<u32>>` when the kernel writes them): a
+//! load extracts the element's bits, a store is an `atomicAnd` clearing them and an
+//! `atomicOr` setting them, or one `atomicStore` per word a vector covers whole.
 
 use super::lower::{internal, Lower, Val};
 use crate::abi::status;
+use crate::shader::{PackedKind, Packing};
 use crate::CodegenError;
 use kernelc_ir::{Expr, Memory, Scalar, ScalarType, Type};
-use naga::{BinaryOperator as Bo, Expression, Handle, ScalarKind, Statement, UnaryOperator};
+use naga::{
+    AtomicFunction, BinaryOperator as Bo, Expression, Handle, ScalarKind, Statement,
+    UnaryOperator,
+};
 
 type H = Handle<Expression>;
 
@@ -44,6 +53,8 @@ struct Array {
     len: u64,
     /// The lanes of one array element: 1 for `array<T>`, `L` for `array<vecL<T>>`.
     view: u8,
+    /// Packed sub-word elements (a buffer's only).
+    packing: Option<Packing>,
 }
 
 impl Lower<'_> {
@@ -61,11 +72,16 @@ impl Lower<'_> {
             Memory::Shared(s) => (self.shared.get(s.0 as usize).copied(), None),
         };
         let base = base.ok_or_else(|| internal(format!("no variable for {mem:?}")))?;
+        let packing = match mem {
+            Memory::Buffer(_) => Packing::of(elem),
+            Memory::Shared(_) => None,
+        };
         Ok(Array {
             base,
             elem,
             len,
             view: view.unwrap_or(1),
+            packing,
         })
     }
 
@@ -128,7 +144,7 @@ impl Lower<'_> {
         lanes: u8,
     ) -> Result<Val, CodegenError> {
         let array = self.memory_of(mem)?;
-        let ty = Type::vector(array.elem, lanes);
+        let ty = Type::vector(array.elem.value_type(), lanes);
         let h = match self.check(index.h, index_expr, lanes, array.len) {
             Check::None => self.raw_load(array, index.h, ty)?,
             Check::Never => {
@@ -171,6 +187,9 @@ impl Lower<'_> {
     }
 
     fn raw_load(&mut self, array: Array, index: H, ty: Type) -> Result<H, CodegenError> {
+        if let Some(packing) = array.packing {
+            return self.load_packed(array, packing, index, ty);
+        }
         let base = array.base;
         if let Some(i) = self.view_index(array, index, ty.lanes)? {
             // A view holds only f32/i32/u32: the loaded vector is the value.
@@ -210,7 +229,7 @@ impl Lower<'_> {
         value: Val,
     ) -> Result<(), CodegenError> {
         let array = self.memory_of(mem)?;
-        if value.ty.scalar != array.elem {
+        if value.ty.scalar != array.elem.value_type() {
             return Err(internal(format!(
                 "storing {} into memory of {}",
                 value.ty, array.elem
@@ -241,6 +260,9 @@ impl Lower<'_> {
     }
 
     fn raw_store(&mut self, array: Array, index: H, value: Val) -> Result<(), CodegenError> {
+        if let Some(packing) = array.packing {
+            return self.store_packed(array, packing, index, value);
+        }
         let base = array.base;
         let lanes = value.ty.lanes;
         if let Some(i) = self.view_index(array, index, lanes)? {
@@ -273,6 +295,141 @@ impl Lower<'_> {
             let i = self.lane_index(index, l);
             let pointer = self.e(Expression::Access { base, index: i });
             self.f.stmt(Statement::Store { pointer, value: v });
+        }
+        Ok(())
+    }
+}
+
+/// Packed buffers: words, bit positions and atomics.
+impl Lower<'_> {
+    /// The word element `i` is in, and the element's bit offset there.
+    fn packed_position(&mut self, packing: Packing, i: H) -> (H, H) {
+        let word_shift = self.lit_u32(packing.word_shift());
+        let word = self.binary(Bo::ShiftRight, i, word_shift);
+        let slot_mask = self.lit_u32(packing.per_word() - 1);
+        let slot = self.binary(Bo::And, i, slot_mask);
+        let bit_shift = self.lit_u32(packing.bit_shift());
+        (word, self.binary(Bo::ShiftLeft, slot, bit_shift))
+    }
+
+    /// The value of the element at bit `offset` of `word`.
+    fn unpack(&mut self, packing: Packing, word: H, offset: H) -> H {
+        let field = self.binary(Bo::ShiftRight, word, offset);
+        let mask = self.lit_u32(packing.mask());
+        let bits = self.binary(Bo::And, field, mask);
+        match packing.kind {
+            PackedKind::Unsigned => bits,
+            PackedKind::Bool => {
+                let zero = self.lit_u32(0);
+                self.binary(Bo::NotEqual, bits, zero)
+            }
+            PackedKind::Signed => {
+                let signed = self.bitcast(bits, ScalarKind::Sint);
+                let up = self.lit_u32(32 - packing.bits);
+                let high = self.binary(Bo::ShiftLeft, signed, up);
+                self.binary(Bo::ShiftRight, high, up)
+            }
+        }
+    }
+
+    /// The element bits (at offset 0) a store of scalar `v` writes.
+    fn pack(&mut self, packing: Packing, v: H) -> H {
+        let bits = match packing.kind {
+            PackedKind::Bool => {
+                let one = self.lit_u32(1);
+                let zero = self.lit_u32(0);
+                return self.select(v, one, zero);
+            }
+            PackedKind::Unsigned => v,
+            PackedKind::Signed => self.bitcast(v, ScalarKind::Uint),
+        };
+        let mask = self.lit_u32(packing.mask());
+        self.binary(Bo::And, bits, mask)
+    }
+
+    /// `ty.lanes` elements from `index` (in bounds, aligned for vectors) of a packed
+    /// buffer. A load of an atomic word is WGSL's `atomicLoad`.
+    fn load_packed(&mut self, array: Array, packing: Packing, index: H, ty: Type) -> Result<H, CodegenError> {
+        let mut lanes = Vec::with_capacity(ty.lanes as usize);
+        for l in 0..ty.lanes {
+            let i = self.lane_index(index, l);
+            let (word, offset) = self.packed_position(packing, i);
+            let pointer = self.e(Expression::Access {
+                base: array.base,
+                index: word,
+            });
+            let w = self.e(Expression::Load { pointer });
+            lanes.push(self.unpack(packing, w, offset));
+        }
+        if ty.lanes == 1 {
+            return lanes.pop().ok_or_else(|| internal("a load of no lanes"));
+        }
+        let vec_ty = super::types::value_type(&mut self.module.types, ty)?;
+        Ok(self.e(Expression::Compose {
+            ty: vec_ty,
+            components: lanes,
+        }))
+    }
+
+    /// Stores `value` at `index` (in bounds and, for vectors, aligned: only such
+    /// accesses run): one `atomicStore` per word a vector covers whole, else an
+    /// `atomicAnd` clearing and an `atomicOr` setting each element's bits.
+    fn store_packed(&mut self, array: Array, packing: Packing, index: H, value: Val) -> Result<(), CodegenError> {
+        let lanes = value.ty.lanes;
+        let mut bits = Vec::with_capacity(lanes as usize);
+        for l in 0..lanes {
+            let v = if lanes == 1 {
+                value.h
+            } else {
+                self.e(Expression::AccessIndex {
+                    base: value.h,
+                    index: l as u32,
+                })
+            };
+            bits.push(self.pack(packing, v));
+        }
+        if let (Some(words), true) = (packing.whole_words(lanes), lanes > 1) {
+            let word_shift = self.lit_u32(packing.word_shift());
+            let first = self.binary(Bo::ShiftRight, index, word_shift);
+            let per_word = packing.per_word() as usize;
+            for (w, chunk) in bits.chunks(per_word).enumerate().take(words as usize) {
+                let mut word = chunk[0];
+                for (slot, &b) in chunk.iter().enumerate().skip(1) {
+                    let offset = self.lit_u32(slot as u32 * packing.bits);
+                    let placed = self.binary(Bo::ShiftLeft, b, offset);
+                    word = self.binary(Bo::InclusiveOr, word, placed);
+                }
+                let at = self.lane_index(first, w as u8);
+                let pointer = self.e(Expression::Access {
+                    base: array.base,
+                    index: at,
+                });
+                self.f.stmt(Statement::Store {
+                    pointer,
+                    value: word,
+                });
+            }
+            return Ok(());
+        }
+        for (l, b) in bits.into_iter().enumerate() {
+            let i = self.lane_index(index, l as u8);
+            let (word, offset) = self.packed_position(packing, i);
+            let pointer = self.e(Expression::Access {
+                base: array.base,
+                index: word,
+            });
+            let mask = self.lit_u32(packing.mask());
+            let field = self.binary(Bo::ShiftLeft, mask, offset);
+            let keep = self.unary(UnaryOperator::BitwiseNot, field);
+            let set = self.binary(Bo::ShiftLeft, b, offset);
+            for (fun, value) in [(AtomicFunction::And, keep), (AtomicFunction::InclusiveOr, set)] {
+                self.f.stmt(Statement::Atomic {
+                    pointer,
+                    fun,
+                    value,
+                    result: None,
+                });
+            }
         }
         Ok(())
     }

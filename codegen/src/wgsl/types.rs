@@ -6,12 +6,13 @@ use kernelc_ir::{ScalarType, Type};
 use naga::{Handle, Span, TypeInner, UniqueArena, VectorSize};
 
 /// The naga scalar a value of an IR scalar type is held in: f16 and bf16 values are
-/// held as f32 (see `half`); `Unsupported` for the 64-bit types.
+/// held as f32 (see `half`), a narrow storage type's values as its value type;
+/// `Unsupported` for the 64-bit types.
 pub(super) fn scalar(ty: ScalarType) -> Result<naga::Scalar, CodegenError> {
     match ty {
         ScalarType::Bool => Ok(naga::Scalar::BOOL),
-        ScalarType::I32 => Ok(naga::Scalar::I32),
-        ScalarType::U32 => Ok(naga::Scalar::U32),
+        ScalarType::I32 | ScalarType::I8 | ScalarType::I16 => Ok(naga::Scalar::I32),
+        ScalarType::U32 | ScalarType::U8 | ScalarType::U16 => Ok(naga::Scalar::U32),
         ScalarType::F32 | ScalarType::F16 | ScalarType::Bf16 => Ok(naga::Scalar::F32),
         ScalarType::I64 | ScalarType::F64 => Err(unsupported_type(ty)),
     }
@@ -28,11 +29,16 @@ pub(super) fn unsupported_type(ty: ScalarType) -> CodegenError {
 }
 
 /// The naga scalar an element of `ty` is stored as in a buffer or shared array:
-/// bool as a `u32` word (host-shareable memory has no bool), f16 as WGSL's `f16`;
-/// there is no 16-bit type to store bf16 in.
+/// bool as a `u32` word (host-shareable memory has no bool; in buffers bool and the
+/// narrow integers are packed into such words, see [`crate::shader::Packing`]), f16
+/// as WGSL's `f16`; there is no 16-bit type to store bf16 in.
 pub(super) fn memory_scalar(ty: ScalarType) -> Result<naga::Scalar, CodegenError> {
     match ty {
-        ScalarType::Bool => Ok(naga::Scalar::U32),
+        ScalarType::Bool
+        | ScalarType::U8
+        | ScalarType::I8
+        | ScalarType::U16
+        | ScalarType::I16 => Ok(naga::Scalar::U32),
         ScalarType::F16 => Ok(naga::Scalar::F16),
         ScalarType::Bf16 => Err(unsupported(
             "memory of bf16 (WGSL has no 16-bit type to store bfloat16 in)",

@@ -219,8 +219,8 @@ impl Ctx<'_, '_> {
         let (epoch, wg_start) = (self.epoch, self.wg_start);
         match mem {
             Memory::Buffer(p) => {
-                let len = match self.bindings.get(p.0 as usize) {
-                    Some(Binding::Buffer { data, .. }) => data.len(),
+                let (len, elem) = match self.bindings.get(p.0 as usize) {
+                    Some(Binding::Buffer { data, elem, .. }) => (data.len(), *elem),
                     _ => {
                         return Err(malformed(
                             inv,
@@ -235,7 +235,8 @@ impl Ctx<'_, '_> {
                 };
                 for (lane, out) in out_lanes.iter_mut().enumerate().take(lanes as usize) {
                     let i = start + lane;
-                    *out = data[i];
+                    // A narrow element reads as its low bits, whatever the host put there.
+                    *out = Scalar::stored(elem, data[i]);
                     if let Some(track) = track {
                         if let Some(c) = track[i].buffer_read(inv, epoch, wg_start) {
                             return Err(race(mem, i, c, inv));
@@ -294,7 +295,7 @@ impl Ctx<'_, '_> {
                         ))
                     }
                 };
-                if vty != elem {
+                if vty != elem.value_type() {
                     return Err(mismatch(elem));
                 }
                 let start = self.check_access(mem, index, lanes, len, inv)?;
@@ -310,7 +311,7 @@ impl Ctx<'_, '_> {
                     if let Some(c) = track[i].buffer_write(inv, epoch, wg_start) {
                         return Err(race(mem, i, c, inv));
                     }
-                    data[i] = *s;
+                    data[i] = Scalar::stored(elem, *s);
                 }
             }
             Memory::Shared(sid) => {

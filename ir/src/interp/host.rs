@@ -6,7 +6,8 @@ use crate::types::ScalarType;
 use half::{bf16, f16};
 
 /// Host-side storage for one buffer parameter: `data[i]` is element `i`, and every
-/// element is a scalar of type `elem`.
+/// element is a scalar of type `elem.value_type()` (a narrow integer element, `u8`,
+/// `i8`, `u16` or `i16`, is held as its `u32` or `i32` value and read as its low bits).
 #[derive(Clone, Debug, PartialEq)]
 pub struct HostBuffer {
     pub elem: ScalarType,
@@ -42,6 +43,15 @@ impl HostBuffer {
     pub fn from_i64(v: &[i64]) -> Self {
         Self::new(ScalarType::I64, v.iter().map(|&x| Scalar::I64(x)).collect())
     }
+    /// A narrow integer buffer (`elem` one of `u8`, `i8`, `u16`, `i16`) from values
+    /// that are wrapped to its width.
+    pub fn from_narrow(elem: ScalarType, v: &[i64]) -> Self {
+        let data = v
+            .iter()
+            .map(|&x| Scalar::int_wrapping(elem, x).unwrap_or(Scalar::zero(elem)))
+            .collect();
+        Self::new(elem, data)
+    }
     pub fn from_bool(v: &[bool]) -> Self {
         Self::new(
             ScalarType::Bool,
@@ -73,6 +83,39 @@ impl HostBuffer {
     }
     pub fn get(&self, i: usize) -> Option<Scalar> {
         self.data.get(i).copied()
+    }
+
+    /// The elements as a device buffer of `elem` holds them: each element's
+    /// [`Scalar::to_bits`], little-endian, in `elem.size_bytes()` bytes (bool one byte
+    /// 0/1, a narrow integer its low bytes). An element of another type than
+    /// `elem.value_type()` is converted with `Cast` semantics first.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let size = self.elem.size_bytes() as usize;
+        let mut out = Vec::with_capacity(self.data.len() * size);
+        for &s in &self.data {
+            let s = if s.ty() == self.elem.value_type() {
+                Scalar::stored(self.elem, s)
+            } else {
+                eval::cast_scalar(self.elem, s)
+            };
+            out.extend_from_slice(&s.to_bits().to_le_bytes()[..size]);
+        }
+        out
+    }
+
+    /// Elements of `elem` from a device buffer's bytes (a trailing partial element
+    /// is ignored): [`Scalar::from_bits`] of each.
+    pub fn from_bytes(elem: ScalarType, bytes: &[u8]) -> Self {
+        let size = elem.size_bytes() as usize;
+        let data = bytes
+            .chunks_exact(size)
+            .map(|c| {
+                let mut le = [0u8; 8];
+                le[..size].copy_from_slice(c);
+                Scalar::from_bits(elem, u64::from_le_bytes(le))
+            })
+            .collect();
+        Self::new(elem, data)
     }
 
     /// Every element as f64 (exact for every type but i64 beyond 2^53).

@@ -103,18 +103,19 @@ fn check_args(kernel: &Kernel, args: &[Arg]) -> Result<(), InterpError> {
         })
         .collect();
     check_args_shared(&kernel.name, &kernel.params, &shapes, "elements", |_| 1)?;
-    // Host buffers carry a type per element: every element must be of the buffer's type.
+    // Host buffers carry a type per element: every element must be of the buffer's type
+    // (a narrow integer element is held as its value type, `u32` or `i32`).
     for (index, (param, arg)) in kernel.params.iter().zip(args).enumerate() {
         let (Param::Buffer { elem, .. }, Arg::Buffer(buf)) = (param, arg) else {
             continue;
         };
-        if let Some((element, s)) = buf.data.iter().enumerate().find(|(_, s)| s.ty() != *elem) {
+        if let Some((element, s)) = buf.data.iter().enumerate().find(|(_, s)| s.ty() != elem.value_type()) {
             return Err(InterpError::ArgData {
                 kernel: kernel.name.clone(),
                 index,
                 param: param.name().to_string(),
                 element,
-                expected: *elem,
+                expected: elem.value_type(),
                 found: s.ty(),
             });
         }

@@ -136,7 +136,7 @@ pub(crate) fn expr_type(k: &Kernel, e: &Expr) -> Option<Type> {
             Param::Buffer { .. } => return None,
         },
         Expr::Builtin { .. } => Type::U32,
-        Expr::Load { mem, lanes, .. } => Type::vector(k.memory(*mem)?.0, *lanes),
+        Expr::Load { mem, lanes, .. } => Type::vector(k.memory(*mem)?.0.value_type(), *lanes),
         Expr::Unary { arg, .. } => expr_type(k, arg)?,
         Expr::Binary { lhs, .. } => expr_type(k, lhs)?,
         Expr::Cmp { lhs, .. } => expr_type(k, lhs)?.with_scalar(ScalarType::Bool),

@@ -141,6 +141,34 @@ pub fn special_values(ty: ScalarType) -> Vec<Scalar> {
         ]
         .map(Scalar::Bf16)
         .to_vec(),
+        // Held as their u32/i32 values: zero, one, the extremes and one past them
+        // (which a store wraps), a sign flip.
+        ScalarType::U8 | ScalarType::I8 | ScalarType::U16 | ScalarType::I16 => {
+            let bits = ty.bits();
+            let (lo, hi) = narrow_range(ty);
+            [0, 1, -1, lo, hi, hi + 1, lo - 1, 1 << (bits - 1), 100, 3]
+                .into_iter()
+                .filter_map(|v| Scalar::int_wrapping(ty, v))
+                .collect()
+        }
+    }
+}
+
+/// The smallest and largest value of a narrow integer type (`0..=0` otherwise).
+fn narrow_range(ty: ScalarType) -> (i64, i64) {
+    match ty {
+        ScalarType::U8 => (0, u8::MAX as i64),
+        ScalarType::I8 => (i8::MIN as i64, i8::MAX as i64),
+        ScalarType::U16 => (0, u16::MAX as i64),
+        ScalarType::I16 => (i16::MIN as i64, i16::MAX as i64),
+        ScalarType::Bool
+        | ScalarType::I32
+        | ScalarType::U32
+        | ScalarType::I64
+        | ScalarType::F16
+        | ScalarType::Bf16
+        | ScalarType::F32
+        | ScalarType::F64 => (0, 0),
     }
 }
 
@@ -166,6 +194,9 @@ pub fn value_from_words(ty: ScalarType, a: u32, b: u32) -> Scalar {
                 ScalarType::Bf16 => Scalar::Bf16(b as u16),
                 ScalarType::F32 => Scalar::F32(b),
                 ScalarType::F64 => Scalar::F64(wide),
+                ScalarType::U8 | ScalarType::I8 | ScalarType::U16 | ScalarType::I16 => {
+                    Scalar::int_wrapping(ty, b as i64).unwrap_or(Scalar::zero(ty))
+                }
             }
         }
     }
@@ -181,6 +212,9 @@ fn ordinary(ty: ScalarType, scale: u32, b: u32) -> Scalar {
         ScalarType::Bool => Scalar::Bool(b & 1 == 1),
         ScalarType::I32 | ScalarType::I64 => Scalar::from_f64(ty, (b % 64) as f64 - 32.0),
         ScalarType::U32 => Scalar::U32(b % 64),
+        ScalarType::U8 | ScalarType::I8 | ScalarType::U16 | ScalarType::I16 => {
+            Scalar::int_wrapping(ty, (b % 64) as i64 - 32).unwrap_or(Scalar::zero(ty))
+        }
         // Rounded to f32 first, as a kernel's inputs mostly are.
         ScalarType::F16 | ScalarType::Bf16 | ScalarType::F32 | ScalarType::F64 => {
             Scalar::from_f64(ty, (unit as f32 * magnitude as f32) as f64)
@@ -200,6 +234,10 @@ pub fn poison(ty: ScalarType) -> Scalar {
         ScalarType::Bf16 => Scalar::Bf16(0x7FC1),
         ScalarType::F32 => Scalar::F32(0x7FC0_BEEF),
         ScalarType::F64 => Scalar::F64(0x7FF8_0000_DEAD_BEEF),
+        ScalarType::U8 => Scalar::U32(0xBE),
+        ScalarType::I8 => Scalar::I32(-66),
+        ScalarType::U16 => Scalar::U32(0xBEEF),
+        ScalarType::I16 => Scalar::I32(-16657),
     }
 }
 

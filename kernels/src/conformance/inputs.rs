@@ -33,20 +33,26 @@ impl Domain {
     pub fn of_dtype(dtype: ScalarType) -> Domain {
         match dtype {
             ScalarType::Bool => Domain::Flag,
-            ScalarType::U32 => Domain::Int(0, 60),
-            ScalarType::I32 | ScalarType::I64 => Domain::Int(-30, 30),
+            ScalarType::U32 | ScalarType::U8 | ScalarType::U16 => Domain::Int(0, 60),
+            ScalarType::I32 | ScalarType::I64 | ScalarType::I8 | ScalarType::I16 => {
+                Domain::Int(-30, 30)
+            }
             ScalarType::F16 | ScalarType::Bf16 | ScalarType::F32 | ScalarType::F64 => {
                 Domain::Real(-2.0, 2.0)
             }
         }
     }
 
-    /// Every value of a 32-bit integer type (for sums that must overflow);
-    /// [`Domain::of_dtype`] for the other types.
+    /// Every value of an integer type of at most 32 bits (for sums that must
+    /// overflow); [`Domain::of_dtype`] for the other types.
     pub fn whole_int_range(dtype: ScalarType) -> Domain {
         match dtype {
             ScalarType::I32 => Domain::Int(i32::MIN.into(), i32::MAX.into()),
             ScalarType::U32 => Domain::Int(0, u32::MAX.into()),
+            ScalarType::U8 => Domain::Int(0, u8::MAX.into()),
+            ScalarType::I8 => Domain::Int(i8::MIN.into(), i8::MAX.into()),
+            ScalarType::U16 => Domain::Int(0, u16::MAX.into()),
+            ScalarType::I16 => Domain::Int(i16::MIN.into(), i16::MAX.into()),
             ScalarType::I64
             | ScalarType::Bool
             | ScalarType::F16
@@ -63,11 +69,15 @@ impl Domain {
         let n = len as i64;
         let signed_lo = if from_end { -n - 2 } else { -2 };
         match dtype {
-            ScalarType::U32 => Domain::Int(0, n + 1),
+            ScalarType::U32 | ScalarType::U8 | ScalarType::U16 => Domain::Int(0, n + 1),
             ScalarType::F16 | ScalarType::Bf16 | ScalarType::F32 | ScalarType::F64 => {
                 Domain::Real(signed_lo as f64, (n + 2) as f64)
             }
-            ScalarType::I32 | ScalarType::I64 | ScalarType::Bool => Domain::Int(signed_lo, n + 1),
+            ScalarType::I32
+            | ScalarType::I64
+            | ScalarType::Bool
+            | ScalarType::I8
+            | ScalarType::I16 => Domain::Int(signed_lo, n + 1),
         }
     }
 }

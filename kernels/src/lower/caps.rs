@@ -131,7 +131,16 @@ impl TargetCaps {
             ScalarType::Bf16 => self.bf16,
             ScalarType::F64 => self.f64,
             ScalarType::I64 => self.i64,
-            ScalarType::Bool | ScalarType::I32 | ScalarType::U32 | ScalarType::F32 => true,
+            // Narrow integers and bool are bytes or half-words where the target has
+            // them, packed into words where it has not (the shader targets).
+            ScalarType::Bool
+            | ScalarType::I32
+            | ScalarType::U32
+            | ScalarType::F32
+            | ScalarType::U8
+            | ScalarType::I8
+            | ScalarType::U16
+            | ScalarType::I16 => true,
         }
     }
 

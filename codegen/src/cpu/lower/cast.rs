@@ -114,6 +114,8 @@ impl<M: Module> Lower<'_, '_, M> {
                 self.b.ins().select(x, one, zero)
             }
             Bool => x,
+            // The validator refuses casts to storage types.
+            U8 | I8 | U16 | I16 => return Err(super::internal(format!("a cast to {to}"))),
         })
     }
 

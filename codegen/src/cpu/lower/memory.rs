@@ -99,10 +99,10 @@ impl<M: Module> Lower<'_, '_, M> {
         lanes: u8,
     ) -> Result<Val, CodegenError> {
         let (base, elem, len) = self.memory_of(mem)?;
-        let ty = Type::vector(elem, lanes);
+        let ty = Type::vector(elem.value_type(), lanes);
         let proven = self.ranges.access(index_expr, lanes, len);
         if proven.all() {
-            return Ok(self.raw_load(base, index, ty));
+            return Ok(self.raw_load(base, index, elem, lanes));
         }
         let (ok, in_bounds) = self.access_ok(index, lanes, len, proven);
         let ok_b = self.b.create_block();
@@ -116,7 +116,7 @@ impl<M: Module> Lower<'_, '_, M> {
         self.b.ins().brif(ok, ok_b, &[], fail_b, &[]);
 
         self.b.switch_to_block(ok_b);
-        let v = self.raw_load(base, index, ty);
+        let v = self.raw_load(base, index, elem, lanes);
         let values: Vec<BlockArg> = self.canonical(&v).into_iter().map(BlockArg::from).collect();
         self.b.ins().jump(merge, &values);
 
@@ -133,10 +133,11 @@ impl<M: Module> Lower<'_, '_, M> {
         Ok(self.rebuild(ty, params))
     }
 
-    fn raw_load(&mut self, base: Value, index: Value, ty: Type) -> Val {
-        let elem = ty.scalar;
+    /// `lanes` elements of `elem` from element `index`, as a value of its value type.
+    fn raw_load(&mut self, base: Value, index: Value, elem: ScalarType, lanes: u8) -> Val {
+        let ty = Type::vector(elem.value_type(), lanes);
         let addr = self.element_addr(base, index, elem);
-        if let Some((chunk, n)) = self.layout(ty) {
+        if let Some((chunk, n)) = self.layout(Type::vector(elem, lanes)) {
             let chunks = (0..n)
                 .map(|c| {
                     self.b
@@ -147,19 +148,29 @@ impl<M: Module> Lower<'_, '_, M> {
             return Val::packed(ty, chunks);
         }
         let size = elem.size_bytes() as i32;
-        let mut lanes = Vec::with_capacity(ty.lanes as usize);
-        for l in 0..ty.lanes as i32 {
-            let v = self
-                .b
-                .ins()
-                .load(memory_clif(elem), access_flags(), addr, l * size);
-            lanes.push(if elem == ScalarType::Bool {
-                self.b.ins().icmp_imm_u(IntCC::NotEqual, v, 0)
-            } else {
-                v
+        let mut values = Vec::with_capacity(lanes as usize);
+        for l in 0..lanes as i32 {
+            let (flags, offset) = (access_flags(), l * size);
+            let ins = self.b.ins();
+            values.push(match elem {
+                ScalarType::Bool => {
+                    let v = ins.load(types::I8, flags, addr, offset);
+                    self.b.ins().icmp_imm_u(IntCC::NotEqual, v, 0)
+                }
+                ScalarType::U8 => ins.uload8(types::I32, flags, addr, offset),
+                ScalarType::I8 => ins.sload8(types::I32, flags, addr, offset),
+                ScalarType::U16 => ins.uload16(types::I32, flags, addr, offset),
+                ScalarType::I16 => ins.sload16(types::I32, flags, addr, offset),
+                ScalarType::I32
+                | ScalarType::U32
+                | ScalarType::I64
+                | ScalarType::F16
+                | ScalarType::Bf16
+                | ScalarType::F32
+                | ScalarType::F64 => ins.load(memory_clif(elem), flags, addr, offset),
             });
         }
-        Val::lanes(ty, lanes)
+        Val::lanes(ty, values)
     }
 
     pub(crate) fn store(
@@ -170,7 +181,7 @@ impl<M: Module> Lower<'_, '_, M> {
         value: &Val,
     ) -> Result<(), CodegenError> {
         let (base, elem, len) = self.memory_of(mem)?;
-        if value.ty.scalar != elem {
+        if value.ty.scalar != elem.value_type() {
             return Err(internal(format!(
                 "storing {} into memory of {elem}",
                 value.ty
@@ -179,7 +190,7 @@ impl<M: Module> Lower<'_, '_, M> {
         let lanes = value.ty.lanes;
         let proven = self.ranges.access(index_expr, lanes, len);
         if proven.all() {
-            self.raw_store(base, index, value);
+            self.raw_store(base, index, elem, value);
             return Ok(());
         }
         let (ok, in_bounds) = self.access_ok(index, lanes, len, proven);
@@ -190,7 +201,7 @@ impl<M: Module> Lower<'_, '_, M> {
         self.b.ins().brif(ok, ok_b, &[], fail_b, &[]);
 
         self.b.switch_to_block(ok_b);
-        self.raw_store(base, index, value);
+        self.raw_store(base, index, elem, value);
         self.b.ins().jump(merge, &[]);
 
         self.b.switch_to_block(fail_b);
@@ -201,10 +212,16 @@ impl<M: Module> Lower<'_, '_, M> {
         Ok(())
     }
 
-    fn raw_store(&mut self, base: Value, index: Value, value: &Val) {
-        let elem = value.ty.scalar;
+    /// `value` (of `elem`'s value type) stored as elements of `elem` from `index`.
+    fn raw_store(&mut self, base: Value, index: Value, elem: ScalarType, value: &Val) {
         let addr = self.element_addr(base, index, elem);
-        if let Some(chunks) = self.packed_of(value) {
+        // A narrow element is narrower than the SIMD lanes of its value type.
+        let simd = if elem.is_storage_only() {
+            None
+        } else {
+            self.packed_of(value)
+        };
+        if let Some(chunks) = simd {
             for (c, chunk) in chunks.into_iter().enumerate() {
                 self.b
                     .ins()
@@ -214,12 +231,27 @@ impl<M: Module> Lower<'_, '_, M> {
         }
         let size = elem.size_bytes() as i32;
         for (l, v) in self.lanes_of(value).into_iter().enumerate() {
-            let v = if elem == ScalarType::Bool {
-                self.b.ins().uextend(types::I32, v)
-            } else {
-                v
-            };
-            self.b.ins().store(access_flags(), v, addr, l as i32 * size);
+            let (flags, offset) = (access_flags(), l as i32 * size);
+            let ins = self.b.ins();
+            match elem {
+                // A bool is an `i8` 0 or 1 already; a narrow integer keeps its low bits.
+                ScalarType::U8 | ScalarType::I8 => {
+                    ins.istore8(flags, v, addr, offset);
+                }
+                ScalarType::U16 | ScalarType::I16 => {
+                    ins.istore16(flags, v, addr, offset);
+                }
+                ScalarType::Bool
+                | ScalarType::I32
+                | ScalarType::U32
+                | ScalarType::I64
+                | ScalarType::F16
+                | ScalarType::Bf16
+                | ScalarType::F32
+                | ScalarType::F64 => {
+                    ins.store(flags, v, addr, offset);
+                }
+            }
         }
     }
 }

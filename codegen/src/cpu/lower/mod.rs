@@ -296,7 +296,13 @@ impl<'a, 'f, M: Module> Lower<'a, 'f, M> {
                     .ins()
                     .icmp_imm_u(cranelift_codegen::ir::condcodes::IntCC::NotEqual, bits, 0)
             }
-            ScalarType::I32 | ScalarType::U32 => ins(&mut self.b, types::I32),
+            // (The validator refuses scalar parameters of narrow types.)
+            ScalarType::I32
+            | ScalarType::U32
+            | ScalarType::U8
+            | ScalarType::I8
+            | ScalarType::U16
+            | ScalarType::I16 => ins(&mut self.b, types::I32),
             ScalarType::I64 => bits,
             ScalarType::F16 | ScalarType::Bf16 => ins(&mut self.b, types::I16),
             ScalarType::F32 => {

@@ -182,7 +182,7 @@ impl<'ctx> Lower<'_, 'ctx> {
         lanes: u8,
     ) -> Result<Val<'ctx>, CodegenError> {
         let t = self.memory_of(mem)?;
-        let ty = Type::vector(t.elem, lanes);
+        let ty = Type::vector(t.elem.value_type(), lanes);
         let proven = self.ranges.access(index_expr, lanes, t.len);
         if proven.all() {
             let lanes = self.raw_load(&t, index, lanes)?;
@@ -191,8 +191,8 @@ impl<'ctx> Lower<'_, 'ctx> {
         let (loaded, ok_b, fail_b) = self.guarded("load", index, lanes, t.len, proven, |l| {
             l.raw_load(&t, index, lanes)
         })?;
-        let scalar: BasicTypeEnum<'ctx> = self.scalar_type(t.elem);
-        let zero = self.zero(t.elem);
+        let scalar: BasicTypeEnum<'ctx> = self.scalar_type(ty.scalar);
+        let zero = self.zero(ty.scalar);
         let mut out = Vec::with_capacity(loaded.len());
         for v in loaded {
             let phi = self.b.build_phi(scalar, "").or_internal()?;
@@ -229,19 +229,32 @@ impl<'ctx> Lower<'_, 'ctx> {
             }
             out
         };
-        if t.elem != ScalarType::Bool {
-            return Ok(raw);
-        }
-        // Bool words: nonzero is true.
+        let i32t = self.ctx.i32_type();
         let mut out = Vec::with_capacity(raw.len());
         for w in raw {
-            let w = int(w)?;
-            out.push(
-                self.b
-                    .build_int_compare(IntPredicate::NE, w, w.get_type().const_zero(), "")
-                    .or_internal()?
-                    .into(),
-            );
+            let b = &self.b;
+            out.push(match t.elem {
+                // Bool bytes: nonzero is true.
+                ScalarType::Bool => {
+                    let w = int(w)?;
+                    b.build_int_compare(IntPredicate::NE, w, w.get_type().const_zero(), "")
+                        .or_internal()?
+                        .into()
+                }
+                ScalarType::U8 | ScalarType::U16 => {
+                    b.build_int_z_extend(int(w)?, i32t, "").or_internal()?.into()
+                }
+                ScalarType::I8 | ScalarType::I16 => {
+                    b.build_int_s_extend(int(w)?, i32t, "").or_internal()?.into()
+                }
+                ScalarType::I32
+                | ScalarType::U32
+                | ScalarType::I64
+                | ScalarType::F16
+                | ScalarType::Bf16
+                | ScalarType::F32
+                | ScalarType::F64 => w,
+            });
         }
         Ok(out)
     }
@@ -254,7 +267,7 @@ impl<'ctx> Lower<'_, 'ctx> {
         value: &Val<'ctx>,
     ) -> Result<(), CodegenError> {
         let t = self.memory_of(mem)?;
-        if value.ty.scalar != t.elem {
+        if value.ty.scalar != t.elem.value_type() {
             return Err(internal(format!(
                 "storing {} into memory of {}",
                 value.ty, t.elem
@@ -279,14 +292,30 @@ impl<'ctx> Lower<'_, 'ctx> {
     ) -> Result<(), CodegenError> {
         let mut lanes = Vec::with_capacity(value.lanes.len());
         for &v in &value.lanes {
-            lanes.push(if t.elem == ScalarType::Bool {
+            let memory = || match self.memory_type(t.elem) {
+                BasicTypeEnum::IntType(i) => Ok(i),
+                other => Err(internal(format!("{other:?} holds {}", t.elem))),
+            };
+            lanes.push(match t.elem {
                 // true is stored as 1.
-                self.b
-                    .build_int_z_extend(int(v)?, self.ctx.i32_type(), "")
+                ScalarType::Bool => self
+                    .b
+                    .build_int_z_extend(int(v)?, memory()?, "")
                     .or_internal()?
-                    .into()
-            } else {
-                v
+                    .into(),
+                // A narrow element keeps the value's low bits.
+                ScalarType::U8 | ScalarType::I8 | ScalarType::U16 | ScalarType::I16 => self
+                    .b
+                    .build_int_truncate(int(v)?, memory()?, "")
+                    .or_internal()?
+                    .into(),
+                ScalarType::I32
+                | ScalarType::U32
+                | ScalarType::I64
+                | ScalarType::F16
+                | ScalarType::Bf16
+                | ScalarType::F32
+                | ScalarType::F64 => v,
             });
         }
         let ptr = self.element_ptr(t, index)?;

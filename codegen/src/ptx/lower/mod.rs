@@ -228,7 +228,13 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
                 .build_int_compare(IntPredicate::NE, bits, c.i64_type().const_zero(), "")
                 .or_internal()?
                 .into(),
-            ScalarType::I32 | ScalarType::U32 => b
+            // (The validator refuses scalar parameters of narrow types.)
+            ScalarType::I32
+            | ScalarType::U32
+            | ScalarType::U8
+            | ScalarType::I8
+            | ScalarType::U16
+            | ScalarType::I16 => b
                 .build_int_truncate(bits, c.i32_type(), "")
                 .or_internal()?
                 .into(),

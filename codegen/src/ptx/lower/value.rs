@@ -6,7 +6,8 @@
 //! every operation one whose lowering is well trodden.
 //!
 //! LLVM types: bool `i1`, i32/u32 `i32`, i64 `i64`, f16 `half`, bf16 `bfloat`, f32
-//! `float`, f64 `double`. In memory (buffers and shared arrays) bool is an `i32` word.
+//! `float`, f64 `double`. In memory bool is an `i8` (0 or 1), and the narrow storage
+//! types (u8, i8, u16, i16), whose values are `i32`, are `i8` and `i16`.
 
 use super::{Lower, OrInternal};
 use crate::ptx::internal;
@@ -50,12 +51,18 @@ pub(in crate::ptx) fn float(v: BasicValueEnum<'_>) -> Result<FloatValue<'_>, Cod
 }
 
 impl<'ctx> Lower<'_, 'ctx> {
-    /// The LLVM type of a value of `s`.
+    /// The LLVM type of a value of `s` (of a narrow storage type: of the value a load
+    /// of it yields).
     pub(in crate::ptx) fn scalar_type(&self, s: ScalarType) -> BasicTypeEnum<'ctx> {
         let c = self.ctx;
         match s {
             ScalarType::Bool => c.bool_type().into(),
-            ScalarType::I32 | ScalarType::U32 => c.i32_type().into(),
+            ScalarType::I32
+            | ScalarType::U32
+            | ScalarType::U8
+            | ScalarType::I8
+            | ScalarType::U16
+            | ScalarType::I16 => c.i32_type().into(),
             ScalarType::I64 => c.i64_type().into(),
             ScalarType::F16 => c.f16_type().into(),
             ScalarType::Bf16 => c.bf16_type().into(),
@@ -79,11 +86,18 @@ impl<'ctx> Lower<'_, 'ctx> {
         })
     }
 
-    /// The LLVM type of an element of `s` in memory (bool is a 32-bit word).
+    /// The LLVM type of an element of `s` in memory (bool is a byte).
     pub(in crate::ptx) fn memory_type(&self, s: ScalarType) -> BasicTypeEnum<'ctx> {
         match s {
-            ScalarType::Bool => self.ctx.i32_type().into(),
-            other => self.scalar_type(other),
+            ScalarType::Bool | ScalarType::U8 | ScalarType::I8 => self.ctx.i8_type().into(),
+            ScalarType::U16 | ScalarType::I16 => self.ctx.i16_type().into(),
+            ScalarType::I32
+            | ScalarType::U32
+            | ScalarType::I64
+            | ScalarType::F16
+            | ScalarType::Bf16
+            | ScalarType::F32
+            | ScalarType::F64 => self.scalar_type(s),
         }
     }
 

@@ -118,6 +118,9 @@ impl Gen<'_> {
     /// invocation's output region or from shared memory. A type no memory holds is
     /// cast from a load of one that does.
     fn load(&mut self, ty: Type, d: u32) -> Expr {
+        if let Some(load) = self.narrow_load(ty, d) {
+            return load;
+        }
         if !self.layout.memory.contains(&ty.scalar) {
             let from = self.memory_type();
             return Expr::Cast {
@@ -156,6 +159,28 @@ impl Gen<'_> {
         }
     }
 
+    /// Sometimes (when the config has narrow types whose value type is `ty`'s), a
+    /// load of `ty` from a narrow buffer: its input, or (scalars and 2-lane vectors)
+    /// this invocation's region of its output.
+    fn narrow_load(&mut self, ty: Type, d: u32) -> Option<Expr> {
+        let options = self.layout.narrow_of(ty.scalar);
+        if options.is_empty() || self.pick(4) != 0 {
+            return None;
+        }
+        let n = self.pick_of(&options)?;
+        let lanes = ty.lanes as u32;
+        let (mem, index) = if lanes <= 2 && self.pick(3) == 0 {
+            (self.layout.narrow_output(n), self.narrow_slot(lanes))
+        } else {
+            (self.layout.narrow_input(n), self.any_index(IN_LEN, lanes, d))
+        };
+        Some(Expr::Load {
+            mem,
+            index: Box::new(index),
+            lanes: ty.lanes,
+        })
+    }
+
     /// An index into memory of `len` elements that no invocation writes while it is
     /// read: mostly in bounds and aligned; with run-time errors, sometimes unmasked or
     /// in bounds but unaligned.
@@ -188,7 +213,13 @@ impl Gen<'_> {
 
     fn unary(&mut self, ty: Type, d: u32) -> Expr {
         let op = match ty.scalar {
-            ScalarType::Bool | ScalarType::U32 => UnaryOp::Not,
+            // (No value has a narrow type; they are listed for the exhaustive match.)
+            ScalarType::Bool
+            | ScalarType::U32
+            | ScalarType::U8
+            | ScalarType::I8
+            | ScalarType::U16
+            | ScalarType::I16 => UnaryOp::Not,
             ScalarType::I32 | ScalarType::I64 if self.pick(2) == 0 => UnaryOp::Not,
             ScalarType::I32
             | ScalarType::I64

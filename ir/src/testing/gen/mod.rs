@@ -351,6 +351,16 @@ impl<'a> Gen<'a> {
     /// of every region.
     fn store_value(&mut self, ty: Type, value: Expr) -> Stmt {
         let lanes = ty.lanes as u32;
+        let narrow = self.layout.narrow_of(ty.scalar);
+        if lanes <= 2 && !narrow.is_empty() && self.pick(3) == 0 {
+            if let Some(n) = self.pick_of(&narrow) {
+                return Stmt::Store {
+                    mem: self.layout.narrow_output(n),
+                    index: self.narrow_slot(lanes),
+                    value,
+                };
+            }
+        }
         if self.shared == SharedPhase::Own && self.pick(4) == 3 {
             let slot = self.slot(SHARED_SLOTS, lanes);
             return Stmt::Store {
@@ -382,6 +392,19 @@ impl<'a> Gen<'a> {
             bin(BinaryOp::Mul, global_id0(), u32_lit(stride)),
             slot,
         )
+    }
+
+    /// An element of this invocation's part of a narrow output (see
+    /// `Layout::narrow_out_len`): interleaved with its neighbours' for scalars, in a
+    /// region of its own for 2-lane vectors.
+    fn narrow_slot(&mut self, lanes: u32) -> Expr {
+        let slot = self.slot(SLOTS, lanes);
+        if lanes == 1 {
+            let invocations = u32_lit(self.layout.invocations());
+            return bin(BinaryOp::Add, bin(BinaryOp::Mul, slot, invocations), global_id0());
+        }
+        let region = self.own_slot(SLOTS, slot);
+        bin(BinaryOp::Add, region, u32_lit(SLOTS * self.layout.invocations()))
     }
 
     /// A slot below `n` aligned to `lanes`: a literal, or a computed index masked.

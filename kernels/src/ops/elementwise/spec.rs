@@ -671,6 +671,10 @@ pub(crate) fn integral_in_range(v: f64, dtype: ScalarType) -> bool {
         ScalarType::U32 => (0.0..=u32::MAX as f64).contains(&v),
         ScalarType::I64 => (-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&v),
         ScalarType::Bool => v == 0.0 || v == 1.0,
+        ScalarType::U8 => (0.0..=u8::MAX as f64).contains(&v),
+        ScalarType::I8 => (i8::MIN as f64..=i8::MAX as f64).contains(&v),
+        ScalarType::U16 => (0.0..=u16::MAX as f64).contains(&v),
+        ScalarType::I16 => (i16::MIN as f64..=i16::MAX as f64).contains(&v),
         ScalarType::F16 | ScalarType::Bf16 | ScalarType::F32 | ScalarType::F64 => true,
     }
 }

@@ -288,6 +288,11 @@ fn index_read(f: &mut Body, v: E, dtype: ScalarType, len: u32) -> (E, E) {
             let ok = v.clone().ge(0i32) & v.clone().lt(len as i32);
             (ok, v.cast(ScalarType::U32))
         }
+        ScalarType::I64 => {
+            let v = f.let_("index", v);
+            let ok = v.clone().ge(0i64) & v.clone().lt(len as i64);
+            (ok, v.cast(ScalarType::U32))
+        }
         ScalarType::F32 => {
             let v = f.let_("index_raw", v);
             // Float to int truncates toward zero and saturates, so ±∞ stays out of range.
@@ -299,8 +304,11 @@ fn index_read(f: &mut Body, v: E, dtype: ScalarType, len: u32) -> (E, E) {
         ScalarType::F16
         | ScalarType::Bf16
         | ScalarType::F64
-        | ScalarType::I64
-        | ScalarType::Bool => (E::from(false), E::from(0u32)),
+        | ScalarType::Bool
+        | ScalarType::U8
+        | ScalarType::I8
+        | ScalarType::U16
+        | ScalarType::I16 => (E::from(false), E::from(0u32)),
     }
 }
 

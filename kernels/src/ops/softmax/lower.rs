@@ -303,14 +303,18 @@ fn decode_target(f: &mut Body, t: E, index_dtype: ScalarType, classes: u32) -> (
     let valid = match index_dtype {
         ScalarType::U32 => t.clone().lt(classes),
         ScalarType::I32 => t.clone().ge(0i32) & t.clone().lt(classes as i32),
+        ScalarType::I64 => t.clone().ge(0i64) & t.clone().lt(classes as i64),
         // trunc(t) ∈ [0, classes) ⟺ −1 < t < classes; NaN fails both.
         ScalarType::F32 => t.clone().gt(-1.0f32) & t.clone().lt(classes as f32),
         // Not index dtypes (the spec's validation refuses them): no target is valid.
         ScalarType::F16
         | ScalarType::Bf16
         | ScalarType::F64
-        | ScalarType::I64
-        | ScalarType::Bool => E::from(false),
+        | ScalarType::Bool
+        | ScalarType::U8
+        | ScalarType::I8
+        | ScalarType::U16
+        | ScalarType::I16 => E::from(false),
     };
     let valid = f.let_("valid_target", valid);
     let as_u32 = if index_dtype == ScalarType::U32 {

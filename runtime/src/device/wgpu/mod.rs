@@ -1242,3 +1242,5 @@ impl Drop for WgpuStorage {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod random_tests;

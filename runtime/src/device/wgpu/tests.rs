@@ -12,7 +12,7 @@ use kernelc_ir::builder::{global_id, KernelBuilder, E};
 use kernelc_ir::ScalarType;
 
 /// A device on `shader`'s path, or `None` (with a NOT RUN line) without an adapter.
-fn device(test: &str, shader: ShaderPath) -> Option<WgpuDevice> {
+pub(super) fn device(test: &str, shader: ShaderPath) -> Option<WgpuDevice> {
     match WgpuDevice::open(WgpuOptions {
         shader,
         allow_software: true,
@@ -29,7 +29,7 @@ fn device(test: &str, shader: ShaderPath) -> Option<WgpuDevice> {
 }
 
 /// `kernel` as the runtime would compile it (after the target passes), no disk.
-fn compile(dev: &WgpuDevice, kernel: &Kernel) -> Executable {
+pub(super) fn compile(dev: &WgpuDevice, kernel: &Kernel) -> Executable {
     let kernel = kernelc_ir::passes::for_target(kernel, &dev.math_expansion());
     let key = CacheKey::new(
         kernelc_ir::stable_hash(&kernel).as_bytes(),
@@ -44,7 +44,7 @@ fn compile(dev: &WgpuDevice, kernel: &Kernel) -> Executable {
 }
 
 /// A buffer of `dev` holding `bytes`.
-fn upload(dev: &WgpuDevice, bytes: &[u8]) -> Arc<Storage> {
+pub(super) fn upload(dev: &WgpuDevice, bytes: &[u8]) -> Arc<Storage> {
     let storage = Storage::Wgpu(dev.alloc(bytes.len()).expect("allocates"));
     storage.write_bytes(bytes).expect("uploads");
     Arc::new(storage)
