@@ -471,6 +471,7 @@ fn the_lowered_large_f32_add_loads_and_stores_whole_vec4s() {
         dtype: F32,
         lhs: vec![1 << 28],
         rhs: vec![1 << 28],
+        out_dtype: None,
     });
     let plan = kernelc_kernels::lower::lower(&spec, &TargetCaps::gpu_baseline()).unwrap();
     assert_eq!(plan.launches.len(), 1);

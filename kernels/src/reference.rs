@@ -90,27 +90,34 @@ pub(crate) fn attribute(dtype: ScalarType, v: f64) -> f64 {
 }
 
 /// An integer result `v` (exact in f64) wrapped to `dtype`'s range, two's complement:
-/// what the kernels' integer arithmetic does (the IR's `+ − ×` wrap), and what NumPy's
-/// `add.at` and C do. Every reference that adds or converts integers goes through it,
-/// so none saturates where a device wraps.
-///
-/// i64 results are left alone: f64 holds them exactly only below 2^53, so the
-/// references wrap only the widths they can represent. Floats and bool are not
-/// wrapped.
+/// what the kernels' integer arithmetic does (the IR's `+ − ×` wrap, and a store into a
+/// narrow integer keeps the low bits), and what NumPy's `add.at` and C do. Every
+/// reference that adds or converts integers goes through it, so none saturates where a
+/// device wraps. (i64 results are exact in f64 only below 2^53: the references are
+/// exact for i64 there.) Floats and bool are not wrapped.
 pub(crate) fn wrap(dtype: ScalarType, v: f64) -> f64 {
+    if dtype.is_int() {
+        wrap_int(dtype, v as i128)
+    } else {
+        v
+    }
+}
+
+/// An exact integer result wrapped to `dtype`'s width (two's complement), as f64.
+pub(crate) fn wrap_int(dtype: ScalarType, v: i128) -> f64 {
     match dtype {
-        ScalarType::I32 => (v as i64 as i32) as f64,
-        ScalarType::U32 => (v as i64 as u32) as f64,
-        ScalarType::U8 => (v as i64 as u8) as f64,
-        ScalarType::I8 => (v as i64 as i8) as f64,
-        ScalarType::U16 => (v as i64 as u16) as f64,
-        ScalarType::I16 => (v as i64 as i16) as f64,
-        ScalarType::I64
+        ScalarType::I32 => v as i32 as f64,
+        ScalarType::U32 => v as u32 as f64,
+        ScalarType::I64 => v as i64 as f64,
+        ScalarType::U8 => v as u8 as f64,
+        ScalarType::I8 => v as i8 as f64,
+        ScalarType::U16 => v as u16 as f64,
+        ScalarType::I16 => v as i16 as f64,
+        ScalarType::Bool
         | ScalarType::F16
         | ScalarType::Bf16
         | ScalarType::F32
-        | ScalarType::F64
-        | ScalarType::Bool => v,
+        | ScalarType::F64 => v as f64,
     }
 }
 

@@ -20,9 +20,16 @@
 //! `input_rounding`).
 //!
 //! **Index tensors** (gather/scatter indices, cross-entropy targets, rope positions,
-//! max-pool argmax) are `u32` or `i32`, or `f32` holding integral values (rumus keeps
-//! ids in f32 buffers; exact below 2^24). An index outside its range reads as zero and
-//! is skipped by scatters: no kernel ever reads or writes out of bounds.
+//! max-pool argmax) are `u32`, `i32` or `i64` (ONNX and PyTorch indices), or `f32`
+//! holding integral values (rumus keeps ids in f32 buffers; exact below 2^24). An index
+//! outside its range reads as zero and is skipped by scatters: no kernel ever reads or
+//! writes out of bounds.
+//!
+//! **Integer dtypes** are i32, u32, i64 and the narrow storage types u8, i8, u16, i16,
+//! which kernels compute in i32/u32 and wrap on store: their `+ − ×` wrap at their own
+//! width, as NumPy's and PyTorch's do. i64 needs a target with 64-bit integers (the
+//! CPU, CUDA, SPIR-V with `Int64`); elsewhere lowering refuses it with
+//! `LowerError::UnsupportedDtype`. Bool is one byte, 0 or 1.
 
 use kernelc_ir::ScalarType;
 use serde::{Deserialize, Serialize};
@@ -104,7 +111,8 @@ pub(crate) const FLOATS: &[ScalarType] = &[
     ScalarType::F64,
 ];
 
-/// Floats plus i32 and u32.
+/// Floats and every integer type: i32, u32, i64 and the narrow storage types (u8,
+/// i8, u16, i16, computed in i32/u32 and wrapped on store).
 pub(crate) const NUMERIC: &[ScalarType] = &[
     ScalarType::F16,
     ScalarType::Bf16,
@@ -112,10 +120,32 @@ pub(crate) const NUMERIC: &[ScalarType] = &[
     ScalarType::F64,
     ScalarType::I32,
     ScalarType::U32,
+    ScalarType::I64,
+    ScalarType::U8,
+    ScalarType::I8,
+    ScalarType::U16,
+    ScalarType::I16,
 ];
 
-/// Index tensor dtypes: u32, i32, or f32 holding integral values.
-pub(crate) const INDEX: &[ScalarType] = &[ScalarType::U32, ScalarType::I32, ScalarType::F32];
+/// Floats and the signed integer types (negation and `abs` are defined on them).
+pub(crate) const SIGNED: &[ScalarType] = &[
+    ScalarType::F16,
+    ScalarType::Bf16,
+    ScalarType::F32,
+    ScalarType::F64,
+    ScalarType::I32,
+    ScalarType::I64,
+    ScalarType::I8,
+    ScalarType::I16,
+];
+
+/// Index tensor dtypes: u32, i32, i64, or f32 holding integral values.
+pub(crate) const INDEX: &[ScalarType] = &[
+    ScalarType::U32,
+    ScalarType::I32,
+    ScalarType::I64,
+    ScalarType::F32,
+];
 
 pub(crate) fn check_dtype(
     op: &str,

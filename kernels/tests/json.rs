@@ -59,6 +59,7 @@ fn infinities_and_signed_zeros_round_trip_bit_for_bit() {
         shape: vec![1],
         scalar: f64::NAN,
         reversed: false,
+        out_dtype: None,
     }))
     .unwrap();
     assert!(nan.contains(r#""scalar":"nan""#), "{nan}");

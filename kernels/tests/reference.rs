@@ -180,6 +180,7 @@ fn broadcasting_2x1_by_3() {
         dtype: F32,
         lhs: vec![2, 1],
         rhs: vec![3],
+        out_dtype: None,
     });
     assert_eq!(spec.outputs()[0].shape, vec![2, 3]);
     close(
@@ -198,6 +199,7 @@ fn binary_functions_and_integer_rules() {
                 dtype,
                 lhs: vec![1],
                 rhs: vec![1],
+                out_dtype: None,
             }),
             &[&[a], &[b]],
         )[0]
@@ -236,6 +238,7 @@ fn scalar_where_cast_fill() {
         shape: vec![3],
         scalar: 10.0,
         reversed: true,
+        out_dtype: None,
     });
     close(&run1(&s, &[&[1.0, 2.0, 3.0]]), &[9., 8., 7.], 0.0);
 

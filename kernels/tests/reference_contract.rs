@@ -156,6 +156,7 @@ fn scalar(func: BinaryFn, dtype: ScalarType, s: f64, x: f64) -> f64 {
         shape: vec![1],
         scalar: s,
         reversed: false,
+        out_dtype: None,
     });
     run1(&spec, &[&[x]])[0]
 }

@@ -291,6 +291,7 @@ fn not_broadcastable() {
         dtype: F32,
         lhs: vec![2, 3],
         rhs: vec![4],
+        out_dtype: None,
     }));
     assert!(
         matches!(e, SpecError::NotBroadcastable { ref lhs, ref rhs }
@@ -324,6 +325,7 @@ fn reference_input_errors() {
         dtype: F32,
         lhs: vec![2],
         rhs: vec![2],
+        out_dtype: None,
     });
     let e = reference(&spec, &[&[1.0, 2.0]]).unwrap_err();
     assert!(
@@ -363,6 +365,7 @@ fn messages_say_what_is_wrong() {
         dtype: F32,
         lhs: vec![2, 3],
         rhs: vec![4],
+        out_dtype: None,
     }));
     assert!(e.to_string().contains("[2, 3]"), "{e}");
 }

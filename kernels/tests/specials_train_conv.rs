@@ -115,6 +115,25 @@ fn adam_without_weight_decay_has_no_decay_term() {
     }
 }
 
+/// A step that overflows the compute type before `lr` scales it (a first moment over
+/// a subnormal `eps` and a zero second moment) makes the kernel's `lr·step` NaN at
+/// `lr = −0`, as
+/// PyTorch's f32 arithmetic does, where the exact value is `−0·q = 0`: the tolerance
+/// leaves such elements unspecified (found by the op fuzzer, bf16, `ties` inputs).
+#[test]
+fn adam_step_overflowing_before_lr_is_unspecified() {
+    let param = finite(8, 4);
+    let grad = vec![0.0; 8];
+    let m = finite(8, 5);
+    let v = vec![0.0; 8];
+    let s = spec(&format!(
+        r#"{{"op":"adam","dtype":"f32","len":8,"lr":-0.0,"beta1":0.9,"beta2":0.999,"eps":{TINY_F32:e},"weight_decay":0.0,"decoupled":true,"step":1}}"#
+    ));
+    // `run` checks the kernels against the reference under the tolerance.
+    let out = run(&s, vec![param.clone(), grad, m, v]);
+    assert_eq!(out[0], param, "the exact update is −0·q: the parameters stay");
+}
+
 // ---------------------------------------------------------------- silu_mul
 
 /// `silu_mul(a, b) = silu(a)·b` with `silu(a)` a value of the compute type (as

@@ -124,6 +124,7 @@ fn the_per_call_attributes_do_not_change_the_key() {
             shape: vec![5],
             scalar: v,
             reversed: false,
+            out_dtype: None,
         })
     };
     assert_eq!(scalar(0.5).structural(), scalar(-3e9).structural());

@@ -34,6 +34,7 @@ impl Runtime {
             dtype: a.dtype(),
             lhs: a.shape().to_vec(),
             rhs: b.shape().to_vec(),
+            out_dtype: None,
         });
         single(self.run(&spec, &[a, b])?)
     }

@@ -20,6 +20,7 @@ fn add_spec(dtype: ScalarType, shape: &[usize]) -> OpSpec {
         dtype,
         lhs: shape.to_vec(),
         rhs: shape.to_vec(),
+        out_dtype: None,
     })
 }
 

@@ -163,6 +163,7 @@ fn add_spec(n: usize) -> OpSpec {
         dtype: ScalarType::F32,
         lhs: vec![n],
         rhs: vec![n],
+        out_dtype: None,
     })
 }
 

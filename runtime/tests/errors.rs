@@ -17,6 +17,7 @@ fn add_spec(shape: &[usize]) -> OpSpec {
         dtype: ScalarType::F32,
         lhs: shape.to_vec(),
         rhs: shape.to_vec(),
+        out_dtype: None,
     })
 }
 
@@ -352,6 +353,7 @@ fn invalid_spec() {
         dtype: ScalarType::F32,
         lhs: vec![2, 3],
         rhs: vec![4],
+        out_dtype: None,
     });
     let err = rt.run(&spec, &[]).unwrap_err();
     assert!(matches!(err, RuntimeError::Spec(_)), "{err:?}");

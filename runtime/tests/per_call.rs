@@ -175,6 +175,7 @@ fn a_new_scalar_operand_every_call_compiles_once() {
                     shape: vec![n],
                     scalar,
                     reversed: false,
+                    out_dtype: None,
                 });
                 let out = rt.run(&spec, &[&x]).unwrap();
                 check(&rt, &spec, &[&x], &out, call);

@@ -105,17 +105,27 @@ fn uploads_and_downloads_round_trip() {
         let u: Vec<u32> = (0..n).map(seed).collect();
         assert_eq!(rt.tensor(&[n], &u).unwrap().to_vec::<u32>().unwrap(), u);
 
-        // Bool elements are u32 words.
+        // Bool elements are bytes, 0 or 1; any nonzero byte reads as true.
         let b: Vec<bool> = (0..n).map(|i| seed(i) % 3 == 0).collect();
-        let words: Vec<u8> = b.iter().flat_map(|&v| u32::from(v).to_le_bytes()).collect();
+        let bytes: Vec<u8> = b.iter().map(|&v| if v { 1 + seed(n) as u8 % 200 } else { 0 }).collect();
         let t = rt
-            .tensor_from_bytes(&[n], ScalarType::Bool, &words)
+            .tensor_from_bytes(&[n], ScalarType::Bool, &bytes)
             .unwrap();
         let host = rt.tensor_to_host(&t).unwrap();
         assert_eq!(
             host.data,
             b.iter().map(|&v| Scalar::Bool(v)).collect::<Vec<_>>()
         );
+        assert_eq!(rt.tensor(&[n], &b).unwrap().to_vec::<bool>().unwrap(), b);
+
+        // The narrow integers round trip byte for byte at any length (not a
+        // multiple of a word: the device pads its allocation, never the data).
+        let u8s: Vec<u8> = (0..n).map(|i| seed(i) as u8).collect();
+        assert_eq!(rt.tensor(&[n], &u8s).unwrap().to_vec::<u8>().unwrap(), u8s);
+        let i16s: Vec<i16> = (0..n).map(|i| seed(i) as i16).collect();
+        assert_eq!(rt.tensor(&[n], &i16s).unwrap().to_vec::<i16>().unwrap(), i16s);
+        let i64s: Vec<i64> = (0..n).map(|i| (seed(i) as i64) << 31 | i as i64).collect();
+        assert_eq!(rt.tensor(&[n], &i64s).unwrap().to_vec::<i64>().unwrap(), i64s);
 
         for dtype in [
             ScalarType::F32,
@@ -123,6 +133,11 @@ fn uploads_and_downloads_round_trip() {
             ScalarType::I32,
             ScalarType::U32,
             ScalarType::Bool,
+            ScalarType::U8,
+            ScalarType::I8,
+            ScalarType::U16,
+            ScalarType::I16,
+            ScalarType::I64,
         ] {
             let z = rt.zeros(&[n], dtype).unwrap();
             assert_eq!(z.to_f64().unwrap(), vec![0.0; n], "zeros {dtype} x {n}");
@@ -172,6 +187,7 @@ fn add_spec(n: usize) -> OpSpec {
         dtype: ScalarType::F32,
         lhs: vec![n],
         rhs: vec![n],
+        out_dtype: None,
     })
 }
 

@@ -1,12 +1,12 @@
-//! Index tensors in IR: resolving a loaded index (u32, i32, or f32 holding an
+//! Index tensors in IR: resolving a loaded index (u32, i32, i64, or f32 holding an
 //! integer) against a length, the way the references do, without any out-of-bounds
 //! address.
 
 use kernelc_ir::builder::*;
 use kernelc_ir::ScalarType;
 
-/// Resolves index value `v` (loaded from an index buffer of `dtype`: u32, i32, or f32
-/// holding an integer) against `0..len`, as the reference does: truncated toward zero,
+/// Resolves index value `v` (loaded from an index buffer of `dtype`: u32, i32, i64, or
+/// f32 holding an integer) against `0..len`, as the reference does: truncated toward zero,
 /// negative values counted from the end when `from_end`, NaN and out-of-range invalid.
 /// Returns `(valid, r)` where `r` is a u32 in `0..len` (0 when invalid), so an address
 /// built from it is always in bounds. Branch-free; no arithmetic can overflow.
@@ -22,6 +22,20 @@ pub(crate) fn resolve_index(
         let v = crate::lower::math::bind(f, "idx", v);
         let valid = f.let_("valid", v.clone().lt(n));
         let r = f.let_("r", valid.clone().select(v, 0u32));
+        return (valid, r);
+    }
+    if dtype == ScalarType::I64 {
+        // Compared in i64 (every i64 value, far past `len`, is told apart); adding `len`
+        // only to a negative index stays within i64.
+        let v = crate::lower::math::bind(f, "idx", v);
+        let n64 = len as i64;
+        let i = if from_end {
+            f.let_("idx_wrapped", v.clone() + v.clone().lt(0i64).select(n64, 0i64))
+        } else {
+            v
+        };
+        let valid = f.let_("valid", i.clone().ge(0i64) & i.clone().lt(n64));
+        let r = f.let_("r", valid.clone().select(i, 0i64).cast(ScalarType::U32));
         return (valid, r);
     }
     // f32: the saturating cast truncates toward zero and sends ±∞ past every bound;

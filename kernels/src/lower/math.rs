@@ -6,11 +6,13 @@ use kernelc_ir::builder::*;
 use kernelc_ir::ScalarType;
 
 /// The type arithmetic happens in for values stored as `storage`: f16 and bf16 widen
-/// to f32 (one rounding on store), everything else computes in its own type.
+/// to f32 (one rounding on store), the narrow integers to the `u32`/`i32` a load of
+/// them yields (a store wraps the result back), everything else computes in its own
+/// type.
 pub fn compute_type(storage: ScalarType) -> ScalarType {
     match storage {
         ScalarType::F16 | ScalarType::Bf16 => ScalarType::F32,
-        other => other,
+        other => other.value_type(),
     }
 }
 
@@ -41,22 +43,18 @@ impl Num {
         self.widen(mem.load(index, self.lanes), storage)
     }
 
-    /// A stored value in the compute type.
+    /// A loaded value of memory of `storage` in the compute type.
     pub fn widen(&self, v: E, storage: ScalarType) -> E {
-        if storage == self.ty {
+        if storage.value_type() == self.ty {
             v
         } else {
             v.cast(self.ty)
         }
     }
 
-    /// A computed value converted for storage as `storage`.
+    /// A computed value converted for storage as `storage` ([`for_storage`]).
     pub fn narrow(&self, v: E, storage: ScalarType) -> E {
-        if storage == self.ty {
-            v
-        } else {
-            v.cast(storage)
-        }
+        for_storage(v, self.ty, storage)
     }
 
     /// A scalar (a uniform parameter) made to match the lanes.
@@ -105,6 +103,23 @@ impl Num {
     pub fn normal_cdf(&self, x: E) -> E {
         self.lit(0.5) * (self.lit(1.0) + (x * self.lit(std::f64::consts::FRAC_1_SQRT_2)).erf())
     }
+}
+
+/// `v`, a value of type `from`, as a store into memory of `storage` takes it: converted
+/// with `Cast` semantics to `storage.value_type()`. A float bound for a narrow integer
+/// goes through `i32` (truncated toward zero, saturated, NaN → 0; the store then keeps
+/// the low bits), which is the conversion `Scalar::from_f64` defines for narrow types
+/// and what C's conversion through `int` gives on x86 (ONNX Runtime's `Cast`).
+pub fn for_storage(v: E, from: ScalarType, storage: ScalarType) -> E {
+    let to = storage.value_type();
+    if from == to {
+        return v;
+    }
+    if storage.is_storage_only() && from.is_float() {
+        let i = v.cast(ScalarType::I32);
+        return if to == ScalarType::I32 { i } else { i.cast(to) };
+    }
+    v.cast(to)
 }
 
 /// `e` itself if it is a local or a literal, else a new local holding it, so that a

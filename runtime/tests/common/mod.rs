@@ -76,6 +76,7 @@ fn rem_spec(dtype: ScalarType, n: usize) -> OpSpec {
         dtype,
         lhs: vec![n],
         rhs: vec![n],
+        out_dtype: None,
     })
 }
 

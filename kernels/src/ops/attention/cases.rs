@@ -99,5 +99,7 @@ pub(super) fn rope() -> Vec<RopeSpec> {
         case(Bf16, I32, [3, 5, 2, 8, 7]),
         // Halves of whole vectors.
         case(F32, F32, [2, 7, 3, 16, 11]),
+        // i64 positions (PyTorch's `position_ids`).
+        case(F32, I64, [2, 4, 2, 8, 9]),
     ]
 }

@@ -33,11 +33,17 @@ pub(super) fn unary() -> Vec<UnarySpec> {
             v.push(UnarySpec { func, dtype, shape });
         }
     }
-    v.push(UnarySpec {
-        func: UnaryFn::Abs,
-        dtype: I32,
-        shape: vec![31],
-    });
+    // The signed integers: every width, wrapping (−(−128) is −128 in i8).
+    for (func, dtype, shape) in [
+        (UnaryFn::Abs, I32, vec![31]),
+        (UnaryFn::Neg, I64, vec![29]),
+        (UnaryFn::Abs, I8, vec![37]),
+        (UnaryFn::Neg, I8, vec![2, 9]),
+        (UnaryFn::Relu, I16, vec![5]),
+        (UnaryFn::Relu, I64, vec![3, 7]),
+    ] {
+        v.push(UnarySpec { func, dtype, shape });
+    }
     v
 }
 
@@ -98,15 +104,38 @@ pub(super) fn binary() -> Vec<BinarySpec> {
                 dtype,
                 lhs,
                 rhs,
+                out_dtype: None,
             });
         }
     }
-    v.push(BinarySpec {
-        func: BinaryFn::Div,
-        dtype: U32,
-        lhs: vec![17],
-        rhs: vec![17],
-    });
+    // Every integer width (narrow ones wrap on store), and comparisons with a bool
+    // output (ONNX `Equal`/`Less`/`Greater`).
+    let more = [
+        (BinaryFn::Div, U32, vec![17], vec![17], None),
+        (BinaryFn::Add, U8, vec![7, 1], vec![13], None),
+        (BinaryFn::Sub, U8, vec![33], vec![33], None),
+        (BinaryFn::Mul, I8, vec![2, 3, 5], vec![3, 1], None),
+        (BinaryFn::Div, I16, vec![19], vec![1], None),
+        (BinaryFn::Mod, I64, vec![7, 1], vec![13], None),
+        (BinaryFn::Mul, I64, vec![1000], vec![1000], None),
+        (BinaryFn::Sub, U16, vec![9], vec![9], None),
+        (BinaryFn::Max, I64, vec![3, 4], vec![4], None),
+        (BinaryFn::Min, U8, vec![12], vec![12], None),
+        (BinaryFn::Eq, I64, vec![7, 1], vec![13], Some(Bool)),
+        (BinaryFn::Lt, F32, vec![1000], vec![1000], Some(Bool)),
+        (BinaryFn::Gt, U8, vec![2, 3, 5], vec![3, 1], Some(Bool)),
+        (BinaryFn::Ne, F16, vec![17], vec![1], Some(Bool)),
+        (BinaryFn::Ge, I8, vec![11], vec![11], None),
+    ];
+    for (func, dtype, lhs, rhs, out_dtype) in more {
+        v.push(BinarySpec {
+            func,
+            dtype,
+            lhs,
+            rhs,
+            out_dtype,
+        });
+    }
     v
 }
 
@@ -119,6 +148,10 @@ pub(super) fn scalar() -> Vec<ScalarSpec> {
         (BinaryFn::Max, I32, vec![19], 3.0, false),
         // Exact in the table: x mod 0.1f32, not x mod 0.1 (the kernel's operand is f32).
         (BinaryFn::Mod, F32, vec![50], 0.1, false),
+        // 200 + x wraps in u8; i64 operands past i32.
+        (BinaryFn::Add, U8, vec![21], 200.0, false),
+        (BinaryFn::Mul, I64, vec![9], -3e9, false),
+        (BinaryFn::Sub, I16, vec![3, 5], 7.0, true),
     ]
     .into_iter()
     .map(|(func, dtype, shape, scalar, reversed)| ScalarSpec {
@@ -127,7 +160,26 @@ pub(super) fn scalar() -> Vec<ScalarSpec> {
         shape,
         scalar,
         reversed,
+        out_dtype: None,
     })
+    .chain([
+        ScalarSpec {
+            func: BinaryFn::Lt,
+            dtype: I64,
+            shape: vec![13],
+            scalar: 2.0,
+            reversed: false,
+            out_dtype: Some(Bool),
+        },
+        ScalarSpec {
+            func: BinaryFn::Eq,
+            dtype: F32,
+            shape: vec![4, 4],
+            scalar: 0.5,
+            reversed: true,
+            out_dtype: Some(Bool),
+        },
+    ])
     .collect()
 }
 
@@ -136,6 +188,11 @@ pub(super) fn where_() -> Vec<WhereSpec> {
         (F32, U32, vec![1], vec![1], vec![1]),
         (F64, F32, vec![7, 1], vec![7, 5], vec![5]),
         (F16, I32, vec![3, 1, 4], vec![2, 4], vec![3, 2, 1]),
+        // ONNX `Where`: a bool condition; data of any dtype, bool too.
+        (I64, Bool, vec![5, 1], vec![5, 3], vec![3]),
+        (Bool, Bool, vec![17], vec![17], vec![1]),
+        (U8, I64, vec![2, 6], vec![6], vec![2, 1]),
+        (I8, U8, vec![9], vec![9], vec![9]),
     ]
     .into_iter()
     .map(|(dtype, cond_dtype, cond, a, b)| WhereSpec {
@@ -160,6 +217,23 @@ pub(super) fn cast() -> Vec<CastSpec> {
         // Negative i32 to u32 wraps (two's complement).
         (I32, U32, vec![17]),
         (F64, F16, vec![257]),
+        // Every integer width and bool: int → int wraps, float → narrow int goes
+        // through i32 (−1.5 → 255 in u8), → bool is `≠ 0`.
+        (F32, U8, vec![31]),
+        (F32, I8, vec![7, 3]),
+        (F64, I16, vec![13]),
+        (I64, F32, vec![29]),
+        (U8, F16, vec![19]),
+        (I8, I64, vec![33]),
+        (I64, I32, vec![9]),
+        (I32, I64, vec![9]),
+        (I64, U8, vec![21]),
+        (U16, I16, vec![15]),
+        (Bool, U8, vec![11]),
+        (F32, Bool, vec![13]),
+        (U8, Bool, vec![10]),
+        (Bool, F32, vec![6]),
+        (I16, U16, vec![5]),
     ]
     .into_iter()
     .map(|(from, to, shape)| CastSpec { from, to, shape })
@@ -181,6 +255,22 @@ pub(super) fn fill() -> Vec<FillSpec> {
             value: FillValue::Constant {
                 value: 1.0 + 2f64.powi(-11) + 2f64.powi(-40),
             },
+        },
+        // Constants of every integer width (past i8 in u8, past i32 in i64) and bool.
+        FillSpec {
+            dtype: U8,
+            shape: vec![9],
+            value: FillValue::Constant { value: 200.0 },
+        },
+        FillSpec {
+            dtype: I64,
+            shape: vec![3, 3],
+            value: FillValue::Constant { value: -5e12 },
+        },
+        FillSpec {
+            dtype: Bool,
+            shape: vec![6],
+            value: FillValue::Constant { value: 1.0 },
         },
         FillSpec {
             dtype: F64,

@@ -3,7 +3,7 @@
 
 use super::spec::*;
 use crate::lower::map::{arg, first_output, inputs_of, map_op, map_plan};
-use crate::lower::math::{bind, compute_type, Num};
+use crate::lower::math::{bind, compute_type, for_storage, Num};
 use crate::lower::rng::{rng_normal, rng_uniform};
 use crate::lower::schedule::plan_1d;
 use crate::lower::{Binding, Launch, LowerError, Plan, TargetCaps, Uniforms};
@@ -123,16 +123,11 @@ pub(super) fn cast(spec: &CastSpec, caps: &TargetCaps) -> Result<Plan, LowerErro
         caps,
         &out,
         &operands,
-        spec.to,
+        spec.to.value_type(),
         (&none, &[]),
         |_, n, v, _| {
             let x = arg(&v, 0, n);
-            let from = compute_type(spec.from);
-            if from == spec.to {
-                x
-            } else {
-                x.cast(spec.to)
-            }
+            for_storage(x, compute_type(spec.from), spec.to)
         },
     )
 }

@@ -8,7 +8,7 @@ use super::spec::{
     ScalarSpec, UnaryFn, UnarySpec, WhereSpec,
 };
 use crate::lower::math::compute_type;
-use crate::reference::{attribute, round_to, wrap};
+use crate::reference::{attribute, round_to, wrap, wrap_int};
 use crate::rng;
 use crate::shape::{broadcast_strides, for_each_index, numel, offset};
 
@@ -96,64 +96,33 @@ fn silu_mul(compute: ScalarType, a: f64, b: f64) -> f64 {
     round_to(compute, silu(a)) * b
 }
 
-/// A binary function on `i32` or `u32` values (given as f64), with the integer rules.
+/// A binary function on integer values (given as f64, each exact) with the integer
+/// rules: computed exactly, then wrapped to `dtype`'s width (two's complement);
+/// division truncates toward zero, `%` takes the dividend's sign, and both give 0 for a
+/// zero divisor.
 pub fn binary_int(f: BinaryFn, dtype: ScalarType, a: f64, b: f64) -> f64 {
-    if dtype == ScalarType::U32 {
-        let (x, y) = (a as u32, b as u32);
-        let r: u32 = match f {
-            BinaryFn::Add => x.wrapping_add(y),
-            BinaryFn::Sub => x.wrapping_sub(y),
-            BinaryFn::Mul => x.wrapping_mul(y),
-            BinaryFn::Div => x.checked_div(y).unwrap_or(0),
-            BinaryFn::Mod => x.checked_rem(y).unwrap_or(0),
-            BinaryFn::Max => x.max(y),
-            BinaryFn::Min => x.min(y),
-            // Comparisons of integers are exact in f64; pow and silu_mul take floats only.
-            BinaryFn::Eq
-            | BinaryFn::Ne
-            | BinaryFn::Lt
-            | BinaryFn::Le
-            | BinaryFn::Gt
-            | BinaryFn::Ge
-            | BinaryFn::Pow
-            | BinaryFn::SiluMul => return binary(f, dtype, a, b),
-        };
-        r as f64
-    } else {
-        let (x, y) = (a as i32, b as i32);
-        let r: i32 = match f {
-            BinaryFn::Add => x.wrapping_add(y),
-            BinaryFn::Sub => x.wrapping_sub(y),
-            BinaryFn::Mul => x.wrapping_mul(y),
-            BinaryFn::Div => {
-                if y == 0 {
-                    0
-                } else {
-                    x.wrapping_div(y)
-                }
-            }
-            BinaryFn::Mod => {
-                if y == 0 {
-                    0
-                } else {
-                    x.wrapping_rem(y)
-                }
-            }
-            BinaryFn::Max => x.max(y),
-            BinaryFn::Min => x.min(y),
-            // Comparisons of integers are exact in f64; pow and silu_mul take floats only.
-            BinaryFn::Eq
-            | BinaryFn::Ne
-            | BinaryFn::Lt
-            | BinaryFn::Le
-            | BinaryFn::Gt
-            | BinaryFn::Ge
-            | BinaryFn::Pow
-            | BinaryFn::SiluMul => return binary(f, dtype, a, b),
-        };
-        r as f64
-    }
+    let (x, y) = (a as i128, b as i128);
+    let r = match f {
+        BinaryFn::Add => x + y,
+        BinaryFn::Sub => x - y,
+        BinaryFn::Mul => x.wrapping_mul(y),
+        BinaryFn::Div => x.checked_div(y).unwrap_or(0),
+        BinaryFn::Mod => x.checked_rem(y).unwrap_or(0),
+        BinaryFn::Max => x.max(y),
+        BinaryFn::Min => x.min(y),
+        // Comparisons of integers are exact in f64; pow and silu_mul take floats only.
+        BinaryFn::Eq
+        | BinaryFn::Ne
+        | BinaryFn::Lt
+        | BinaryFn::Le
+        | BinaryFn::Gt
+        | BinaryFn::Ge
+        | BinaryFn::Pow
+        | BinaryFn::SiluMul => return binary(f, dtype, a, b),
+    };
+    wrap_int(dtype, r)
 }
+
 
 fn apply_binary(f: BinaryFn, dtype: ScalarType, a: f64, b: f64) -> f64 {
     if dtype.is_int() {
@@ -164,11 +133,11 @@ fn apply_binary(f: BinaryFn, dtype: ScalarType, a: f64, b: f64) -> f64 {
 }
 
 pub(super) fn apply_unary(f: UnaryFn, dtype: ScalarType, x: f64) -> f64 {
-    if dtype == ScalarType::I32 {
-        let v = x as i32;
-        (match f {
-            UnaryFn::Neg => v.wrapping_neg(),
-            UnaryFn::Abs => v.wrapping_abs(),
+    if dtype.is_int() {
+        let v = x as i128;
+        wrap_int(dtype, match f {
+            UnaryFn::Neg => -v,
+            UnaryFn::Abs => v.abs(),
             UnaryFn::Relu => v.max(0),
             // The others take floats only (see `UnaryFn::allowed_dtypes`).
             UnaryFn::Sqrt
@@ -187,7 +156,7 @@ pub(super) fn apply_unary(f: UnaryFn, dtype: ScalarType, x: f64) -> f64 {
             | UnaryFn::GeluErf
             | UnaryFn::GeluTanh
             | UnaryFn::Silu => return unary(f, x),
-        }) as f64
+        })
     } else {
         unary(f, x)
     }

@@ -14,7 +14,9 @@ use crate::reference::{attribute, round_to};
 use crate::rng;
 use crate::rng::RngScheme;
 use crate::shape::{broadcast_shapes, check_shape};
-use crate::spec::{check_dtype, check_finite, check_non_negative, TensorSig, FLOATS, NUMERIC};
+use crate::spec::{
+    check_dtype, check_finite, check_non_negative, TensorSig, FLOATS, NUMERIC, SIGNED,
+};
 use crate::tolerance::Tolerance;
 
 /// A unary function. The math is in module doc of [`crate::ops::elementwise`].
@@ -200,15 +202,8 @@ impl UnaryFn {
     }
 
     fn allowed_dtypes(&self) -> &'static [ScalarType] {
-        const WITH_I32: &[ScalarType] = &[
-            ScalarType::F16,
-            ScalarType::Bf16,
-            ScalarType::F32,
-            ScalarType::F64,
-            ScalarType::I32,
-        ];
         if self.traits().ints {
-            WITH_I32
+            SIGNED
         } else {
             FLOATS
         }
@@ -436,11 +431,11 @@ impl Op for ActivationBackwardSpec {
 
 /// A binary function `f(a, b)`.
 ///
-/// On `i32`/`u32`: `+ - *` wrap, `/` truncates toward zero, `%` takes the dividend's
-/// sign, and division or remainder by zero gives 0. On floats `%` is `fmod` (sign of
-/// the dividend). `max`/`min` are IEEE maxNum/minNum (a NaN operand is ignored unless
-/// both are NaN). Comparisons give 1 or 0 in the op's dtype (NaN compares false except
-/// for `ne`).
+/// On integers: `+ - *` wrap at the dtype's width, `/` truncates toward zero, `%`
+/// takes the dividend's sign, and division or remainder by zero gives 0. On floats `%`
+/// is `fmod` (sign of the dividend). `max`/`min` are IEEE maxNum/minNum (a NaN operand
+/// is ignored unless both are NaN). Comparisons give 1 or 0 in the op's dtype, or
+/// `true`/`false` with a bool `out_dtype` (NaN compares false except for `ne`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BinaryFn {
@@ -514,19 +509,45 @@ impl BinaryFn {
 }
 
 /// `out = f(a, b)` with NumPy broadcasting of `lhs` and `rhs`. Inputs: `a` (`lhs`),
-/// `b` (`rhs`). Outputs: `out` (broadcast shape, same dtype).
+/// `b` (`rhs`). Outputs: `out` (broadcast shape, `out_dtype`: the dtype, or bool for a
+/// comparison that asks for it, as ONNX's `Equal`/`Less`/`Greater` and PyTorch's
+/// comparisons give).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BinarySpec {
     pub func: BinaryFn,
     pub dtype: ScalarType,
     pub lhs: Vec<usize>,
     pub rhs: Vec<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub out_dtype: Option<ScalarType>,
 }
 
 impl BinarySpec {
     /// The broadcast output shape (empty if not broadcastable).
     pub fn out_shape(&self) -> Vec<usize> {
         broadcast_shapes(&self.lhs, &self.rhs).unwrap_or_default()
+    }
+
+    /// The output's dtype.
+    pub fn result_dtype(&self) -> ScalarType {
+        self.out_dtype.unwrap_or(self.dtype)
+    }
+}
+
+/// Checks a binary function's output dtype: its input dtype, or bool for comparisons.
+fn check_out_dtype(func: BinaryFn, dtype: ScalarType, out: Option<ScalarType>) -> Result<(), SpecError> {
+    match out {
+        None => Ok(()),
+        Some(t) if t == dtype => Ok(()),
+        Some(ScalarType::Bool) if func.is_comparison() => Ok(()),
+        Some(t) => Err(SpecError::bad_attr(
+            "out_dtype",
+            t,
+            &format!(
+                "must be the input dtype {dtype}{}",
+                if func.is_comparison() { " or bool" } else { "" }
+            ),
+        )),
     }
 }
 
@@ -537,6 +558,7 @@ impl Op for BinarySpec {
             self.dtype,
             self.func.allowed_dtypes(),
         )?;
+        check_out_dtype(self.func, self.dtype, self.out_dtype)?;
         check_shape("a", &self.lhs)?;
         check_shape("b", &self.rhs)?;
         let out = broadcast_shapes(&self.lhs, &self.rhs)?;
@@ -549,7 +571,7 @@ impl Op for BinarySpec {
         ]
     }
     fn outputs(&self) -> Vec<TensorSig> {
-        vec![TensorSig::new("out", self.dtype, self.out_shape())]
+        vec![TensorSig::new("out", self.result_dtype(), self.out_shape())]
     }
     fn detail(&self) -> Option<String> {
         Some(format!("binary_{}", self.func.name()))
@@ -575,11 +597,13 @@ impl Op for BinarySpec {
             dtype: ScalarType::F32,
             lhs: vec![2, 1],
             rhs: vec![3],
+            out_dtype: None,
         }
     }
 }
 
-/// `y = f(x, scalar)`, or `f(scalar, x)` when `reversed`. Inputs: `x`. Outputs: `y`.
+/// `y = f(x, scalar)`, or `f(scalar, x)` when `reversed`. Inputs: `x`. Outputs: `y`
+/// (`out_dtype`: the dtype, or bool for a comparison, as for [`BinarySpec`]).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ScalarSpec {
     pub func: BinaryFn,
@@ -589,6 +613,15 @@ pub struct ScalarSpec {
     pub scalar: f64,
     #[serde(default)]
     pub reversed: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub out_dtype: Option<ScalarType>,
+}
+
+impl ScalarSpec {
+    /// The output's dtype.
+    pub fn result_dtype(&self) -> ScalarType {
+        self.out_dtype.unwrap_or(self.dtype)
+    }
 }
 
 impl Op for ScalarSpec {
@@ -598,6 +631,7 @@ impl Op for ScalarSpec {
             self.dtype,
             self.func.allowed_dtypes(),
         )?;
+        check_out_dtype(self.func, self.dtype, self.out_dtype)?;
         if self.scalar.is_nan() {
             return Err(SpecError::bad_attr(
                 "scalar",
@@ -618,7 +652,7 @@ impl Op for ScalarSpec {
         vec![TensorSig::new("x", self.dtype, self.shape.clone())]
     }
     fn outputs(&self) -> Vec<TensorSig> {
-        vec![TensorSig::new("y", self.dtype, self.shape.clone())]
+        vec![TensorSig::new("y", self.result_dtype(), self.shape.clone())]
     }
     fn detail(&self) -> Option<String> {
         Some(format!("scalar_{}", self.func.name()))
@@ -658,6 +692,7 @@ impl Op for ScalarSpec {
             shape: vec![10],
             scalar: 0.5,
             reversed: false,
+            out_dtype: None,
         }
     }
 }

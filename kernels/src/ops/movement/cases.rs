@@ -27,6 +27,12 @@ pub(super) fn permute() -> Vec<PermuteSpec> {
         case(F32, &[5, 33, 17, 3], &[0, 2, 1, 3]),
         case(F32, &[4, 8], &[0, 1]),
         case(U32, &[1], &[0]),
+        // Every integer width (narrow tiles hold their values), i64, bool gathers.
+        case(U8, &[37, 41], &[1, 0]),
+        case(I16, &[3, 33, 34], &[0, 2, 1]),
+        case(I64, &[2, 3, 4], &[2, 0, 1]),
+        case(Bool, &[5, 3, 7], &[1, 2, 0]),
+        case(I8, &[9, 5], &[1, 0]),
     ]
 }
 
@@ -53,6 +59,10 @@ pub(super) fn slice() -> Vec<SliceSpec> {
         case(F32, &[1], &[0], &[1], &[1]),
         // A size-1 dim may carry any step.
         case(F32, &[4, 5], &[2, 0], &[1, 3], &[i64::MAX, 2]),
+        case(U8, &[5, 13], &[4, 1], &[3, 6], &[-1, 2]),
+        case(I64, &[6, 7], &[0, 6], &[6, 7], &[1, -1]),
+        case(Bool, &[3, 9], &[0, 1], &[3, 8], &[1, 1]),
+        case(U16, &[11], &[10], &[4], &[-3]),
     ]
 }
 
@@ -71,6 +81,10 @@ pub(super) fn concat() -> Vec<ConcatSpec> {
         case(F32, &[&[3, 4], &[3, 8]], 1),
         case(Bf16, &[&[1], &[1]], 0),
         case(F32, &[&[1, 1, 1]], 2),
+        case(U8, &[&[3, 5], &[3, 2], &[3, 9]], 1),
+        case(I64, &[&[2, 3], &[4, 3]], 0),
+        case(Bool, &[&[7], &[6], &[1]], 0),
+        case(I8, &[&[2, 2, 3], &[2, 3, 3]], 1),
     ]
 }
 
@@ -97,6 +111,12 @@ pub(super) fn gather() -> Vec<GatherSpec> {
         // Rows of whole vectors (embedding lookup).
         case(F32, I32, &[13, 8], &[3, 3], 0),
         case(U32, F32, &[5, 7], &[13], 0),
+        // i64 indices (ONNX `Gather`, PyTorch `embedding`), narrow and bool data.
+        case(F32, I64, &[13, 8], &[2, 3], 0),
+        case(U8, I64, &[9, 5], &[7], 1),
+        case(Bool, I32, &[6, 4], &[5], 0),
+        case(I64, U32, &[4, 3], &[6], 0),
+        case(I16, I64, &[3, 7, 2], &[4], 1),
     ]
 }
 
@@ -134,5 +154,11 @@ pub(super) fn scatter() -> Vec<ScatterSpec> {
         case(Sum, Prior, F32, F32, &[37, 3], &[263], 0),
         // More indices than one CPU tile of 2048.
         case(Sum, Zero, F32, I32, &[5, 2], &[2100], 0),
+        // i64 indices (embedding backward), every integer width, bool data.
+        case(Sum, Zero, F32, I64, &[10, 4], &[13], 0),
+        case(Sum, Prior, I64, I64, &[7, 5], &[11], 0),
+        case(Sum, Zero, U8, I32, &[6, 2], &[17], 0),
+        case(Last, Prior, Bool, I64, &[8, 3], &[5], 0),
+        case(Last, Zero, I16, U32, &[4, 5], &[7], 1),
     ]
 }

@@ -245,7 +245,8 @@ pub(super) fn permute(spec: &PermuteSpec, caps: &TargetCaps) -> Result<Plan, Low
         return gather(caps);
     }
     let q = perm[rank - 1];
-    let tile_bytes = (TILE * (TILE + 1) * spec.dtype.size_bytes()) as u64;
+    // The tile holds values (a narrow element as its u32/i32).
+    let tile_bytes = (TILE * (TILE + 1) * spec.dtype.value_type().size_bytes()) as u64;
     if dims[q] < MIN_TILE_EXTENT
         || dims[rank - 1] < MIN_TILE_EXTENT
         || tile_bytes > caps.shared_memory_bytes as u64
@@ -302,7 +303,7 @@ fn transpose_tiled(
     let mut k = KernelBuilder::new(name, [tx, ty, 1]);
     let xm = k.buffer(x.name.clone(), x.dtype, x.numel() as u64, Access::Read);
     let ym = k.buffer(y.name.clone(), y.dtype, y.numel() as u64, Access::Write);
-    let tile = k.shared("tile", x.dtype, TILE * pitch);
+    let tile = k.shared("tile", x.dtype.value_type(), TILE * pitch);
     let (qn, cn) = (c32(dims[q]), c32(dims[c]));
     let kernel = k.build(|f| {
         let wg = f.let_("wg", linear_workgroup(grid));
@@ -576,7 +577,7 @@ pub(super) fn gather(spec: &GatherSpec, caps: &TargetCaps) -> Result<Plan, Lower
                 src = src + kk;
             }
             let zero = Num {
-                ty: spec.dtype,
+                ty: spec.dtype.value_type(),
                 lanes,
             }
             .lit(0.0);

@@ -87,6 +87,15 @@ pub(super) fn pool2d() -> Vec<Pool2dSpec> {
             false,
             None,
         ),
+        // i64 indices (PyTorch's `max_pool2d_with_indices`).
+        pool(
+            Max,
+            F32,
+            [2, 2, 6, 7],
+            Window2d::new([2, 2], [2, 2], [0, 1]),
+            false,
+            Some(I64),
+        ),
     ]
 }
 
@@ -177,6 +186,17 @@ pub(super) fn pool2d_backward() -> Vec<Pool2dBackwardSpec> {
         pool_bwd(Max, F32, [2, 3, 5, 6], Err([3, 2]), false, Some(F32), true),
         // Max without a window, i32 indices (negative ones are skipped).
         pool_bwd(Max, F64, [1, 2, 3, 7], Err([2, 4]), false, Some(I32), false),
+        // i64 indices, through the window gather and without a window.
+        pool_bwd(
+            Max,
+            F32,
+            [1, 2, 8, 6],
+            Ok(Window2d::new([2, 2], [2, 2], [0, 0])),
+            false,
+            Some(I64),
+            false,
+        ),
+        pool_bwd(Max, F32, [2, 1, 4, 5], Err([2, 3]), false, Some(I64), true),
     ]
 }
 

@@ -31,6 +31,7 @@
 //! forms are bounded by the tensor sizes (< 2^31), and adaptive pooling, whose
 //! `in·out` products are not, checks them at lowering time.
 
+use crate::lower::index::resolve_index;
 use crate::lower::math::{compute_type, Num};
 use crate::lower::schedule::plan_1d;
 use crate::lower::{declare_tensor, Binding, Launch, LowerError, Plan, TargetCaps, TempBuffer};
@@ -275,42 +276,6 @@ fn index_value(i: E, dtype: ScalarType) -> E {
     }
 }
 
-/// A recorded index as `(valid, u32 index)`: valid iff it names an element of
-/// `0..len` (f32 indices truncate, as the reference reads them; NaN is invalid).
-fn index_read(f: &mut Body, v: E, dtype: ScalarType, len: u32) -> (E, E) {
-    match dtype {
-        ScalarType::U32 => {
-            let v = f.let_("index", v);
-            (v.clone().lt(len), v)
-        }
-        ScalarType::I32 => {
-            let v = f.let_("index", v);
-            let ok = v.clone().ge(0i32) & v.clone().lt(len as i32);
-            (ok, v.cast(ScalarType::U32))
-        }
-        ScalarType::I64 => {
-            let v = f.let_("index", v);
-            let ok = v.clone().ge(0i64) & v.clone().lt(len as i64);
-            (ok, v.cast(ScalarType::U32))
-        }
-        ScalarType::F32 => {
-            let v = f.let_("index_raw", v);
-            // Float to int truncates toward zero and saturates, so ±∞ stays out of range.
-            let i = f.let_("index", v.clone().cast(ScalarType::I32));
-            let ok = v.clone().eq(v) & i.clone().ge(0i32) & i.clone().lt(len as i32);
-            (ok, i.cast(ScalarType::U32))
-        }
-        // Not index dtypes (the spec's validation refuses them): nothing is routed.
-        ScalarType::F16
-        | ScalarType::Bf16
-        | ScalarType::F64
-        | ScalarType::Bool
-        | ScalarType::U8
-        | ScalarType::I8
-        | ScalarType::U16
-        | ScalarType::I16 => (E::from(false), E::from(0u32)),
-    }
-}
 
 /// Backward of max or average pooling (see the module docs for the schedules).
 pub(super) fn pool2d_backward(
@@ -367,7 +332,7 @@ fn pool_backward_gather(
                 let g = n.load(mems[0], spec.dtype, o.clone());
                 let term = if is_max {
                     let t = spec.index_dtype.unwrap_or(ScalarType::U32);
-                    let (ok, i) = index_read(f, mems[1].at(o), t, plane_len);
+                    let (ok, i) = resolve_index(f, mems[1].at(o), t, plane_len as usize, false);
                     (ok & i.eq(pixel.clone())).select(g, n.lit(0.0))
                 } else {
                     let count = match &rows {
@@ -458,7 +423,7 @@ fn max_backward_scatter(spec: &Pool2dBackwardSpec, caps: &TargetCaps) -> Result<
         let in_base = f.let_("in_base", plane * plane_len);
         f.for_("o", 0u32, out_len, 1, |f, o| {
             let at = f.let_("at", out_base.clone() + o);
-            let (ok, i) = index_read(f, mems[1].at(at.clone()), index_dtype, plane_len);
+            let (ok, i) = resolve_index(f, mems[1].at(at.clone()), index_dtype, plane_len as usize, false);
             f.if_(ok, |f| {
                 let dst = f.let_("dst", in_base.clone() + i);
                 let sum =

@@ -49,5 +49,14 @@ pub(super) fn reduce() -> Vec<ReduceSpec> {
         red(ArgMax, I32, &[6, 8], &[0], false, Some(I32), false),
         red(Sum, F16, &[5, 12], &[0], false, None, true),
         red(Min, F64, &[3, 7, 4], &[1], true, None, false),
+        // Every integer width: sums wrap at the dtype's width; i64 arg indices.
+        red(Sum, I64, &[7, 33], &[1], false, None, false),
+        red(Sum, U8, &[5, 40], &[1], false, None, false),
+        red(Max, I8, &[6, 13, 4], &[0, 2], false, None, false),
+        red(Min, U16, &[9, 8], &[0], true, None, false),
+        red(Sum, I16, &[300, 3], &[0], false, None, true),
+        red(ArgMax, F32, &[4, 100], &[1], false, Some(I64), false),
+        red(ArgMin, I64, &[33, 5], &[0], false, Some(I64), false),
+        red(Max, I64, &[2, 3, 4, 5], &[0, 1, 2, 3], false, None, false),
     ]
 }

@@ -49,6 +49,8 @@ pub(super) fn cross_entropy() -> Vec<CrossEntropySpec> {
         (F64, F32, 5, 255, false, false, true),
         (F16, U32, 3, 1000, true, true, true),
         (Bf16, I32, 6, 13, false, false, false),
+        // i64 targets (PyTorch's `cross_entropy`, rustd).
+        (F32, I64, 9, 11, true, true, true),
     ]
     .into_iter()
     .map(

@@ -17,6 +17,7 @@
 //! per element (max; `e^{x−m}` into `y` and its sum; scale `y`). Statistics
 //! accumulate in f32 for f16/bf16 and in f64 for f64.
 
+use crate::lower::index::resolve_index;
 use crate::lower::math::{bind, compute_type, Num};
 use crate::lower::reduction::{
     lowest_finite, row_kernel, Buf, Extremum, Group, LogSumExp, Step, Sum, Tree, View,
@@ -297,32 +298,11 @@ pub(super) fn softmax_backward(
 }
 
 /// A target id as `(class, valid)`: `class` is `classes` (matching no column) when
-/// the id is out of range; f32 ids truncate toward zero, as the reference reads them.
+/// the id is out of range ([`resolve_index`]: f32 ids truncate toward zero, as the
+/// reference reads them).
 fn decode_target(f: &mut Body, t: E, index_dtype: ScalarType, classes: u32) -> (E, E) {
-    let t = bind(f, "target", t);
-    let valid = match index_dtype {
-        ScalarType::U32 => t.clone().lt(classes),
-        ScalarType::I32 => t.clone().ge(0i32) & t.clone().lt(classes as i32),
-        ScalarType::I64 => t.clone().ge(0i64) & t.clone().lt(classes as i64),
-        // trunc(t) ∈ [0, classes) ⟺ −1 < t < classes; NaN fails both.
-        ScalarType::F32 => t.clone().gt(-1.0f32) & t.clone().lt(classes as f32),
-        // Not index dtypes (the spec's validation refuses them): no target is valid.
-        ScalarType::F16
-        | ScalarType::Bf16
-        | ScalarType::F64
-        | ScalarType::Bool
-        | ScalarType::U8
-        | ScalarType::I8
-        | ScalarType::U16
-        | ScalarType::I16 => E::from(false),
-    };
-    let valid = f.let_("valid_target", valid);
-    let as_u32 = if index_dtype == ScalarType::U32 {
-        t
-    } else {
-        t.cast(ScalarType::U32)
-    };
-    let class = f.let_("class", valid.clone().select(as_u32, classes));
+    let (valid, r) = resolve_index(f, t, index_dtype, classes as usize, false);
+    let class = f.let_("class", valid.clone().select(r, classes));
     (class, valid)
 }
 

@@ -50,9 +50,11 @@ pub(super) fn adam(s: &AdamSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
         let p_out = p - c.lr * (q + decay);
         let sq = q.abs() * (relative(sm[k], mk) + relative(sv[k], vk) / 2.0 + 4.0);
         sp[k] = p.abs() + c.lr.abs() * (sq + 2.0 * decay.abs()) + p_out.abs();
-        // Past the compute type's range on the way (g², the moments, the step).
+        // Past the compute type's range on the way (g², the moments, the step; the
+        // step before `lr` scales it too: at `lr = ±0` an infinite step makes the
+        // kernel's `lr·q` NaN, as PyTorch's, where the exact value is 0).
         let limit = max_of(s.dtype);
-        let on_the_way = [g, g * g, mk, vk, c.lr * q, decay, wd_p];
+        let on_the_way = [g, g * g, mk, vk, q, c.lr * q, decay, wd_p];
         if on_the_way.iter().any(|v| v.abs() > limit) {
             sp[k] = OVERFLOWS;
             sm[k] = OVERFLOWS;

@@ -328,7 +328,9 @@ fn packed_scalars_reach_the_kernel_on_every_shader_path() {
                 &dev,
                 &b.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<_>>(),
             );
-            let outs: Vec<Arc<Storage>> = (0..4).map(|_| poisoned(&dev, 16)).collect();
+            let mut outs: Vec<Arc<Storage>> = (0..3).map(|_| poisoned(&dev, 16)).collect();
+            // 16 bools: 16 bytes, four packed words.
+            outs.push(poisoned(&dev, 4));
             let launch = LaunchRef {
                 exe: &exe,
                 grid: [1, 1, 1],
@@ -354,12 +356,12 @@ fn packed_scalars_reach_the_kernel_on_every_shader_path() {
             assert_eq!(words(&outs[1]), want_u, "out_u, {case}");
             let want_f: Vec<u32> = b.iter().map(|&v| (v * sf).to_bits()).collect();
             assert_eq!(words(&outs[2]), want_f, "out_f, {case}");
-            // Bool elements are u32 words, true stored as 1.
-            let want_b: Vec<u32> = a
+            // Bool elements are bytes, true stored as 1.
+            let want_b: Vec<u8> = a
                 .iter()
-                .map(|&v| u32::from(if sb { v > 0 } else { v <= 0 }))
+                .map(|&v| u8::from(if sb { v > 0 } else { v <= 0 }))
                 .collect();
-            assert_eq!(words(&outs[3]), want_b, "out_b, {case}");
+            assert_eq!(outs[3].read_bytes().expect("downloads"), want_b, "out_b, {case}");
         }
     }
 }
