@@ -3,8 +3,9 @@
 //! ([`Runtime::run_into`]).
 //!
 //! Invariants:
-//! - A view lies inside its buffer and starts at a multiple of its element size and of
-//!   4 bytes ([`View::new`] checks); its elements are dense and row-major.
+//! - A view lies inside its buffer and starts at a multiple of its element size
+//!   ([`View::new`] checks: a `u8` view may start at any byte); its elements are dense
+//!   and row-major.
 //! - Every call that touches a buffer's bytes (reads, writes, copies, fills, ops run
 //!   into views) holds the runtime's memory lock, so calls on buffers are serialised
 //!   and a launch never races a host access.
@@ -91,10 +92,11 @@ pub struct View {
 impl View {
     /// A view of `shape` elements of `dtype` starting `offset` bytes into `buffer`.
     /// Errors: [`RuntimeError::Misaligned`] unless `offset` is a multiple of the
-    /// element size and of 4 bytes (what every device's loads need),
+    /// element size (what every device's loads of one element need; a device that
+    /// binds only aligned ranges, wgpu, stages other views through a copy),
     /// [`RuntimeError::OutOfRange`] unless the elements fit inside the buffer.
     pub fn new(buffer: &Buffer, offset: usize, dtype: ScalarType, shape: &[usize]) -> Result<View> {
-        let alignment = (dtype.size_bytes() as usize).max(MIN_VIEW_ALIGNMENT);
+        let alignment = dtype.size_bytes() as usize;
         if offset % alignment != 0 {
             return Err(RuntimeError::Misaligned {
                 what: format!("a {dtype} view"),
@@ -191,8 +193,6 @@ pub(crate) fn alignment_class(offset: usize) -> usize {
     }
 }
 
-/// The alignment every view has: devices load whole 4-byte words at least.
-const MIN_VIEW_ALIGNMENT: usize = 4;
 /// The alignment of an allocation's start, which plans assume unless told less (the
 /// widest vector access: 4 f32 lanes).
 pub(crate) const FULL_ALIGNMENT: usize = 16;

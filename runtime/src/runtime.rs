@@ -462,7 +462,7 @@ impl Runtime {
     fn lower(&self, spec: &OpSpec, caps: &TargetCaps) -> Result<Arc<Plan>> {
         Ok(Arc::new(lower(spec, caps).map_err(|source| {
             RuntimeError::Lower {
-                device: self.device_name(),
+                device: format!("{} [{}]", self.device_name(), self.target_name()),
                 source: Box::new(source),
             }
         })?))

@@ -157,6 +157,67 @@ fn ops_write_into_views_at_offsets_and_nothing_else() {
     }
 }
 
+/// Narrow views at any offset their element size allows: a u8 `add` (wrapping) from
+/// and into views at odd byte offsets, a comparison into a bool view next to them, an
+/// i16 view at a 2-byte offset; every byte outside the outputs keeps its value (on
+/// wgpu the packed words are shared with neighbours and written atomically, or the
+/// views are staged).
+#[test]
+fn narrow_views_at_odd_offsets_write_their_bytes_only() {
+    for rt in &runtimes() {
+        let buf = filled(rt, 1024, 0xA5);
+        let n = 37;
+        let (xo, yo, oo, bo) = (1, 101, 203, 307);
+        let xv = buf.view(xo, ScalarType::U8, &[n]).unwrap();
+        let yv = buf.view(yo, ScalarType::U8, &[n]).unwrap();
+        let ov = buf.view(oo, ScalarType::U8, &[n]).unwrap();
+        let bv = buf.view(bo, ScalarType::Bool, &[n]).unwrap();
+        let x: Vec<u8> = (0..n).map(|i| (i * 7) as u8).collect();
+        let y: Vec<u8> = (0..n).map(|i| 250 - i as u8).collect();
+        rt.write_view(&xv, &x).unwrap();
+        rt.write_view(&yv, &y).unwrap();
+        let before = contents(rt, &buf);
+        let add = spec(&format!(
+            r#"{{"op":"binary","func":"add","dtype":"u8","lhs":[{n}],"rhs":[{n}]}}"#
+        ));
+        rt.run_into(&add, &[&xv, &yv], &[&ov])
+            .unwrap_or_else(|e| panic!("{}: u8 add: {e}", name(rt)));
+        let lt = spec(&format!(
+            r#"{{"op":"binary","func":"lt","dtype":"u8","lhs":[{n}],"rhs":[{n}],"out_dtype":"bool"}}"#
+        ));
+        rt.run_into(&lt, &[&xv, &yv], &[&bv])
+            .unwrap_or_else(|e| panic!("{}: u8 lt: {e}", name(rt)));
+        let sum: Vec<u8> = x.iter().zip(&y).map(|(a, b)| a.wrapping_add(*b)).collect();
+        let less: Vec<bool> = x.iter().zip(&y).map(|(a, b)| a < b).collect();
+        assert_eq!(rt.read_view::<u8>(&ov).unwrap(), sum, "{}", name(rt));
+        assert_eq!(rt.read_view::<bool>(&bv).unwrap(), less, "{}", name(rt));
+        let after = contents(rt, &buf);
+        for (i, (b, a)) in before.iter().zip(&after).enumerate() {
+            let written = (oo..oo + n).contains(&i) || (bo..bo + n).contains(&i);
+            if !written {
+                assert_eq!(b, a, "{}: byte {i} outside the outputs changed", name(rt));
+            }
+        }
+        // i16 at a 2-byte offset: negation wraps (−(−32768) = −32768).
+        let hv = buf.view(502, ScalarType::I16, &[5]).unwrap();
+        let hout = buf.view(602, ScalarType::I16, &[5]).unwrap();
+        rt.write_view(&hv, &[i16::MIN, -1, 0, 7, i16::MAX]).unwrap();
+        let neg = spec(r#"{"op":"unary","func":"neg","dtype":"i16","shape":[5]}"#);
+        rt.run_into(&neg, &[&hv], &[&hout]).unwrap();
+        assert_eq!(
+            rt.read_view::<i16>(&hout).unwrap(),
+            vec![i16::MIN, 1, 0, -7, -i16::MAX],
+            "{}",
+            name(rt)
+        );
+        // Views misaligned for their element stay refused.
+        assert!(matches!(
+            buf.view(1, ScalarType::I16, &[2]),
+            Err(RuntimeError::Misaligned { .. })
+        ));
+    }
+}
+
 #[test]
 fn f64_views_at_eight_byte_offsets_use_narrow_vectors() {
     for rt in &runtimes() {

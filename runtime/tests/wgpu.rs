@@ -614,3 +614,39 @@ fn sixteen_threads_share_one_runtime_and_one_compile() {
     // Every other request was served from memory (or waited for the one compile).
     assert_eq!(stats.memory_hits, 159, "{stats:?}");
 }
+
+/// i64 is refused where WGSL is the shader language (it has no 64-bit integers) with a
+/// typed lowering error naming the dtype and the target; kernelc's SPIR-V runs it where
+/// the device has `SHADER_INT64` (lavapipe does).
+#[test]
+fn i64_ops_are_refused_naming_the_dtype_and_target_where_wgsl_has_none() {
+    let spec: OpSpec = serde_json::from_str(
+        r#"{"op":"binary","func":"add","dtype":"i64","lhs":[3],"rhs":[3]}"#,
+    )
+    .unwrap();
+    for path in ShaderPath::ALL {
+        let Some(rt) = wgpu_runtime(
+            "i64_ops_are_refused_naming_the_dtype_and_target_where_wgsl_has_none",
+            path,
+            DiskCache::off(),
+        ) else {
+            continue;
+        };
+        let a = rt.tensor(&[3], &[1i64 << 40, -5, 7]).unwrap();
+        let b = rt.tensor(&[3], &[1i64, 5, i64::MAX]).unwrap();
+        match rt.run(&spec, &[&a, &b]) {
+            Ok(out) => {
+                assert!(rt.caps().i64, "{}: ran i64 without the caps", path.name());
+                let got = out[0].to_vec::<i64>().unwrap();
+                assert_eq!(got, vec![(1i64 << 40) + 1, 0, i64::MIN + 6], "{}", path.name());
+            }
+            Err(e @ RuntimeError::Lower { .. }) => {
+                assert!(!rt.caps().i64, "{}: refused i64 it has: {e}", path.name());
+                let message = e.to_string();
+                assert!(message.contains("i64"), "{message}");
+                assert!(message.contains(path.name()), "{message}");
+            }
+            Err(e) => panic!("{}: {e}", path.name()),
+        }
+    }
+}
