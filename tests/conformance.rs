@@ -159,7 +159,9 @@ fn every_kind_has_three_cases() {
 }
 
 /// Every kind lowers for a CPU-like, a GPU-like and a WebGPU-baseline target (or is
-/// refused with a typed error naming a dtype the target lacks).
+/// refused with a typed error naming a dtype the target lacks). A plan has launches,
+/// unless the op has a zero-sized tensor: then it launches nothing, and writes every
+/// non-empty output by a prefill (a fill or a copy) or a launch.
 #[test]
 fn every_kind_lowers_for_every_caps() {
     use kernelc::kernels::lower::{lower, LowerError};
@@ -170,12 +172,44 @@ fn every_kind_lowers_for_every_caps() {
     ] {
         for kind in OpKind::ALL {
             for spec in cases::for_kind(*kind) {
+                let sigs = spec.inputs().into_iter().chain(spec.outputs());
+                let empty = sigs.clone().any(|s| s.numel() == 0);
                 match lower(&spec, &caps) {
-                    Ok(plan) => assert!(
-                        !plan.launches.is_empty(),
+                    Ok(plan) if !empty => assert!(
+                        !plan.launches.is_empty() && plan.prefills.is_empty(),
                         "{} lowers to no launch",
                         spec.name()
                     ),
+                    Ok(plan) => {
+                        let written = |o: usize| {
+                            plan.prefills.iter().any(|p| p.output == o)
+                                || plan.launches.iter().any(|l| {
+                                    l.bindings
+                                        .iter()
+                                        .any(|b| *b == kernelc::kernels::lower::Binding::Output(o))
+                                })
+                        };
+                        for (o, out) in spec.outputs().iter().enumerate() {
+                            assert!(
+                                out.numel() == 0 || written(o),
+                                "{}: non-empty output {} is never written",
+                                spec.name(),
+                                out.name
+                            );
+                        }
+                        let no_empty_binding = plan.launches.iter().all(|l| {
+                            l.bindings.iter().all(|b| match b {
+                                kernelc::kernels::lower::Binding::Input(i) => {
+                                    spec.inputs()[*i].numel() > 0
+                                }
+                                kernelc::kernels::lower::Binding::Output(i) => {
+                                    spec.outputs()[*i].numel() > 0
+                                }
+                                _ => true,
+                            })
+                        });
+                        assert!(no_empty_binding, "{} binds an empty tensor", spec.name());
+                    }
                     Err(LowerError::UnsupportedDtype { .. }) => {}
                     Err(e) => panic!("{} does not lower: {e}", spec.name()),
                 }

@@ -71,8 +71,21 @@ pub trait Op: Clone + std::fmt::Debug + PartialEq + Sized {
     fn reference(&self, inputs: &[&[f64]]) -> Vec<Vec<f64>>;
 
     /// The kernels and launches of this op for a target with `caps`. Called on a
-    /// validated spec whose dtypes `caps` supports.
+    /// validated spec whose dtypes `caps` supports and none of whose tensors is empty
+    /// (zero-sized tensors go to [`Op::lower_empty`]).
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError>;
+
+    /// The plan of this op when an input has no elements but an output has some
+    /// (NumPy/ONNX semantics: a sum over an empty axis is 0, a gather from an empty
+    /// axis reads nothing, a GEMM with `k = 0` is its epilogue). Called on a validated
+    /// spec; an op with no meaning there is refused by its `validate`, so the default
+    /// is an internal error: an op whose inputs can be empty while an output is not
+    /// must define this. When every output is empty, nothing is lowered at all.
+    fn lower_empty(&self, _caps: &TargetCaps) -> Result<Plan, LowerError> {
+        Err(LowerError::Internal(
+            "an op with empty inputs and a non-empty output has no empty-input plan",
+        ))
+    }
 
     /// How far a target's float outputs may be from the reference (integer and bool
     /// outputs are always exact; see [`crate::tolerance`]).
@@ -262,6 +275,15 @@ macro_rules! catalogue {
             ) -> Result<$crate::lower::Plan, $crate::lower::LowerError> {
                 match self {
                     $( OpSpec::$variant(s) => $crate::op::Op::lower(s, caps), )*
+                }
+            }
+
+            pub(crate) fn lower_empty_unchecked(
+                &self,
+                caps: &$crate::lower::TargetCaps,
+            ) -> Result<$crate::lower::Plan, $crate::lower::LowerError> {
+                match self {
+                    $( OpSpec::$variant(s) => $crate::op::Op::lower_empty(s, caps), )*
                 }
             }
 

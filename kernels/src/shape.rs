@@ -85,13 +85,9 @@ pub fn normalize_axis(axis: i64, rank: usize) -> Result<usize, SpecError> {
     }
 }
 
-/// Checks that a tensor shape has no zero dimension and at most [`MAX_ELEMENTS`] elements.
+/// Checks that a tensor shape has at most [`MAX_ELEMENTS`] elements. A dimension may
+/// be 0: the tensor is empty (NumPy/ONNX), and lowering computes nothing for it.
 pub(crate) fn check_shape(what: &str, shape: &[usize]) -> Result<(), SpecError> {
-    if shape.contains(&0) {
-        return Err(SpecError::ZeroSized {
-            what: format!("{what} (shape {shape:?})"),
-        });
-    }
     let elements = shape
         .iter()
         .try_fold(1u128, |acc, &d| acc.checked_mul(d as u128))

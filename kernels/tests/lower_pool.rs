@@ -36,6 +36,10 @@ fn launch_structure() {
         let OpSpec::Pool2dBackward(b) = &s else {
             continue;
         };
+        if s.outputs().iter().all(|o| o.numel() == 0) {
+            // Zero-sized: nothing to launch.
+            continue;
+        }
         let plan = lower(&s, &caps).unwrap();
         // The gather is one launch; only window-less max routing needs two.
         let expected = if b.window.is_some() { 1 } else { 2 };

@@ -385,6 +385,10 @@ fn backward_norm_inputs_hold_the_statistics_of_x() {
     use kernelc_kernels::conformance::case_data;
     for kind in [OpKind::LayerNormBackward, OpKind::BatchNormBackward] {
         for spec in kind.cases() {
+            if spec.inputs()[1].numel() == 0 {
+                // No values: no forward statistics to hold.
+                continue;
+            }
             let data = case_data(&spec, 0x5eed);
             let sigs = spec.inputs();
             let x = &data.values[1];
@@ -429,11 +433,14 @@ fn backward_norm_inputs_hold_the_statistics_of_x() {
                 .map(|&v| round_to(spec.inputs()[1].dtype, v))
                 .collect();
             let k = saved.expect("a statistics input");
-            assert_eq!(
-                data.values[k],
-                want,
-                "{}",
-                serde_json::to_string(&spec).unwrap()
+            // NaN statistics (of rows with no features) equal NaN.
+            let same = |a: &f64, b: &f64| a == b || a.is_nan() && b.is_nan();
+            assert!(
+                data.values[k].len() == want.len()
+                    && data.values[k].iter().zip(&want).all(|(a, b)| same(a, b)),
+                "{}: {:?} vs {want:?}",
+                serde_json::to_string(&spec).unwrap(),
+                data.values[k]
             );
         }
     }

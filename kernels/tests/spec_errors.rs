@@ -74,23 +74,18 @@ fn shape_mismatch() {
 
 #[test]
 fn zero_sized() {
-    assert!(matches!(
-        err(unary(UnaryFn::Exp, F32, vec![3, 0])),
-        SpecError::ZeroSized { .. }
-    ));
-    assert!(matches!(
-        err(OpSpec::Gemm(GemmSpec::new(F32, 2, 0, 2))),
-        SpecError::ZeroSized { .. }
-    ));
+    // Empty tensors are valid (NumPy/ONNX): lowering computes nothing for them.
+    unary(UnaryFn::Exp, F32, vec![3, 0]).validate().unwrap();
+    OpSpec::Gemm(GemmSpec::new(F32, 2, 0, 2)).validate().unwrap();
+    OpSpec::Gemm(GemmSpec::new(F32, 2, 3, 0)).validate().unwrap();
     let mut a = match OpKind::Attention.example() {
         OpSpec::Attention(a) => a,
         _ => unreachable!(),
     };
     a.seq_k = 0;
-    assert!(matches!(
-        err(OpSpec::Attention(a)),
-        SpecError::ZeroSized { .. }
-    ));
+    a.mask = None;
+    OpSpec::Attention(a.clone()).validate().unwrap();
+    // Structure that cannot be zero is refused: no concat inputs, no heads.
     assert!(matches!(
         err(OpSpec::Concat(ConcatSpec {
             dtype: F32,
@@ -99,6 +94,41 @@ fn zero_sized() {
         })),
         SpecError::ZeroSized { .. }
     ));
+    a.heads = 0;
+    assert!(matches!(
+        err(OpSpec::Attention(a)),
+        SpecError::ZeroSized { .. }
+    ));
+    // What has no answer over nothing is refused, saying why: the argmax of an empty
+    // axis, batch statistics of no values, adaptive pooling of an empty image.
+    let e = err(OpSpec::Reduce(ReduceSpec {
+        func: ReduceFn::ArgMax,
+        dtype: F32,
+        shape: vec![2, 0],
+        axes: vec![1],
+        keepdim: false,
+        index_dtype: Some(I64),
+        accumulate: false,
+    }));
+    assert!(e.to_string().contains("empty axis"), "{e}");
+    let e = err(OpSpec::BatchNorm(BatchNormSpec {
+        dtype: F32,
+        shape: vec![0, 3, 4],
+        eps: 1e-5,
+        momentum: 0.1,
+        training: true,
+    }));
+    assert!(e.to_string().contains("at least one value per channel"), "{e}");
+    let e = err(OpSpec::AdaptivePool2d(AdaptivePool2dSpec {
+        kind: PoolKind::Max,
+        pass: PoolPass::Forward,
+        dtype: F32,
+        batch: 1,
+        channels: 2,
+        in_size: [0, 4],
+        out_size: [2, 2],
+    }));
+    assert!(e.to_string().contains("every window is empty"), "{e}");
 }
 
 #[test]
@@ -345,10 +375,10 @@ fn reference_input_errors() {
         "{e:?}"
     );
     // An invalid spec is reported before the inputs are looked at.
-    let bad = unary(UnaryFn::Exp, F32, vec![0]);
+    let bad = unary(UnaryFn::Exp, I32, vec![2]);
     assert!(matches!(
         reference(&bad, &[]),
-        Err(SpecError::ZeroSized { .. })
+        Err(SpecError::UnsupportedDtype { .. })
     ));
 }
 

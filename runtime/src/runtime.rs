@@ -6,15 +6,16 @@
 //! two-level cache → allocates fresh outputs → launches in order.
 
 use crate::cache::{CacheKey, DiskCache, Lru, MemoryCache};
-use crate::device::{BindingRef, Device, DeviceChoice, Executable, LaunchRef};
+use crate::device::{BindingRef, Device, DeviceChoice, Executable, LaunchRef, Storage};
 use crate::element::{f64_to_bytes, to_bytes, Element};
 use crate::error::{Result, RuntimeError};
 use crate::memory::FULL_ALIGNMENT;
 use crate::options::RuntimeOptions;
 use crate::registry::Registry;
 use crate::tensor::Tensor;
+use kernelc_ir::interp::HostBuffer;
 use kernelc_ir::{passes, ScalarType};
-use kernelc_kernels::lower::{lower, Binding, Plan, TargetCaps};
+use kernelc_kernels::lower::{lower, Binding, Plan, Prefill, PrefillSource, TargetCaps};
 use kernelc_kernels::spec::{OpSpec, TensorSig};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -391,6 +392,9 @@ impl Runtime {
             )));
         }
         let plan = &prepared.plan;
+        for fill in &plan.prefills {
+            self.prefill(spec, fill, inputs, outputs)?;
+        }
         let temps = plan
             .temps
             .iter()
@@ -423,6 +427,51 @@ impl Runtime {
         self.device.execute(&launches)?;
         self.count_launches(launches.len());
         Ok(())
+    }
+
+    /// Writes one of a plan's prefills into its output, in stream order with the
+    /// launches (a device write or copy; no kernel).
+    fn prefill(
+        &self,
+        spec: &OpSpec,
+        fill: &Prefill,
+        inputs: &[BindingRef<'_>],
+        outputs: &[BindingRef<'_>],
+    ) -> Result<()> {
+        let bad = |what: &str| {
+            RuntimeError::Internal(format!("{}: a prefill {what}", spec.name()))
+        };
+        let sig = spec.outputs().into_iter().nth(fill.output).ok_or_else(|| bad("names no output"))?;
+        let out = outputs.get(fill.output).ok_or_else(|| bad("names no output"))?;
+        let bytes = match &fill.source {
+            PrefillSource::Value(v) => HostBuffer::new(sig.dtype, vec![*v; sig.numel()]).to_bytes(),
+            PrefillSource::Input(i) => match (inputs.get(*i), out) {
+                (Some(BindingRef::Buffer(src)), BindingRef::Buffer(dst)) if src.bytes == dst.bytes => {
+                    return Storage::copy_range(src.storage, src.offset, dst.storage, dst.offset, dst.bytes);
+                }
+                (Some(BindingRef::Buffer(src)), _) => src.storage.read_range(src.offset, src.bytes)?,
+                (Some(BindingRef::Host(src)), _) => {
+                    // SAFETY: a host range points at `bytes` initialised bytes borrowed
+                    // for the call (`HostRange::read_only`/`writable`), not written while
+                    // this shared view of them lives.
+                    unsafe { std::slice::from_raw_parts(src.ptr(), src.bytes()) }.to_vec()
+                }
+                (Some(BindingRef::Scalar(_)) | None, _) => return Err(bad("copies a missing input")),
+            },
+        };
+        match out {
+            BindingRef::Buffer(dst) if dst.bytes == bytes.len() => dst.storage.write_range(dst.offset, &bytes),
+            BindingRef::Host(dst) if dst.is_writable() && dst.bytes() == bytes.len() => {
+                // SAFETY: a writable host range is the caller's `&mut [u8]` of `bytes`
+                // bytes borrowed for the call; nothing else reads or writes it meanwhile
+                // (the CPU device runs launches after this, on the same thread's call).
+                unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst.ptr(), bytes.len()) };
+                Ok(())
+            }
+            BindingRef::Buffer(_) | BindingRef::Host(_) | BindingRef::Scalar(_) => {
+                Err(bad("does not fit its output"))
+            }
+        }
     }
 
     pub(crate) fn count_launches(&self, n: usize) {

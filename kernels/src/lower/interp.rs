@@ -1,7 +1,7 @@
 //! Running a [`Plan`] on the reference interpreter: the executable meaning of a
 //! lowered op, and the first executor of the conformance harness.
 
-use super::{Binding, Plan};
+use super::{Binding, Plan, PrefillSource};
 use kernelc_ir::interp::{self, Arg, HostBuffer, InterpError};
 use kernelc_ir::Scalar;
 use thiserror::Error;
@@ -17,6 +17,8 @@ pub enum PlanRunError {
     },
     #[error("launch {launch} binds {binding:?}, which the caller did not provide")]
     MissingBuffer { launch: usize, binding: Binding },
+    #[error("a prefill of output {output} names a buffer the caller did not provide, or one of another length")]
+    MissingPrefill { output: usize },
 }
 
 /// Runs every launch of `plan` in order, with `uniforms` the per-call values of the
@@ -34,6 +36,19 @@ pub fn run_plan(
         .iter()
         .map(|t| HostBuffer::filled(t.dtype, t.len as usize, poison(t.dtype)))
         .collect();
+    for fill in &plan.prefills {
+        let missing = || PlanRunError::MissingPrefill { output: fill.output };
+        let len = outputs.get(fill.output).ok_or_else(missing)?.len();
+        let data = match &fill.source {
+            PrefillSource::Value(v) => vec![*v; len],
+            PrefillSource::Input(i) => inputs.get(*i).ok_or_else(missing)?.data.clone(),
+        };
+        let out = outputs.get_mut(fill.output).ok_or_else(missing)?;
+        if data.len() != len {
+            return Err(missing());
+        }
+        out.data = data;
+    }
     for (index, launch) in plan.launches.iter().enumerate() {
         let missing = |binding: &Binding| PlanRunError::MissingBuffer {
             launch: index,
@@ -75,14 +90,15 @@ pub fn run_plan(
     Ok(())
 }
 
-/// A value no correct kernel leaves in an output: NaN, or `0xDEADBEEF` for integers.
+/// A value no correct kernel leaves in an output: NaN, or `0xDEADBEEF` (its low
+/// bits for the narrow integers) for integers.
 pub fn poison(dtype: kernelc_ir::ScalarType) -> Scalar {
     use kernelc_ir::ScalarType as T;
     match dtype {
         T::Bool => Scalar::Bool(true),
-        T::I32 => Scalar::I32(0xDEAD_BEEFu32 as i32),
-        T::U32 => Scalar::U32(0xDEAD_BEEF),
-        T::I64 => Scalar::I64(0xDEAD_BEEF),
-        float => Scalar::from_f64(float, f64::NAN),
+        T::I32 | T::U32 | T::I64 | T::U8 | T::I8 | T::U16 | T::I16 => {
+            Scalar::int_wrapping(dtype, 0xDEAD_BEEF).unwrap_or(Scalar::zero(dtype))
+        }
+        T::F16 | T::Bf16 | T::F32 | T::F64 => Scalar::from_f64(dtype, f64::NAN),
     }
 }

@@ -24,7 +24,9 @@ pub use caps::TargetCaps;
 pub use interp::{poison, run_plan, PlanRunError};
 pub(crate) use plan::declare_tensor;
 pub(crate) use plan::PlanBuilder;
-pub use plan::{Binding, Launch, Plan, ScalarParam, TempBuffer, Uniform, Uniforms};
+pub use plan::{
+    Binding, Launch, Plan, Prefill, PrefillSource, ScalarParam, TempBuffer, Uniform, Uniforms,
+};
 
 use crate::error::SpecError;
 use crate::spec::OpSpec;
@@ -68,6 +70,14 @@ pub fn lower(spec: &OpSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
                 dtype: sig.dtype,
             });
         }
+    }
+    // Zero-sized tensors: nothing to compute when every output is empty; an op's own
+    // empty-input plan when only inputs are (no kernel ever sees a buffer of length 0).
+    if spec.outputs().iter().all(|o| o.numel() == 0) {
+        return Ok(Plan::default());
+    }
+    if spec.inputs().iter().any(|i| i.numel() == 0) {
+        return spec.lower_empty_unchecked(caps);
     }
     spec.lower_unchecked(caps)
 }

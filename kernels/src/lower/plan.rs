@@ -41,12 +41,35 @@ pub struct TempBuffer {
     pub len: u64,
 }
 
-/// An op lowered for one target: launches run in order, each seeing the writes of the
-/// ones before it.
+/// What a [`Prefill`] writes into its output.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PrefillSource {
+    /// Every element this value (of the output's dtype, as a store leaves it).
+    Value(Scalar),
+    /// The elements of op input `i` (same dtype and element count).
+    Input(usize),
+}
+
+/// An output written before any launch without a kernel: by a device fill or copy.
+/// What an op over zero-sized inputs gives where its output is not empty (a
+/// reduction over an empty axis: its identity; a scatter of no rows: its initial
+/// value).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Prefill {
+    /// Output tensor `i` of the op.
+    pub output: usize,
+    pub source: PrefillSource,
+}
+
+/// An op lowered for one target: its prefills, then its launches in order, each
+/// seeing the writes of the ones before it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Plan {
     pub launches: Vec<Launch>,
     pub temps: Vec<TempBuffer>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prefills: Vec<Prefill>,
 }
 
 impl Plan {
@@ -54,8 +77,59 @@ impl Plan {
     pub fn single(launch: Launch) -> Plan {
         Plan {
             launches: vec![launch],
-            temps: Vec::new(),
+            ..Plan::default()
         }
+    }
+
+    /// A plan that writes its outputs without kernels.
+    pub fn prefilled(prefills: Vec<Prefill>) -> Plan {
+        Plan {
+            prefills,
+            ..Plan::default()
+        }
+    }
+
+    /// A plan that writes every element of output `output` with `value` (the zero of
+    /// a sum of nothing, a reduction's identity), without kernels.
+    pub fn filled(output: usize, value: Scalar) -> Plan {
+        Plan::filled_all(&[output], value)
+    }
+
+    /// A plan that writes `value` into every element of each of `outputs`.
+    pub fn filled_all(outputs: &[usize], value: Scalar) -> Plan {
+        Plan::prefilled(
+            outputs
+                .iter()
+                .map(|&output| Prefill {
+                    output,
+                    source: PrefillSource::Value(value),
+                })
+                .collect(),
+        )
+    }
+
+    /// This plan with every op input `i` it refers to renamed `inputs[i]`: the plan of
+    /// an op over a subset of another op's inputs (a concat of its non-empty pieces),
+    /// serving that other op.
+    pub fn with_inputs(mut self, inputs: &[usize]) -> Plan {
+        let rename = |i: &mut usize| {
+            if let Some(&to) = inputs.get(*i) {
+                *i = to;
+            }
+        };
+        for launch in &mut self.launches {
+            for b in &mut launch.bindings {
+                if let Binding::Input(i) = b {
+                    rename(i);
+                }
+            }
+        }
+        for fill in &mut self.prefills {
+            if let PrefillSource::Input(i) = &mut fill.source {
+                rename(i);
+            }
+        }
+        self
     }
 }
 
@@ -79,6 +153,7 @@ impl PlanBuilder {
         Plan {
             launches: self.launches,
             temps: self.temps,
+            prefills: Vec::new(),
         }
     }
 }

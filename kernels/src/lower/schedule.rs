@@ -126,3 +126,26 @@ impl Grid1d {
         [self.invocations, 1, 1]
     }
 }
+
+/// One launch writing `value` (a value of `dtype`'s value type) into every element
+/// of the `len`-element buffer `binding` names (a temporary the plan needs zeroed).
+pub(crate) fn fill_launch(
+    name: &str,
+    caps: &TargetCaps,
+    binding: super::Binding,
+    dtype: kernelc_ir::ScalarType,
+    len: u64,
+    value: kernelc_ir::Scalar,
+) -> Result<super::Launch, LowerError> {
+    let grid = plan_1d(len, caps, 1)?;
+    let mut k = KernelBuilder::new(name, grid.workgroup_size());
+    let out = k.buffer("out", dtype, len, kernelc_ir::Access::Write);
+    let kernel = k.build(|b| {
+        grid.for_each_item(b, |b, i| b.store(out, i, E(kernelc_ir::Expr::Lit(value))));
+    })?;
+    Ok(super::Launch {
+        kernel,
+        grid: grid.grid,
+        bindings: vec![binding],
+    })
+}

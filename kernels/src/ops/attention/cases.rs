@@ -78,6 +78,10 @@ pub(super) fn attention() -> Vec<AttentionSpec> {
         attn(Bf16, Bshd, [1, 3, 1], [7, 70, 16], true, None),
         // 70 queries over 5 keys, key mask broadcast over everything else.
         attn(F32, Bshd, [1, 2, 1], [70, 5, 13], false, Some(vec![5])),
+        // No keys: every output row is a sum of nothing (zeros, as PyTorch's
+        // softmax-then-matmul). No queries: nothing.
+        attn(F32, Bhsd, [1, 2, 1], [3, 0, 8], false, None),
+        attn(F32, Bshd, [2, 2, 2], [0, 5, 8], true, None),
     ]
 }
 
@@ -101,5 +105,6 @@ pub(super) fn rope() -> Vec<RopeSpec> {
         case(F32, F32, [2, 7, 3, 16, 11]),
         // i64 positions (PyTorch's `position_ids`).
         case(F32, I64, [2, 4, 2, 8, 9]),
+        case(F32, I32, [2, 0, 2, 8, 9]),
     ]
 }

@@ -1,6 +1,6 @@
 //! Specs of the attention family: scaled dot-product attention and rotary embeddings.
 
-use kernelc_ir::ScalarType;
+use kernelc_ir::{Scalar, ScalarType};
 use serde::{Deserialize, Serialize};
 
 use super::{cases, condition, lower, reference};
@@ -80,12 +80,10 @@ impl AttentionSpec {
 impl Op for AttentionSpec {
     fn validate(&self) -> Result<(), SpecError> {
         check_dtype("attention", self.dtype, FLOATS)?;
-        check_dim("attention batch", self.batch)?;
+        // Head counts shape the grouping (kv_heads divides heads); batch, sequence
+        // lengths and head_dim may be 0 (empty tensors).
         check_dim("attention heads", self.heads)?;
         check_dim("attention kv_heads", self.kv_heads)?;
-        check_dim("attention seq_q", self.seq_q)?;
-        check_dim("attention seq_k", self.seq_k)?;
-        check_dim("attention head_dim", self.head_dim)?;
         if self.heads % self.kv_heads != 0 {
             return Err(SpecError::bad_attr(
                 "kv_heads",
@@ -151,6 +149,11 @@ impl Op for AttentionSpec {
     }
     fn condition(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
         condition::attention(self, i)
+    }
+    /// No keys: each output row is a weighted sum of nothing, zeros (PyTorch's
+    /// softmax over an empty axis, then the product with an empty `V`).
+    fn lower_empty(&self, _caps: &TargetCaps) -> Result<Plan, LowerError> {
+        Ok(Plan::filled(0, Scalar::zero(self.dtype)))
     }
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::attention(self, caps)

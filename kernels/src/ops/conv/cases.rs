@@ -71,7 +71,30 @@ pub(super) fn conv_cases() -> Vec<Conv2dSpec> {
         (F32, 2, 2, 3, [16, 16], sq(3, 1, 1), false),
         (Bf16, 2, 2, 2, [6, 6], sq(3, 2, 1), false),
     ];
+    // Zero-sized: no input channels (the output is the bias, or zeros), no output
+    // channels, no batch (the filter gradient is a sum of nothing: zeros).
+    let empty: [(ConvPass, ConvCase); 5] = [
+        (ConvPass::Forward, (F32, 2, 0, 3, [4, 4], sq(3, 1, 1), true)),
+        (ConvPass::Forward, (F32, 1, 2, 0, [4, 4], sq(1, 1, 0), false)),
+        (ConvPass::BackwardData, (F32, 1, 2, 0, [5, 5], sq(3, 1, 1), false)),
+        (ConvPass::BackwardFilter, (F32, 0, 2, 3, [5, 5], sq(3, 1, 1), false)),
+        (ConvPass::Forward, (F32, 0, 2, 3, [5, 5], sq(3, 1, 1), true)),
+    ];
     let mut v = Vec::new();
+    for (pass, case) in empty {
+        let (dtype, batch, in_channels, out_channels, [height, width], window, bias) = case;
+        v.push(Conv2dSpec {
+            dtype,
+            pass,
+            batch,
+            in_channels,
+            out_channels,
+            height,
+            width,
+            window,
+            bias,
+        });
+    }
     for (pass, list) in [
         (ConvPass::Forward, &forward[..]),
         (ConvPass::BackwardData, &backward_data[..]),
@@ -97,9 +120,11 @@ pub(super) fn conv_cases() -> Vec<Conv2dSpec> {
 /// `(dtype, batch, channels, [height, width], window)`.
 type PatchCase = (ScalarType, usize, usize, [usize; 2], Window2d);
 
-fn patch_cases() -> [PatchCase; 5] {
+fn patch_cases() -> [PatchCase; 6] {
     let sq = Window2d::square;
     [
+        // No channels: empty patches (and, backward, zeros... of an empty image).
+        (F32, 2, 0, [4, 4], sq(3, 1, 1)),
         (F32, 1, 2, [4, 4], sq(3, 1, 1)),
         (F16, 2, 3, [7, 5], Window2d::new([3, 2], [2, 1], [1, 0])),
         (F32, 1, 1, [1, 1], sq(1, 1, 0)),

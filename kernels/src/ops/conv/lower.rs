@@ -43,8 +43,11 @@ use crate::lower::tile::{
     add, and_opt, div, emit_gemm, rem, scale, to_u32, BiasAxis, Gather, GemmBias, GemmCore,
     GemmOperand, GemmOutput,
 };
-use crate::lower::{Binding, Launch, LowerError, Plan, PlanBuilder, TargetCaps};
-use crate::spec::{Col2imSpec, Conv2dSpec, ConvPass, Im2colSpec, Nchw, OpSpec, Window2d};
+use crate::lower::map::{arg, first_output, map_plan, Operand};
+use crate::lower::{Binding, Launch, LowerError, Plan, PlanBuilder, TargetCaps, Uniforms};
+use crate::spec::{
+    Col2imSpec, Conv2dSpec, ConvPass, Im2colSpec, Nchw, OpSpec, TensorSig, Window2d,
+};
 use kernelc_ir::builder::*;
 use kernelc_ir::{Access, Scalar, ScalarType};
 
@@ -771,4 +774,26 @@ mod tests {
             }
         }
     }
+}
+
+/// A forward convolution that sums nothing (no input channels, or windows that see
+/// only padding): the bias of each output channel, broadcast over batch and pixels.
+pub(super) fn bias_only(spec: &Conv2dSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
+    let op = OpSpec::Conv2d(spec.clone());
+    let out = first_output(op.outputs())?;
+    // The bias as `[K, 1, 1]`: NumPy broadcasting against `[N, K, OH, OW]`.
+    let bias = Operand {
+        sig: TensorSig::new("bias", spec.dtype, vec![spec.out_channels, 1, 1]),
+        binding: Binding::Input(2),
+    };
+    let none = Uniforms::new(&[]);
+    map_plan(
+        &format!("{}_bias", op.name()),
+        caps,
+        &out,
+        &[bias],
+        compute_type(spec.dtype),
+        (&none, &[]),
+        |_, n, v, _| arg(&v, 0, n),
+    )
 }

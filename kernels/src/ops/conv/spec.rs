@@ -1,13 +1,13 @@
 //! Specs of the convolution family.
 
-use kernelc_ir::ScalarType;
+use kernelc_ir::{Scalar, ScalarType};
 use serde::{Deserialize, Serialize};
 
 use super::{cases, lower, reference};
 use crate::error::SpecError;
 use crate::lower::{LowerError, Plan, TargetCaps};
 use crate::op::Op;
-use crate::shape::{check_dim, check_shape};
+use crate::shape::check_shape;
 use crate::spec::{check_dtype, mul, Alias, TensorSig, FLOATS};
 use crate::tolerance::Tolerance;
 
@@ -128,6 +128,13 @@ impl Window2d {
                 ));
             }
             let padded = input[d] as u128 + 2 * self.padding[d] as u128;
+            if pooling && input[d] == 0 && padded >= self.kernel[d] as u128 {
+                return Err(SpecError::bad_attr(
+                    &format!("padding[{d}]"),
+                    self.padding[d],
+                    &format!("pools an empty image {axis}: every window sees only padding"),
+                ));
+            }
             if padded < self.kernel[d] as u128 {
                 return Err(SpecError::bad_attr(
                     &format!("kernel[{d}]"),
@@ -208,7 +215,7 @@ impl Op for Conv2dSpec {
     fn validate(&self) -> Result<(), SpecError> {
         check_dtype("conv2d", self.dtype, FLOATS)?;
         check_shape("input", &self.input_shape())?;
-        check_dim("conv2d out_channels", self.out_channels)?;
+
         self.window.validate([self.height, self.width], false)?;
         check_shape("filter", &self.filter_shape())?;
         check_shape("output", &self.output_shape())?;
@@ -264,6 +271,15 @@ impl Op for Conv2dSpec {
     }
     fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
         reference::conv2d(self, i)
+    }
+    /// Sums of nothing: a forward pass without input channels (or whose windows see
+    /// only padding) is its bias, or zeros; a data gradient without output channels
+    /// and a filter gradient without a batch are zeros.
+    fn lower_empty(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
+        if self.pass == ConvPass::Forward && self.bias {
+            return lower::bias_only(self, caps);
+        }
+        Ok(Plan::filled(0, Scalar::zero(self.dtype)))
     }
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::conv2d(self, caps)
@@ -347,6 +363,11 @@ impl Op for Im2colSpec {
     }
     fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
         reference::im2col(self, i)
+    }
+    /// An empty image whose windows reach into the padding: every tap is padding,
+    /// zeros.
+    fn lower_empty(&self, _caps: &TargetCaps) -> Result<Plan, LowerError> {
+        Ok(Plan::filled(0, Scalar::zero(self.dtype)))
     }
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::im2col(self, caps)

@@ -41,6 +41,9 @@ pub(super) fn unary() -> Vec<UnarySpec> {
         (UnaryFn::Neg, I8, vec![2, 9]),
         (UnaryFn::Relu, I16, vec![5]),
         (UnaryFn::Relu, I64, vec![3, 7]),
+        // Zero-sized: nothing to compute.
+        (UnaryFn::Exp, F32, vec![0]),
+        (UnaryFn::Neg, I8, vec![3, 0, 2]),
     ] {
         v.push(UnarySpec { func, dtype, shape });
     }
@@ -64,6 +67,11 @@ pub(super) fn activation_backward() -> Vec<ActivationBackwardSpec> {
             v.push(ActivationBackwardSpec { func, dtype, shape });
         }
     }
+    v.push(ActivationBackwardSpec {
+        func: Activation::Silu,
+        dtype: F32,
+        shape: vec![4, 0],
+    });
     v
 }
 
@@ -126,6 +134,9 @@ pub(super) fn binary() -> Vec<BinarySpec> {
         (BinaryFn::Gt, U8, vec![2, 3, 5], vec![3, 1], Some(Bool)),
         (BinaryFn::Ne, F16, vec![17], vec![1], Some(Bool)),
         (BinaryFn::Ge, I8, vec![11], vec![11], None),
+        // Zero-sized: a 0 dimension broadcasts with 1 to 0.
+        (BinaryFn::Add, F32, vec![0], vec![1], None),
+        (BinaryFn::Eq, I64, vec![3, 0], vec![1, 1], Some(Bool)),
     ];
     for (func, dtype, lhs, rhs, out_dtype) in more {
         v.push(BinarySpec {
@@ -179,6 +190,14 @@ pub(super) fn scalar() -> Vec<ScalarSpec> {
             reversed: true,
             out_dtype: Some(Bool),
         },
+        ScalarSpec {
+            func: BinaryFn::Mul,
+            dtype: F16,
+            shape: vec![0, 5],
+            scalar: 2.0,
+            reversed: false,
+            out_dtype: None,
+        },
     ])
     .collect()
 }
@@ -193,6 +212,7 @@ pub(super) fn where_() -> Vec<WhereSpec> {
         (Bool, Bool, vec![17], vec![17], vec![1]),
         (U8, I64, vec![2, 6], vec![6], vec![2, 1]),
         (I8, U8, vec![9], vec![9], vec![9]),
+        (F32, Bool, vec![0, 1], vec![1, 3], vec![3]),
     ]
     .into_iter()
     .map(|(dtype, cond_dtype, cond, a, b)| WhereSpec {
@@ -234,6 +254,7 @@ pub(super) fn cast() -> Vec<CastSpec> {
         (U8, Bool, vec![10]),
         (Bool, F32, vec![6]),
         (I16, U16, vec![5]),
+        (F32, I64, vec![0]),
     ]
     .into_iter()
     .map(|(from, to, shape)| CastSpec { from, to, shape })
@@ -270,6 +291,11 @@ pub(super) fn fill() -> Vec<FillSpec> {
         FillSpec {
             dtype: Bool,
             shape: vec![6],
+            value: FillValue::Constant { value: 1.0 },
+        },
+        FillSpec {
+            dtype: F32,
+            shape: vec![2, 0],
             value: FillValue::Constant { value: 1.0 },
         },
         FillSpec {

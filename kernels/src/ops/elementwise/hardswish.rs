@@ -139,7 +139,7 @@ impl Op for HardswishSpec {
         }
     }
     fn cases() -> Vec<Self> {
-        let shapes = [vec![1], vec![7, 13], vec![1000], vec![3, 85]];
+        let shapes = [vec![1], vec![7, 13], vec![1000], vec![3, 85], vec![0, 4]];
         shapes
             .into_iter()
             .enumerate()

@@ -196,7 +196,7 @@ impl Op for SoftplusSpec {
     fn cases() -> Vec<Self> {
         let mut v = Vec::new();
         let params = [(1.0, 20.0), (2.0, 5.0), (0.5, 3.0)];
-        let shapes = [vec![1], vec![7, 13], vec![1000], vec![257]];
+        let shapes = [vec![1], vec![7, 13], vec![1000], vec![257], vec![0]];
         for (i, shape) in shapes.into_iter().enumerate() {
             for backward in [false, true] {
                 let (beta, threshold) = params[(i + backward as usize) % 3];

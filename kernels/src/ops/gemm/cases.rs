@@ -102,5 +102,24 @@ pub(super) fn gemm_cases() -> Vec<GemmSpec> {
     let mut s = g(F32, 1, 1, 1);
     s.bias = true;
     v.push(s);
+    // Zero-sized: k = 0 is the epilogue alone (β·C + bias, or zeros); m = 0 and an
+    // empty batch compute nothing.
+    let mut s = g(F32, 5, 7, 0);
+    s.beta = 0.5;
+    s.bias = true;
+    v.push(s);
+    let mut s = g(F64, 4, 3, 0);
+    s.layout = Layout::ColMajor;
+    s.trans_a = true;
+    s.batch = vec![2];
+    v.push(s);
+    let mut s = g(F32, 6, 9, 0);
+    (s.lda, s.ldb, s.ldc) = (Some(3), Some(12), Some(11));
+    s.beta = 1.0;
+    v.push(s);
+    v.push(g(F32, 0, 4, 3));
+    let mut s = g(F32, 3, 3, 3);
+    s.batch = vec![0, 2];
+    v.push(s);
     v
 }

@@ -9,7 +9,7 @@ use crate::lower::math::compute_type;
 use crate::lower::Uniform;
 use crate::lower::{LowerError, Plan, TargetCaps};
 use crate::op::Op;
-use crate::shape::{check_count, check_dim, check_shape, numel};
+use crate::shape::{check_count, check_shape, numel};
 use crate::spec::{check_dtype, check_finite, Alias, TensorSig, FLOATS};
 use crate::tolerance::Tolerance;
 
@@ -104,8 +104,12 @@ impl MatrixPlacement {
         }
     }
 
-    /// Elements from the first to one past the last element of one matrix.
+    /// Elements from the first to one past the last element of one matrix (0 for an
+    /// empty matrix).
     pub fn span(&self) -> usize {
+        if self.rows == 0 || self.cols == 0 {
+            return 0;
+        }
         match self.layout {
             Layout::RowMajor => (self.rows.saturating_sub(1))
                 .saturating_mul(self.ld)
@@ -116,8 +120,12 @@ impl MatrixPlacement {
         }
     }
 
-    /// Elements of the whole batched buffer: `Σ (b_d − 1)·stride_d + span`.
+    /// Elements of the whole batched buffer: `Σ (b_d − 1)·stride_d + span` (0 when a
+    /// batch dimension or the matrix is empty).
     pub fn extent(&self, batch: &[usize]) -> usize {
+        if self.span() == 0 || batch.contains(&0) {
+            return 0;
+        }
         batch
             .iter()
             .zip(&self.batch_strides)
@@ -283,6 +291,10 @@ impl GemmSpec {
             Layout::RowMajor => p.rows,
             Layout::ColMajor => p.cols,
         } as u128;
+        if outer == 0 || p.min_ld() == 0 || self.batch.contains(&0) {
+            // An empty operand: no element, whatever its leading dimension.
+            return Ok(());
+        }
         let span = (outer - 1)
             .saturating_mul(p.ld as u128)
             .saturating_add(p.min_ld() as u128);
@@ -300,9 +312,7 @@ impl GemmSpec {
 impl Op for GemmSpec {
     fn validate(&self) -> Result<(), SpecError> {
         check_dtype("gemm", self.dtype, FLOATS)?;
-        check_dim("gemm m", self.m)?;
-        check_dim("gemm n", self.n)?;
-        check_dim("gemm k", self.k)?;
+        // m, n, k and batch dimensions may be 0 (empty tensors; k = 0 is the epilogue).
         check_shape("gemm batch", &self.batch)?;
         check_finite("alpha", self.alpha)?;
         check_finite("beta", self.beta)?;
@@ -396,6 +406,11 @@ impl Op for GemmSpec {
     }
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::gemm(self, caps)
+    }
+    /// `k = 0`: the epilogue alone (`β·C + bias`; `α·0`, NaN for an infinite `α`, as
+    /// `addmm` gives).
+    fn lower_empty(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
+        lower::gemm_without_k(self, caps)
     }
     fn cases() -> Vec<Self> {
         cases::gemm_cases()

@@ -50,5 +50,7 @@ pub(super) fn image() -> Vec<ImageFilterSpec> {
         case(Sharpen, Bf16, [37, 3, 1]),
         case(Sobel { threshold: 0.6 }, F32, [67, 101, 4]),
         case(blur(1.2, 2), F32, [45, 130, 3]),
+        case(Sobel { threshold: 0.5 }, F32, [0, 5, 3]),
+        case(blur(1.0, 1), F32, [4, 0, 1]),
     ]
 }

@@ -662,6 +662,7 @@ fn gaussian_two_pass(
             dtype: img.ty,
             len: img.numel as u64,
         }],
+        ..Plan::default()
     })
 }
 

@@ -33,6 +33,7 @@ pub(super) fn permute() -> Vec<PermuteSpec> {
         case(I64, &[2, 3, 4], &[2, 0, 1]),
         case(Bool, &[5, 3, 7], &[1, 2, 0]),
         case(I8, &[9, 5], &[1, 0]),
+        case(F32, &[0, 7], &[1, 0]),
     ]
 }
 
@@ -63,6 +64,9 @@ pub(super) fn slice() -> Vec<SliceSpec> {
         case(I64, &[6, 7], &[0, 6], &[6, 7], &[1, -1]),
         case(Bool, &[3, 9], &[0, 1], &[3, 8], &[1, 1]),
         case(U16, &[11], &[10], &[4], &[-3]),
+        // Empty slices: of a non-empty tensor, and of an empty one.
+        case(F32, &[5, 6], &[2, 0], &[0, 6], &[1, 1]),
+        case(I32, &[0, 4], &[0, 1], &[0, 2], &[1, 1]),
     ]
 }
 
@@ -85,6 +89,10 @@ pub(super) fn concat() -> Vec<ConcatSpec> {
         case(I64, &[&[2, 3], &[4, 3]], 0),
         case(Bool, &[&[7], &[6], &[1]], 0),
         case(I8, &[&[2, 2, 3], &[2, 3, 3]], 1),
+        // Empty pieces are skipped; every piece empty gives an empty result.
+        case(F32, &[&[2, 0], &[2, 3], &[2, 0], &[2, 1]], 1),
+        case(U8, &[&[0, 3], &[4, 3]], 0),
+        case(F32, &[&[0, 2], &[0, 2]], 0),
     ]
 }
 
@@ -117,6 +125,10 @@ pub(super) fn gather() -> Vec<GatherSpec> {
         case(Bool, I32, &[6, 4], &[5], 0),
         case(I64, U32, &[4, 3], &[6], 0),
         case(I16, I64, &[3, 7, 2], &[4], 1),
+        // No indices: an empty result. An empty axis: every index is out of range
+        // (zeros).
+        case(F32, I64, &[5, 3], &[0], 0),
+        case(F32, I32, &[0, 3], &[4], 0),
     ]
 }
 
@@ -160,5 +172,9 @@ pub(super) fn scatter() -> Vec<ScatterSpec> {
         case(Sum, Zero, U8, I32, &[6, 2], &[17], 0),
         case(Last, Prior, Bool, I64, &[8, 3], &[5], 0),
         case(Last, Zero, I16, U32, &[4, 5], &[7], 1),
+        // No indices: the initial value (zeros, or the prior).
+        case(Sum, Zero, F32, I64, &[4, 3], &[0], 0),
+        case(Sum, Prior, F32, I32, &[4, 3], &[0], 1),
+        case(Last, Prior, I64, I64, &[3, 2], &[0], 0),
     ]
 }

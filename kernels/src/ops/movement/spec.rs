@@ -6,9 +6,9 @@ use serde::{Deserialize, Serialize};
 use super::{cases, lower, reference};
 use crate::conformance::inputs::Domain;
 use crate::error::SpecError;
-use crate::lower::{LowerError, Plan, TargetCaps};
+use crate::lower::{LowerError, Plan, Prefill, PrefillSource, TargetCaps};
 use crate::op::Op;
-use crate::shape::check_shape;
+use crate::shape::{check_shape, numel};
 use crate::spec::{check_dtype, Alias, TensorSig, INDEX, NUMERIC};
 use crate::tolerance::Tolerance;
 
@@ -125,6 +125,10 @@ impl Op for SliceSpec {
                     "must be non-zero",
                 ));
             }
+            if size == 0 {
+                // An empty slice reads nothing, wherever it starts.
+                continue;
+            }
             let last = start + (size - 1) * step;
             if start >= dim || last < 0 || last >= dim {
                 return Err(SpecError::bad_attr(
@@ -231,6 +235,23 @@ impl Op for ConcatSpec {
     fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
         reference::concat(self, i)
     }
+    /// Empty pieces add nothing: the concat of the others (a copy of one).
+    fn lower_empty(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
+        let kept: Vec<usize> = (0..self.shapes.len())
+            .filter(|&i| numel(&self.shapes[i]) > 0)
+            .collect();
+        if let [only] = kept[..] {
+            return Ok(Plan::prefilled(vec![Prefill {
+                output: 0,
+                source: PrefillSource::Input(only),
+            }]));
+        }
+        let pieces = ConcatSpec {
+            shapes: kept.iter().map(|&i| self.shapes[i].clone()).collect(),
+            ..self.clone()
+        };
+        Ok(pieces.lower(caps)?.with_inputs(&kept))
+    }
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::concat(self, caps)
     }
@@ -320,6 +341,10 @@ impl Op for GatherSpec {
     }
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::gather(self, caps)
+    }
+    /// Indices into an empty axis are all out of range: zeros.
+    fn lower_empty(&self, _caps: &TargetCaps) -> Result<Plan, LowerError> {
+        Ok(Plan::filled(0, kernelc_ir::Scalar::zero(self.dtype)))
     }
     fn cases() -> Vec<Self> {
         cases::gather()
@@ -425,6 +450,16 @@ impl Op for ScatterSpec {
     }
     fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
         reference::scatter(self, i)
+    }
+    /// No rows scattered: the initial value (zeros, or the prior).
+    fn lower_empty(&self, _caps: &TargetCaps) -> Result<Plan, LowerError> {
+        Ok(match self.init {
+            ScatterInit::Zero => Plan::filled(0, kernelc_ir::Scalar::zero(self.dtype)),
+            ScatterInit::Prior => Plan::prefilled(vec![Prefill {
+                output: 0,
+                source: PrefillSource::Input(2),
+            }]),
+        })
     }
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::scatter(self, caps)

@@ -16,6 +16,9 @@ pub(super) fn layer_norm() -> Vec<LayerNormSpec> {
         (F16, vec![4, 7], false, true, true, true, true),
         (Bf16, vec![2, 3, 13], true, false, false, true, false),
         (F32, vec![5, 7], false, false, false, false, false),
+        // No rows: nothing. Rows of no features: the statistics of nothing (NaN).
+        (F32, vec![0, 6], false, true, true, true, true),
+        (F32, vec![3, 0], false, true, true, false, true),
     ]
     .into_iter()
     .map(
@@ -45,6 +48,9 @@ pub(super) fn layer_norm_backward() -> Vec<LayerNormBackwardSpec> {
         (F32, vec![600, 40], false, true, true, true),
         // One column: the parameter gradients read 4 rows per step (gathered stats).
         (F32, vec![8, 1], false, true, true, true),
+        // No rows: the parameter gradients are sums of nothing (zeros).
+        (F32, vec![0, 5], false, true, true, true),
+        (F32, vec![4, 0], false, true, true, true),
     ]
     .into_iter()
     .map(
@@ -72,6 +78,9 @@ pub(super) fn batch_norm() -> Vec<BatchNormSpec> {
         (F32, vec![4, 2, 64, 64], true),
         // No spatial axes: channels are adjacent columns.
         (F32, vec![16, 8], true),
+        // No values per channel in inference: nothing; no channels: nothing.
+        (F32, vec![0, 3, 4], false),
+        (F32, vec![2, 0, 5], true),
     ]
     .into_iter()
     .map(|(dtype, shape, training)| BatchNormSpec {
@@ -93,6 +102,9 @@ pub(super) fn batch_norm_backward() -> Vec<BatchNormBackwardSpec> {
         (Bf16, vec![4, 2, 3], true),
         (F32, vec![4, 2, 64, 64], true),
         (F16, vec![9, 4], true),
+        // No values per channel: dx is empty, the parameter gradients are zeros.
+        (F32, vec![0, 3, 2], true),
+        (F32, vec![4, 3, 0], true),
     ]
     .into_iter()
     .map(|(dtype, shape, param_grads)| BatchNormBackwardSpec {

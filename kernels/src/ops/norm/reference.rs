@@ -93,6 +93,11 @@ pub(super) fn layer_norm(s: &LayerNormSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
         };
         stats[2 * row] = moments.as_ref().map_or(0.0, Moments::mu);
         stats[2 * row + 1] = r;
+        if cols == 0 {
+            // The statistics of nothing: 0/0.
+            stats[2 * row] = f64::NAN;
+            stats[2 * row + 1] = f64::NAN;
+        }
         for j in 0..cols {
             let centred = moments.as_ref().map_or(xs[j], |m| m.centred(xs[j]));
             let mut v = centred * r;

@@ -1,6 +1,6 @@
 //! Specs of the normalisation family.
 
-use kernelc_ir::ScalarType;
+use kernelc_ir::{Scalar, ScalarType};
 use serde::{Deserialize, Serialize};
 
 use super::{cases, condition, lower, reference};
@@ -10,7 +10,7 @@ use crate::lower::math::compute_type;
 use crate::lower::Uniform;
 use crate::lower::{LowerError, Plan, TargetCaps};
 use crate::op::Op;
-use crate::shape::check_shape;
+use crate::shape::{check_shape, numel};
 use crate::spec::{check_dtype, check_non_negative, Alias, TensorSig, FLOATS};
 use crate::tolerance::Tolerance;
 
@@ -124,6 +124,12 @@ impl Op for LayerNormSpec {
             ..self.clone()
         }
     }
+    /// Rows of no features: `y` (and `sum`) are empty; the statistics of nothing
+    /// are NaN (`0/0`).
+    fn lower_empty(&self, _caps: &TargetCaps) -> Result<Plan, LowerError> {
+        let stats = 1 + self.residual as usize;
+        Ok(Plan::filled(stats, Scalar::from_f64(self.dtype, f64::NAN)))
+    }
     fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
         reference::layer_norm(self, i)
     }
@@ -230,6 +236,11 @@ impl Op for LayerNormBackwardSpec {
             .to_string(),
         )
     }
+    /// No rows: `dx` is empty; the parameter gradients are sums of nothing (zeros).
+    fn lower_empty(&self, _caps: &TargetCaps) -> Result<Plan, LowerError> {
+        let grads: Vec<usize> = (1..self.outputs().len()).collect();
+        Ok(Plan::filled_all(&grads, Scalar::zero(self.dtype)))
+    }
     fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
         reference::layer_norm_backward(self, i)
     }
@@ -308,6 +319,16 @@ impl Op for BatchNormSpec {
     fn validate(&self) -> Result<(), SpecError> {
         validate_nc("batch_norm", self.dtype, &self.shape)?;
         check_shape("save", &[self.channels(), 2])?;
+        if self.training && self.channels() > 0 && numel(&self.shape) == 0 {
+            return Err(SpecError::bad_attr(
+                "training",
+                true,
+                &format!(
+                    "batch statistics need at least one value per channel (x has shape {:?})",
+                    self.shape
+                ),
+            ));
+        }
         check_non_negative("eps", self.eps)?;
         if !(0.0..=1.0).contains(&self.momentum) {
             return Err(SpecError::bad_attr(
@@ -457,6 +478,12 @@ impl Op for BatchNormBackwardSpec {
             v.push(TensorSig::new("dbias", self.dtype, vec![c]));
         }
         v
+    }
+    /// No values per channel: `dx` is empty; the parameter gradients are sums of
+    /// nothing (zeros).
+    fn lower_empty(&self, _caps: &TargetCaps) -> Result<Plan, LowerError> {
+        let grads: Vec<usize> = (1..self.outputs().len()).collect();
+        Ok(Plan::filled_all(&grads, Scalar::zero(self.dtype)))
     }
     fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
         reference::batch_norm_backward(self, i)

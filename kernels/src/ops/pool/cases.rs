@@ -96,6 +96,15 @@ pub(super) fn pool2d() -> Vec<Pool2dSpec> {
             false,
             Some(I64),
         ),
+        // No channels: nothing.
+        pool(
+            Max,
+            F32,
+            [2, 0, 6, 7],
+            Window2d::new([2, 2], [2, 2], [0, 0]),
+            false,
+            Some(I32),
+        ),
     ]
 }
 
@@ -197,6 +206,16 @@ pub(super) fn pool2d_backward() -> Vec<Pool2dBackwardSpec> {
             false,
         ),
         pool_bwd(Max, F32, [2, 1, 4, 5], Err([2, 3]), false, Some(I64), true),
+        // No batch: nothing.
+        pool_bwd(
+            Avg,
+            F32,
+            [0, 2, 6, 6],
+            Ok(Window2d::new([2, 2], [2, 2], [0, 0])),
+            false,
+            None,
+            false,
+        ),
     ]
 }
 
@@ -233,6 +252,7 @@ pub(super) fn adaptive_pool2d() -> Vec<AdaptivePool2dSpec> {
         // Upsampling backward: a pixel lies in several windows.
         adaptive(Avg, Backward, Bf16, [1, 3], [3, 4], [5, 7]),
         adaptive(Avg, Backward, F64, [1, 1], [11, 1], [1, 1]),
+        adaptive(Max, Forward, F32, [0, 2], [5, 5], [2, 2]),
     ]
 }
 

@@ -450,7 +450,11 @@ fn max_backward_scatter(spec: &Pool2dBackwardSpec, caps: &TargetCaps) -> Result<
             },
         )?);
     }
-    Ok(Plan { launches, temps })
+    Ok(Plan {
+        launches,
+        temps,
+        ..Plan::default()
+    })
 }
 
 /// One dimension of adaptive pooling.

@@ -1,11 +1,11 @@
 //! Specs of the pooling family.
 
-use kernelc_ir::ScalarType;
+use kernelc_ir::{Scalar, ScalarType};
 use serde::{Deserialize, Serialize};
 
 use super::{cases, lower, reference};
 use crate::error::SpecError;
-use crate::lower::{LowerError, Plan, TargetCaps};
+use crate::lower::{LowerError, Plan, Prefill, PrefillSource, TargetCaps};
 use crate::op::Op;
 use crate::shape::check_shape;
 use crate::spec::{check_dtype, Alias, TensorSig, FLOATS, INDEX};
@@ -244,6 +244,17 @@ impl Op for Pool2dBackwardSpec {
     fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
         reference::pool2d_backward(self, i)
     }
+    /// No output gradient: nothing is routed back, so `dx` is zeros (or the prior).
+    fn lower_empty(&self, _caps: &TargetCaps) -> Result<Plan, LowerError> {
+        if self.accumulate {
+            let prior = if self.kind == PoolKind::Max { 2 } else { 1 };
+            return Ok(Plan::prefilled(vec![Prefill {
+                output: 0,
+                source: PrefillSource::Input(prior),
+            }]));
+        }
+        Ok(Plan::filled(0, Scalar::zero(self.dtype)))
+    }
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::pool2d_backward(self, caps)
     }
@@ -312,6 +323,19 @@ impl Op for AdaptivePool2dSpec {
         check_dtype("adaptive_pool2d", self.dtype, FLOATS)?;
         check_shape("x", &self.shape(self.in_size))?;
         check_shape("y", &self.shape(self.out_size))?;
+        if self.pass == PoolPass::Forward
+            && self.in_size.contains(&0)
+            && !self.out_size.contains(&0)
+        {
+            return Err(SpecError::bad_attr(
+                "in_size",
+                format!("{:?}", self.in_size),
+                &format!(
+                    "adaptive pooling of an empty image to {:?}: every window is empty",
+                    self.out_size
+                ),
+            ));
+        }
         if self.pass == PoolPass::Backward && self.kind == PoolKind::Max {
             return Err(SpecError::bad_attr(
                 "kind",
@@ -341,6 +365,11 @@ impl Op for AdaptivePool2dSpec {
     }
     fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
         reference::adaptive_pool2d(self, i)
+    }
+    /// Backward from no output pixels: nothing is routed back, `dx` is zeros (the
+    /// forward from an empty image is refused by `validate`).
+    fn lower_empty(&self, _caps: &TargetCaps) -> Result<Plan, LowerError> {
+        Ok(Plan::filled(0, Scalar::zero(self.dtype)))
     }
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::adaptive_pool2d(self, caps)

@@ -58,5 +58,15 @@ pub(super) fn reduce() -> Vec<ReduceSpec> {
         red(ArgMax, F32, &[4, 100], &[1], false, Some(I64), false),
         red(ArgMin, I64, &[33, 5], &[0], false, Some(I64), false),
         red(Max, I64, &[2, 3, 4, 5], &[0, 1, 2, 3], false, None, false),
+        // Empty axes give the identity (sum 0, max −∞ or the least integer, min +∞
+        // or the greatest), mean NaN; an accumulated sum keeps the prior. An empty
+        // kept axis: nothing at all.
+        red(Sum, F32, &[3, 0], &[1], false, None, false),
+        red(Mean, F32, &[0, 4], &[0], true, None, false),
+        red(Max, F32, &[2, 0, 3], &[1], false, None, false),
+        red(Min, I32, &[4, 0], &[1], false, None, false),
+        red(Max, U8, &[0, 2], &[0], false, None, false),
+        red(Sum, I64, &[2, 0], &[0, 1], false, None, true),
+        red(Sum, F32, &[0, 5], &[1], false, None, false),
     ]
 }

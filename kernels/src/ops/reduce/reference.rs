@@ -62,6 +62,15 @@ pub fn reduce_values(func: ReduceFn, values: &[f64]) -> f64 {
 pub(super) fn reduce(s: &ReduceSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
     let x = i[0];
     let (reduced, kept) = reduction_plan(&s.shape, &s.axes);
+    if reduced.is_empty() {
+        // Over nothing: the identity (ONNX), plus the prior where it accumulates.
+        let identity = s.func.identity(s.dtype).map_or(f64::NAN, |v| v.to_f64());
+        let y = match (s.accumulate, i.get(1)) {
+            (true, Some(prior)) => prior.iter().map(|&p| wrap(s.dtype, p + identity)).collect(),
+            _ => vec![identity; kept.len()],
+        };
+        return vec![y];
+    }
     let mut vals = vec![0.0; reduced.len()];
     let mut y: Vec<f64> = kept
         .iter()

@@ -1,11 +1,11 @@
 //! Spec of the reduction family.
 
-use kernelc_ir::ScalarType;
+use kernelc_ir::{Scalar, ScalarType};
 use serde::{Deserialize, Serialize};
 
 use super::{cases, lower, reference};
 use crate::error::SpecError;
-use crate::lower::{LowerError, Plan, TargetCaps};
+use crate::lower::{LowerError, Plan, Prefill, PrefillSource, TargetCaps};
 use crate::op::Op;
 use crate::shape::check_shape;
 use crate::spec::{check_dtype, Alias, TensorSig, FLOATS, INDEX, NUMERIC};
@@ -48,6 +48,43 @@ impl ReduceFn {
     pub fn is_arg(&self) -> bool {
         matches!(self, ReduceFn::ArgMax | ReduceFn::ArgMin)
     }
+
+    /// The result over no elements (ONNX's rule: the reduction's identity): 0 for a
+    /// sum, NaN for a mean (0/0), −∞ (or the least integer) for a max, +∞ (or the
+    /// greatest integer) for a min; `None` for arg reductions, which have no answer.
+    pub fn identity(&self, dtype: ScalarType) -> Option<Scalar> {
+        let extreme = |least: bool| match Scalar::zero(dtype) {
+            Scalar::F16(_) | Scalar::Bf16(_) | Scalar::F32(_) | Scalar::F64(_) => {
+                Scalar::from_f64(dtype, if least { f64::NEG_INFINITY } else { f64::INFINITY })
+            }
+            _ => {
+                let (lo, hi) = int_range(dtype);
+                Scalar::int_wrapping(dtype, if least { lo } else { hi }).unwrap_or(Scalar::zero(dtype))
+            }
+        };
+        match self {
+            ReduceFn::Sum => Some(Scalar::zero(dtype)),
+            ReduceFn::Mean => Some(Scalar::from_f64(dtype, f64::NAN)),
+            ReduceFn::Max => Some(extreme(true)),
+            ReduceFn::Min => Some(extreme(false)),
+            ReduceFn::ArgMax | ReduceFn::ArgMin => None,
+        }
+    }
+}
+
+/// The least and greatest value of an integer type (bool: 0 and 1; floats: 0, 0).
+fn int_range(dtype: ScalarType) -> (i64, i64) {
+    match dtype {
+        ScalarType::I32 => (i32::MIN.into(), i32::MAX.into()),
+        ScalarType::U32 => (0, u32::MAX.into()),
+        ScalarType::I64 => (i64::MIN, i64::MAX),
+        ScalarType::U8 => (0, u8::MAX.into()),
+        ScalarType::I8 => (i8::MIN.into(), i8::MAX.into()),
+        ScalarType::U16 => (0, u16::MAX.into()),
+        ScalarType::I16 => (i16::MIN.into(), i16::MAX.into()),
+        ScalarType::Bool => (0, 1),
+        ScalarType::F16 | ScalarType::Bf16 | ScalarType::F32 | ScalarType::F64 => (0, 0),
+    }
 }
 
 /// Reduce `x` over `axes` (sorted, distinct, non-empty). The output drops the reduced
@@ -83,6 +120,11 @@ impl ReduceSpec {
             }
         }
         out
+    }
+
+    /// Whether the reduced axes hold no element (the result is the identity).
+    pub fn reduces_nothing(&self) -> bool {
+        self.axes.iter().any(|&a| self.shape.get(a) == Some(&0))
     }
 
     pub fn out_dtype(&self) -> ScalarType {
@@ -152,6 +194,29 @@ impl Op for ReduceSpec {
                 "arg reductions cannot accumulate",
             ));
         }
+        if self.reduces_nothing() {
+            if self.func.is_arg() {
+                return Err(SpecError::bad_attr(
+                    "axes",
+                    format!("{:?}", self.axes),
+                    &format!(
+                        "{} of an empty axis has no answer (shape {:?})",
+                        self.func.name(),
+                        self.shape
+                    ),
+                ));
+            }
+            if self.accumulate && matches!(self.func, ReduceFn::Max | ReduceFn::Min) {
+                return Err(SpecError::bad_attr(
+                    "accumulate",
+                    true,
+                    &format!(
+                        "{} over an empty axis is ∓∞: there is nothing to add to the prior",
+                        self.func.name()
+                    ),
+                ));
+            }
+        }
         Ok(())
     }
     fn inputs(&self) -> Vec<TensorSig> {
@@ -175,6 +240,21 @@ impl Op for ReduceSpec {
     }
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::reduce(self, caps)
+    }
+    /// Over an empty axis: the identity (an accumulated sum keeps its prior; a mean
+    /// is NaN whatever the prior).
+    fn lower_empty(&self, _caps: &TargetCaps) -> Result<Plan, LowerError> {
+        let identity = self
+            .func
+            .identity(self.dtype)
+            .ok_or(LowerError::Internal("arg reduction over an empty axis"))?;
+        if self.accumulate && self.func == ReduceFn::Sum {
+            return Ok(Plan::prefilled(vec![Prefill {
+                output: 0,
+                source: PrefillSource::Input(1),
+            }]));
+        }
+        Ok(Plan::filled(0, identity))
     }
     fn cases() -> Vec<Self> {
         cases::reduce()

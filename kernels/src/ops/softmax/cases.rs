@@ -13,6 +13,7 @@ pub(super) fn softmax() -> Vec<SoftmaxSpec> {
         (Bf16, vec![2, 13, 3], 0, true),
         (F32, vec![5, 7], 1, true),
         (F32, vec![5, 8], 0, false),
+        (F32, vec![3, 0], 1, false),
     ]
     .into_iter()
     .map(|(dtype, shape, axis, log)| SoftmaxSpec {
@@ -31,6 +32,7 @@ pub(super) fn softmax_backward() -> Vec<SoftmaxBackwardSpec> {
         (F64, vec![3, 7, 4], 1, true),
         (F16, vec![2, 1000], 1, false),
         (Bf16, vec![5, 7], 0, true),
+        (F32, vec![0, 4], 1, true),
     ]
     .into_iter()
     .map(|(dtype, shape, axis, log)| SoftmaxBackwardSpec {
@@ -51,6 +53,9 @@ pub(super) fn cross_entropy() -> Vec<CrossEntropySpec> {
         (Bf16, I32, 6, 13, false, false, false),
         // i64 targets (PyTorch's `cross_entropy`, rustd).
         (F32, I64, 9, 11, true, true, true),
+        // No rows: nothing. No classes: every target is out of range (NaN loss).
+        (F32, I32, 0, 5, true, true, true),
+        (F32, I64, 4, 0, false, true, true),
     ]
     .into_iter()
     .map(

@@ -1,6 +1,6 @@
 //! Specs of the softmax family.
 
-use kernelc_ir::ScalarType;
+use kernelc_ir::{Scalar, ScalarType};
 use serde::{Deserialize, Serialize};
 
 use super::{cases, condition, lower, reference};
@@ -197,6 +197,11 @@ impl Op for CrossEntropySpec {
     }
     fn condition(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
         condition::cross_entropy(self, i)
+    }
+    /// No classes: no target is in range, so every loss is NaN (the gradient and
+    /// probabilities are empty).
+    fn lower_empty(&self, _caps: &TargetCaps) -> Result<Plan, LowerError> {
+        Ok(Plan::filled(0, Scalar::from_f64(self.dtype, f64::NAN)))
     }
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::cross_entropy(self, caps)

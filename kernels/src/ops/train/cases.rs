@@ -24,6 +24,7 @@ pub(super) fn dropout() -> Vec<DropoutSpec> {
         // p = 0 keeps everything (no random bits); p within 2^-24 of 1 drops everything.
         case(F32, &[1000], 0.0, 9, 9, true, Counter),
         case(F32, &[33], 1.0 - 1e-9, 9, 9, true, Rumus),
+        case(F32, &[0, 8], 0.5, 1, 1, true, Counter),
     ]
 }
 
@@ -48,5 +49,6 @@ pub(super) fn adam() -> Vec<AdamSpec> {
         case(Bf16, 257, 3e-3, betas, 0.05, true, 10),
         case(F32, 1000, 1e-3, betas, 0.01, false, 5),
         case(F32, 13, 0.1, [0.0, 0.5, 1e-6], 0.2, true, 2),
+        case(F32, 0, 1e-3, betas, 0.0, false, 1),
     ]
 }

@@ -12,7 +12,7 @@ use crate::lower::{LowerError, Plan, TargetCaps};
 use crate::op::Op;
 use crate::rng;
 use crate::rng::RngScheme;
-use crate::shape::{check_dim, check_shape};
+use crate::shape::check_shape;
 use crate::spec::{check_dtype, check_non_negative, Alias, TensorSig, FLOATS};
 use crate::tolerance::Tolerance;
 
@@ -234,7 +234,7 @@ impl AdamSpec {
 impl Op for AdamSpec {
     fn validate(&self) -> Result<(), SpecError> {
         check_dtype("adam", self.dtype, FLOATS)?;
-        check_dim("adam len", self.len)?;
+        check_shape("param", &[self.len])?;
         check_shape("param", &[self.len])?;
         check_non_negative("lr", self.lr)?;
         check_non_negative("eps", self.eps)?;
