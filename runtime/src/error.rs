@@ -127,6 +127,12 @@ pub enum RuntimeError {
     OutOfMemory { device: String, bytes: u64 },
     #[error("{0}")]
     BadArgument(String),
+    #[error("{what} cannot run on {device}: {why}")]
+    Unsupported {
+        what: String,
+        device: String,
+        why: String,
+    },
     #[error("device unavailable: {0}")]
     NoDevice(String),
     /// A state kernelc's own invariants exclude: a bug in kernelc, reported, not hidden.

@@ -23,9 +23,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub use choice::{DeviceChoice, ShaderPath, WgpuOptions};
 pub use cpu::{CpuDevice, CpuKernel, CpuStorage};
 #[cfg(feature = "cuda")]
-pub use cuda::{CudaDevice, CudaKernel, CudaStorage};
+pub use cuda::{CudaDevice, CudaKernel, CudaPtxModule, CudaStorage};
 #[cfg(feature = "wgpu")]
-pub use wgpu::{WgpuDevice, WgpuKernel, WgpuStorage};
+pub use wgpu::{WgpuDevice, WgpuKernel, WgpuShaderModule, WgpuStorage};
+#[cfg(feature = "wgpu")]
+pub(crate) use wgpu::ShaderCode;
 
 /// Distinguishes device instances, so a tensor from another runtime is refused.
 static NEXT_DEVICE_ID: AtomicU64 = AtomicU64::new(1);

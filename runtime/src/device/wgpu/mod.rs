@@ -12,7 +12,11 @@
 //! and a device-wide handler logs (instead of panicking on) anything that escapes.
 
 mod float_controls;
+mod module;
 mod probe;
+
+pub(crate) use module::ShaderCode;
+pub use module::WgpuShaderModule;
 
 use super::{next_device_id, Executable, Faults, LaunchRef, Storage};
 use super::{BindingRef, ShaderPath, WgpuOptions};
@@ -813,6 +817,10 @@ fn open_adapter(adapter: wgpu::Adapter, path: ShaderPath) -> Result<WgpuDevice> 
     let mut features = wgpu::Features::empty();
     if offered.contains(wgpu::Features::SHADER_F16) {
         features |= wgpu::Features::SHADER_F16;
+    }
+    // Immediate data (SPIR-V push constants) for user shader modules.
+    if offered.contains(wgpu::Features::IMMEDIATES) {
+        features |= wgpu::Features::IMMEDIATES;
     }
     // f64 and i64 only through kernelc's SPIR-V (WGSL has neither). f64 needs i64 too:
     // kernelc's f64 math works on the bits as i64.

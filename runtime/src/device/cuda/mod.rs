@@ -32,6 +32,10 @@ use std::ffi::{c_void, CString};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+mod module;
+
+pub use module::CudaPtxModule;
+
 /// Device allocations are made (and pooled) in multiples of this many bytes: the
 /// driver aligns allocations to at least 256 bytes anyway, and coarser sizes let the
 /// pool reuse more.
