@@ -10,6 +10,8 @@ use kernelc_ir::{Scalar, ScalarType};
 /// Decoding never trusts the bytes: a bool byte other than 0 reads as `true`.
 pub trait Element: sealed::Sealed + Copy + Send + Sync + 'static {
     const DTYPE: ScalarType;
+    /// Whether every bit pattern of its bytes is a value (all but `bool`).
+    const ANY_BITS: bool;
     fn write_le(self, out: &mut Vec<u8>);
     /// From exactly `size_bytes(DTYPE)` bytes.
     fn read_le(bytes: &[u8]) -> Self;
@@ -31,6 +33,7 @@ macro_rules! element {
         impl AnyBitsElement for $t {}
         impl Element for $t {
             const DTYPE: ScalarType = ScalarType::$dtype;
+            const ANY_BITS: bool = true;
             fn write_le(self, out: &mut Vec<u8>) {
                 out.extend_from_slice(&self.to_le_bytes());
             }
@@ -64,6 +67,7 @@ element! {
 impl sealed::Sealed for bool {}
 impl Element for bool {
     const DTYPE: ScalarType = ScalarType::Bool;
+    const ANY_BITS: bool = false;
     fn write_le(self, out: &mut Vec<u8>) {
         out.push(self as u8);
     }
@@ -75,6 +79,34 @@ impl Element for bool {
     }
 }
 
+/// `data`'s bytes as a device stores them: the slice itself on a little-endian host (no
+/// copy), an encoded copy elsewhere.
+pub(crate) fn device_bytes<T: Element>(data: &[T]) -> std::borrow::Cow<'_, [u8]> {
+    if cfg!(target_endian = "little") {
+        std::borrow::Cow::Borrowed(as_bytes(data))
+    } else {
+        std::borrow::Cow::Owned(to_bytes(data))
+    }
+}
+
+/// `data`'s bytes in memory.
+pub(crate) fn as_bytes<T: Element>(data: &[T]) -> &[u8] {
+    // SAFETY: `Element` is sealed to plain numeric types and bool, none with padding,
+    // so every byte of `data` is initialised; `u8` has alignment 1 and the length
+    // covers exactly `data`'s bytes.
+    unsafe { std::slice::from_raw_parts(data.as_ptr().cast::<u8>(), std::mem::size_of_val(data)) }
+}
+
+/// `data`'s bytes in memory, writable: any bytes written leave valid `T`s.
+pub(crate) fn as_bytes_mut<T: AnyBitsElement>(data: &mut [T]) -> &mut [u8] {
+    // SAFETY: as `as_bytes`; also every bit pattern written through the bytes is a
+    // valid value of an `AnyBitsElement` type (bool is not one), so no invalid `T`
+    // can result.
+    unsafe {
+        std::slice::from_raw_parts_mut(data.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(data))
+    }
+}
+
 /// Bytes of `data` as stored on a device.
 pub fn to_bytes<T: Element>(data: &[T]) -> Vec<u8> {
     let mut out = Vec::with_capacity(std::mem::size_of_val(data));
@@ -82,6 +114,30 @@ pub fn to_bytes<T: Element>(data: &[T]) -> Vec<u8> {
         v.write_le(&mut out);
     }
     out
+}
+
+/// `n` elements of `T` read by `fill` from a device: straight into the vector's memory
+/// on a little-endian host when every bit pattern is a `T` (one copy), decoded from
+/// the bytes otherwise.
+pub(crate) fn read_elements<T: Element>(
+    n: usize,
+    fill: impl FnOnce(&mut [u8]) -> crate::Result<()>,
+) -> crate::Result<Vec<T>> {
+    if T::ANY_BITS && cfg!(target_endian = "little") {
+        let zero = T::read_le(&[0u8; 8]);
+        let mut out = vec![zero; n];
+        // SAFETY: `T::ANY_BITS` holds only for the plain numeric `Element`s (sealed),
+        // whose every byte pattern is a value and which have no padding; the slice
+        // covers exactly `out`'s bytes, borrowed mutably for the fill.
+        let bytes = unsafe {
+            std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(&out[..]))
+        };
+        fill(bytes)?;
+        return Ok(out);
+    }
+    let mut bytes = vec![0u8; n * T::DTYPE.size_bytes() as usize];
+    fill(&mut bytes)?;
+    Ok(from_bytes(&bytes))
 }
 
 /// Elements of a device byte image of dtype `T::DTYPE`.

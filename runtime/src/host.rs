@@ -4,7 +4,7 @@
 //! downloaded once, straight into the caller's slice.
 
 use crate::device::{BindingRef, HostRange};
-use crate::element::{AnyBitsElement, Element};
+use crate::element::{as_bytes, as_bytes_mut, AnyBitsElement, Element};
 use crate::error::{Result, RuntimeError};
 use crate::memory::{alignment_class, FULL_ALIGNMENT};
 use crate::runtime::{check_operands, Role, Runtime};
@@ -23,24 +23,6 @@ pub struct HostSliceMut<'a> {
     bytes: &'a mut [u8],
     dtype: ScalarType,
     shape: Vec<usize>,
-}
-
-/// `data`'s bytes, which are the device's little-endian element encoding on a
-/// little-endian host.
-fn as_bytes<T: Element>(data: &[T]) -> &[u8] {
-    // SAFETY: `Element` is sealed to plain numeric types and bool, none with padding,
-    // so every byte of `data` is initialised; `u8` has alignment 1 and the length
-    // covers exactly `data`'s bytes.
-    unsafe { std::slice::from_raw_parts(data.as_ptr().cast::<u8>(), std::mem::size_of_val(data)) }
-}
-
-fn as_bytes_mut<T: AnyBitsElement>(data: &mut [T]) -> &mut [u8] {
-    // SAFETY: as `as_bytes`; also every bit pattern written through the bytes is a
-    // valid value of an `AnyBitsElement` type (bool is not one), so no invalid `T`
-    // can result.
-    unsafe {
-        std::slice::from_raw_parts_mut(data.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(data))
-    }
 }
 
 /// Host slices are the device's byte image only on little-endian hosts.

@@ -19,7 +19,7 @@
 //!   it.
 
 use crate::device::{BindingRef, Slice, Storage};
-use crate::element::{bytes_to_f64, from_bytes, to_bytes, Element};
+use crate::element::{bytes_to_f64, device_bytes, read_elements, Element};
 use crate::error::{Result, RuntimeError};
 use crate::runtime::{check_operands, Role, Runtime};
 use kernelc_ir::ScalarType;
@@ -289,17 +289,17 @@ impl Runtime {
                 found: data.len(),
             });
         }
-        self.write_buffer(&view.buffer, view.offset, &to_bytes(data))
+        self.write_buffer(&view.buffer, view.offset, &device_bytes(data))
     }
 
     /// The elements of `view` (`T` must be its dtype).
     pub fn read_view<T: Element>(&self, view: &View) -> Result<Vec<T>> {
         check_element::<T>(view)?;
-        Ok(from_bytes(&self.read_buffer(
-            &view.buffer,
-            view.offset,
-            view.byte_len(),
-        )?))
+        self.check_owned(&view.buffer)?;
+        let _memory = self.lock_memory();
+        read_elements(view.numel(), |out| {
+            view.buffer.storage.read_range_into(view.offset, out)
+        })
     }
 
     /// The elements of `view` as f64, whatever its dtype.

@@ -7,7 +7,7 @@
 
 use crate::cache::{CacheKey, DiskCache, Lru, MemoryCache};
 use crate::device::{BindingRef, Device, DeviceChoice, Executable, LaunchRef, Storage};
-use crate::element::{f64_to_bytes, to_bytes, Element};
+use crate::element::{device_bytes, f64_to_bytes, Element};
 use crate::error::{Result, RuntimeError};
 use crate::memory::FULL_ALIGNMENT;
 use crate::options::RuntimeOptions;
@@ -259,7 +259,7 @@ impl Runtime {
     /// Uploads `data` as a tensor of `shape`.
     pub fn tensor<T: Element>(&self, shape: &[usize], data: &[T]) -> Result<Tensor> {
         let tensor = self.check_data_len(shape, T::DTYPE, data.len())?;
-        tensor.storage.write_bytes(&to_bytes(data))?;
+        tensor.storage.write_bytes(&device_bytes(data))?;
         Ok(tensor)
     }
 

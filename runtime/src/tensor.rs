@@ -4,7 +4,7 @@
 //! writes a buffer anyone else can see. Cloning a tensor shares its buffer.
 
 use crate::device::{BindingRef, Slice, Storage};
-use crate::element::{bytes_to_f64, from_bytes, Element};
+use crate::element::{bytes_to_f64, read_elements, Element};
 use crate::error::{Result, RuntimeError};
 use kernelc_ir::ScalarType;
 use std::fmt;
@@ -59,7 +59,7 @@ impl Tensor {
                 found: T::DTYPE,
             });
         }
-        Ok(from_bytes(&self.storage.read_bytes()?))
+        read_elements(self.numel(), |out| self.storage.read_range_into(0, out))
     }
 
     /// The elements as f64, whatever the dtype.

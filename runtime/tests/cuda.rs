@@ -78,7 +78,9 @@ fn uploads_and_downloads_round_trip() {
     let Some(rt) = cuda_runtime("uploads_and_downloads_round_trip", DiskCache::off()) else {
         return;
     };
-    for n in [0usize, 1, 3, 64, 257, 100_003] {
+    // Up to past the pinned staging buffer's 8 MiB (chunked transfers), and narrow
+    // types and bool (bytes, any length).
+    for n in [0usize, 1, 3, 64, 257, 100_003, 5_000_011] {
         let f: Vec<f32> = (0..n).map(|i| i as f32 * 0.5 - 7.0).collect();
         assert_eq!(rt.tensor(&[n], &f).unwrap().to_vec::<f32>().unwrap(), f);
         let h: Vec<half::f16> = (0..n).map(|i| half::f16::from_f32(i as f32)).collect();
@@ -90,6 +92,10 @@ fn uploads_and_downloads_round_trip() {
         assert_eq!(rt.tensor(&[n], &l).unwrap().to_vec::<i64>().unwrap(), l);
         let z = rt.zeros(&[n], ScalarType::F64).unwrap();
         assert_eq!(z.to_vec::<f64>().unwrap(), vec![0.0; n]);
+        let b: Vec<u8> = (0..n).map(|i| (i * 7) as u8).collect();
+        assert_eq!(rt.tensor(&[n], &b).unwrap().to_vec::<u8>().unwrap(), b);
+        let flags: Vec<bool> = (0..n).map(|i| i % 3 == 0).collect();
+        assert_eq!(rt.tensor(&[n], &flags).unwrap().to_vec::<bool>().unwrap(), flags);
     }
     // Freed buffers are reused by size, and a reused one shows only its new contents.
     let first = rt.tensor(&[1000], &vec![1.0f32; 1000]).unwrap();

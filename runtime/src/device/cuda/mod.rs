@@ -33,6 +33,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 mod module;
+mod pinned;
 
 pub use module::CudaPtxModule;
 
@@ -80,6 +81,8 @@ pub struct CudaDevice {
     pool: Arc<Pool<DeviceBlock>>,
     /// The status words of ops not yet checked (launches are asynchronous).
     status: Arc<StatusRing>,
+    /// The pinned buffer host transfers go through.
+    stage: Arc<pinned::Stage>,
 }
 
 impl CudaDevice {
@@ -121,6 +124,7 @@ impl CudaDevice {
             .map_err(|e| no_device("cannot clear the status words", e))?;
         let device = CudaDevice {
             status,
+            stage: Arc::new(pinned::Stage::new(ctx.clone())),
             id: next_device_id(),
             name: name_of(&props).into(),
             target_options: format!(
@@ -224,6 +228,7 @@ impl CudaDevice {
             stream: self.stream.clone(),
             pool: self.pool.clone(),
             status: self.status.clone(),
+            stage: self.stage.clone(),
             device_id: self.id,
             device_name: self.name.clone(),
         })
@@ -639,6 +644,7 @@ pub struct CudaStorage {
     stream: Arc<CudaStream>,
     pool: Arc<Pool<DeviceBlock>>,
     status: Arc<StatusRing>,
+    stage: Arc<pinned::Stage>,
     device_id: u64,
     device_name: Arc<str>,
 }
@@ -710,13 +716,9 @@ impl CudaStorage {
     /// copy queued on the stream, then one synchronisation. The context must be
     /// current, and `offset + out.len()` within the storage.
     fn download(&self, offset: usize, out: &mut [u8]) -> std::result::Result<(), DriverError> {
-        // SAFETY: `ptr + offset` starts a range of `out.len()` bytes inside a live
-        // allocation (the caller's contract); `out` is not touched until the stream
-        // has been synchronised below, after which the copy is complete.
-        unsafe {
-            result::memcpy_dtoh_async(out, self.ptr + offset as u64, self.stream.cu_stream())
-        }?;
-        self.stream.synchronize()
+        // `ptr + offset` starts a range of `out.len()` bytes inside a live allocation
+        // (the caller's contract), through the pinned stage.
+        self.stage.download(self.ptr + offset as u64, out, &self.stream)
     }
 
     pub(crate) fn write_range(&self, offset: usize, data: &[u8]) -> Result<()> {
@@ -724,15 +726,12 @@ impl CudaStorage {
             return Ok(());
         }
         self.bind()?;
-        // SAFETY: the destination range lies inside a live allocation (`Storage`
-        // checks); `data` stays borrowed (unmoved) until the stream has been
-        // synchronised below. The copy is queued behind every earlier launch on the
-        // device's one stream, so no kernel reads the range meanwhile.
-        unsafe {
-            result::memcpy_htod_async(self.ptr + offset as u64, data, self.stream.cu_stream())
-        }
-        .map_err(|e| self.failure("upload failed", e))?;
-        self.synchronize()
+        // The destination range lies inside a live allocation (`Storage` checks); the
+        // copy is queued behind every earlier launch on the device's one stream, so no
+        // kernel reads the range meanwhile, and waited for.
+        self.stage
+            .upload(self.ptr + offset as u64, data, &self.stream)
+            .map_err(|e| self.failure("upload failed", e))
     }
 
     pub(crate) fn fill_range(&self, offset: usize, len: usize, byte: u8) -> Result<()> {
