@@ -176,7 +176,7 @@ fn every_kind_lowers_for_every_caps() {
                 let empty = sigs.clone().any(|s| s.numel() == 0);
                 match lower(&spec, &caps) {
                     Ok(plan) if !empty => assert!(
-                        !plan.launches.is_empty() && plan.prefills.is_empty(),
+                        !plan.launches.is_empty(),
                         "{} lowers to no launch",
                         spec.name()
                     ),

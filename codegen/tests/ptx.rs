@@ -352,7 +352,10 @@ fn entry_point_parameters_and_block_size() {
         );
     }
     // Bool elements are bytes.
-    assert!(has_instr(&ptx, "st.global.b8") || has_instr(&ptx, "st.global.u8"), "{ptx}");
+    assert!(
+        has_instr(&ptx, "st.global.b8") || has_instr(&ptx, "st.global.u8"),
+        "{ptx}"
+    );
     // Every access is provably in bounds here, so the status word is never touched.
     assert!(!ptx.contains("atom."), "{ptx}");
 

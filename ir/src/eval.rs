@@ -403,8 +403,7 @@ pub fn bitcast_scalar(to: ScalarType, s: Scalar) -> Option<Scalar> {
         S::F32(b) => b as u64,
         S::F64(b) => b,
     };
-    if to == ScalarType::Bool || to.is_storage_only() || to.size_bytes() != s.ty().size_bytes()
-    {
+    if to == ScalarType::Bool || to.is_storage_only() || to.size_bytes() != s.ty().size_bytes() {
         return None;
     }
     Some(match to {
@@ -415,11 +414,9 @@ pub fn bitcast_scalar(to: ScalarType, s: Scalar) -> Option<Scalar> {
         ScalarType::Bf16 => S::Bf16(bits as u16),
         ScalarType::F32 => S::F32(bits as u32),
         ScalarType::F64 => S::F64(bits),
-        ScalarType::Bool
-        | ScalarType::U8
-        | ScalarType::I8
-        | ScalarType::U16
-        | ScalarType::I16 => return None,
+        ScalarType::Bool | ScalarType::U8 | ScalarType::I8 | ScalarType::U16 | ScalarType::I16 => {
+            return None
+        }
     })
 }
 

@@ -217,13 +217,14 @@ fn everything_uses_every_variant() {
     );
     // Literals have every value type; buffers every type.
     assert_eq!(scalars.into_iter().collect::<Vec<_>>(), ScalarType::VALUES);
-    let elems: std::collections::BTreeSet<ScalarType> = k
-        .params
-        .iter()
-        .map(|p| match p {
-            kernelc_ir::Param::Buffer { elem, .. } | kernelc_ir::Param::Scalar { ty: elem, .. } => *elem,
-        })
-        .collect();
+    let elems: std::collections::BTreeSet<ScalarType> =
+        k.params
+            .iter()
+            .map(|p| match p {
+                kernelc_ir::Param::Buffer { elem, .. }
+                | kernelc_ir::Param::Scalar { ty: elem, .. } => *elem,
+            })
+            .collect();
     assert_eq!(elems.into_iter().collect::<Vec<_>>(), ScalarType::ALL);
 }
 

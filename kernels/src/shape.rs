@@ -118,7 +118,7 @@ pub(crate) fn check_dim(what: &str, d: usize) -> Result<(), SpecError> {
 
 /// Iterates over all multi-indices of `shape` in row-major order, calling `f` with the
 /// multi-index. Rank 0 yields one empty index.
-pub(crate) fn for_each_index(shape: &[usize], mut f: impl FnMut(&[usize])) {
+pub fn for_each_index(shape: &[usize], mut f: impl FnMut(&[usize])) {
     if shape.contains(&0) {
         return;
     }
@@ -141,7 +141,7 @@ pub(crate) fn for_each_index(shape: &[usize], mut f: impl FnMut(&[usize])) {
 }
 
 /// Dot product of a multi-index with strides.
-pub(crate) fn offset(idx: &[usize], strides: &[usize]) -> usize {
+pub fn offset(idx: &[usize], strides: &[usize]) -> usize {
     idx.iter().zip(strides).map(|(i, s)| i * s).sum()
 }
 

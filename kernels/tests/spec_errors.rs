@@ -76,8 +76,12 @@ fn shape_mismatch() {
 fn zero_sized() {
     // Empty tensors are valid (NumPy/ONNX): lowering computes nothing for them.
     unary(UnaryFn::Exp, F32, vec![3, 0]).validate().unwrap();
-    OpSpec::Gemm(GemmSpec::new(F32, 2, 0, 2)).validate().unwrap();
-    OpSpec::Gemm(GemmSpec::new(F32, 2, 3, 0)).validate().unwrap();
+    OpSpec::Gemm(GemmSpec::new(F32, 2, 0, 2))
+        .validate()
+        .unwrap();
+    OpSpec::Gemm(GemmSpec::new(F32, 2, 3, 0))
+        .validate()
+        .unwrap();
     let mut a = match OpKind::Attention.example() {
         OpSpec::Attention(a) => a,
         _ => unreachable!(),
@@ -118,7 +122,10 @@ fn zero_sized() {
         momentum: 0.1,
         training: true,
     }));
-    assert!(e.to_string().contains("at least one value per channel"), "{e}");
+    assert!(
+        e.to_string().contains("at least one value per channel"),
+        "{e}"
+    );
     let e = err(OpSpec::AdaptivePool2d(AdaptivePool2dSpec {
         kind: PoolKind::Max,
         pass: PoolPass::Forward,

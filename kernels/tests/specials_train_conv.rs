@@ -131,7 +131,10 @@ fn adam_step_overflowing_before_lr_is_unspecified() {
     ));
     // `run` checks the kernels against the reference under the tolerance.
     let out = run(&s, vec![param.clone(), grad, m, v]);
-    assert_eq!(out[0], param, "the exact update is −0·q: the parameters stay");
+    assert_eq!(
+        out[0], param,
+        "the exact update is −0·q: the parameters stay"
+    );
 }
 
 // ---------------------------------------------------------------- silu_mul

@@ -130,7 +130,10 @@ pub(crate) fn read_elements<T: Element>(
         // whose every byte pattern is a value and which have no padding; the slice
         // covers exactly `out`'s bytes, borrowed mutably for the fill.
         let bytes = unsafe {
-            std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(&out[..]))
+            std::slice::from_raw_parts_mut(
+                out.as_mut_ptr().cast::<u8>(),
+                std::mem::size_of_val(&out[..]),
+            )
         };
         fill(bytes)?;
         return Ok(out);

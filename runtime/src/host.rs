@@ -67,10 +67,7 @@ impl<'a> HostSliceMut<'a> {
     /// `data` as an output tensor of `shape` (its length must be the shape's count).
     /// Not for `bool` (a kernel or a device copy could leave a byte other than 0 or 1
     /// in it): write a bool result to a tensor and read it with `to_vec::<bool>`.
-    pub fn new<T: AnyBitsElement>(
-        data: &'a mut [T],
-        shape: &[usize],
-    ) -> Result<HostSliceMut<'a>> {
+    pub fn new<T: AnyBitsElement>(data: &'a mut [T], shape: &[usize]) -> Result<HostSliceMut<'a>> {
         check_host_endian()?;
         check_len(shape, data.len())?;
         Ok(HostSliceMut {

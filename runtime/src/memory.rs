@@ -23,6 +23,8 @@ use crate::element::{bytes_to_f64, device_bytes, read_elements, Element};
 use crate::error::{Result, RuntimeError};
 use crate::runtime::{check_operands, Role, Runtime};
 use kernelc_ir::ScalarType;
+use kernelc_kernels::ops::AsStridedSpec;
+use kernelc_kernels::shape::{for_each_index, offset};
 use kernelc_kernels::spec::{OpSpec, TensorSig};
 use std::fmt;
 use std::ops::Range;
@@ -55,6 +57,17 @@ impl Buffer {
         View::new(self, offset, dtype, shape)
     }
 
+    /// A strided view (see [`View::strided`]).
+    pub fn view_strided(
+        &self,
+        offset: usize,
+        dtype: ScalarType,
+        shape: &[usize],
+        strides: &[usize],
+    ) -> Result<View> {
+        View::strided(self, offset, dtype, shape, strides)
+    }
+
     /// The device this buffer lives on.
     pub fn device_name(&self) -> String {
         self.storage.device_name()
@@ -80,13 +93,16 @@ impl fmt::Debug for Buffer {
     }
 }
 
-/// Dense row-major elements of one dtype inside a [`Buffer`], from a byte offset.
+/// Elements of one dtype inside a [`Buffer`], from a byte offset: dense and row-major,
+/// or (made with [`View::strided`]) at any non-negative element strides.
 #[derive(Clone)]
 pub struct View {
     buffer: Buffer,
     offset: usize,
     dtype: ScalarType,
     shape: Vec<usize>,
+    /// Element strides, for a view that is not dense row-major.
+    strides: Option<Vec<usize>>,
 }
 
 impl View {
@@ -120,7 +136,73 @@ impl View {
             offset,
             dtype,
             shape: shape.to_vec(),
+            strides: None,
         })
+    }
+
+    /// A view of `shape` elements of `dtype` from byte `offset`, element `i` at
+    /// `offset + Σ_d i_d·strides_d` elements (PyTorch's and NumPy's strided views, in
+    /// elements; a transposed or sliced tensor, a matrix with a leading dimension).
+    /// Errors as [`View::new`], with every element checked inside the buffer; strides
+    /// of another rank are [`RuntimeError::BadArgument`]. Ops read and write strided
+    /// views through a dense temporary (the `as_strided` op); raw kernels and shader
+    /// modules take dense views only.
+    pub fn strided(
+        buffer: &Buffer,
+        offset: usize,
+        dtype: ScalarType,
+        shape: &[usize],
+        strides: &[usize],
+    ) -> Result<View> {
+        if strides.len() != shape.len() {
+            return Err(RuntimeError::BadArgument(format!(
+                "{} strides for a view of rank {} (shape {shape:?})",
+                strides.len(),
+                shape.len()
+            )));
+        }
+        let span = span_elements(shape, strides).ok_or_else(|| RuntimeError::OutOfRange {
+            what: format!("a strided {dtype} view of shape {shape:?}"),
+            offset: offset as u64,
+            bytes: u64::MAX,
+            buffer_bytes: buffer.len() as u64,
+        })?;
+        let mut view = View::new(buffer, offset, dtype, &[span])?;
+        view.shape = shape.to_vec();
+        let dense = kernelc_kernels::shape::row_major_strides(shape);
+        // Dims of extent 1 never step: their stride does not matter.
+        let row_major = (0..shape.len()).all(|d| shape[d] <= 1 || strides[d] == dense[d]);
+        if !row_major {
+            view.strides = Some(strides.to_vec());
+        }
+        Ok(view)
+    }
+
+    /// The element strides, for a view that is not dense row-major.
+    pub fn strides(&self) -> Option<&[usize]> {
+        self.strides.as_deref()
+    }
+
+    /// Whether the elements are dense and row-major (what kernels bind).
+    pub fn is_dense(&self) -> bool {
+        self.strides.is_none()
+    }
+
+    /// Elements from the first to one past the last (the numel of a dense view).
+    pub(crate) fn span(&self) -> usize {
+        match &self.strides {
+            Some(s) => span_elements(&self.shape, s).unwrap_or(0),
+            None => self.numel(),
+        }
+    }
+
+    /// The dense 1-D view of the elements this view spans.
+    pub(crate) fn span_view(&self) -> View {
+        View {
+            shape: vec![self.span()],
+            strides: None,
+            ..self.clone()
+        }
     }
 
     pub fn buffer(&self) -> &Buffer {
@@ -144,9 +226,10 @@ impl View {
         self.shape.iter().product()
     }
 
-    /// Its size in bytes.
+    /// Its size in bytes: from its first element to one past its last (of a strided
+    /// view, gaps included).
     pub fn byte_len(&self) -> usize {
-        self.numel() * self.dtype.size_bytes() as usize
+        self.span() * self.dtype.size_bytes() as usize
     }
 
     fn range(&self) -> Range<usize> {
@@ -159,9 +242,12 @@ impl View {
         self.buffer.same(&other.buffer) && a.start < b.end && b.start < a.end
     }
 
-    /// The same elements of the same buffer.
+    /// The same elements of the same buffer, in the same order.
     fn same_range(&self, other: &View) -> bool {
-        self.buffer.same(&other.buffer) && self.range() == other.range()
+        self.buffer.same(&other.buffer)
+            && self.range() == other.range()
+            && (self.is_dense() && other.is_dense()
+                || self.strides == other.strides && self.shape == other.shape)
     }
 
     pub(crate) fn slice(&self) -> Slice<'_> {
@@ -175,11 +261,11 @@ impl View {
 
 impl fmt::Debug for View {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "View({:?}, {}, +{} of {:?})",
-            self.shape, self.dtype, self.offset, self.buffer
-        )
+        write!(f, "View({:?}, {}", self.shape, self.dtype)?;
+        if let Some(strides) = &self.strides {
+            write!(f, ", strides {strides:?}")?;
+        }
+        write!(f, ", +{} of {:?})", self.offset, self.buffer)
     }
 }
 
@@ -191,6 +277,17 @@ pub(crate) fn alignment_class(offset: usize) -> usize {
     } else {
         (1usize << offset.trailing_zeros()).min(FULL_ALIGNMENT)
     }
+}
+
+/// Elements a strided view spans (`1 + Σ (n_d − 1)·s_d`, 0 when empty), `None` past
+/// `usize`.
+fn span_elements(shape: &[usize], strides: &[usize]) -> Option<usize> {
+    if shape.contains(&0) {
+        return Some(0);
+    }
+    shape.iter().zip(strides).try_fold(1usize, |acc, (&n, &s)| {
+        acc.checked_add((n - 1).checked_mul(s)?)
+    })
 }
 
 /// The alignment of an allocation's start, which plans assume unless told less (the
@@ -289,6 +386,24 @@ impl Runtime {
                 found: data.len(),
             });
         }
+        if let Some(strides) = &view.strides {
+            // The elements into their places of the spanned bytes (gaps kept).
+            self.check_owned(&view.buffer)?;
+            let _memory = self.lock_memory();
+            let mut span = view
+                .buffer
+                .storage
+                .read_range(view.offset, view.byte_len())?;
+            let bytes = device_bytes(data);
+            let size = view.dtype.size_bytes() as usize;
+            let mut k = 0;
+            for_each_index(&view.shape, |i| {
+                let at = offset(i, strides) * size;
+                span[at..at + size].copy_from_slice(&bytes[k * size..(k + 1) * size]);
+                k += 1;
+            });
+            return view.buffer.storage.write_range(view.offset, &span);
+        }
         self.write_buffer(&view.buffer, view.offset, &device_bytes(data))
     }
 
@@ -297,15 +412,35 @@ impl Runtime {
         check_element::<T>(view)?;
         self.check_owned(&view.buffer)?;
         let _memory = self.lock_memory();
-        read_elements(view.numel(), |out| {
-            view.buffer.storage.read_range_into(view.offset, out)
+        read_elements(view.numel(), |out| match &view.strides {
+            None => view.buffer.storage.read_range_into(view.offset, out),
+            Some(strides) => {
+                let span = view
+                    .buffer
+                    .storage
+                    .read_range(view.offset, view.byte_len())?;
+                let size = view.dtype.size_bytes() as usize;
+                let mut k = 0;
+                for_each_index(&view.shape, |i| {
+                    let at = offset(i, strides) * size;
+                    out[k * size..(k + 1) * size].copy_from_slice(&span[at..at + size]);
+                    k += 1;
+                });
+                Ok(())
+            }
         })
     }
 
     /// The elements of `view` as f64, whatever its dtype.
     pub fn read_view_f64(&self, view: &View) -> Result<Vec<f64>> {
         let bytes = self.read_buffer(&view.buffer, view.offset, view.byte_len())?;
-        Ok(bytes_to_f64(view.dtype, &bytes))
+        let Some(strides) = &view.strides else {
+            return Ok(bytes_to_f64(view.dtype, &bytes));
+        };
+        let spanned = bytes_to_f64(view.dtype, &bytes);
+        let mut values = Vec::with_capacity(view.numel());
+        for_each_index(&view.shape, |i| values.push(spanned[offset(i, strides)]));
+        Ok(values)
     }
 
     /// Runs one op reading `inputs` and writing its results into `outputs` in place
@@ -314,12 +449,20 @@ impl Runtime {
     /// [`Runtime::run`]), that every view is on this device, and aliasing: an output
     /// may overlap no other output, and an input only when the spec updates that
     /// input in place (`aliases()`) and the two views are the same elements.
+    ///
+    /// Strided views ([`View::strided`]) go through dense temporaries: each strided
+    /// input is gathered into one before the op, each strided output written into one
+    /// and scattered into its positions after (the `as_strided` op); an output's
+    /// positions must be distinct. Aliasing counts the bytes a strided view spans.
     pub fn run_into(&self, spec: &OpSpec, inputs: &[&View], outputs: &[&View]) -> Result<()> {
         spec.validate()?;
         let name = spec.name();
         self.check_views(&name, Role::Input, &spec.inputs(), inputs)?;
         self.check_views(&name, Role::Output, &spec.outputs(), outputs)?;
         check_aliasing(spec, inputs, outputs)?;
+        if inputs.iter().chain(outputs).any(|v| !v.is_dense()) {
+            return self.run_into_strided(spec, inputs, outputs);
+        }
         let alignment = inputs
             .iter()
             .chain(outputs)
@@ -346,6 +489,63 @@ impl Runtime {
             out.write_back()?;
         }
         Ok(())
+    }
+
+    /// [`Runtime::run_into`] with strided views made dense around the op.
+    fn run_into_strided(&self, spec: &OpSpec, inputs: &[&View], outputs: &[&View]) -> Result<()> {
+        // Every scatter is checked before anything runs, so a refused output leaves
+        // every buffer as it was.
+        let scatters = outputs
+            .iter()
+            .map(|v| {
+                v.strides
+                    .as_ref()
+                    .map(|strides| {
+                        let scatter = strided_spec(v, strides, true);
+                        scatter.validate()?;
+                        Ok::<_, RuntimeError>((scatter, self.dense_temporary(v)?))
+                    })
+                    .transpose()
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let mut gathered = Vec::new();
+        for v in inputs {
+            if let Some(strides) = &v.strides {
+                let dense = self.dense_temporary(v)?;
+                self.run_into(
+                    &strided_spec(v, strides, false),
+                    &[&v.span_view()],
+                    &[&dense],
+                )?;
+                gathered.push(Some(dense));
+            } else {
+                gathered.push(None);
+            }
+        }
+        let dense_inputs: Vec<&View> = inputs
+            .iter()
+            .zip(&gathered)
+            .map(|(v, g)| g.as_ref().unwrap_or(v))
+            .collect();
+        let dense_outputs: Vec<&View> = outputs
+            .iter()
+            .zip(&scatters)
+            .map(|(v, s)| s.as_ref().map_or(*v, |(_, dense)| dense))
+            .collect();
+        self.run_into(spec, &dense_inputs, &dense_outputs)?;
+        for (v, scatter) in outputs.iter().zip(&scatters) {
+            if let Some((spec, dense)) = scatter {
+                let span = v.span_view();
+                self.run_into(spec, &[dense, &span], &[&span])?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A fresh dense view of `view`'s dtype and shape.
+    fn dense_temporary(&self, view: &View) -> Result<View> {
+        let buffer = self.alloc_buffer(view.numel() * view.dtype.size_bytes() as usize)?;
+        View::new(&buffer, 0, view.dtype, &view.shape)
     }
 
     /// An input as the kernels see it: staged through a copy when the device cannot
@@ -422,6 +622,19 @@ impl Runtime {
         let described: Vec<_> = views.iter().map(|v| (v.dtype, v.shape())).collect();
         check_operands(op, role, sigs, &described)
     }
+}
+
+/// The `as_strided` op between a strided view's positions and a dense tensor: a
+/// gather from them, or a scatter into them (`scatter`).
+fn strided_spec(view: &View, strides: &[usize], scatter: bool) -> OpSpec {
+    OpSpec::AsStrided(AsStridedSpec {
+        dtype: view.dtype,
+        len: view.span(),
+        shape: view.shape.clone(),
+        strides: strides.to_vec(),
+        offset: 0,
+        scatter,
+    })
 }
 
 /// The aliasing rule of [`Runtime::run_into`].

@@ -143,13 +143,13 @@ impl Runtime {
             use crate::device::ShaderCode;
             let code = match source {
                 ShaderSource::Wgsl(text) => ShaderCode::Wgsl(text),
-                ShaderSource::SpirV(bytes) => ShaderCode::SpirV(spirv_words(bytes).map_err(
-                    |why| RuntimeError::Compile {
+                ShaderSource::SpirV(bytes) => {
+                    ShaderCode::SpirV(spirv_words(bytes).map_err(|why| RuntimeError::Compile {
                         device: self.device_name(),
                         kernel: entry.to_string(),
                         message: why,
-                    },
-                )?),
+                    })?)
+                }
             };
             let writable: Vec<bool> = bindings
                 .iter()
@@ -173,7 +173,8 @@ impl Runtime {
     /// Queues `module` on `workgroups` workgroups with `views` bound to its storage
     /// buffers in order and `immediates` as its immediate data (exactly as many bytes
     /// as it declares). A writable binding may overlap no other view
-    /// ([`RuntimeError::Overlap`]).
+    /// ([`RuntimeError::Overlap`]). A strided view binds the bytes it spans, from its
+    /// first element: the module does its own indexing.
     pub fn dispatch_shader(
         &self,
         module: &ShaderModule,
@@ -225,9 +226,9 @@ impl Runtime {
                 .iter()
                 .map(|b| match b.binding() {
                     BindingRef::Buffer(s) => Ok(s),
-                    BindingRef::Host(_) | BindingRef::Scalar(_) => {
-                        Err(RuntimeError::Internal("a shader binding is not a buffer".into()))
-                    }
+                    BindingRef::Host(_) | BindingRef::Scalar(_) => Err(RuntimeError::Internal(
+                        "a shader binding is not a buffer".into(),
+                    )),
                 })
                 .collect::<Result<Vec<_>>>()?;
             d.dispatch_shader(&module.inner, &slices, immediates, workgroups)?;
@@ -267,7 +268,8 @@ impl Runtime {
 
     /// Queues `module` on `grid` blocks of `block` threads, with `shared_bytes` of
     /// dynamic shared memory and `args`, one per declared parameter: a view as its
-    /// device address (the pointer), a scalar of the parameter's type. Checked first:
+    /// device address (the pointer; of a strided view, its first element's, the bytes
+    /// it spans being the kernel's to index), a scalar of the parameter's type. Checked first:
     /// the module is this runtime's, the arguments fit the declared parameters, views
     /// are on this device, a view the kernel may write overlaps no other, and block,
     /// grid and shared memory are within the device's limits.

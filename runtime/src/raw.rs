@@ -156,6 +156,12 @@ impl Runtime {
                     KernelArg::View(v),
                 ) => {
                     self.check_owned(v.buffer())?;
+                    if !v.is_dense() {
+                        return Err(bad(format!(
+                            "`{name}` takes dense elements, got a strided view ({v:?}); \
+                             copy it dense with the as_strided op first"
+                        )));
+                    }
                     if v.dtype() != *elem || v.numel() as u64 != *len {
                         return Err(bad(format!(
                             "`{name}` takes {len} × {elem}, got {} × {}",

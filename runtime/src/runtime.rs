@@ -438,29 +438,47 @@ impl Runtime {
         inputs: &[BindingRef<'_>],
         outputs: &[BindingRef<'_>],
     ) -> Result<()> {
-        let bad = |what: &str| {
-            RuntimeError::Internal(format!("{}: a prefill {what}", spec.name()))
-        };
-        let sig = spec.outputs().into_iter().nth(fill.output).ok_or_else(|| bad("names no output"))?;
-        let out = outputs.get(fill.output).ok_or_else(|| bad("names no output"))?;
+        let bad = |what: &str| RuntimeError::Internal(format!("{}: a prefill {what}", spec.name()));
+        let sig = spec
+            .outputs()
+            .into_iter()
+            .nth(fill.output)
+            .ok_or_else(|| bad("names no output"))?;
+        let out = outputs
+            .get(fill.output)
+            .ok_or_else(|| bad("names no output"))?;
         let bytes = match &fill.source {
             PrefillSource::Value(v) => HostBuffer::new(sig.dtype, vec![*v; sig.numel()]).to_bytes(),
             PrefillSource::Input(i) => match (inputs.get(*i), out) {
-                (Some(BindingRef::Buffer(src)), BindingRef::Buffer(dst)) if src.bytes == dst.bytes => {
-                    return Storage::copy_range(src.storage, src.offset, dst.storage, dst.offset, dst.bytes);
+                (Some(BindingRef::Buffer(src)), BindingRef::Buffer(dst))
+                    if src.bytes == dst.bytes =>
+                {
+                    return Storage::copy_range(
+                        src.storage,
+                        src.offset,
+                        dst.storage,
+                        dst.offset,
+                        dst.bytes,
+                    );
                 }
-                (Some(BindingRef::Buffer(src)), _) => src.storage.read_range(src.offset, src.bytes)?,
+                (Some(BindingRef::Buffer(src)), _) => {
+                    src.storage.read_range(src.offset, src.bytes)?
+                }
                 (Some(BindingRef::Host(src)), _) => {
                     // SAFETY: a host range points at `bytes` initialised bytes borrowed
                     // for the call (`HostRange::read_only`/`writable`), not written while
                     // this shared view of them lives.
                     unsafe { std::slice::from_raw_parts(src.ptr(), src.bytes()) }.to_vec()
                 }
-                (Some(BindingRef::Scalar(_)) | None, _) => return Err(bad("copies a missing input")),
+                (Some(BindingRef::Scalar(_)) | None, _) => {
+                    return Err(bad("copies a missing input"))
+                }
             },
         };
         match out {
-            BindingRef::Buffer(dst) if dst.bytes == bytes.len() => dst.storage.write_range(dst.offset, &bytes),
+            BindingRef::Buffer(dst) if dst.bytes == bytes.len() => {
+                dst.storage.write_range(dst.offset, &bytes)
+            }
             BindingRef::Host(dst) if dst.is_writable() && dst.bytes() == bytes.len() => {
                 // SAFETY: a writable host range is the caller's `&mut [u8]` of `bytes`
                 // bytes borrowed for the call; nothing else reads or writes it meanwhile

@@ -95,7 +95,10 @@ fn uploads_and_downloads_round_trip() {
         let b: Vec<u8> = (0..n).map(|i| (i * 7) as u8).collect();
         assert_eq!(rt.tensor(&[n], &b).unwrap().to_vec::<u8>().unwrap(), b);
         let flags: Vec<bool> = (0..n).map(|i| i % 3 == 0).collect();
-        assert_eq!(rt.tensor(&[n], &flags).unwrap().to_vec::<bool>().unwrap(), flags);
+        assert_eq!(
+            rt.tensor(&[n], &flags).unwrap().to_vec::<bool>().unwrap(),
+            flags
+        );
     }
     // Freed buffers are reused by size, and a reused one shows only its new contents.
     let first = rt.tensor(&[1000], &vec![1.0f32; 1000]).unwrap();

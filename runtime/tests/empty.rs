@@ -31,35 +31,51 @@ fn empty_tensors_are_made_read_and_computed_without_launches() {
         let out = rt.run(&add, &[&a, &b]).unwrap();
         assert_eq!(out[0].shape(), &[0, 3], "{name}");
         assert!(out[0].to_vec::<f32>().unwrap().is_empty());
-        assert_eq!(rt.stats().launches, before, "{name}: an empty op launched a kernel");
+        assert_eq!(
+            rt.stats().launches,
+            before,
+            "{name}: an empty op launched a kernel"
+        );
         // An empty axis reduced: the identity, written without a kernel.
-        let max = spec(
-            r#"{"op":"reduce","func":"max","dtype":"f32","shape":[0,3],"axes":[0]}"#,
-        );
+        let max = spec(r#"{"op":"reduce","func":"max","dtype":"f32","shape":[0,3],"axes":[0]}"#);
         let y = rt.run(&max, &[&a]).unwrap();
-        assert_eq!(y[0].to_vec::<f32>().unwrap(), vec![f32::NEG_INFINITY; 3], "{name}");
-        let sum = spec(
-            r#"{"op":"reduce","func":"sum","dtype":"i32","shape":[0,3],"axes":[0]}"#,
+        assert_eq!(
+            y[0].to_vec::<f32>().unwrap(),
+            vec![f32::NEG_INFINITY; 3],
+            "{name}"
         );
+        let sum = spec(r#"{"op":"reduce","func":"sum","dtype":"i32","shape":[0,3],"axes":[0]}"#);
         let ai = rt.tensor::<i32>(&[0, 3], &[]).unwrap();
-        assert_eq!(rt.run(&sum, &[&ai]).unwrap()[0].to_vec::<i32>().unwrap(), vec![0; 3]);
+        assert_eq!(
+            rt.run(&sum, &[&ai]).unwrap()[0].to_vec::<i32>().unwrap(),
+            vec![0; 3]
+        );
         let min = spec(r#"{"op":"reduce","func":"min","dtype":"u8","shape":[2,0],"axes":[1]}"#);
         let au = rt.tensor::<u8>(&[2, 0], &[]).unwrap();
-        assert_eq!(rt.run(&min, &[&au]).unwrap()[0].to_vec::<u8>().unwrap(), vec![255; 2]);
-        let mean = spec(
-            r#"{"op":"reduce","func":"mean","dtype":"f32","shape":[0,3],"axes":[0]}"#,
+        assert_eq!(
+            rt.run(&min, &[&au]).unwrap()[0].to_vec::<u8>().unwrap(),
+            vec![255; 2]
         );
+        let mean = spec(r#"{"op":"reduce","func":"mean","dtype":"f32","shape":[0,3],"axes":[0]}"#);
         assert!(rt.run(&mean, &[&a]).unwrap()[0]
             .to_vec::<f32>()
             .unwrap()
             .iter()
             .all(|v| v.is_nan()));
-        assert_eq!(rt.stats().launches, before, "{name}: a prefill launched a kernel");
+        assert_eq!(
+            rt.stats().launches,
+            before,
+            "{name}: a prefill launched a kernel"
+        );
         // A concat of one non-empty piece and empty ones: a copy.
         let cat = spec(r#"{"op":"concat","dtype":"f32","shapes":[[0,3],[1,3],[0,3]],"axis":0}"#);
         let y = rt.run(&cat, &[&a, &b, &a]).unwrap();
         assert_eq!(y[0].to_vec::<f32>().unwrap(), vec![1.0, 2.0, 3.0], "{name}");
-        assert_eq!(rt.stats().launches, before, "{name}: a copy launched a kernel");
+        assert_eq!(
+            rt.stats().launches,
+            before,
+            "{name}: a copy launched a kernel"
+        );
     }
 }
 
@@ -97,9 +113,16 @@ fn empty_views_and_host_slices_write_only_what_an_op_defines() {
         );
         rt.run_into(&scatter, &[&updates, &indices, &prior], &[&out])
             .unwrap_or_else(|e| panic!("{name}: {e}"));
-        assert_eq!(rt.read_view::<f32>(&out).unwrap(), vec![1.0, 2.0, 3.0, 4.0], "{name}");
+        assert_eq!(
+            rt.read_view::<f32>(&out).unwrap(),
+            vec![1.0, 2.0, 3.0, 4.0],
+            "{name}"
+        );
         let rest = rt.read_buffer(&buf, 80, 176).unwrap();
-        assert!(rest.iter().all(|&b| b == 0x7A), "{name}: bytes past the output changed");
+        assert!(
+            rest.iter().all(|&b| b == 0x7A),
+            "{name}: bytes past the output changed"
+        );
         // Host slices: a sum over an empty axis into a caller's slice.
         let x: [f32; 0] = [];
         let mut y = [9.0f32; 3];

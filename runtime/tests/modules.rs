@@ -143,7 +143,9 @@ fn bad_modules_and_arguments_are_typed_errors() {
         let buf = rt.alloc_buffer(512).unwrap();
         let a = buf.view(0, ScalarType::F32, &[16]).unwrap();
         let overlapping = buf.view(32, ScalarType::F32, &[16]).unwrap();
-        let e = rt.dispatch_shader(&module, &[&a], &[], [1, 1, 1]).unwrap_err();
+        let e = rt
+            .dispatch_shader(&module, &[&a], &[], [1, 1, 1])
+            .unwrap_err();
         assert!(matches!(e, RuntimeError::Launch { .. }), "{name}: {e}");
         let e = rt
             .dispatch_shader(&module, &[&a, &overlapping], &[], [1, 1, 1])
@@ -153,7 +155,9 @@ fn bad_modules_and_arguments_are_typed_errors() {
         let other = Runtime::with_device(Device::cpu(), DiskCache::off());
         let cpu_buf = other.alloc_buffer(64).unwrap();
         let v = cpu_buf.view(0, ScalarType::F32, &[16]).unwrap();
-        let e = rt.dispatch_shader(&module, &[&v, &v], &[], [1, 1, 1]).unwrap_err();
+        let e = rt
+            .dispatch_shader(&module, &[&v, &v], &[], [1, 1, 1])
+            .unwrap_err();
         assert!(matches!(e, RuntimeError::WrongDevice { .. }), "{name}: {e}");
     }
 }

@@ -77,6 +77,9 @@ fn bad_kernels_and_arguments_are_typed_errors() {
         let short = buf.view(512, ScalarType::F32, &[63]).unwrap();
         let ints = buf.view(512, ScalarType::I32, &[64]).unwrap();
         let overlapping = buf.view(128, ScalarType::F32, &[64]).unwrap();
+        let strided = buf
+            .view_strided(512, ScalarType::F32, &[8, 8], &[1, 8])
+            .unwrap();
         let two = Scalar::f32(2.0);
         let cases: Vec<(&str, Vec<KernelArg<'_>>)> = vec![
             ("too few", vec![KernelArg::View(&x), KernelArg::View(&y)]),
@@ -102,6 +105,14 @@ fn bad_kernels_and_arguments_are_typed_errors() {
                     KernelArg::View(&x),
                     KernelArg::View(&y),
                     KernelArg::Scalar(Scalar::I32(2)),
+                ],
+            ),
+            (
+                "strided",
+                vec![
+                    KernelArg::View(&x),
+                    KernelArg::View(&strided),
+                    KernelArg::Scalar(two),
                 ],
             ),
             (

@@ -107,7 +107,10 @@ fn uploads_and_downloads_round_trip() {
 
         // Bool elements are bytes, 0 or 1; any nonzero byte reads as true.
         let b: Vec<bool> = (0..n).map(|i| seed(i) % 3 == 0).collect();
-        let bytes: Vec<u8> = b.iter().map(|&v| if v { 1 + seed(n) as u8 % 200 } else { 0 }).collect();
+        let bytes: Vec<u8> = b
+            .iter()
+            .map(|&v| if v { 1 + seed(n) as u8 % 200 } else { 0 })
+            .collect();
         let t = rt
             .tensor_from_bytes(&[n], ScalarType::Bool, &bytes)
             .unwrap();
@@ -123,9 +126,15 @@ fn uploads_and_downloads_round_trip() {
         let u8s: Vec<u8> = (0..n).map(|i| seed(i) as u8).collect();
         assert_eq!(rt.tensor(&[n], &u8s).unwrap().to_vec::<u8>().unwrap(), u8s);
         let i16s: Vec<i16> = (0..n).map(|i| seed(i) as i16).collect();
-        assert_eq!(rt.tensor(&[n], &i16s).unwrap().to_vec::<i16>().unwrap(), i16s);
+        assert_eq!(
+            rt.tensor(&[n], &i16s).unwrap().to_vec::<i16>().unwrap(),
+            i16s
+        );
         let i64s: Vec<i64> = (0..n).map(|i| (seed(i) as i64) << 31 | i as i64).collect();
-        assert_eq!(rt.tensor(&[n], &i64s).unwrap().to_vec::<i64>().unwrap(), i64s);
+        assert_eq!(
+            rt.tensor(&[n], &i64s).unwrap().to_vec::<i64>().unwrap(),
+            i64s
+        );
 
         for dtype in [
             ScalarType::F32,
@@ -620,10 +629,9 @@ fn sixteen_threads_share_one_runtime_and_one_compile() {
 /// the device has `SHADER_INT64` (lavapipe does).
 #[test]
 fn i64_ops_are_refused_naming_the_dtype_and_target_where_wgsl_has_none() {
-    let spec: OpSpec = serde_json::from_str(
-        r#"{"op":"binary","func":"add","dtype":"i64","lhs":[3],"rhs":[3]}"#,
-    )
-    .unwrap();
+    let spec: OpSpec =
+        serde_json::from_str(r#"{"op":"binary","func":"add","dtype":"i64","lhs":[3],"rhs":[3]}"#)
+            .unwrap();
     for path in ShaderPath::ALL {
         let Some(rt) = wgpu_runtime(
             "i64_ops_are_refused_naming_the_dtype_and_target_where_wgsl_has_none",
@@ -638,7 +646,12 @@ fn i64_ops_are_refused_naming_the_dtype_and_target_where_wgsl_has_none() {
             Ok(out) => {
                 assert!(rt.caps().i64, "{}: ran i64 without the caps", path.name());
                 let got = out[0].to_vec::<i64>().unwrap();
-                assert_eq!(got, vec![(1i64 << 40) + 1, 0, i64::MIN + 6], "{}", path.name());
+                assert_eq!(
+                    got,
+                    vec![(1i64 << 40) + 1, 0, i64::MIN + 6],
+                    "{}",
+                    path.name()
+                );
             }
             Err(e @ RuntimeError::Lower { .. }) => {
                 assert!(!rt.caps().i64, "{}: refused i64 it has: {e}", path.name());

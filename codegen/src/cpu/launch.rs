@@ -429,7 +429,9 @@ impl CpuKernel {
     fn check_grid(&self, grid: [u32; 3]) -> Result<u64, LaunchError> {
         let wg = self.workgroup_size;
         let ids_fit = (0..3).all(|a| grid[a] as u64 * wg[a] as u64 <= 1u64 << 32);
-        let total = grid.iter().try_fold(1u64, |acc, &g| acc.checked_mul(g as u64));
+        let total = grid
+            .iter()
+            .try_fold(1u64, |acc, &g| acc.checked_mul(g as u64));
         match total {
             Some(total) if ids_fit => Ok(total),
             _ => Err(LaunchError::GridTooLarge {

@@ -412,7 +412,14 @@ impl Emitter<'_> {
 
     /// `lanes` elements from `index` (safe: in bounds, aligned for vectors) of a
     /// packed buffer, as a register value of type `reg`.
-    fn load_packed(&mut self, p: Place, packing: Packing, index: Word, lanes: u8, reg: Word) -> R<Word> {
+    fn load_packed(
+        &mut self,
+        p: Place,
+        packing: Packing,
+        index: Word,
+        lanes: u8,
+        reg: Word,
+    ) -> R<Word> {
         let mut parts = Vec::with_capacity(lanes as usize);
         for lane in 0..lanes {
             let i = self.lane_index(index, lane)?;

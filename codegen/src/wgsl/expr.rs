@@ -156,7 +156,12 @@ impl Lower<'_> {
     /// shifts bits out (`1534680021u << 21u`), where the IR wraps. The status bit is
     /// raised as at run time, and the value is the shift by the amount modulo the
     /// width, as every target's.
-    fn constant_shift(&mut self, op: BinaryOp, lhs: &Expr, rhs: &Expr) -> Result<Option<Val>, CodegenError> {
+    fn constant_shift(
+        &mut self,
+        op: BinaryOp,
+        lhs: &Expr,
+        rhs: &Expr,
+    ) -> Result<Option<Val>, CodegenError> {
         if !matches!(op, BinaryOp::Shl | BinaryOp::Shr) {
             return Ok(None);
         }

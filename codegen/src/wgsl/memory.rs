@@ -26,8 +26,7 @@ use crate::shader::{PackedKind, Packing};
 use crate::CodegenError;
 use kernelc_ir::{Expr, Memory, Scalar, ScalarType, Type};
 use naga::{
-    AtomicFunction, BinaryOperator as Bo, Expression, Handle, ScalarKind, Statement,
-    UnaryOperator,
+    AtomicFunction, BinaryOperator as Bo, Expression, Handle, ScalarKind, Statement, UnaryOperator,
 };
 
 type H = Handle<Expression>;
@@ -349,7 +348,13 @@ impl Lower<'_> {
 
     /// `ty.lanes` elements from `index` (in bounds, aligned for vectors) of a packed
     /// buffer. A load of an atomic word is WGSL's `atomicLoad`.
-    fn load_packed(&mut self, array: Array, packing: Packing, index: H, ty: Type) -> Result<H, CodegenError> {
+    fn load_packed(
+        &mut self,
+        array: Array,
+        packing: Packing,
+        index: H,
+        ty: Type,
+    ) -> Result<H, CodegenError> {
         let mut lanes = Vec::with_capacity(ty.lanes as usize);
         for l in 0..ty.lanes {
             let i = self.lane_index(index, l);
@@ -374,7 +379,13 @@ impl Lower<'_> {
     /// Stores `value` at `index` (in bounds and, for vectors, aligned: only such
     /// accesses run): one `atomicStore` per word a vector covers whole, else an
     /// `atomicAnd` clearing and an `atomicOr` setting each element's bits.
-    fn store_packed(&mut self, array: Array, packing: Packing, index: H, value: Val) -> Result<(), CodegenError> {
+    fn store_packed(
+        &mut self,
+        array: Array,
+        packing: Packing,
+        index: H,
+        value: Val,
+    ) -> Result<(), CodegenError> {
         let lanes = value.ty.lanes;
         let mut bits = Vec::with_capacity(lanes as usize);
         for l in 0..lanes {
@@ -422,7 +433,10 @@ impl Lower<'_> {
             let field = self.binary(Bo::ShiftLeft, mask, offset);
             let keep = self.unary(UnaryOperator::BitwiseNot, field);
             let set = self.binary(Bo::ShiftLeft, b, offset);
-            for (fun, value) in [(AtomicFunction::And, keep), (AtomicFunction::InclusiveOr, set)] {
+            for (fun, value) in [
+                (AtomicFunction::And, keep),
+                (AtomicFunction::InclusiveOr, set),
+            ] {
                 self.f.stmt(Statement::Atomic {
                     pointer,
                     fun,

@@ -34,11 +34,9 @@ pub(super) fn unsupported_type(ty: ScalarType) -> CodegenError {
 /// as WGSL's `f16`; there is no 16-bit type to store bf16 in.
 pub(super) fn memory_scalar(ty: ScalarType) -> Result<naga::Scalar, CodegenError> {
     match ty {
-        ScalarType::Bool
-        | ScalarType::U8
-        | ScalarType::I8
-        | ScalarType::U16
-        | ScalarType::I16 => Ok(naga::Scalar::U32),
+        ScalarType::Bool | ScalarType::U8 | ScalarType::I8 | ScalarType::U16 | ScalarType::I16 => {
+            Ok(naga::Scalar::U32)
+        }
         ScalarType::F16 => Ok(naga::Scalar::F16),
         ScalarType::Bf16 => Err(unsupported(
             "memory of bf16 (WGSL has no 16-bit type to store bfloat16 in)",

@@ -109,7 +109,12 @@ fn check_args(kernel: &Kernel, args: &[Arg]) -> Result<(), InterpError> {
         let (Param::Buffer { elem, .. }, Arg::Buffer(buf)) = (param, arg) else {
             continue;
         };
-        if let Some((element, s)) = buf.data.iter().enumerate().find(|(_, s)| s.ty() != elem.value_type()) {
+        if let Some((element, s)) = buf
+            .data
+            .iter()
+            .enumerate()
+            .find(|(_, s)| s.ty() != elem.value_type())
+        {
             return Err(InterpError::ArgData {
                 kernel: kernel.name.clone(),
                 index,

@@ -30,7 +30,10 @@ pub(crate) fn resolve_index(
         let v = crate::lower::math::bind(f, "idx", v);
         let n64 = len as i64;
         let i = if from_end {
-            f.let_("idx_wrapped", v.clone() + v.clone().lt(0i64).select(n64, 0i64))
+            f.let_(
+                "idx_wrapped",
+                v.clone() + v.clone().lt(0i64).select(n64, 0i64),
+            )
         } else {
             v
         };

@@ -37,7 +37,9 @@ pub fn run_plan(
         .map(|t| HostBuffer::filled(t.dtype, t.len as usize, poison(t.dtype)))
         .collect();
     for fill in &plan.prefills {
-        let missing = || PlanRunError::MissingPrefill { output: fill.output };
+        let missing = || PlanRunError::MissingPrefill {
+            output: fill.output,
+        };
         let len = outputs.get(fill.output).ok_or_else(missing)?.len();
         let data = match &fill.source {
             PrefillSource::Value(v) => vec![*v; len],

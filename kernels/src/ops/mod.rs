@@ -58,6 +58,8 @@ catalogue! {
     Gather(GatherSpec) => "gather",
     /// Scatter along an axis, the adjoint of gather (embedding backward).
     Scatter(ScatterSpec) => "scatter",
+    /// A strided view of a flat buffer made dense, or a dense tensor written into one.
+    AsStrided(AsStridedSpec) => "as_strided",
     /// Reductions (sum, mean, max, min, argmax, argmin) over axes.
     Reduce(ReduceSpec) => "reduce",
     /// General matrix multiply with transposes, alpha/beta, strided batching, bias.

@@ -25,9 +25,9 @@ pub use cpu::{CpuDevice, CpuKernel, CpuStorage};
 #[cfg(feature = "cuda")]
 pub use cuda::{CudaDevice, CudaKernel, CudaPtxModule, CudaStorage};
 #[cfg(feature = "wgpu")]
-pub use wgpu::{WgpuDevice, WgpuKernel, WgpuShaderModule, WgpuStorage};
-#[cfg(feature = "wgpu")]
 pub(crate) use wgpu::ShaderCode;
+#[cfg(feature = "wgpu")]
+pub use wgpu::{WgpuDevice, WgpuKernel, WgpuShaderModule, WgpuStorage};
 
 /// Distinguishes device instances, so a tensor from another runtime is refused.
 static NEXT_DEVICE_ID: AtomicU64 = AtomicU64::new(1);

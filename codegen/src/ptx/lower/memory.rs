@@ -241,12 +241,14 @@ impl<'ctx> Lower<'_, 'ctx> {
                         .or_internal()?
                         .into()
                 }
-                ScalarType::U8 | ScalarType::U16 => {
-                    b.build_int_z_extend(int(w)?, i32t, "").or_internal()?.into()
-                }
-                ScalarType::I8 | ScalarType::I16 => {
-                    b.build_int_s_extend(int(w)?, i32t, "").or_internal()?.into()
-                }
+                ScalarType::U8 | ScalarType::U16 => b
+                    .build_int_z_extend(int(w)?, i32t, "")
+                    .or_internal()?
+                    .into(),
+                ScalarType::I8 | ScalarType::I16 => b
+                    .build_int_s_extend(int(w)?, i32t, "")
+                    .or_internal()?
+                    .into(),
                 ScalarType::I32
                 | ScalarType::U32
                 | ScalarType::I64

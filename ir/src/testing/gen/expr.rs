@@ -172,7 +172,10 @@ impl Gen<'_> {
         let (mem, index) = if lanes <= 2 && self.pick(3) == 0 {
             (self.layout.narrow_output(n), self.narrow_slot(lanes))
         } else {
-            (self.layout.narrow_input(n), self.any_index(IN_LEN, lanes, d))
+            (
+                self.layout.narrow_input(n),
+                self.any_index(IN_LEN, lanes, d),
+            )
         };
         Some(Expr::Load {
             mem,

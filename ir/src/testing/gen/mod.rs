@@ -401,10 +401,18 @@ impl<'a> Gen<'a> {
         let slot = self.slot(SLOTS, lanes);
         if lanes == 1 {
             let invocations = u32_lit(self.layout.invocations());
-            return bin(BinaryOp::Add, bin(BinaryOp::Mul, slot, invocations), global_id0());
+            return bin(
+                BinaryOp::Add,
+                bin(BinaryOp::Mul, slot, invocations),
+                global_id0(),
+            );
         }
         let region = self.own_slot(SLOTS, slot);
-        bin(BinaryOp::Add, region, u32_lit(SLOTS * self.layout.invocations()))
+        bin(
+            BinaryOp::Add,
+            region,
+            u32_lit(SLOTS * self.layout.invocations()),
+        )
     }
 
     /// A slot below `n` aligned to `lanes`: a literal, or a computed index masked.

@@ -75,9 +75,18 @@ pub(super) fn conv_cases() -> Vec<Conv2dSpec> {
     // channels, no batch (the filter gradient is a sum of nothing: zeros).
     let empty: [(ConvPass, ConvCase); 5] = [
         (ConvPass::Forward, (F32, 2, 0, 3, [4, 4], sq(3, 1, 1), true)),
-        (ConvPass::Forward, (F32, 1, 2, 0, [4, 4], sq(1, 1, 0), false)),
-        (ConvPass::BackwardData, (F32, 1, 2, 0, [5, 5], sq(3, 1, 1), false)),
-        (ConvPass::BackwardFilter, (F32, 0, 2, 3, [5, 5], sq(3, 1, 1), false)),
+        (
+            ConvPass::Forward,
+            (F32, 1, 2, 0, [4, 4], sq(1, 1, 0), false),
+        ),
+        (
+            ConvPass::BackwardData,
+            (F32, 1, 2, 0, [5, 5], sq(3, 1, 1), false),
+        ),
+        (
+            ConvPass::BackwardFilter,
+            (F32, 0, 2, 3, [5, 5], sq(3, 1, 1), false),
+        ),
         (ConvPass::Forward, (F32, 0, 2, 3, [5, 5], sq(3, 1, 1), true)),
     ];
     let mut v = Vec::new();

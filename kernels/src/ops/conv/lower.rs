@@ -37,13 +37,13 @@
 
 use super::geometry::{in_image, padded_coords, patch_row, patches, ConvGeometry, PatchRole};
 use crate::error::SpecError;
+use crate::lower::map::{arg, first_output, map_plan, Operand};
 use crate::lower::math::{bind, compute_type, Num};
 use crate::lower::schedule::plan_1d;
 use crate::lower::tile::{
     add, and_opt, div, emit_gemm, rem, scale, to_u32, BiasAxis, Gather, GemmBias, GemmCore,
     GemmOperand, GemmOutput,
 };
-use crate::lower::map::{arg, first_output, map_plan, Operand};
 use crate::lower::{Binding, Launch, LowerError, Plan, PlanBuilder, TargetCaps, Uniforms};
 use crate::spec::{
     Col2imSpec, Conv2dSpec, ConvPass, Im2colSpec, Nchw, OpSpec, TensorSig, Window2d,

@@ -123,7 +123,6 @@ pub fn binary_int(f: BinaryFn, dtype: ScalarType, a: f64, b: f64) -> f64 {
     wrap_int(dtype, r)
 }
 
-
 fn apply_binary(f: BinaryFn, dtype: ScalarType, a: f64, b: f64) -> f64 {
     if dtype.is_int() {
         binary_int(f, dtype, a, b)
@@ -135,28 +134,31 @@ fn apply_binary(f: BinaryFn, dtype: ScalarType, a: f64, b: f64) -> f64 {
 pub(super) fn apply_unary(f: UnaryFn, dtype: ScalarType, x: f64) -> f64 {
     if dtype.is_int() {
         let v = x as i128;
-        wrap_int(dtype, match f {
-            UnaryFn::Neg => -v,
-            UnaryFn::Abs => v.abs(),
-            UnaryFn::Relu => v.max(0),
-            // The others take floats only (see `UnaryFn::allowed_dtypes`).
-            UnaryFn::Sqrt
-            | UnaryFn::Rsqrt
-            | UnaryFn::Exp
-            | UnaryFn::Log
-            | UnaryFn::Sin
-            | UnaryFn::Cos
-            | UnaryFn::Tan
-            | UnaryFn::Floor
-            | UnaryFn::Ceil
-            | UnaryFn::Round
-            | UnaryFn::LeakyRelu { .. }
-            | UnaryFn::Sigmoid
-            | UnaryFn::Tanh
-            | UnaryFn::GeluErf
-            | UnaryFn::GeluTanh
-            | UnaryFn::Silu => return unary(f, x),
-        })
+        wrap_int(
+            dtype,
+            match f {
+                UnaryFn::Neg => -v,
+                UnaryFn::Abs => v.abs(),
+                UnaryFn::Relu => v.max(0),
+                // The others take floats only (see `UnaryFn::allowed_dtypes`).
+                UnaryFn::Sqrt
+                | UnaryFn::Rsqrt
+                | UnaryFn::Exp
+                | UnaryFn::Log
+                | UnaryFn::Sin
+                | UnaryFn::Cos
+                | UnaryFn::Tan
+                | UnaryFn::Floor
+                | UnaryFn::Ceil
+                | UnaryFn::Round
+                | UnaryFn::LeakyRelu { .. }
+                | UnaryFn::Sigmoid
+                | UnaryFn::Tanh
+                | UnaryFn::GeluErf
+                | UnaryFn::GeluTanh
+                | UnaryFn::Silu => return unary(f, x),
+            },
+        )
     } else {
         unary(f, x)
     }

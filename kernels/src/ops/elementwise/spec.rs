@@ -535,7 +535,11 @@ impl BinarySpec {
 }
 
 /// Checks a binary function's output dtype: its input dtype, or bool for comparisons.
-fn check_out_dtype(func: BinaryFn, dtype: ScalarType, out: Option<ScalarType>) -> Result<(), SpecError> {
+fn check_out_dtype(
+    func: BinaryFn,
+    dtype: ScalarType,
+    out: Option<ScalarType>,
+) -> Result<(), SpecError> {
     match out {
         None => Ok(()),
         Some(t) if t == dtype => Ok(()),

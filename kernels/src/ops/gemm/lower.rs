@@ -1,12 +1,12 @@
 //! Lowering of GEMM onto the tiled matrix-multiply engine of [`crate::lower::tile`].
 
+use crate::lower::schedule::fill_launch;
 use crate::lower::tile::{
     emit_gemm, to_u32, BiasAxis, Gather, GemmBias, GemmCore, GemmOperand, GemmOutput, Prior,
 };
-use crate::lower::schedule::fill_launch;
 use crate::lower::{Binding, LowerError, Plan, PlanBuilder, TargetCaps, Uniforms};
-use kernelc_ir::Scalar;
 use crate::spec::{GemmSpec, Layout, MatrixPlacement, OpSpec};
+use kernelc_ir::Scalar;
 
 // ---------------------------------------------------------------------------------------
 // The gemm op

@@ -73,10 +73,10 @@ fn coords(index: &E, dims: &[usize]) -> Vec<E> {
 
 /// `y[i] = x[base + Σ_d coord_d(i) · coef_d]` over output dims `dims`.
 #[derive(Clone, Debug, PartialEq)]
-struct Strided {
-    base: usize,
-    dims: Vec<usize>,
-    coefs: Vec<i64>,
+pub(super) struct Strided {
+    pub base: usize,
+    pub dims: Vec<usize>,
+    pub coefs: Vec<i64>,
 }
 
 impl Strided {
@@ -156,7 +156,7 @@ impl Strided {
 }
 
 /// One launch copying `x` to `y` by the strided map `s`.
-fn strided_copy(
+pub(super) fn strided_copy(
     name: &str,
     caps: &TargetCaps,
     x: &TensorSig,
@@ -174,6 +174,41 @@ fn strided_copy(
         grid.for_each_vector(f, lanes, "index", |f, index| {
             let src = s.offset(&index);
             f.store(ym, index, xm.load(src, lanes));
+        });
+    })?;
+    Ok(Plan::single(Launch {
+        kernel,
+        grid: grid.grid,
+        bindings: vec![Binding::Input(0), Binding::Output(0)],
+    }))
+}
+
+/// One launch writing `values` (dense) into `out` at the positions of the strided map
+/// `s` (`out[s(i)] = values[i]`; the positions are distinct, so each element has one
+/// writer). Elements at no position are not written.
+pub(super) fn strided_scatter(
+    name: &str,
+    caps: &TargetCaps,
+    values: &TensorSig,
+    out: &TensorSig,
+    s: &Strided,
+) -> Result<Plan, LowerError> {
+    let s = s.collapse();
+    let numel = values.numel() as u64;
+    let lanes = s.lanes(caps.vector_width);
+    let grid = plan_1d(numel / lanes as u64, caps, 1)?;
+    let mut k = KernelBuilder::new(name, grid.workgroup_size());
+    let vm = k.buffer(values.name.clone(), values.dtype, numel, Access::Read);
+    let om = k.buffer(
+        out.name.clone(),
+        out.dtype,
+        out.numel() as u64,
+        Access::Write,
+    );
+    let kernel = k.build(|f| {
+        grid.for_each_vector(f, lanes, "index", |f, index| {
+            let dst = s.offset(&index);
+            f.store(om, dst, vm.load(index, lanes));
         });
     })?;
     Ok(Plan::single(Launch {

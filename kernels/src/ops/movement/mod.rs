@@ -1,4 +1,5 @@
-//! The data-movement family: `permute`, `slice`, `concat`, `gather`, `scatter`.
+//! The data-movement family: `permute`, `slice`, `concat`, `gather`, `scatter`,
+//! `as_strided` (in its own file).
 //!
 //! * permute: `y[i_0, …, i_{r−1}] = x[k]` with `k[perm[j]] = i_j`
 //!   (so `y.shape[j] = x.shape[perm[j]]`).
@@ -20,9 +21,11 @@
 //! is gather on `axis = 0` of a `[vocab, dim]` table, `out[j, :] = weight[id_j, :]`;
 //! embedding backward is scatter-sum, `dweight[id, :] = Σ_{j: id_j = id} dy[j, :]`.
 
+mod as_strided;
 mod cases;
 mod lower;
 pub(crate) mod reference;
 mod spec;
 
+pub use as_strided::AsStridedSpec;
 pub use spec::*;

@@ -276,7 +276,6 @@ fn index_value(i: E, dtype: ScalarType) -> E {
     }
 }
 
-
 /// Backward of max or average pooling (see the module docs for the schedules).
 pub(super) fn pool2d_backward(
     spec: &Pool2dBackwardSpec,
@@ -423,7 +422,13 @@ fn max_backward_scatter(spec: &Pool2dBackwardSpec, caps: &TargetCaps) -> Result<
         let in_base = f.let_("in_base", plane * plane_len);
         f.for_("o", 0u32, out_len, 1, |f, o| {
             let at = f.let_("at", out_base.clone() + o);
-            let (ok, i) = resolve_index(f, mems[1].at(at.clone()), index_dtype, plane_len as usize, false);
+            let (ok, i) = resolve_index(
+                f,
+                mems[1].at(at.clone()),
+                index_dtype,
+                plane_len as usize,
+                false,
+            );
             f.if_(ok, |f| {
                 let dst = f.let_("dst", in_base.clone() + i);
                 let sum =

@@ -54,12 +54,18 @@ impl ReduceFn {
     /// greatest integer) for a min; `None` for arg reductions, which have no answer.
     pub fn identity(&self, dtype: ScalarType) -> Option<Scalar> {
         let extreme = |least: bool| match Scalar::zero(dtype) {
-            Scalar::F16(_) | Scalar::Bf16(_) | Scalar::F32(_) | Scalar::F64(_) => {
-                Scalar::from_f64(dtype, if least { f64::NEG_INFINITY } else { f64::INFINITY })
-            }
+            Scalar::F16(_) | Scalar::Bf16(_) | Scalar::F32(_) | Scalar::F64(_) => Scalar::from_f64(
+                dtype,
+                if least {
+                    f64::NEG_INFINITY
+                } else {
+                    f64::INFINITY
+                },
+            ),
             _ => {
                 let (lo, hi) = int_range(dtype);
-                Scalar::int_wrapping(dtype, if least { lo } else { hi }).unwrap_or(Scalar::zero(dtype))
+                Scalar::int_wrapping(dtype, if least { lo } else { hi })
+                    .unwrap_or(Scalar::zero(dtype))
             }
         };
         match self {

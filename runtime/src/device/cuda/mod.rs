@@ -718,7 +718,8 @@ impl CudaStorage {
     fn download(&self, offset: usize, out: &mut [u8]) -> std::result::Result<(), DriverError> {
         // `ptr + offset` starts a range of `out.len()` bytes inside a live allocation
         // (the caller's contract), through the pinned stage.
-        self.stage.download(self.ptr + offset as u64, out, &self.stream)
+        self.stage
+            .download(self.ptr + offset as u64, out, &self.stream)
     }
 
     pub(crate) fn write_range(&self, offset: usize, data: &[u8]) -> Result<()> {

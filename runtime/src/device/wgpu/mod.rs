@@ -1249,6 +1249,6 @@ impl Drop for WgpuStorage {
 }
 
 #[cfg(test)]
-mod tests;
-#[cfg(test)]
 mod random_tests;
+#[cfg(test)]
+mod tests;

@@ -43,7 +43,12 @@ impl WgpuDevice {
             kernel: entry.to_string(),
             message,
         };
-        if immediate_bytes > 0 && !self.gpu.device.features().contains(wgpu::Features::IMMEDIATES)
+        if immediate_bytes > 0
+            && !self
+                .gpu
+                .device
+                .features()
+                .contains(wgpu::Features::IMMEDIATES)
         {
             return Err(failed(
                 "this adapter has no immediate data (push constants)".into(),

@@ -166,7 +166,10 @@ fn agree_on(path: ShaderPath, config: &GenConfig, shape: Shape, test: &str) {
         path.name(),
         cases - refused
     );
-    assert!(refused * 2 <= cases, "most cases were refused: {refused} of {cases}");
+    assert!(
+        refused * 2 <= cases,
+        "most cases were refused: {refused} of {cases}"
+    );
 }
 
 #[test]

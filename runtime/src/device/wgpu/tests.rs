@@ -361,7 +361,11 @@ fn packed_scalars_reach_the_kernel_on_every_shader_path() {
                 .iter()
                 .map(|&v| u8::from(if sb { v > 0 } else { v <= 0 }))
                 .collect();
-            assert_eq!(outs[3].read_bytes().expect("downloads"), want_b, "out_b, {case}");
+            assert_eq!(
+                outs[3].read_bytes().expect("downloads"),
+                want_b,
+                "out_b, {case}"
+            );
         }
     }
 }
