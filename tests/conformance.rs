@@ -22,6 +22,14 @@ fn run(exec: &dyn Executor, caps: &TargetCaps, specs: &[OpSpec]) {
     conform(exec, caps, specs, SEED).assert_ok(&exec.name());
 }
 
+/// The split cases ([`cases::split`]) on a runtime whose kernels index at most
+/// [`cases::SPLIT_LIMIT`] elements: every case runs in pieces.
+fn run_split(mut rt: kernelc::runtime::Runtime) {
+    rt.set_max_kernel_elements(cases::SPLIT_LIMIT);
+    let caps = rt.caps().clone();
+    conform(&rt, &caps, &cases::split(), SEED).assert_ok(&format!("{} (split)", rt.name()));
+}
+
 /// Every case of the table; `KERNELC_KINDS=gemm,softmax` narrows the run.
 fn lowered_cases() -> Vec<OpSpec> {
     let only = std::env::var("KERNELC_KINDS").ok();
@@ -53,6 +61,7 @@ fn cpu_device() {
     rt.set_poison_outputs(true);
     let caps = rt.caps().clone();
     run(&rt, &caps, &lowered_cases());
+    run_split(rt);
 }
 
 /// A runtime on `choice`, or `None` (after saying so) when the device is absent and
@@ -86,6 +95,7 @@ fn wgpu_path(shader: kernelc::runtime::ShaderPath) {
     if let Some(rt) = device_runtime(choice, required) {
         let caps = rt.caps().clone();
         run(&rt, &caps, &lowered_cases());
+        run_split(rt);
     }
 }
 
@@ -124,6 +134,7 @@ fn cuda_device() {
     ) {
         let caps = rt.caps().clone();
         run(&rt, &caps, &lowered_cases());
+        run_split(rt);
     }
 }
 
@@ -147,6 +158,49 @@ fn interpreter_with_gpu_caps() {
         &caps,
         &lowered_cases(),
     );
+}
+
+/// Tensors past one kernel's indices, split into pieces, on the interpreter with
+/// CPU-like, GPU-like and WebGPU-baseline caps; each case really is split (more
+/// launches than the unsplit plan), and ops that do not split are refused naming the
+/// tensor.
+#[test]
+fn split_cases_conform_on_the_interpreter() {
+    use kernelc::kernels::lower::{lower, LowerError};
+    for base in [
+        TargetCaps::cpu(),
+        TargetCaps::cuda_sm90(),
+        TargetCaps::gpu_baseline(),
+    ] {
+        let caps = TargetCaps {
+            max_kernel_elements: cases::SPLIT_LIMIT,
+            ..base.clone()
+        };
+        run(
+            &Interpreter::new("interp/split", caps.clone()),
+            &caps,
+            &cases::split(),
+        );
+        for spec in cases::split() {
+            match (lower(&spec, &caps), lower(&spec, &base)) {
+                (Ok(split), Ok(whole)) => assert!(
+                    split.launches.len() > whole.launches.len(),
+                    "{}: not split",
+                    spec.name()
+                ),
+                (Err(LowerError::UnsupportedDtype { .. }), _) => {}
+                (a, b) => panic!("{}: {a:?} / {b:?}", spec.name()),
+            }
+        }
+        let softmax: OpSpec = serde_json::from_str(
+            r#"{"op":"softmax","dtype":"f32","shape":[4,1025],"axis":1,"log":false}"#,
+        )
+        .expect("a valid spec");
+        match lower(&softmax, &caps) {
+            Err(LowerError::TooLarge { what, .. }) => assert!(what.contains("`x`"), "{what}"),
+            other => panic!("softmax past the limit: {other:?}"),
+        }
+    }
 }
 
 /// Every kind has at least three cases in the table.
@@ -185,8 +239,7 @@ fn every_kind_lowers_for_every_caps() {
                             plan.prefills.iter().any(|p| p.output == o)
                                 || plan.launches.iter().any(|l| {
                                     l.bindings
-                                        .iter()
-                                        .any(|b| *b == kernelc::kernels::lower::Binding::Output(o))
+                                        .contains(&kernelc::kernels::lower::Binding::Output(o))
                                 })
                         };
                         for (o, out) in spec.outputs().iter().enumerate() {

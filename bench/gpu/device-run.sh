@@ -3,7 +3,7 @@
 # torch on the same GPU, in one command. Built and packed here by bench/gpu/pack.sh;
 # run there from the repository root:
 #
-#   . .device/setup.sh && bash bench/gpu/device-run.sh [conformance] [memory] [fuzz] [sanitize] [bench] [chain] [wgpu-bench]
+#   . .device/setup.sh && bash bench/gpu/device-run.sh [conformance] [memory] [large] [random] [fuzz] [sanitize] [bench] [chain] [wgpu-bench]
 #
 # (no stage named: all six). FUZZ_CASES sets the op fuzzer's cases per executor. Results go to $OUT (the device tool brings them back);
 # the last lines printed are the summary.
@@ -50,12 +50,26 @@ for stage in $stages; do
     # every wgpu path through NVIDIA's Vulkan driver.
     KERNELC_REQUIRE_CUDA=1 CI=1 timeout 200 "$memory_tests" --test-threads=1 --nocapture > "$OUT/memory.txt" 2>&1
     note "memory model (cpu, cuda, 4 wgpu paths): exit $? -- $(grep -E '^test result' "$OUT/memory.txt" | tail -1)"
-    for t in raw host; do
+    for t in raw host modules empty strided; do
       bin_t=$(ls $bin/$t-* 2>/dev/null | head -1)
       [ -n "$bin_t" ] || continue
       KERNELC_REQUIRE_CUDA=1 CI=1 timeout 120 "$bin_t" --test-threads=1 > "$OUT/$t.txt" 2>&1
       note "$t tests (cpu, cuda, wgpu): exit $? -- $(grep -E '^test result' "$OUT/$t.txt" | tail -1)"
     done
+    ;;
+  large)
+    # add and reduce sum over 3·2^30 f32 elements (pieces past 32-bit indices).
+    large_tests=$(ls $bin/large-* 2>/dev/null | head -1)
+    timeout 300 "$large_tests" --nocapture > "$OUT/large.txt" 2>&1
+    note "3·2^30-element add + reduce sum (cuda): exit $? -- $(grep -E '^test result' "$OUT/large.txt" | tail -1)"
+    grep -E 'NOT RUN|relative error|every element' "$OUT/large.txt" | sed 's/^/   /'
+    ;;
+  random)
+    # Random integer kernels (narrow packed types) against the interpreter on every
+    # wgpu path through NVIDIA's Vulkan driver.
+    lib_tests=$(ls $bin/kernelc_runtime-* 2>/dev/null | head -1)
+    CI=1 KERNELC_WGPU_FUZZ_CASES=${WGPU_FUZZ_CASES:-300} timeout 300 "$lib_tests" random --test-threads=1 --nocapture > "$OUT/random.txt" 2>&1
+    note "wgpu random kernels (NVIDIA Vulkan): exit $? -- $(grep -E '^test result' "$OUT/random.txt" | tail -1)"
     ;;
   fuzz)
     # The op fuzzer on CUDA and on NVIDIA's Vulkan driver (every wgpu path), one seed

@@ -784,7 +784,10 @@ fn dump_catalogue() {
 
 /// The `Binding` decoration of each named resource variable, by name, and every
 /// (descriptor set, binding) pair the module declares, from its disassembly.
-fn bindings(text: &str) -> (Vec<(String, u32)>, Vec<(u32, u32)>) {
+/// Each named resource's binding, and every (descriptor set, binding) pair.
+type Bindings = (Vec<(String, u32)>, Vec<(u32, u32)>);
+
+fn bindings(text: &str) -> Bindings {
     let mut names = std::collections::HashMap::new();
     let mut set_of = std::collections::HashMap::new();
     let mut binding_of = Vec::new();

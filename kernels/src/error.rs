@@ -44,7 +44,7 @@ pub enum SpecError {
     #[error("shapes {lhs:?} and {rhs:?} are not broadcastable")]
     NotBroadcastable { lhs: Vec<usize>, rhs: Vec<usize> },
 
-    /// A tensor has more elements than kernels index (see [`MAX_ELEMENTS`](crate::shape::MAX_ELEMENTS)).
+    /// A tensor has more elements than a spec may have (see [`MAX_ELEMENTS`](crate::shape::MAX_ELEMENTS)).
     #[error("{what} has {elements} elements, more than the limit of {limit}")]
     TooLarge {
         what: String,

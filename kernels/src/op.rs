@@ -87,6 +87,14 @@ pub trait Op: Clone + std::fmt::Debug + PartialEq + Sized {
         ))
     }
 
+    /// The plan of this op when a tensor has more elements than one kernel indexes
+    /// ([`TargetCaps::max_kernel_elements`]): pieces that each fit, one plan each
+    /// ([`crate::lower::split`]). `None`, the default, for an op that does not split;
+    /// it is refused with [`LowerError::TooLarge`] naming the tensor.
+    fn lower_large(&self, _caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
+        None
+    }
+
     /// How far a target's float outputs may be from the reference (integer and bool
     /// outputs are always exact; see [`crate::tolerance`]).
     fn tolerance(&self) -> Tolerance;
@@ -275,6 +283,15 @@ macro_rules! catalogue {
             ) -> Result<$crate::lower::Plan, $crate::lower::LowerError> {
                 match self {
                     $( OpSpec::$variant(s) => $crate::op::Op::lower(s, caps), )*
+                }
+            }
+
+            pub(crate) fn lower_large_unchecked(
+                &self,
+                caps: &$crate::lower::TargetCaps,
+            ) -> Option<Result<$crate::lower::Plan, $crate::lower::LowerError>> {
+                match self {
+                    $( OpSpec::$variant(s) => $crate::op::Op::lower_large(s, caps), )*
                 }
             }
 

@@ -3,9 +3,15 @@
 
 use crate::error::SpecError;
 
-/// The most elements any one tensor of a spec may have: `i32::MAX`, so that every
-/// flat element index fits a signed or unsigned 32-bit integer on every target.
-pub const MAX_ELEMENTS: usize = i32::MAX as usize;
+/// The most elements any one tensor of a spec may have: 2^48, past any device's
+/// memory, so that element and byte counts never overflow. One kernel indexes at
+/// most [`TargetCaps::max_kernel_elements`](crate::lower::TargetCaps::max_kernel_elements);
+/// a larger tensor is split into pieces, or refused by an op that does not split.
+pub const MAX_ELEMENTS: usize = if usize::BITS >= 64 {
+    (1u64 << 48) as usize
+} else {
+    isize::MAX as usize
+};
 
 /// Number of elements of `shape` (1 for rank 0), saturating at `usize::MAX`.
 pub fn numel(shape: &[usize]) -> usize {

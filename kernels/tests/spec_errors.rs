@@ -346,13 +346,46 @@ fn not_broadcastable() {
     ));
 }
 
+/// Past 2^48 elements a spec is invalid; past one kernel's 32-bit indices it is
+/// valid and lowered in pieces (an op that splits) or refused naming the tensor.
 #[test]
 fn too_large() {
-    let e = err(unary(UnaryFn::Exp, F32, vec![1 << 16, 1 << 16]));
+    use kernelc_kernels::lower::{lower, Binding, LowerError, TargetCaps};
+    let e = err(unary(UnaryFn::Exp, F32, vec![1 << 25, 1 << 24]));
     assert!(
-        matches!(e, SpecError::TooLarge { elements, .. } if elements == 1u128 << 32),
+        matches!(e, SpecError::TooLarge { elements, .. } if elements == 1u128 << 49),
         "{e:?}"
     );
+    let huge = unary(UnaryFn::Exp, F32, vec![3, 1 << 30]);
+    let plan = lower(&huge, &TargetCaps::cuda_sm90()).expect("split into pieces");
+    assert_eq!(
+        plan.launches.len(),
+        2,
+        "3·2^30 elements in pieces of < 2^31"
+    );
+    let mut covered = 0u64;
+    for launch in &plan.launches {
+        for (b, p) in launch.bindings.iter().zip(&launch.kernel.params) {
+            if let (Binding::Part { start, .. }, kernelc_ir::Param::Buffer { len, .. }) = (b, p) {
+                assert!(*len <= i32::MAX as u64);
+                assert_eq!(start % 256, 0);
+                covered = covered.max(start + len);
+            }
+        }
+    }
+    assert_eq!(covered, 3 << 30);
+    let mut softmax = match OpKind::Softmax.example() {
+        OpSpec::Softmax(s) => s,
+        _ => unreachable!(),
+    };
+    softmax.shape = vec![3, 1 << 30];
+    match lower(&OpSpec::Softmax(softmax), &TargetCaps::cpu()) {
+        Err(LowerError::TooLarge { what, value, limit }) => {
+            assert!(what.contains("softmax") && what.contains("`x`"), "{what}");
+            assert_eq!((value, limit), (3 << 30, i32::MAX as u64));
+        }
+        other => panic!("{other:?}"),
+    }
 }
 
 #[test]

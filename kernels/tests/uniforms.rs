@@ -6,7 +6,7 @@
 
 use kernelc_ir::{Param, ScalarType};
 use kernelc_kernels::conformance::cases;
-use kernelc_kernels::lower::{lower, Binding, TargetCaps};
+use kernelc_kernels::lower::{lower, Binding, TargetCaps, Whole};
 use kernelc_kernels::spec::*;
 
 fn all_caps() -> [(&'static str, TargetCaps); 3] {
@@ -151,8 +151,17 @@ fn the_per_call_attributes_do_not_change_the_key() {
 #[test]
 fn every_input_binds_a_read_only_parameter() {
     let mut checked = 0;
-    for spec in cases::all() {
+    // The table, and the split cases in pieces (inputs bound as parts).
+    let specs = cases::all()
+        .into_iter()
+        .map(|s| (s, TargetCaps::MAX_KERNEL_ELEMENTS))
+        .chain(cases::split().into_iter().map(|s| (s, cases::SPLIT_LIMIT)));
+    for (spec, limit) in specs {
         for (name, caps) in all_caps() {
+            let caps = TargetCaps {
+                max_kernel_elements: limit,
+                ..caps
+            };
             if !supported(&spec, &caps) {
                 continue;
             }
@@ -160,7 +169,11 @@ fn every_input_binds_a_read_only_parameter() {
             for launch in &plan.launches {
                 for (binding, param) in launch.bindings.iter().zip(&launch.kernel.params) {
                     if let (
-                        Binding::Input(i),
+                        Binding::Input(i)
+                        | Binding::Part {
+                            of: Whole::Input(i),
+                            ..
+                        },
                         Param::Buffer {
                             access, name: p, ..
                         },

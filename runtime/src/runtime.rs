@@ -14,7 +14,7 @@ use crate::options::RuntimeOptions;
 use crate::registry::Registry;
 use crate::tensor::Tensor;
 use kernelc_ir::interp::HostBuffer;
-use kernelc_ir::{passes, ScalarType};
+use kernelc_ir::{passes, Param, ScalarType};
 use kernelc_kernels::lower::{lower, Binding, Plan, Prefill, PrefillSource, TargetCaps};
 use kernelc_kernels::spec::{OpSpec, TensorSig};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -203,6 +203,19 @@ impl Runtime {
     /// Caps the size of any one buffer (the default is 1 TiB).
     pub fn set_max_buffer_bytes(&mut self, bytes: u64) {
         self.max_buffer_bytes = bytes;
+    }
+
+    /// The most elements one kernel indexes (default and greatest
+    /// [`TargetCaps::MAX_KERNEL_ELEMENTS`], least
+    /// [`PIECE_ALIGNMENT`](kernelc_kernels::lower::split::PIECE_ALIGNMENT)): larger
+    /// tensors are split into pieces at lowering, or refused by ops that do not split.
+    /// Lower it to run the pieces with small tensors (tests do). Clears the plan
+    /// cache, whose plans were lowered for the old limit.
+    pub fn set_max_kernel_elements(&mut self, elements: u64) {
+        use kernelc_kernels::lower::split::PIECE_ALIGNMENT;
+        self.caps.max_kernel_elements =
+            elements.clamp(PIECE_ALIGNMENT, TargetCaps::MAX_KERNEL_ELEMENTS);
+        self.clear_memory_caches();
     }
 
     /// The memory lock (see the `memory` field); a panic while it was held leaves no
@@ -402,15 +415,27 @@ impl Runtime {
             .collect::<Result<Vec<_>>>()?;
         let mut launches = Vec::with_capacity(plan.launches.len());
         for (launch, exe) in plan.launches.iter().zip(&prepared.executables) {
+            let whole = |b: &Binding| match b {
+                Binding::Input(i) => inputs.get(*i).copied(),
+                Binding::Output(i) => outputs.get(*i).copied(),
+                Binding::Temp(i) => temps.get(*i).map(|t| t.binding()),
+                Binding::Scalar(s) => Some(BindingRef::Scalar(*s)),
+                Binding::Uniform(i) => uniforms.get(*i).map(|u| BindingRef::Scalar(u.value)),
+                Binding::Part { .. } => None,
+            };
             let args: Vec<BindingRef<'_>> = launch
                 .bindings
                 .iter()
-                .map(|b| match b {
-                    Binding::Input(i) => inputs.get(*i).copied(),
-                    Binding::Output(i) => outputs.get(*i).copied(),
-                    Binding::Temp(i) => temps.get(*i).map(|t| t.binding()),
-                    Binding::Scalar(s) => Some(BindingRef::Scalar(*s)),
-                    Binding::Uniform(i) => uniforms.get(*i).map(|u| BindingRef::Scalar(u.value)),
+                .zip(&launch.kernel.params)
+                .map(|(b, param)| match (b, param) {
+                    (Binding::Part { of, start }, Param::Buffer { elem, len, .. }) => {
+                        let size = elem.size_bytes() as u64;
+                        let start = usize::try_from(start.checked_mul(size)?).ok()?;
+                        let bytes = usize::try_from(len.checked_mul(size)?).ok()?;
+                        whole(&of.binding())?.part(start, bytes)
+                    }
+                    (Binding::Part { .. }, Param::Scalar { .. }) => None,
+                    (b, _) => whole(b),
                 })
                 .collect::<Option<Vec<_>>>()
                 .ok_or_else(|| RuntimeError::Launch {

@@ -315,10 +315,10 @@ fn key_changes_with_shape_dtype_and_target() {
     assert!(options.contains(std::env::consts::ARCH), "{options}");
     let kernel = &rt.plan(&specs[0]).unwrap().launches[0].kernel;
     let hash = stable_hash(kernel);
-    let key = CacheKey::new(hash.as_bytes(), "cpu", &options);
-    assert_eq!(key, CacheKey::new(hash.as_bytes(), "cpu", &options));
-    assert_ne!(key, CacheKey::new(hash.as_bytes(), "wgsl", &options));
-    assert_ne!(key, CacheKey::new(hash.as_bytes(), "ptx", &options));
+    let key = CacheKey::new(hash.as_bytes(), "cpu", options);
+    assert_eq!(key, CacheKey::new(hash.as_bytes(), "cpu", options));
+    assert_ne!(key, CacheKey::new(hash.as_bytes(), "wgsl", options));
+    assert_ne!(key, CacheKey::new(hash.as_bytes(), "ptx", options));
     assert_ne!(
         key,
         CacheKey::new(hash.as_bytes(), "cpu", &format!("{options} has_avx512f"))
@@ -326,7 +326,7 @@ fn key_changes_with_shape_dtype_and_target() {
     let other = &rt.plan(&specs[1]).unwrap().launches[0].kernel;
     assert_ne!(
         key,
-        CacheKey::new(stable_hash(other).as_bytes(), "cpu", &options)
+        CacheKey::new(stable_hash(other).as_bytes(), "cpu", options)
     );
 }
 

@@ -21,10 +21,6 @@ fn add_spec(shape: &[usize]) -> OpSpec {
     })
 }
 
-fn gemm_spec(m: usize, n: usize, k: usize) -> OpSpec {
-    OpSpec::Gemm(GemmSpec::new(ScalarType::F32, m, n, k))
-}
-
 /// Nothing was compiled or launched.
 fn assert_nothing_ran(rt: &Runtime) {
     let s = rt.stats();

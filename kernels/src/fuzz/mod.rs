@@ -135,7 +135,7 @@ pub fn case_from_choices(choices: &[u32], limits: &FuzzLimits) -> FuzzCase {
     let cases = kind.cases();
     let base = cases[c.below(cases.len())].clone();
     let mode = InputMode::ALL[c.below(InputMode::ALL.len())];
-    let seed = u64::from(c.next());
+    let seed = u64::from(c.next_word());
     let spec = mutate::mutate(&base, &cases, &mut c, limits);
     FuzzCase { spec, seed, mode }
 }

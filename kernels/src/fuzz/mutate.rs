@@ -16,7 +16,7 @@ impl<'a> Choices<'a> {
     }
 
     /// The next word (0 past the end).
-    pub fn next(&mut self) -> u32 {
+    pub fn next_word(&mut self) -> u32 {
         let w = self.words.get(self.at).copied().unwrap_or(0);
         self.at += 1;
         w
@@ -24,7 +24,7 @@ impl<'a> Choices<'a> {
 
     /// A choice in `0..n` (`n > 0`), 0 for a word of 0.
     pub fn below(&mut self, n: usize) -> usize {
-        self.next() as usize % n.max(1)
+        self.next_word() as usize % n.max(1)
     }
 }
 

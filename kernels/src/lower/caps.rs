@@ -57,9 +57,22 @@ pub struct TargetCaps {
     /// may flush to its domain and tie cases only, whose values stay far from the
     /// subnormal range.
     pub keeps_subnormals: bool,
+    /// Most elements one kernel indexes ([`i32::MAX`]: kernels index with 32 bits,
+    /// all that WGSL has). A larger tensor is split into pieces of at most this many
+    /// elements at lowering ([`split`](super::split)), or refused by an op that does
+    /// not split. Lower values exercise the splitting with small tensors.
+    #[serde(default = "TargetCaps::default_max_kernel_elements")]
+    pub max_kernel_elements: u64,
 }
 
 impl TargetCaps {
+    /// The default and greatest [`TargetCaps::max_kernel_elements`].
+    pub const MAX_KERNEL_ELEMENTS: u64 = i32::MAX as u64;
+
+    fn default_max_kernel_elements() -> u64 {
+        TargetCaps::MAX_KERNEL_ELEMENTS
+    }
+
     /// A CPU: one invocation per workgroup, everything available, 4-lane f32 vectors.
     pub fn cpu() -> TargetCaps {
         TargetCaps {
@@ -78,6 +91,7 @@ impl TargetCaps {
             ieee_specials: true,
             may_contract: false,
             keeps_subnormals: true,
+            max_kernel_elements: TargetCaps::MAX_KERNEL_ELEMENTS,
         }
     }
 
@@ -100,6 +114,7 @@ impl TargetCaps {
             ieee_specials: true,
             may_contract: false,
             keeps_subnormals: true,
+            max_kernel_elements: TargetCaps::MAX_KERNEL_ELEMENTS,
         }
     }
 
@@ -121,6 +136,7 @@ impl TargetCaps {
             ieee_specials: true,
             may_contract: false,
             keeps_subnormals: true,
+            max_kernel_elements: TargetCaps::MAX_KERNEL_ELEMENTS,
         }
     }
 

@@ -1,7 +1,7 @@
 //! Running a [`Plan`] on the reference interpreter: the executable meaning of a
 //! lowered op, and the first executor of the conformance harness.
 
-use super::{Binding, Plan, PrefillSource};
+use super::{Binding, Plan, PrefillSource, Whole};
 use kernelc_ir::interp::{self, Arg, HostBuffer, InterpError};
 use kernelc_ir::Scalar;
 use thiserror::Error;
@@ -72,6 +72,22 @@ pub fn run_plan(
                 Binding::Uniform(i) => {
                     Arg::Scalar(uniforms.get(*i).ok_or_else(|| missing(binding))?.value)
                 }
+                Binding::Part { of, start } => {
+                    let whole = match of {
+                        Whole::Input(i) => inputs.get(*i),
+                        Whole::Output(i) => outputs.get(*i),
+                        Whole::Temp(i) => temps.get(*i),
+                    };
+                    let len = part_len(&launch.kernel, args.len());
+                    let part = whole
+                        .zip(len)
+                        .and_then(|(w, len)| w.data.get(*start as usize..*start as usize + len))
+                        .ok_or_else(|| missing(binding))?;
+                    Arg::Buffer(HostBuffer {
+                        elem: whole.map_or(kernelc_ir::ScalarType::F32, |w| w.elem),
+                        data: part.to_vec(),
+                    })
+                }
             };
             args.push(arg);
         }
@@ -85,11 +101,28 @@ pub fn run_plan(
             match binding {
                 Binding::Output(i) => outputs[*i] = buffer,
                 Binding::Temp(i) => temps[*i] = buffer,
+                Binding::Part { of, start } => {
+                    let whole = match of {
+                        Whole::Output(i) => &mut outputs[*i],
+                        Whole::Temp(i) => &mut temps[*i],
+                        Whole::Input(_) => continue,
+                    };
+                    let start = *start as usize;
+                    whole.data[start..start + buffer.data.len()].copy_from_slice(&buffer.data);
+                }
                 Binding::Input(_) | Binding::Scalar(_) | Binding::Uniform(_) => {}
             }
         }
     }
     Ok(())
+}
+
+/// The elements kernel parameter `param` declares, if it is a buffer.
+fn part_len(kernel: &kernelc_ir::Kernel, param: usize) -> Option<usize> {
+    match kernel.params.get(param)? {
+        kernelc_ir::Param::Buffer { len, .. } => Some(*len as usize),
+        kernelc_ir::Param::Scalar { .. } => None,
+    }
 }
 
 /// A value no correct kernel leaves in an output: NaN, or `0xDEADBEEF` (its low

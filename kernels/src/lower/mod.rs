@@ -18,6 +18,7 @@ pub(crate) mod pointwise;
 pub(crate) mod reduction;
 pub(crate) mod rng;
 pub mod schedule;
+pub mod split;
 pub(crate) mod tile;
 
 pub use caps::TargetCaps;
@@ -26,6 +27,7 @@ pub(crate) use plan::declare_tensor;
 pub(crate) use plan::PlanBuilder;
 pub use plan::{
     Binding, Launch, Plan, Prefill, PrefillSource, ScalarParam, TempBuffer, Uniform, Uniforms,
+    Whole,
 };
 
 use crate::error::SpecError;
@@ -78,6 +80,26 @@ pub fn lower(spec: &OpSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
     }
     if spec.inputs().iter().any(|i| i.numel() == 0) {
         return spec.lower_empty_unchecked(caps);
+    }
+    // Past 32-bit indices: pieces that fit, where the op splits.
+    let limit = caps
+        .max_kernel_elements
+        .min(TargetCaps::MAX_KERNEL_ELEMENTS);
+    let sigs = spec.inputs().into_iter().chain(spec.outputs());
+    if let Some(large) = sigs.into_iter().find(|s| s.numel() as u64 > limit) {
+        return spec
+            .lower_large_unchecked(caps)
+            .unwrap_or_else(|| {
+                Err(LowerError::TooLarge {
+                    what: format!(
+                        "{}: elements of `{}` (one kernel indexes 32 bits; this op is not split into pieces)",
+                        spec.name(),
+                        large.name
+                    ),
+                    value: large.numel() as u64,
+                    limit,
+                })
+            });
     }
     spec.lower_unchecked(caps)
 }

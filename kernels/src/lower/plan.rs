@@ -22,6 +22,32 @@ pub enum Binding {
     /// order): bound at launch from the spec being run, so the plan and its kernels
     /// serve every value.
     Uniform(usize),
+    /// The elements of a tensor from element `start`, as many as the kernel parameter
+    /// declares: a piece of a tensor too large for one kernel's 32-bit indices
+    /// ([`split`](super::split)). `start` is a multiple of
+    /// [`PIECE_ALIGNMENT`](super::split::PIECE_ALIGNMENT) elements, so every device
+    /// binds the piece where it is.
+    Part { of: Whole, start: u64 },
+}
+
+/// The tensor a [`Binding::Part`] is a piece of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Whole {
+    Input(usize),
+    Output(usize),
+    Temp(usize),
+}
+
+impl Whole {
+    /// The binding of the whole tensor.
+    pub fn binding(self) -> Binding {
+        match self {
+            Whole::Input(i) => Binding::Input(i),
+            Whole::Output(i) => Binding::Output(i),
+            Whole::Temp(i) => Binding::Temp(i),
+        }
+    }
 }
 
 /// One kernel launch.
@@ -119,7 +145,12 @@ impl Plan {
         };
         for launch in &mut self.launches {
             for b in &mut launch.bindings {
-                if let Binding::Input(i) = b {
+                if let Binding::Input(i)
+                | Binding::Part {
+                    of: Whole::Input(i),
+                    ..
+                } = b
+                {
                     rename(i);
                 }
             }

@@ -37,6 +37,8 @@ pub(crate) fn next_device_id() -> u64 {
 }
 
 /// A device a [`crate::Runtime`] runs on.
+// One per runtime, never moved in a hot path: boxing the large variants buys nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Device {
     Cpu(CpuDevice),
     #[cfg(feature = "wgpu")]
@@ -55,6 +57,8 @@ pub enum Storage {
 }
 
 /// A compiled kernel for a device.
+// Held behind an `Arc` by the kernel cache: the size of the enum is paid once.
+#[allow(clippy::large_enum_variant)]
 pub enum Executable {
     Cpu(CpuKernel),
     #[cfg(feature = "wgpu")]
@@ -71,6 +75,29 @@ pub(crate) enum BindingRef<'a> {
     /// directly (`Runtime::run_host`); other devices refuse it.
     Host(HostRange<'a>),
     Scalar(kernelc_ir::Scalar),
+}
+
+impl<'a> BindingRef<'a> {
+    /// `bytes` bytes of this buffer from byte `start` (a piece of a tensor too large
+    /// for one kernel: `Binding::Part`); `None` for a scalar or a range outside it.
+    pub fn part(&self, start: usize, bytes: usize) -> Option<BindingRef<'a>> {
+        let end = start.checked_add(bytes)?;
+        match *self {
+            BindingRef::Buffer(s) if end <= s.bytes => Some(BindingRef::Buffer(Slice {
+                storage: s.storage,
+                offset: s.offset + start,
+                bytes,
+            })),
+            BindingRef::Host(h) if end <= h.bytes => Some(BindingRef::Host(HostRange {
+                // In bounds (checked above): a pointer into the same borrowed range.
+                ptr: h.ptr.wrapping_add(start),
+                bytes,
+                writable: h.writable,
+                borrow: std::marker::PhantomData,
+            })),
+            BindingRef::Buffer(_) | BindingRef::Host(_) | BindingRef::Scalar(_) => None,
+        }
+    }
 }
 
 /// `bytes` bytes of borrowed host memory from `ptr`; a kernel writes it only when

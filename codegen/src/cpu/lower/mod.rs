@@ -126,7 +126,7 @@ fn define_from_store<M: Module>(
             .compile_with_cache(module.isa(), &mut kv, &mut Default::default())
             .map_err(|e| {
                 backend(cranelift_codegen::print_errors::pretty_error(
-                    &e.func, e.inner,
+                    e.func, e.inner,
                 ))
             })?;
         (

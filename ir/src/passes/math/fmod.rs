@@ -75,7 +75,7 @@ impl Layout {
     }
 
     fn width(&self) -> u32 {
-        self.int.size_bytes() as u32 * 8
+        self.int.size_bytes() * 8
     }
 }
 

@@ -608,6 +608,28 @@ fn tap_range(f: &mut Body, axis: &str, v: &E, kernel: u32, stride: u32, out: u32
     (lo, hi)
 }
 
+/// A forward convolution that sums nothing (no input channels, or windows that see
+/// only padding): the bias of each output channel, broadcast over batch and pixels.
+pub(super) fn bias_only(spec: &Conv2dSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
+    let op = OpSpec::Conv2d(spec.clone());
+    let out = first_output(op.outputs())?;
+    // The bias as `[K, 1, 1]`: NumPy broadcasting against `[N, K, OH, OW]`.
+    let bias = Operand {
+        sig: TensorSig::new("bias", spec.dtype, vec![spec.out_channels, 1, 1]),
+        binding: Binding::Input(2),
+    };
+    let none = Uniforms::new(&[]);
+    map_plan(
+        &format!("{}_bias", op.name()),
+        caps,
+        &out,
+        &[bias],
+        compute_type(spec.dtype),
+        (&none, &[]),
+        |_, n, v, _| arg(&v, 0, n),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     //! Strided backward-data in chunks of images (the column buffer reused per chunk),
@@ -774,26 +796,4 @@ mod tests {
             }
         }
     }
-}
-
-/// A forward convolution that sums nothing (no input channels, or windows that see
-/// only padding): the bias of each output channel, broadcast over batch and pixels.
-pub(super) fn bias_only(spec: &Conv2dSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
-    let op = OpSpec::Conv2d(spec.clone());
-    let out = first_output(op.outputs())?;
-    // The bias as `[K, 1, 1]`: NumPy broadcasting against `[N, K, OH, OW]`.
-    let bias = Operand {
-        sig: TensorSig::new("bias", spec.dtype, vec![spec.out_channels, 1, 1]),
-        binding: Binding::Input(2),
-    };
-    let none = Uniforms::new(&[]);
-    map_plan(
-        &format!("{}_bias", op.name()),
-        caps,
-        &out,
-        &[bias],
-        compute_type(spec.dtype),
-        (&none, &[]),
-        |_, n, v, _| arg(&v, 0, n),
-    )
 }

@@ -1,6 +1,7 @@
 //! Elementwise specs: unary math and activations (and their backward), binary ops with
 //! broadcasting, tensor–scalar ops, `where`, `cast` and `fill`.
 
+use crate::OpSpec;
 use kernelc_ir::ScalarType;
 use serde::{Deserialize, Serialize};
 
@@ -8,6 +9,7 @@ use super::{cases, condition, lower, reference};
 use crate::conformance::inputs::Domain;
 use crate::error::SpecError;
 use crate::lower::math::compute_type;
+use crate::lower::split::split_map;
 use crate::lower::{LowerError, Plan, TargetCaps, Uniform};
 use crate::op::Op;
 use crate::reference::{attribute, round_to};
@@ -306,6 +308,21 @@ impl Op for UnarySpec {
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::unary(self, caps)
     }
+    fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
+        Some(split_map(
+            "unary",
+            caps,
+            &self.shape,
+            &[&self.shape],
+            1,
+            |_, out| {
+                OpSpec::Unary(UnarySpec {
+                    shape: out.to_vec(),
+                    ..self.clone()
+                })
+            },
+        ))
+    }
     fn cases() -> Vec<Self> {
         cases::unary()
     }
@@ -406,6 +423,22 @@ impl Op for ActivationBackwardSpec {
     }
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::activation_backward(self, caps)
+    }
+    fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
+        let shapes: [&[usize]; 2] = [&self.shape, &self.shape];
+        Some(split_map(
+            "activation_backward",
+            caps,
+            &self.shape,
+            &shapes,
+            1,
+            |_, out| {
+                OpSpec::ActivationBackward(ActivationBackwardSpec {
+                    shape: out.to_vec(),
+                    ..self.clone()
+                })
+            },
+        ))
     }
     fn cases() -> Vec<Self> {
         cases::activation_backward()
@@ -583,6 +616,23 @@ impl Op for BinarySpec {
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::binary(self, caps)
     }
+    fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
+        let shapes: [&[usize]; 2] = [&self.lhs, &self.rhs];
+        Some(split_map(
+            "binary",
+            caps,
+            &self.out_shape(),
+            &shapes,
+            1,
+            |ins, _| {
+                OpSpec::Binary(BinarySpec {
+                    lhs: ins[0].clone(),
+                    rhs: ins[1].clone(),
+                    ..self.clone()
+                })
+            },
+        ))
+    }
     fn cases() -> Vec<Self> {
         cases::binary()
     }
@@ -677,6 +727,21 @@ impl Op for ScalarSpec {
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::scalar(self, caps)
     }
+    fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
+        Some(split_map(
+            "scalar",
+            caps,
+            &self.shape,
+            &[&self.shape],
+            1,
+            |_, out| {
+                OpSpec::Scalar(ScalarSpec {
+                    shape: out.to_vec(),
+                    ..self.clone()
+                })
+            },
+        ))
+    }
     fn cases() -> Vec<Self> {
         cases::scalar()
     }
@@ -759,6 +824,24 @@ impl Op for WhereSpec {
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::where_(self, caps)
     }
+    fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
+        let shapes: [&[usize]; 3] = [&self.cond, &self.a, &self.b];
+        Some(split_map(
+            "where",
+            caps,
+            &self.out_shape(),
+            &shapes,
+            1,
+            |ins, _| {
+                OpSpec::Where(WhereSpec {
+                    cond: ins[0].clone(),
+                    a: ins[1].clone(),
+                    b: ins[2].clone(),
+                    ..self.clone()
+                })
+            },
+        ))
+    }
     fn cases() -> Vec<Self> {
         cases::where_()
     }
@@ -812,6 +895,21 @@ impl Op for CastSpec {
     }
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::cast(self, caps)
+    }
+    fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
+        Some(split_map(
+            "cast",
+            caps,
+            &self.shape,
+            &[&self.shape],
+            1,
+            |_, out| {
+                OpSpec::Cast(CastSpec {
+                    shape: out.to_vec(),
+                    ..self.clone()
+                })
+            },
+        ))
     }
     fn cases() -> Vec<Self> {
         cases::cast()
@@ -984,6 +1082,19 @@ impl Op for FillSpec {
     }
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::fill(self, caps)
+    }
+    /// Constant fills split; a random fill's stream is counted from element 0 of the
+    /// whole tensor, so it does not.
+    fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
+        let FillValue::Constant { .. } = self.value else {
+            return None;
+        };
+        Some(split_map("fill", caps, &self.shape, &[], 1, |_, out| {
+            OpSpec::Fill(FillSpec {
+                shape: out.to_vec(),
+                ..self.clone()
+            })
+        }))
     }
     fn cases() -> Vec<Self> {
         cases::fill()

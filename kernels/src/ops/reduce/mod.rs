@@ -11,6 +11,7 @@
 //! On `i32`/`u32`, sums wrap. With `accumulate`, `y = prior + result`.
 
 mod cases;
+mod large;
 mod lower;
 pub(crate) mod reference;
 mod spec;

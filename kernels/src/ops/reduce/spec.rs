@@ -3,7 +3,7 @@
 use kernelc_ir::{Scalar, ScalarType};
 use serde::{Deserialize, Serialize};
 
-use super::{cases, lower, reference};
+use super::{cases, large, lower, reference};
 use crate::error::SpecError;
 use crate::lower::{LowerError, Plan, Prefill, PrefillSource, TargetCaps};
 use crate::op::Op;
@@ -246,6 +246,9 @@ impl Op for ReduceSpec {
     }
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::reduce(self, caps)
+    }
+    fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
+        Some(large::reduce_large(self, caps))
     }
     /// Over an empty axis: the identity (an accumulated sum keeps its prior; a mean
     /// is NaN whatever the prior).

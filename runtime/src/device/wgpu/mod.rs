@@ -942,6 +942,7 @@ fn caps_from(
         // Only kernelc's own SPIR-V marks every float operation `NoContraction`.
         may_contract: path != ShaderPath::SpirvPassthrough,
         keeps_subnormals: (path == ShaderPath::SpirvPassthrough && declares_denormals) || llvmpipe,
+        max_kernel_elements: TargetCaps::MAX_KERNEL_ELEMENTS,
     }
 }
 

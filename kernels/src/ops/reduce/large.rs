@@ -1,0 +1,219 @@
+//! Reductions past one kernel's indices ([`crate::lower::split`]), on the canonical
+//! shape (dimensions of extent 1 dropped, neighbours both reduced or both kept
+//! merged; the output's elements and order are the same):
+//!
+//! * a kept first dimension splits into pieces of rows, each reduced into its rows of
+//!   `y` (and of `prior`);
+//! * a reduced first dimension splits into pieces, each reduced into a partial (a sum,
+//!   for a mean) in a temporary; a reduction over the pieces combines the partials,
+//!   then the mean divides by its count and `prior` is added.
+//!
+//! Refused with [`LowerError::TooLarge`]: arg reductions over a split axis (a piece's
+//! positions would need an offset), f16/bf16 means over one (a partial sum of the
+//! narrow type can overflow where the mean does not), rows that alone pass the
+//! limit, and partials that together do (many outputs per piece).
+
+use kernelc_ir::ScalarType;
+
+use super::{ReduceFn, ReduceSpec};
+use crate::lower::split::{assemble, pieces_of, rows_per_piece, Piece, Place, PIECE_ALIGNMENT};
+use crate::lower::{LowerError, Plan, TargetCaps, TempBuffer, Whole};
+use crate::ops::{AsStridedSpec, BinaryFn, BinarySpec, ScalarSpec};
+use crate::shape::numel;
+use crate::OpSpec;
+
+/// The dimensions of `spec`'s input with 1s dropped and neighbours of one kind
+/// merged, each with whether it is reduced.
+fn canonical(spec: &ReduceSpec) -> Vec<(usize, bool)> {
+    let mut dims: Vec<(usize, bool)> = Vec::new();
+    for (d, &n) in spec.shape.iter().enumerate() {
+        if n == 1 {
+            continue;
+        }
+        let reduced = spec.axes.contains(&d);
+        match dims.last_mut() {
+            Some((m, r)) if *r == reduced => *m *= n,
+            _ => dims.push((n, reduced)),
+        }
+    }
+    dims
+}
+
+/// `spec` over canonical dimensions `dims` (without keepdim or prior when
+/// `partial`).
+fn over(spec: &ReduceSpec, dims: &[(usize, bool)], func: ReduceFn, partial: bool) -> OpSpec {
+    OpSpec::Reduce(ReduceSpec {
+        func,
+        shape: dims.iter().map(|&(n, _)| n).collect(),
+        axes: (0..dims.len()).filter(|&d| dims[d].1).collect(),
+        keepdim: false,
+        accumulate: spec.accumulate && !partial,
+        ..spec.clone()
+    })
+}
+
+pub(super) fn reduce_large(spec: &ReduceSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
+    let what = format!("reduce {}", spec.func.name());
+    let limit = caps
+        .max_kernel_elements
+        .min(TargetCaps::MAX_KERNEL_ELEMENTS);
+    let dims = canonical(spec);
+    let Some(&(rows, first_reduced)) = dims.first() else {
+        return Err(LowerError::Internal("a large reduction of one element"));
+    };
+    let inner = numel(&dims[1..].iter().map(|&(n, _)| n).collect::<Vec<_>>()) as u64;
+    let out_inner: u64 = dims[1..]
+        .iter()
+        .filter(|d| !d.1)
+        .map(|&(n, _)| n as u64)
+        .product();
+    if !first_reduced {
+        let per_piece = rows_per_piece(&what, limit, inner, &[inner, out_inner])?;
+        let pieces = pieces_of(rows, per_piece)
+            .map(|(start, k)| {
+                let mut piece_dims = dims.clone();
+                piece_dims[0].0 = k;
+                let out = Place::at(Whole::Output(0), start as u64 * out_inner);
+                let mut inputs = vec![Place::at(Whole::Input(0), start as u64 * inner)];
+                if spec.accumulate {
+                    inputs.push(Place::at(Whole::Input(1), start as u64 * out_inner));
+                }
+                Piece {
+                    spec: over(spec, &piece_dims, spec.func, false),
+                    inputs,
+                    outputs: vec![out],
+                    shares_uniforms: true,
+                }
+            })
+            .collect();
+        return assemble(caps, Vec::new(), pieces);
+    }
+    let refuse = |why: &str| LowerError::TooLarge {
+        what: format!(
+            "{what} of {}: elements over a split axis ({why})",
+            spec.dtype
+        ),
+        value: numel(&spec.shape) as u64,
+        limit,
+    };
+    if spec.func.is_arg() {
+        return Err(refuse(
+            "an arg reduction counts positions in one piece only",
+        ));
+    }
+    let narrow_float = matches!(spec.dtype, ScalarType::F16 | ScalarType::Bf16);
+    if spec.func == ReduceFn::Mean && narrow_float {
+        return Err(refuse("a partial sum may overflow the type; reduce in f32"));
+    }
+    combine_partials(spec, caps, &dims, inner, out_inner)
+}
+
+/// The reduced-first-dimension case of [`reduce_large`]: partials of pieces in a
+/// temporary, one row of `padded` elements each (so every piece starts aligned),
+/// then their reduction, the mean's division and the prior's addition.
+fn combine_partials(
+    spec: &ReduceSpec,
+    caps: &TargetCaps,
+    dims: &[(usize, bool)],
+    inner: u64,
+    out_inner: u64,
+) -> Result<Plan, LowerError> {
+    let what = format!("reduce {}", spec.func.name());
+    let limit = caps
+        .max_kernel_elements
+        .min(TargetCaps::MAX_KERNEL_ELEMENTS);
+    let partial = match spec.func {
+        ReduceFn::Mean => ReduceFn::Sum,
+        f => f,
+    };
+    let per_piece = rows_per_piece(&what, limit, inner, &[inner])?;
+    let padded = out_inner.div_ceil(PIECE_ALIGNMENT) * PIECE_ALIGNMENT;
+    let mut pieces: Vec<Piece> = pieces_of(dims[0].0, per_piece)
+        .enumerate()
+        .map(|(c, (start, k))| {
+            let mut piece_dims = dims.to_vec();
+            piece_dims[0].0 = k;
+            Piece {
+                spec: over(spec, &piece_dims, partial, true),
+                inputs: vec![Place::at(Whole::Input(0), start as u64 * inner)],
+                outputs: vec![Place::at(Whole::Temp(0), c as u64 * padded)],
+                shares_uniforms: true,
+            }
+        })
+        .collect();
+    let count = pieces.len();
+    if count as u64 * padded > limit {
+        return Err(LowerError::TooLarge {
+            what: format!(
+                "{what}: partials of {count} pieces of {out_inner} outputs (reduce the leading axis in steps, or permute it last)"
+            ),
+            value: count as u64 * padded,
+            limit,
+        });
+    }
+    let temp = |len: u64| TempBuffer {
+        dtype: spec.dtype,
+        len,
+    };
+    let mut temps = vec![temp(count as u64 * padded), temp(padded)];
+    let n = out_inner as usize;
+    let combined = over(
+        spec,
+        &[(count, true), (padded as usize, false)],
+        partial,
+        true,
+    );
+    let steps = |spec: OpSpec, inputs: Vec<Place>, output: Place| Piece {
+        spec,
+        inputs,
+        outputs: vec![output],
+        shares_uniforms: false,
+    };
+    pieces.push(steps(
+        combined,
+        vec![Place::whole(Whole::Temp(0))],
+        Place::whole(Whole::Temp(1)),
+    ));
+    // The first `n` elements of the combined row.
+    let mut result = Place::at(Whole::Temp(1), 0);
+    let y = Place::whole(Whole::Output(0));
+    if spec.func == ReduceFn::Mean {
+        let divide = OpSpec::Scalar(ScalarSpec {
+            func: BinaryFn::Div,
+            dtype: spec.dtype,
+            shape: vec![n],
+            scalar: numel(&spec.shape) as f64 / n as f64,
+            reversed: false,
+            out_dtype: None,
+        });
+        let to = if spec.accumulate {
+            temps.push(temp(out_inner));
+            Place::whole(Whole::Temp(2))
+        } else {
+            y
+        };
+        pieces.push(steps(divide, vec![result], to));
+        result = to;
+    }
+    if spec.accumulate {
+        let add = OpSpec::Binary(BinarySpec {
+            func: BinaryFn::Add,
+            dtype: spec.dtype,
+            lhs: vec![n],
+            rhs: vec![n],
+            out_dtype: None,
+        });
+        pieces.push(steps(add, vec![Place::whole(Whole::Input(1)), result], y));
+    } else if spec.func != ReduceFn::Mean {
+        let copy = OpSpec::AsStrided(AsStridedSpec {
+            dtype: spec.dtype,
+            len: n,
+            shape: vec![n],
+            strides: vec![1],
+            offset: 0,
+            scatter: false,
+        });
+        pieces.push(steps(copy, vec![result], y));
+    }
+    assemble(caps, temps, pieces)
+}
