@@ -4,22 +4,82 @@
 use super::lower::{internal, Lower, Val};
 use super::types;
 use crate::CodegenError;
+use kernelc_ir::eval::Value;
 use kernelc_ir::{BinaryOp, CmpOp, Expr, MathFn, Scalar, ScalarType, Type, UnaryOp};
 use naga::{BinaryOperator as Bo, Expression, Handle, MathFunction, ScalarKind, UnaryOperator};
 
 type H = Handle<Expression>;
 
-/// The value of a constant expression (a literal, or a literal splatted).
-fn constant(e: &Expr) -> Option<kernelc_ir::eval::Value> {
+/// The value of an expression of literals, computed with the IR's meaning (integers
+/// wrap); `None` for one that reads anything else, or faults (a shift by the width
+/// or more, an integer division by zero). Math functions are left to the target.
+fn constant(e: &Expr) -> Option<Value> {
+    use kernelc_ir::eval;
     match e {
-        Expr::Lit(s) => Some(kernelc_ir::eval::Value::scalar(*s)),
-        Expr::Splat { lanes, arg } => constant(arg).map(|v| kernelc_ir::eval::splat(*lanes, v)),
-        _ => None,
+        Expr::Lit(s) => Some(Value::scalar(*s)),
+        Expr::Splat { lanes, arg } => constant(arg).map(|v| eval::splat(*lanes, v)),
+        Expr::Unary { op, arg } => eval::unary(*op, constant(arg)?).ok(),
+        Expr::Binary { op, lhs, rhs } => eval::binary(*op, constant(lhs)?, constant(rhs)?).ok(),
+        Expr::Cmp { op, lhs, rhs } => eval::cmp(*op, constant(lhs)?, constant(rhs)?).ok(),
+        Expr::Select {
+            cond,
+            on_true,
+            on_false,
+        } => eval::select(constant(cond)?, constant(on_true)?, constant(on_false)?).ok(),
+        Expr::Cast { to, arg } => Some(eval::cast(*to, constant(arg)?)),
+        Expr::Bitcast { to, arg } => eval::bitcast(*to, constant(arg)?).ok(),
+        Expr::Extract { arg, lane } => eval::extract(constant(arg)?, *lane).ok(),
+        Expr::Vector(items) => {
+            let lanes = items
+                .iter()
+                .map(|i| constant(i).and_then(|v| v.lanes().first().copied()))
+                .collect::<Option<Vec<Scalar>>>()?;
+            Some(Value::from_lanes(&lanes))
+        }
+        Expr::Local(_)
+        | Expr::Param(_)
+        | Expr::Builtin { .. }
+        | Expr::Load { .. }
+        | Expr::Math { .. } => None,
+    }
+}
+
+/// Whether `e` is made of literals only: an expression WGSL evaluates when the shader
+/// is created (and refuses if it overflows or faults).
+fn literal_tree(e: &Expr) -> bool {
+    match e {
+        Expr::Lit(_) => true,
+        Expr::Splat { arg, .. }
+        | Expr::Unary { arg, .. }
+        | Expr::Cast { arg, .. }
+        | Expr::Bitcast { arg, .. }
+        | Expr::Extract { arg, .. } => literal_tree(arg),
+        Expr::Binary { lhs, rhs, .. } | Expr::Cmp { lhs, rhs, .. } => {
+            literal_tree(lhs) && literal_tree(rhs)
+        }
+        Expr::Select {
+            cond,
+            on_true,
+            on_false,
+        } => literal_tree(cond) && literal_tree(on_true) && literal_tree(on_false),
+        Expr::Vector(items) => items.iter().all(literal_tree),
+        Expr::Math { args, .. } => args.iter().all(literal_tree),
+        Expr::Local(_) | Expr::Param(_) | Expr::Builtin { .. } | Expr::Load { .. } => false,
     }
 }
 
 impl Lower<'_> {
+    /// `e` as a naga expression. An operation on literals is computed here, with the
+    /// IR's meaning: WGSL evaluates such an expression when the shader is created and
+    /// refuses one that overflows (`2147483647i + 1i`, `65535u << 27u`), where the IR
+    /// wraps. One that faults is computed at run time instead (its status bit raised
+    /// there, as for any operands).
     pub(super) fn expr(&mut self, e: &Expr) -> Result<Val, CodegenError> {
+        if !matches!(e, Expr::Lit(_)) {
+            if let Some(v) = constant(e) {
+                return self.constant_value(v);
+            }
+        }
         match e {
             Expr::Lit(s) => Ok(Val {
                 h: self.lit(*s)?,
@@ -44,11 +104,12 @@ impl Lower<'_> {
                 })
             }
             Expr::Binary { op, lhs, rhs } => {
-                if let Some(v) = self.constant_shift(*op, lhs, rhs)? {
-                    return Ok(v);
-                }
-                let a = self.expr(lhs)?;
+                let mut a = self.expr(lhs)?;
                 let b = self.expr(rhs)?;
+                if literal_tree(lhs) && literal_tree(rhs) {
+                    // Faults (not computed above): keep WGSL from evaluating it.
+                    a = self.opaque(a)?;
+                }
                 Ok(Val {
                     h: self.binary_op(*op, a, b)?,
                     ty: a.ty,
@@ -150,40 +211,8 @@ impl Lower<'_> {
         self.unary(naga_op, a.h)
     }
 
-    /// A shift of two constants, which the IR's passes leave unfolded only when it
-    /// faults (an amount of the width or more): computed here, because WGSL evaluates
-    /// an expression of constants when the shader is created and refuses one that
-    /// shifts bits out (`1534680021u << 21u`), where the IR wraps. The status bit is
-    /// raised as at run time, and the value is the shift by the amount modulo the
-    /// width, as every target's.
-    fn constant_shift(
-        &mut self,
-        op: BinaryOp,
-        lhs: &Expr,
-        rhs: &Expr,
-    ) -> Result<Option<Val>, CodegenError> {
-        if !matches!(op, BinaryOp::Shl | BinaryOp::Shr) {
-            return Ok(None);
-        }
-        let (Some(x), Some(amount)) = (constant(lhs), constant(rhs)) else {
-            return Ok(None);
-        };
-        let width = x.ty().scalar.bits();
-        let mut wrapped = Vec::with_capacity(amount.lane_count() as usize);
-        for &lane in amount.lanes() {
-            let Scalar::U32(a) = lane else {
-                return Ok(None);
-            };
-            if a >= width {
-                let bit = self.lit_u32(crate::abi::status::SHIFT_OVERFLOW);
-                self.raise(bit);
-            }
-            wrapped.push(Scalar::U32(a % width));
-        }
-        let wrapped = kernelc_ir::eval::Value::from_lanes(&wrapped);
-        let Ok(v) = kernelc_ir::eval::binary(op, x, wrapped) else {
-            return Ok(None);
-        };
+    /// `v` as literals (a vector composed of them).
+    fn constant_value(&mut self, v: Value) -> Result<Val, CodegenError> {
         let ty = v.ty();
         let mut lanes = Vec::with_capacity(v.lane_count() as usize);
         for &s in v.lanes() {
@@ -198,7 +227,20 @@ impl Lower<'_> {
                 components: lanes,
             })
         };
-        Ok(Some(Val { h, ty }))
+        Ok(Val { h, ty })
+    }
+
+    /// `v` through a function variable: the same value, which WGSL no longer treats
+    /// as a constant expression (drivers still fold it, with run-time semantics).
+    fn opaque(&mut self, v: Val) -> Result<Val, CodegenError> {
+        let ty = types::value_type(&mut self.module.types, v.ty)?;
+        let pointer = self.f.local("opaque", ty);
+        self.f.stmt(naga::Statement::Store {
+            pointer,
+            value: v.h,
+        });
+        let h = self.e(Expression::Load { pointer });
+        Ok(Val { h, ty: v.ty })
     }
 
     fn binary_op(&mut self, op: BinaryOp, a: Val, b: Val) -> Result<H, CodegenError> {

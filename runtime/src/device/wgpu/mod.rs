@@ -55,10 +55,16 @@ struct StatusRing {
     stride: u64,
     /// The kernel of each used slot, in order.
     kernels: Vec<String>,
-    /// Ops encoded but not yet submitted: submitting in batches costs less per op.
-    /// Everything that must come after them (host writes, copies, fills, reads,
-    /// checks) submits them first (`Gpu::flush`).
+    /// Commands finished but not yet submitted: submitting in batches costs less
+    /// per op. Everything that must come after them (host writes, copies, fills,
+    /// reads, checks) submits them first (`Gpu::flush`).
     unsubmitted: Vec<wgpu::CommandBuffer>,
+    /// The encoder ops are recorded into, one batch of up to [`SUBMIT_BATCH`] ops
+    /// (one command buffer for all of them: creating and finishing an encoder per op
+    /// cost more than the op), and the slot of its first launch.
+    batch: Option<(wgpu::CommandEncoder, usize)>,
+    /// Ops recorded into `batch`.
+    batched_ops: usize,
 }
 
 /// Ops encoded before a batch is submitted.
@@ -94,8 +100,30 @@ impl Gpu {
     }
 
     fn flush_ring(&self, ring: &mut StatusRing) {
+        self.close_batch(ring);
         if !ring.unsubmitted.is_empty() {
             self.queue.submit(ring.unsubmitted.drain(..));
+        }
+    }
+
+    /// Finishes the batch encoder into a command buffer to submit. A batch wgpu
+    /// rejects (which kernelc's own checks before recording should make impossible)
+    /// is not submitted: the failure is kept for the next synchronising call, naming
+    /// its kernels.
+    fn close_batch(&self, ring: &mut StatusRing) {
+        let Some((encoder, first)) = ring.batch.take() else {
+            return;
+        };
+        ring.batched_ops = 0;
+        let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let commands = encoder.finish();
+        match pollster::block_on(scope.pop()) {
+            None => ring.unsubmitted.push(commands),
+            Some(error) => self.faults.record(RuntimeError::Launch {
+                device: self.name.clone(),
+                kernel: ring.kernels.get(first..).unwrap_or_default().join(", "),
+                message: format!("wgpu rejected the launches: {error}"),
+            }),
         }
     }
 
@@ -170,6 +198,8 @@ fn new_ring(device: &wgpu::Device, stride: u64) -> Result<StatusRing> {
         stride,
         kernels: Vec::new(),
         unsubmitted: Vec::new(),
+        batch: None,
+        batched_ops: 0,
     })
 }
 
@@ -536,8 +566,9 @@ impl WgpuDevice {
         }
     }
 
-    /// Records every launch of an op in one command buffer, waits for it, and turns
-    /// the first nonzero status word into an error naming its kernel.
+    /// Records every launch of an op into the batch encoder (one compute pass each,
+    /// each with its status slot) and returns; the batch is submitted when full or
+    /// when anything must follow it, and status words are read at the next check.
     pub(crate) fn execute(&self, launches: &[LaunchRef<'_>]) -> Result<()> {
         let kernels = launches
             .iter()
@@ -569,38 +600,44 @@ impl WgpuDevice {
             }
         }
         let first = ring.kernels.len();
+        let bind_groups = launches
+            .iter()
+            .zip(&kernels)
+            .map(|(launch, kernel)| {
+                let scalars = self.scalar_buffer(kernel, &launch.args);
+                self.bind_group(kernel, launch, scalars.as_ref(), &ring.status)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let offsets = (first..first + launches.len())
+            .map(|slot| u32::try_from(slot as u64 * self.status_stride))
+            .collect::<std::result::Result<Vec<u32>, _>>()
+            .map_err(|_| RuntimeError::Internal("status offset past u32".into()))?;
         let device = &self.gpu.device;
-        let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
-            label: Some("kernelc op"),
+        let (encoder, _) = ring.batch.get_or_insert_with(|| {
+            let encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("kernelc ops"),
+            });
+            (encoder, first)
         });
-        for (i, (launch, kernel)) in launches.iter().zip(&kernels).enumerate() {
-            let scalars = self.scalar_buffer(kernel, &launch.args);
-            let bind_group = self.bind_group(kernel, launch, scalars.as_ref(), &ring.status)?;
-            let status_offset = u32::try_from((first + i) as u64 * self.status_stride)
-                .map_err(|_| RuntimeError::Internal("status offset past u32".into()))?;
+        for ((launch, kernel), (group, offset)) in launches
+            .iter()
+            .zip(&kernels)
+            .zip(bind_groups.iter().zip(offsets))
+        {
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some(&kernel.name),
                 timestamp_writes: None,
             });
             pass.set_pipeline(&kernel.pipeline);
-            pass.set_bind_group(0, &bind_group, &[status_offset]);
+            pass.set_bind_group(0, group, &[offset]);
             let [x, y, z] = launch.grid;
             pass.dispatch_workgroups(x, y, z);
         }
-        let commands = encoder.finish();
-        if let Some(error) = pollster::block_on(scope.pop()) {
-            return Err(self.launch_error(
-                &kernels,
-                0,
-                format!("wgpu rejected the launch: {error}"),
-            ));
-        }
-        ring.unsubmitted.push(commands);
-        if ring.unsubmitted.len() >= SUBMIT_BATCH {
+        ring.kernels.extend(kernels.iter().map(|k| k.name.clone()));
+        ring.batched_ops += 1;
+        if ring.batched_ops >= SUBMIT_BATCH {
             self.gpu.flush_ring(&mut ring);
         }
-        ring.kernels.extend(kernels.iter().map(|k| k.name.clone()));
         Ok(())
     }
 

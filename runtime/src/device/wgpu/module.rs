@@ -197,8 +197,10 @@ impl WgpuDevice {
         if let Some(error) = pollster::block_on(scope.pop()) {
             return Err(failed(format!("wgpu rejected the dispatch: {error}")));
         }
-        // In order with the ops around it: the same batch of command buffers.
+        // In order with the ops around it: after the ops recorded so far, before any
+        // recorded later.
         let mut ring = lock(&self.gpu.ring);
+        self.gpu.close_batch(&mut ring);
         ring.unsubmitted.push(commands);
         if ring.unsubmitted.len() >= SUBMIT_BATCH {
             self.gpu.flush_ring(&mut ring);
