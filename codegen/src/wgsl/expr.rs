@@ -214,13 +214,21 @@ impl Lower<'_> {
     /// `v` as literals (a vector composed of them).
     fn constant_value(&mut self, v: Value) -> Result<Val, CodegenError> {
         let ty = v.ty();
+        let first = v.lanes()[0];
+        if v.lanes().iter().all(|s| s.to_bits() == first.to_bits()) {
+            let lit = self.lit(first)?;
+            let h = if ty.lanes == 1 {
+                lit
+            } else {
+                self.splat(lit, ty.lanes)?
+            };
+            return Ok(Val { h, ty });
+        }
         let mut lanes = Vec::with_capacity(v.lane_count() as usize);
         for &s in v.lanes() {
             lanes.push(self.lit(s)?);
         }
-        let h = if ty.lanes == 1 {
-            lanes[0]
-        } else {
+        let h = {
             let vec_ty = types::value_type(&mut self.module.types, ty)?;
             self.e(Expression::Compose {
                 ty: vec_ty,

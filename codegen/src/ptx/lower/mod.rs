@@ -252,10 +252,16 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
         })
     }
 
-    /// One static `addrspace(3)` array per shared declaration, 16-byte aligned.
+    /// One static `addrspace(3)` array per shared declaration, 16-byte aligned and
+    /// padded to a multiple of 16 bytes: ptxas merges neighbouring loads into one
+    /// vector load ahead of the branch that guards the second, which must then stay
+    /// inside the array (compute-sanitizer's memcheck flags it otherwise; kernels
+    /// still index only `decl.len` elements, every access checked or proven).
     fn declare_shared(&mut self) {
         for (i, decl) in self.kernel.shared.iter().enumerate() {
-            let ty = self.memory_type(decl.elem).array_type(decl.len);
+            let size = decl.elem.size_bytes().max(1);
+            let padded = (decl.len * size).next_multiple_of(SHARED_ALIGN) / size;
+            let ty = self.memory_type(decl.elem).array_type(padded);
             let global =
                 self.module
                     .add_global(ty, Some(AddressSpace::from(SHARED)), &format!("shared{i}"));

@@ -197,3 +197,32 @@ fn random_kernels_with_shared_memory_and_barriers_agree_on_every_path() {
         );
     }
 }
+
+/// Prints one case (`KERNELC_WGPU_FUZZ_SEED`, statements shape) as IR and as naga
+/// reads kernelc's SPIR-V back (the `spirv-naga` path's module, as WGSL): for
+/// telling a naga front-end problem from a driver's when a seed fails on one path.
+#[test]
+#[ignore = "a diagnostic: prints a case, checks nothing"]
+fn print_a_case_as_naga_reads_its_spirv() {
+    let seed = env_u64("KERNELC_WGPU_FUZZ_SEED", 1);
+    let all = words(seed, 600);
+    let case = Case::from_words(&config(false), Shape::Statements, &all[..512], &all[512..]);
+    let expansion = kernelc_ir::passes::MathExpansion::default();
+    let kernel = kernelc_ir::passes::for_target(&case.kernel, &expansion);
+    println!("{}", kernelc_ir::print::print(&kernel));
+    let words = kernelc_codegen::spirv::emit(&kernel).expect("emits");
+    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+    let module =
+        wgpu::naga::front::spv::parse_u8_slice(&bytes, &Default::default()).expect("naga reads it");
+    let info = wgpu::naga::valid::Validator::new(
+        Default::default(),
+        wgpu::naga::valid::Capabilities::all(),
+    )
+    .validate(&module)
+    .expect("valid");
+    let flags = wgpu::naga::back::wgsl::WriterFlags::empty();
+    println!(
+        "{}",
+        wgpu::naga::back::wgsl::write_string(&module, &info, flags).expect("writes")
+    );
+}
