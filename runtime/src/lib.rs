@@ -47,6 +47,7 @@
 //! aliasing checked first; every operand is checked against the op's spec (count,
 //! dtype, shape, device) before anything runs.
 
+pub mod adapters;
 pub mod cache;
 mod conformance;
 mod device;
