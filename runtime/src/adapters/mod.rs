@@ -13,13 +13,16 @@
 //!   was.
 
 use crate::error::RuntimeError;
-use crate::memory::View;
-use crate::runtime::Runtime;
+#[cfg(any(feature = "oxicuda", feature = "oxicuda-0-5"))]
+use crate::{memory::View, runtime::Runtime};
 use kernelc_kernels::lower::LowerError;
+#[cfg(any(feature = "oxicuda", feature = "oxicuda-0-5"))]
 use kernelc_kernels::OpSpec;
 
 #[cfg(any(feature = "oxicuda", feature = "oxicuda-0-5"))]
 pub mod oxicuda;
+#[cfg(feature = "rumus")]
+pub mod rumus;
 
 /// How a trait with a coarse error enum should report a [`RuntimeError`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,6 +77,7 @@ impl ErrorClass {
 }
 
 /// `a · b`, or a [`RuntimeError::BadArgument`] naming `what` when it overflows.
+#[cfg(any(feature = "oxicuda", feature = "oxicuda-0-5"))]
 pub(crate) fn checked_product(what: &str, dims: &[usize]) -> Result<usize, RuntimeError> {
     dims.iter()
         .try_fold(1usize, |acc, &d| acc.checked_mul(d))
@@ -84,6 +88,7 @@ pub(crate) fn checked_product(what: &str, dims: &[usize]) -> Result<usize, Runti
 /// the seed traits' callers assume (`out` may be `a`): an output that overlaps an input
 /// it does not update in place is computed into a temporary and copied over after.
 /// Overlaps [`Runtime::run_into`] allows (an exact in-place pair) cost nothing.
+#[cfg(any(feature = "oxicuda", feature = "oxicuda-0-5"))]
 pub(crate) fn run_staged(
     rt: &Runtime,
     spec: &OpSpec,
