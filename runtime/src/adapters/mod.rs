@@ -13,16 +13,18 @@
 //!   was.
 
 use crate::error::RuntimeError;
-#[cfg(any(feature = "oxicuda", feature = "oxicuda-0-5"))]
+#[cfg(any(feature = "oxicuda", feature = "oxicuda-0-5", feature = "rustd"))]
 use crate::{memory::View, runtime::Runtime};
 use kernelc_kernels::lower::LowerError;
-#[cfg(any(feature = "oxicuda", feature = "oxicuda-0-5"))]
+#[cfg(any(feature = "oxicuda", feature = "oxicuda-0-5", feature = "rustd"))]
 use kernelc_kernels::OpSpec;
 
 #[cfg(any(feature = "oxicuda", feature = "oxicuda-0-5"))]
 pub mod oxicuda;
 #[cfg(feature = "rumus")]
 pub mod rumus;
+#[cfg(feature = "rustd")]
+pub mod rustd;
 
 /// How a trait with a coarse error enum should report a [`RuntimeError`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,7 +90,7 @@ pub(crate) fn checked_product(what: &str, dims: &[usize]) -> Result<usize, Runti
 /// the seed traits' callers assume (`out` may be `a`): an output that overlaps an input
 /// it does not update in place is computed into a temporary and copied over after.
 /// Overlaps [`Runtime::run_into`] allows (an exact in-place pair) cost nothing.
-#[cfg(any(feature = "oxicuda", feature = "oxicuda-0-5"))]
+#[cfg(any(feature = "oxicuda", feature = "oxicuda-0-5", feature = "rustd"))]
 pub(crate) fn run_staged(
     rt: &Runtime,
     spec: &OpSpec,
