@@ -3,7 +3,7 @@
 # torch on the same GPU, in one command. Built and packed here by bench/gpu/pack.sh;
 # run there from the repository root:
 #
-#   . .device/setup.sh && bash bench/gpu/device-run.sh [conformance] [memory] [large] [random] [fuzz] [sanitize] [bench] [chain] [wgpu-bench]
+#   . .device/setup.sh && bash bench/gpu/device-run.sh [conformance] [memory] [large] [random] [fuzz] [adapters] [sanitize] [bench] [chain] [wgpu-bench]
 #
 # (no stage named: all six). FUZZ_CASES sets the op fuzzer's cases per executor. Results go to $OUT (the device tool brings them back);
 # the last lines printed are the summary.
@@ -84,6 +84,25 @@ for stage in $stages; do
       timeout 300 "$fuzz_tests" --test-threads=2 cuda wgpu_spirv wgpu_wgsl --nocapture > "$OUT/measure.txt" 2>&1
     note "fuzz measure (cuda, wgpu spirv, wgpu wgsl): exit $? -- $(grep -c '^MEASURE' "$OUT/measure.txt") rows"
     grep '^MEASURE' "$OUT/measure.txt" > "$OUT/measure.tsv"
+    ;;
+  adapters)
+    # The seed-trait adapters (bench/gpu/pack-adapters.sh): every method through the
+    # conformance harness on cpu, CUDA and every wgpu path (NVIDIA Vulkan), then the
+    # adapter benchmark on CUDA against each crate's own CPU backend on this host.
+    export LD_LIBRARY_PATH=$PWD/.device/data/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    for t in adapter_oxicuda adapter_rumus adapter_rustd; do
+      bin_t=$(ls $bin/$t-* 2>/dev/null | head -1)
+      [ -n "$bin_t" ] || { note "$t: not packed"; continue; }
+      KERNELC_REQUIRE_CUDA=1 CI=1 timeout 300 "$bin_t" --test-threads=1 --nocapture > "$OUT/$t.txt" 2>&1
+      note "$t (cpu, cuda, 4 wgpu paths): exit $? -- $(grep -E '^test result' "$OUT/$t.txt" | tail -1)"
+      grep -E ' cases|refused|NOT RUN|^loss' "$OUT/$t.txt" | sed 's/^/   /'
+    done
+    adapters_bench=$(ls $bin/adapters-* 2>/dev/null | head -1)
+    if [ -n "$adapters_bench" ]; then
+      KERNELC_DEVICE=cuda timeout 300 "$adapters_bench" > "$OUT/adapters-bench-cuda.txt" 2>&1
+      note "adapter benchmark (cuda vs each crate's CpuBackend): exit $?"
+      sed 's/^/   /' "$OUT/adapters-bench-cuda.txt"
+    fi
     ;;
   sanitize)
     # Every op at the table's ragged shapes (primes, non-multiples of every tile).
