@@ -34,7 +34,9 @@ pub const SPLIT_LIMIT: u64 = 1024;
 /// Cases past [`SPLIT_LIMIT`] elements, for the splitting of tensors past one
 /// kernel's indices: map-like ops flat and along rows (broadcast operands whole),
 /// reductions along kept rows and over a split axis (sum, mean, max, min, argmax on
-/// kept rows, with a prior), every one with pieces of unequal sizes.
+/// kept rows, with a prior), row-wise ops in pieces of rows or batch items (softmax,
+/// norms, attention, GEMM, convolution, pooling, gather, cross-entropy, Adam, a
+/// pointwise image filter), most with pieces of unequal sizes.
 pub fn split() -> Vec<OpSpec> {
     let json = [
         r#"{"op":"unary","func":"exp","dtype":"f32","shape":[3001]}"#,
@@ -54,6 +56,28 @@ pub fn split() -> Vec<OpSpec> {
         r#"{"op":"reduce","func":"mean","dtype":"f32","shape":[1100,2],"axes":[0],"accumulate":true}"#,
         r#"{"op":"reduce","func":"sum","dtype":"f32","shape":[700,2],"axes":[1],"accumulate":true}"#,
         r#"{"op":"reduce","func":"arg_max","dtype":"f32","shape":[600,4],"axes":[1],"index_dtype":"i64"}"#,
+        // Row-wise ops: pieces of independent rows (batch items), weights whole.
+        r#"{"op":"softmax","dtype":"f32","shape":[5,256],"axis":1}"#,
+        r#"{"op":"softmax_backward","dtype":"f32","shape":[9,256,1],"axis":1,"log":true}"#,
+        r#"{"op":"layer_norm","dtype":"f32","shape":[5,256],"eps":0.00001,"weight":true,"bias":true}"#,
+        r#"{"op":"layer_norm","dtype":"f32","shape":[300,8],"eps":0.00001,"rms":true,"weight":true,"save_stats":true}"#,
+        r#"{"op":"layer_norm_backward","dtype":"f32","shape":[300,8],"weight":true}"#,
+        r#"{"op":"attention","dtype":"f32","batch":5,"heads":2,"kv_heads":1,"seq_q":16,"seq_k":16,"head_dim":8,"scale":0.35,"causal":true,"mask":[5,1,16,16]}"#,
+        r#"{"op":"attention","dtype":"f32","layout":"bshd","batch":3,"heads":2,"kv_heads":2,"seq_q":16,"seq_k":32,"head_dim":8,"scale":0.35,"mask":[16,32]}"#,
+        r#"{"op":"gemm","dtype":"f32","m":16,"n":16,"k":16,"batch":[5],"alpha":1.5,"beta":0.5}"#,
+        r#"{"op":"gemm","dtype":"f32","m":100,"n":16,"k":32,"trans_b":true,"alpha":1.0,"beta":1.0,"bias":true}"#,
+        r#"{"op":"conv2d","dtype":"f32","batch":3,"in_channels":2,"out_channels":4,"height":16,"width":16,"window":{"kernel":[3,3],"stride":[1,1],"padding":[1,1]},"bias":true}"#,
+        r#"{"op":"conv2d","dtype":"f32","pass":"backward_data","batch":3,"in_channels":2,"out_channels":4,"height":16,"width":16,"window":{"kernel":[3,3],"stride":[1,1],"padding":[1,1]}}"#,
+        r#"{"op":"im2col","dtype":"f32","batch":20,"channels":1,"height":8,"width":8,"window":{"kernel":[2,2],"stride":[2,2],"padding":[0,0]}}"#,
+        r#"{"op":"col2im","dtype":"f32","batch":20,"channels":1,"height":8,"width":8,"window":{"kernel":[2,2],"stride":[2,2],"padding":[0,0]},"accumulate":true}"#,
+        r#"{"op":"pool2d","kind":"max","dtype":"f32","batch":3,"channels":1,"height":32,"width":32,"window":{"kernel":[2,2],"stride":[2,2],"padding":[0,0]},"indices":"u32"}"#,
+        r#"{"op":"pool2d_backward","kind":"max","dtype":"f32","batch":3,"channels":1,"height":32,"width":32,"out_height":16,"out_width":16,"index_dtype":"u32","accumulate":true}"#,
+        r#"{"op":"adaptive_pool2d","kind":"avg","pass":"backward","dtype":"f32","batch":3,"channels":1,"in_size":[32,32],"out_size":[16,16]}"#,
+        r#"{"op":"gather","dtype":"f32","index_dtype":"i32","data":[50,4],"indices":[700],"axis":0}"#,
+        r#"{"op":"gather","dtype":"f32","index_dtype":"i64","data":[300,4,2],"indices":[2],"axis":1}"#,
+        r#"{"op":"cross_entropy","dtype":"f32","index_dtype":"i32","batch":600,"classes":4,"grad":true,"probs":true}"#,
+        r#"{"op":"adam","dtype":"f32","len":3000,"lr":0.01,"beta1":0.9,"beta2":0.999,"eps":1e-8,"weight_decay":0.01,"decoupled":true,"step":3}"#,
+        r#"{"op":"image_filter","filter":"grayscale","dtype":"f32","height":10,"width":64,"channels":4}"#,
     ];
     json.iter()
         .map(|j| serde_json::from_str(j).unwrap_or_else(|e| panic!("split case {j}: {e}")))

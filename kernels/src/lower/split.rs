@@ -260,3 +260,99 @@ pub(crate) fn split_map(
         .collect();
     assemble(caps, Vec::new(), pieces)
 }
+
+/// How one tensor of a row-wise op lies in its pieces: split with the rows, `per_row`
+/// elements a row, or bound whole to every piece (a weight, a bias; `numel` elements).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum RowPart {
+    Rows(u64),
+    Whole(u64),
+}
+
+/// The plan of an op named `what` whose `rows` outer rows are computed independently
+/// (softmax over an inner axis, a norm over the last, attention or convolution per
+/// batch item, ...) and whose tensors pass one kernel's indices: pieces of
+/// consecutive rows, each input and output split with them or bound whole, in
+/// `inputs` / `outputs` order. `piece(rows)` is the op over one piece of `rows` rows.
+pub(crate) fn split_rows(
+    what: &str,
+    caps: &TargetCaps,
+    rows: usize,
+    inputs: &[RowPart],
+    outputs: &[RowPart],
+    piece: impl Fn(usize) -> OpSpec,
+) -> Result<Plan, LowerError> {
+    let limit = caps
+        .max_kernel_elements
+        .min(TargetCaps::MAX_KERNEL_ELEMENTS);
+    let mut per_row = Vec::new();
+    for part in inputs.iter().chain(outputs) {
+        match *part {
+            RowPart::Rows(n) => per_row.push(n),
+            RowPart::Whole(n) if n > limit => {
+                return Err(LowerError::TooLarge {
+                    what: format!("{what}: elements of a tensor every piece reads whole"),
+                    value: n,
+                    limit,
+                })
+            }
+            RowPart::Whole(_) => {}
+        }
+    }
+    let widest = per_row.iter().copied().max().unwrap_or(1);
+    let per_piece = rows_per_piece(what, limit, widest, &per_row)?;
+    let place = |parts: &[RowPart], start: usize, whole: fn(usize) -> Whole| -> Vec<Place> {
+        parts
+            .iter()
+            .enumerate()
+            .map(|(i, part)| match *part {
+                RowPart::Rows(n) => Place::at(whole(i), start as u64 * n),
+                RowPart::Whole(_) => Place::whole(whole(i)),
+            })
+            .collect()
+    };
+    let pieces = pieces_of(rows, per_piece)
+        .map(|(start, count)| Piece {
+            spec: piece(count),
+            inputs: place(inputs, start, Whole::Input),
+            outputs: place(outputs, start, Whole::Output),
+            shares_uniforms: true,
+        })
+        .collect();
+    assemble(caps, Vec::new(), pieces)
+}
+
+/// [`split_rows`] over `op`'s own tensors: those named in `whole` bound whole, every
+/// other split along the `rows` leading rows (its elements divided by `rows` a row).
+pub(crate) fn split_rows_of(
+    op: &impl crate::op::Op,
+    what: &str,
+    caps: &TargetCaps,
+    rows: usize,
+    whole: &[&str],
+    piece: impl Fn(usize) -> OpSpec,
+) -> Result<Plan, LowerError> {
+    let part = |sig: &crate::spec::TensorSig| -> Result<RowPart, LowerError> {
+        let n = numel(&sig.shape) as u64;
+        if whole.contains(&sig.name.as_str()) {
+            return Ok(RowPart::Whole(n));
+        }
+        match n.checked_rem(rows as u64) {
+            Some(0) => Ok(RowPart::Rows(n / rows as u64)),
+            _ => Err(LowerError::Internal(
+                "a tensor split with the rows is not a whole number of them",
+            )),
+        }
+    };
+    let inputs = op
+        .inputs()
+        .iter()
+        .map(part)
+        .collect::<Result<Vec<_>, _>>()?;
+    let outputs = op
+        .outputs()
+        .iter()
+        .map(part)
+        .collect::<Result<Vec<_>, _>>()?;
+    split_rows(what, caps, rows, &inputs, &outputs, piece)
+}

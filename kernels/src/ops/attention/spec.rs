@@ -158,6 +158,37 @@ impl Op for AttentionSpec {
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::attention(self, caps)
     }
+
+    /// Pieces of the batch; a mask without a batch dimension is read whole.
+    fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
+        let batched_mask = self
+            .mask
+            .as_ref()
+            .is_some_and(|m| m.len() == 4 && m[0] == self.batch && self.batch > 1);
+        let whole: &[&str] = if batched_mask { &[] } else { &["mask"] };
+        Some(crate::lower::split::split_rows_of(
+            self,
+            "attention",
+            caps,
+            self.batch,
+            whole,
+            |r| {
+                let mask = self.mask.as_ref().map(|m| {
+                    let mut m = m.clone();
+                    if batched_mask {
+                        m[0] = r;
+                    }
+                    m
+                });
+                AttentionSpec {
+                    batch: r,
+                    mask,
+                    ..self.clone()
+                }
+                .into()
+            },
+        ))
+    }
     fn cases() -> Vec<Self> {
         cases::attention()
     }

@@ -284,6 +284,28 @@ impl Op for Conv2dSpec {
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::conv2d(self, caps)
     }
+
+    /// Pieces of the batch, filter and bias whole; the filter gradient sums over the
+    /// batch and does not split.
+    fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
+        match self.pass {
+            ConvPass::Forward | ConvPass::BackwardData => Some(crate::lower::split::split_rows_of(
+                self,
+                "conv2d",
+                caps,
+                self.batch,
+                &["filter", "bias"],
+                |r| {
+                    Conv2dSpec {
+                        batch: r,
+                        ..self.clone()
+                    }
+                    .into()
+                },
+            )),
+            ConvPass::BackwardFilter => None,
+        }
+    }
     fn cases() -> Vec<Self> {
         cases::conv_cases()
     }
@@ -372,6 +394,28 @@ impl Op for Im2colSpec {
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::im2col(self, caps)
     }
+
+    /// Pieces of the batch.
+    fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
+        Some(crate::lower::split::split_rows_of(
+            self,
+            "im2col",
+            caps,
+            self.image.batch,
+            &[],
+            |r| {
+                let image = Nchw {
+                    batch: r,
+                    ..self.image
+                };
+                Im2colSpec {
+                    image,
+                    ..self.clone()
+                }
+                .into()
+            },
+        ))
+    }
     fn cases() -> Vec<Self> {
         cases::im2col_cases()
     }
@@ -432,6 +476,28 @@ impl Op for Col2imSpec {
     }
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::col2im(self, caps)
+    }
+
+    /// Pieces of the batch.
+    fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
+        Some(crate::lower::split::split_rows_of(
+            self,
+            "col2im",
+            caps,
+            self.image.batch,
+            &[],
+            |r| {
+                let image = Nchw {
+                    batch: r,
+                    ..self.image
+                };
+                Col2imSpec {
+                    image,
+                    ..self.clone()
+                }
+                .into()
+            },
+        ))
     }
     fn cases() -> Vec<Self> {
         cases::col2im_cases()

@@ -407,6 +407,54 @@ impl Op for GemmSpec {
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::gemm(self, caps)
     }
+
+    /// Packed operands only: pieces of the first batch dimension, or, for one
+    /// row-major matrix with A not transposed, pieces of the rows of A and C (B and
+    /// the bias whole).
+    fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
+        let packed = [self.lda, self.ldb, self.ldc].iter().all(Option::is_none)
+            && [&self.stride_a, &self.stride_b, &self.stride_c]
+                .iter()
+                .all(|s| s.is_none());
+        if !packed {
+            return None;
+        }
+        if let Some(&first) = self.batch.first() {
+            return Some(crate::lower::split::split_rows_of(
+                self,
+                "gemm",
+                caps,
+                first,
+                &["bias"],
+                |r| {
+                    let mut batch = self.batch.clone();
+                    batch[0] = r;
+                    GemmSpec {
+                        batch,
+                        ..self.clone()
+                    }
+                    .into()
+                },
+            ));
+        }
+        if self.layout == Layout::RowMajor && !self.trans_a {
+            return Some(crate::lower::split::split_rows_of(
+                self,
+                "gemm",
+                caps,
+                self.m,
+                &["b", "bias"],
+                |r| {
+                    GemmSpec {
+                        m: r,
+                        ..self.clone()
+                    }
+                    .into()
+                },
+            ));
+        }
+        None
+    }
     /// `k = 0`: the epilogue alone (`β·C + bias`; `α·0`, NaN for an infinite `α`, as
     /// `addmm` gives).
     fn lower_empty(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {

@@ -184,6 +184,34 @@ impl Op for ImageFilterSpec {
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::image_filter(self, caps)
     }
+
+    /// Pointwise filters: pieces of rows. Neighbourhood filters read across a
+    /// piece's edge and do not split.
+    fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
+        match self.filter {
+            ImageFilter::GaussianBlur { .. } | ImageFilter::Sobel { .. } | ImageFilter::Sharpen => {
+                None
+            }
+            ImageFilter::Grayscale
+            | ImageFilter::Threshold { .. }
+            | ImageFilter::Brightness { .. }
+            | ImageFilter::Contrast { .. }
+            | ImageFilter::Invert => Some(crate::lower::split::split_rows_of(
+                self,
+                "image_filter",
+                caps,
+                self.height,
+                &[],
+                |r| {
+                    ImageFilterSpec {
+                        height: r,
+                        ..self.clone()
+                    }
+                    .into()
+                },
+            )),
+        }
+    }
     fn cases() -> Vec<Self> {
         cases::image()
     }

@@ -342,6 +342,46 @@ impl Op for GatherSpec {
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::gather(self, caps)
     }
+
+    /// Along axis 0, pieces of the indices' first dimension with the data whole;
+    /// along a later axis, pieces of the data's first dimension with the indices whole.
+    fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
+        if self.axis == 0 {
+            let rows = *self.indices.first()?;
+            return Some(crate::lower::split::split_rows_of(
+                self,
+                "gather",
+                caps,
+                rows,
+                &["data"],
+                |r| {
+                    let mut indices = self.indices.clone();
+                    indices[0] = r;
+                    GatherSpec {
+                        indices,
+                        ..self.clone()
+                    }
+                    .into()
+                },
+            ));
+        }
+        Some(crate::lower::split::split_rows_of(
+            self,
+            "gather",
+            caps,
+            self.data[0],
+            &["indices"],
+            |r| {
+                let mut data = self.data.clone();
+                data[0] = r;
+                GatherSpec {
+                    data,
+                    ..self.clone()
+                }
+                .into()
+            },
+        ))
+    }
     /// Indices into an empty axis are all out of range: zeros.
     fn lower_empty(&self, _caps: &TargetCaps) -> Result<Plan, LowerError> {
         Ok(Plan::filled(0, kernelc_ir::Scalar::zero(self.dtype)))

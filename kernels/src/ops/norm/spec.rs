@@ -139,6 +139,25 @@ impl Op for LayerNormSpec {
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::layer_norm(self, caps)
     }
+
+    /// Pieces of rows; weight and bias whole.
+    fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
+        let (rows, cols) = self.rows_cols();
+        Some(crate::lower::split::split_rows_of(
+            self,
+            "layer_norm",
+            caps,
+            rows,
+            &["weight", "bias"],
+            |r| {
+                LayerNormSpec {
+                    shape: vec![r, cols],
+                    ..self.clone()
+                }
+                .into()
+            },
+        ))
+    }
     fn cases() -> Vec<Self> {
         cases::layer_norm()
     }
@@ -249,6 +268,29 @@ impl Op for LayerNormBackwardSpec {
     }
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::layer_norm_backward(self, caps)
+    }
+
+    /// Pieces of rows for `dx`; parameter gradients sum over every row and do not
+    /// split.
+    fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
+        if self.param_grads {
+            return None;
+        }
+        let (rows, cols) = self.rows_cols();
+        Some(crate::lower::split::split_rows_of(
+            self,
+            "layer_norm_backward",
+            caps,
+            rows,
+            &["weight"],
+            |r| {
+                LayerNormBackwardSpec {
+                    shape: vec![r, cols],
+                    ..self.clone()
+                }
+                .into()
+            },
+        ))
     }
     fn cases() -> Vec<Self> {
         cases::layer_norm_backward()

@@ -99,6 +99,28 @@ impl Op for Pool2dSpec {
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::pool2d(self, caps)
     }
+
+    /// Pieces of the batch.
+    fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
+        Some(crate::lower::split::split_rows_of(
+            self,
+            "pool2d",
+            caps,
+            self.image.batch,
+            &[],
+            |r| {
+                let image = Nchw {
+                    batch: r,
+                    ..self.image
+                };
+                Pool2dSpec {
+                    image,
+                    ..self.clone()
+                }
+                .into()
+            },
+        ))
+    }
     fn cases() -> Vec<Self> {
         cases::pool2d()
     }
@@ -258,6 +280,28 @@ impl Op for Pool2dBackwardSpec {
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::pool2d_backward(self, caps)
     }
+
+    /// Pieces of the batch.
+    fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
+        Some(crate::lower::split::split_rows_of(
+            self,
+            "pool2d_backward",
+            caps,
+            self.image.batch,
+            &[],
+            |r| {
+                let image = Nchw {
+                    batch: r,
+                    ..self.image
+                };
+                Pool2dBackwardSpec {
+                    image,
+                    ..self.clone()
+                }
+                .into()
+            },
+        ))
+    }
     fn cases() -> Vec<Self> {
         cases::pool2d_backward()
     }
@@ -373,6 +417,24 @@ impl Op for AdaptivePool2dSpec {
     }
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::adaptive_pool2d(self, caps)
+    }
+
+    /// Pieces of the batch.
+    fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
+        Some(crate::lower::split::split_rows_of(
+            self,
+            "adaptive_pool2d",
+            caps,
+            self.batch,
+            &[],
+            |r| {
+                AdaptivePool2dSpec {
+                    batch: r,
+                    ..self.clone()
+                }
+                .into()
+            },
+        ))
     }
     fn cases() -> Vec<Self> {
         cases::adaptive_pool2d()

@@ -58,6 +58,28 @@ impl Op for SoftmaxSpec {
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::softmax(self, caps)
     }
+
+    /// Rows before the axis are independent: pieces of them.
+    fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
+        let rows = crate::shape::numel(&self.shape[..self.axis]);
+        let inner = &self.shape[self.axis..];
+        Some(crate::lower::split::split_rows_of(
+            self,
+            "softmax",
+            caps,
+            rows,
+            &[],
+            |r| {
+                let shape = [&[r][..], inner].concat();
+                SoftmaxSpec {
+                    shape,
+                    axis: 1,
+                    ..self.clone()
+                }
+                .into()
+            },
+        ))
+    }
     fn cases() -> Vec<Self> {
         cases::softmax()
     }
@@ -117,6 +139,28 @@ impl Op for SoftmaxBackwardSpec {
     }
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::softmax_backward(self, caps)
+    }
+
+    /// Rows before the axis are independent: pieces of them.
+    fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
+        let rows = crate::shape::numel(&self.shape[..self.axis]);
+        let inner = &self.shape[self.axis..];
+        Some(crate::lower::split::split_rows_of(
+            self,
+            "softmax_backward",
+            caps,
+            rows,
+            &[],
+            |r| {
+                let shape = [&[r][..], inner].concat();
+                SoftmaxBackwardSpec {
+                    shape,
+                    axis: 1,
+                    ..self.clone()
+                }
+                .into()
+            },
+        ))
     }
     fn cases() -> Vec<Self> {
         cases::softmax_backward()
@@ -205,6 +249,28 @@ impl Op for CrossEntropySpec {
     }
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::cross_entropy(self, caps)
+    }
+
+    /// Pieces of rows; a loss divided by the batch does not split (a piece would
+    /// divide by its own).
+    fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
+        if self.divide_by_batch {
+            return None;
+        }
+        Some(crate::lower::split::split_rows_of(
+            self,
+            "cross_entropy",
+            caps,
+            self.batch,
+            &[],
+            |r| {
+                CrossEntropySpec {
+                    batch: r,
+                    ..self.clone()
+                }
+                .into()
+            },
+        ))
     }
     fn cases() -> Vec<Self> {
         cases::cross_entropy()

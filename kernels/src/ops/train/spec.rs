@@ -315,6 +315,24 @@ impl Op for AdamSpec {
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::adam(self, caps)
     }
+
+    /// Pieces of elements (every tensor is flat and read where it is written).
+    fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
+        Some(crate::lower::split::split_rows_of(
+            self,
+            "adam",
+            caps,
+            self.len,
+            &[],
+            |r| {
+                AdamSpec {
+                    len: r,
+                    ..self.clone()
+                }
+                .into()
+            },
+        ))
+    }
     fn cases() -> Vec<Self> {
         cases::adam()
     }
