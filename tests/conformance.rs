@@ -195,9 +195,18 @@ fn split_cases_conform_on_the_interpreter() {
         // An op that does not split names its tensor; one whose single row is past
         // the limit says so.
         let refused = [
-            (r#"{"op":"dropout","dtype":"f32","shape":[2000],"p":0.5,"seed":1,"step":1,"mask":true,"rng":"counter"}"#, "`x`"),
-            (r#"{"op":"batch_norm","dtype":"f32","shape":[4,2,16,16],"eps":0.00001,"momentum":0.1,"training":true}"#, "`x`"),
-            (r#"{"op":"softmax","dtype":"f32","shape":[4,1025],"axis":1,"log":false}"#, "row"),
+            (
+                r#"{"op":"dropout","dtype":"f32","shape":[2000],"p":0.5,"seed":1,"step":1,"mask":true,"rng":"counter"}"#,
+                "`x`",
+            ),
+            (
+                r#"{"op":"batch_norm","dtype":"f32","shape":[4,2,16,16],"eps":0.00001,"momentum":0.1,"training":true}"#,
+                "`x`",
+            ),
+            (
+                r#"{"op":"softmax","dtype":"f32","shape":[4,1025],"axis":1,"log":false}"#,
+                "row",
+            ),
         ];
         for (json, names) in refused {
             let spec: OpSpec = serde_json::from_str(json).expect("a valid spec");

@@ -379,9 +379,25 @@ fn too_large() {
         _ => unreachable!(),
     };
     softmax.shape = vec![3, 1 << 30];
+    let plan = lower(&OpSpec::Softmax(softmax.clone()), &TargetCaps::cpu()).expect("rows split");
+    assert!(plan.launches.len() >= 3, "one row of 2^30 a piece at most");
+    // A row past the limit does not split.
+    softmax.shape = vec![1, 3 << 30];
     match lower(&OpSpec::Softmax(softmax), &TargetCaps::cpu()) {
+        Err(LowerError::TooLarge { what, .. }) => {
+            assert!(what.contains("softmax") && what.contains("row"), "{what}")
+        }
+        other => panic!("{other:?}"),
+    }
+    // An op that does not split names its tensor.
+    let mut dropout = match OpKind::Dropout.example() {
+        OpSpec::Dropout(d) => d,
+        _ => unreachable!(),
+    };
+    dropout.shape = vec![3, 1 << 30];
+    match lower(&OpSpec::Dropout(dropout), &TargetCaps::cpu()) {
         Err(LowerError::TooLarge { what, value, limit }) => {
-            assert!(what.contains("softmax") && what.contains("`x`"), "{what}");
+            assert!(what.contains("dropout") && what.contains("`x`"), "{what}");
             assert_eq!((value, limit), (3 << 30, i32::MAX as u64));
         }
         other => panic!("{other:?}"),
