@@ -4,8 +4,9 @@
 //! that each fit, as torch's `TensorIterator::with_32bit_indexing` does: each piece
 //! is the same op over smaller shapes, lowered as usual, its tensors bound to
 //! [`Binding::Part`]s of the whole ones. Map-like ops split along rows of their
-//! output ([`split_map`]); a reduction over a split axis reduces each piece into a
-//! temporary and then the pieces' partials (`ops/reduce`).
+//! output (`split_map`); ops whose rows or batch items are independent split along
+//! them, weights bound whole (`split_rows`); a reduction over a split axis reduces
+//! each piece into a temporary and then the pieces' partials (`ops/reduce`).
 //!
 //! Invariant: every piece starts at a multiple of [`PIECE_ALIGNMENT`] elements of
 //! its tensor, so a device binds it where it lies (WebGPU's storage offset

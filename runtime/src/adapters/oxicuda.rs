@@ -143,7 +143,7 @@ impl OxicudaBackend {
     }
 
     /// Runs `spec` with its inputs and outputs at these addresses, in the spec's order
-    /// (an output may overlap the inputs: see [`run_staged`]).
+    /// (an output may overlap the inputs: see `adapters::run_staged`).
     fn run(&self, spec: OpSpec, inputs: &[u64], outputs: &[u64]) -> Outcome {
         let rt = self.rt()?;
         spec.validate().map_err(RuntimeError::from)?;

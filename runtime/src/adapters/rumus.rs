@@ -147,7 +147,7 @@ impl<S: DeviceSlot> RumusBackend<S> {
         let mut outs = out_sigs
             .iter()
             .zip(outputs.iter_mut())
-            .map(|(sig, data)| HostSliceMut::new(&mut **data, &sig.shape))
+            .map(|(sig, data)| HostSliceMut::new(data, &sig.shape))
             .collect::<Result<Vec<_>>>()?;
         rt.run_host(&spec, &ins, &mut outs)
     }

@@ -1,7 +1,7 @@
 //! rustd_runtime's `backend::Backend` on kernelc: [`RustdBackend`].
 //!
 //! Handles name device buffers of one shape and dtype; an op's `out` handle is written
-//! in place (it may be one of the op's inputs: see [`run_staged`]). Tensor methods run
+//! in place (it may be one of the op's inputs: see `adapters::run_staged`). Tensor methods run
 //! catalogue ops on the backend's device; the `scalar_*` methods are host arithmetic on
 //! `rustd_core::Value`s, as the trait defines them. `dispatch_compute` runs the
 //! caller's SPIR-V on wgpu devices and returns the trait's own error elsewhere.
