@@ -78,6 +78,13 @@ pub fn split() -> Vec<OpSpec> {
         r#"{"op":"cross_entropy","dtype":"f32","index_dtype":"i32","batch":600,"classes":4,"grad":true,"probs":true}"#,
         r#"{"op":"adam","dtype":"f32","len":3000,"lr":0.01,"beta1":0.9,"beta2":0.999,"eps":1e-8,"weight_decay":0.01,"decoupled":true,"step":3}"#,
         r#"{"op":"image_filter","filter":"grayscale","dtype":"f32","height":10,"width":64,"channels":4}"#,
+        r#"{"op":"batch_norm","dtype":"f32","shape":[5,2,16,8],"eps":0.00001,"momentum":0.1,"training":false}"#,
+        r#"{"op":"rope","dtype":"f32","index_dtype":"u32","batch":5,"seq":16,"heads":2,"head_dim":8,"max_positions":20}"#,
+        // Movement ops that keep the first dimension in place: pieces of its rows.
+        r#"{"op":"permute","dtype":"f32","shape":[10,16,16],"perm":[0,2,1]}"#,
+        r#"{"op":"slice","dtype":"f32","shape":[9,512],"starts":[0,100],"sizes":[9,256],"steps":[1,1]}"#,
+        r#"{"op":"concat","dtype":"f32","shapes":[[6,256],[6,512]],"axis":1}"#,
+        r#"{"op":"scatter","dtype":"f32","index_dtype":"i32","data":[300,4,2],"indices":[2],"axis":1,"combine":"sum","init":"prior"}"#,
     ];
     json.iter()
         .map(|j| serde_json::from_str(j).unwrap_or_else(|e| panic!("split case {j}: {e}")))

@@ -282,6 +282,24 @@ impl Op for RopeSpec {
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::rope(self, caps)
     }
+
+    /// Pieces of the batch; tables and positions whole.
+    fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
+        Some(crate::lower::split::split_rows_of(
+            self,
+            "rope",
+            caps,
+            self.batch,
+            &["cos", "sin", "positions"],
+            |r| {
+                RopeSpec {
+                    batch: r,
+                    ..self.clone()
+                }
+                .into()
+            },
+        ))
+    }
     fn cases() -> Vec<Self> {
         cases::rope()
     }

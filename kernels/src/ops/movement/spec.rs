@@ -66,6 +66,29 @@ impl Op for PermuteSpec {
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::permute(self, caps)
     }
+
+    /// With the first dimension in place: pieces of its rows.
+    fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
+        if self.perm.first() != Some(&0) {
+            return None;
+        }
+        Some(crate::lower::split::split_rows_of(
+            self,
+            "permute",
+            caps,
+            self.shape[0],
+            &[],
+            |r| {
+                let mut shape = self.shape.clone();
+                shape[0] = r;
+                PermuteSpec {
+                    shape,
+                    ..self.clone()
+                }
+                .into()
+            },
+        ))
+    }
     fn cases() -> Vec<Self> {
         cases::permute()
     }
@@ -151,6 +174,34 @@ impl Op for SliceSpec {
     }
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::slice(self, caps)
+    }
+
+    /// With the first dimension taken whole, forwards: pieces of its rows.
+    fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
+        let whole_rows = self.starts.first() == Some(&0)
+            && self.steps.first() == Some(&1)
+            && self.sizes.first() == self.shape.first();
+        if !whole_rows {
+            return None;
+        }
+        Some(crate::lower::split::split_rows_of(
+            self,
+            "slice",
+            caps,
+            self.shape[0],
+            &[],
+            |r| {
+                let (mut shape, mut sizes) = (self.shape.clone(), self.sizes.clone());
+                shape[0] = r;
+                sizes[0] = r;
+                SliceSpec {
+                    shape,
+                    sizes,
+                    ..self.clone()
+                }
+                .into()
+            },
+        ))
     }
     fn cases() -> Vec<Self> {
         cases::slice()
@@ -254,6 +305,33 @@ impl Op for ConcatSpec {
     }
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::concat(self, caps)
+    }
+
+    /// Along a later axis: pieces of the rows every part shares.
+    fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
+        let rows = *self.shapes.first()?.first()?;
+        if self.axis == 0 {
+            return None;
+        }
+        Some(crate::lower::split::split_rows_of(
+            self,
+            "concat",
+            caps,
+            rows,
+            &[],
+            |r| {
+                let shapes = self
+                    .shapes
+                    .iter()
+                    .map(|s| [&[r][..], &s[1..]].concat())
+                    .collect();
+                ConcatSpec {
+                    shapes,
+                    ..self.clone()
+                }
+                .into()
+            },
+        ))
     }
     fn cases() -> Vec<Self> {
         cases::concat()
@@ -503,6 +581,30 @@ impl Op for ScatterSpec {
     }
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::scatter(self, caps)
+    }
+
+    /// Along a later axis: pieces of the data's rows, indices whole. Along axis 0 a
+    /// piece's updates land anywhere in `out`: not split.
+    fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
+        if self.axis == 0 {
+            return None;
+        }
+        Some(crate::lower::split::split_rows_of(
+            self,
+            "scatter",
+            caps,
+            self.data[0],
+            &["indices"],
+            |r| {
+                let mut data = self.data.clone();
+                data[0] = r;
+                ScatterSpec {
+                    data,
+                    ..self.clone()
+                }
+                .into()
+            },
+        ))
     }
     fn cases() -> Vec<Self> {
         cases::scatter()

@@ -450,6 +450,31 @@ impl Op for BatchNormSpec {
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::batch_norm(self, caps)
     }
+
+    /// Inference (running statistics): pieces of the batch, parameters whole.
+    /// Training statistics sum over the whole batch: not split.
+    fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
+        if self.training {
+            return None;
+        }
+        let whole = ["weight", "bias", "running_mean", "running_var"];
+        Some(crate::lower::split::split_rows_of(
+            self,
+            "batch_norm",
+            caps,
+            self.shape[0],
+            &whole,
+            |r| {
+                let mut shape = self.shape.clone();
+                shape[0] = r;
+                BatchNormSpec {
+                    shape,
+                    ..self.clone()
+                }
+                .into()
+            },
+        ))
+    }
     fn cases() -> Vec<Self> {
         cases::batch_norm()
     }
