@@ -88,6 +88,7 @@ fn dropout_rng_schemes_differ() {
             step: 5,
             mask: true,
             rng,
+            offset: 0,
         })
     };
     let a = plan(mk(RngScheme::Counter), &TargetCaps::cpu());

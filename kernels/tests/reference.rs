@@ -1176,6 +1176,7 @@ fn dropout_mask_determinism_and_keep_rate() {
             step,
             mask: true,
             rng,
+            offset: 0,
         })
     };
     let x = vec![2.0; n];
@@ -1353,6 +1354,7 @@ fn json_round_trip_of_every_variant() {
         step: 1 << 40,
         mask: false,
         rng: RngScheme::Rumus,
+        offset: 0,
     }));
     for spec in specs {
         let json = serde_json::to_string(&spec).unwrap();

@@ -251,6 +251,7 @@ fn float_attributes_are_used_as_the_kernels_receive_them() {
         step: 0,
         mask: true,
         rng: Default::default(),
+        offset: 0,
     });
     let out = run(&dropout, &[&[1.0; 64]]);
     let scale = f32r(1.0 / 0.7);

@@ -192,6 +192,7 @@ fn bad_attribute() {
             step: 0,
             mask: false,
             rng: Default::default(),
+            offset: 0,
         })
     };
     let e = err(drop(1.0));
@@ -389,15 +390,16 @@ fn too_large() {
         }
         other => panic!("{other:?}"),
     }
-    // An op that does not split names its tensor.
-    let mut dropout = match OpKind::Dropout.example() {
-        OpSpec::Dropout(d) => d,
+    // An op that does not split (a neighbourhood filter) names its tensor.
+    let mut sharpen = match OpKind::ImageFilter.example() {
+        OpSpec::ImageFilter(f) => f,
         _ => unreachable!(),
     };
-    dropout.shape = vec![3, 1 << 30];
-    match lower(&OpSpec::Dropout(dropout), &TargetCaps::cpu()) {
+    sharpen.filter = kernelc_kernels::ImageFilter::Sharpen;
+    (sharpen.height, sharpen.width, sharpen.channels) = (3 << 15, 1 << 15, 1);
+    match lower(&OpSpec::ImageFilter(sharpen), &TargetCaps::cpu()) {
         Err(LowerError::TooLarge { what, value, limit }) => {
-            assert!(what.contains("dropout") && what.contains("`x`"), "{what}");
+            assert!(what.contains("`image`"), "{what}");
             assert_eq!((value, limit), (3 << 30, i32::MAX as u64));
         }
         other => panic!("{other:?}"),

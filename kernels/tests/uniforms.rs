@@ -114,6 +114,7 @@ fn the_per_call_attributes_do_not_change_the_key() {
             step,
             mask: true,
             rng: kernelc_kernels::rng::RngScheme::Counter,
+            offset: 0,
         })
     };
     assert_eq!(dropout(1, 2).structural(), dropout(99, 100).structural());

@@ -317,6 +317,7 @@ fn cases() -> Vec<(&'static str, OpSpec)> {
             step: n as u64,
             mask: true,
             rng: RngScheme::Rumus,
+            offset: 0,
         };
         v.push(("dropout", dropout.into()));
     }

@@ -134,6 +134,7 @@ fn dropout_with_a_new_seed_and_step_every_call_compiles_once() {
                 step: call,
                 mask: true,
                 rng: RngScheme::Counter,
+                offset: 0,
             });
             let out = rt.run(&spec, &[&x]).unwrap();
             check(&rt, &spec, &[&x], &out, call as usize);

@@ -79,6 +79,9 @@ pub fn split() -> Vec<OpSpec> {
         r#"{"op":"adam","dtype":"f32","len":3000,"lr":0.01,"beta1":0.9,"beta2":0.999,"eps":1e-8,"weight_decay":0.01,"decoupled":true,"step":3}"#,
         r#"{"op":"image_filter","filter":"grayscale","dtype":"f32","height":10,"width":64,"channels":4}"#,
         r#"{"op":"batch_norm","dtype":"f32","shape":[5,2,16,8],"eps":0.00001,"momentum":0.1,"training":false}"#,
+        // Dropout pieces draw the whole op's random bits (their `offset`).
+        r#"{"op":"dropout","dtype":"f32","shape":[3000],"p":0.5,"seed":3,"step":2,"mask":true,"rng":"counter"}"#,
+        r#"{"op":"dropout","dtype":"f32","shape":[7,433],"p":0.3,"seed":0,"step":9,"mask":true,"rng":"rumus"}"#,
         r#"{"op":"rope","dtype":"f32","index_dtype":"u32","batch":5,"seq":16,"heads":2,"head_dim":8,"max_positions":20}"#,
         // Movement ops that keep the first dimension in place: pieces of its rows.
         r#"{"op":"permute","dtype":"f32","shape":[10,16,16],"perm":[0,2,1]}"#,

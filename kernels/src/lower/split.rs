@@ -274,14 +274,15 @@ pub(crate) enum RowPart {
 /// (softmax over an inner axis, a norm over the last, attention or convolution per
 /// batch item, ...) and whose tensors pass one kernel's indices: pieces of
 /// consecutive rows, each input and output split with them or bound whole, in
-/// `inputs` / `outputs` order. `piece(rows)` is the op over one piece of `rows` rows.
+/// `inputs` / `outputs` order. `piece(start, rows)` is the op over the piece of `rows`
+/// rows from row `start`.
 pub(crate) fn split_rows(
     what: &str,
     caps: &TargetCaps,
     rows: usize,
     inputs: &[RowPart],
     outputs: &[RowPart],
-    piece: impl Fn(usize) -> OpSpec,
+    piece: impl Fn(usize, usize) -> OpSpec,
 ) -> Result<Plan, LowerError> {
     let limit = caps
         .max_kernel_elements
@@ -314,7 +315,7 @@ pub(crate) fn split_rows(
     };
     let pieces = pieces_of(rows, per_piece)
         .map(|(start, count)| Piece {
-            spec: piece(count),
+            spec: piece(start, count),
             inputs: place(inputs, start, Whole::Input),
             outputs: place(outputs, start, Whole::Output),
             shares_uniforms: true,
@@ -332,6 +333,19 @@ pub(crate) fn split_rows_of(
     rows: usize,
     whole: &[&str],
     piece: impl Fn(usize) -> OpSpec,
+) -> Result<Plan, LowerError> {
+    split_rows_at(op, what, caps, rows, whole, |_, count| piece(count))
+}
+
+/// [`split_rows_of`] whose pieces also depend on their first row (`piece(start,
+/// rows)`: dropout's random-stream offset).
+pub(crate) fn split_rows_at(
+    op: &impl crate::op::Op,
+    what: &str,
+    caps: &TargetCaps,
+    rows: usize,
+    whole: &[&str],
+    piece: impl Fn(usize, usize) -> OpSpec,
 ) -> Result<Plan, LowerError> {
     let part = |sig: &crate::spec::TensorSig| -> Result<RowPart, LowerError> {
         let n = numel(&sig.shape) as u64;

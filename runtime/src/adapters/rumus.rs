@@ -464,6 +464,7 @@ impl<S: DeviceSlot> ::rumus::backend::Backend for RumusBackend<S> {
             step,
             mask: true,
             rng: RngScheme::Rumus,
+            offset: 0,
         };
         Self::settle("dropout", Self::run(spec, &[src], &mut [dst, mask]));
     }

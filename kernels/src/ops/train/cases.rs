@@ -13,6 +13,7 @@ pub(super) fn dropout() -> Vec<DropoutSpec> {
         step,
         mask,
         rng,
+        offset: 0,
     };
     use RngScheme::{Counter, Rumus};
     vec![

@@ -51,7 +51,12 @@ pub(super) fn dropout(spec: &DropoutSpec, caps: &TargetCaps) -> Result<Plan, Low
             DropoutClass::Random => {
                 // Uniforms: stream word, threshold, scale (see `DropoutSpec::uniforms`).
                 let (stream, threshold, scale) = (p[0].clone(), p[1].clone(), p[2].clone());
-                let keep = rng_keep(f, spec.rng, stream, threshold, index.clone());
+                // The stream index wraps at 2^32, as the reference's does.
+                let at = match spec.offset as u32 {
+                    0 => index.clone(),
+                    offset => index.clone() + offset,
+                };
+                let keep = rng_keep(f, spec.rng, stream, threshold, at);
                 let mask = f.let_("mask", keep.select(scale, n.lit(0.0)));
                 (x * mask.clone(), mask)
             }

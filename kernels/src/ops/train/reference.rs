@@ -11,7 +11,13 @@ pub(super) fn dropout(s: &DropoutSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
     let scale = attribute(s.dtype, 1.0 / (1.0 - s.p));
     let mask: Vec<f64> = (0..x.len())
         .map(|k| {
-            if rng::dropout_keep(s.rng, s.seed, s.step, s.p, k as u32) {
+            if rng::dropout_keep(
+                s.rng,
+                s.seed,
+                s.step,
+                s.p,
+                s.offset.wrapping_add(k as u64) as u32,
+            ) {
                 scale
             } else {
                 0.0

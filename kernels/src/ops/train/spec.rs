@@ -39,6 +39,15 @@ pub struct DropoutSpec {
     pub mask: bool,
     #[serde(default)]
     pub rng: RngScheme,
+    /// The random-stream index of `x[0]` (element `i` draws the bits of `offset + i`,
+    /// wrapping at 2^32 as the index does): 0 but in the pieces of a dropout split
+    /// past one kernel's indices, which so draw the whole op's bits.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub offset: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 /// The structural classes of dropout's `p` (each lowers to a different kernel).
@@ -127,7 +136,27 @@ impl Op for DropoutSpec {
             step: 1,
             mask: true,
             rng: RngScheme::Counter,
+            offset: 0,
         }
+    }
+    /// Pieces of elements, each drawing the whole op's bits (`offset`).
+    fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
+        let len = crate::shape::numel(&self.shape);
+        Some(crate::lower::split::split_rows_at(
+            self,
+            "dropout",
+            caps,
+            len,
+            &[],
+            |start, r| {
+                DropoutSpec {
+                    shape: vec![r],
+                    offset: self.offset.wrapping_add(start as u64),
+                    ..self.clone()
+                }
+                .into()
+            },
+        ))
     }
 }
 
