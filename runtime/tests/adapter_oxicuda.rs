@@ -13,9 +13,10 @@ mod common;
 
 use kernelc_ir::interp::HostBuffer;
 use kernelc_ir::ScalarType::{self, F32, F64};
-use kernelc_kernels::conformance::{case_data_from_values, check_data, inputs, CaseData, Executor};
+use kernelc_kernels::conformance::{check_data, Executor};
 use kernelc_kernels::ops::conv::{ConvPass, Window2d};
 use kernelc_kernels::ops::gemm::Layout;
+use kernelc_kernels::seeds;
 use kernelc_kernels::spec::*;
 use kernelc_runtime::adapters::oxicuda::OxicudaBackend;
 use kernelc_runtime::Runtime;
@@ -454,37 +455,6 @@ fn cases() -> Vec<(&'static str, OpSpec)> {
     v
 }
 
-/// Every method the cases cover, so a method left out fails here.
-const METHODS: &[&str] = &[
-    "gemm",
-    "batched_gemm",
-    "gemm_mixed_precision",
-    "conv2d_forward",
-    "conv2d_backward_data",
-    "conv2d_backward_filter",
-    "attention",
-    "reduce",
-    "unary",
-    "binary",
-    "softmax",
-    "gather",
-    "scatter",
-];
-
-/// Seeded inputs, with gather/scatter rows in range (the trait's row indices are
-/// `usize`: out of range is an error there, tested with the bad input).
-fn data(spec: &OpSpec, seed: u64) -> CaseData {
-    let mut values = inputs::generate(spec, seed);
-    if let OpSpec::Gather(GatherSpec { data, .. }) | OpSpec::Scatter(ScatterSpec { data, .. }) =
-        spec
-    {
-        for v in values[1].iter_mut() {
-            *v = v.abs().rem_euclid(data[0] as f64).floor();
-        }
-    }
-    case_data_from_values(spec, values)
-}
-
 fn backend(rt: Runtime) -> OxicudaBackend {
     OxicudaBackend::with_runtime(rt)
 }
@@ -501,9 +471,7 @@ fn label(b: &OxicudaBackend) -> String {
 #[test]
 fn every_method_conforms_on_every_device() {
     let cases = cases();
-    for m in METHODS {
-        assert!(cases.iter().any(|(name, _)| name == m), "no case for {m}");
-    }
+    common::assert_cases_cover(&[seeds::OXICUDA, seeds::OXICUDA_V2], &cases);
     for rt in common::runtimes_on("oxicuda adapter", common::ALL_PATHS) {
         let b = backend(rt);
         let exec = Through(&b, label(&b), Poison::Nan);
@@ -517,7 +485,10 @@ fn every_method_conforms_on_every_device() {
                 .chain(&spec.outputs())
                 .find(|s| !caps.supports(s.dtype))
                 .map(|s| s.dtype);
-            match (check_data(&exec, spec, &data(spec, seed as u64)), missing) {
+            match (
+                check_data(&exec, spec, &common::in_range_case(spec, seed as u64)),
+                missing,
+            ) {
                 (Ok(()), None) => ran += 1,
                 (Ok(()), Some(d)) => failures.push(format!("{method}: ran without {d}?")),
                 // A dtype the device lacks: the trait's own Unsupported, checked here.
@@ -549,7 +520,7 @@ fn the_crates_cpu_backend_meets_the_same_table() {
     let mut failures = Vec::new();
     for (seed, (method, spec)) in cases().iter().enumerate() {
         let known_broken = cpu_backend_differs(spec);
-        match check_data(&exec, spec, &data(spec, seed as u64)) {
+        match check_data(&exec, spec, &common::in_range_case(spec, seed as u64)) {
             Ok(()) if known_broken => failures.push(format!("{method}: now works on CpuBackend")),
             Err(_) if known_broken => {}
             Ok(()) => {}

@@ -12,11 +12,12 @@ mod common;
 
 use kernelc_ir::interp::HostBuffer;
 use kernelc_ir::ScalarType::F32;
-use kernelc_kernels::conformance::{case_data_from_values, check_data, inputs, CaseData, Executor};
+use kernelc_kernels::conformance::{check_data, Executor};
 use kernelc_kernels::ops::conv::{Nchw, Window2d};
 use kernelc_kernels::ops::gemm::Layout;
 use kernelc_kernels::ops::pool::{PoolKind, PoolPass};
 use kernelc_kernels::rng::RngScheme;
+use kernelc_kernels::seeds;
 use kernelc_kernels::spec::*;
 use kernelc_runtime::adapters::rumus::{DeviceSlot, RumusBackend};
 use kernelc_runtime::Runtime;
@@ -532,73 +533,11 @@ fn cases() -> Vec<(&'static str, OpSpec)> {
     v
 }
 
-/// The 38 functions of the trait: each must have a case.
-const FUNCTIONS: &[&str] = &[
-    "zeros",
-    "full",
-    "add",
-    "sub",
-    "mul",
-    "scale",
-    "relu",
-    "relu_backward",
-    "matmul",
-    "add_bias",
-    "sum_rows",
-    "im2col",
-    "col2im",
-    "add_channel_bias",
-    "sum_channel_bias_grad",
-    "max_pool2d",
-    "max_pool2d_backward",
-    "dropout",
-    "sigmoid",
-    "sigmoid_backward",
-    "tanh_act",
-    "tanh_backward",
-    "gelu",
-    "gelu_backward",
-    "leaky_relu",
-    "leaky_relu_backward",
-    "batch_norm_forward",
-    "batch_norm_backward",
-    "adaptive_avg_pool2d",
-    "adaptive_avg_pool2d_backward",
-    "bmm",
-    "softmax_forward",
-    "softmax_backward",
-    "layer_norm_forward",
-    "layer_norm_backward",
-    "embedding_forward",
-    "embedding_backward",
-    "cross_entropy_forward",
-];
-
-/// Seeded inputs with index operands made valid rumus indices (row ids within the
-/// table, class ids within the classes, flat positions within the channel plane):
-/// rumus casts them `as usize` and its CpuBackend indexes with them unchecked.
-fn data(spec: &OpSpec, seed: u64) -> CaseData {
-    let mut values = inputs::generate(spec, seed);
-    let bound = match spec {
-        OpSpec::Gather(g) => Some((1, g.data[0])),
-        OpSpec::Scatter(s) => Some((1, s.data[0])),
-        OpSpec::CrossEntropy(c) => Some((1, c.classes)),
-        OpSpec::Pool2dBackward(p) => Some((1, p.image.height * p.image.width)),
-        _ => None,
-    };
-    if let Some((input, rows)) = bound {
-        for v in values[input].iter_mut() {
-            *v = v.abs().rem_euclid(rows as f64).floor();
-        }
-    }
-    case_data_from_values(spec, values)
-}
-
 fn conform<B: Backend>(label: &str) -> Vec<String> {
     let exec = Through::<B>(PhantomData, label.to_string());
     let mut failures = Vec::new();
     for (seed, (function, spec)) in cases().iter().enumerate() {
-        if let Err(e) = check_data(&exec, spec, &data(spec, seed as u64)) {
+        if let Err(e) = check_data(&exec, spec, &common::in_range_case(spec, seed as u64)) {
             failures.push(format!(
                 "{function} {}: {e}",
                 serde_json::to_string(spec).unwrap()
@@ -641,9 +580,7 @@ fn conform_on<S: DeviceSlot>(rt: Runtime) -> Vec<String> {
 #[test]
 fn every_function_conforms_on_every_device() {
     let cases = cases();
-    for f in FUNCTIONS {
-        assert!(cases.iter().any(|(name, _)| name == f), "no case for {f}");
-    }
+    common::assert_cases_cover(&[seeds::RUMUS], &cases);
     let mut failures = Vec::new();
     for (k, rt) in common::runtimes_on("rumus adapter", common::ALL_PATHS)
         .into_iter()

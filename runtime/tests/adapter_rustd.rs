@@ -12,7 +12,8 @@ mod common;
 
 use kernelc_ir::interp::HostBuffer;
 use kernelc_ir::ScalarType::{self, F32, I32, I64};
-use kernelc_kernels::conformance::{case_data_from_values, check_data, inputs, CaseData, Executor};
+use kernelc_kernels::conformance::{check_data, Executor};
+use kernelc_kernels::seeds;
 use kernelc_kernels::spec::*;
 use kernelc_runtime::adapters::rustd::RustdBackend;
 use kernelc_runtime::Runtime;
@@ -308,47 +309,6 @@ fn cases() -> Vec<(&'static str, OpSpec)> {
     v
 }
 
-/// Every tensor method of the trait.
-const METHODS: &[&str] = &[
-    "pointwise_add",
-    "matmul",
-    "matmul_bias",
-    "layer_norm",
-    "softmax",
-    "gelu",
-    "relu",
-    "attention",
-    "cross_entropy",
-    "reduce_sum",
-    "embedding",
-    "adam_update",
-    "gaussian_blur",
-    "sobel_edges",
-    "grayscale",
-    "threshold",
-    "brightness",
-    "contrast",
-    "invert_colors",
-    "sharpen",
-];
-
-/// Seeded inputs; targets and indices within range (rustd's CpuBackend indexes with
-/// them unchecked).
-fn data(spec: &OpSpec, seed: u64) -> CaseData {
-    let mut values = inputs::generate(spec, seed);
-    let bound = match spec {
-        OpSpec::Gather(g) => Some(g.data[0]),
-        OpSpec::CrossEntropy(c) => Some(c.classes),
-        _ => None,
-    };
-    if let Some(rows) = bound {
-        for v in values[1].iter_mut() {
-            *v = v.abs().rem_euclid(rows as f64).floor();
-        }
-    }
-    case_data_from_values(spec, values)
-}
-
 /// Runs the cases `skip` leaves; a case whose dtype `lacks` must be refused with the
 /// trait's `BackendError` naming that dtype (WGSL has no i64).
 fn conform(
@@ -365,7 +325,10 @@ fn conform(
             continue;
         }
         let missing = spec.inputs().iter().map(|s| s.dtype).find(|&d| lacks(d));
-        match (check_data(&exec, spec, &data(spec, seed as u64)), missing) {
+        match (
+            check_data(&exec, spec, &common::in_range_case(spec, seed as u64)),
+            missing,
+        ) {
             (Ok(()), None) => ran += 1,
             (Err(e), Some(d))
                 if e.to_string().contains("E_BACKEND_ERROR")
@@ -385,9 +348,7 @@ fn conform(
 #[test]
 fn every_tensor_method_conforms_on_every_device() {
     let cases = cases();
-    for m in METHODS {
-        assert!(cases.iter().any(|(name, _)| name == m), "no case for {m}");
-    }
+    common::assert_cases_cover(&[seeds::RUSTD], &cases);
     let mut failures = Vec::new();
     for rt in common::runtimes_on("rustd adapter", common::ALL_PATHS) {
         let label = format!(

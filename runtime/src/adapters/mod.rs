@@ -78,14 +78,6 @@ impl ErrorClass {
     }
 }
 
-/// `a · b`, or a [`RuntimeError::BadArgument`] naming `what` when it overflows.
-#[cfg(any(feature = "oxicuda", feature = "oxicuda-0-5"))]
-pub(crate) fn checked_product(what: &str, dims: &[usize]) -> Result<usize, RuntimeError> {
-    dims.iter()
-        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
-        .ok_or_else(|| RuntimeError::BadArgument(format!("{what}: {dims:?} overflows usize")))
-}
-
 /// Runs `spec` as if every input were read before any output is written, which is what
 /// the seed traits' callers assume (`out` may be `a`): an output that overlaps an input
 /// it does not update in place is computed into a temporary and copied over after.

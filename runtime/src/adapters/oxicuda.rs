@@ -25,7 +25,7 @@ pub use oxicuda_backend;
 #[cfg(feature = "oxicuda-0-5")]
 pub use oxicuda_backend_0_5;
 
-use super::{checked_product, run_staged, ErrorClass};
+use super::{run_staged, ErrorClass};
 use crate::device::DeviceChoice;
 use crate::error::RuntimeError;
 use crate::memory::View;
@@ -135,7 +135,7 @@ impl OxicudaBackend {
     /// address (a BLAS call with `k = 0` never reads A or B).
     fn view(&self, address: u64, dtype: ScalarType, shape: &[usize]) -> Outcome<View> {
         let rt = self.rt()?;
-        if checked_product("operand", shape)? == 0 {
+        if kernelc_kernels::shape::numel(shape) == 0 {
             let empty = rt.alloc_buffer(0)?;
             return Ok(View::new(&empty, 0, dtype, shape)?);
         }
@@ -158,9 +158,13 @@ impl OxicudaBackend {
         Ok(run_staged(rt, &spec, ins, outs)?)
     }
 
+    /// Column-major BLAS GEMM: f64, or, with `rounding` (0.5's `gemm_mixed_precision`),
+    /// f32 with A and B rounded to f16/bf16 first; `batch` is (strides in elements,
+    /// count) of `batched_gemm`.
     #[allow(clippy::too_many_arguments)]
-    fn gemm_f64(
+    fn col_major_gemm(
         &self,
+        rounding: Option<ScalarType>,
         trans: [bool; 2],
         [m, n, k]: [usize; 3],
         alpha: f64,
@@ -179,7 +183,7 @@ impl OxicudaBackend {
             None => (vec![], None),
         };
         let spec = GemmSpec {
-            dtype: ScalarType::F64,
+            dtype: rounding.map_or(ScalarType::F64, |_| ScalarType::F32),
             layout: Layout::ColMajor,
             m,
             n,
@@ -196,50 +200,7 @@ impl OxicudaBackend {
             stride_a: strides.map(|s| vec![s[0]]),
             stride_b: strides.map(|s| vec![s[1]]),
             stride_c: strides.map(|s| vec![s[2]]),
-            input_rounding: None,
-        };
-        let inputs: &[u64] = if beta == 0.0 { &[a, b] } else { &[a, b, c] };
-        self.run(spec.into(), inputs, &[c])
-    }
-
-    /// f32 column-major GEMM with A and B rounded to `rounding` (0.5's
-    /// `gemm_mixed_precision`).
-    #[cfg(feature = "oxicuda-0-5")]
-    #[allow(clippy::too_many_arguments)]
-    fn gemm_rounded(
-        &self,
-        rounding: ScalarType,
-        trans: [bool; 2],
-        [m, n, k]: [usize; 3],
-        alpha: f32,
-        (a, lda): (u64, usize),
-        (b, ldb): (u64, usize),
-        beta: f32,
-        (c, ldc): (u64, usize),
-    ) -> Outcome {
-        self.rt()?;
-        if m == 0 || n == 0 {
-            return Ok(());
-        }
-        let spec = GemmSpec {
-            dtype: ScalarType::F32,
-            layout: Layout::ColMajor,
-            m,
-            n,
-            k,
-            trans_a: trans[0],
-            trans_b: trans[1],
-            batch: vec![],
-            alpha: alpha.into(),
-            beta: beta.into(),
-            bias: false,
-            lda: Some(lda),
-            ldb: Some(ldb),
-            ldc: Some(ldc),
-            stride_a: None,
-            stride_b: None,
-            stride_c: None,
-            input_rounding: Some(rounding),
+            input_rounding: rounding,
         };
         let inputs: &[u64] = if beta == 0.0 { &[a, b] } else { &[a, b, c] };
         self.run(spec.into(), inputs, &[c])
@@ -510,8 +471,9 @@ macro_rules! serve {
                     c_ptr: u64,
                     ldc: usize,
                 ) -> ox::BackendResult<()> {
-                    OxicudaBackend::gemm_f64(
+                    OxicudaBackend::col_major_gemm(
                         self,
+                        None,
                         [transposed(trans_a), transposed(trans_b)],
                         [m, n, k],
                         alpha,
@@ -544,8 +506,9 @@ macro_rules! serve {
                     stride_c: usize,
                     batch_count: usize,
                 ) -> ox::BackendResult<()> {
-                    OxicudaBackend::gemm_f64(
+                    OxicudaBackend::col_major_gemm(
                         self,
+                        None,
                         [transposed(trans_a), transposed(trans_b)],
                         [m, n, k],
                         alpha,
@@ -730,15 +693,16 @@ serve!(v0_5, oxicuda_backend_0_5, {
             ox::MixedPrecision::F16 => ScalarType::F16,
             ox::MixedPrecision::Bf16 => ScalarType::Bf16,
         };
-        self.gemm_rounded(
-            rounding,
+        self.col_major_gemm(
+            Some(rounding),
             [transposed(trans_a), transposed(trans_b)],
             [m, n, k],
-            alpha,
+            alpha.into(),
             (a_ptr, lda),
             (b_ptr, ldb),
-            beta,
+            beta.into(),
             (c_ptr, ldc),
+            None,
         )
         .map_err(error)
     }

@@ -57,6 +57,8 @@ pub struct RustdBackend {
     next_handle: u64,
     /// Caller SPIR-V loaded for `dispatch_compute`, by (hash, bindings, push bytes).
     shaders: HashMap<([u8; 32], usize, usize), ShaderModule>,
+    /// The scores of a bool attention mask, once uploaded (`mask_scores`).
+    mask_scores: Option<[View; 2]>,
 }
 
 impl fmt::Debug for RustdBackend {
@@ -123,6 +125,7 @@ impl RustdBackend {
             tensors: HashMap::new(),
             next_handle: 1,
             shaders: HashMap::new(),
+            mask_scores: None,
         }
     }
 
@@ -226,7 +229,7 @@ impl RustdBackend {
 
     /// An additive f32 mask `[.., seq_q, seq_k]` from the trait's mask tensor: f32 as
     /// given, bool through `where(mask, 0, -inf)`.
-    fn additive_mask(&self, mask: TensorHandle, scores: [usize; 2]) -> Result<View> {
+    fn additive_mask(&mut self, mask: TensorHandle, scores: [usize; 2]) -> Result<View> {
         let m = self.view(mask, None)?;
         if m.shape().len() > 2 || !broadcasts(m.shape(), &scores) {
             return Err(invalid(format!(
@@ -237,16 +240,8 @@ impl RustdBackend {
         match m.dtype() {
             ScalarType::F32 => Ok(m),
             ScalarType::Bool => {
+                let [keep, hide] = self.mask_scores().map_err(error)?;
                 let rt = &self.runtime;
-                let constant = |v: f32| -> std::result::Result<View, RuntimeError> {
-                    let b = rt.alloc_buffer(4)?;
-                    rt.write_buffer(&b, 0, &v.to_le_bytes())?;
-                    View::new(&b, 0, ScalarType::F32, &[1])
-                };
-                let (keep, hide) = (
-                    constant(0.0).map_err(error)?,
-                    constant(f32::NEG_INFINITY).map_err(error)?,
-                );
                 let out_buffer = rt.alloc_buffer(m.numel() * 4).map_err(error)?;
                 let out = View::new(&out_buffer, 0, ScalarType::F32, m.shape()).map_err(error)?;
                 let spec = WhereSpec {
@@ -264,6 +259,22 @@ impl RustdBackend {
                 got: other.name().into(),
             }),
         }
+    }
+
+    /// The scores a bool mask turns into (0 kept, `-inf` hidden), uploaded once.
+    fn mask_scores(&mut self) -> std::result::Result<[View; 2], RuntimeError> {
+        if let Some(views) = &self.mask_scores {
+            return Ok(views.clone());
+        }
+        let buffer = self.runtime.alloc_buffer(8)?;
+        let bytes = [0.0f32.to_le_bytes(), f32::NEG_INFINITY.to_le_bytes()].concat();
+        self.runtime.write_buffer(&buffer, 0, &bytes)?;
+        let views = [
+            View::new(&buffer, 0, ScalarType::F32, &[1])?,
+            View::new(&buffer, 4, ScalarType::F32, &[1])?,
+        ];
+        self.mask_scores = Some(views.clone());
+        Ok(views)
     }
 
     fn image(&mut self, filter: ImageFilter, input: TensorHandle, out: TensorHandle) -> Result<()> {

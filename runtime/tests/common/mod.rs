@@ -170,3 +170,58 @@ pub const ALL_PATHS: &[&str] = &[
     "wgpu:spirv",
     "cuda",
 ];
+
+/// The methods of the seed traits `traits` that `kernels::seeds` serves with a catalogue
+/// op, each with that op's kind: what an adapter's conformance cases must cover.
+pub fn seed_op_methods(traits: &[&str]) -> Vec<(&'static str, &'static str)> {
+    use kernelc_kernels::seeds::{methods_of, Mapping};
+    traits
+        .iter()
+        .flat_map(|t| methods_of(t))
+        .filter_map(|m| match m.maps_to {
+            Mapping::Op(kind) => Some((m.method, kind)),
+            Mapping::Host(_) | Mapping::Unsupported(_) => None,
+        })
+        .collect()
+}
+
+/// Checks that `cases` (method, spec) cover every method of `traits` that is device
+/// math, each case with the op kind `kernels::seeds` names for its method.
+pub fn assert_cases_cover(traits: &[&str], cases: &[(&str, OpSpec)]) {
+    let methods = seed_op_methods(traits);
+    for (method, kind) in &methods {
+        assert!(
+            cases.iter().any(|(m, _)| m == method),
+            "no case for {method}"
+        );
+        for (_, spec) in cases.iter().filter(|(m, _)| m == method) {
+            assert_eq!(spec.kind_name(), *kind, "{method}'s case");
+        }
+    }
+    for (m, _) in cases {
+        assert!(
+            methods.iter().any(|(method, _)| method == m),
+            "{m} is not a method of {traits:?}"
+        );
+    }
+}
+
+/// Seeded inputs for `spec`, with its lookup indices (gather and scatter rows, class
+/// targets, pooling argmax positions) drawn in range: the seed traits index with them
+/// unchecked, or refuse them.
+pub fn in_range_case(spec: &OpSpec, seed: u64) -> kernelc_kernels::conformance::CaseData {
+    use kernelc_kernels::conformance::inputs::{drawn, generate, Domain};
+    let mut values = generate(spec, seed);
+    let rows = match spec {
+        OpSpec::Gather(g) => Some(g.data[g.axis]),
+        OpSpec::Scatter(s) => Some(s.data[s.axis]),
+        OpSpec::CrossEntropy(c) => Some(c.classes),
+        OpSpec::Pool2dBackward(p) => Some(p.image.height * p.image.width),
+        _ => None,
+    };
+    if let Some(rows) = rows {
+        let len = values[1].len();
+        values[1] = drawn(Domain::Int(0, rows as i64 - 1), seed, 1, len);
+    }
+    kernelc_kernels::conformance::case_data_from_values(spec, values)
+}
