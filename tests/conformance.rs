@@ -160,64 +160,6 @@ fn interpreter_with_gpu_caps() {
     );
 }
 
-/// Tensors past one kernel's indices, split into pieces, on the interpreter with
-/// CPU-like, GPU-like and WebGPU-baseline caps; each case really is split (more
-/// launches than the unsplit plan), and ops that do not split are refused naming the
-/// tensor.
-#[test]
-fn split_cases_conform_on_the_interpreter() {
-    use kernelc::kernels::lower::{lower, LowerError};
-    for base in [
-        TargetCaps::cpu(),
-        TargetCaps::cuda_sm90(),
-        TargetCaps::gpu_baseline(),
-    ] {
-        let caps = TargetCaps {
-            max_kernel_elements: cases::SPLIT_LIMIT,
-            ..base.clone()
-        };
-        run(
-            &Interpreter::new("interp/split", caps.clone()),
-            &caps,
-            &cases::split(),
-        );
-        for spec in cases::split() {
-            match (lower(&spec, &caps), lower(&spec, &base)) {
-                (Ok(split), Ok(whole)) => assert!(
-                    split.launches.len() > whole.launches.len(),
-                    "{}: not split",
-                    spec.name()
-                ),
-                (Err(LowerError::UnsupportedDtype { .. }), _) => {}
-                (a, b) => panic!("{}: {a:?} / {b:?}", spec.name()),
-            }
-        }
-        // An op that does not split names its tensor; one whose single row is past
-        // the limit says so.
-        let refused = [
-            (
-                r#"{"op":"image_filter","filter":"sharpen","dtype":"f32","height":40,"width":40,"channels":1}"#,
-                "`image`",
-            ),
-            (
-                r#"{"op":"batch_norm","dtype":"f32","shape":[4,2,16,16],"eps":0.00001,"momentum":0.1,"training":true}"#,
-                "`x`",
-            ),
-            (
-                r#"{"op":"softmax","dtype":"f32","shape":[4,1025],"axis":1,"log":false}"#,
-                "row",
-            ),
-        ];
-        for (json, names) in refused {
-            let spec: OpSpec = serde_json::from_str(json).expect("a valid spec");
-            match lower(&spec, &caps) {
-                Err(LowerError::TooLarge { what, .. }) => assert!(what.contains(names), "{what}"),
-                other => panic!("{json} past the limit: {other:?}"),
-            }
-        }
-    }
-}
-
 /// Every kind has at least three cases in the table.
 #[test]
 fn every_kind_has_three_cases() {

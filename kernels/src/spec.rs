@@ -163,6 +163,11 @@ pub(crate) fn check_dtype(
     }
 }
 
+/// Whether a count is 0 (a serde `skip_serializing_if` for offsets that default to 0).
+pub(crate) fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
 pub(crate) fn check_finite(name: &str, v: f64) -> Result<(), SpecError> {
     if v.is_finite() {
         Ok(())

@@ -28,6 +28,7 @@ fn fill(value: f64) -> OpSpec {
         dtype: ScalarType::F32,
         shape: vec![3],
         value: FillValue::Constant { value },
+        offset: 0,
     })
 }
 

@@ -373,6 +373,7 @@ impl Gen {
                 dtype: self.float(),
                 shape: self.shape(rank.max(2)),
                 param_grads: self.flag(),
+                given_grads: None,
             }),
         }
     }

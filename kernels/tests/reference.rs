@@ -275,6 +275,7 @@ fn scalar_where_cast_fill() {
         dtype: F32,
         shape: vec![2, 2],
         value: FillValue::Constant { value: 0.1 },
+        offset: 0,
     });
     assert_eq!(run1(&fill, &[]), vec![0.1f32 as f64; 4]);
 }
@@ -292,6 +293,7 @@ fn random_fills_are_deterministic_and_distributed() {
                 seed: 3,
                 step,
             },
+            offset: 0,
         })
     };
     let a = run1(&normal(0), &[]);
@@ -311,6 +313,7 @@ fn random_fills_are_deterministic_and_distributed() {
                 seed: 1,
                 step: 9,
             },
+            offset: 0,
         }),
         &[],
     );
@@ -628,6 +631,7 @@ fn batch_norm_forward_and_backward() {
         dtype: F32,
         shape,
         param_grads: true,
+        given_grads: None,
     });
     let (x, w, b, dy) = (rnd(24, 9), rnd(3, 10), rnd(3, 11), rnd(24, 12));
     let (rm, rv) = ([0.0; 3], [1.0; 3]);

@@ -116,6 +116,7 @@ fn constant_fill_rounds_once_in_the_reference_and_the_kernel() {
         value: FillValue::Constant {
             value: ABOVE_F16_TIE,
         },
+        offset: 0,
     });
     let want = 1.0 + 1.0 / 1024.0;
     assert_eq!(run1(&spec, &[]), [want, want]);

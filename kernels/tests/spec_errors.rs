@@ -390,16 +390,36 @@ fn too_large() {
         }
         other => panic!("{other:?}"),
     }
-    // An op that does not split (a neighbourhood filter) names its tensor.
+    // A neighbourhood filter splits into windows of rows with their halo, each
+    // binding its part from an aligned start.
     let mut sharpen = match OpKind::ImageFilter.example() {
         OpSpec::ImageFilter(f) => f,
         _ => unreachable!(),
     };
     sharpen.filter = kernelc_kernels::ImageFilter::Sharpen;
     (sharpen.height, sharpen.width, sharpen.channels) = (3 << 15, 1 << 15, 1);
-    match lower(&OpSpec::ImageFilter(sharpen), &TargetCaps::cpu()) {
+    let plan = lower(&OpSpec::ImageFilter(sharpen), &TargetCaps::cpu()).expect("windows");
+    assert!(plan.launches.len() >= 6, "three windows at least, each then copied");
+    for launch in &plan.launches {
+        for b in &launch.bindings {
+            if let Binding::Part { start, .. } = b {
+                assert_eq!(start % 256, 0);
+            }
+        }
+    }
+    // What does not split says why: an arg reduction over a split axis.
+    let argmax = OpSpec::Reduce(ReduceSpec {
+        func: ReduceFn::ArgMax,
+        dtype: F32,
+        shape: vec![3 << 30],
+        axes: vec![0],
+        keepdim: false,
+        index_dtype: Some(ScalarType::I64),
+        accumulate: false,
+    });
+    match lower(&argmax, &TargetCaps::cpu()) {
         Err(LowerError::TooLarge { what, value, limit }) => {
-            assert!(what.contains("`image`"), "{what}");
+            assert!(what.contains("split axis"), "{what}");
             assert_eq!((value, limit), (3 << 30, i32::MAX as u64));
         }
         other => panic!("{other:?}"),

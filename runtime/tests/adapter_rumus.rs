@@ -244,6 +244,7 @@ fn cases() -> Vec<(&'static str, OpSpec)> {
                 dtype: F32,
                 shape: vec![n],
                 value: FillValue::Constant { value },
+                offset: 0,
             };
             v.push((name, spec.into()));
         }
@@ -503,6 +504,7 @@ fn cases() -> Vec<(&'static str, OpSpec)> {
                 dtype: F32,
                 shape: shape.clone(),
                 param_grads: false,
+                given_grads: None,
             }
             .into(),
         ));

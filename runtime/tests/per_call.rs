@@ -197,6 +197,7 @@ fn fill_constants_of_both_infinities_are_told_apart() {
                 dtype: ScalarType::F32,
                 shape: vec![3],
                 value: FillValue::Constant { value },
+                offset: 0,
             });
             let out = rt.run(&spec, &[]).unwrap();
             let got = out[0].to_vec::<f32>().unwrap();

@@ -135,6 +135,7 @@ fn f64_beyond_f32_range_and_masked_softmax_rows() {
                 dtype: ScalarType::F64,
                 shape: vec![5],
                 value: kernelc_kernels::spec::FillValue::Constant { value },
+                offset: 0,
             });
             let got = rt.run(&spec, &[]).unwrap()[0].to_vec::<f64>().unwrap();
             assert!(
@@ -183,6 +184,7 @@ fn fill_constants_round_once_to_half_types() {
                 dtype,
                 shape: vec![4],
                 value: kernelc_kernels::spec::FillValue::Constant { value },
+                offset: 0,
             });
             let got = rt.run(&spec, &[]).unwrap()[0].to_f64().unwrap();
             assert!(

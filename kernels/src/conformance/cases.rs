@@ -88,6 +88,31 @@ pub fn split() -> Vec<OpSpec> {
         r#"{"op":"slice","dtype":"f32","shape":[9,512],"starts":[0,100],"sizes":[9,256],"steps":[1,1]}"#,
         r#"{"op":"concat","dtype":"f32","shapes":[[6,256],[6,512]],"axis":1}"#,
         r#"{"op":"scatter","dtype":"f32","index_dtype":"i32","data":[300,4,2],"indices":[2],"axis":1,"combine":"sum","init":"prior"}"#,
+        r#"{"op":"fill","dtype":"f32","shape":[2500],"value":{"uniform":{"low":-1.0,"high":2.0,"seed":7,"step":1}}}"#,
+        r#"{"op":"fill","dtype":"bf16","shape":[3,900],"value":{"normal":{"mean":0.5,"std":2.0,"seed":3,"step":0}}}"#,
+        // Movement ops whose rows do not split: blocks of the strided map.
+        r#"{"op":"permute","dtype":"f32","shape":[40,60],"perm":[1,0]}"#,
+        r#"{"op":"permute","dtype":"u8","shape":[6,20,30],"perm":[2,0,1]}"#,
+        r#"{"op":"slice","dtype":"f32","shape":[50,60],"starts":[49,5],"sizes":[40,50],"steps":[-1,1]}"#,
+        r#"{"op":"concat","dtype":"i32","shapes":[[3,300],[5,300]],"axis":0}"#,
+        r#"{"op":"as_strided","dtype":"f32","len":3000,"shape":[50,30],"strides":[1,60],"offset":7}"#,
+        r#"{"op":"as_strided","dtype":"f32","len":3000,"shape":[50,30],"strides":[1,60],"offset":7,"scatter":true}"#,
+        // Neighbourhood filters: windows of rows with their halo.
+        r#"{"op":"image_filter","filter":"sharpen","dtype":"f32","height":40,"width":32,"channels":1}"#,
+        r#"{"op":"image_filter","filter":{"sobel":{"threshold":0.3}},"dtype":"f32","height":30,"width":16,"channels":4}"#,
+        r#"{"op":"image_filter","filter":{"gaussian_blur":{"sigma":1.5,"radius":3}},"dtype":"f32","height":50,"width":8,"channels":3}"#,
+        r#"{"op":"hardswish","dtype":"f32","shape":[2100],"backward":true}"#,
+        r#"{"op":"softplus","dtype":"f32","shape":[3,700]}"#,
+        r#"{"op":"cross_entropy","dtype":"f32","index_dtype":"i32","batch":600,"classes":4,"divide_by_batch":true,"grad":true}"#,
+        // Sums over the whole batch: each piece's partials, then their sum (or, for
+        // batch norm's statistics, their combination) and a second pass.
+        r#"{"op":"layer_norm_backward","dtype":"f32","shape":[300,8],"weight":true,"bias":true,"param_grads":true}"#,
+        r#"{"op":"conv2d","dtype":"f32","pass":"backward_filter","batch":3,"in_channels":2,"out_channels":4,"height":16,"width":16,"window":{"kernel":[3,3],"stride":[1,1],"padding":[1,1]}}"#,
+        r#"{"op":"batch_norm","dtype":"f32","shape":[5,2,16,8],"eps":0.00001,"momentum":0.1,"training":true}"#,
+        r#"{"op":"batch_norm","dtype":"f16","shape":[9,2,64],"eps":0.001,"momentum":0.3,"training":true}"#,
+        r#"{"op":"batch_norm_backward","dtype":"f32","shape":[5,2,16,8],"param_grads":true}"#,
+        r#"{"op":"batch_norm_backward","dtype":"f64","shape":[6,4,64]}"#,
+        r#"{"op":"batch_norm_backward","dtype":"f32","shape":[5,2,16,8],"given_grads":1000}"#,
     ];
     json.iter()
         .map(|j| serde_json::from_str(j).unwrap_or_else(|e| panic!("split case {j}: {e}")))

@@ -12,7 +12,10 @@
 //! its tensor, so a device binds it where it lies (WebGPU's storage offset
 //! alignment is at most 256 bytes), and vector accesses keep their alignment.
 
+use kernelc_ir::ScalarType;
+
 use super::{lower, Binding, LowerError, Plan, TargetCaps, TempBuffer, Uniform, Whole};
+use crate::ops::{AsStridedSpec, ReduceFn, ReduceSpec};
 use crate::shape::numel;
 use crate::spec::OpSpec;
 
@@ -65,6 +68,16 @@ pub(crate) fn assemble(
         temps,
         ..Plan::default()
     };
+    assemble_into(&mut plan, caps, pieces)?;
+    Ok(plan)
+}
+
+/// Appends `pieces`, in order, to `plan` (whose temporaries their places name).
+pub(crate) fn assemble_into(
+    plan: &mut Plan,
+    caps: &TargetCaps,
+    pieces: Vec<Piece>,
+) -> Result<(), LowerError> {
     for piece in pieces {
         let sub = lower(&piece.spec, caps)?;
         if !sub.prefills.is_empty() {
@@ -80,7 +93,7 @@ pub(crate) fn assemble(
             plan.launches.push(launch);
         }
     }
-    Ok(plan)
+    Ok(())
 }
 
 /// A piece's binding as a binding of the whole plan.
@@ -268,6 +281,70 @@ pub(crate) fn split_map(
 pub(crate) enum RowPart {
     Rows(u64),
     Whole(u64),
+    /// An output of `numel` elements summed over every row (a parameter's gradient):
+    /// each piece writes its partial sum into a temporary, and a reduction over the
+    /// pieces adds them into the output.
+    Summed(u64, ScalarType),
+    /// An output of `numel` elements per piece, each piece's kept in a row of a
+    /// temporary (for a later step to combine).
+    PerPiece(u64, ScalarType),
+}
+
+/// Elements of one piece's partial in a temporary of partials: `n` rounded up so that
+/// every partial starts aligned.
+pub(crate) fn padded(n: u64) -> u64 {
+    n.div_ceil(PIECE_ALIGNMENT) * PIECE_ALIGNMENT
+}
+
+/// The step reducing `count` partials with `func`, rows of `padded` elements of
+/// `partials`, into the `padded` elements of `row`.
+pub(crate) fn reduce_partials(
+    dtype: ScalarType,
+    func: ReduceFn,
+    count: usize,
+    padded: u64,
+    partials: Whole,
+    row: Whole,
+) -> Piece {
+    step(
+        OpSpec::Reduce(ReduceSpec {
+            func,
+            dtype,
+            shape: vec![count, padded as usize],
+            axes: vec![0],
+            keepdim: false,
+            index_dtype: None,
+            accumulate: false,
+        }),
+        vec![Place::whole(partials)],
+        Place::whole(row),
+    )
+}
+
+/// The step copying `n` elements from `from` to `to`.
+pub(crate) fn copy_step(dtype: ScalarType, n: usize, from: Place, to: Place) -> Piece {
+    step(
+        OpSpec::AsStrided(AsStridedSpec {
+            dtype,
+            len: n,
+            shape: vec![n],
+            strides: vec![1],
+            offset: 0,
+            scatter: false,
+        }),
+        vec![from],
+        to,
+    )
+}
+
+/// A step of a split op's plan after (or between) its pieces: its own per-call values.
+pub(crate) fn step(spec: OpSpec, inputs: Vec<Place>, output: Place) -> Piece {
+    Piece {
+        spec,
+        inputs,
+        outputs: vec![output],
+        shares_uniforms: false,
+    }
 }
 
 /// The plan of an op named `what` whose `rows` outer rows are computed independently
@@ -284,44 +361,151 @@ pub(crate) fn split_rows(
     outputs: &[RowPart],
     piece: impl Fn(usize, usize) -> OpSpec,
 ) -> Result<Plan, LowerError> {
-    let limit = caps
-        .max_kernel_elements
-        .min(TargetCaps::MAX_KERNEL_ELEMENTS);
-    let mut per_row = Vec::new();
-    for part in inputs.iter().chain(outputs) {
-        match *part {
-            RowPart::Rows(n) => per_row.push(n),
-            RowPart::Whole(n) if n > limit => {
-                return Err(LowerError::TooLarge {
-                    what: format!("{what}: elements of a tensor every piece reads whole"),
-                    value: n,
-                    limit,
-                })
-            }
-            RowPart::Whole(_) => {}
-        }
-    }
-    let widest = per_row.iter().copied().max().unwrap_or(1);
-    let per_piece = rows_per_piece(what, limit, widest, &per_row)?;
-    let place = |parts: &[RowPart], start: usize, whole: fn(usize) -> Whole| -> Vec<Place> {
+    let placed = |parts: &[RowPart], whole: fn(usize) -> Whole| -> Vec<(Place, RowPart)> {
         parts
             .iter()
             .enumerate()
-            .map(|(i, part)| match *part {
-                RowPart::Rows(n) => Place::at(whole(i), start as u64 * n),
-                RowPart::Whole(_) => Place::whole(whole(i)),
-            })
+            .map(|(i, &p)| (Place::whole(whole(i)), p))
             .collect()
     };
-    let pieces = pieces_of(rows, per_piece)
-        .map(|(start, count)| Piece {
-            spec: piece(start, count),
-            inputs: place(inputs, start, Whole::Input),
-            outputs: place(outputs, start, Whole::Output),
-            shares_uniforms: true,
-        })
-        .collect();
-    assemble(caps, Vec::new(), pieces)
+    let inputs = placed(inputs, Whole::Input);
+    let outputs = placed(outputs, Whole::Output);
+    let mut split = RowPieces::new(what, caps, rows, &inputs, &outputs, 0, piece)?;
+    for (o, row) in std::mem::take(&mut split.sums) {
+        if let Some((n, dtype)) = outputs[o].1.kept() {
+            let copy = copy_step(dtype, n as usize, Place::at(row, 0), outputs[o].0);
+            split.pieces.push(copy);
+        }
+    }
+    assemble(caps, split.temps, split.pieces)
+}
+
+impl RowPart {
+    /// Elements and dtype of an output kept per piece (summed or not).
+    fn kept(self) -> Option<(u64, ScalarType)> {
+        match self {
+            RowPart::Rows(_) | RowPart::Whole(_) => None,
+            RowPart::Summed(n, dtype) | RowPart::PerPiece(n, dtype) => Some((n, dtype)),
+        }
+    }
+}
+
+/// The pieces of a row-wise op ([`split_rows`]) whose tensors lie anywhere in a
+/// larger plan: `(place, part)` per input and output of a piece, a part split with
+/// the rows starting where its place starts.
+pub(crate) struct RowPieces {
+    /// The temporaries the pieces add, numbered from `temp_base` on.
+    pub temps: Vec<TempBuffer>,
+    pub pieces: Vec<Piece>,
+    /// Per [`RowPart::Summed`] output (by index): the temporary whose first elements
+    /// hold its sum over every piece.
+    pub sums: Vec<(usize, Whole)>,
+    /// Per [`RowPart::PerPiece`] output (by index): the temporary holding piece `c`'s
+    /// from element `c·stride` on, and `stride`.
+    pub per_piece: Vec<(usize, Whole, u64)>,
+}
+
+impl RowPieces {
+    pub(crate) fn new(
+        what: &str,
+        caps: &TargetCaps,
+        rows: usize,
+        inputs: &[(Place, RowPart)],
+        outputs: &[(Place, RowPart)],
+        temp_base: usize,
+        piece: impl Fn(usize, usize) -> OpSpec,
+    ) -> Result<RowPieces, LowerError> {
+        let limit = caps
+            .max_kernel_elements
+            .min(TargetCaps::MAX_KERNEL_ELEMENTS);
+        let mut per_row = Vec::new();
+        for (_, part) in inputs.iter().chain(outputs) {
+            match *part {
+                RowPart::Rows(n) => per_row.push(n),
+                RowPart::Whole(n) | RowPart::Summed(n, _) | RowPart::PerPiece(n, _)
+                    if n > limit =>
+                {
+                    return Err(LowerError::TooLarge {
+                        what: format!(
+                            "{what}: elements of a tensor every piece reads or writes whole"
+                        ),
+                        value: n,
+                        limit,
+                    })
+                }
+                RowPart::Whole(_) | RowPart::Summed(..) | RowPart::PerPiece(..) => {}
+            }
+        }
+        if inputs.iter().any(|(_, p)| p.kept().is_some()) {
+            return Err(LowerError::Internal("an input kept per piece"));
+        }
+        let widest = per_row.iter().copied().max().unwrap_or(1);
+        let per_piece = rows_per_piece(what, limit, widest, &per_row)?;
+        let count = pieces_of(rows, per_piece).count();
+        let mut split = RowPieces {
+            temps: Vec::new(),
+            pieces: Vec::new(),
+            sums: Vec::new(),
+            per_piece: Vec::new(),
+        };
+        // Per kept output, a temporary of a padded row per piece (then, summed, a row
+        // for the sum).
+        let mut summed = Vec::new();
+        for (o, (_, part)) in outputs.iter().enumerate() {
+            let Some((n, dtype)) = part.kept() else {
+                continue;
+            };
+            let pad = padded(n);
+            if count as u64 * pad > limit {
+                return Err(LowerError::TooLarge {
+                    what: format!("{what}: partials of {count} pieces of {n} elements"),
+                    value: count as u64 * pad,
+                    limit,
+                });
+            }
+            let t = Whole::Temp(temp_base + split.temps.len());
+            split.per_piece.push((o, t, pad));
+            split.temps.push(TempBuffer {
+                dtype,
+                len: count as u64 * pad,
+            });
+            if let RowPart::Summed(..) = part {
+                let row = Whole::Temp(temp_base + split.temps.len());
+                split.temps.push(TempBuffer { dtype, len: pad });
+                summed.push(reduce_partials(dtype, ReduceFn::Sum, count, pad, t, row));
+                split.sums.push((o, row));
+            }
+        }
+        let place = |tensors: &[(Place, RowPart)], c: usize, start: usize, outputs: bool| {
+            tensors
+                .iter()
+                .enumerate()
+                .map(|(i, &(at, part))| match part {
+                    RowPart::Rows(n) => Place::at(at.of, at.start.unwrap_or(0) + start as u64 * n),
+                    RowPart::Whole(_) => at,
+                    // Only outputs are kept (inputs were checked above).
+                    RowPart::Summed(..) | RowPart::PerPiece(..) => {
+                        match split.per_piece.iter().find(|p| outputs && p.0 == i) {
+                            Some(&(_, temp, pad)) => Place::at(temp, c as u64 * pad),
+                            None => at,
+                        }
+                    }
+                })
+                .collect()
+        };
+        let pieces: Vec<Piece> = pieces_of(rows, per_piece)
+            .enumerate()
+            .map(|(c, (start, k))| Piece {
+                spec: piece(start, k),
+                inputs: place(inputs, c, start, false),
+                outputs: place(outputs, c, start, true),
+                shares_uniforms: true,
+            })
+            .collect();
+        split.pieces = pieces;
+        split.pieces.extend(summed);
+        Ok(split)
+    }
 }
 
 /// [`split_rows`] over `op`'s own tensors: those named in `whole` bound whole, every
@@ -347,10 +531,27 @@ pub(crate) fn split_rows_at(
     whole: &[&str],
     piece: impl Fn(usize, usize) -> OpSpec,
 ) -> Result<Plan, LowerError> {
+    split_rows_summing(op, what, caps, rows, whole, &[], piece)
+}
+
+/// [`split_rows_at`] with the outputs named in `summed` sums over every row (a
+/// parameter's gradient; [`RowPart::Summed`]).
+pub(crate) fn split_rows_summing(
+    op: &impl crate::op::Op,
+    what: &str,
+    caps: &TargetCaps,
+    rows: usize,
+    whole: &[&str],
+    summed: &[&str],
+    piece: impl Fn(usize, usize) -> OpSpec,
+) -> Result<Plan, LowerError> {
     let part = |sig: &crate::spec::TensorSig| -> Result<RowPart, LowerError> {
         let n = numel(&sig.shape) as u64;
         if whole.contains(&sig.name.as_str()) {
             return Ok(RowPart::Whole(n));
+        }
+        if summed.contains(&sig.name.as_str()) {
+            return Ok(RowPart::Summed(n, sig.dtype));
         }
         match n.checked_rem(rows as u64) {
             Some(0) => Ok(RowPart::Rows(n / rows as u64)),

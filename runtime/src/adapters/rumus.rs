@@ -169,6 +169,7 @@ impl<S: DeviceSlot> RumusBackend<S> {
             value: FillValue::Constant {
                 value: value.into(),
             },
+            offset: 0,
         };
         match Self::run(spec, &[], &mut [&mut v]) {
             Ok(()) => v,
@@ -563,6 +564,7 @@ impl<S: DeviceSlot> ::rumus::backend::Backend for RumusBackend<S> {
             dtype: F32,
             shape: vec![batch, channels, height, width],
             param_grads: false,
+            given_grads: None,
         };
         let r = Self::run(spec, &[grad_out, input, weight, save], &mut [grad_input]);
         Self::settle("batch_norm_backward", r);

@@ -285,26 +285,24 @@ impl Op for Conv2dSpec {
         lower::conv2d(self, caps)
     }
 
-    /// Pieces of the batch, filter and bias whole; the filter gradient sums over the
-    /// batch and does not split.
+    /// Pieces of the batch, filter and bias whole; the filter gradient sums the
+    /// pieces' partials.
     fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
-        match self.pass {
-            ConvPass::Forward | ConvPass::BackwardData => Some(crate::lower::split::split_rows_of(
-                self,
-                "conv2d",
-                caps,
-                self.batch,
-                &["filter", "bias"],
-                |r| {
-                    Conv2dSpec {
-                        batch: r,
-                        ..self.clone()
-                    }
-                    .into()
-                },
-            )),
-            ConvPass::BackwardFilter => None,
-        }
+        Some(crate::lower::split::split_rows_summing(
+            self,
+            "conv2d",
+            caps,
+            self.batch,
+            &["filter", "bias"],
+            &["grad_filter"],
+            |_, r| {
+                Conv2dSpec {
+                    batch: r,
+                    ..self.clone()
+                }
+                .into()
+            },
+        ))
     }
     fn cases() -> Vec<Self> {
         cases::conv_cases()

@@ -267,6 +267,7 @@ pub(super) fn fill() -> Vec<FillSpec> {
             dtype: F32,
             shape: vec![1],
             value: FillValue::Constant { value: 2.5 },
+            offset: 0,
         },
         // Just above the tie between the f16 values 1 and 1 + 2⁻¹⁰: one rounding gives
         // the upper one; rounding to f32 first would land on the tie and give 1.
@@ -276,27 +277,32 @@ pub(super) fn fill() -> Vec<FillSpec> {
             value: FillValue::Constant {
                 value: 1.0 + 2f64.powi(-11) + 2f64.powi(-40),
             },
+            offset: 0,
         },
         // Constants of every integer width (past i8 in u8, past i32 in i64) and bool.
         FillSpec {
             dtype: U8,
             shape: vec![9],
             value: FillValue::Constant { value: 200.0 },
+            offset: 0,
         },
         FillSpec {
             dtype: I64,
             shape: vec![3, 3],
             value: FillValue::Constant { value: -5e12 },
+            offset: 0,
         },
         FillSpec {
             dtype: Bool,
             shape: vec![6],
             value: FillValue::Constant { value: 1.0 },
+            offset: 0,
         },
         FillSpec {
             dtype: F32,
             shape: vec![2, 0],
             value: FillValue::Constant { value: 1.0 },
+            offset: 0,
         },
         FillSpec {
             dtype: F64,
@@ -307,6 +313,7 @@ pub(super) fn fill() -> Vec<FillSpec> {
                 seed: 5,
                 step: 2,
             },
+            offset: 0,
         },
         FillSpec {
             dtype: F32,
@@ -317,6 +324,7 @@ pub(super) fn fill() -> Vec<FillSpec> {
                 seed: 9,
                 step: 1,
             },
+            offset: 0,
         },
     ]
 }

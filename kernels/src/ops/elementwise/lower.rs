@@ -149,14 +149,19 @@ pub(super) fn fill(spec: &FillSpec, caps: &TargetCaps) -> Result<Plan, LowerErro
     let kernel = k.build(|b| {
         grid.for_each_item(b, |b, i| {
             let p = |k: usize| arg(&p, k, &n);
+            // The stream index, wrapping at 2^32 as the reference's does.
+            let at = match spec.offset as u32 {
+                0 => i.clone(),
+                offset => i.clone() + offset,
+            };
             let value = match spec.value {
                 FillValue::Constant { .. } => p(0),
                 FillValue::Uniform { .. } => {
-                    let u = rng_uniform(b, FillSpec::RNG, p(2), i.clone()).cast(num_ty);
+                    let u = rng_uniform(b, FillSpec::RNG, p(2), at).cast(num_ty);
                     p(0) + u * p(1)
                 }
                 FillValue::Normal { .. } => {
-                    let z = rng_normal(b, &n, FillSpec::RNG, p(2), i.clone());
+                    let z = rng_normal(b, &n, FillSpec::RNG, p(2), at);
                     p(0) + z * p(1)
                 }
             };

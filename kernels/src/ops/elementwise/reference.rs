@@ -243,6 +243,8 @@ pub(super) fn cast_op(s: &CastSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
 pub(super) fn fill_op(s: &FillSpec) -> Vec<Vec<f64>> {
     let n = numel(&s.shape);
     let scheme = FillSpec::RNG;
+    // The stream index of element `i`, wrapping at 2^32 as the kernel's does.
+    let at = |i: usize| s.offset.wrapping_add(i as u64) as u32;
     let out = match s.value {
         FillValue::Constant { value } => vec![round_to(s.dtype, value); n],
         // `low`, the range `high − low` (derived in f64) and `mean`, `std` as the kernel
@@ -259,7 +261,7 @@ pub(super) fn fill_op(s: &FillSpec) -> Vec<Vec<f64>> {
             // `∞ + −∞` is NaN), as in the kernel and every implementation.
             (0..n)
                 .map(|i| {
-                    let draw = rng::uniform(rng::bits(scheme, seed, step, i as u32));
+                    let draw = rng::uniform(rng::bits(scheme, seed, step, at(i)));
                     low + round_to(ct, range * draw)
                 })
                 .collect()
@@ -273,7 +275,7 @@ pub(super) fn fill_op(s: &FillSpec) -> Vec<Vec<f64>> {
             let (mean, std) = (attribute(s.dtype, mean), attribute(s.dtype, std));
             let ct = compute_type(s.dtype);
             (0..n)
-                .map(|i| mean + round_to(ct, std * rng::normal(scheme, seed, step, i as u32)))
+                .map(|i| mean + round_to(ct, std * rng::normal(scheme, seed, step, at(i))))
                 .collect()
         }
     };

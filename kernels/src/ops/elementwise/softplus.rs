@@ -138,6 +138,23 @@ impl Op for SoftplusSpec {
         };
         vec![out]
     }
+    /// Pieces of elements (every tensor has the one shape).
+    fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
+        let shapes = vec![self.shape.as_slice(); self.inputs().len()];
+        Some(crate::lower::split::split_map(
+            "softplus",
+            caps,
+            &self.shape,
+            &shapes,
+            1,
+            |_, out| {
+                OpSpec::from(SoftplusSpec {
+                    shape: out.to_vec(),
+                    ..self.clone()
+                })
+            },
+        ))
+    }
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         let backward = self.backward;
         map_op(

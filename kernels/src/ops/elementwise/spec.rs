@@ -971,6 +971,11 @@ pub struct FillSpec {
     pub dtype: ScalarType,
     pub shape: Vec<usize>,
     pub value: FillValue,
+    /// The random-stream index of `out[0]` of a random fill (element `i` draws the
+    /// bits of `offset + i`, wrapping at 2^32): a fill of part of a larger tensor
+    /// draws that tensor's values. Default 0.
+    #[serde(default, skip_serializing_if = "crate::spec::is_zero")]
+    pub offset: u64,
 }
 
 impl FillSpec {
@@ -1083,18 +1088,24 @@ impl Op for FillSpec {
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::fill(self, caps)
     }
-    /// Constant fills split; a random fill's stream is counted from element 0 of the
-    /// whole tensor, so it does not.
+    /// Pieces of elements; a random fill's pieces draw the whole tensor's values
+    /// (`offset`).
     fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
-        let FillValue::Constant { .. } = self.value else {
-            return None;
-        };
-        Some(split_map("fill", caps, &self.shape, &[], 1, |_, out| {
-            OpSpec::Fill(FillSpec {
-                shape: out.to_vec(),
-                ..self.clone()
-            })
-        }))
+        let len = crate::shape::numel(&self.shape);
+        Some(crate::lower::split::split_rows_at(
+            self,
+            "fill",
+            caps,
+            len,
+            &[],
+            |start, r| {
+                OpSpec::Fill(FillSpec {
+                    shape: vec![r],
+                    offset: self.offset.wrapping_add(start as u64),
+                    ..self.clone()
+                })
+            },
+        ))
     }
     fn cases() -> Vec<Self> {
         cases::fill()
@@ -1124,6 +1135,7 @@ impl Op for FillSpec {
                 seed: 1,
                 step: 0,
             },
+            offset: 0,
         }
     }
 }

@@ -18,6 +18,7 @@
 
 mod cases;
 mod condition;
+mod large;
 mod lower;
 pub(crate) mod reference;
 mod spec;

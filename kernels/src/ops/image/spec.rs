@@ -185,12 +185,15 @@ impl Op for ImageFilterSpec {
         lower::image_filter(self, caps)
     }
 
-    /// Pointwise filters: pieces of rows. Neighbourhood filters read across a
-    /// piece's edge and do not split.
+    /// Pointwise filters: pieces of rows. Neighbourhood filters: windows of rows
+    /// with their halo (module `large`).
     fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
         match self.filter {
-            ImageFilter::GaussianBlur { .. } | ImageFilter::Sobel { .. } | ImageFilter::Sharpen => {
-                None
+            ImageFilter::GaussianBlur { radius, .. } => {
+                Some(super::large::neighbourhood(self, caps, radius))
+            }
+            ImageFilter::Sobel { .. } | ImageFilter::Sharpen => {
+                Some(super::large::neighbourhood(self, caps, 1))
             }
             ImageFilter::Grayscale
             | ImageFilter::Threshold { .. }

@@ -14,9 +14,10 @@
 use kernelc_ir::ScalarType;
 use serde::{Deserialize, Serialize};
 
+use super::large::{dense, plan_moves, Move, Side};
 use super::lower::{strided_copy, strided_scatter, Strided};
 use crate::error::SpecError;
-use crate::lower::{LowerError, Plan, Prefill, PrefillSource, TargetCaps};
+use crate::lower::{LowerError, Plan, Prefill, PrefillSource, TargetCaps, Whole};
 use crate::op::Op;
 use crate::shape::{check_count, check_shape, for_each_index, numel, offset};
 use crate::spec::{Alias, TensorSig};
@@ -170,6 +171,51 @@ impl Op for AsStridedSpec {
             source: PrefillSource::Input(1),
         });
         Ok(plan)
+    }
+    /// Blocks of the strided map (module `large`); a scatter first copies the prior.
+    fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
+        let strided = Side {
+            of: if self.scatter {
+                Whole::Output(0)
+            } else {
+                Whole::Input(0)
+            },
+            base: self.offset as u64,
+            coefs: self.strides.iter().map(|&s| s as i64).collect(),
+        };
+        let dims = self.shape.clone();
+        let (name, moves) = if self.scatter {
+            let values = dense(Whole::Input(0), 0, &dims);
+            (
+                "as_strided_scatter",
+                [Move {
+                    dims,
+                    from: values,
+                    to: strided,
+                }],
+            )
+        } else {
+            let y = dense(Whole::Output(0), 0, &dims);
+            (
+                "as_strided",
+                [Move {
+                    dims,
+                    from: strided,
+                    to: y,
+                }],
+            )
+        };
+        let mut plan = match plan_moves(name, caps, self.dtype, &moves) {
+            Ok(plan) => plan,
+            Err(e) => return Some(Err(e)),
+        };
+        if self.scatter {
+            plan.prefills.push(Prefill {
+                output: 0,
+                source: PrefillSource::Input(1),
+            });
+        }
+        Some(Ok(plan))
     }
     /// Nothing to scatter: the prior. (Nothing to gather leaves `y` empty.)
     fn lower_empty(&self, _caps: &TargetCaps) -> Result<Plan, LowerError> {

@@ -218,6 +218,37 @@ pub(super) fn strided_scatter(
     }))
 }
 
+/// One kernel copying `x` to `y` element by element over `dims`: element `i` of the
+/// block goes from `x[from(i)]` to `y[to(i)]` (`from` and `to` strided maps over the
+/// same dims; `to` distinct). `lens`: the elements of `x` and of `y` the kernel may
+/// touch. Returns the kernel and its grid.
+pub(super) fn block_copy(
+    name: &str,
+    caps: &TargetCaps,
+    dtype: ScalarType,
+    (from, to): (&Strided, &Strided),
+    lens: (u64, u64),
+) -> Result<(kernelc_ir::Kernel, [u32; 3]), LowerError> {
+    let numel: u64 = from.dims.iter().map(|&d| d as u64).product();
+    let w = caps.vector_width;
+    let lanes = if from.lanes(w) == w && to.lanes(w) == w {
+        w
+    } else {
+        1
+    };
+    let grid = plan_1d(numel / lanes as u64, caps, 1)?;
+    let mut k = KernelBuilder::new(name, grid.workgroup_size());
+    let xm = k.buffer("x", dtype, lens.0, Access::Read);
+    let ym = k.buffer("y", dtype, lens.1, Access::Write);
+    let kernel = k.build(|f| {
+        grid.for_each_vector(f, lanes, "index", |f, index| {
+            let (src, dst) = (from.offset(&index), to.offset(&index));
+            f.store(ym, dst, xm.load(src, lanes));
+        });
+    })?;
+    Ok((kernel, grid.grid))
+}
+
 fn sig(sigs: Vec<TensorSig>, i: usize) -> Result<TensorSig, LowerError> {
     sigs.into_iter().nth(i).ok_or(LowerError::Internal(
         "op signature without the expected buffer",

@@ -23,6 +23,7 @@
 
 mod as_strided;
 mod cases;
+pub(crate) mod large;
 mod lower;
 pub(crate) mod reference;
 mod spec;

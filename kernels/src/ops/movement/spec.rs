@@ -3,12 +3,13 @@
 use kernelc_ir::ScalarType;
 use serde::{Deserialize, Serialize};
 
+use super::large::{dense, plan_moves, Move, Side};
 use super::{cases, lower, reference};
 use crate::conformance::inputs::Domain;
 use crate::error::SpecError;
-use crate::lower::{LowerError, Plan, Prefill, PrefillSource, TargetCaps};
+use crate::lower::{LowerError, Plan, Prefill, PrefillSource, TargetCaps, Whole};
 use crate::op::Op;
-use crate::shape::{check_shape, numel};
+use crate::shape::{check_shape, numel, row_major_strides};
 use crate::spec::{check_dtype, Alias, TensorSig, INDEX, NUMERIC};
 use crate::tolerance::Tolerance;
 
@@ -67,10 +68,24 @@ impl Op for PermuteSpec {
         lower::permute(self, caps)
     }
 
-    /// With the first dimension in place: pieces of its rows.
+    /// With the first dimension in place: pieces of its rows; else blocks (module
+    /// `large`).
     fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
         if self.perm.first() != Some(&0) {
-            return None;
+            let strides = row_major_strides(&self.shape);
+            let from = Side {
+                of: Whole::Input(0),
+                base: 0,
+                coefs: self.perm.iter().map(|&p| strides[p] as i64).collect(),
+            };
+            let out = self.out_shape();
+            let to = dense(Whole::Output(0), 0, &out);
+            let moves = [Move {
+                dims: out,
+                from,
+                to,
+            }];
+            return Some(plan_moves("permute", caps, self.dtype, &moves));
         }
         Some(crate::lower::split::split_rows_of(
             self,
@@ -176,13 +191,37 @@ impl Op for SliceSpec {
         lower::slice(self, caps)
     }
 
-    /// With the first dimension taken whole, forwards: pieces of its rows.
+    /// With the first dimension taken whole, forwards: pieces of its rows; else
+    /// blocks (module `large`).
     fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
         let whole_rows = self.starts.first() == Some(&0)
             && self.steps.first() == Some(&1)
             && self.sizes.first() == self.shape.first();
         if !whole_rows {
-            return None;
+            let strides = row_major_strides(&self.shape);
+            let base = self
+                .starts
+                .iter()
+                .zip(&strides)
+                .map(|(&s, &t)| (s * t) as u64)
+                .sum();
+            let from = Side {
+                of: Whole::Input(0),
+                base,
+                coefs: self
+                    .steps
+                    .iter()
+                    .zip(&strides)
+                    .map(|(&p, &t)| p * t as i64)
+                    .collect(),
+            };
+            let to = dense(Whole::Output(0), 0, &self.sizes);
+            let moves = [Move {
+                dims: self.sizes.clone(),
+                from,
+                to,
+            }];
+            return Some(plan_moves("slice", caps, self.dtype, &moves));
         }
         Some(crate::lower::split::split_rows_of(
             self,
@@ -307,11 +346,26 @@ impl Op for ConcatSpec {
         lower::concat(self, caps)
     }
 
-    /// Along a later axis: pieces of the rows every part shares.
+    /// Along a later axis: pieces of the rows every part shares; along the first,
+    /// each input a block copy into its rows (module `large`).
     fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
         let rows = *self.shapes.first()?.first()?;
         if self.axis == 0 {
-            return None;
+            let mut at = 0u64;
+            let mut moves = Vec::new();
+            for (i, shape) in self.shapes.iter().enumerate() {
+                let from = dense(Whole::Input(i), 0, shape);
+                let to = dense(Whole::Output(0), at, shape);
+                at += numel(shape) as u64;
+                if numel(shape) > 0 {
+                    moves.push(Move {
+                        dims: shape.clone(),
+                        from,
+                        to,
+                    });
+                }
+            }
+            return Some(plan_moves("concat", caps, self.dtype, &moves));
         }
         Some(crate::lower::split::split_rows_of(
             self,

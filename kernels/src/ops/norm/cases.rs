@@ -111,7 +111,19 @@ pub(super) fn batch_norm_backward() -> Vec<BatchNormBackwardSpec> {
         dtype,
         shape,
         param_grads,
+        given_grads: None,
     })
+    // `dx` of a piece of a larger batch, its parameter gradients given.
+    .chain(
+        [(F32, vec![2, 3, 4, 4], 96), (F16, vec![3, 2, 5], 45)].map(|(dtype, shape, m)| {
+            BatchNormBackwardSpec {
+                dtype,
+                shape,
+                param_grads: false,
+                given_grads: Some(m),
+            }
+        }),
+    )
     .collect()
 }
 

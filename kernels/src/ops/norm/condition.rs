@@ -214,6 +214,9 @@ pub(super) fn batch_norm(s: &BatchNormSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
 }
 
 pub(super) fn batch_norm_backward(s: &BatchNormBackwardSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
+    if let Some(m) = s.given_grads {
+        return vec![given_grads_dx(s, i, m as f64)];
+    }
     let (dy, x, w, save) = (i[0], i[1], i[2], i[3]);
     let (_, c, _) = ncs(&s.shape);
     let mut dx = vec![0.0; x.len()];
@@ -243,4 +246,21 @@ pub(super) fn batch_norm_backward(s: &BatchNormBackwardSpec, i: &[&[f64]]) -> Ve
     } else {
         vec![dx]
     }
+}
+
+/// `dx` from given parameter gradients of a batch of `m`: the magnitudes of its terms,
+/// `(|dy| + |dbias|/m + |x̂|·|dweight|/m)·r·|w|`.
+fn given_grads_dx(s: &BatchNormBackwardSpec, i: &[&[f64]], m: f64) -> Vec<f64> {
+    let (dy, x, w, dw, db, save) = (i[0], i[1], i[2], i[3], i[4], i[5]);
+    let (_, c, _) = ncs(&s.shape);
+    let mut dx = vec![0.0; x.len()];
+    for ci in 0..c {
+        let (mean, r) = (save[2 * ci], save[2 * ci + 1]);
+        for k in channel(&s.shape, ci) {
+            let xhat = (x[k] - mean) * r;
+            let terms = dy[k].abs() + db[ci].abs() / m + xhat.abs() * dw[ci].abs() / m;
+            dx[k] = terms * r.abs() * w[ci].abs();
+        }
+    }
+    dx
 }

@@ -486,6 +486,10 @@ pub(super) fn batch_norm_backward(
     let num = Num::scalar(compute_type(spec.dtype));
     let dtype = spec.dtype;
     let mut plan = PlanBuilder::default();
+    if let Some(m) = spec.given_grads {
+        given_grads_dx(&mut plan, caps, (&op, (n, c, s)), m as f64)?;
+        return Ok(plan.finish());
+    }
 
     // Per-channel (Σdy/M, Σdy·x̂/M) in the compute type.
     let sums_buf = plan.temp_buf("channel_sums", num.ty, 2 * c as u32, Access::Write);
@@ -566,4 +570,39 @@ pub(super) fn batch_norm_backward(
         },
     )?;
     Ok(plan.finish())
+}
+
+/// `dx` of batch norm's backward from the given parameter gradients `dweight`,
+/// `dbias` of a batch of `m` values per channel (inputs 3 and 4; `save` is 5).
+fn given_grads_dx(
+    plan: &mut PlanBuilder,
+    caps: &TargetCaps,
+    (op, shape): (&OpSpec, (usize, usize, usize)),
+    m: f64,
+) -> Result<(), LowerError> {
+    let (ins, outs) = (op.inputs(), op.outputs());
+    let dtype = ins[0].dtype;
+    let num = Num::scalar(compute_type(dtype));
+    let mut bufs: Vec<Buf> = (0..6).map(|i| Buf::input(&ins, i)).collect();
+    bufs.push(Buf::output(&outs, 0));
+    channel_map(
+        plan,
+        caps,
+        &op.name(),
+        shape,
+        (&bufs, &[]),
+        |f, mem, _, i, ch| {
+            let ld = |k: usize, at: E| num.load(mem[k], dtype, at);
+            let at = f.let_("at", ch.clone() * 2u32);
+            let rstd = f.let_("rstd", ld(5, at.clone() + 1u32));
+            let xhat = (ld(1, i.clone()) - ld(5, at)) * rstd.clone();
+            let (mean_dy, mean_dyx) = (
+                ld(4, ch.clone()) / num.lit(m),
+                ld(3, ch.clone()) / num.lit(m),
+            );
+            let inner = ld(0, i.clone()) - mean_dy - xhat * mean_dyx;
+            let dx = inner * rstd * ld(2, ch);
+            f.store(mem[6], i, num.narrow(dx, dtype));
+        },
+    )
 }

@@ -212,9 +212,10 @@ pub(super) fn batch_norm(s: &BatchNormSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
 }
 
 pub(super) fn batch_norm_backward(s: &BatchNormBackwardSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
-    let (dy, x, w, save) = (i[0], i[1], i[2], i[3]);
+    let (dy, x, w) = (i[0], i[1], i[2]);
+    let save = i[i.len() - 1];
     let (n, c, sp) = ncs(&s.shape);
-    let m = (n * sp) as f64;
+    let m = s.given_grads.unwrap_or(n * sp) as f64;
     let at = |ni: usize, ci: usize, si: usize| (ni * c + ci) * sp + si;
     let mut dx = vec![0.0; x.len()];
     let mut dw = vec![0.0; c];
@@ -227,6 +228,9 @@ pub(super) fn batch_norm_backward(s: &BatchNormBackwardSpec, i: &[&[f64]]) -> Ve
                 db[ci] += dy[k];
                 dw[ci] += dy[k] * ((x[k] - mean) * r);
             }
+        }
+        if s.given_grads.is_some() {
+            (dw[ci], db[ci]) = (i[3][ci], i[4][ci]);
         }
         // The weight multiplies last: a subnormal weight times an infinite bracket is
         // ±∞, not `0·∞` (docs/ops.md, batch_norm_backward).

@@ -270,20 +270,17 @@ impl Op for LayerNormBackwardSpec {
         lower::layer_norm_backward(self, caps)
     }
 
-    /// Pieces of rows for `dx`; parameter gradients sum over every row and do not
-    /// split.
+    /// Pieces of rows for `dx`; the parameter gradients sum the pieces' partials.
     fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
-        if self.param_grads {
-            return None;
-        }
         let (rows, cols) = self.rows_cols();
-        Some(crate::lower::split::split_rows_of(
+        Some(crate::lower::split::split_rows_summing(
             self,
             "layer_norm_backward",
             caps,
             rows,
             &["weight"],
-            |r| {
+            &["dweight", "dbias"],
+            |_, r| {
                 LayerNormBackwardSpec {
                     shape: vec![r, cols],
                     ..self.clone()
@@ -451,29 +448,10 @@ impl Op for BatchNormSpec {
         lower::batch_norm(self, caps)
     }
 
-    /// Inference (running statistics): pieces of the batch, parameters whole.
-    /// Training statistics sum over the whole batch: not split.
+    /// Pieces of the batch, parameters whole; in training, the pieces' statistics
+    /// combined first (module `large`).
     fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
-        if self.training {
-            return None;
-        }
-        let whole = ["weight", "bias", "running_mean", "running_var"];
-        Some(crate::lower::split::split_rows_of(
-            self,
-            "batch_norm",
-            caps,
-            self.shape[0],
-            &whole,
-            |r| {
-                let mut shape = self.shape.clone();
-                shape[0] = r;
-                BatchNormSpec {
-                    shape,
-                    ..self.clone()
-                }
-                .into()
-            },
-        ))
+        Some(super::large::batch_norm(self, caps))
     }
     fn cases() -> Vec<Self> {
         cases::batch_norm()
@@ -510,12 +488,20 @@ impl Op for BatchNormSpec {
 ///
 /// Inputs: `dy`, `x`, `weight` (`[C]`), `save` (`[C, 2]`). Outputs: `dx`, then
 /// `dweight`, `dbias` with `param_grads`.
+///
+/// With `given_grads: Some(M)`, `dbias_c` and `dweight_c` are not summed here but
+/// given, as inputs `dweight`, `dbias` (`[C]`, before `save`), for a whole batch of
+/// `M` values per channel, and only `dx` is computed: a piece of a larger batch (a
+/// split op, or a data-parallel batch norm whose sums were all-reduced, as torch's
+/// `batch_norm_backward_elemt`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BatchNormBackwardSpec {
     pub dtype: ScalarType,
     pub shape: Vec<usize>,
     #[serde(default)]
     pub param_grads: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub given_grads: Option<usize>,
 }
 
 impl BatchNormBackwardSpec {
@@ -526,16 +512,34 @@ impl BatchNormBackwardSpec {
 
 impl Op for BatchNormBackwardSpec {
     fn validate(&self) -> Result<(), SpecError> {
-        validate_nc("batch_norm_backward", self.dtype, &self.shape)
+        validate_nc("batch_norm_backward", self.dtype, &self.shape)?;
+        match self.given_grads {
+            Some(0) => Err(SpecError::bad_attr(
+                "given_grads",
+                0,
+                "the batch of the given gradients has at least one value per channel",
+            )),
+            Some(m) if self.param_grads => Err(SpecError::bad_attr(
+                "given_grads",
+                m,
+                "gradients given as inputs are not also outputs (param_grads)",
+            )),
+            _ => Ok(()),
+        }
     }
     fn inputs(&self) -> Vec<TensorSig> {
         let c = self.channels();
-        vec![
+        let mut v = vec![
             TensorSig::new("dy", self.dtype, self.shape.clone()),
             TensorSig::new("x", self.dtype, self.shape.clone()),
             TensorSig::new("weight", self.dtype, vec![c]),
-            TensorSig::new("save", self.dtype, vec![c, 2]),
-        ]
+        ];
+        if self.given_grads.is_some() {
+            v.push(TensorSig::new("dweight", self.dtype, vec![c]));
+            v.push(TensorSig::new("dbias", self.dtype, vec![c]));
+        }
+        v.push(TensorSig::new("save", self.dtype, vec![c, 2]));
+        v
     }
     fn outputs(&self) -> Vec<TensorSig> {
         let c = self.channels();
@@ -561,6 +565,11 @@ impl Op for BatchNormBackwardSpec {
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::batch_norm_backward(self, caps)
     }
+    /// Pieces of the batch: each sums its partial parameter gradients, their sum
+    /// gives every piece's `dx` (`given_grads`).
+    fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
+        Some(super::large::batch_norm_backward(self, caps))
+    }
     fn cases() -> Vec<Self> {
         cases::batch_norm_backward()
     }
@@ -580,6 +589,7 @@ impl Op for BatchNormBackwardSpec {
             dtype: ScalarType::F32,
             shape: vec![2, 3, 4, 4],
             param_grads: true,
+            given_grads: None,
         }
     }
 }

@@ -16,9 +16,11 @@
 use kernelc_ir::ScalarType;
 
 use super::{ReduceFn, ReduceSpec};
-use crate::lower::split::{assemble, pieces_of, rows_per_piece, Piece, Place, PIECE_ALIGNMENT};
+use crate::lower::split::{
+    assemble, copy_step, padded, pieces_of, reduce_partials, rows_per_piece, step, Piece, Place,
+};
 use crate::lower::{LowerError, Plan, TargetCaps, TempBuffer, Whole};
-use crate::ops::{AsStridedSpec, BinaryFn, BinarySpec, ScalarSpec};
+use crate::ops::{BinaryFn, BinarySpec, ScalarSpec};
 use crate::shape::numel;
 use crate::OpSpec;
 
@@ -127,7 +129,7 @@ fn combine_partials(
         f => f,
     };
     let per_piece = rows_per_piece(&what, limit, inner, &[inner])?;
-    let padded = out_inner.div_ceil(PIECE_ALIGNMENT) * PIECE_ALIGNMENT;
+    let padded = padded(out_inner);
     let mut pieces: Vec<Piece> = pieces_of(dims[0].0, per_piece)
         .enumerate()
         .map(|(c, (start, k))| {
@@ -157,22 +159,13 @@ fn combine_partials(
     };
     let mut temps = vec![temp(count as u64 * padded), temp(padded)];
     let n = out_inner as usize;
-    let combined = over(
-        spec,
-        &[(count, true), (padded as usize, false)],
+    pieces.push(reduce_partials(
+        spec.dtype,
         partial,
-        true,
-    );
-    let steps = |spec: OpSpec, inputs: Vec<Place>, output: Place| Piece {
-        spec,
-        inputs,
-        outputs: vec![output],
-        shares_uniforms: false,
-    };
-    pieces.push(steps(
-        combined,
-        vec![Place::whole(Whole::Temp(0))],
-        Place::whole(Whole::Temp(1)),
+        count,
+        padded,
+        Whole::Temp(0),
+        Whole::Temp(1),
     ));
     // The first `n` elements of the combined row.
     let mut result = Place::at(Whole::Temp(1), 0);
@@ -192,7 +185,7 @@ fn combine_partials(
         } else {
             y
         };
-        pieces.push(steps(divide, vec![result], to));
+        pieces.push(step(divide, vec![result], to));
         result = to;
     }
     if spec.accumulate {
@@ -203,17 +196,9 @@ fn combine_partials(
             rhs: vec![n],
             out_dtype: None,
         });
-        pieces.push(steps(add, vec![Place::whole(Whole::Input(1)), result], y));
+        pieces.push(step(add, vec![Place::whole(Whole::Input(1)), result], y));
     } else if spec.func != ReduceFn::Mean {
-        let copy = OpSpec::AsStrided(AsStridedSpec {
-            dtype: spec.dtype,
-            len: n,
-            shape: vec![n],
-            strides: vec![1],
-            offset: 0,
-            scatter: false,
-        });
-        pieces.push(steps(copy, vec![result], y));
+        pieces.push(copy_step(spec.dtype, n, result, y));
     }
     assemble(caps, temps, pieces)
 }

@@ -22,7 +22,7 @@ use crate::lower::math::{bind, compute_type, Num};
 use crate::lower::reduction::{
     lowest_finite, row_kernel, Buf, Extremum, Group, LogSumExp, Step, Sum, Tree, View,
 };
-use crate::lower::{LowerError, Plan, PlanBuilder, TargetCaps};
+use crate::lower::{LowerError, Plan, PlanBuilder, TargetCaps, Uniforms};
 use crate::spec::{CrossEntropySpec, OpSpec, SoftmaxBackwardSpec, SoftmaxSpec};
 use kernelc_ir::builder::*;
 use kernelc_ir::{Access, ScalarType};
@@ -325,57 +325,72 @@ pub(super) fn cross_entropy(
         bufs.push(Buf::output(&outs, i));
     }
     let (dtype, index_dtype) = (spec.dtype, spec.index_dtype);
-    let scale = if spec.divide_by_batch {
-        1.0 / spec.batch as f64
-    } else {
-        1.0
+    // 1/batch, a per-call value: every piece of a split op divides by the whole batch.
+    let spec_uniforms = op.uniforms();
+    let uniforms = Uniforms::new(&spec_uniforms);
+    let scalars = match spec.divide_by_batch {
+        true => vec![uniforms.param("scale")?],
+        false => Vec::new(),
     };
     let second_pass = spec.grad || spec.probs;
-    row_kernel(&op, caps, view, &stats, &bufs, &[], |f, m, _, g, tree| {
-        let (logits, targets, loss) = (m[0], m[1], m[2]);
-        let vn = g.num(num.ty);
-        let grad = spec.grad.then(|| m[3]);
-        let probs = spec.probs.then(|| m[if spec.grad { 4 } else { 3 }]);
-        let acc = g.fold(f, &stats, |f, j| {
-            let off = bind(f, "off", g.offset(j));
-            vec![vn.load(logits, dtype, off)]
-        });
-        let total = tree.reduce(f, g, &stats, &acc, second_pass);
-        // loss = (m − x_t) + ln s and p = e^{(x − m) − ln s}: never through
-        // m + ln s, which rounds at m's magnitude (logits near 1e5 lost ln s's
-        // digits: loss 0.4375 for 0.44019).
-        let max = f.let_("max", total[0].clone());
-        let log_sum = f.let_("log_sum", total[1].clone().log());
-        let t = Num::scalar(compute_type(index_dtype)).load(targets, index_dtype, g.q.clone());
-        let (class, valid) = decode_target(f, t, index_dtype, classes);
-        f.if_(g.leader.clone(), |f| {
-            let picked = g.base.clone() + class.clone().min(classes - 1);
-            let xt = num.load(logits, dtype, picked);
-            let value = valid.select(
-                ((max.clone() - xt) + log_sum.clone()) * num.lit(scale),
-                num.lit(f64::NAN),
-            );
-            f.store(loss, g.q.clone(), num.narrow(value, dtype));
-        });
-        if !second_pass {
-            return;
-        }
-        let max = bind(f, "max_v", g.splat(max));
-        let log_sum = bind(f, "log_sum_v", g.splat(log_sum));
-        let class = bind(f, "class_v", g.splat(class));
-        g.for_each(f, |f, j| {
-            let off = bind(f, "off", g.offset(&j));
-            let x = vn.load(logits, dtype, off.clone());
-            let p = f.let_("p", ((x - max.clone()) - log_sum.clone()).exp());
-            if let Some(probs) = probs {
-                f.store(probs, off.clone(), vn.narrow(p.clone(), dtype));
+    row_kernel(
+        &op,
+        caps,
+        view,
+        &stats,
+        &bufs,
+        &scalars,
+        |f, m, uni, g, tree| {
+            let scale = uni.first().cloned();
+            let scaled = |v: E, splat: &dyn Fn(E) -> E| match &scale {
+                Some(s) => v * splat(s.clone()),
+                None => v,
+            };
+            let (logits, targets, loss) = (m[0], m[1], m[2]);
+            let vn = g.num(num.ty);
+            let grad = spec.grad.then(|| m[3]);
+            let probs = spec.probs.then(|| m[if spec.grad { 4 } else { 3 }]);
+            let acc = g.fold(f, &stats, |f, j| {
+                let off = bind(f, "off", g.offset(j));
+                vec![vn.load(logits, dtype, off)]
+            });
+            let total = tree.reduce(f, g, &stats, &acc, second_pass);
+            // loss = (m − x_t) + ln s and p = e^{(x − m) − ln s}: never through
+            // m + ln s, which rounds at m's magnitude (logits near 1e5 lost ln s's
+            // digits: loss 0.4375 for 0.44019).
+            let max = f.let_("max", total[0].clone());
+            let log_sum = f.let_("log_sum", total[1].clone().log());
+            let t = Num::scalar(compute_type(index_dtype)).load(targets, index_dtype, g.q.clone());
+            let (class, valid) = decode_target(f, t, index_dtype, classes);
+            f.if_(g.leader.clone(), |f| {
+                let picked = g.base.clone() + class.clone().min(classes - 1);
+                let xt = num.load(logits, dtype, picked);
+                let value = valid.select(
+                    scaled((max.clone() - xt) + log_sum.clone(), &|s| s),
+                    num.lit(f64::NAN),
+                );
+                f.store(loss, g.q.clone(), num.narrow(value, dtype));
+            });
+            if !second_pass {
+                return;
             }
-            if let Some(grad) = grad {
-                let hot = vn.indicator(g.lane_index(&j).eq(class));
-                let value = (p - hot) * vn.lit(scale);
-                f.store(grad, off, vn.narrow(value, dtype));
-            }
-        });
-    })
+            let max = bind(f, "max_v", g.splat(max));
+            let log_sum = bind(f, "log_sum_v", g.splat(log_sum));
+            let class = bind(f, "class_v", g.splat(class));
+            g.for_each(f, |f, j| {
+                let off = bind(f, "off", g.offset(&j));
+                let x = vn.load(logits, dtype, off.clone());
+                let p = f.let_("p", ((x - max.clone()) - log_sum.clone()).exp());
+                if let Some(probs) = probs {
+                    f.store(probs, off.clone(), vn.narrow(p.clone(), dtype));
+                }
+                if let Some(grad) = grad {
+                    let hot = vn.indicator(g.lane_index(&j).eq(class));
+                    let value = scaled(p - hot, &|s| g.splat(s));
+                    f.store(grad, off, vn.narrow(value, dtype));
+                }
+            });
+        },
+    )
     .map(PlanBuilder::finish)
 }

@@ -6,7 +6,8 @@ use serde::{Deserialize, Serialize};
 use super::{cases, condition, lower, reference};
 use crate::conformance::inputs::Domain;
 use crate::error::SpecError;
-use crate::lower::{LowerError, Plan, TargetCaps};
+use crate::lower::math::compute_type;
+use crate::lower::{LowerError, Plan, TargetCaps, Uniform};
 use crate::op::Op;
 use crate::shape::check_shape;
 use crate::spec::{check_dtype, TensorSig, FLOATS, INDEX};
@@ -251,12 +252,21 @@ impl Op for CrossEntropySpec {
         lower::cross_entropy(self, caps)
     }
 
-    /// Pieces of rows; a loss divided by the batch does not split (a piece would
-    /// divide by its own).
-    fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
-        if self.divide_by_batch {
-            return None;
+    /// `scale` = 1/batch with `divide_by_batch`: a per-call value, so that the pieces
+    /// of a split op divide by the whole batch.
+    fn uniforms(&self) -> Vec<Uniform> {
+        match self.divide_by_batch {
+            true => vec![Uniform::new(
+                "scale",
+                compute_type(self.dtype),
+                1.0 / self.batch as f64,
+            )],
+            false => Vec::new(),
         }
+    }
+
+    /// Pieces of rows (dividing by the whole batch: `scale` is the whole op's).
+    fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
         Some(crate::lower::split::split_rows_of(
             self,
             "cross_entropy",

@@ -42,12 +42,8 @@ pub struct DropoutSpec {
     /// The random-stream index of `x[0]` (element `i` draws the bits of `offset + i`,
     /// wrapping at 2^32 as the index does): 0 but in the pieces of a dropout split
     /// past one kernel's indices, which so draw the whole op's bits.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "crate::spec::is_zero")]
     pub offset: u64,
-}
-
-fn is_zero(v: &u64) -> bool {
-    *v == 0
 }
 
 /// The structural classes of dropout's `p` (each lowers to a different kernel).

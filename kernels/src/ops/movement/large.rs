@@ -1,0 +1,213 @@
+//! Movement ops past one kernel's indices ([`crate::lower::split`]) whose pieces of
+//! rows would not fit (a permute moving the first dimension, a slice or `as_strided`
+//! of any view, a concat along the first axis): the op as affine moves, `y[to(i)] =
+//! x[from(i)]` for `i` over a box of dims, cut into blocks whose elements and whose
+//! spans in `x` and in `y` each fit one kernel's indices. Each block is one launch
+//! binding the part of `x` and of `y` it touches, from a multiple of
+//! [`PIECE_ALIGNMENT`] elements.
+
+use kernelc_ir::ScalarType;
+
+use super::lower::{block_copy, Strided};
+use crate::lower::split::PIECE_ALIGNMENT;
+use crate::lower::{Binding, Launch, LowerError, Plan, TargetCaps, Whole};
+
+/// Blocks past this many are refused: the map is too scattered to copy in pieces.
+const MAX_BLOCKS: u64 = 1 << 14;
+
+/// One side of a move: the flat element of the box's first element, and the step in
+/// elements per unit of each dim (negative: backwards).
+#[derive(Clone, Debug)]
+pub(crate) struct Side {
+    pub of: Whole,
+    pub base: u64,
+    pub coefs: Vec<i64>,
+}
+
+/// `y[to(i)] = x[from(i)]` for `i` over `dims`.
+#[derive(Clone, Debug)]
+pub(crate) struct Move {
+    pub dims: Vec<usize>,
+    pub from: Side,
+    pub to: Side,
+}
+
+/// A side's dense row-major coefficients over `dims` from `base`.
+pub(crate) fn dense(of: Whole, base: u64, dims: &[usize]) -> Side {
+    let strides = crate::shape::row_major_strides(dims);
+    Side {
+        of,
+        base,
+        coefs: strides.iter().map(|&s| s as i64).collect(),
+    }
+}
+
+/// Elements a side spans over a box of `extents`.
+fn span(coefs: &[i64], extents: &[usize]) -> u64 {
+    coefs
+        .iter()
+        .zip(extents)
+        .map(|(&c, &e)| c.unsigned_abs() * (e.max(1) as u64 - 1))
+        .sum::<u64>()
+        + 1
+}
+
+/// Block extents for `m` under `limit`: dims with the largest steps cut first, each
+/// to the most that still fits.
+fn block_extents(m: &Move, limit: u64) -> Vec<usize> {
+    let mut b = m.dims.clone();
+    let fits = |b: &[usize]| {
+        span(&m.from.coefs, b) <= limit
+            && span(&m.to.coefs, b) <= limit
+            && b.iter().map(|&e| e as u64).product::<u64>() <= limit
+    };
+    let mut order: Vec<usize> = (0..b.len()).collect();
+    let weight = |d: usize| {
+        m.from.coefs[d]
+            .unsigned_abs()
+            .max(m.to.coefs[d].unsigned_abs())
+    };
+    order.sort_by_key(|&d| std::cmp::Reverse((weight(d), std::cmp::Reverse(d))));
+    for d in order {
+        if fits(&b) {
+            break;
+        }
+        // The most of dim d that fits with the others as they are (binary search).
+        let (mut lo, mut hi) = (1usize, b[d]);
+        while lo < hi {
+            let mid = lo + (hi - lo).div_ceil(2);
+            b[d] = mid;
+            if fits(&b) {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        b[d] = lo;
+    }
+    b
+}
+
+/// The plan of `moves` (in order) for an op named `what` of `dtype`.
+pub(crate) fn plan_moves(
+    what: &str,
+    caps: &TargetCaps,
+    dtype: ScalarType,
+    moves: &[Move],
+) -> Result<Plan, LowerError> {
+    let limit = caps
+        .max_kernel_elements
+        .min(TargetCaps::MAX_KERNEL_ELEMENTS);
+    // Room for a part's start rounded down to the alignment.
+    let room = limit.saturating_sub(PIECE_ALIGNMENT).max(1);
+    let mut plan = Plan::default();
+    for m in moves {
+        let b = block_extents(m, room);
+        let counts: Vec<u64> = m
+            .dims
+            .iter()
+            .zip(&b)
+            .map(|(&d, &e)| (d as u64).div_ceil(e.max(1) as u64))
+            .collect();
+        let blocks: u64 = counts.iter().product();
+        if blocks > MAX_BLOCKS {
+            return Err(LowerError::TooLarge {
+                what: format!("{what}: blocks of a strided map past one kernel's indices"),
+                value: blocks,
+                limit: MAX_BLOCKS,
+            });
+        }
+        for block in 0..blocks {
+            plan.launches
+                .push(block_launch(what, caps, dtype, m, &b, &counts, block)?);
+        }
+    }
+    Ok(plan)
+}
+
+/// The launch of block number `block` (row-major over `counts` blocks per dim).
+fn block_launch(
+    what: &str,
+    caps: &TargetCaps,
+    dtype: ScalarType,
+    m: &Move,
+    b: &[usize],
+    counts: &[u64],
+    block: u64,
+) -> Result<Launch, LowerError> {
+    let mut rest = block;
+    let mut start = vec![0usize; b.len()];
+    for d in (0..b.len()).rev() {
+        start[d] = (rest % counts[d]) as usize * b[d];
+        rest /= counts[d];
+    }
+    let extents: Vec<usize> = (0..b.len())
+        .map(|d| b[d].min(m.dims[d] - start[d]))
+        .collect();
+    // A side's first element, its part's start (aligned down from its least element)
+    // and the map within the part.
+    let place = |side: &Side| -> Result<(u64, Strided, u64), LowerError> {
+        let at = |lane: &dyn Fn(i64, usize) -> i64| -> i64 {
+            side.coefs
+                .iter()
+                .zip(&start)
+                .zip(&extents)
+                .map(|((&c, &s), &e)| c * s as i64 + lane(c, e))
+                .sum::<i64>()
+                + side.base as i64
+        };
+        let first = at(&|_, _| 0);
+        let least = at(&|c, e| if c < 0 { c * (e as i64 - 1) } else { 0 });
+        let most = at(&|c, e| if c > 0 { c * (e as i64 - 1) } else { 0 });
+        if least < 0 {
+            return Err(LowerError::Internal("a move reaches before its tensor"));
+        }
+        let part = least as u64 / PIECE_ALIGNMENT * PIECE_ALIGNMENT;
+        let map = Strided {
+            base: (first as u64 - part) as usize,
+            dims: extents.clone(),
+            coefs: side.coefs.clone(),
+        };
+        Ok((part, map, most as u64 - part + 1))
+    };
+    let (x_part, from, x_len) = place(&m.from)?;
+    let (y_part, to, y_len) = place(&m.to)?;
+    let (from, to) = collapse(from, to);
+    let (kernel, grid) = block_copy(what, caps, dtype, (&from, &to), (x_len, y_len))?;
+    let bind = |of: Whole, start: u64| Binding::Part { of, start };
+    Ok(Launch {
+        kernel,
+        grid,
+        bindings: vec![bind(m.from.of, x_part), bind(m.to.of, y_part)],
+    })
+}
+
+/// Both maps over the same dims, without dims of extent 1 and with a dim merged into
+/// the next where both maps walk the two with one step.
+fn collapse(from: Strided, to: Strided) -> (Strided, Strided) {
+    let (mut dims, mut fc, mut tc): (Vec<usize>, Vec<i64>, Vec<i64>) = Default::default();
+    for d in 0..from.dims.len() {
+        let (e, f, t) = (from.dims[d], from.coefs[d], to.coefs[d]);
+        if e == 1 {
+            continue;
+        }
+        match (dims.last_mut(), fc.last_mut(), tc.last_mut()) {
+            (Some(pd), Some(pf), Some(pt)) if *pf == e as i64 * f && *pt == e as i64 * t => {
+                *pd *= e;
+                *pf = f;
+                *pt = t;
+            }
+            _ => {
+                dims.push(e);
+                fc.push(f);
+                tc.push(t);
+            }
+        }
+    }
+    let map = |base, coefs| Strided {
+        base,
+        dims: dims.clone(),
+        coefs,
+    };
+    (map(from.base, fc), map(to.base, tc))
+}

@@ -1,0 +1,372 @@
+//! Batch norm past one kernel's indices ([`crate::lower::split`]): its statistics
+//! and parameter gradients are per channel over the whole batch, so pieces of the
+//! batch keep their partials, a step combines them, and pieces of the batch then
+//! compute the elementwise part with the whole batch's values.
+//!
+//! * Training: each piece's mean and biased variance (a piece with momentum 1 over
+//!   zero running statistics: its running outputs are its statistics), combined per
+//!   channel by Chan's parallel formula (weights `n_k/n` of the pieces' counts); the
+//!   combining launch writes `save` and the running statistics; `y` is then the
+//!   inference formula over the combined mean and variance (rounded to the dtype).
+//! * Backward: each piece's `dweight`, `dbias` partials summed; `dx` is then
+//!   [`BatchNormBackwardSpec::given_grads`] over the pieces.
+//!
+//! The pieces of the first pass also write their `y` or `dx`; the second pass
+//! overwrites them.
+
+use kernelc_ir::builder::*;
+use kernelc_ir::Access;
+
+use super::{BatchNormBackwardSpec, BatchNormSpec};
+use crate::lower::math::{compute_type, Num};
+use crate::lower::reduction::{declare, Buf};
+use crate::lower::schedule::plan_1d;
+use crate::lower::split::{assemble_into, copy_step, step, Place, RowPart, RowPieces};
+use crate::lower::{LowerError, Plan, PlanBuilder, TargetCaps, TempBuffer, Uniforms, Whole};
+use crate::ops::{FillSpec, FillValue};
+use crate::shape::numel;
+use crate::spec::OpSpec;
+
+/// A tensor split with the batch: `per_item` elements per batch item.
+fn rows_of(at: Whole, per_item: usize) -> (Place, RowPart) {
+    (Place::whole(at), RowPart::Rows(per_item as u64))
+}
+
+/// A tensor every piece reads whole.
+fn whole(at: Whole, n: usize) -> (Place, RowPart) {
+    (Place::whole(at), RowPart::Whole(n as u64))
+}
+
+pub(super) fn batch_norm_backward(
+    spec: &BatchNormBackwardSpec,
+    caps: &TargetCaps,
+) -> Result<Plan, LowerError> {
+    let what = "batch_norm_backward";
+    let (n, c) = (spec.shape[0], spec.channels());
+    let per_item = numel(&spec.shape[1..]);
+    let piece_shape = |r: usize| {
+        let mut shape = spec.shape.clone();
+        shape[0] = r;
+        shape
+    };
+    let (dy, x, w) = (Whole::Input(0), Whole::Input(1), Whole::Input(2));
+    if spec.given_grads.is_some() {
+        let inputs = [
+            rows_of(dy, per_item),
+            rows_of(x, per_item),
+            whole(w, c),
+            whole(Whole::Input(3), c),
+            whole(Whole::Input(4), c),
+            whole(Whole::Input(5), 2 * c),
+        ];
+        let outputs = [rows_of(Whole::Output(0), per_item)];
+        let split = RowPieces::new(what, caps, n, &inputs, &outputs, 0, |_, r| {
+            OpSpec::from(BatchNormBackwardSpec {
+                shape: piece_shape(r),
+                ..spec.clone()
+            })
+        })?;
+        let mut plan = Plan {
+            temps: split.temps,
+            ..Plan::default()
+        };
+        assemble_into(&mut plan, caps, split.pieces)?;
+        return Ok(plan);
+    }
+    // First pass: each piece's parameter-gradient partials, summed.
+    let save = Whole::Input(3);
+    let grads = [
+        rows_of(Whole::Output(0), per_item),
+        (
+            Place::whole(Whole::Output(1)),
+            RowPart::Summed(c as u64, spec.dtype),
+        ),
+        (
+            Place::whole(Whole::Output(2)),
+            RowPart::Summed(c as u64, spec.dtype),
+        ),
+    ];
+    let first_inputs = [
+        rows_of(dy, per_item),
+        rows_of(x, per_item),
+        whole(w, c),
+        whole(save, 2 * c),
+    ];
+    let first = RowPieces::new(what, caps, n, &first_inputs, &grads, 0, |_, r| {
+        OpSpec::from(BatchNormBackwardSpec {
+            shape: piece_shape(r),
+            param_grads: true,
+            given_grads: None,
+            ..spec.clone()
+        })
+    })?;
+    let [(_, dweight), (_, dbias)] = first.sums[..] else {
+        return Err(LowerError::Internal(
+            "batch norm backward sums two gradients",
+        ));
+    };
+    let mut temps = first.temps;
+    let mut pieces = first.pieces;
+    if spec.param_grads {
+        for (row, o) in [(dweight, 1), (dbias, 2)] {
+            let out = Place::whole(Whole::Output(o));
+            pieces.push(copy_step(spec.dtype, c, Place::at(row, 0), out));
+        }
+    }
+    // Second pass: dx of every piece from the whole batch's gradients.
+    let given = |row: Whole| (Place::at(row, 0), RowPart::Whole(c as u64));
+    let second_inputs = [
+        rows_of(dy, per_item),
+        rows_of(x, per_item),
+        whole(w, c),
+        given(dweight),
+        given(dbias),
+        whole(save, 2 * c),
+    ];
+    let dx = [rows_of(Whole::Output(0), per_item)];
+    let second = RowPieces::new(what, caps, n, &second_inputs, &dx, temps.len(), |_, r| {
+        OpSpec::from(BatchNormBackwardSpec {
+            shape: piece_shape(r),
+            param_grads: false,
+            given_grads: Some(numel(&spec.shape) / c.max(1)),
+            ..spec.clone()
+        })
+    })?;
+    temps.extend(second.temps);
+    pieces.extend(second.pieces);
+    let mut plan = Plan {
+        temps,
+        ..Plan::default()
+    };
+    assemble_into(&mut plan, caps, pieces)?;
+    Ok(plan)
+}
+
+pub(super) fn batch_norm(spec: &BatchNormSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
+    let what = "batch_norm";
+    let (n, c) = (spec.shape[0], spec.channels());
+    let per_item = numel(&spec.shape[1..]);
+    let piece_shape = |r: usize| {
+        let mut shape = spec.shape.clone();
+        shape[0] = r;
+        shape
+    };
+    let (x, w, b) = (Whole::Input(0), Whole::Input(1), Whole::Input(2));
+    let y = rows_of(Whole::Output(0), per_item);
+    let inference = |running_mean: Whole, running_var: Whole| {
+        [
+            rows_of(x, per_item),
+            whole(w, c),
+            whole(b, c),
+            whole(running_mean, c),
+            whole(running_var, c),
+        ]
+    };
+    let inference_piece = |r: usize| {
+        OpSpec::from(BatchNormSpec {
+            shape: piece_shape(r),
+            training: false,
+            ..spec.clone()
+        })
+    };
+    if !spec.training {
+        let inputs = inference(Whole::Input(3), Whole::Input(4));
+        let split = RowPieces::new(what, caps, n, &inputs, &[y], 0, |_, r| inference_piece(r))?;
+        let mut plan = Plan {
+            temps: split.temps,
+            ..Plan::default()
+        };
+        assemble_into(&mut plan, caps, split.pieces)?;
+        return Ok(plan);
+    }
+    // Temporaries: zeros (the pieces' running inputs), a scratch `save`, then the
+    // combined mean and variance.
+    let dtype = spec.dtype;
+    let channel_temp = |len: usize| TempBuffer {
+        dtype,
+        len: len as u64,
+    };
+    let (zeros, scratch, mean, var) = (0, 1, 2, 3);
+    let mut temps = vec![
+        channel_temp(c),
+        channel_temp(2 * c),
+        channel_temp(c),
+        channel_temp(c),
+    ];
+    let zero_fill = OpSpec::Fill(FillSpec {
+        dtype,
+        shape: vec![c],
+        value: FillValue::Constant { value: 0.0 },
+        offset: 0,
+    });
+    let mut pieces = vec![step(
+        zero_fill,
+        Vec::new(),
+        Place::whole(Whole::Temp(zeros)),
+    )];
+    // First pass: each piece's statistics (its running outputs with momentum 1).
+    let stats = |k| {
+        (
+            Place::whole(Whole::Temp(k)),
+            RowPart::PerPiece(c as u64, dtype),
+        )
+    };
+    let outputs = [
+        y,
+        (
+            Place::whole(Whole::Temp(scratch)),
+            RowPart::Whole(2 * c as u64),
+        ),
+        stats(0),
+        stats(1),
+    ];
+    let inputs = inference(Whole::Temp(zeros), Whole::Temp(zeros));
+    let first = RowPieces::new(what, caps, n, &inputs, &outputs, temps.len(), |_, r| {
+        OpSpec::from(BatchNormSpec {
+            shape: piece_shape(r),
+            eps: 0.0,
+            momentum: 1.0,
+            ..spec.clone()
+        })
+    })?;
+    let piece_rows: Vec<usize> = first
+        .pieces
+        .iter()
+        .filter_map(|p| match &p.spec {
+            OpSpec::BatchNorm(s) => s.shape.first().copied(),
+            _ => None,
+        })
+        .collect();
+    let [(_, means, stride), (_, vars, _)] = first.per_piece[..] else {
+        return Err(LowerError::Internal(
+            "batch norm keeps two statistics per piece",
+        ));
+    };
+    temps.extend(first.temps);
+    // The pieces' momentum and eps are these constants, not the call's.
+    pieces.extend(first.pieces.into_iter().map(|mut p| {
+        p.shares_uniforms = false;
+        p
+    }));
+    let mut plan = Plan {
+        temps,
+        ..Plan::default()
+    };
+    assemble_into(&mut plan, caps, pieces)?;
+    let combine = Combine {
+        spec,
+        piece_rows: &piece_rows,
+        partials: (means, vars, stride),
+        combined: (Whole::Temp(mean), Whole::Temp(var)),
+    };
+    plan.launches.push(combine.launch(caps)?);
+    // Second pass: y of every piece from the whole batch's statistics.
+    let inputs = inference(Whole::Temp(mean), Whole::Temp(var));
+    let second = RowPieces::new(what, caps, n, &inputs, &[y], plan.temps.len(), |_, r| {
+        inference_piece(r)
+    })?;
+    plan.temps.extend(second.temps);
+    assemble_into(&mut plan, caps, second.pieces)?;
+    Ok(plan)
+}
+
+/// The launch combining the pieces' statistics per channel.
+struct Combine<'a> {
+    spec: &'a BatchNormSpec,
+    /// Batch items of each piece, in order.
+    piece_rows: &'a [usize],
+    /// Each piece's means and variances: piece `k`'s from element `k·stride`.
+    partials: (Whole, Whole, u64),
+    /// Where the combined mean and variance go (`[C]` each, for the second pass).
+    combined: (Whole, Whole),
+}
+
+impl Combine<'_> {
+    /// One invocation per channel: mean `Σ w_k·μ_k`, variance `Σ w_k·(σ²_k + (μ_k −
+    /// μ)²)` with `w_k = n_k/n`, in the compute type; then `save`, the running
+    /// statistics (as the one-kernel plan updates them) and the combined pair.
+    fn launch(&self, caps: &TargetCaps) -> Result<crate::lower::Launch, LowerError> {
+        let spec = self.spec;
+        let op = OpSpec::BatchNorm(spec.clone());
+        let (ins, outs) = (op.inputs(), op.outputs());
+        let (dtype, c) = (spec.dtype, spec.channels());
+        let num = Num::scalar(compute_type(dtype));
+        let count = self.piece_rows.len();
+        let (means, vars, stride) = self.partials;
+        let temp = |name: &str, at: Whole, len: u64, access: Access| Buf {
+            name: name.to_string(),
+            dtype,
+            len,
+            access,
+            binding: at.binding(),
+        };
+        let partial_len = count as u64 * stride;
+        let bufs = [
+            temp("piece_means", means, partial_len, Access::Read),
+            temp("piece_vars", vars, partial_len, Access::Read),
+            Buf::input(&ins, 3),
+            Buf::input(&ins, 4),
+            Buf::output(&outs, 1),
+            Buf::output(&outs, 2),
+            Buf::output(&outs, 3),
+            temp("mean", self.combined.0, c as u64, Access::Write),
+            temp("var", self.combined.1, c as u64, Access::Write),
+        ];
+        let spec_uniforms = op.uniforms();
+        let uniforms = Uniforms::new(&spec_uniforms);
+        let scalars = [uniforms.param("eps")?, uniforms.param("momentum")?];
+        let grid = plan_1d(c as u64, caps, 1)?;
+        let mut k = KernelBuilder::new(format!("{}_combine", op.name()), grid.workgroup_size());
+        let (m, params) = declare(&mut k, &bufs);
+        let uni: Vec<E> = scalars.iter().map(|p| p.declare(&mut k)).collect();
+        let total: usize = self.piece_rows.iter().sum();
+        let weights: Vec<f64> = self
+            .piece_rows
+            .iter()
+            .map(|&r| r as f64 / total.max(1) as f64)
+            .collect();
+        let kernel = k.build(|f| {
+            grid.for_each_item(f, |f, ch| {
+                let at = |k: usize| ch.clone() + (k as u64 * stride) as u32;
+                let piece_means: Vec<E> = (0..count)
+                    .map(|k| f.let_(&format!("mean{k}"), num.load(m[0], dtype, at(k))))
+                    .collect();
+                let weighted = |v: Vec<E>| -> E {
+                    let mut terms = v.into_iter().zip(&weights).map(|(v, &w)| v * num.lit(w));
+                    let first = terms.next().unwrap_or_else(|| num.lit(0.0));
+                    terms.fold(first, |sum, t| sum + t)
+                };
+                let mean = f.let_("mean", weighted(piece_means.clone()));
+                let spreads = piece_means
+                    .iter()
+                    .enumerate()
+                    .map(|(k, mk)| {
+                        let d = mk.clone() - mean.clone();
+                        num.load(m[1], dtype, at(k)) + d.clone() * d
+                    })
+                    .collect();
+                let var = f.let_("var", weighted(spreads));
+                let rstd = (var.clone() + uni[0].clone()).rsqrt();
+                let take = uni[1].clone();
+                let keep = f.let_("keep", num.lit(1.0) - take.clone());
+                let rm =
+                    num.load(m[2], dtype, ch.clone()) * keep.clone() + take.clone() * mean.clone();
+                let rv = num.load(m[3], dtype, ch.clone()) * keep + take * var.clone();
+                let save_at = f.let_("at", ch.clone() * 2u32);
+                f.store(m[4], save_at.clone(), num.narrow(mean.clone(), dtype));
+                f.store(m[4], save_at + 1u32, num.narrow(rstd, dtype));
+                f.store(m[5], ch.clone(), num.narrow(rm, dtype));
+                f.store(m[6], ch.clone(), num.narrow(rv, dtype));
+                f.store(m[7], ch.clone(), num.narrow(mean, dtype));
+                f.store(m[8], ch, num.narrow(var, dtype));
+            });
+        })?;
+        let mut builder = PlanBuilder::default();
+        builder.push(kernel, grid.grid, &params, &scalars);
+        builder
+            .finish()
+            .launches
+            .pop()
+            .ok_or(LowerError::Internal("the combining launch"))
+    }
+}
