@@ -60,6 +60,7 @@ fn ops() -> Vec<(&'static str, OpSpec)> {
                 scale: 0.125,
                 causal: true,
                 mask: None,
+                causal_align: Default::default(),
             }),
         ),
     ]

@@ -31,6 +31,7 @@ fn spec(seq_q: usize, seq_k: usize, head_dim: usize, causal: bool) -> AttentionS
         scale: 0.25,
         causal,
         mask: None,
+        causal_align: Default::default(),
     }
 }
 

@@ -657,6 +657,7 @@ fn attention(causal: bool, seq_q: usize, seq_k: usize, mask: Option<Vec<usize>>)
         scale: 1.0,
         causal,
         mask,
+        causal_align: Default::default(),
     })
 }
 
@@ -703,6 +704,7 @@ fn attention_layouts_and_grouped_heads_agree() {
         scale: 0.5,
         causal: true,
         mask: None,
+        causal_align: Default::default(),
     };
     let (q, k, v) = (
         rnd(b * h * sq * d, 20),
@@ -755,12 +757,60 @@ fn rope_rotates_half_pairs() {
         heads: 1,
         head_dim: 2,
         max_positions: 2,
+        interleaved: false,
+        rotary_dim: None,
+        batch_positions: false,
     });
     let theta: f64 = 0.3;
     let (cos, sin) = ([1.0, theta.cos()], [0.0, theta.sin()]);
     // Token 0 at position 1, token 1 at position 0.
     let y = run1(&spec, &[&[1.0, 0.0, 1.0, 2.0], &cos, &sin, &[1.0, 0.0]]);
     close(&y, &[theta.cos(), theta.sin(), 1.0, 2.0], 1e-15);
+}
+
+/// GPT-J pairs `(2k, 2k + 1)`, two rotated dims of four (the rest copied), and
+/// positions per batch item.
+#[test]
+fn rope_interleaved_partial_and_per_batch_positions() {
+    let spec = OpSpec::Rope(RopeSpec {
+        dtype: F32,
+        index_dtype: U32,
+        batch: 2,
+        seq: 1,
+        heads: 1,
+        head_dim: 4,
+        max_positions: 2,
+        interleaved: true,
+        rotary_dim: Some(2),
+        batch_positions: true,
+    });
+    let theta: f64 = 0.3;
+    let (cos, sin) = ([1.0, theta.cos()], [0.0, theta.sin()]);
+    // Item 0 at position 1 (rotated by θ), item 1 at position 0 (unchanged).
+    let x = [1.0, 0.0, 5.0, 6.0, 1.0, 2.0, 7.0, 8.0];
+    let y = run1(&spec, &[&x, &cos, &sin, &[1.0, 0.0]]);
+    let want = [theta.cos(), theta.sin(), 5.0, 6.0, 1.0, 2.0, 7.0, 8.0];
+    close(&y, &want, 1e-15);
+}
+
+/// Causal attention aligned top-left: with one key per query step and more keys than
+/// queries, query `i` sees keys `0..=i` (bottom-right, it would see `0..=i + 2`).
+#[test]
+fn causal_top_left_sees_keys_up_to_its_own_position() {
+    let mut a = match OpKind::Attention.example() {
+        OpSpec::Attention(a) => a,
+        _ => unreachable!(),
+    };
+    (a.batch, a.heads, a.kv_heads, a.seq_q, a.seq_k, a.head_dim) = (1, 1, 1, 2, 4, 1);
+    (a.mask, a.causal, a.scale) = (None, true, 0.0);
+    a.layout = AttentionLayout::Bhsd;
+    let (q, k, v) = ([1.0, 1.0], [0.0; 4], [1.0, 2.0, 3.0, 4.0]);
+    // Scale 0: equal weights over the visible keys, so `o` is their values' mean.
+    let bottom = run1(&OpSpec::Attention(a.clone()), &[&q, &k, &v]);
+    close(&bottom, &[2.0, 2.5], 1e-15);
+    a.causal_align = CausalAlign::TopLeft;
+    let top = run1(&OpSpec::Attention(a), &[&q, &k, &v]);
+    close(&top, &[1.0, 1.5], 1e-15);
 }
 
 // ---------------------------------------------------------------- conv, patches, pooling

@@ -351,6 +351,7 @@ fn cases() -> Vec<(&'static str, OpSpec)> {
             scale: 1.0 / (d as f64).sqrt(),
             causal,
             mask: None,
+            causal_align: Default::default(),
         };
         v.push(("attention", spec.into()));
     }

@@ -273,6 +273,7 @@ fn cases() -> Vec<(&'static str, OpSpec)> {
             scale: 1.0 / (d as f64).sqrt(),
             causal: false,
             mask: mask.then(|| vec![sq, sk]),
+            causal_align: Default::default(),
         };
         v.push(("attention", a.into()));
     }

@@ -6,7 +6,9 @@
 mod common;
 
 use kernelc_ir::{Scalar, ScalarType};
-use kernelc_kernels::spec::{HardswishSpec, OpSpec, SoftplusSpec};
+use kernelc_kernels::spec::{
+    BinaryFn, BinarySpec, HardswishSpec, OpSpec, ReduceFn, ReduceSpec, SoftplusSpec,
+};
 use kernelc_kernels::tolerance::{compare, tolerance};
 use kernelc_runtime::{Runtime, RuntimeError};
 
@@ -30,6 +32,11 @@ const X: [f64; 16] = [
 ];
 
 fn check(rt: &Runtime, spec: OpSpec) {
+    check_with(rt, spec, &[&X, &[1.5; 16]]);
+}
+
+/// `spec` on `values` (its inputs, in order; extra ones unused) against the reference.
+fn check_with(rt: &Runtime, spec: OpSpec, values: &[&[f64]]) {
     // NaN, ±∞ and subnormal results are promised only where the caps say so (a
     // Vulkan path through naga may drop them: NVIDIA's driver does).
     let caps = rt.caps();
@@ -44,15 +51,11 @@ fn check(rt: &Runtime, spec: OpSpec) {
         return;
     }
     let n = X.len();
-    let x = rt.tensor_from_f64(&[n], ScalarType::F32, &X).unwrap();
-    let dy = rt
-        .tensor_from_f64(&[n], ScalarType::F32, &[1.5; 16])
-        .unwrap();
-    let inputs: Vec<_> = if spec.inputs().len() == 2 {
-        vec![&x, &dy]
-    } else {
-        vec![&x]
-    };
+    let tensors: Vec<_> = values[..spec.inputs().len()]
+        .iter()
+        .map(|v| rt.tensor_from_f64(&[n], ScalarType::F32, v).unwrap())
+        .collect();
+    let inputs: Vec<_> = tensors.iter().collect();
     let got = rt.run(&spec, &inputs).unwrap()[0].to_f64().unwrap();
     let host: Vec<Vec<f64>> = inputs.iter().map(|t| t.to_f64().unwrap()).collect();
     let refs: Vec<&[f64]> = host.iter().map(|v| v.as_slice()).collect();
@@ -115,6 +118,88 @@ fn softplus_and_hardswish_at_special_values() {
             );
         }
     }
+}
+
+/// NaN-propagating max/min (a NaN on either side wins) next to maxNum's (a NaN is
+/// ignored), and Python's `%` next to the truncated one, at NaN, ±∞, ±0 and both signs.
+#[test]
+fn nan_propagating_extrema_and_floor_mod_at_special_values() {
+    const Y: [f64; 16] = [
+        1.0,
+        f64::NAN,
+        2.0,
+        -0.0,
+        0.0,
+        3.0,
+        -7.0,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        -1.25,
+        2.5,
+        -3.0,
+        7.5,
+        -0.5,
+        0.0,
+    ];
+    for rt in &runtimes() {
+        for func in [
+            BinaryFn::MaxNan,
+            BinaryFn::MinNan,
+            BinaryFn::Max,
+            BinaryFn::Min,
+            BinaryFn::FloorMod,
+            BinaryFn::Mod,
+        ] {
+            let spec = OpSpec::Binary(BinarySpec {
+                func,
+                dtype: ScalarType::F32,
+                lhs: vec![X.len()],
+                rhs: vec![X.len()],
+                out_dtype: None,
+            });
+            check_with(rt, spec, &[&X, &Y]);
+        }
+        for func in [ReduceFn::MaxNan, ReduceFn::MinNan, ReduceFn::Max, ReduceFn::Min] {
+            // Rows of 4: one with a NaN, one of only NaN and ±∞, two of numbers.
+            let spec = OpSpec::Reduce(ReduceSpec {
+                func,
+                dtype: ScalarType::F32,
+                shape: vec![4, 4],
+                axes: vec![1],
+                keepdim: false,
+                index_dtype: None,
+                accumulate: false,
+            });
+            let x = [
+                1.0, f64::NAN, -2.0, 5.0, //
+                f64::NAN, f64::INFINITY, f64::NAN, f64::NEG_INFINITY, //
+                -0.0, 0.0, -3.0, 2.0, //
+                7.0, 7.5, -1e30, 1e30,
+            ];
+            check_reduce(rt, spec, &x);
+        }
+    }
+}
+
+/// A reduction of 16 values, exactly as the reference gives it.
+fn check_reduce(rt: &Runtime, spec: OpSpec, x: &[f64]) {
+    let caps = rt.caps();
+    if !caps.ieee_specials {
+        println!("NOT RUN: {} at special values on {}", spec.name(), rt.target_name());
+        return;
+    }
+    let t = rt.tensor_from_f64(&[4, 4], ScalarType::F32, x).unwrap();
+    let got = rt.run(&spec, &[&t]).unwrap()[0].to_f64().unwrap();
+    let want = kernelc_kernels::reference(&spec, &[x]).unwrap().remove(0);
+    let same = |g: f64, w: f64| (g.is_nan() && w.is_nan()) || g == w;
+    assert!(
+        got.iter().zip(&want).all(|(&g, &w)| same(g, w)),
+        "{} on {} ({}): got {got:?}, want {want:?}",
+        spec.name(),
+        rt.device_name(),
+        rt.target_name()
+    );
 }
 
 /// f64 values beyond f32's range stay finite (the SPIR-V emitter once judged an f64

@@ -277,6 +277,7 @@ impl OxicudaBackend {
             scale,
             causal,
             mask: None,
+            causal_align: Default::default(),
         };
         self.run(spec.into(), &[q, k, v], &[o])
     }

@@ -62,6 +62,28 @@ impl Monoid for Sum {
 pub struct Extremum {
     pub ty: ScalarType,
     pub max: bool,
+    /// Whether a NaN wins (NaN-propagating `max_nan`), or is ignored (maxNum).
+    pub nan_wins: bool,
+}
+
+impl Extremum {
+    /// IEEE maxNum / minNum: a NaN is ignored unless every item is NaN.
+    pub fn ignoring_nan(ty: ScalarType, max: bool) -> Extremum {
+        Extremum {
+            ty,
+            max,
+            nan_wins: false,
+        }
+    }
+
+    /// NaN if any item is NaN (NumPy's `max`, ONNX's `ReduceMax`).
+    pub fn propagating_nan(ty: ScalarType, max: bool) -> Extremum {
+        Extremum {
+            ty,
+            max,
+            nan_wins: ty.is_float(),
+        }
+    }
 }
 
 impl Monoid for Extremum {
@@ -79,7 +101,18 @@ impl Monoid for Extremum {
     }
     fn combine(&self, _: &mut Body, a: &[E], b: &[E], _: u8) -> Vec<E> {
         let (a, b) = (a[0].clone(), b[0].clone());
-        vec![if self.max { a.max(b) } else { a.min(b) }]
+        let best = if self.max {
+            a.clone().max(b.clone())
+        } else {
+            a.clone().min(b.clone())
+        };
+        if !self.nan_wins {
+            return vec![best];
+        }
+        // A NaN operand is the result (`x ≠ x` only for NaN).
+        let nan_a = a.clone().ne(a.clone());
+        let nan_b = b.clone().ne(b.clone());
+        vec![nan_a.select(a, nan_b.select(b, best))]
     }
 }
 

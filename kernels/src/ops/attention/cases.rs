@@ -27,6 +27,7 @@ fn attn(
         scale: 1.0 / (head_dim as f64).sqrt(),
         causal,
         mask,
+        causal_align: Default::default(),
     }
 }
 
@@ -83,6 +84,26 @@ pub(super) fn attention() -> Vec<AttentionSpec> {
         attn(F32, Bhsd, [1, 2, 1], [3, 0, 8], false, None),
         attn(F32, Bshd, [2, 2, 2], [0, 5, 8], true, None),
     ]
+    .into_iter()
+    .chain(top_left())
+    .collect()
+}
+
+/// Causal attention aligned top-left (query `i` sees keys `j ≤ i`): fewer queries than
+/// keys (the keys past the last query never seen; ragged against the key tile), more
+/// queries than keys (the last rows see every key), with a mask.
+fn top_left() -> Vec<AttentionSpec> {
+    use AttentionLayout::{Bhsd, Bshd};
+    [
+        attn(F32, Bhsd, [2, 2, 1], [5, 70, 16], true, None),
+        attn(F16, Bshd, [1, 2, 2], [40, 9, 8], true, Some(vec![40, 9])),
+        attn(F64, Bhsd, [1, 1, 1], [33, 100, 64], true, None),
+    ]
+    .map(|a| AttentionSpec {
+        causal_align: CausalAlign::TopLeft,
+        ..a
+    })
+    .into()
 }
 
 pub(super) fn rope() -> Vec<RopeSpec> {
@@ -95,6 +116,9 @@ pub(super) fn rope() -> Vec<RopeSpec> {
             heads,
             head_dim,
             max_positions,
+            interleaved: false,
+            rotary_dim: None,
+            batch_positions: false,
         };
     vec![
         case(F32, U32, [1, 2, 2, 8, 16]),
@@ -106,5 +130,45 @@ pub(super) fn rope() -> Vec<RopeSpec> {
         // i64 positions (PyTorch's `position_ids`).
         case(F32, I64, [2, 4, 2, 8, 9]),
         case(F32, I32, [2, 0, 2, 8, 9]),
+    ]
+    .into_iter()
+    .chain(rope_variants())
+    .collect()
+}
+
+/// GPT-J's interleaved pairs, partial rotary dims (the rest passes through), and
+/// positions per batch item (`[batch, seq]`), alone and together.
+fn rope_variants() -> Vec<RopeSpec> {
+    let case = |dtype, [batch, seq, heads, head_dim, max_positions]: [usize; 5]| RopeSpec {
+        dtype,
+        index_dtype: I64,
+        batch,
+        seq,
+        heads,
+        head_dim,
+        max_positions,
+        interleaved: false,
+        rotary_dim: None,
+        batch_positions: false,
+    };
+    vec![
+        RopeSpec {
+            interleaved: true,
+            ..case(F32, [2, 3, 2, 8, 9])
+        },
+        RopeSpec {
+            rotary_dim: Some(4),
+            ..case(F16, [1, 5, 3, 10, 7])
+        },
+        RopeSpec {
+            batch_positions: true,
+            ..case(F32, [3, 4, 2, 16, 12])
+        },
+        RopeSpec {
+            interleaved: true,
+            rotary_dim: Some(6),
+            batch_positions: true,
+            ..case(Bf16, [2, 3, 1, 9, 5])
+        },
     ]
 }

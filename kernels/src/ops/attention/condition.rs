@@ -30,7 +30,7 @@ pub(super) fn attention(s: &AttentionSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
             let g = h / group;
             for qi in 0..s.seq_q {
                 let visible = if s.causal {
-                    (qi + s.seq_k + 1).saturating_sub(s.seq_q).min(s.seq_k)
+                    (qi + s.causal_keys() + 1).saturating_sub(s.seq_q).min(s.seq_k)
                 } else {
                     s.seq_k
                 };
@@ -76,25 +76,11 @@ pub(super) fn attention(s: &AttentionSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
 }
 
 pub(super) fn rope(s: &RopeSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
-    let (x, cos, sin, pos) = (i[0], i[1], i[2], i[3]);
-    let half = s.head_dim / 2;
-    let mut out = vec![0.0; x.len()];
-    for b in 0..s.batch {
-        for (t, &pt) in pos.iter().enumerate().take(s.seq) {
-            let p = resolve_index(pt, s.max_positions, false);
-            for h in 0..s.heads {
-                let base = ((b * s.seq + t) * s.heads + h) * s.head_dim;
-                for kk in 0..half {
-                    let (c, sn) =
-                        p.map_or((0.0, 0.0), |p| (cos[p * half + kk], sin[p * half + kk]));
-                    let (x1, x2) = (x[base + kk], x[base + kk + half]);
-                    out[base + kk] =
-                        2.0 * ((x1 * c).abs() + (x2 * sn).abs()) + (x1 * c - x2 * sn).abs();
-                    out[base + kk + half] =
-                        2.0 * ((x1 * sn).abs() + (x2 * c).abs()) + (x1 * sn + x2 * c).abs();
-                }
-            }
-        }
-    }
+    // Dims that pass through are copied exactly: their own magnitude.
+    let mut out: Vec<f64> = i[0].iter().map(|v| v.abs()).collect();
+    super::reference::for_each_pair(s, i, |[lo, hi], [x1, x2], [c, sn]| {
+        out[lo] = 2.0 * ((x1 * c).abs() + (x2 * sn).abs()) + (x1 * c - x2 * sn).abs();
+        out[hi] = 2.0 * ((x1 * sn).abs() + (x2 * c).abs()) + (x1 * sn + x2 * c).abs();
+    });
     vec![out]
 }

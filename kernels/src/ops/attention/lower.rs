@@ -218,6 +218,8 @@ struct Shape {
     kv_layout: HeadLayout,
     mask: Option<[u32; 4]>,
     causal: bool,
+    /// Key `j` is visible to query `i` iff `j + seq_q ≤ i + causal_keys` (with causal).
+    causal_keys: u32,
     dtype: ScalarType,
     num: Num,
 }
@@ -279,6 +281,7 @@ fn shape_of(spec: &AttentionSpec, caps: &TargetCaps) -> Result<Shape, LowerError
         kv_layout: HeadLayout::new(spec.layout, kv_heads, seq_k, d),
         mask: mask_strides(spec),
         causal: spec.causal,
+        causal_keys: dim(spec.causal_keys(), "seq")?,
         dtype: spec.dtype,
         num: Num::scalar(ct),
     })
@@ -453,16 +456,16 @@ fn init(f: &mut Body, sh: &Shape, m: &Mems, blk: &Block) {
 }
 
 /// How many key blocks the workgroup visits: all of them, or with `causal` only those
-/// up to the last key its last row sees (`j ≤ i + seq_k − seq_q`).
+/// up to the last key its last row sees (`j ≤ i + causal_keys − seq_q`).
 fn key_block_count(f: &mut Body, sh: &Shape, blk: &Block) -> E {
     let bk = sh.tiles.bk;
     if !sh.causal {
         return E::from(sh.seq_k.div_ceil(bk));
     }
-    // Keys visible to the block's last row `end − 1`: clamp(end + seq_k − seq_q, 0,
-    // seq_k). `end + seq_k` < 2^32 because both sequence lengths are below 2^31.
+    // Keys visible to the block's last row `end − 1`: clamp(end + causal_keys − seq_q,
+    // 0, seq_k). `end + causal_keys` < 2^32: both are below 2^31.
     let end = (blk.q0.clone() + sh.tiles.bq).min(sh.seq_q);
-    let reach = f.let_("reach", end + sh.seq_k);
+    let reach = f.let_("reach", end + sh.causal_keys);
     let visible = f.let_("visible", (reach.max(sh.seq_q) - sh.seq_q).min(sh.seq_k));
     f.let_("key_blocks", (visible + (bk - 1)) / bk)
 }
@@ -516,8 +519,8 @@ fn scores(f: &mut Body, sh: &Shape, m: &Mems, blk: &Block, k0: &E) {
             let i = f.let_("i", blk.q0.clone() + qi.clone());
             let mut visible = i.clone().lt(sh.seq_q) & kj.clone().lt(sh.seq_k);
             if sh.causal {
-                // j ≤ i + seq_k − seq_q, without a negative intermediate.
-                visible = visible & (kj.clone() + sh.seq_q).le(i.clone() + sh.seq_k);
+                // j ≤ i + causal_keys − seq_q, without a negative intermediate.
+                visible = visible & (kj.clone() + sh.seq_q).le(i.clone() + sh.causal_keys);
             }
             let at = f.let_("s_at", qi * bk + j.clone());
             f.if_else(
@@ -601,12 +604,12 @@ fn accumulate(f: &mut Body, sh: &Shape, m: &Mems, blk: &Block, k0: &E) {
             }
         };
         if sh.causal {
-            // Row `i` sees key `k0 + j` iff `k0 + j + seq_q ≤ i + seq_k`: the block's
-            // first `clamp(i + seq_k + 1 − seq_q − k0, 0, bk)` keys, without a negative
+            // Row `i` sees key `k0 + j` iff `k0 + j + seq_q ≤ i + causal_keys`: the
+            // block's first `clamp(i + causal_keys + 1 − seq_q − k0, 0, bk)` keys, without a negative
             // intermediate.
             let from = f.let_("k_from", k0.clone() + sh.seq_q);
             let seen = |i: E| {
-                ((i + (sh.seq_k + 1))
+                ((i + (sh.causal_keys + 1))
                     .max(from.clone())
                     .min(from.clone() + bk)
                     - from.clone())
@@ -619,9 +622,9 @@ fn accumulate(f: &mut Body, sh: &Shape, m: &Mems, blk: &Block, k0: &E) {
             let some = f.let_("last_sees", seen(first.clone() + (rows - 1)));
             f.for_("j", 0u32, all.clone(), 1, |f, j| step(f, &j, None));
             f.for_("j", all, some, 1, |f, j| {
-                // `k0 + j + seq_q ≤ i + seq_k` for row `i = first + r`.
+                // `k0 + j + seq_q ≤ i + causal_keys` for row `i = first + r`.
                 let key = f.let_("kj_plus_seq_q", from.clone() + j.clone());
-                let sees = |r: u32| key.clone().le(first.clone() + (sh.seq_k + r));
+                let sees = |r: u32| key.clone().le(first.clone() + (sh.causal_keys + r));
                 step(f, &j, Some(&sees));
             });
         } else {
@@ -669,52 +672,85 @@ fn finish(f: &mut Body, sh: &Shape, m: &Mems, blk: &Block) {
 // ---- rope ----
 pub(super) fn rope(spec: &RopeSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
     let op = OpSpec::Rope(spec.clone());
-    let half = spec.head_dim / 2;
+    let half = spec.rotary() / 2;
+    let pass = spec.head_dim - spec.rotary();
     let rows = spec.batch * spec.seq * spec.heads;
+    // Items of a row: its pairs, then the dims that pass through.
+    let per_row = half + pass;
     let w = caps.vector_width as usize;
-    let lanes = if w > 1 && half % w == 0 { w as u8 } else { 1 };
-    let items = rows * half;
+    let vector = w > 1 && pass == 0 && !spec.interleaved && half % w == 0;
+    let lanes = if vector { w as u8 } else { 1 };
+    let items = rows * per_row;
     let grid = plan_1d((items / lanes as usize) as u64, caps, 1)?;
     let ty = compute_type(spec.dtype);
     let n = Num { ty, lanes };
     let x_len = (rows * spec.head_dim) as u64;
     let table_len = (spec.max_positions * half) as u64;
+    let positions = op.inputs()[3].numel() as u64;
 
     let mut k = KernelBuilder::new(op.name(), grid.workgroup_size());
     let xm = k.buffer("x", spec.dtype, x_len, Access::Read);
     let cm = k.buffer("cos", spec.dtype, table_len, Access::Read);
     let sm = k.buffer("sin", spec.dtype, table_len, Access::Read);
-    let pm = k.buffer("positions", spec.index_dtype, spec.seq as u64, Access::Read);
+    let pm = k.buffer("positions", spec.index_dtype, positions, Access::Read);
     let ym = k.buffer("y", spec.dtype, x_len, Access::Write);
     let (h32, heads, seq) = (half as u32, spec.heads as u32, spec.seq as u32);
+    let (d32, r32) = (spec.head_dim as u32, spec.rotary() as u32);
     let kernel = k.build(|f| {
-        grid.for_each_vector(f, lanes, "pair", |f, pair| {
-            let kk = f.let_("k", pair.clone() % h32);
-            let row = f.let_("row", pair / h32);
-            let s = match (spec.seq, spec.heads) {
-                (1, _) => E::from(0u32),
-                (_, 1) => row.clone() % seq,
-                _ => (row.clone() / heads) % seq,
+        grid.for_each_vector(f, lanes, "item", |f, item| {
+            let (kk, row) = if per_row == half {
+                (f.let_("k", item.clone() % h32), f.let_("row", item / h32))
+            } else {
+                let per_row = per_row as u32;
+                (f.let_("k", item.clone() % per_row), f.let_("row", item / per_row))
             };
-            let (valid, p) =
-                resolve_index(f, pm.at(s), spec.index_dtype, spec.max_positions, false);
-            let t = f.let_("t", p * h32 + kk.clone());
-            let zero = n.lit(0.0);
-            let c = f.let_(
-                "c",
-                valid
-                    .clone()
-                    .select(n.load(cm, spec.dtype, t.clone()), zero.clone()),
+            let rotate = |f: &mut Body| {
+                // The element of `positions`: the row's step, or its (batch, step).
+                let at = match (spec.batch_positions, spec.seq, spec.heads) {
+                    (true, _, 1) => row.clone(),
+                    (true, _, _) => row.clone() / heads,
+                    (false, 1, _) => E::from(0u32),
+                    (false, _, 1) => row.clone() % seq,
+                    (false, _, _) => (row.clone() / heads) % seq,
+                };
+                let (valid, p) =
+                    resolve_index(f, pm.at(at), spec.index_dtype, spec.max_positions, false);
+                let t = f.let_("t", p * h32 + kk.clone());
+                let zero = n.lit(0.0);
+                let c = f.let_(
+                    "c",
+                    valid
+                        .clone()
+                        .select(n.load(cm, spec.dtype, t.clone()), zero.clone()),
+                );
+                let sn = f.let_("sn", valid.select(n.load(sm, spec.dtype, t), zero));
+                let (lo, hi) = if spec.interleaved {
+                    let lo = f.let_("lo", row.clone() * d32 + kk.clone() * 2u32);
+                    (lo.clone(), f.let_("hi", lo + 1u32))
+                } else {
+                    let lo = f.let_("lo", row.clone() * d32 + kk.clone());
+                    (lo.clone(), f.let_("hi", lo + h32))
+                };
+                let x1 = f.let_("x1", n.load(xm, spec.dtype, lo.clone()));
+                let x2 = f.let_("x2", n.load(xm, spec.dtype, hi.clone()));
+                let y1 = x1.clone() * c.clone() - x2.clone() * sn.clone();
+                let y2 = x1 * sn + x2 * c;
+                f.store(ym, lo, n.narrow(y1, spec.dtype));
+                f.store(ym, hi, n.narrow(y2, spec.dtype));
+            };
+            if pass == 0 {
+                rotate(f);
+                return;
+            }
+            // Past the pairs: the dim `rotary + (k − half)` passes through.
+            f.if_else(
+                kk.clone().lt(h32),
+                rotate,
+                |f| {
+                    let at = f.let_("at", row.clone() * d32 + r32 + (kk.clone() - h32));
+                    f.store(ym, at.clone(), xm.load(at, 1));
+                },
             );
-            let sn = f.let_("sn", valid.select(n.load(sm, spec.dtype, t), zero));
-            let lo = f.let_("lo", row * (2 * h32) + kk);
-            let hi = f.let_("hi", lo.clone() + h32);
-            let x1 = f.let_("x1", n.load(xm, spec.dtype, lo.clone()));
-            let x2 = f.let_("x2", n.load(xm, spec.dtype, hi.clone()));
-            let y1 = x1.clone() * c.clone() - x2.clone() * sn.clone();
-            let y2 = x1 * sn + x2 * c;
-            f.store(ym, lo, n.narrow(y1, spec.dtype));
-            f.store(ym, hi, n.narrow(y2, spec.dtype));
         });
     })?;
     Ok(Plan::single(Launch {

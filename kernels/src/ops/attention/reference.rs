@@ -39,7 +39,7 @@ pub(super) fn attention(s: &AttentionSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
                 // Keys visible to this query.
                 let visible = if s.causal {
                     // j ≤ qi + seq_k − seq_q, i.e. j < qi + seq_k − seq_q + 1.
-                    (qi + s.seq_k + 1).saturating_sub(s.seq_q).min(s.seq_k)
+                    (qi + s.causal_keys() + 1).saturating_sub(s.seq_q).min(s.seq_k)
                 } else {
                     s.seq_k
                 };
@@ -88,25 +88,35 @@ pub(super) fn attention(s: &AttentionSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
 }
 
 pub(super) fn rope(s: &RopeSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
+    let mut y = i[0].to_vec();
+    for_each_pair(s, i, |[lo, hi], [x1, x2], [c, sn]| {
+        y[lo] = x1 * c - x2 * sn;
+        y[hi] = x1 * sn + x2 * c;
+    });
+    vec![y]
+}
+
+/// Every rotated pair of `x` (inputs `i`): its elements, their values and the
+/// position's `[cos, sin]` (0, 0 out of range). Dims past `rotary_dim` are in none.
+pub(super) fn for_each_pair(
+    s: &RopeSpec,
+    i: &[&[f64]],
+    mut f: impl FnMut([usize; 2], [f64; 2], [f64; 2]),
+) {
     let (x, cos, sin, pos) = (i[0], i[1], i[2], i[3]);
-    let half = s.head_dim / 2;
-    let mut y = vec![0.0; x.len()];
+    let half = s.rotary() / 2;
     for b in 0..s.batch {
-        for (t, &pt) in pos.iter().enumerate().take(s.seq) {
-            let p = resolve_index(pt, s.max_positions, false);
+        for t in 0..s.seq {
+            let p = resolve_index(pos[s.position_index(b, t)], s.max_positions, false);
             for h in 0..s.heads {
                 let base = ((b * s.seq + t) * s.heads + h) * s.head_dim;
                 for k in 0..half {
-                    let (c, sn) = match p {
-                        Some(p) => (cos[p * half + k], sin[p * half + k]),
-                        None => (0.0, 0.0),
-                    };
-                    let (x1, x2) = (x[base + k], x[base + k + half]);
-                    y[base + k] = x1 * c - x2 * sn;
-                    y[base + k + half] = x1 * sn + x2 * c;
+                    let cs = p.map_or([0.0, 0.0], |p| [cos[p * half + k], sin[p * half + k]]);
+                    let (lo, hi) = s.pair(k);
+                    let (lo, hi) = (base + lo, base + hi);
+                    f([lo, hi], [x[lo], x[hi]], cs);
                 }
             }
         }
     }
-    vec![y]
 }

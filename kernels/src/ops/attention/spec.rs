@@ -36,7 +36,10 @@ pub enum AttentionLayout {
 /// divides `heads`; query head `h` reads key/value head `h / (heads / kv_heads)`
 /// (grouped-query attention; `kv_heads = heads` is plain multi-head). With `causal`,
 /// key `j` is visible to query `i` iff `j ≤ i + seq_k − seq_q` (bottom-right aligned,
-/// as oxicuda and ferrum do). `mask` (shape broadcastable to
+/// the default: the queries are the last `seq_q` positions, as with a KV cache; as
+/// oxicuda, ferrum and flash-attention do), or with `causal_align: top_left` iff
+/// `j ≤ i` (the queries are the first positions: torch's `is_causal`, ONNX's
+/// `Attention` without a cache). `mask` (shape broadcastable to
 /// `[batch, heads, seq_q, seq_k]`) is added to the scores; `−∞` hides a key. A query
 /// that sees no key (or only `−∞` scores) outputs zeros. Special values follow IEEE
 /// softmax (a NaN or `+∞` score makes the row NaN); keys hidden by causality never
@@ -58,11 +61,40 @@ pub struct AttentionSpec {
     pub scale: f64,
     #[serde(default)]
     pub causal: bool,
+    /// Where the causal diagonal sits when `seq_q ≠ seq_k` (see above).
+    #[serde(default, skip_serializing_if = "CausalAlign::is_bottom_right")]
+    pub causal_align: CausalAlign,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mask: Option<Vec<usize>>,
 }
 
+/// Which corner of the `seq_q × seq_k` score matrix the causal diagonal starts from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CausalAlign {
+    /// Query `i` sees keys `j ≤ i + seq_k − seq_q`.
+    #[default]
+    BottomRight,
+    /// Query `i` sees keys `j ≤ i`.
+    TopLeft,
+}
+
+impl CausalAlign {
+    pub fn is_bottom_right(&self) -> bool {
+        *self == CausalAlign::BottomRight
+    }
+}
+
 impl AttentionSpec {
+    /// The key count the causal diagonal is drawn for: key `j` is visible to query
+    /// `i` iff `j + seq_q ≤ i + causal_keys` (`seq_k` bottom-right, `seq_q` top-left).
+    pub fn causal_keys(&self) -> usize {
+        match self.causal_align {
+            CausalAlign::BottomRight => self.seq_k,
+            CausalAlign::TopLeft => self.seq_q,
+        }
+    }
+
     /// Shape of a `[batch, heads, seq, head_dim]` tensor in this layout.
     pub fn tensor_shape(&self, heads: usize, seq: usize) -> Vec<usize> {
         match self.layout {
@@ -215,20 +247,26 @@ impl Op for AttentionSpec {
             scale: 1.0 / 8f64.sqrt(),
             causal: true,
             mask: Some(vec![3, 4]),
+            causal_align: Default::default(),
         }
     }
 }
 
-/// Rotary position embedding, NeoX half-split form, on `x: [batch, seq, heads,
-/// head_dim]`. With `p = positions[s]`, `H = head_dim / 2` and `i < H`:
+/// Rotary position embedding on `x: [batch, seq, heads, head_dim]`. Its first `R =
+/// rotary_dim` dims (all by default) rotate in `R/2` pairs; the rest pass through.
+/// With `p` the position of the row's step (`positions[s]`, or `positions[b, s]` with
+/// `batch_positions`, as ONNX's `RotaryEmbedding` and Hugging Face's `position_ids`
+/// give), pair `k < R/2` is `(k, k + R/2)` (NeoX half-split, the default) or `(2k,
+/// 2k + 1)` with `interleaved` (GPT-J):
 ///
 /// ```text
-/// y_i     = x_i · cos[p, i] − x_{i+H} · sin[p, i]
-/// y_{i+H} = x_i · sin[p, i] + x_{i+H} · cos[p, i]
+/// y_lo = x_lo · cos[p, k] − x_hi · sin[p, k]
+/// y_hi = x_lo · sin[p, k] + x_hi · cos[p, k]
 /// ```
 ///
 /// A position outside `0..max_positions` reads cos = sin = 0. Inputs: `x`, `cos`,
-/// `sin` (`[max_positions, head_dim/2]`), `positions` (`[seq]`). Outputs: `y`.
+/// `sin` (`[max_positions, R/2]`), `positions` (`[seq]`, or `[batch, seq]`).
+/// Outputs: `y`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RopeSpec {
     pub dtype: ScalarType,
@@ -238,11 +276,51 @@ pub struct RopeSpec {
     pub heads: usize,
     pub head_dim: usize,
     pub max_positions: usize,
+    /// GPT-J's adjacent pairs `(2k, 2k + 1)` instead of NeoX's halves.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub interleaved: bool,
+    /// Dims that rotate (even, at most `head_dim`); `None`: all of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rotary_dim: Option<usize>,
+    /// Positions per batch item and step (`[batch, seq]`) instead of per step.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub batch_positions: bool,
 }
 
 impl RopeSpec {
     fn x_shape(&self) -> Vec<usize> {
         vec![self.batch, self.seq, self.heads, self.head_dim]
+    }
+
+    /// The dims that rotate.
+    pub fn rotary(&self) -> usize {
+        self.rotary_dim.unwrap_or(self.head_dim)
+    }
+
+    /// The row offsets `(lo, hi)` of rotated pair `k`.
+    pub fn pair(&self, k: usize) -> (usize, usize) {
+        if self.interleaved {
+            (2 * k, 2 * k + 1)
+        } else {
+            (k, k + self.rotary() / 2)
+        }
+    }
+
+    /// The element of `positions` for batch item `b`, step `t`.
+    pub fn position_index(&self, b: usize, t: usize) -> usize {
+        if self.batch_positions {
+            b * self.seq + t
+        } else {
+            t
+        }
+    }
+
+    fn positions_shape(&self) -> Vec<usize> {
+        if self.batch_positions {
+            vec![self.batch, self.seq]
+        } else {
+            vec![self.seq]
+        }
     }
 }
 
@@ -252,22 +330,27 @@ impl Op for RopeSpec {
         check_dtype("rope positions", self.index_dtype, INDEX)?;
         check_shape("x", &self.x_shape())?;
         check_dim("rope max_positions", self.max_positions)?;
-        if self.head_dim % 2 != 0 {
+        let rotary = self.rotary();
+        if rotary % 2 != 0 || rotary > self.head_dim || (rotary == 0 && self.head_dim > 0) {
+            let (name, value) = match self.rotary_dim {
+                Some(r) => ("rotary_dim", r),
+                None => ("head_dim", self.head_dim),
+            };
             return Err(SpecError::bad_attr(
-                "head_dim",
-                self.head_dim,
-                "must be even (half-split rotation)",
+                name,
+                value,
+                "the rotated dims must be even (pairs), non-zero and at most head_dim",
             ));
         }
-        check_shape("cos", &[self.max_positions, self.head_dim / 2])
+        check_shape("cos", &[self.max_positions, rotary / 2])
     }
     fn inputs(&self) -> Vec<TensorSig> {
-        let table = vec![self.max_positions, self.head_dim / 2];
+        let table = vec![self.max_positions, self.rotary() / 2];
         vec![
             TensorSig::new("x", self.dtype, self.x_shape()),
             TensorSig::new("cos", self.dtype, table.clone()),
             TensorSig::new("sin", self.dtype, table),
-            TensorSig::new("positions", self.index_dtype, vec![self.seq]),
+            TensorSig::new("positions", self.index_dtype, self.positions_shape()),
         ]
     }
     fn outputs(&self) -> Vec<TensorSig> {
@@ -283,14 +366,19 @@ impl Op for RopeSpec {
         lower::rope(self, caps)
     }
 
-    /// Pieces of the batch; tables and positions whole.
+    /// Pieces of the batch; tables and (per-step) positions whole.
     fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
+        let whole: &[&str] = if self.batch_positions {
+            &["cos", "sin"]
+        } else {
+            &["cos", "sin", "positions"]
+        };
         Some(crate::lower::split::split_rows_of(
             self,
             "rope",
             caps,
             self.batch,
-            &["cos", "sin", "positions"],
+            whole,
             |r| {
                 RopeSpec {
                     batch: r,
@@ -323,6 +411,9 @@ impl Op for RopeSpec {
             heads: 2,
             head_dim: 8,
             max_positions: 16,
+            interleaved: false,
+            rotary_dim: None,
+            batch_positions: false,
         }
     }
 }

@@ -92,6 +92,9 @@ pub(super) fn binary() -> Vec<BinarySpec> {
         BinaryFn::Gt,
         BinaryFn::Ge,
         BinaryFn::SiluMul,
+        BinaryFn::FloorMod,
+        BinaryFn::MaxNan,
+        BinaryFn::MinNan,
     ];
     let shapes: [(Vec<usize>, Vec<usize>); 4] = [
         (vec![1], vec![1]),
@@ -134,6 +137,12 @@ pub(super) fn binary() -> Vec<BinarySpec> {
         (BinaryFn::Gt, U8, vec![2, 3, 5], vec![3, 1], Some(Bool)),
         (BinaryFn::Ne, F16, vec![17], vec![1], Some(Bool)),
         (BinaryFn::Ge, I8, vec![11], vec![11], None),
+        // Python's % on every integer width; NaN-propagating max/min on integers.
+        (BinaryFn::FloorMod, I64, vec![7, 1], vec![13], None),
+        (BinaryFn::FloorMod, I8, vec![33], vec![33], None),
+        (BinaryFn::FloorMod, U16, vec![19], vec![1], None),
+        (BinaryFn::MaxNan, I64, vec![3, 4], vec![4], None),
+        (BinaryFn::MinNan, U8, vec![12], vec![12], None),
         // Zero-sized: a 0 dimension broadcasts with 1 to 0.
         (BinaryFn::Add, F32, vec![0], vec![1], None),
         (BinaryFn::Eq, I64, vec![3, 0], vec![1, 1], Some(Bool)),
@@ -159,6 +168,8 @@ pub(super) fn scalar() -> Vec<ScalarSpec> {
         (BinaryFn::Max, I32, vec![19], 3.0, false),
         // Exact in the table: x mod 0.1f32, not x mod 0.1 (the kernel's operand is f32).
         (BinaryFn::Mod, F32, vec![50], 0.1, false),
+        (BinaryFn::FloorMod, F32, vec![50], -0.75, false),
+        (BinaryFn::FloorMod, I32, vec![40], -3.0, true),
         // 200 + x wraps in u8; i64 operands past i32.
         (BinaryFn::Add, U8, vec![21], 200.0, false),
         (BinaryFn::Mul, I64, vec![9], -3e9, false),

@@ -38,22 +38,39 @@ fn binary_value(b: &mut Body, n: &Num, func: BinaryFn, x: E, y: E) -> E {
         BinaryFn::Sub => x - y,
         BinaryFn::Mul => x * y,
         // Integer division and remainder by zero give 0 (no target traps on it then).
-        BinaryFn::Div | BinaryFn::Mod if is_int => {
+        BinaryFn::Div | BinaryFn::Mod | BinaryFn::FloorMod if is_int => {
             let y = bind(b, "divisor", y);
             let zero = y.clone().eq(n.lit(0.0));
-            let safe = zero.clone().select(n.lit(1.0), y);
-            let q = if func == BinaryFn::Div {
-                x / safe
-            } else {
-                x % safe
+            let safe = bind(b, "safe", zero.clone().select(n.lit(1.0), y));
+            let q = match func {
+                BinaryFn::Div => x / safe,
+                BinaryFn::FloorMod => floor_mod(b, n, x % safe.clone(), safe),
+                _ => x % safe,
             };
             zero.select(n.lit(0.0), q)
         }
         BinaryFn::Div => x / y,
         BinaryFn::Mod => x % y,
+        BinaryFn::FloorMod => {
+            let y = bind(b, "divisor", y);
+            floor_mod(b, n, x % y.clone(), y)
+        }
         BinaryFn::Pow => x.pow(y),
         BinaryFn::Max => x.max(y),
         BinaryFn::Min => x.min(y),
+        BinaryFn::MaxNan | BinaryFn::MinNan if !is_int => {
+            let (x, y) = (bind(b, "a", x), bind(b, "b", y));
+            let best = match func {
+                BinaryFn::MaxNan => x.clone().max(y.clone()),
+                _ => x.clone().min(y.clone()),
+            };
+            // A NaN operand is the result (`v ≠ v` only for NaN).
+            let nan_x = x.clone().ne(x.clone());
+            let nan_y = y.clone().ne(y.clone());
+            nan_x.select(x, nan_y.select(y, best))
+        }
+        BinaryFn::MaxNan => x.max(y),
+        BinaryFn::MinNan => x.min(y),
         BinaryFn::Eq => n.indicator(x.eq(y)),
         BinaryFn::Ne => n.indicator(x.ne(y)),
         BinaryFn::Lt => n.indicator(x.lt(y)),
@@ -65,6 +82,16 @@ fn binary_value(b: &mut Body, n: &Num, func: BinaryFn, x: E, y: E) -> E {
             x.clone() * n.sigmoid(x) * y
         }
     }
+}
+
+/// The remainder `r` (truncated, the dividend's sign) moved to the divisor `d`'s sign:
+/// `r + d` where `r ≠ 0` and the signs differ (a NaN `r` stays NaN).
+fn floor_mod(b: &mut Body, n: &Num, r: E, d: E) -> E {
+    let r = bind(b, "rem", r);
+    let zero = n.lit(0.0);
+    let differ = r.clone().lt(zero.clone()).ne(d.clone().lt(zero.clone()));
+    let moves = r.clone().ne(zero) & differ;
+    moves.select(r.clone() + d, r)
 }
 
 pub(super) fn binary(spec: &BinarySpec, caps: &TargetCaps) -> Result<Plan, LowerError> {

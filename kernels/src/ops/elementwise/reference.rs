@@ -76,9 +76,13 @@ pub fn binary(f: BinaryFn, compute: ScalarType, a: f64, b: f64) -> f64 {
         BinaryFn::Mul => a * b,
         BinaryFn::Div => a / b,
         BinaryFn::Mod => a % b,
+        BinaryFn::FloorMod => floor_mod(a % b, b),
         BinaryFn::Pow => a.powf(b),
         BinaryFn::Max => max_num(a, b),
         BinaryFn::Min => min_num(a, b),
+        BinaryFn::MaxNan | BinaryFn::MinNan if a.is_nan() || b.is_nan() => f64::NAN,
+        BinaryFn::MaxNan => max_num(a, b),
+        BinaryFn::MinNan => min_num(a, b),
         BinaryFn::Eq => truth(a == b),
         BinaryFn::Ne => truth(a != b),
         BinaryFn::Lt => truth(a < b),
@@ -86,6 +90,16 @@ pub fn binary(f: BinaryFn, compute: ScalarType, a: f64, b: f64) -> f64 {
         BinaryFn::Gt => truth(a > b),
         BinaryFn::Ge => truth(a >= b),
         BinaryFn::SiluMul => silu_mul(compute, a, b),
+    }
+}
+
+/// Python's float `%`: the truncated remainder `r` moved to the divisor's sign
+/// (`r + b` where `r ≠ 0` and the signs differ; NaN stays NaN).
+fn floor_mod(r: f64, b: f64) -> f64 {
+    if r != 0.0 && (r < 0.0) != (b < 0.0) {
+        r + b
+    } else {
+        r
     }
 }
 
@@ -108,8 +122,11 @@ pub fn binary_int(f: BinaryFn, dtype: ScalarType, a: f64, b: f64) -> f64 {
         BinaryFn::Mul => x.wrapping_mul(y),
         BinaryFn::Div => x.checked_div(y).unwrap_or(0),
         BinaryFn::Mod => x.checked_rem(y).unwrap_or(0),
-        BinaryFn::Max => x.max(y),
-        BinaryFn::Min => x.min(y),
+        BinaryFn::FloorMod => x
+            .checked_rem(y)
+            .map_or(0, |r| if r != 0 && (r < 0) != (y < 0) { r + y } else { r }),
+        BinaryFn::Max | BinaryFn::MaxNan => x.max(y),
+        BinaryFn::Min | BinaryFn::MinNan => x.min(y),
         // Comparisons of integers are exact in f64; pow and silu_mul take floats only.
         BinaryFn::Eq
         | BinaryFn::Ne

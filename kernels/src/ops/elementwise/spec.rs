@@ -481,6 +481,16 @@ pub enum BinaryFn {
     Pow,
     Max,
     Min,
+    /// `max(a, b)`, NaN if either is NaN (NumPy's `maximum`, torch's `maximum`,
+    /// ONNX's `Max`); `max` ignores a NaN (IEEE maxNum, torch's `fmax`).
+    MaxNan,
+    /// `min(a, b)`, NaN if either is NaN (NumPy's `minimum`, ONNX's `Min`).
+    MinNan,
+    /// `a mod b` with the divisor's sign (Python's `%`, NumPy's `mod`, torch's
+    /// `remainder`, ONNX's `Mod` with `fmod = 0`): `r = a % b`, plus `b` when `r ≠ 0`
+    /// and its sign differs from `b`'s; 0 for an integer divisor 0. `mod` is the
+    /// truncated remainder (C's `%`, `fmod`), with the dividend's sign.
+    FloorMod,
     Eq,
     Ne,
     Lt,
@@ -503,6 +513,9 @@ impl BinaryFn {
             BinaryFn::Pow => "pow",
             BinaryFn::Max => "max",
             BinaryFn::Min => "min",
+            BinaryFn::MaxNan => "max_nan",
+            BinaryFn::MinNan => "min_nan",
+            BinaryFn::FloorMod => "floor_mod",
             BinaryFn::Eq => "eq",
             BinaryFn::Ne => "ne",
             BinaryFn::Lt => "lt",
@@ -529,8 +542,11 @@ impl BinaryFn {
             | BinaryFn::Mul
             | BinaryFn::Div
             | BinaryFn::Mod
+            | BinaryFn::FloorMod
             | BinaryFn::Max
             | BinaryFn::Min
+            | BinaryFn::MaxNan
+            | BinaryFn::MinNan
             | BinaryFn::Eq
             | BinaryFn::Ne
             | BinaryFn::Lt

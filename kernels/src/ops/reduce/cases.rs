@@ -58,6 +58,11 @@ pub(super) fn reduce() -> Vec<ReduceSpec> {
         red(ArgMax, F32, &[4, 100], &[1], false, Some(I64), false),
         red(ArgMin, I64, &[33, 5], &[0], false, Some(I64), false),
         red(Max, I64, &[2, 3, 4, 5], &[0, 1, 2, 3], false, None, false),
+        // NaN-propagating extrema (NaN itself: runtime/tests/specials.rs).
+        red(MaxNan, F32, &[7, 255], &[1], false, None, false),
+        red(MinNan, F16, &[6, 13, 4], &[0, 2], true, None, false),
+        red(MaxNan, I32, &[8192, 2], &[0], false, None, false),
+        red(MinNan, F64, &[20_000], &[0], false, None, false),
         // Empty axes give the identity (sum 0, max −∞ or the least integer, min +∞
         // or the greatest), mean NaN; an accumulated sum keeps the prior. An empty
         // kept axis: nothing at all.

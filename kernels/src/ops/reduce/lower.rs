@@ -22,8 +22,10 @@ use kernelc_ir::ScalarType;
 fn monoid_of(func: ReduceFn, ty: ScalarType) -> Box<dyn Monoid> {
     match func {
         ReduceFn::Sum | ReduceFn::Mean => Box::new(Sum { ty, n: 1 }),
-        ReduceFn::Max => Box::new(Extremum { ty, max: true }),
-        ReduceFn::Min => Box::new(Extremum { ty, max: false }),
+        ReduceFn::Max => Box::new(Extremum::ignoring_nan(ty, true)),
+        ReduceFn::Min => Box::new(Extremum::ignoring_nan(ty, false)),
+        ReduceFn::MaxNan => Box::new(Extremum::propagating_nan(ty, true)),
+        ReduceFn::MinNan => Box::new(Extremum::propagating_nan(ty, false)),
         ReduceFn::ArgMax => Box::new(ArgExtremum { ty, max: true }),
         ReduceFn::ArgMin => Box::new(ArgExtremum { ty, max: false }),
     }
@@ -74,7 +76,11 @@ pub(super) fn reduce(spec: &ReduceSpec, caps: &TargetCaps) -> Result<Plan, Lower
                             index.cast(out_ty)
                         }
                     }
-                    ReduceFn::Sum | ReduceFn::Max | ReduceFn::Min => total[0].clone(),
+                    ReduceFn::Sum
+                    | ReduceFn::Max
+                    | ReduceFn::Min
+                    | ReduceFn::MaxNan
+                    | ReduceFn::MinNan => total[0].clone(),
                 };
                 let (value, y) = if spec.accumulate {
                     let prior = num.load(m[0], dtype, q.clone());

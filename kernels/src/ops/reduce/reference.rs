@@ -34,6 +34,9 @@ pub fn reduce_values(func: ReduceFn, values: &[f64]) -> f64 {
         ReduceFn::Mean => values.iter().sum::<f64>() / values.len() as f64,
         ReduceFn::Max => values.iter().copied().fold(f64::NAN, max_num),
         ReduceFn::Min => values.iter().copied().fold(f64::NAN, min_num),
+        ReduceFn::MaxNan | ReduceFn::MinNan if values.iter().any(|v| v.is_nan()) => f64::NAN,
+        ReduceFn::MaxNan => values.iter().copied().fold(f64::NAN, max_num),
+        ReduceFn::MinNan => values.iter().copied().fold(f64::NAN, min_num),
         ReduceFn::ArgMax | ReduceFn::ArgMin => {
             let mut best: Option<(usize, f64)> = None;
             for (p, &v) in values.iter().enumerate() {

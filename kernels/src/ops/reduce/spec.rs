@@ -23,6 +23,12 @@ pub enum ReduceFn {
     Max,
     /// minimum (NaN ignored unless every element is NaN)
     Min,
+    /// maximum, NaN if any element is NaN (NumPy's `max`, torch's `amax`, ONNX's
+    /// `ReduceMax`)
+    MaxNan,
+    /// minimum, NaN if any element is NaN (NumPy's `min`, torch's `amin`, ONNX's
+    /// `ReduceMin`)
+    MinNan,
     /// position of the first maximum, counted row-major over the reduced axes
     /// (`"arg_max"`; `"argmax"` is accepted too)
     #[serde(alias = "argmax")]
@@ -40,6 +46,8 @@ impl ReduceFn {
             ReduceFn::Mean => "mean",
             ReduceFn::Max => "max",
             ReduceFn::Min => "min",
+            ReduceFn::MaxNan => "max_nan",
+            ReduceFn::MinNan => "min_nan",
             ReduceFn::ArgMax => "argmax",
             ReduceFn::ArgMin => "argmin",
         }
@@ -71,8 +79,8 @@ impl ReduceFn {
         match self {
             ReduceFn::Sum => Some(Scalar::zero(dtype)),
             ReduceFn::Mean => Some(Scalar::from_f64(dtype, f64::NAN)),
-            ReduceFn::Max => Some(extreme(true)),
-            ReduceFn::Min => Some(extreme(false)),
+            ReduceFn::Max | ReduceFn::MaxNan => Some(extreme(true)),
+            ReduceFn::Min | ReduceFn::MinNan => Some(extreme(false)),
             ReduceFn::ArgMax | ReduceFn::ArgMin => None,
         }
     }
@@ -212,7 +220,11 @@ impl Op for ReduceSpec {
                     ),
                 ));
             }
-            if self.accumulate && matches!(self.func, ReduceFn::Max | ReduceFn::Min) {
+            let extremum = matches!(
+                self.func,
+                ReduceFn::Max | ReduceFn::Min | ReduceFn::MaxNan | ReduceFn::MinNan
+            );
+            if self.accumulate && extremum {
                 return Err(SpecError::bad_attr(
                     "accumulate",
                     true,
@@ -279,7 +291,12 @@ impl Op for ReduceSpec {
                 // The terms, and the mean's division.
                 Tolerance::accumulated(len + 1)
             }
-            ReduceFn::Max | ReduceFn::Min | ReduceFn::ArgMax | ReduceFn::ArgMin => Tolerance::EXACT,
+            ReduceFn::Max
+            | ReduceFn::Min
+            | ReduceFn::MaxNan
+            | ReduceFn::MinNan
+            | ReduceFn::ArgMax
+            | ReduceFn::ArgMin => Tolerance::EXACT,
         }
     }
     fn example() -> Self {

@@ -108,7 +108,7 @@ fn softmax_resident(
         })
         .collect();
     // A ragged step re-reads the slice's last step: harmless to a maximum.
-    let max = Extremum { ty, max: true };
+    let max = Extremum::ignoring_nan(ty, true);
     let items = xs.iter().map(|x| vec![x.clone()]).collect();
     let local_max = g.combine_steps(f, &max, items).remove(0);
     let local_max = f.let_("local_max", local_max);
@@ -198,10 +198,7 @@ fn softmax_stashed(spec: &SoftmaxSpec, caps: &TargetCaps) -> Result<Plan, LowerE
     let (ins, outs) = (op.inputs(), op.outputs());
     let view = View::of_shape(&spec.shape, |d| d == spec.axis)?;
     let num = Num::scalar(compute_type(spec.dtype));
-    let max = Extremum {
-        ty: num.ty,
-        max: true,
-    };
+    let max = Extremum::ignoring_nan(num.ty, true);
     let sum = Sum { ty: num.ty, n: 1 };
     let mut y_buf = Buf::output(&outs, 0);
     y_buf.access = Access::ReadWrite;
