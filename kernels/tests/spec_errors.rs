@@ -399,7 +399,10 @@ fn too_large() {
     sharpen.filter = kernelc_kernels::ImageFilter::Sharpen;
     (sharpen.height, sharpen.width, sharpen.channels) = (3 << 15, 1 << 15, 1);
     let plan = lower(&OpSpec::ImageFilter(sharpen), &TargetCaps::cpu()).expect("windows");
-    assert!(plan.launches.len() >= 6, "three windows at least, each then copied");
+    assert!(
+        plan.launches.len() >= 6,
+        "three windows at least, each then copied"
+    );
     for launch in &plan.launches {
         for b in &launch.bindings {
             if let Binding::Part { start, .. } = b {

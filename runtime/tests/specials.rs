@@ -160,7 +160,12 @@ fn nan_propagating_extrema_and_floor_mod_at_special_values() {
             });
             check_with(rt, spec, &[&X, &Y]);
         }
-        for func in [ReduceFn::MaxNan, ReduceFn::MinNan, ReduceFn::Max, ReduceFn::Min] {
+        for func in [
+            ReduceFn::MaxNan,
+            ReduceFn::MinNan,
+            ReduceFn::Max,
+            ReduceFn::Min,
+        ] {
             // Rows of 4: one with a NaN, one of only NaN and ±∞, two of numbers.
             let spec = OpSpec::Reduce(ReduceSpec {
                 func,
@@ -172,10 +177,22 @@ fn nan_propagating_extrema_and_floor_mod_at_special_values() {
                 accumulate: false,
             });
             let x = [
-                1.0, f64::NAN, -2.0, 5.0, //
-                f64::NAN, f64::INFINITY, f64::NAN, f64::NEG_INFINITY, //
-                -0.0, 0.0, -3.0, 2.0, //
-                7.0, 7.5, -1e30, 1e30,
+                1.0,
+                f64::NAN,
+                -2.0,
+                5.0, //
+                f64::NAN,
+                f64::INFINITY,
+                f64::NAN,
+                f64::NEG_INFINITY, //
+                -0.0,
+                0.0,
+                -3.0,
+                2.0, //
+                7.0,
+                7.5,
+                -1e30,
+                1e30,
             ];
             check_reduce(rt, spec, &x);
         }
@@ -186,7 +203,11 @@ fn nan_propagating_extrema_and_floor_mod_at_special_values() {
 fn check_reduce(rt: &Runtime, spec: OpSpec, x: &[f64]) {
     let caps = rt.caps();
     if !caps.ieee_specials {
-        println!("NOT RUN: {} at special values on {}", spec.name(), rt.target_name());
+        println!(
+            "NOT RUN: {} at special values on {}",
+            spec.name(),
+            rt.target_name()
+        );
         return;
     }
     let t = rt.tensor_from_f64(&[4, 4], ScalarType::F32, x).unwrap();

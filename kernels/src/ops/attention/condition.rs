@@ -12,7 +12,7 @@
 
 use super::reference::at;
 use super::spec::{AttentionSpec, RopeSpec};
-use crate::reference::{attribute, resolve_index};
+use crate::reference::attribute;
 use crate::shape::{broadcast_strides, offset};
 
 pub(super) fn attention(s: &AttentionSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
@@ -30,7 +30,9 @@ pub(super) fn attention(s: &AttentionSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
             let g = h / group;
             for qi in 0..s.seq_q {
                 let visible = if s.causal {
-                    (qi + s.causal_keys() + 1).saturating_sub(s.seq_q).min(s.seq_k)
+                    (qi + s.causal_keys() + 1)
+                        .saturating_sub(s.seq_q)
+                        .min(s.seq_k)
                 } else {
                     s.seq_k
                 };

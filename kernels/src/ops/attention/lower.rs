@@ -702,7 +702,10 @@ pub(super) fn rope(spec: &RopeSpec, caps: &TargetCaps) -> Result<Plan, LowerErro
                 (f.let_("k", item.clone() % h32), f.let_("row", item / h32))
             } else {
                 let per_row = per_row as u32;
-                (f.let_("k", item.clone() % per_row), f.let_("row", item / per_row))
+                (
+                    f.let_("k", item.clone() % per_row),
+                    f.let_("row", item / per_row),
+                )
             };
             let rotate = |f: &mut Body| {
                 // The element of `positions`: the row's step, or its (batch, step).
@@ -743,14 +746,10 @@ pub(super) fn rope(spec: &RopeSpec, caps: &TargetCaps) -> Result<Plan, LowerErro
                 return;
             }
             // Past the pairs: the dim `rotary + (k − half)` passes through.
-            f.if_else(
-                kk.clone().lt(h32),
-                rotate,
-                |f| {
-                    let at = f.let_("at", row.clone() * d32 + r32 + (kk.clone() - h32));
-                    f.store(ym, at.clone(), xm.load(at, 1));
-                },
-            );
+            f.if_else(kk.clone().lt(h32), rotate, |f| {
+                let at = f.let_("at", row.clone() * d32 + r32 + (kk.clone() - h32));
+                f.store(ym, at.clone(), xm.load(at, 1));
+            });
         });
     })?;
     Ok(Plan::single(Launch {

@@ -39,7 +39,9 @@ pub(super) fn attention(s: &AttentionSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
                 // Keys visible to this query.
                 let visible = if s.causal {
                     // j ≤ qi + seq_k − seq_q, i.e. j < qi + seq_k − seq_q + 1.
-                    (qi + s.causal_keys() + 1).saturating_sub(s.seq_q).min(s.seq_k)
+                    (qi + s.causal_keys() + 1)
+                        .saturating_sub(s.seq_q)
+                        .min(s.seq_k)
                 } else {
                     s.seq_k
                 };

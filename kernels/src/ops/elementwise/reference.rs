@@ -122,9 +122,13 @@ pub fn binary_int(f: BinaryFn, dtype: ScalarType, a: f64, b: f64) -> f64 {
         BinaryFn::Mul => x.wrapping_mul(y),
         BinaryFn::Div => x.checked_div(y).unwrap_or(0),
         BinaryFn::Mod => x.checked_rem(y).unwrap_or(0),
-        BinaryFn::FloorMod => x
-            .checked_rem(y)
-            .map_or(0, |r| if r != 0 && (r < 0) != (y < 0) { r + y } else { r }),
+        BinaryFn::FloorMod => x.checked_rem(y).map_or(0, |r| {
+            if r != 0 && (r < 0) != (y < 0) {
+                r + y
+            } else {
+                r
+            }
+        }),
         BinaryFn::Max | BinaryFn::MaxNan => x.max(y),
         BinaryFn::Min | BinaryFn::MinNan => x.min(y),
         // Comparisons of integers are exact in f64; pow and silu_mul take floats only.
