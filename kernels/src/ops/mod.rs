@@ -104,4 +104,6 @@ catalogue! {
     Softplus(SoftplusSpec) => "softplus",
     /// Hardswish `x·relu6(x + 3)/6`, and its backward.
     Hardswish(HardswishSpec) => "hardswish",
+    /// Elementwise ops fused into one kernel (a graph compiler's elementwise chains).
+    Fused(FusedSpec) => "fused",
 }

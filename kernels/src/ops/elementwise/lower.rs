@@ -31,7 +31,7 @@ pub(super) fn activation_backward(
 }
 
 /// `f(a, b)` in the compute type.
-fn binary_value(b: &mut Body, n: &Num, func: BinaryFn, x: E, y: E) -> E {
+pub(super) fn binary_value(b: &mut Body, n: &Num, func: BinaryFn, x: E, y: E) -> E {
     let is_int = n.ty.is_int();
     match func {
         BinaryFn::Add => x + y,
@@ -212,7 +212,7 @@ fn gelu_tanh_arg(n: &Num, x: &E) -> E {
 
 /// `f(x)` for a unary function, with the function's uniform parameter (leaky ReLU's
 /// slope) in `params`. Subexpressions used twice are bound to locals.
-fn unary_value(f: &mut Body, n: &Num, func: UnaryFn, x: E, params: &[E]) -> E {
+pub(super) fn unary_value(f: &mut Body, n: &Num, func: UnaryFn, x: E, params: &[E]) -> E {
     let x = bind(f, "x", x);
     match func {
         UnaryFn::Neg => -x,

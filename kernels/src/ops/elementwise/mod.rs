@@ -37,12 +37,14 @@
 
 mod cases;
 mod condition;
+mod fused;
 mod hardswish;
 mod lower;
 pub(crate) mod reference;
 mod softplus;
 mod spec;
 
+pub use fused::{FusedNode, FusedSpec};
 pub use hardswish::HardswishSpec;
 pub use softplus::SoftplusSpec;
 pub use spec::*;

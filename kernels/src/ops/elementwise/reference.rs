@@ -144,7 +144,7 @@ pub fn binary_int(f: BinaryFn, dtype: ScalarType, a: f64, b: f64) -> f64 {
     wrap_int(dtype, r)
 }
 
-fn apply_binary(f: BinaryFn, dtype: ScalarType, a: f64, b: f64) -> f64 {
+pub(super) fn apply_binary(f: BinaryFn, dtype: ScalarType, a: f64, b: f64) -> f64 {
     if dtype.is_int() {
         binary_int(f, dtype, a, b)
     } else {

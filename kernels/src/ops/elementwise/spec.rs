@@ -187,7 +187,7 @@ impl UnaryFn {
 
     /// What the catalogue says of each function besides its formula: one row each,
     /// so a new function states all of it in one place.
-    fn traits(&self) -> UnaryTraits {
+    pub(super) fn traits(&self) -> UnaryTraits {
         let t = |ints, ulps, domain| UnaryTraits { ints, ulps, domain };
         let (wide, positive) = ((-3.0, 3.0), (0.05, 4.0));
         match self {
@@ -203,7 +203,7 @@ impl UnaryFn {
         }
     }
 
-    fn allowed_dtypes(&self) -> &'static [ScalarType] {
+    pub(super) fn allowed_dtypes(&self) -> &'static [ScalarType] {
         if self.traits().ints {
             SIGNED
         } else {
@@ -237,7 +237,7 @@ impl UnaryFn {
     }
 
     /// The per-call parameter as a uniform named `slope`, in `dtype`'s compute type.
-    fn uniforms(mut self, dtype: ScalarType) -> Vec<Uniform> {
+    pub(super) fn uniforms(mut self, dtype: ScalarType) -> Vec<Uniform> {
         self.param_mut()
             .map(|v| vec![Uniform::new("slope", compute_type(dtype), *v)])
             .unwrap_or_default()
@@ -254,14 +254,14 @@ impl UnaryFn {
     }
 
     /// The function with its parameter at the canonical 0.
-    fn structural(mut self) -> UnaryFn {
+    pub(super) fn structural(mut self) -> UnaryFn {
         if let Some(v) = self.param_mut() {
             *v = 0.0;
         }
         self
     }
 
-    fn check_params(&self) -> Result<(), SpecError> {
+    pub(super) fn check_params(&self) -> Result<(), SpecError> {
         if let UnaryFn::LeakyRelu { slope } = self {
             check_finite("slope", *slope)?;
         }
@@ -534,7 +534,7 @@ impl BinaryFn {
         )
     }
 
-    fn allowed_dtypes(&self) -> &'static [ScalarType] {
+    pub(super) fn allowed_dtypes(&self) -> &'static [ScalarType] {
         match self {
             BinaryFn::Pow | BinaryFn::SiluMul => FLOATS,
             BinaryFn::Add
@@ -1157,16 +1157,16 @@ impl Op for FillSpec {
 }
 
 /// Per-function facts of [`UnaryFn`] (see [`UnaryFn::traits`]).
-struct UnaryTraits {
+pub(super) struct UnaryTraits {
     /// Whether the function also takes i32.
     ints: bool,
     /// ULPs allowed (in the compute precision); 0 is exact.
-    ulps: f64,
+    pub(super) ulps: f64,
     /// Where conformance inputs are drawn from (float dtypes).
     domain: (f64, f64),
 }
 
-fn binary_tolerance(func: BinaryFn) -> Tolerance {
+pub(super) fn binary_tolerance(func: BinaryFn) -> Tolerance {
     match func {
         BinaryFn::Add | BinaryFn::Sub | BinaryFn::Mul => Tolerance::result(1.0),
         // Vulkan allows division 2.5 ULP.
