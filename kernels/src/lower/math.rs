@@ -57,6 +57,28 @@ impl Num {
         for_storage(v, self.ty, storage)
     }
 
+    /// `v` as storing it into memory of `storage` and loading it back gives: a float
+    /// rounded to a narrower one, an integer wrapped to a narrower width (narrow
+    /// integers live in i32/u32 registers; only a store truncates them).
+    pub fn round_trip(&self, v: E, storage: ScalarType) -> E {
+        let bits: u32 = match storage {
+            ScalarType::I8 | ScalarType::U8 => 8,
+            ScalarType::I16 | ScalarType::U16 => 16,
+            _ => return self.widen(self.narrow(v, storage), storage),
+        };
+        let u32s = Num {
+            ty: ScalarType::U32,
+            lanes: self.lanes,
+        };
+        if storage.is_signed_int() {
+            // Two's complement: the low bits, sign-extended (`>>` of i32 is arithmetic).
+            let shift = u32s.lit((32 - bits) as f64);
+            (v << shift.clone()) >> shift
+        } else {
+            v & u32s.lit(((1u64 << bits) - 1) as f64)
+        }
+    }
+
     /// A scalar (a uniform parameter) made to match the lanes.
     pub fn splat(&self, e: E) -> E {
         if self.lanes == 1 {

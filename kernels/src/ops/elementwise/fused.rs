@@ -22,7 +22,7 @@ use super::{BinaryFn, UnaryFn};
 use crate::conformance::inputs::Domain;
 use crate::error::SpecError;
 use crate::lower::map::map_op;
-use crate::lower::math::{bind, compute_type, Num};
+use crate::lower::math::{bind, compute_type};
 use crate::lower::{LowerError, Plan, TargetCaps, Uniform};
 use crate::op::Op;
 use crate::reference::{attribute, round_to};
@@ -146,13 +146,11 @@ impl Op for FusedSpec {
                     )?;
                     func.check_params()?;
                 }
-                FusedNode::Binary { func, .. } | FusedNode::Scalar { func, .. } => {
-                    check_dtype(
-                        &format!("fused {}", func.name()),
-                        self.dtype,
-                        func.allowed_dtypes(),
-                    )?
-                }
+                FusedNode::Binary { func, .. } | FusedNode::Scalar { func, .. } => check_dtype(
+                    &format!("fused {}", func.name()),
+                    self.dtype,
+                    func.allowed_dtypes(),
+                )?,
             }
         }
         Ok(())
@@ -161,7 +159,7 @@ impl Op for FusedSpec {
         self.inputs
             .iter()
             .enumerate()
-            .map(|(i, s)| TensorSig::new(format!("x{i}"), self.dtype, s.clone()))
+            .map(|(i, s)| TensorSig::new(&format!("x{i}"), self.dtype, s.clone()))
             .collect()
     }
     fn outputs(&self) -> Vec<TensorSig> {
@@ -177,7 +175,9 @@ impl Op for FusedSpec {
             .nodes
             .iter()
             .map(|n| match n {
-                FusedNode::Scalar { func, x, reversed, .. } => FusedNode::Scalar {
+                FusedNode::Scalar {
+                    func, x, reversed, ..
+                } => FusedNode::Scalar {
                     func: *func,
                     x: *x,
                     scalar: 0.0,
@@ -253,7 +253,9 @@ impl Op for FusedSpec {
                         FusedNode::Binary { func, a, b } => {
                             binary_value(f, n, func, v[a].clone(), v[b].clone())
                         }
-                        FusedNode::Scalar { func, x, reversed, .. } => {
+                        FusedNode::Scalar {
+                            func, x, reversed, ..
+                        } => {
                             let s = n.splat(params[firsts[k]].clone());
                             match reversed {
                                 true => binary_value(f, n, func, s, v[x].clone()),
@@ -263,7 +265,7 @@ impl Op for FusedSpec {
                     };
                     // Rounded to the dtype as a stored intermediate would be.
                     let value = if self.rounds_between_nodes() && k + 1 < self.nodes.len() {
-                        n.widen(n.narrow(value, dtype), dtype)
+                        n.round_trip(value, dtype)
                     } else {
                         value
                     };
@@ -397,4 +399,3 @@ impl Op for FusedSpec {
         }
     }
 }
-

@@ -1171,11 +1171,9 @@ pub(super) fn binary_tolerance(func: BinaryFn) -> Tolerance {
         BinaryFn::Add | BinaryFn::Sub | BinaryFn::Mul => Tolerance::result(1.0),
         // Vulkan allows division 2.5 ULP.
         BinaryFn::Div => Tolerance::result(3.0),
-        BinaryFn::Mod
-        | BinaryFn::Max
-        | BinaryFn::Min
-        | BinaryFn::MaxNan
-        | BinaryFn::MinNan => Tolerance::EXACT,
+        BinaryFn::Mod | BinaryFn::Max | BinaryFn::Min | BinaryFn::MaxNan | BinaryFn::MinNan => {
+            Tolerance::EXACT
+        }
         // The exact remainder plus the divisor, rounded once (exact where they cancel).
         BinaryFn::FloorMod => Tolerance::result(1.0),
         BinaryFn::Eq | BinaryFn::Ne | BinaryFn::Lt | BinaryFn::Le | BinaryFn::Gt | BinaryFn::Ge => {
@@ -1193,9 +1191,7 @@ fn binary_domain(func: BinaryFn, input: &TensorSig) -> Domain {
     }
     match (func, input.name.as_str()) {
         (BinaryFn::Pow, "a" | "x") => Domain::Real(0.1, 3.0),
-        (BinaryFn::Div | BinaryFn::Mod | BinaryFn::FloorMod, "b") => {
-            Domain::AwayFromZero(0.5, 2.0)
-        }
+        (BinaryFn::Div | BinaryFn::Mod | BinaryFn::FloorMod, "b") => Domain::AwayFromZero(0.5, 2.0),
         _ => Domain::Real(-2.0, 2.0),
     }
 }
