@@ -249,7 +249,9 @@ pub(super) fn batch_norm_backward(s: &BatchNormBackwardSpec, i: &[&[f64]]) -> Ve
 }
 
 /// `dx` from given parameter gradients of a batch of `m`: the magnitudes of its terms,
-/// `(|dy| + |dbias|/m + |x̂|·|dweight|/m)·r·|w|`.
+/// `(|dy| + |dbias|/m + |x̂|·|dweight|/m)·r·|w|`, three times: each term meets a
+/// rounding in forming it (`x − μ`, `·r`, `/m`, the product), in the sum and in the
+/// two last products.
 fn given_grads_dx(s: &BatchNormBackwardSpec, i: &[&[f64]], m: f64) -> Vec<f64> {
     let (dy, x, w, dw, db, save) = (i[0], i[1], i[2], i[3], i[4], i[5]);
     let (_, c, _) = ncs(&s.shape);
@@ -259,7 +261,7 @@ fn given_grads_dx(s: &BatchNormBackwardSpec, i: &[&[f64]], m: f64) -> Vec<f64> {
         for k in channel(&s.shape, ci) {
             let xhat = (x[k] - mean) * r;
             let terms = dy[k].abs() + db[ci].abs() / m + xhat.abs() * dw[ci].abs() / m;
-            dx[k] = terms * r.abs() * w[ci].abs();
+            dx[k] = 3.0 * terms * r.abs() * w[ci].abs();
         }
     }
     dx

@@ -1,0 +1,181 @@
+//! Fusion pays: a chain of 8 elementwise ops on 16M f32 elements as one `fused` op
+//! against the same 8 ops run node by node, on the same device in the same run (the
+//! CPU always; CUDA too where a CUDA device is present).
+//!
+//! `cargo bench --bench fusion` (add `-- quick` for 1M elements). Prints one table:
+//! time per chain, the memory each moves (each op reads its inputs and writes its
+//! output once) and the ratios. Both are checked equal before timing.
+//!
+//! The chain: `t = x·w`, `t + b`, `relu`, `·0.5`, `sigmoid`, `·x`, `− b`, `max_nan(·, x)`.
+
+use kernelc::kernels::spec::{BinaryFn, BinarySpec, FusedNode, FusedSpec, OpSpec, ScalarSpec};
+use kernelc::kernels::spec::{UnaryFn, UnarySpec};
+use kernelc::runtime::{cache::DiskCache, Device, DeviceChoice, Runtime, Tensor};
+use kernelc_ir::ScalarType::F32;
+use std::time::{Duration, Instant};
+
+/// Median wall time of `runs` calls after one warm-up call, each synchronised.
+fn time(rt: &Runtime, runs: usize, mut f: impl FnMut()) -> Duration {
+    f();
+    rt.synchronize().expect("synchronize");
+    let mut samples: Vec<Duration> = (0..runs)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            rt.synchronize().expect("synchronize");
+            t.elapsed()
+        })
+        .collect();
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn random(n: usize, seed: u32) -> Vec<f32> {
+    (0..n as u32)
+        .map(|i| {
+            let h = kernelc::kernels::rng::pcg_hash(i ^ seed.wrapping_mul(0x9E37_79B9));
+            (h >> 8) as f32 / 16_777_216.0 - 0.5
+        })
+        .collect()
+}
+
+/// One step of the chain: a binary op of two earlier values, a scalar op or a
+/// unary op of one (values: 0 = x, 1 = w, 2 = b, then each step's result).
+#[derive(Clone, Copy)]
+enum Step {
+    Binary(BinaryFn, usize, usize),
+    Scalar(BinaryFn, usize, f64),
+    Unary(UnaryFn, usize),
+}
+
+const CHAIN: [Step; 8] = [
+    Step::Binary(BinaryFn::Mul, 0, 1),
+    Step::Binary(BinaryFn::Add, 3, 2),
+    Step::Unary(UnaryFn::Relu, 4),
+    Step::Scalar(BinaryFn::Mul, 5, 0.5),
+    Step::Unary(UnaryFn::Sigmoid, 6),
+    Step::Binary(BinaryFn::Mul, 7, 0),
+    Step::Binary(BinaryFn::Sub, 8, 2),
+    Step::Binary(BinaryFn::MaxNan, 9, 0),
+];
+
+/// The chain as one fused op over `x`, `w`, `b` (nodes 0-2 are the inputs).
+fn fused(n: usize) -> OpSpec {
+    let mut nodes = vec![FusedNode::Input(0), FusedNode::Input(1), FusedNode::Input(2)];
+    nodes.extend(CHAIN.iter().map(|s| match *s {
+        Step::Binary(func, a, b) => FusedNode::Binary { func, a, b },
+        Step::Scalar(func, x, scalar) => FusedNode::Scalar {
+            func,
+            x,
+            scalar,
+            reversed: false,
+        },
+        Step::Unary(func, x) => FusedNode::Unary { func, x },
+    }));
+    OpSpec::Fused(FusedSpec {
+        dtype: F32,
+        inputs: vec![vec![n]; 3],
+        nodes,
+    })
+}
+
+/// The chain node by node; returns the last value.
+fn node_by_node(rt: &Runtime, n: usize, inputs: &[Tensor]) -> Tensor {
+    let mut values: Vec<Tensor> = inputs.to_vec();
+    for step in CHAIN {
+        let (spec, args) = match step {
+            Step::Binary(func, a, b) => (
+                OpSpec::Binary(BinarySpec {
+                    func,
+                    dtype: F32,
+                    lhs: vec![n],
+                    rhs: vec![n],
+                    out_dtype: None,
+                }),
+                vec![a, b],
+            ),
+            Step::Scalar(func, x, scalar) => (
+                OpSpec::Scalar(ScalarSpec {
+                    func,
+                    dtype: F32,
+                    shape: vec![n],
+                    scalar,
+                    reversed: false,
+                    out_dtype: None,
+                }),
+                vec![x],
+            ),
+            Step::Unary(func, x) => (
+                OpSpec::Unary(UnarySpec {
+                    func,
+                    dtype: F32,
+                    shape: vec![n],
+                }),
+                vec![x],
+            ),
+        };
+        let args: Vec<&Tensor> = args.iter().map(|&k| &values[k]).collect();
+        let out = rt.run(&spec, &args).expect("op").remove(0);
+        values.push(out);
+    }
+    values.pop().expect("a chain of 8")
+}
+
+/// Bytes the node-by-node chain moves: each step reads its operands and writes one.
+fn chain_bytes(n: usize) -> f64 {
+    let streams: usize = CHAIN
+        .iter()
+        .map(|s| match s {
+            Step::Binary(..) => 3,
+            Step::Scalar(..) | Step::Unary(..) => 2,
+        })
+        .sum();
+    (streams * n * 4) as f64
+}
+
+fn bench(name: &str, rt: &Runtime, n: usize) {
+    let inputs: Vec<Tensor> = (0..3)
+        .map(|k| rt.tensor(&[n], &random(n, k + 1)).expect("upload"))
+        .collect();
+    let spec = fused(n);
+    let refs: Vec<&Tensor> = inputs.iter().collect();
+    let one = rt.run(&spec, &refs).expect("fused").remove(0);
+    let chain = node_by_node(rt, n, &inputs);
+    let (a, b) = (one.to_vec::<f32>().expect("read"), chain.to_vec::<f32>().expect("read"));
+    assert_eq!(a, b, "the fused chain equals the chain node by node (f32: no rounding between)");
+    let runs = 7;
+    let t_fused = time(rt, runs, || {
+        rt.run(&spec, &refs).expect("fused");
+    });
+    let t_chain = time(rt, runs, || {
+        node_by_node(rt, n, &inputs);
+    });
+    // Fused: reads x, w, b once and writes once.
+    let (fused_bytes, unfused_bytes) = ((4 * n * 4) as f64, chain_bytes(n));
+    println!(
+        "| {name} | {:.2} ms | {:.2} ms | {:.1}x | {:.0} MB vs {:.0} MB ({:.1}x less) |",
+        t_fused.as_secs_f64() * 1e3,
+        t_chain.as_secs_f64() * 1e3,
+        t_chain.as_secs_f64() / t_fused.as_secs_f64(),
+        fused_bytes / 1e6,
+        unfused_bytes / 1e6,
+        unfused_bytes / fused_bytes,
+    );
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "quick");
+    let n = if quick { 1 << 20 } else { 16 << 20 };
+    println!("Fusion: a chain of 8 elementwise ops on {}M f32 elements", n >> 20);
+    println!("| device | fused | node by node | speed-up | memory moved |");
+    println!("| --- | --- | --- | --- | --- |");
+    let cpu = Runtime::with_device(Device::cpu(), DiskCache::off());
+    bench(&cpu.device_name(), &cpu, n);
+    match Device::open(DeviceChoice::Cuda { ordinal: 0 }) {
+        Ok(cuda) => {
+            let rt = Runtime::with_device(cuda, DiskCache::off());
+            bench(&rt.device_name(), &rt, n);
+        }
+        Err(e) => println!("CUDA: NOT RUN ({e})"),
+    }
+}
