@@ -156,7 +156,9 @@ impl<B: ComputeBackend + ?Sized> Through<'_, B> {
                     ReduceFn::Mean => ox::ReduceOp::Mean,
                     ReduceFn::Max => ox::ReduceOp::Max,
                     ReduceFn::Min => ox::ReduceOp::Min,
-                    ReduceFn::ArgMax | ReduceFn::ArgMin => unreachable!("not an oxicuda reduction"),
+                    ReduceFn::ArgMax | ReduceFn::ArgMin | ReduceFn::MaxNan | ReduceFn::MinNan => {
+                        unreachable!("not an oxicuda reduction")
+                    }
                 };
                 b.reduce(op, i[0], o[0], &r.shape, r.axes[0])
             }
