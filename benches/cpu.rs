@@ -11,6 +11,9 @@
 //!   flops × clock, with the clock read from /proc/cpuinfo);
 //! * softmax and layer-norm 4096×4096 vs a straightforward single-threaded Rust loop.
 
+mod common;
+
+use common::random;
 use kernelc::codegen::cpu;
 use kernelc::kernels::conformance::cases;
 use kernelc::kernels::lower::{lower, TargetCaps};
@@ -33,15 +36,6 @@ fn time(runs: usize, mut f: impl FnMut()) -> Duration {
 
 fn threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
-}
-
-fn random(n: usize, seed: u32) -> Vec<f32> {
-    (0..n as u32)
-        .map(|i| {
-            let h = kernelc::kernels::rng::pcg_hash(i ^ seed.wrapping_mul(0x9E37_79B9));
-            (h >> 8) as f32 / 16_777_216.0 - 0.5
-        })
-        .collect()
 }
 
 fn runtime() -> Runtime {

@@ -8,6 +8,9 @@
 //!
 //! The chain: `t = x·w`, `t + b`, `relu`, `·0.5`, `sigmoid`, `·x`, `− b`, `max_nan(·, x)`.
 
+mod common;
+
+use common::random;
 use kernelc::kernels::spec::{BinaryFn, BinarySpec, FusedNode, FusedSpec, OpSpec, ScalarSpec};
 use kernelc::kernels::spec::{UnaryFn, UnarySpec};
 use kernelc::runtime::{cache::DiskCache, Device, DeviceChoice, Runtime, Tensor};
@@ -28,15 +31,6 @@ fn time(rt: &Runtime, runs: usize, mut f: impl FnMut()) -> Duration {
         .collect();
     samples.sort();
     samples[samples.len() / 2]
-}
-
-fn random(n: usize, seed: u32) -> Vec<f32> {
-    (0..n as u32)
-        .map(|i| {
-            let h = kernelc::kernels::rng::pcg_hash(i ^ seed.wrapping_mul(0x9E37_79B9));
-            (h >> 8) as f32 / 16_777_216.0 - 0.5
-        })
-        .collect()
 }
 
 /// One step of the chain: a binary op of two earlier values, a scalar op or a
@@ -61,7 +55,11 @@ const CHAIN: [Step; 8] = [
 
 /// The chain as one fused op over `x`, `w`, `b` (nodes 0-2 are the inputs).
 fn fused(n: usize) -> OpSpec {
-    let mut nodes = vec![FusedNode::Input(0), FusedNode::Input(1), FusedNode::Input(2)];
+    let mut nodes = vec![
+        FusedNode::Input(0),
+        FusedNode::Input(1),
+        FusedNode::Input(2),
+    ];
     nodes.extend(CHAIN.iter().map(|s| match *s {
         Step::Binary(func, a, b) => FusedNode::Binary { func, a, b },
         Step::Scalar(func, x, scalar) => FusedNode::Scalar {
@@ -141,8 +139,14 @@ fn bench(name: &str, rt: &Runtime, n: usize) {
     let refs: Vec<&Tensor> = inputs.iter().collect();
     let one = rt.run(&spec, &refs).expect("fused").remove(0);
     let chain = node_by_node(rt, n, &inputs);
-    let (a, b) = (one.to_vec::<f32>().expect("read"), chain.to_vec::<f32>().expect("read"));
-    assert_eq!(a, b, "the fused chain equals the chain node by node (f32: no rounding between)");
+    let (a, b) = (
+        one.to_vec::<f32>().expect("read"),
+        chain.to_vec::<f32>().expect("read"),
+    );
+    assert_eq!(
+        a, b,
+        "the fused chain equals the chain node by node (f32: no rounding between)"
+    );
     let runs = 7;
     let t_fused = time(rt, runs, || {
         rt.run(&spec, &refs).expect("fused");
@@ -166,7 +170,10 @@ fn bench(name: &str, rt: &Runtime, n: usize) {
 fn main() {
     let quick = std::env::args().any(|a| a == "quick");
     let n = if quick { 1 << 20 } else { 16 << 20 };
-    println!("Fusion: a chain of 8 elementwise ops on {}M f32 elements", n >> 20);
+    println!(
+        "Fusion: a chain of 8 elementwise ops on {}M f32 elements",
+        n >> 20
+    );
     println!("| device | fused | node by node | speed-up | memory moved |");
     println!("| --- | --- | --- | --- | --- |");
     let cpu = Runtime::with_device(Device::cpu(), DiskCache::off());

@@ -106,20 +106,29 @@ fn top_left() -> Vec<AttentionSpec> {
     .into()
 }
 
+/// A plain (NeoX, whole-head, per-step positions) rope case of
+/// `[batch, seq, heads, head_dim, max_positions]`.
+fn rope_case(
+    dtype: ScalarType,
+    index_dtype: ScalarType,
+    [batch, seq, heads, head_dim, max_positions]: [usize; 5],
+) -> RopeSpec {
+    RopeSpec {
+        dtype,
+        index_dtype,
+        batch,
+        seq,
+        heads,
+        head_dim,
+        max_positions,
+        interleaved: false,
+        rotary_dim: None,
+        batch_positions: false,
+    }
+}
+
 pub(super) fn rope() -> Vec<RopeSpec> {
-    let case =
-        |dtype, index_dtype, [batch, seq, heads, head_dim, max_positions]: [usize; 5]| RopeSpec {
-            dtype,
-            index_dtype,
-            batch,
-            seq,
-            heads,
-            head_dim,
-            max_positions,
-            interleaved: false,
-            rotary_dim: None,
-            batch_positions: false,
-        };
+    let case = rope_case;
     vec![
         case(F32, U32, [1, 2, 2, 8, 16]),
         case(F64, I32, [2, 3, 1, 6, 5]),
@@ -139,18 +148,7 @@ pub(super) fn rope() -> Vec<RopeSpec> {
 /// GPT-J's interleaved pairs, partial rotary dims (the rest passes through), and
 /// positions per batch item (`[batch, seq]`), alone and together.
 fn rope_variants() -> Vec<RopeSpec> {
-    let case = |dtype, [batch, seq, heads, head_dim, max_positions]: [usize; 5]| RopeSpec {
-        dtype,
-        index_dtype: I64,
-        batch,
-        seq,
-        heads,
-        head_dim,
-        max_positions,
-        interleaved: false,
-        rotary_dim: None,
-        batch_positions: false,
-    };
+    let case = |dtype, dims| rope_case(dtype, I64, dims);
     vec![
         RopeSpec {
             interleaved: true,

@@ -27,6 +27,13 @@ use crate::ops::{FillSpec, FillValue};
 use crate::shape::numel;
 use crate::spec::OpSpec;
 
+/// `shape` with `r` batch items.
+fn with_batch(shape: &[usize], r: usize) -> Vec<usize> {
+    let mut shape = shape.to_vec();
+    shape[0] = r;
+    shape
+}
+
 /// A tensor split with the batch: `per_item` elements per batch item.
 fn rows_of(at: Whole, per_item: usize) -> (Place, RowPart) {
     (Place::whole(at), RowPart::Rows(per_item as u64))
@@ -44,11 +51,7 @@ pub(super) fn batch_norm_backward(
     let what = "batch_norm_backward";
     let (n, c) = (spec.shape[0], spec.channels());
     let per_item = numel(&spec.shape[1..]);
-    let piece_shape = |r: usize| {
-        let mut shape = spec.shape.clone();
-        shape[0] = r;
-        shape
-    };
+    let piece_shape = |r: usize| with_batch(&spec.shape, r);
     let (dy, x, w) = (Whole::Input(0), Whole::Input(1), Whole::Input(2));
     if spec.given_grads.is_some() {
         let inputs = [
@@ -146,11 +149,7 @@ pub(super) fn batch_norm(spec: &BatchNormSpec, caps: &TargetCaps) -> Result<Plan
     let what = "batch_norm";
     let (n, c) = (spec.shape[0], spec.channels());
     let per_item = numel(&spec.shape[1..]);
-    let piece_shape = |r: usize| {
-        let mut shape = spec.shape.clone();
-        shape[0] = r;
-        shape
-    };
+    let piece_shape = |r: usize| with_batch(&spec.shape, r);
     let (x, w, b) = (Whole::Input(0), Whole::Input(1), Whole::Input(2));
     let y = rows_of(Whole::Output(0), per_item);
     let inference = |running_mean: Whole, running_var: Whole| {
