@@ -24,6 +24,7 @@
 pub mod conformance;
 pub mod error;
 pub mod fuzz;
+pub mod graph;
 pub mod lower;
 pub mod op;
 pub mod ops;

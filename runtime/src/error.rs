@@ -9,6 +9,8 @@ use thiserror::Error;
 pub enum RuntimeError {
     #[error("invalid op: {0}")]
     Spec(#[from] SpecError),
+    #[error("invalid graph: {0}")]
+    Graph(#[from] kernelc_kernels::graph::GraphError),
     #[error("cannot lower the op for {device}: {source}")]
     Lower {
         device: String,

@@ -44,6 +44,7 @@ impl ErrorClass {
     pub fn of(error: &RuntimeError) -> ErrorClass {
         match error {
             RuntimeError::Spec(_)
+            | RuntimeError::Graph(_)
             | RuntimeError::InputCount { .. }
             | RuntimeError::InputShape { .. }
             | RuntimeError::InputDtype { .. }

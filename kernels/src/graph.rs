@@ -1,0 +1,405 @@
+//! Graphs of catalogue ops: what a model is before it runs, and the layer whole-graph
+//! compilation works on (the ONNX import of issue #16 builds one; a lazy tensor API
+//! would too).
+//!
+//! A [`Graph`] lists its inputs, its nodes in an order where every node reads only
+//! graph inputs and earlier nodes' outputs (so a cycle cannot be written down: a read
+//! of a later node is the error that names it), and the values it returns.
+//! [`Graph::validate`] checks every node's spec and that every value it reads has the
+//! dtype and shape its spec expects. [`Graph::reference`] runs the f64 references
+//! node by node, each value rounded to its dtype as storing it would.
+//!
+//! [`fuse_elementwise`] rewrites chains of `unary`, `binary` and `scalar` nodes whose
+//! intermediate values nothing else reads into single [`FusedSpec`] nodes: one kernel,
+//! one read of each input and one write, equal to the chain under the same
+//! tolerances (the fused op rounds every intermediate as a stored one would be).
+
+use kernelc_ir::ScalarType;
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::ops::{FusedNode, FusedSpec};
+use crate::reference::round_to;
+use crate::spec::{OpSpec, TensorSig};
+use crate::SpecError;
+
+/// A value of a graph: a graph input, or output `output` of node `node`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ValueId {
+    Input(usize),
+    Node { node: usize, output: usize },
+}
+
+/// One op of a graph and the values it reads, in its spec's input order.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Node {
+    pub spec: OpSpec,
+    pub inputs: Vec<ValueId>,
+}
+
+/// See the module doc.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Graph {
+    pub inputs: Vec<TensorSig>,
+    pub nodes: Vec<Node>,
+    pub outputs: Vec<ValueId>,
+}
+
+/// Why a graph is not valid; each names the node (by index) it is about.
+#[derive(Debug, Error)]
+pub enum GraphError {
+    #[error("node {node} ({op}): {source}")]
+    Spec {
+        node: usize,
+        op: String,
+        source: SpecError,
+    },
+    #[error("node {node} ({op}) reads {value:?}, which is not a graph input or an earlier node's output (a cycle or a missing value)")]
+    UnknownValue {
+        node: usize,
+        op: String,
+        value: ValueId,
+    },
+    #[error("node {node} ({op}) takes {expected} inputs, {found} given")]
+    InputCount {
+        node: usize,
+        op: String,
+        expected: usize,
+        found: usize,
+    },
+    #[error("node {node} ({op}) input `{name}` expects {want_dtype} {want_shape:?}, but {value:?} is {dtype} {shape:?}")]
+    Mismatch {
+        node: usize,
+        op: String,
+        name: String,
+        value: ValueId,
+        want_dtype: ScalarType,
+        want_shape: Vec<usize>,
+        dtype: ScalarType,
+        shape: Vec<usize>,
+    },
+    #[error("graph output {value:?} is not a value of the graph")]
+    UnknownOutput { value: ValueId },
+    #[error("the graph takes {expected} inputs, {found} given")]
+    InputData { expected: usize, found: usize },
+    /// A state a validated graph cannot reach: a bug in kernelc, reported.
+    #[error("internal error in the graph layer: {0}")]
+    Internal(&'static str),
+    #[error("graph input {input} has {found} values, its signature {expected}")]
+    InputLength {
+        input: usize,
+        expected: usize,
+        found: usize,
+    },
+}
+
+impl Graph {
+    /// The signature of `value` (after [`Graph::validate`]: every value exists).
+    pub fn sig(&self, value: ValueId) -> Option<TensorSig> {
+        match value {
+            ValueId::Input(i) => self.inputs.get(i).cloned(),
+            ValueId::Node { node, output } => {
+                self.nodes.get(node)?.spec.outputs().get(output).cloned()
+            }
+        }
+    }
+
+    /// Every node's spec valid, every read of an existing earlier value with the
+    /// dtype and shape the reader expects, every output a value of the graph.
+    pub fn validate(&self) -> Result<(), GraphError> {
+        for (k, node) in self.nodes.iter().enumerate() {
+            let op = node.spec.name();
+            node.spec.validate().map_err(|source| GraphError::Spec {
+                node: k,
+                op: op.clone(),
+                source,
+            })?;
+            let want = node.spec.inputs();
+            if want.len() != node.inputs.len() {
+                return Err(GraphError::InputCount {
+                    node: k,
+                    op,
+                    expected: want.len(),
+                    found: node.inputs.len(),
+                });
+            }
+            for (sig, &value) in want.iter().zip(&node.inputs) {
+                let earlier = match value {
+                    ValueId::Input(_) => true,
+                    ValueId::Node { node, .. } => node < k,
+                };
+                let have = self.sig(value).filter(|_| earlier).ok_or_else(|| {
+                    GraphError::UnknownValue {
+                        node: k,
+                        op: op.clone(),
+                        value,
+                    }
+                })?;
+                if have.dtype != sig.dtype || have.shape != sig.shape {
+                    return Err(GraphError::Mismatch {
+                        node: k,
+                        op,
+                        name: sig.name.clone(),
+                        value,
+                        want_dtype: sig.dtype,
+                        want_shape: sig.shape.clone(),
+                        dtype: have.dtype,
+                        shape: have.shape,
+                    });
+                }
+            }
+        }
+        match self.outputs.iter().find(|&&v| self.sig(v).is_none()) {
+            Some(&value) => Err(GraphError::UnknownOutput { value }),
+            None => Ok(()),
+        }
+    }
+
+    /// The f64 reference node by node, every value rounded to its dtype as storing it
+    /// would: the values of `outputs`.
+    pub fn reference(&self, inputs: &[&[f64]]) -> Result<Vec<Vec<f64>>, GraphError> {
+        self.validate()?;
+        if inputs.len() != self.inputs.len() {
+            return Err(GraphError::InputData {
+                expected: self.inputs.len(),
+                found: inputs.len(),
+            });
+        }
+        for (i, (sig, data)) in self.inputs.iter().zip(inputs).enumerate() {
+            if data.len() != sig.numel() {
+                return Err(GraphError::InputLength {
+                    input: i,
+                    expected: sig.numel(),
+                    found: data.len(),
+                });
+            }
+        }
+        let mut values: Vec<Vec<Vec<f64>>> = Vec::with_capacity(self.nodes.len());
+        for (k, node) in self.nodes.iter().enumerate() {
+            let args: Vec<&[f64]> = node
+                .inputs
+                .iter()
+                .map(|&v| match v {
+                    ValueId::Input(i) => inputs[i],
+                    ValueId::Node { node, output } => values[node][output].as_slice(),
+                })
+                .collect();
+            let outs = crate::reference(&node.spec, &args).map_err(|source| GraphError::Spec {
+                node: k,
+                op: node.spec.name(),
+                source,
+            })?;
+            let sigs = node.spec.outputs();
+            let rounded = outs
+                .into_iter()
+                .zip(&sigs)
+                .map(|(v, sig)| v.into_iter().map(|x| round_to(sig.dtype, x)).collect())
+                .collect();
+            values.push(rounded);
+        }
+        Ok(self
+            .outputs
+            .iter()
+            .map(|&v| match v {
+                ValueId::Input(i) => inputs[i].to_vec(),
+                ValueId::Node { node, output } => values[node][output].clone(),
+            })
+            .collect())
+    }
+
+    /// How many nodes read `value`, and whether the graph returns it.
+    fn readers(&self, value: ValueId) -> (usize, bool) {
+        let reads = self
+            .nodes
+            .iter()
+            .flat_map(|n| &n.inputs)
+            .filter(|&&v| v == value)
+            .count();
+        (reads, self.outputs.contains(&value))
+    }
+}
+
+/// A node's elementwise function as a [`FusedNode`] over its operands (their places
+/// in the fused node list given by `at`), if it is one `fused` takes: `unary`,
+/// `binary` (a result of its own dtype) or `scalar`.
+fn as_fused(spec: &OpSpec, at: &[usize]) -> Option<(ScalarType, FusedNode)> {
+    match spec {
+        OpSpec::Unary(u) => Some((u.dtype, FusedNode::Unary { func: u.func, x: at[0] })),
+        OpSpec::Binary(b) if b.out_dtype.is_none_or(|d| d == b.dtype) => Some((
+            b.dtype,
+            FusedNode::Binary {
+                func: b.func,
+                a: at[0],
+                b: at[1],
+            },
+        )),
+        OpSpec::Scalar(s) if s.out_dtype.is_none_or(|d| d == s.dtype) => Some((
+            s.dtype,
+            FusedNode::Scalar {
+                func: s.func,
+                x: at[0],
+                scalar: s.scalar,
+                reversed: s.reversed,
+            },
+        )),
+        _ => None,
+    }
+}
+
+/// One group of fused nodes: the graph nodes it replaces (in order) and the values it
+/// reads from outside.
+#[derive(Default)]
+struct Group {
+    members: Vec<usize>,
+    reads: Vec<ValueId>,
+}
+
+/// `graph` with every chain of elementwise nodes (`unary`, `binary`, `scalar` of one
+/// dtype) whose intermediate values have no other reader and are not returned merged
+/// into one [`FusedSpec`] node. The result computes the same values (see the module
+/// doc); it has as many outputs, in the same order.
+pub fn fuse_elementwise(graph: &Graph) -> Result<Graph, GraphError> {
+    graph.validate()?;
+    // group_of[k]: the group node k joined (each node starts its own).
+    let mut group_of: Vec<usize> = (0..graph.nodes.len()).collect();
+    let elementwise = |k: usize| {
+        let at = vec![0; graph.nodes[k].inputs.len()];
+        as_fused(&graph.nodes[k].spec, &at).map(|(dtype, _)| dtype)
+    };
+    for (k, node) in graph.nodes.iter().enumerate() {
+        let Some(dtype) = elementwise(k) else {
+            continue;
+        };
+        for &value in &node.inputs {
+            let ValueId::Node { node: p, output: 0 } = value else {
+                continue;
+            };
+            let (reads, returned) = graph.readers(value);
+            // The producer's value lives only in registers: one reader (once), not
+            // returned, same dtype, and its output the shape this node computes.
+            let same_shape = graph.sig(value).map(|s| s.shape) == node.spec.outputs().first().map(|s| s.shape.clone());
+            if reads == 1 && !returned && elementwise(p) == Some(dtype) && same_shape {
+                let (from, to) = (group_of[p], group_of[k]);
+                for g in group_of.iter_mut() {
+                    if *g == from {
+                        *g = to;
+                    }
+                }
+            }
+        }
+    }
+    rebuild(graph, &group_of)
+}
+
+/// The graph with each group of more than one node as one fused node (at the place
+/// of its last member).
+fn rebuild(graph: &Graph, group_of: &[usize]) -> Result<Graph, GraphError> {
+    let mut groups: Vec<Group> = (0..graph.nodes.len()).map(|_| Group::default()).collect();
+    for (k, &g) in group_of.iter().enumerate() {
+        groups[g].members.push(k);
+    }
+    // New node index of each old node's output 0 (a fused group's: its last member).
+    let mut new_index: Vec<Option<usize>> = vec![None; graph.nodes.len()];
+    let mut nodes: Vec<Node> = Vec::new();
+    let remap = |v: ValueId, new_index: &[Option<usize>]| match v {
+        ValueId::Input(_) => Some(v),
+        ValueId::Node { node, output } => new_index[node].map(|n| ValueId::Node { node: n, output }),
+    };
+    for (k, node) in graph.nodes.iter().enumerate() {
+        let group = &groups[group_of[k]];
+        if group.members.len() == 1 {
+            let inputs = node
+                .inputs
+                .iter()
+                .map(|&v| remap(v, &new_index))
+                .collect::<Option<Vec<_>>>()
+                .ok_or(GraphError::Internal("a node reads a value not yet placed"))?;
+            new_index[k] = Some(nodes.len());
+            nodes.push(Node {
+                spec: node.spec.clone(),
+                inputs,
+            });
+            continue;
+        }
+        if group.members.last() != Some(&k) {
+            continue;
+        }
+        let (spec, reads) = fused_group(graph, group)?;
+        let inputs = reads
+            .iter()
+            .map(|&v| remap(v, &new_index))
+            .collect::<Option<Vec<_>>>()
+            .ok_or(GraphError::Internal("a fused group reads a value not yet placed"))?;
+        for &m in &group.members {
+            new_index[m] = Some(nodes.len());
+        }
+        nodes.push(Node {
+            spec: OpSpec::Fused(spec),
+            inputs,
+        });
+    }
+    let outputs = graph
+        .outputs
+        .iter()
+        .map(|&v| remap(v, &new_index).ok_or(GraphError::UnknownOutput { value: v }))
+        .collect::<Result<Vec<_>, _>>()?;
+    let fused = Graph {
+        inputs: graph.inputs.clone(),
+        nodes,
+        outputs,
+    };
+    fused.validate()?;
+    Ok(fused)
+}
+
+/// The fused spec of a group and the outside values it reads, in input order.
+fn fused_group(graph: &Graph, group: &Group) -> Result<(FusedSpec, Vec<ValueId>), GraphError> {
+    let mut reads: Vec<ValueId> = Vec::new();
+    let mut fnodes: Vec<FusedNode> = Vec::new();
+    // Place in `fnodes` of each member's value.
+    let mut place: Vec<(usize, usize)> = Vec::new();
+    let mut dtype = ScalarType::F32;
+    for &m in &group.members {
+        let node = &graph.nodes[m];
+        let mut at = Vec::new();
+        for &v in &node.inputs {
+            let inner = match v {
+                ValueId::Node { node: p, output: 0 } => place.iter().find(|e| e.0 == p).map(|e| e.1),
+                _ => None,
+            };
+            at.push(match inner {
+                Some(i) => i,
+                None => {
+                    let i = match reads.iter().position(|&r| r == v) {
+                        Some(i) => i,
+                        None => {
+                            reads.push(v);
+                            reads.len() - 1
+                        }
+                    };
+                    fnodes.push(FusedNode::Input(i));
+                    fnodes.len() - 1
+                }
+            });
+        }
+        let (d, fnode) = as_fused(&node.spec, &at)
+            .ok_or(GraphError::Internal("a fused group holds a node fused cannot take"))?;
+        dtype = d;
+        fnodes.push(fnode);
+        place.push((m, fnodes.len() - 1));
+    }
+    let shapes = reads
+        .iter()
+        .map(|&v| graph.sig(v).map(|s| s.shape))
+        .collect::<Option<Vec<_>>>()
+        .ok_or(GraphError::Internal("a fused group reads a value without a signature"))?;
+    Ok((
+        FusedSpec {
+            dtype,
+            inputs: shapes,
+            nodes: fnodes,
+        },
+        reads,
+    ))
+}

@@ -1,0 +1,188 @@
+//! The graph layer: validation names the node and what is wrong; elementwise fusion
+//! merges exactly the chains whose intermediates nothing else reads, and the fused
+//! graph computes what the node-by-node graph does.
+
+use kernelc_ir::ScalarType::F32;
+use kernelc_kernels::graph::{fuse_elementwise, Graph, GraphError, Node, ValueId};
+use kernelc_kernels::spec::*;
+
+fn input(i: usize) -> ValueId {
+    ValueId::Input(i)
+}
+
+fn out(node: usize) -> ValueId {
+    ValueId::Node { node, output: 0 }
+}
+
+fn binary(func: BinaryFn, lhs: &[usize], rhs: &[usize]) -> OpSpec {
+    OpSpec::Binary(BinarySpec {
+        func,
+        dtype: F32,
+        lhs: lhs.to_vec(),
+        rhs: rhs.to_vec(),
+        out_dtype: None,
+    })
+}
+
+fn unary(func: UnaryFn, shape: &[usize]) -> OpSpec {
+    OpSpec::Unary(UnarySpec {
+        func,
+        dtype: F32,
+        shape: shape.to_vec(),
+    })
+}
+
+fn scalar(func: BinaryFn, shape: &[usize], s: f64) -> OpSpec {
+    OpSpec::Scalar(ScalarSpec {
+        func,
+        dtype: F32,
+        shape: shape.to_vec(),
+        scalar: s,
+        reversed: false,
+        out_dtype: None,
+    })
+}
+
+fn node(spec: OpSpec, inputs: &[ValueId]) -> Node {
+    Node {
+        spec,
+        inputs: inputs.to_vec(),
+    }
+}
+
+/// An MLP block: `h = gelu(x·W1 + b1)·0.5`, `y = h·W2 + x` — two GEMMs, an
+/// elementwise chain between them (3 nodes) and a residual add after.
+fn mlp() -> Graph {
+    let (m, d, f) = (5, 8, 16);
+    let sig = |name: &str, shape: &[usize]| TensorSig::new(name, F32, shape.to_vec());
+    Graph {
+        inputs: vec![
+            sig("x", &[m, d]),
+            sig("w1", &[d, f]),
+            sig("b1", &[f]),
+            sig("w2", &[f, d]),
+        ],
+        nodes: vec![
+            node(OpSpec::Gemm(GemmSpec::new(F32, m, f, d)), &[input(0), input(1)]),
+            node(binary(BinaryFn::Add, &[m, f], &[f]), &[out(0), input(2)]),
+            node(unary(UnaryFn::GeluErf, &[m, f]), &[out(1)]),
+            node(scalar(BinaryFn::Mul, &[m, f], 0.5), &[out(2)]),
+            node(OpSpec::Gemm(GemmSpec::new(F32, m, d, f)), &[out(3), input(3)]),
+            node(binary(BinaryFn::Add, &[m, d], &[m, d]), &[out(4), input(0)]),
+        ],
+        outputs: vec![out(5)],
+    }
+}
+
+fn data(graph: &Graph) -> Vec<Vec<f64>> {
+    graph
+        .inputs
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            (0..s.numel())
+                .map(|j| ((j * 7 + i * 3) % 11) as f64 / 8.0 - 0.6)
+                .collect()
+        })
+        .collect()
+}
+
+fn reference(graph: &Graph) -> Vec<Vec<f64>> {
+    let data = data(graph);
+    let refs: Vec<&[f64]> = data.iter().map(Vec::as_slice).collect();
+    graph.reference(&refs).expect("reference")
+}
+
+#[test]
+fn the_chain_between_the_gemms_fuses_into_one_node() {
+    let g = mlp();
+    let fused = fuse_elementwise(&g).expect("fuses");
+    // gemm, fused(add, gelu, mul), gemm, add.
+    assert_eq!(fused.nodes.len(), 4, "{fused:#?}");
+    let OpSpec::Fused(f) = &fused.nodes[1].spec else {
+        panic!("node 1 is {:?}", fused.nodes[1].spec);
+    };
+    assert_eq!(f.inputs, vec![vec![5, 16], vec![16]]);
+    assert_eq!(fused.nodes[1].inputs, vec![out(0), input(2)]);
+    assert_eq!(reference(&fused), reference(&g), "fusion changes no value");
+}
+
+#[test]
+fn a_value_read_twice_or_returned_stays_a_boundary() {
+    let s = [64];
+    let sig = TensorSig::new("x", F32, s.to_vec());
+    // relu(x) is read by two nodes; exp(relu) is returned as well as used.
+    let g = Graph {
+        inputs: vec![sig],
+        nodes: vec![
+            node(unary(UnaryFn::Relu, &s), &[input(0)]),
+            node(unary(UnaryFn::Exp, &s), &[out(0)]),
+            node(binary(BinaryFn::Mul, &s, &s), &[out(0), out(1)]),
+            node(scalar(BinaryFn::Add, &s, 1.0), &[out(2)]),
+            node(unary(UnaryFn::Neg, &s), &[out(3)]),
+        ],
+        outputs: vec![out(4), out(1)],
+    };
+    let fused = fuse_elementwise(&g).expect("fuses");
+    // relu alone (read twice); exp alone (returned); mul → add → neg fused.
+    assert_eq!(fused.nodes.len(), 3, "{fused:#?}");
+    assert!(matches!(fused.nodes[2].spec, OpSpec::Fused(_)));
+    assert_eq!(fused.outputs.len(), 2);
+    assert_eq!(reference(&fused), reference(&g));
+}
+
+#[test]
+fn bad_graphs_name_the_node_and_the_reason() {
+    let g = mlp();
+    // A read of a later node (a cycle as a list can write it).
+    let mut cycle = g.clone();
+    cycle.nodes[1].inputs[0] = out(3);
+    assert!(matches!(
+        cycle.validate(),
+        Err(GraphError::UnknownValue { node: 1, .. })
+    ));
+    // A missing input.
+    let mut missing = g.clone();
+    missing.nodes[0].inputs[1] = input(9);
+    let e = missing.validate().unwrap_err();
+    assert!(matches!(e, GraphError::UnknownValue { node: 0, .. }), "{e}");
+    assert!(e.to_string().contains("node 0 (gemm"), "{e}");
+    // A shape that does not match what the node's attributes expect.
+    let mut shape = g.clone();
+    shape.inputs[2].shape = vec![15];
+    let e = shape.validate().unwrap_err();
+    assert!(
+        matches!(&e, GraphError::Mismatch { node: 1, name, .. } if name == "b"),
+        "{e}"
+    );
+    // An invalid spec, too few inputs, an unknown output.
+    let mut spec = g.clone();
+    spec.nodes[2].spec = unary(UnaryFn::Exp, &[5, 0, 1 << 48]);
+    assert!(matches!(spec.validate(), Err(GraphError::Spec { node: 2, .. })));
+    let mut count = g.clone();
+    count.nodes[5].inputs.pop();
+    assert!(matches!(
+        count.validate(),
+        Err(GraphError::InputCount { node: 5, expected: 2, found: 1, .. })
+    ));
+    let mut output = g.clone();
+    output.outputs.push(out(42));
+    assert!(matches!(
+        output.validate(),
+        Err(GraphError::UnknownOutput { .. })
+    ));
+    // Fusion refuses what validation refuses; the reference checks its data.
+    assert!(fuse_elementwise(&cycle).is_err());
+    assert!(matches!(
+        g.reference(&[&[0.0]]),
+        Err(GraphError::InputData { expected: 4, found: 1 })
+    ));
+}
+
+#[test]
+fn graphs_round_trip_through_json() {
+    let g = mlp();
+    let json = serde_json::to_string(&g).expect("serialises");
+    let back: Graph = serde_json::from_str(&json).expect("parses");
+    assert_eq!(back, g);
+}
