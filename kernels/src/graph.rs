@@ -156,8 +156,8 @@ impl Graph {
         }
     }
 
-    /// The f64 reference node by node, every value rounded to its dtype as storing it
-    /// would: the values of `outputs`.
+    /// The f64 reference node by node, every value (the inputs too) rounded to its
+    /// dtype as storing it would: the values of `outputs`.
     pub fn reference(&self, inputs: &[&[f64]]) -> Result<Vec<Vec<f64>>, GraphError> {
         self.validate()?;
         if inputs.len() != self.inputs.len() {
@@ -175,13 +175,20 @@ impl Graph {
                 });
             }
         }
+        // The inputs as tensors of their dtypes hold them.
+        let inputs: Vec<Vec<f64>> = self
+            .inputs
+            .iter()
+            .zip(inputs)
+            .map(|(sig, data)| data.iter().map(|&x| round_to(sig.dtype, x)).collect())
+            .collect();
         let mut values: Vec<Vec<Vec<f64>>> = Vec::with_capacity(self.nodes.len());
         for (k, node) in self.nodes.iter().enumerate() {
             let args: Vec<&[f64]> = node
                 .inputs
                 .iter()
                 .map(|&v| match v {
-                    ValueId::Input(i) => inputs[i],
+                    ValueId::Input(i) => inputs[i].as_slice(),
                     ValueId::Node { node, output } => values[node][output].as_slice(),
                 })
                 .collect();
@@ -202,7 +209,7 @@ impl Graph {
             .outputs
             .iter()
             .map(|&v| match v {
-                ValueId::Input(i) => inputs[i].to_vec(),
+                ValueId::Input(i) => inputs[i].clone(),
                 ValueId::Node { node, output } => values[node][output].clone(),
             })
             .collect())
@@ -225,7 +232,13 @@ impl Graph {
 /// `binary` (a result of its own dtype) or `scalar`.
 fn as_fused(spec: &OpSpec, at: &[usize]) -> Option<(ScalarType, FusedNode)> {
     match spec {
-        OpSpec::Unary(u) => Some((u.dtype, FusedNode::Unary { func: u.func, x: at[0] })),
+        OpSpec::Unary(u) => Some((
+            u.dtype,
+            FusedNode::Unary {
+                func: u.func,
+                x: at[0],
+            },
+        )),
         OpSpec::Binary(b) if b.out_dtype.is_none_or(|d| d == b.dtype) => Some((
             b.dtype,
             FusedNode::Binary {
@@ -247,12 +260,10 @@ fn as_fused(spec: &OpSpec, at: &[usize]) -> Option<(ScalarType, FusedNode)> {
     }
 }
 
-/// One group of fused nodes: the graph nodes it replaces (in order) and the values it
-/// reads from outside.
+/// One group of fused nodes: the graph nodes it replaces, in order.
 #[derive(Default)]
 struct Group {
     members: Vec<usize>,
-    reads: Vec<ValueId>,
 }
 
 /// `graph` with every chain of elementwise nodes (`unary`, `binary`, `scalar` of one
@@ -278,7 +289,8 @@ pub fn fuse_elementwise(graph: &Graph) -> Result<Graph, GraphError> {
             let (reads, returned) = graph.readers(value);
             // The producer's value lives only in registers: one reader (once), not
             // returned, same dtype, and its output the shape this node computes.
-            let same_shape = graph.sig(value).map(|s| s.shape) == node.spec.outputs().first().map(|s| s.shape.clone());
+            let same_shape = graph.sig(value).map(|s| s.shape)
+                == node.spec.outputs().first().map(|s| s.shape.clone());
             if reads == 1 && !returned && elementwise(p) == Some(dtype) && same_shape {
                 let (from, to) = (group_of[p], group_of[k]);
                 for g in group_of.iter_mut() {
@@ -304,7 +316,9 @@ fn rebuild(graph: &Graph, group_of: &[usize]) -> Result<Graph, GraphError> {
     let mut nodes: Vec<Node> = Vec::new();
     let remap = |v: ValueId, new_index: &[Option<usize>]| match v {
         ValueId::Input(_) => Some(v),
-        ValueId::Node { node, output } => new_index[node].map(|n| ValueId::Node { node: n, output }),
+        ValueId::Node { node, output } => {
+            new_index[node].map(|n| ValueId::Node { node: n, output })
+        }
     };
     for (k, node) in graph.nodes.iter().enumerate() {
         let group = &groups[group_of[k]];
@@ -330,7 +344,9 @@ fn rebuild(graph: &Graph, group_of: &[usize]) -> Result<Graph, GraphError> {
             .iter()
             .map(|&v| remap(v, &new_index))
             .collect::<Option<Vec<_>>>()
-            .ok_or(GraphError::Internal("a fused group reads a value not yet placed"))?;
+            .ok_or(GraphError::Internal(
+                "a fused group reads a value not yet placed",
+            ))?;
         for &m in &group.members {
             new_index[m] = Some(nodes.len());
         }
@@ -365,7 +381,9 @@ fn fused_group(graph: &Graph, group: &Group) -> Result<(FusedSpec, Vec<ValueId>)
         let mut at = Vec::new();
         for &v in &node.inputs {
             let inner = match v {
-                ValueId::Node { node: p, output: 0 } => place.iter().find(|e| e.0 == p).map(|e| e.1),
+                ValueId::Node { node: p, output: 0 } => {
+                    place.iter().find(|e| e.0 == p).map(|e| e.1)
+                }
                 _ => None,
             };
             at.push(match inner {
@@ -383,8 +401,9 @@ fn fused_group(graph: &Graph, group: &Group) -> Result<(FusedSpec, Vec<ValueId>)
                 }
             });
         }
-        let (d, fnode) = as_fused(&node.spec, &at)
-            .ok_or(GraphError::Internal("a fused group holds a node fused cannot take"))?;
+        let (d, fnode) = as_fused(&node.spec, &at).ok_or(GraphError::Internal(
+            "a fused group holds a node fused cannot take",
+        ))?;
         dtype = d;
         fnodes.push(fnode);
         place.push((m, fnodes.len() - 1));
@@ -393,7 +412,9 @@ fn fused_group(graph: &Graph, group: &Group) -> Result<(FusedSpec, Vec<ValueId>)
         .iter()
         .map(|&v| graph.sig(v).map(|s| s.shape))
         .collect::<Option<Vec<_>>>()
-        .ok_or(GraphError::Internal("a fused group reads a value without a signature"))?;
+        .ok_or(GraphError::Internal(
+            "a fused group reads a value without a signature",
+        ))?;
     Ok((
         FusedSpec {
             dtype,

@@ -6,6 +6,7 @@
 
 use kernelc_kernels::graph::{fuse_elementwise, Graph, GraphError, ValueId};
 
+use crate::memory::FULL_ALIGNMENT;
 use crate::{Result, Runtime, RuntimeError, Tensor};
 
 /// A validated, fused graph whose kernels are compiled for one runtime's device.
@@ -22,9 +23,8 @@ impl Runtime {
     pub fn compile_graph(&self, graph: &Graph) -> Result<CompiledGraph> {
         let graph = fuse_elementwise(graph)?;
         for node in &graph.nodes {
-            for launch in &self.plan(&node.spec)?.launches {
-                self.executable(&launch.kernel)?;
-            }
+            // What `run` prepares for tensors (whole, aligned buffers).
+            self.prepared(&node.spec, FULL_ALIGNMENT, || Ok(()))?;
         }
         let mut last_reader: Vec<Option<usize>> = vec![None; graph.nodes.len()];
         for (k, node) in graph.nodes.iter().enumerate() {

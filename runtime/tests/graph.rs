@@ -38,7 +38,10 @@ fn block() -> Graph {
                 OpSpec::Gemm(GemmSpec::new(F32, m, n, k)),
                 &[ValueId::Input(0), ValueId::Input(1)],
             ),
-            node(ew(BinaryFn::Add, &[m, n], &[n]), &[out(0), ValueId::Input(2)]),
+            node(
+                ew(BinaryFn::Add, &[m, n], &[n]),
+                &[out(0), ValueId::Input(2)],
+            ),
             node(
                 OpSpec::Unary(UnarySpec {
                     func: UnaryFn::Sigmoid,
@@ -58,7 +61,10 @@ fn block() -> Graph {
                 }),
                 &[out(2)],
             ),
-            node(ew(BinaryFn::Mul, &[m, n], &[m, k]), &[out(3), ValueId::Input(0)]),
+            node(
+                ew(BinaryFn::Mul, &[m, n], &[m, k]),
+                &[out(3), ValueId::Input(0)],
+            ),
             node(
                 OpSpec::Softmax(SoftmaxSpec {
                     dtype: F32,
@@ -80,7 +86,11 @@ fn a_graph_compiles_once_and_equals_its_reference_on_every_device() {
         .inputs
         .iter()
         .enumerate()
-        .map(|(i, s)| (0..s.numel()).map(|j| ((j * 5 + i) % 13) as f64 / 10.0 - 0.6).collect())
+        .map(|(i, s)| {
+            (0..s.numel())
+                .map(|j| ((j * 5 + i) % 13) as f64 / 10.0 - 0.6)
+                .collect()
+        })
         .collect();
     let refs: Vec<&[f64]> = data.iter().map(Vec::as_slice).collect();
     let want = g.reference(&refs).expect("reference");
@@ -101,14 +111,25 @@ fn a_graph_compiles_once_and_equals_its_reference_on_every_device() {
             for (t, w) in got.iter().zip(&want) {
                 let v = t.to_f64().expect("read");
                 for (a, b) in v.iter().zip(w) {
-                    assert!((a - b).abs() <= 1e-5 * (1.0 + b.abs()), "{} on {}: {a} vs {b}", rt.target_name(), rt.device_name());
+                    assert!(
+                        (a - b).abs() <= 1e-5 * (1.0 + b.abs()),
+                        "{} on {}: {a} vs {b}",
+                        rt.target_name(),
+                        rt.device_name()
+                    );
                 }
             }
         }
-        assert_eq!(rt.stats().compiles, compiles, "running a compiled graph compiles nothing");
+        assert_eq!(
+            rt.stats().compiles,
+            compiles,
+            "running a compiled graph compiles nothing"
+        );
         // A tensor of the wrong shape is named, and nothing runs.
         let wrong = rt.tensor_from_f64(&[3], F32, &[0.0; 3]).expect("upload");
-        let e = compiled.run(&rt, &[&wrong, inputs[1], inputs[2]]).unwrap_err();
+        let e = compiled
+            .run(&rt, &[&wrong, inputs[1], inputs[2]])
+            .unwrap_err();
         assert!(matches!(e, RuntimeError::InputShape { .. }), "{e}");
         let e = compiled.run(&rt, &inputs[..2]).unwrap_err();
         assert!(matches!(e, RuntimeError::Graph(_)), "{e}");
