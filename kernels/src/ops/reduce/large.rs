@@ -8,10 +8,12 @@
 //!   for a mean) in a temporary; a reduction over the pieces combines the partials,
 //!   then the mean divides by its count and `prior` is added.
 //!
+//! An f16/bf16 mean over a split axis combines the pieces' means (weighted, in f32): a
+//! partial sum of the narrow type could overflow where the mean does not.
+//!
 //! Refused with [`LowerError::TooLarge`]: arg reductions over a split axis (a piece's
-//! positions would need an offset), f16/bf16 means over one (a partial sum of the
-//! narrow type can overflow where the mean does not), rows that alone pass the
-//! limit, and partials that together do (many outputs per piece).
+//! positions would need an offset), rows that alone pass the limit, and partials that
+//! together do (many outputs per piece).
 
 use kernelc_ir::ScalarType;
 
@@ -20,7 +22,7 @@ use crate::lower::split::{
     assemble, copy_step, padded, pieces_of, reduce_partials, rows_per_piece, step, Piece, Place,
 };
 use crate::lower::{LowerError, Plan, TargetCaps, TempBuffer, Whole};
-use crate::ops::{BinaryFn, BinarySpec, ScalarSpec};
+use crate::ops::{BinaryFn, BinarySpec, CastSpec, ScalarSpec};
 use crate::shape::numel;
 use crate::OpSpec;
 
@@ -105,9 +107,112 @@ pub(super) fn reduce_large(spec: &ReduceSpec, caps: &TargetCaps) -> Result<Plan,
     }
     let narrow_float = matches!(spec.dtype, ScalarType::F16 | ScalarType::Bf16);
     if spec.func == ReduceFn::Mean && narrow_float {
-        return Err(refuse("a partial sum may overflow the type; reduce in f32"));
+        return narrow_mean(spec, caps, &dims, inner, out_inner);
     }
     combine_partials(spec, caps, &dims, inner, out_inner)
+}
+
+/// An f16/bf16 mean over a split first dimension: each piece's mean (a partial sum
+/// could overflow the type, a mean cannot), widened to f32, weighted by its share of
+/// the rows and summed in f32; rounded to the dtype once (then the prior added).
+fn narrow_mean(
+    spec: &ReduceSpec,
+    caps: &TargetCaps,
+    dims: &[(usize, bool)],
+    inner: u64,
+    out_inner: u64,
+) -> Result<Plan, LowerError> {
+    let what = format!("reduce {}", spec.func.name());
+    let limit = caps
+        .max_kernel_elements
+        .min(TargetCaps::MAX_KERNEL_ELEMENTS);
+    let per_piece = rows_per_piece(&what, limit, inner, &[inner])?;
+    let pad = padded(out_inner);
+    let rows = dims[0].0;
+    let parts: Vec<(usize, usize)> = pieces_of(rows, per_piece).collect();
+    let count = parts.len();
+    if count as u64 * pad > limit {
+        return Err(LowerError::TooLarge {
+            what: format!("{what}: partials of {count} pieces of {out_inner} outputs"),
+            value: count as u64 * pad,
+            limit,
+        });
+    }
+    let (dtype, wide) = (spec.dtype, ScalarType::F32);
+    let temp = |dtype, len| TempBuffer { dtype, len };
+    // 0: the pieces' means; 1: widened; 2: weighted; 3: their sum; 4: rounded.
+    let temps = vec![
+        temp(dtype, count as u64 * pad),
+        temp(wide, count as u64 * pad),
+        temp(wide, count as u64 * pad),
+        temp(wide, pad),
+        temp(dtype, out_inner),
+    ];
+    let t = Whole::Temp;
+    let mut pieces: Vec<Piece> = parts
+        .iter()
+        .enumerate()
+        .map(|(c, &(start, k))| {
+            let mut piece_dims = dims.to_vec();
+            piece_dims[0].0 = k;
+            Piece {
+                spec: over(spec, &piece_dims, ReduceFn::Mean, true),
+                inputs: vec![Place::at(Whole::Input(0), start as u64 * inner)],
+                outputs: vec![Place::at(t(0), c as u64 * pad)],
+                shares_uniforms: true,
+            }
+        })
+        .collect();
+    let cast = |from, to, n: u64| {
+        OpSpec::Cast(CastSpec {
+            from,
+            to,
+            shape: vec![n as usize],
+        })
+    };
+    pieces.push(step(
+        cast(dtype, wide, count as u64 * pad),
+        vec![Place::whole(t(0))],
+        Place::whole(t(1)),
+    ));
+    for (c, &(_, k)) in parts.iter().enumerate() {
+        let weight = OpSpec::Scalar(ScalarSpec {
+            func: BinaryFn::Mul,
+            dtype: wide,
+            shape: vec![pad as usize],
+            scalar: k as f64 / rows as f64,
+            reversed: false,
+            out_dtype: None,
+        });
+        let at = c as u64 * pad;
+        pieces.push(step(weight, vec![Place::at(t(1), at)], Place::at(t(2), at)));
+    }
+    pieces.push(reduce_partials(wide, ReduceFn::Sum, count, pad, t(2), t(3)));
+    let y = Place::whole(Whole::Output(0));
+    let mean = Place::at(t(3), 0);
+    if spec.accumulate {
+        let n = out_inner as usize;
+        pieces.push(step(
+            cast(wide, dtype, out_inner),
+            vec![mean],
+            Place::whole(t(4)),
+        ));
+        let add = OpSpec::Binary(BinarySpec {
+            func: BinaryFn::Add,
+            dtype,
+            lhs: vec![n],
+            rhs: vec![n],
+            out_dtype: None,
+        });
+        pieces.push(step(
+            add,
+            vec![Place::whole(Whole::Input(1)), Place::whole(t(4))],
+            y,
+        ));
+    } else {
+        pieces.push(step(cast(wide, dtype, out_inner), vec![mean], y));
+    }
+    assemble(caps, temps, pieces)
 }
 
 /// The reduced-first-dimension case of [`reduce_large`]: partials of pieces in a
