@@ -68,16 +68,17 @@ pub enum GraphError {
         expected: usize,
         found: usize,
     },
-    #[error("node {node} ({op}) input `{name}` expects {want_dtype} {want_shape:?}, but {value:?} is {dtype} {shape:?}")]
+    #[error(
+        "node {node} ({op}) input `{}` expects {} {:?}, but {value:?} is {} {:?}",
+        want.name, want.dtype, want.shape, have.dtype, have.shape
+    )]
     Mismatch {
         node: usize,
         op: String,
-        name: String,
         value: ValueId,
-        want_dtype: ScalarType,
-        want_shape: Vec<usize>,
-        dtype: ScalarType,
-        shape: Vec<usize>,
+        /// The input as the node's spec declares it, and the value it was given.
+        want: Box<TensorSig>,
+        have: Box<TensorSig>,
     },
     #[error("graph output {value:?} is not a value of the graph")]
     UnknownOutput { value: ValueId },
@@ -140,12 +141,9 @@ impl Graph {
                     return Err(GraphError::Mismatch {
                         node: k,
                         op,
-                        name: sig.name.clone(),
                         value,
-                        want_dtype: sig.dtype,
-                        want_shape: sig.shape.clone(),
-                        dtype: have.dtype,
-                        shape: have.shape,
+                        want: Box::new(sig.clone()),
+                        have: Box::new(have),
                     });
                 }
             }

@@ -158,7 +158,7 @@ fn bad_graphs_name_the_node_and_the_reason() {
     shape.inputs[2].shape = vec![15];
     let e = shape.validate().unwrap_err();
     assert!(
-        matches!(&e, GraphError::Mismatch { node: 1, name, .. } if name == "b"),
+        matches!(&e, GraphError::Mismatch { node: 1, want, .. } if want.name == "b"),
         "{e}"
     );
     // An invalid spec, too few inputs, an unknown output.

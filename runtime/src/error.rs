@@ -9,8 +9,9 @@ use thiserror::Error;
 pub enum RuntimeError {
     #[error("invalid op: {0}")]
     Spec(#[from] SpecError),
+    // Boxed: a graph error is large and rare; every `Result` carries the enum.
     #[error("invalid graph: {0}")]
-    Graph(#[from] kernelc_kernels::graph::GraphError),
+    Graph(Box<kernelc_kernels::graph::GraphError>),
     #[error("cannot lower the op for {device}: {source}")]
     Lower {
         device: String,
@@ -143,3 +144,9 @@ pub enum RuntimeError {
 }
 
 pub type Result<T, E = RuntimeError> = std::result::Result<T, E>;
+
+impl From<kernelc_kernels::graph::GraphError> for RuntimeError {
+    fn from(e: kernelc_kernels::graph::GraphError) -> RuntimeError {
+        RuntimeError::Graph(Box::new(e))
+    }
+}
