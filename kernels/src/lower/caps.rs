@@ -73,6 +73,13 @@ impl TargetCaps {
         TargetCaps::MAX_KERNEL_ELEMENTS
     }
 
+    /// The elements one kernel may index here: `max_kernel_elements`, never past
+    /// [`TargetCaps::MAX_KERNEL_ELEMENTS`].
+    pub fn kernel_limit(&self) -> u64 {
+        self.max_kernel_elements
+            .min(TargetCaps::MAX_KERNEL_ELEMENTS)
+    }
+
     /// A CPU: one invocation per workgroup, everything available, 4-lane f32 vectors.
     pub fn cpu() -> TargetCaps {
         TargetCaps {

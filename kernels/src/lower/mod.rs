@@ -82,9 +82,7 @@ pub fn lower(spec: &OpSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
         return spec.lower_empty_unchecked(caps);
     }
     // Past 32-bit indices: pieces that fit, where the op splits.
-    let limit = caps
-        .max_kernel_elements
-        .min(TargetCaps::MAX_KERNEL_ELEMENTS);
+    let limit = caps.kernel_limit();
     let sigs = spec.inputs().into_iter().chain(spec.outputs());
     if let Some(large) = sigs.into_iter().find(|s| s.numel() as u64 > limit) {
         return spec

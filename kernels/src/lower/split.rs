@@ -196,9 +196,7 @@ pub(crate) fn split_map(
     outputs: usize,
     piece: impl Fn(&[Vec<usize>], &[usize]) -> OpSpec,
 ) -> Result<Plan, LowerError> {
-    let limit = caps
-        .max_kernel_elements
-        .min(TargetCaps::MAX_KERNEL_ELEMENTS);
+    let limit = caps.kernel_limit();
     let total = numel(out);
     let flat = inputs.iter().all(|s| *s == out);
     let rank = out.len();
@@ -415,9 +413,7 @@ impl RowPieces {
         temp_base: usize,
         piece: impl Fn(usize, usize) -> OpSpec,
     ) -> Result<RowPieces, LowerError> {
-        let limit = caps
-            .max_kernel_elements
-            .min(TargetCaps::MAX_KERNEL_ELEMENTS);
+        let limit = caps.kernel_limit();
         let mut per_row = Vec::new();
         for (_, part) in inputs.iter().chain(outputs) {
             match *part {

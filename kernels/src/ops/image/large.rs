@@ -20,9 +20,7 @@ pub(super) fn neighbourhood(
     halo: usize,
 ) -> Result<Plan, LowerError> {
     let what = "image_filter";
-    let limit = caps
-        .max_kernel_elements
-        .min(TargetCaps::MAX_KERNEL_ELEMENTS);
+    let limit = caps.kernel_limit();
     let row = (spec.width * spec.channels) as u64;
     let (h, rows) = (halo as u64, spec.height);
     // Interior rows per piece: its window of `interior + 2·halo` rows fits, and every

@@ -95,9 +95,7 @@ pub(crate) fn plan_moves(
     dtype: ScalarType,
     moves: &[Move],
 ) -> Result<Plan, LowerError> {
-    let limit = caps
-        .max_kernel_elements
-        .min(TargetCaps::MAX_KERNEL_ELEMENTS);
+    let limit = caps.kernel_limit();
     // Room for a part's start rounded down to the alignment.
     let room = limit.saturating_sub(PIECE_ALIGNMENT).max(1);
     let mut plan = Plan::default();

@@ -58,9 +58,7 @@ fn over(spec: &ReduceSpec, dims: &[(usize, bool)], func: ReduceFn, partial: bool
 
 pub(super) fn reduce_large(spec: &ReduceSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
     let what = format!("reduce {}", spec.func.name());
-    let limit = caps
-        .max_kernel_elements
-        .min(TargetCaps::MAX_KERNEL_ELEMENTS);
+    let limit = caps.kernel_limit();
     let dims = canonical(spec);
     let Some(&(rows, first_reduced)) = dims.first() else {
         return Err(LowerError::Internal("a large reduction of one element"));
@@ -123,9 +121,7 @@ fn narrow_mean(
     out_inner: u64,
 ) -> Result<Plan, LowerError> {
     let what = format!("reduce {}", spec.func.name());
-    let limit = caps
-        .max_kernel_elements
-        .min(TargetCaps::MAX_KERNEL_ELEMENTS);
+    let limit = caps.kernel_limit();
     let per_piece = rows_per_piece(&what, limit, inner, &[inner])?;
     let pad = padded(out_inner);
     let rows = dims[0].0;
@@ -226,9 +222,7 @@ fn combine_partials(
     out_inner: u64,
 ) -> Result<Plan, LowerError> {
     let what = format!("reduce {}", spec.func.name());
-    let limit = caps
-        .max_kernel_elements
-        .min(TargetCaps::MAX_KERNEL_ELEMENTS);
+    let limit = caps.kernel_limit();
     let partial = match spec.func {
         ReduceFn::Mean => ReduceFn::Sum,
         f => f,
