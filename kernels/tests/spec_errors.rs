@@ -410,7 +410,8 @@ fn too_large() {
             }
         }
     }
-    // What does not split says why: an arg reduction over a split axis.
+    // An arg reduction over a split axis: each piece's extremum and position, then
+    // one launch picking the best piece.
     let argmax = OpSpec::Reduce(ReduceSpec {
         func: ReduceFn::ArgMax,
         dtype: F32,
@@ -420,9 +421,21 @@ fn too_large() {
         index_dtype: Some(ScalarType::I64),
         accumulate: false,
     });
-    match lower(&argmax, &TargetCaps::cpu()) {
+    let plan = lower(&argmax, &TargetCaps::cpu()).expect("pieces and a pick");
+    assert!(plan.launches.len() >= 5, "{} launches", plan.launches.len());
+    // What does not split says so, naming its tensor: a scatter along axis 0.
+    let scatter = OpSpec::Scatter(ScatterSpec {
+        dtype: F32,
+        index_dtype: ScalarType::I32,
+        data: vec![3 << 28, 4],
+        indices: vec![2],
+        axis: 0,
+        combine: ScatterCombine::Sum,
+        init: ScatterInit::Prior,
+    });
+    match lower(&scatter, &TargetCaps::cpu()) {
         Err(LowerError::TooLarge { what, value, limit }) => {
-            assert!(what.contains("split axis"), "{what}");
+            assert!(what.contains("not split"), "{what}");
             assert_eq!((value, limit), (3 << 30, i32::MAX as u64));
         }
         other => panic!("{other:?}"),

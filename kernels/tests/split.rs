@@ -48,8 +48,8 @@ fn split_cases_conform_on_the_interpreter() {
         // the limit says so.
         let refused = [
             (
-                r#"{"op":"reduce","func":"arg_max","dtype":"f32","shape":[2000],"axes":[0],"index_dtype":"i32"}"#,
-                "split axis",
+                r#"{"op":"scatter","dtype":"f32","index_dtype":"i32","data":[300,4],"indices":[2],"axis":0,"combine":"sum","init":"prior"}"#,
+                "not split",
             ),
             (
                 r#"{"op":"softmax","dtype":"f32","shape":[4,1025],"axis":1,"log":false}"#,
@@ -64,4 +64,41 @@ fn split_cases_conform_on_the_interpreter() {
             }
         }
     }
+}
+
+/// An argmax over a split axis keeps the unsplit semantics at the pieces' seams: the
+/// first of equal maxima (in an earlier piece), NaN ignored even where a whole piece
+/// is NaN, and position 0 when every value is NaN.
+#[test]
+fn argmax_over_a_split_axis_keeps_first_and_ignores_nan() {
+    use kernelc_ir::interp::HostBuffer;
+    use kernelc_ir::{Scalar, ScalarType};
+    let caps = TargetCaps {
+        max_kernel_elements: cases::SPLIT_LIMIT,
+        ..TargetCaps::cpu()
+    };
+    let n = 3000;
+    let spec: OpSpec = serde_json::from_str(
+        r#"{"op":"reduce","func":"arg_max","dtype":"f32","shape":[3000],"axes":[0],"index_dtype":"i32"}"#,
+    )
+    .expect("a valid spec");
+    let exec = Interpreter::new("interp/split", caps.clone());
+    let argmax = |x: &[f32]| -> f64 {
+        let input = HostBuffer::new(ScalarType::F32, x.iter().map(|&v| Scalar::f32(v)).collect());
+        exec.run(&spec, &[input]).expect("runs")[0].to_f64()[0]
+    };
+    assert!(lower(&spec, &caps).expect("splits").launches.len() > 3);
+    // The first piece all NaN, equal maxima in the second and third pieces.
+    let mut x = vec![0.5f32; n];
+    x[..1024].fill(f32::NAN);
+    x[1500] = 7.0;
+    x[2500] = 7.0;
+    assert_eq!(argmax(&x), 1500.0);
+    // Equal maxima in the first and last pieces: the first.
+    let mut y = vec![-1.0f32; n];
+    y[3] = 2.0;
+    y[2999] = 2.0;
+    assert_eq!(argmax(&y), 3.0);
+    // Every value NaN: position 0.
+    assert_eq!(argmax(&vec![f32::NAN; n]), 0.0);
 }

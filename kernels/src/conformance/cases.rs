@@ -57,6 +57,8 @@ pub fn split() -> Vec<OpSpec> {
         r#"{"op":"reduce","func":"sum","dtype":"f32","shape":[700,2],"axes":[1],"accumulate":true}"#,
         r#"{"op":"reduce","func":"arg_max","dtype":"f32","shape":[600,4],"axes":[1],"index_dtype":"i64"}"#,
         r#"{"op":"reduce","func":"mean","dtype":"f16","shape":[700,2],"axes":[0]}"#,
+        r#"{"op":"reduce","func":"arg_max","dtype":"f32","shape":[2000],"axes":[0],"index_dtype":"i32"}"#,
+        r#"{"op":"reduce","func":"arg_min","dtype":"i32","shape":[700,2],"axes":[0],"keepdim":true,"index_dtype":"u32"}"#,
         r#"{"op":"reduce","func":"mean","dtype":"bf16","shape":[3,700],"axes":[0,1],"keepdim":true,"accumulate":true}"#,
         // Row-wise ops: pieces of independent rows (batch items), weights whole.
         r#"{"op":"softmax","dtype":"f32","shape":[5,256],"axis":1}"#,

@@ -11,20 +11,28 @@
 //! An f16/bf16 mean over a split axis combines the pieces' means (weighted, in f32): a
 //! partial sum of the narrow type could overflow where the mean does not.
 //!
-//! Refused with [`LowerError::TooLarge`]: arg reductions over a split axis (a piece's
-//! positions would need an offset), rows that alone pass the limit, and partials that
-//! together do (many outputs per piece).
+//! An arg reduction over a split axis keeps each piece's extremum and its position;
+//! one launch then picks, per output, the first piece holding the best value and
+//! offsets its position by the piece's first row.
+//!
+//! Refused with [`LowerError::TooLarge`]: rows that alone pass the limit, and partials
+//! that together do (many outputs per piece).
 
 use kernelc_ir::ScalarType;
 
 use super::{ReduceFn, ReduceSpec};
+use crate::lower::math::{compute_type, Num};
+use crate::lower::schedule::plan_1d;
 use crate::lower::split::{
-    assemble, copy_step, padded, pieces_of, reduce_partials, rows_per_piece, step, Piece, Place,
+    assemble, assemble_into, copy_step, padded, pieces_of, reduce_partials, rows_per_piece, step,
+    Piece, Place,
 };
-use crate::lower::{LowerError, Plan, TargetCaps, TempBuffer, Whole};
+use crate::lower::{Binding, Launch, LowerError, Plan, TargetCaps, TempBuffer, Whole};
 use crate::ops::{BinaryFn, BinarySpec, CastSpec, ScalarSpec};
 use crate::shape::numel;
 use crate::OpSpec;
+use kernelc_ir::builder::*;
+use kernelc_ir::Access;
 
 /// The dimensions of `spec`'s input with 1s dropped and neighbours of one kind
 /// merged, each with whether it is reduced.
@@ -52,6 +60,7 @@ fn over(spec: &ReduceSpec, dims: &[(usize, bool)], func: ReduceFn, partial: bool
         axes: (0..dims.len()).filter(|&d| dims[d].1).collect(),
         keepdim: false,
         accumulate: spec.accumulate && !partial,
+        index_dtype: spec.index_dtype.filter(|_| func.is_arg()),
         ..spec.clone()
     })
 }
@@ -90,18 +99,8 @@ pub(super) fn reduce_large(spec: &ReduceSpec, caps: &TargetCaps) -> Result<Plan,
             .collect();
         return assemble(caps, Vec::new(), pieces);
     }
-    let refuse = |why: &str| LowerError::TooLarge {
-        what: format!(
-            "{what} of {}: elements over a split axis ({why})",
-            spec.dtype
-        ),
-        value: numel(&spec.shape) as u64,
-        limit,
-    };
     if spec.func.is_arg() {
-        return Err(refuse(
-            "an arg reduction counts positions in one piece only",
-        ));
+        return arg_over_split(spec, caps, &dims, inner, out_inner);
     }
     let narrow_float = matches!(spec.dtype, ScalarType::F16 | ScalarType::Bf16);
     if spec.func == ReduceFn::Mean && narrow_float {
@@ -300,4 +299,135 @@ fn combine_partials(
         pieces.push(copy_step(spec.dtype, n, result, y));
     }
     assemble(caps, temps, pieces)
+}
+
+/// An arg reduction over a split first dimension: per piece its extremum (maxNum /
+/// minNum, as the arg reduction ignores NaN) and its local position, in temporaries;
+/// then one launch per output taking the first piece whose value beats the ones
+/// before (a number beats NaN; ties keep the earlier piece), its position offset by
+/// the positions before the piece (`start · reduced elements per row`).
+fn arg_over_split(
+    spec: &ReduceSpec,
+    caps: &TargetCaps,
+    dims: &[(usize, bool)],
+    inner: u64,
+    out_inner: u64,
+) -> Result<Plan, LowerError> {
+    let what = format!("reduce {}", spec.func.name());
+    let limit = caps.kernel_limit();
+    let per_piece = rows_per_piece(&what, limit, inner, &[inner])?;
+    let pad = padded(out_inner);
+    let parts: Vec<(usize, usize)> = pieces_of(dims[0].0, per_piece).collect();
+    let count = parts.len();
+    if count as u64 * pad > limit {
+        return Err(LowerError::TooLarge {
+            what: format!("{what}: partials of {count} pieces of {out_inner} outputs"),
+            value: count as u64 * pad,
+            limit,
+        });
+    }
+    let max = spec.func == ReduceFn::ArgMax;
+    let extremum = if max { ReduceFn::Max } else { ReduceFn::Min };
+    let index = spec.out_dtype();
+    let temps = vec![
+        TempBuffer {
+            dtype: spec.dtype,
+            len: count as u64 * pad,
+        },
+        TempBuffer {
+            dtype: index,
+            len: count as u64 * pad,
+        },
+    ];
+    let mut pieces = Vec::new();
+    for (c, &(start, k)) in parts.iter().enumerate() {
+        let mut piece_dims = dims.to_vec();
+        piece_dims[0].0 = k;
+        let input = vec![Place::at(Whole::Input(0), start as u64 * inner)];
+        for (func, t) in [(extremum, 0), (spec.func, 1)] {
+            pieces.push(Piece {
+                spec: over(spec, &piece_dims, func, true),
+                inputs: input.clone(),
+                outputs: vec![Place::at(Whole::Temp(t), c as u64 * pad)],
+                shares_uniforms: true,
+            });
+        }
+    }
+    let mut plan = Plan {
+        temps,
+        ..Plan::default()
+    };
+    assemble_into(&mut plan, caps, pieces)?;
+    // Positions before a piece: its first row times the reduced elements of a row.
+    let per_row: u64 = dims[1..]
+        .iter()
+        .filter(|d| d.1)
+        .map(|&(n, _)| n as u64)
+        .product();
+    let offsets: Vec<u64> = parts
+        .iter()
+        .map(|&(start, _)| start as u64 * per_row)
+        .collect();
+    plan.launches.push(pick_launch(
+        spec,
+        caps,
+        (max, index),
+        (count, pad, out_inner),
+        &offsets,
+    )?);
+    Ok(plan)
+}
+
+/// The launch of [`arg_over_split`] choosing, per output, the best piece.
+fn pick_launch(
+    spec: &ReduceSpec,
+    caps: &TargetCaps,
+    (max, index): (bool, ScalarType),
+    (count, pad, outputs): (usize, u64, u64),
+    offsets: &[u64],
+) -> Result<Launch, LowerError> {
+    let (vn, xn) = (
+        Num::scalar(compute_type(spec.dtype)),
+        Num::scalar(compute_type(index)),
+    );
+    let grid = plan_1d(outputs, caps, 1)?;
+    let mut k = KernelBuilder::new(
+        format!("reduce_{}_pick", spec.func.name()),
+        grid.workgroup_size(),
+    );
+    let len = count as u64 * pad;
+    let values = k.buffer("values", spec.dtype, len, Access::Read);
+    let positions = k.buffer("positions", index, len, Access::Read);
+    let y = k.buffer("y", index, outputs, Access::Write);
+    let kernel = k.build(|f| {
+        grid.for_each_item(f, |f, q| {
+            let at = |c: usize| q.clone() + (c as u64 * pad) as u32;
+            let best = f.var("best", vn.load(values, spec.dtype, at(0)));
+            let pos = f.var("pos", xn.load(positions, index, at(0)));
+            for (c, &offset) in offsets.iter().enumerate().skip(1) {
+                let v = f.let_(&format!("v{c}"), vn.load(values, spec.dtype, at(c)));
+                let beats = if max {
+                    v.clone().gt(best.get())
+                } else {
+                    v.clone().lt(best.get())
+                };
+                // A number beats a NaN incumbent (`x ≠ x` only for NaN).
+                let better = f.let_(
+                    &format!("better{c}"),
+                    beats | (best.get().ne(best.get()) & v.clone().eq(v.clone())),
+                );
+                let p = xn.load(positions, index, at(c)) + xn.lit(offset as f64);
+                f.assign(pos, better.clone().select(p, pos.get()));
+                f.assign(best, better.select(v, best.get()));
+            }
+            // Every piece NaN: position 0, as the unsplit reduction gives.
+            let found = best.get().eq(best.get());
+            f.store(y, q, xn.narrow(found.select(pos.get(), xn.lit(0.0)), index));
+        });
+    })?;
+    Ok(Launch {
+        kernel,
+        grid: grid.grid,
+        bindings: vec![Binding::Temp(0), Binding::Temp(1), Binding::Output(0)],
+    })
 }
