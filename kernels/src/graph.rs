@@ -13,6 +13,46 @@
 //! intermediate values nothing else reads into single [`FusedSpec`] nodes: one kernel,
 //! one read of each input and one write, equal to the chain under the same
 //! tolerances (the fused op rounds every intermediate as a stored one would be).
+//!
+//! ```
+//! use kernelc_kernels::graph::{fuse_elementwise, Graph, Node, ValueId};
+//! use kernelc_kernels::spec::*;
+//! use kernelc_ir::ScalarType::F32;
+//!
+//! // relu(x + b) · 2: three elementwise nodes, one kernel once fused.
+//! let x = TensorSig::new("x", F32, vec![4, 8]);
+//! let b = TensorSig::new("b", F32, vec![8]);
+//! let add = OpSpec::Binary(BinarySpec {
+//!     func: BinaryFn::Add,
+//!     dtype: F32,
+//!     lhs: vec![4, 8],
+//!     rhs: vec![8],
+//!     out_dtype: None,
+//! });
+//! let relu = OpSpec::Unary(UnarySpec { func: UnaryFn::Relu, dtype: F32, shape: vec![4, 8] });
+//! let twice = OpSpec::Scalar(ScalarSpec {
+//!     func: BinaryFn::Mul,
+//!     dtype: F32,
+//!     shape: vec![4, 8],
+//!     scalar: 2.0,
+//!     reversed: false,
+//!     out_dtype: None,
+//! });
+//! let value = |node| ValueId::Node { node, output: 0 };
+//! let graph = Graph {
+//!     inputs: vec![x, b],
+//!     nodes: vec![
+//!         Node { spec: add, inputs: vec![ValueId::Input(0), ValueId::Input(1)] },
+//!         Node { spec: relu, inputs: vec![value(0)] },
+//!         Node { spec: twice, inputs: vec![value(1)] },
+//!     ],
+//!     outputs: vec![value(2)],
+//! };
+//! let fused = fuse_elementwise(&graph)?;
+//! assert_eq!(fused.nodes.len(), 1);
+//! assert!(matches!(fused.nodes[0].spec, OpSpec::Fused(_)));
+//! # Ok::<(), kernelc_kernels::graph::GraphError>(())
+//! ```
 
 use kernelc_ir::ScalarType;
 use serde::{Deserialize, Serialize};
