@@ -203,3 +203,58 @@ fn graphs_round_trip_through_json() {
     let back: Graph = serde_json::from_str(&json).expect("parses");
     assert_eq!(back, g);
 }
+
+mod random {
+    //! Random elementwise DAGs: fusing never changes a value, every output survives,
+    //! and no fused node reads a value another node also reads from inside it.
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Node `k` from `(kind, a, b)`: its operands are earlier values (inputs first).
+    fn build(choices: &[(u8, usize, usize)], outputs: &[usize]) -> Graph {
+        let s = [3, 5];
+        let sig = |i: usize| TensorSig::new(&format!("x{i}"), F32, s.to_vec());
+        let mut nodes = Vec::new();
+        let values = |k: usize| 2 + k;
+        let id = |v: usize| if v < 2 { input(v) } else { out(v - 2) };
+        for (k, &(kind, a, b)) in choices.iter().enumerate() {
+            let (a, b) = (id(a % values(k)), id(b % values(k)));
+            let spec = match kind % 6 {
+                0 => binary(BinaryFn::Add, &s, &s),
+                1 => binary(BinaryFn::Mul, &s, &s),
+                2 => binary(BinaryFn::MaxNan, &s, &s),
+                3 => unary(UnaryFn::Tanh, &s),
+                4 => unary(UnaryFn::Relu, &s),
+                _ => scalar(BinaryFn::Sub, &s, 0.75),
+            };
+            let inputs = if spec.inputs().len() == 2 {
+                vec![a, b]
+            } else {
+                vec![a]
+            };
+            nodes.push(node(spec, &inputs));
+        }
+        let n = nodes.len();
+        Graph {
+            inputs: vec![sig(0), sig(1)],
+            nodes,
+            outputs: outputs.iter().map(|&o| out(o % n)).collect(),
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+        #[test]
+        fn fusion_changes_no_value(
+            choices in prop::collection::vec((0u8..6, 0usize..64, 0usize..64), 1..12),
+            outputs in prop::collection::vec(0usize..64, 1..4),
+        ) {
+            let g = build(&choices, &outputs);
+            prop_assert!(g.validate().is_ok());
+            let fused = fuse_elementwise(&g).expect("fuses");
+            prop_assert!(fused.nodes.len() <= g.nodes.len());
+            prop_assert_eq!(fused.outputs.len(), g.outputs.len());
+            prop_assert_eq!(reference(&fused), reference(&g));
+        }
+    }
+}
