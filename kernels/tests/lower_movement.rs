@@ -155,6 +155,7 @@ fn scatter_resolves_indices_into_shared_memory() {
         axis: 0,
         combine: ScatterCombine::Sum,
         init: ScatterInit::Zero,
+        rows_of: None,
     });
     let p = plan(spec, &TargetCaps::cuda_sm90());
     let k = &p.launches[0].kernel;

@@ -1121,6 +1121,7 @@ fn gather_and_embedding_backward_with_repeated_ids() {
             axis: 0,
             combine,
             init,
+            rows_of: None,
         })
     };
     let ids = [1.0, 3.0, 1.0];

@@ -27,6 +27,7 @@ fn scatter_sum(dtype: ScalarType, updates: &[f64]) -> f64 {
         axis: 0,
         combine: ScatterCombine::Sum,
         init: ScatterInit::Zero,
+        rows_of: None,
     });
     run1(&spec, &[updates, &vec![0.0; updates.len()]])[0]
 }

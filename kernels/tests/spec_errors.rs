@@ -423,20 +423,13 @@ fn too_large() {
     });
     let plan = lower(&argmax, &TargetCaps::cpu()).expect("pieces and a pick");
     assert!(plan.launches.len() >= 5, "{} launches", plan.launches.len());
-    // What does not split says so, naming its tensor: a scatter along axis 0.
-    let scatter = OpSpec::Scatter(ScatterSpec {
-        dtype: F32,
-        index_dtype: ScalarType::I32,
-        data: vec![3 << 28, 4],
-        indices: vec![2],
-        axis: 0,
-        combine: ScatterCombine::Sum,
-        init: ScatterInit::Prior,
-    });
-    match lower(&scatter, &TargetCaps::cpu()) {
+    // What does not split says so, naming its tensor: a GEMM with a leading dimension.
+    let mut gemm = GemmSpec::new(F32, 1 << 16, 4, 1 << 15);
+    gemm.lda = Some((1 << 15) + 1);
+    match lower(&OpSpec::Gemm(gemm), &TargetCaps::cpu()) {
         Err(LowerError::TooLarge { what, value, limit }) => {
-            assert!(what.contains("not split"), "{what}");
-            assert_eq!((value, limit), (3 << 30, i32::MAX as u64));
+            assert!(what.contains("not split") && what.contains("`a`"), "{what}");
+            assert!(value > limit && limit == i32::MAX as u64, "{value} {limit}");
         }
         other => panic!("{other:?}"),
     }

@@ -452,6 +452,7 @@ fn cases() -> Vec<(&'static str, OpSpec)> {
             axis: 0,
             combine: ScatterCombine::Last,
             init: ScatterInit::Prior,
+            rows_of: None,
         };
         v.push(("scatter", scatter.into()));
     }

@@ -438,6 +438,7 @@ fn cases() -> Vec<(&'static str, OpSpec)> {
             axis: 0,
             combine: ScatterCombine::Sum,
             init: ScatterInit::Prior,
+            rows_of: None,
         };
         v.push(("embedding_backward", scatter.into()));
     }

@@ -92,6 +92,9 @@ pub fn split() -> Vec<OpSpec> {
         r#"{"op":"slice","dtype":"f32","shape":[9,512],"starts":[0,100],"sizes":[9,256],"steps":[1,1]}"#,
         r#"{"op":"concat","dtype":"f32","shapes":[[6,256],[6,512]],"axis":1}"#,
         r#"{"op":"scatter","dtype":"f32","index_dtype":"i32","data":[300,4,2],"indices":[2],"axis":1,"combine":"sum","init":"prior"}"#,
+        // Along axis 0: every piece reads all the updates, keeps those in its rows.
+        r#"{"op":"scatter","dtype":"f32","index_dtype":"i32","data":[600,4],"indices":[40],"axis":0,"combine":"sum","init":"prior"}"#,
+        r#"{"op":"scatter","dtype":"i32","index_dtype":"i64","data":[1500],"indices":[9],"axis":0,"combine":"last","init":"zero"}"#,
         r#"{"op":"fill","dtype":"f32","shape":[2500],"value":{"uniform":{"low":-1.0,"high":2.0,"seed":7,"step":1}}}"#,
         r#"{"op":"fill","dtype":"bf16","shape":[3,900],"value":{"normal":{"mean":0.5,"std":2.0,"seed":3,"step":0}}}"#,
         // Movement ops whose rows do not split: blocks of the strided map.

@@ -371,6 +371,7 @@ impl OxicudaBackend {
                 axis: 0,
                 combine: ScatterCombine::Last,
                 init: ScatterInit::Prior,
+                rows_of: None,
             });
             let (updates, prior) = (rows_view(table)?, table_view(out)?);
             run_staged(

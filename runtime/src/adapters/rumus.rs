@@ -738,6 +738,7 @@ impl<S: DeviceSlot> ::rumus::backend::Backend for RumusBackend<S> {
                 axis: 0,
                 combine: ScatterCombine::Sum,
                 init: ScatterInit::Prior,
+                rows_of: None,
             };
             Self::run_into_prior(spec, &[grad_out, indices], grad_weight)
         });

@@ -150,6 +150,7 @@ pub(super) fn scatter() -> Vec<ScatterSpec> {
             axis,
             combine,
             init,
+            rows_of: None,
         }
     };
     vec![

@@ -790,7 +790,17 @@ pub(super) fn scatter(spec: &ScatterSpec, caps: &TargetCaps) -> Result<Plan, Low
                 let j = f.let_("j", first.clone() + t.clone());
                 let in_list = f.let_("in_list", j.clone().lt(count));
                 let at = in_list.clone().select(j, 0u32);
-                let (valid, r) = resolve_index(f, im.at(at), spec.index_dtype, g.n, true);
+                let (first, len) = spec.rows_window();
+                let (valid, r) = resolve_index(f, im.at(at), spec.index_dtype, len, true);
+                // Within this window of the axis (all of it but in a split's pieces).
+                let (valid, r) = if (first, len) == (0, g.n) {
+                    (valid, r)
+                } else {
+                    let r = f.let_("r_all", r);
+                    let inside = r.clone().ge(c32(first)) & r.clone().lt(c32(first + g.n));
+                    let shifted = inside.clone().select(r - c32(first), 0u32);
+                    (valid & inside, shifted)
+                };
                 // Invalid indices and padding become row n, which no element has.
                 f.store(rows, t, (in_list & valid).select(r, n));
             });

@@ -87,9 +87,14 @@ pub(super) fn scatter(s: &ScatterSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
         ScatterInit::Zero => vec![0.0; numel(&s.data)],
         ScatterInit::Prior => i[2].to_vec(),
     };
+    let (first, len) = s.rows_window();
     for o in 0..g.outer {
         for (j, &v) in idx.iter().enumerate().take(g.count) {
-            let Some(r) = resolve_index(v, g.n, true) else {
+            // Resolved against the whole axis; only this window's rows are written.
+            let Some(r) = resolve_index(v, len, true)
+                .and_then(|r| r.checked_sub(first))
+                .filter(|&r| r < g.n)
+            else {
                 continue;
             };
             let src = (o * g.count + j) * g.inner;

@@ -576,6 +576,22 @@ pub struct ScatterSpec {
     pub axis: usize,
     pub combine: ScatterCombine,
     pub init: ScatterInit,
+    /// `Some([first, len])` (axis 0 only): `out` is rows `first .. first + data[0]` of
+    /// a tensor of `len` rows. Indices are resolved against all `len` (negative ones
+    /// from its end), and only those landing in these rows are scattered, to row
+    /// `index − first`: a piece of a split scatter. Default `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows_of: Option<[usize; 2]>,
+}
+
+impl ScatterSpec {
+    /// The rows of the whole axis 0 this spec writes: `(first, whole length)`.
+    pub fn rows_window(&self) -> (usize, usize) {
+        match self.rows_of {
+            Some([first, len]) => (first, len),
+            None => (0, self.data.first().copied().unwrap_or(0)),
+        }
+    }
 }
 
 impl Op for ScatterSpec {
@@ -589,7 +605,20 @@ impl Op for ScatterSpec {
             &self.data,
             &self.indices,
             self.axis,
-        )
+        )?;
+        if let Some([first, len]) = self.rows_of {
+            let rows = self.data.first().copied().unwrap_or(0);
+            if self.axis != 0 || first.checked_add(rows).is_none_or(|end| end > len) {
+                return Err(SpecError::bad_attr(
+                    "rows_of",
+                    format!("{:?}", [first, len]),
+                    &format!(
+                        "rows {first}.. of {rows} must lie in an axis 0 of {len} (axis 0 only)"
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
     fn inputs(&self) -> Vec<TensorSig> {
         let mut v = vec![
@@ -637,11 +666,28 @@ impl Op for ScatterSpec {
         lower::scatter(self, caps)
     }
 
-    /// Along a later axis: pieces of the data's rows, indices whole. Along axis 0 a
-    /// piece's updates land anywhere in `out`: not split.
+    /// Pieces of the data's rows, indices whole. Along axis 0 every piece reads all
+    /// the updates and scatters those landing in its rows (`rows_of`).
     fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
         if self.axis == 0 {
-            return None;
+            let (first, len) = self.rows_window();
+            return Some(crate::lower::split::split_rows_at(
+                self,
+                "scatter",
+                caps,
+                self.data[0],
+                &["indices", "updates"],
+                |start, r| {
+                    let mut data = self.data.clone();
+                    data[0] = r;
+                    ScatterSpec {
+                        data,
+                        rows_of: Some([first + start, len]),
+                        ..self.clone()
+                    }
+                    .into()
+                },
+            ));
         }
         Some(crate::lower::split::split_rows_of(
             self,
@@ -675,8 +721,12 @@ impl Op for ScatterSpec {
     /// Integer sums draw from the whole range of their type, so that they overflow
     /// and the table sees them wrap.
     fn domain(&self, input: &TensorSig) -> Domain {
-        match self.data.get(self.axis) {
-            Some(&n) if input.name == "indices" => Domain::lookup_indices(input.dtype, n, true),
+        let axis_len = match self.rows_of {
+            Some([_, len]) => Some(len),
+            None => self.data.get(self.axis).copied(),
+        };
+        match axis_len {
+            Some(n) if input.name == "indices" => Domain::lookup_indices(input.dtype, n, true),
             _ if self.combine == ScatterCombine::Sum => Domain::whole_int_range(input.dtype),
             _ => Domain::of_dtype(input.dtype),
         }
@@ -690,6 +740,7 @@ impl Op for ScatterSpec {
             axis: 0,
             combine: ScatterCombine::Sum,
             init: ScatterInit::Zero,
+            rows_of: None,
         }
     }
 }
