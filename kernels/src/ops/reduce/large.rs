@@ -109,6 +109,34 @@ pub(super) fn reduce_large(spec: &ReduceSpec, caps: &TargetCaps) -> Result<Plan,
     combine_partials(spec, caps, &dims, inner, out_inner)
 }
 
+/// The pieces `(first row, rows)` of a split first dimension whose partials (one row
+/// of `pad` elements each, so that every partial starts aligned) are combined, and
+/// `pad`; refused when the partials together pass the limit (many outputs per piece).
+fn partial_rows(
+    spec: &ReduceSpec,
+    caps: &TargetCaps,
+    dims: &[(usize, bool)],
+    inner: u64,
+    out_inner: u64,
+) -> Result<(Vec<(usize, usize)>, u64), LowerError> {
+    let what = format!("reduce {}", spec.func.name());
+    let limit = caps.kernel_limit();
+    let per_piece = rows_per_piece(&what, limit, inner, &[inner])?;
+    let pad = padded(out_inner);
+    let parts: Vec<(usize, usize)> = pieces_of(dims[0].0, per_piece).collect();
+    let count = parts.len() as u64;
+    if count * pad > limit {
+        return Err(LowerError::TooLarge {
+            what: format!(
+                "{what}: partials of {count} pieces of {out_inner} outputs (reduce the leading axis in steps, or permute it last)"
+            ),
+            value: count * pad,
+            limit,
+        });
+    }
+    Ok((parts, pad))
+}
+
 /// An f16/bf16 mean over a split first dimension: each piece's mean (a partial sum
 /// could overflow the type, a mean cannot), widened to f32, weighted by its share of
 /// the rows and summed in f32; rounded to the dtype once (then the prior added).
@@ -119,20 +147,8 @@ fn narrow_mean(
     inner: u64,
     out_inner: u64,
 ) -> Result<Plan, LowerError> {
-    let what = format!("reduce {}", spec.func.name());
-    let limit = caps.kernel_limit();
-    let per_piece = rows_per_piece(&what, limit, inner, &[inner])?;
-    let pad = padded(out_inner);
-    let rows = dims[0].0;
-    let parts: Vec<(usize, usize)> = pieces_of(rows, per_piece).collect();
-    let count = parts.len();
-    if count as u64 * pad > limit {
-        return Err(LowerError::TooLarge {
-            what: format!("{what}: partials of {count} pieces of {out_inner} outputs"),
-            value: count as u64 * pad,
-            limit,
-        });
-    }
+    let (parts, pad) = partial_rows(spec, caps, dims, inner, out_inner)?;
+    let (rows, count) = (dims[0].0, parts.len());
     let (dtype, wide) = (spec.dtype, ScalarType::F32);
     let temp = |dtype, len| TempBuffer { dtype, len };
     // 0: the pieces' means; 1: widened; 2: weighted; 3: their sum; 4: rounded.
@@ -220,15 +236,13 @@ fn combine_partials(
     inner: u64,
     out_inner: u64,
 ) -> Result<Plan, LowerError> {
-    let what = format!("reduce {}", spec.func.name());
-    let limit = caps.kernel_limit();
     let partial = match spec.func {
         ReduceFn::Mean => ReduceFn::Sum,
         f => f,
     };
-    let per_piece = rows_per_piece(&what, limit, inner, &[inner])?;
-    let padded = padded(out_inner);
-    let mut pieces: Vec<Piece> = pieces_of(dims[0].0, per_piece)
+    let (parts, padded) = partial_rows(spec, caps, dims, inner, out_inner)?;
+    let mut pieces: Vec<Piece> = parts
+        .into_iter()
         .enumerate()
         .map(|(c, (start, k))| {
             let mut piece_dims = dims.to_vec();
@@ -242,15 +256,6 @@ fn combine_partials(
         })
         .collect();
     let count = pieces.len();
-    if count as u64 * padded > limit {
-        return Err(LowerError::TooLarge {
-            what: format!(
-                "{what}: partials of {count} pieces of {out_inner} outputs (reduce the leading axis in steps, or permute it last)"
-            ),
-            value: count as u64 * padded,
-            limit,
-        });
-    }
     let temp = |len: u64| TempBuffer {
         dtype: spec.dtype,
         len,
@@ -313,19 +318,8 @@ fn arg_over_split(
     inner: u64,
     out_inner: u64,
 ) -> Result<Plan, LowerError> {
-    let what = format!("reduce {}", spec.func.name());
-    let limit = caps.kernel_limit();
-    let per_piece = rows_per_piece(&what, limit, inner, &[inner])?;
-    let pad = padded(out_inner);
-    let parts: Vec<(usize, usize)> = pieces_of(dims[0].0, per_piece).collect();
+    let (parts, pad) = partial_rows(spec, caps, dims, inner, out_inner)?;
     let count = parts.len();
-    if count as u64 * pad > limit {
-        return Err(LowerError::TooLarge {
-            what: format!("{what}: partials of {count} pieces of {out_inner} outputs"),
-            value: count as u64 * pad,
-            limit,
-        });
-    }
     let max = spec.func == ReduceFn::ArgMax;
     let extremum = if max { ReduceFn::Max } else { ReduceFn::Min };
     let index = spec.out_dtype();
