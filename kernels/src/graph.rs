@@ -55,6 +55,8 @@
 //! ```
 
 use kernelc_ir::ScalarType;
+use std::collections::HashMap;
+
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
@@ -252,48 +254,38 @@ impl Graph {
             })
             .collect())
     }
+}
 
-    /// How many nodes read `value`, and whether the graph returns it.
-    fn readers(&self, value: ValueId) -> (usize, bool) {
-        let reads = self
-            .nodes
-            .iter()
-            .flat_map(|n| &n.inputs)
-            .filter(|&&v| v == value)
-            .count();
-        (reads, self.outputs.contains(&value))
+/// The dtype of a node `fused` takes: `unary`, `binary` or `scalar` with a result of
+/// its own dtype.
+fn fusable(spec: &OpSpec) -> Option<ScalarType> {
+    match spec {
+        OpSpec::Unary(u) => Some(u.dtype),
+        OpSpec::Binary(b) if b.out_dtype.is_none_or(|d| d == b.dtype) => Some(b.dtype),
+        OpSpec::Scalar(s) if s.out_dtype.is_none_or(|d| d == s.dtype) => Some(s.dtype),
+        _ => None,
     }
 }
 
-/// A node's elementwise function as a [`FusedNode`] over its operands (their places
-/// in the fused node list given by `at`), if it is one `fused` takes: `unary`,
-/// `binary` (a result of its own dtype) or `scalar`.
-fn as_fused(spec: &OpSpec, at: &[usize]) -> Option<(ScalarType, FusedNode)> {
+/// A [`fusable`] node as a [`FusedNode`] over its operands' places `at` in the fused
+/// node list.
+fn as_fused(spec: &OpSpec, at: &[usize]) -> Option<FusedNode> {
     match spec {
-        OpSpec::Unary(u) => Some((
-            u.dtype,
-            FusedNode::Unary {
-                func: u.func,
-                x: at[0],
-            },
-        )),
-        OpSpec::Binary(b) if b.out_dtype.is_none_or(|d| d == b.dtype) => Some((
-            b.dtype,
-            FusedNode::Binary {
-                func: b.func,
-                a: at[0],
-                b: at[1],
-            },
-        )),
-        OpSpec::Scalar(s) if s.out_dtype.is_none_or(|d| d == s.dtype) => Some((
-            s.dtype,
-            FusedNode::Scalar {
-                func: s.func,
-                x: at[0],
-                scalar: s.scalar,
-                reversed: s.reversed,
-            },
-        )),
+        OpSpec::Unary(u) => Some(FusedNode::Unary {
+            func: u.func,
+            x: at[0],
+        }),
+        OpSpec::Binary(b) => Some(FusedNode::Binary {
+            func: b.func,
+            a: at[0],
+            b: at[1],
+        }),
+        OpSpec::Scalar(s) => Some(FusedNode::Scalar {
+            func: s.func,
+            x: at[0],
+            scalar: s.scalar,
+            reversed: s.reversed,
+        }),
         _ => None,
     }
 }
@@ -310,35 +302,40 @@ struct Group {
 /// doc); it has as many outputs, in the same order.
 pub fn fuse_elementwise(graph: &Graph) -> Result<Graph, GraphError> {
     graph.validate()?;
-    // group_of[k]: the group node k joined (each node starts its own).
-    let mut group_of: Vec<usize> = (0..graph.nodes.len()).collect();
-    let elementwise = |k: usize| {
-        let at = vec![0; graph.nodes[k].inputs.len()];
-        as_fused(&graph.nodes[k].spec, &at).map(|(dtype, _)| dtype)
-    };
+    let mut readers: HashMap<ValueId, usize> = HashMap::new();
+    for &v in graph.nodes.iter().flat_map(|n| &n.inputs) {
+        *readers.entry(v).or_default() += 1;
+    }
+    let dtypes: Vec<Option<ScalarType>> = graph.nodes.iter().map(|n| fusable(&n.spec)).collect();
+    // Union-find over nodes: `parent[k]` leads to the root naming k's group.
+    let mut parent: Vec<usize> = (0..graph.nodes.len()).collect();
+    fn root(parent: &mut [usize], mut k: usize) -> usize {
+        while parent[k] != k {
+            parent[k] = parent[parent[k]];
+            k = parent[k];
+        }
+        k
+    }
     for (k, node) in graph.nodes.iter().enumerate() {
-        let Some(dtype) = elementwise(k) else {
+        let Some(dtype) = dtypes[k] else {
             continue;
         };
+        let shape = node.spec.outputs().first().map(|s| s.shape.clone());
         for &value in &node.inputs {
             let ValueId::Node { node: p, output: 0 } = value else {
                 continue;
             };
-            let (reads, returned) = graph.readers(value);
             // The producer's value lives only in registers: one reader (once), not
             // returned, same dtype, and its output the shape this node computes.
-            let same_shape = graph.sig(value).map(|s| s.shape)
-                == node.spec.outputs().first().map(|s| s.shape.clone());
-            if reads == 1 && !returned && elementwise(p) == Some(dtype) && same_shape {
-                let (from, to) = (group_of[p], group_of[k]);
-                for g in group_of.iter_mut() {
-                    if *g == from {
-                        *g = to;
-                    }
-                }
+            let private = readers.get(&value) == Some(&1) && !graph.outputs.contains(&value);
+            let same_shape = graph.sig(value).map(|s| s.shape) == shape;
+            if private && dtypes[p] == Some(dtype) && same_shape {
+                let (from, to) = (root(&mut parent, p), root(&mut parent, k));
+                parent[from] = to;
             }
         }
     }
+    let group_of: Vec<usize> = (0..parent.len()).map(|k| root(&mut parent, k)).collect();
     rebuild(graph, &group_of)
 }
 
@@ -439,9 +436,12 @@ fn fused_group(graph: &Graph, group: &Group) -> Result<(FusedSpec, Vec<ValueId>)
                 }
             });
         }
-        let (d, fnode) = as_fused(&node.spec, &at).ok_or(GraphError::Internal(
-            "a fused group holds a node fused cannot take",
-        ))?;
+        let (d, fnode) =
+            fusable(&node.spec)
+                .zip(as_fused(&node.spec, &at))
+                .ok_or(GraphError::Internal(
+                    "a fused group holds a node fused cannot take",
+                ))?;
         dtype = d;
         fnodes.push(fnode);
         place.push((m, fnodes.len() - 1));

@@ -28,6 +28,15 @@ pub fn row_major_strides(shape: &[usize]) -> Vec<usize> {
 }
 
 /// NumPy broadcasting of two shapes: align on the right; each pair of dimensions must
+/// `shape` with its first dimension `rows` (a piece of rows of a split op).
+pub fn with_rows(shape: &[usize], rows: usize) -> Vec<usize> {
+    let mut shape = shape.to_vec();
+    if let Some(first) = shape.first_mut() {
+        *first = rows;
+    }
+    shape
+}
+
 /// be equal or one of them 1; the result takes the larger.
 pub fn broadcast_shapes(lhs: &[usize], rhs: &[usize]) -> Result<Vec<usize>, SpecError> {
     let rank = lhs.len().max(rhs.len());

@@ -22,6 +22,11 @@ pub struct Nchw {
 }
 
 impl Nchw {
+    /// The same image sizes with `batch` items (a piece of a split op).
+    pub fn with_batch(self, batch: usize) -> Nchw {
+        Nchw { batch, ..self }
+    }
+
     /// The image of sizes `[N, C, H, W]`.
     pub fn new([batch, channels, height, width]: [usize; 4]) -> Nchw {
         Nchw {
@@ -402,10 +407,7 @@ impl Op for Im2colSpec {
             self.image.batch,
             &[],
             |r| {
-                let image = Nchw {
-                    batch: r,
-                    ..self.image
-                };
+                let image = self.image.with_batch(r);
                 Im2colSpec {
                     image,
                     ..self.clone()
@@ -485,10 +487,7 @@ impl Op for Col2imSpec {
             self.image.batch,
             &[],
             |r| {
-                let image = Nchw {
-                    batch: r,
-                    ..self.image
-                };
+                let image = self.image.with_batch(r);
                 Col2imSpec {
                     image,
                     ..self.clone()

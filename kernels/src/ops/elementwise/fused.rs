@@ -229,13 +229,15 @@ impl Op for FusedSpec {
     }
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         let dtype = self.dtype;
-        let firsts: Vec<usize> = (0..self.nodes.len())
+        // Each node's range of the per-call values (in `uniforms()` order).
+        let ranges: Vec<std::ops::Range<usize>> = (0..self.nodes.len())
             .scan(0, |next, k| {
                 let first = *next;
                 *next += self.node_uniforms(k).len();
-                Some(first)
+                Some(first..*next)
             })
             .collect();
+        let rounds = self.rounds_between_nodes();
         map_op(
             OpSpec::Fused(self.clone()),
             caps,
@@ -246,9 +248,7 @@ impl Op for FusedSpec {
                     let value = match *node {
                         FusedNode::Input(i) => inputs[i].clone(),
                         FusedNode::Unary { func, x } => {
-                            let count = self.node_uniforms(k).len();
-                            let own = &params[firsts[k]..firsts[k] + count];
-                            unary_value(f, n, func, v[x].clone(), own)
+                            unary_value(f, n, func, v[x].clone(), &params[ranges[k].clone()])
                         }
                         FusedNode::Binary { func, a, b } => {
                             binary_value(f, n, func, v[a].clone(), v[b].clone())
@@ -256,7 +256,7 @@ impl Op for FusedSpec {
                         FusedNode::Scalar {
                             func, x, reversed, ..
                         } => {
-                            let s = n.splat(params[firsts[k]].clone());
+                            let s = n.splat(params[ranges[k].start].clone());
                             match reversed {
                                 true => binary_value(f, n, func, s, v[x].clone()),
                                 false => binary_value(f, n, func, v[x].clone(), s),
@@ -264,7 +264,7 @@ impl Op for FusedSpec {
                         }
                     };
                     // Rounded to the dtype as a stored intermediate would be.
-                    let value = if self.rounds_between_nodes() && k + 1 < self.nodes.len() {
+                    let value = if rounds && k + 1 < self.nodes.len() {
                         n.round_trip(value, dtype)
                     } else {
                         value

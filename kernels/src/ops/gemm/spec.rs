@@ -9,7 +9,7 @@ use crate::lower::math::compute_type;
 use crate::lower::Uniform;
 use crate::lower::{LowerError, Plan, TargetCaps};
 use crate::op::Op;
-use crate::shape::{check_count, check_shape, numel};
+use crate::shape::{check_count, check_shape, numel, with_rows};
 use crate::spec::{check_dtype, check_finite, Alias, TensorSig, FLOATS};
 use crate::tolerance::Tolerance;
 
@@ -427,8 +427,7 @@ impl Op for GemmSpec {
                 first,
                 &["bias"],
                 |r| {
-                    let mut batch = self.batch.clone();
-                    batch[0] = r;
+                    let batch = with_rows(&self.batch, r);
                     GemmSpec {
                         batch,
                         ..self.clone()

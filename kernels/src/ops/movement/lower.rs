@@ -707,6 +707,8 @@ pub(super) fn scatter(spec: &ScatterSpec, caps: &TargetCaps) -> Result<Plan, Low
         .then(|| sig(inputs, 2))
         .transpose()?;
     let g = AxisSplit::new(&spec.data, &spec.indices, spec.axis);
+    // The rows of the whole axis this scatter writes (all of them but in a split).
+    let (row0, axis_len) = spec.rows_window();
     let inv = caps.invocations_1d();
     let per = scatter_elems(caps);
     let tile_len = scatter_tile(caps, g.count);
@@ -790,15 +792,14 @@ pub(super) fn scatter(spec: &ScatterSpec, caps: &TargetCaps) -> Result<Plan, Low
                 let j = f.let_("j", first.clone() + t.clone());
                 let in_list = f.let_("in_list", j.clone().lt(count));
                 let at = in_list.clone().select(j, 0u32);
-                let (first, len) = spec.rows_window();
-                let (valid, r) = resolve_index(f, im.at(at), spec.index_dtype, len, true);
+                let (valid, r) = resolve_index(f, im.at(at), spec.index_dtype, axis_len, true);
                 // Within this window of the axis (all of it but in a split's pieces).
-                let (valid, r) = if (first, len) == (0, g.n) {
+                let (valid, r) = if (row0, axis_len) == (0, g.n) {
                     (valid, r)
                 } else {
                     let r = f.let_("r_all", r);
-                    let inside = r.clone().ge(c32(first)) & r.clone().lt(c32(first + g.n));
-                    let shifted = inside.clone().select(r - c32(first), 0u32);
+                    let inside = r.clone().ge(c32(row0)) & r.clone().lt(c32(row0 + g.n));
+                    let shifted = inside.clone().select(r - c32(row0), 0u32);
                     (valid & inside, shifted)
                 };
                 // Invalid indices and padding become row n, which no element has.

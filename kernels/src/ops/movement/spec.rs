@@ -9,7 +9,7 @@ use crate::conformance::inputs::Domain;
 use crate::error::SpecError;
 use crate::lower::{LowerError, Plan, Prefill, PrefillSource, TargetCaps, Whole};
 use crate::op::Op;
-use crate::shape::{check_shape, numel, row_major_strides};
+use crate::shape::{check_shape, numel, row_major_strides, with_rows};
 use crate::spec::{check_dtype, Alias, TensorSig, INDEX, NUMERIC};
 use crate::tolerance::Tolerance;
 
@@ -94,8 +94,7 @@ impl Op for PermuteSpec {
             self.shape[0],
             &[],
             |r| {
-                let mut shape = self.shape.clone();
-                shape[0] = r;
+                let shape = with_rows(&self.shape, r);
                 PermuteSpec {
                     shape,
                     ..self.clone()
@@ -230,9 +229,7 @@ impl Op for SliceSpec {
             self.shape[0],
             &[],
             |r| {
-                let (mut shape, mut sizes) = (self.shape.clone(), self.sizes.clone());
-                shape[0] = r;
-                sizes[0] = r;
+                let (shape, sizes) = (with_rows(&self.shape, r), with_rows(&self.sizes, r));
                 SliceSpec {
                     shape,
                     sizes,
@@ -487,8 +484,7 @@ impl Op for GatherSpec {
                 rows,
                 &["data"],
                 |r| {
-                    let mut indices = self.indices.clone();
-                    indices[0] = r;
+                    let indices = with_rows(&self.indices, r);
                     GatherSpec {
                         indices,
                         ..self.clone()
@@ -504,8 +500,7 @@ impl Op for GatherSpec {
             self.data[0],
             &["indices"],
             |r| {
-                let mut data = self.data.clone();
-                data[0] = r;
+                let data = with_rows(&self.data, r);
                 GatherSpec {
                     data,
                     ..self.clone()
@@ -678,8 +673,7 @@ impl Op for ScatterSpec {
                 self.data[0],
                 &["indices", "updates"],
                 |start, r| {
-                    let mut data = self.data.clone();
-                    data[0] = r;
+                    let data = with_rows(&self.data, r);
                     ScatterSpec {
                         data,
                         rows_of: Some([first + start, len]),
@@ -696,8 +690,7 @@ impl Op for ScatterSpec {
             self.data[0],
             &["indices"],
             |r| {
-                let mut data = self.data.clone();
-                data[0] = r;
+                let data = with_rows(&self.data, r);
                 ScatterSpec {
                     data,
                     ..self.clone()

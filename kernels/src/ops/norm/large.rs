@@ -21,18 +21,13 @@ use super::{BatchNormBackwardSpec, BatchNormSpec};
 use crate::lower::math::{compute_type, Num};
 use crate::lower::reduction::{declare, Buf};
 use crate::lower::schedule::plan_1d;
-use crate::lower::split::{assemble_into, copy_step, step, Place, RowPart, RowPieces};
-use crate::lower::{LowerError, Plan, PlanBuilder, TargetCaps, TempBuffer, Uniforms, Whole};
+use crate::lower::split::{
+    assemble, assemble_into, copy_step, split_rows_of, step, Place, RowPart, RowPieces,
+};
+use crate::lower::{Launch, LowerError, Plan, TargetCaps, TempBuffer, Uniforms, Whole};
 use crate::ops::{FillSpec, FillValue};
-use crate::shape::numel;
+use crate::shape::{numel, with_rows};
 use crate::spec::OpSpec;
-
-/// `shape` with `r` batch items.
-fn with_batch(shape: &[usize], r: usize) -> Vec<usize> {
-    let mut shape = shape.to_vec();
-    shape[0] = r;
-    shape
-}
 
 /// A tensor split with the batch: `per_item` elements per batch item.
 fn rows_of(at: Whole, per_item: usize) -> (Place, RowPart) {
@@ -51,30 +46,17 @@ pub(super) fn batch_norm_backward(
     let what = "batch_norm_backward";
     let (n, c) = (spec.shape[0], spec.channels());
     let per_item = numel(&spec.shape[1..]);
-    let piece_shape = |r: usize| with_batch(&spec.shape, r);
+    let piece_shape = |r: usize| with_rows(&spec.shape, r);
     let (dy, x, w) = (Whole::Input(0), Whole::Input(1), Whole::Input(2));
     if spec.given_grads.is_some() {
-        let inputs = [
-            rows_of(dy, per_item),
-            rows_of(x, per_item),
-            whole(w, c),
-            whole(Whole::Input(3), c),
-            whole(Whole::Input(4), c),
-            whole(Whole::Input(5), 2 * c),
-        ];
-        let outputs = [rows_of(Whole::Output(0), per_item)];
-        let split = RowPieces::new(what, caps, n, &inputs, &outputs, 0, |_, r| {
+        // Every tensor but dy, x and dx is per channel.
+        let whole = ["weight", "dweight", "dbias", "save"];
+        return split_rows_of(spec, what, caps, n, &whole, |r| {
             OpSpec::from(BatchNormBackwardSpec {
                 shape: piece_shape(r),
                 ..spec.clone()
             })
-        })?;
-        let mut plan = Plan {
-            temps: split.temps,
-            ..Plan::default()
-        };
-        assemble_into(&mut plan, caps, split.pieces)?;
-        return Ok(plan);
+        });
     }
     // First pass: each piece's parameter-gradient partials, summed.
     let save = Whole::Input(3);
@@ -137,19 +119,14 @@ pub(super) fn batch_norm_backward(
     })?;
     temps.extend(second.temps);
     pieces.extend(second.pieces);
-    let mut plan = Plan {
-        temps,
-        ..Plan::default()
-    };
-    assemble_into(&mut plan, caps, pieces)?;
-    Ok(plan)
+    assemble(caps, temps, pieces)
 }
 
 pub(super) fn batch_norm(spec: &BatchNormSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
     let what = "batch_norm";
     let (n, c) = (spec.shape[0], spec.channels());
     let per_item = numel(&spec.shape[1..]);
-    let piece_shape = |r: usize| with_batch(&spec.shape, r);
+    let piece_shape = |r: usize| with_rows(&spec.shape, r);
     let (x, w, b) = (Whole::Input(0), Whole::Input(1), Whole::Input(2));
     let y = rows_of(Whole::Output(0), per_item);
     let inference = |running_mean: Whole, running_var: Whole| {
@@ -169,14 +146,8 @@ pub(super) fn batch_norm(spec: &BatchNormSpec, caps: &TargetCaps) -> Result<Plan
         })
     };
     if !spec.training {
-        let inputs = inference(Whole::Input(3), Whole::Input(4));
-        let split = RowPieces::new(what, caps, n, &inputs, &[y], 0, |_, r| inference_piece(r))?;
-        let mut plan = Plan {
-            temps: split.temps,
-            ..Plan::default()
-        };
-        assemble_into(&mut plan, caps, split.pieces)?;
-        return Ok(plan);
+        let whole = ["weight", "bias", "running_mean", "running_var"];
+        return split_rows_of(spec, what, caps, n, &whole, inference_piece);
     }
     // Temporaries: zeros (the pieces' running inputs), a scratch `save`, then the
     // combined mean and variance.
@@ -284,7 +255,7 @@ impl Combine<'_> {
     /// One invocation per channel: mean `Σ w_k·μ_k`, variance `Σ w_k·(σ²_k + (μ_k −
     /// μ)²)` with `w_k = n_k/n`, in the compute type; then `save`, the running
     /// statistics (as the one-kernel plan updates them) and the combined pair.
-    fn launch(&self, caps: &TargetCaps) -> Result<crate::lower::Launch, LowerError> {
+    fn launch(&self, caps: &TargetCaps) -> Result<Launch, LowerError> {
         let spec = self.spec;
         let op = OpSpec::BatchNorm(spec.clone());
         let (ins, outs) = (op.inputs(), op.outputs());
@@ -360,12 +331,12 @@ impl Combine<'_> {
                 f.store(m[8], ch, num.narrow(var, dtype));
             });
         })?;
-        let mut builder = PlanBuilder::default();
-        builder.push(kernel, grid.grid, &params, &scalars);
-        builder
-            .finish()
-            .launches
-            .pop()
-            .ok_or(LowerError::Internal("the combining launch"))
+        let buffers = params.iter().map(|b| b.binding.clone());
+        let uniforms = scalars.iter().map(|u| u.binding.clone());
+        Ok(Launch {
+            kernel,
+            grid: grid.grid,
+            bindings: buffers.chain(uniforms).collect(),
+        })
     }
 }

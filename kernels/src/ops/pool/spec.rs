@@ -109,10 +109,7 @@ impl Op for Pool2dSpec {
             self.image.batch,
             &[],
             |r| {
-                let image = Nchw {
-                    batch: r,
-                    ..self.image
-                };
+                let image = self.image.with_batch(r);
                 Pool2dSpec {
                     image,
                     ..self.clone()
@@ -290,10 +287,7 @@ impl Op for Pool2dBackwardSpec {
             self.image.batch,
             &[],
             |r| {
-                let image = Nchw {
-                    batch: r,
-                    ..self.image
-                };
+                let image = self.image.with_batch(r);
                 Pool2dBackwardSpec {
                     image,
                     ..self.clone()
