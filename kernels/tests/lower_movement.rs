@@ -50,6 +50,7 @@ fn unsupported_dtype_is_a_typed_error() {
         data: vec![4, 4],
         indices: vec![2],
         axis: 0,
+        rows_of: None,
     });
     assert!(matches!(
         lower(&spec, &TargetCaps::gpu_baseline()),
@@ -66,6 +67,7 @@ fn gather_index_rules() {
         data: vec![4],
         indices: vec![7],
         axis: 0,
+        rows_of: None,
     });
     let data = HostBuffer::from_f32(&[10.0, 11.0, 12.0, 13.0]);
     let idx = HostBuffer::from_f32(&[1.9, -1.0, -4.5, 4.0, f32::NAN, -0.5, f32::INFINITY]);

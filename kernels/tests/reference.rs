@@ -1094,6 +1094,7 @@ fn gather_and_embedding_backward_with_repeated_ids() {
         data: vec![4, 2],
         indices: vec![4],
         axis: 0,
+        rows_of: None,
     });
     // -1 counts from the end; 7 is out of range and reads zeros.
     assert_eq!(
@@ -1106,6 +1107,7 @@ fn gather_and_embedding_backward_with_repeated_ids() {
         data: vec![2, 3],
         indices: vec![2],
         axis: 1,
+        rows_of: None,
     });
     assert_eq!(
         run1(&g1, &[&[0., 1., 2., 3., 4., 5.], &[2.0, 0.0]]),

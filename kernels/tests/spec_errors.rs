@@ -157,7 +157,8 @@ fn unsupported_dtype() {
             index_dtype: F64,
             data: vec![4, 2],
             indices: vec![3],
-            axis: 0
+            axis: 0,
+            rows_of: None,
         })),
         SpecError::UnsupportedDtype { dtype: F64, .. }
     ));
@@ -423,12 +424,24 @@ fn too_large() {
     });
     let plan = lower(&argmax, &TargetCaps::cpu()).expect("pieces and a pick");
     assert!(plan.launches.len() >= 5, "{} launches", plan.launches.len());
-    // What does not split says so, naming its tensor: a GEMM with a leading dimension.
+    // A GEMM with a leading dimension: blocks of A's rows, bound at aligned starts.
     let mut gemm = GemmSpec::new(F32, 1 << 16, 4, 1 << 15);
     gemm.lda = Some((1 << 15) + 1);
-    match lower(&OpSpec::Gemm(gemm), &TargetCaps::cpu()) {
+    let plan = lower(&OpSpec::Gemm(gemm), &TargetCaps::cpu()).expect("blocks");
+    assert!(plan.launches.len() >= 2, "{} launches", plan.launches.len());
+    for launch in &plan.launches {
+        for b in &launch.bindings {
+            if let Binding::Part { start, .. } = b {
+                assert_eq!(start % 256, 0);
+            }
+        }
+    }
+    // What does not split says so: four rows of A, each past the limit, whose odd
+    // leading dimension leaves no aligned block of fewer rows.
+    let thin = GemmSpec::new(F32, 4, 1, (1 << 31) + 1);
+    match lower(&OpSpec::Gemm(thin), &TargetCaps::cpu()) {
         Err(LowerError::TooLarge { what, value, limit }) => {
-            assert!(what.contains("not split") && what.contains("`a`"), "{what}");
+            assert!(what.contains("4 rows of a stored matrix"), "{what}");
             assert!(value > limit && limit == i32::MAX as u64, "{value} {limit}");
         }
         other => panic!("{other:?}"),

@@ -442,6 +442,7 @@ fn cases() -> Vec<(&'static str, OpSpec)> {
             data: vec![rows, cols],
             indices: vec![count],
             axis: 0,
+            rows_of: None,
         };
         v.push(("gather", gather.into()));
         let scatter = ScatterSpec {

@@ -428,6 +428,7 @@ fn cases() -> Vec<(&'static str, OpSpec)> {
             data: vec![n, k],
             indices: vec![m],
             axis: 0,
+            rows_of: None,
         };
         v.push(("embedding_forward", gather.into()));
         let scatter = ScatterSpec {

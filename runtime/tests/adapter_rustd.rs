@@ -227,6 +227,7 @@ fn cases() -> Vec<(&'static str, OpSpec)> {
                 data: vec![cols, 5],
                 indices: shape.clone(),
                 axis: 0,
+                rows_of: None,
             };
             v.push(("embedding", emb.into()));
         }

@@ -70,6 +70,16 @@ pub fn split() -> Vec<OpSpec> {
         r#"{"op":"attention","dtype":"f32","layout":"bshd","batch":3,"heads":2,"kv_heads":2,"seq_q":16,"seq_k":32,"head_dim":8,"scale":0.35,"mask":[16,32]}"#,
         r#"{"op":"gemm","dtype":"f32","m":16,"n":16,"k":16,"batch":[5],"alpha":1.5,"beta":0.5}"#,
         r#"{"op":"gemm","dtype":"f32","m":100,"n":16,"k":32,"trans_b":true,"alpha":1.0,"beta":1.0,"bias":true}"#,
+        // GEMM: batches with strides (a broadcast B), one item at a time when one
+        // matrix is past the limit, and blocks of one matrix along m, n and k (blocks
+        // after the first along k add into C), windows with the whole leading dimension.
+        r#"{"op":"gemm","dtype":"f32","m":16,"n":16,"k":16,"batch":[6],"stride_a":[256],"stride_b":[0],"stride_c":[512],"alpha":1.0,"beta":0.5}"#,
+        r#"{"op":"gemm","dtype":"f32","m":40,"n":16,"k":32,"batch":[2],"lda":64,"ldc":32,"alpha":1.0,"beta":0.0}"#,
+        r#"{"op":"gemm","dtype":"f32","m":40,"n":16,"k":32,"lda":64,"ldc":32,"alpha":2.0,"beta":-1.0,"bias":true}"#,
+        r#"{"op":"gemm","dtype":"f32","m":1,"n":1,"k":1536,"trans_b":true,"alpha":0.5,"beta":0.75,"bias":true}"#,
+        r#"{"op":"gemm","dtype":"f16","m":1,"n":1,"k":1536,"trans_b":true,"alpha":1.0,"beta":0.0}"#,
+        r#"{"op":"gemm","dtype":"f32","m":768,"n":2,"k":2,"trans_a":true,"alpha":1.0,"beta":0.5}"#,
+        r#"{"op":"gemm","dtype":"f32","layout":"col_major","m":64,"n":16,"k":32,"trans_b":true,"alpha":1.0,"beta":1.0}"#,
         r#"{"op":"conv2d","dtype":"f32","batch":3,"in_channels":2,"out_channels":4,"height":16,"width":16,"window":{"kernel":[3,3],"stride":[1,1],"padding":[1,1]},"bias":true}"#,
         r#"{"op":"conv2d","dtype":"f32","pass":"backward_data","batch":3,"in_channels":2,"out_channels":4,"height":16,"width":16,"window":{"kernel":[3,3],"stride":[1,1],"padding":[1,1]}}"#,
         r#"{"op":"im2col","dtype":"f32","batch":20,"channels":1,"height":8,"width":8,"window":{"kernel":[2,2],"stride":[2,2],"padding":[0,0]}}"#,
@@ -79,6 +89,10 @@ pub fn split() -> Vec<OpSpec> {
         r#"{"op":"adaptive_pool2d","kind":"avg","pass":"backward","dtype":"f32","batch":3,"channels":1,"in_size":[32,32],"out_size":[16,16]}"#,
         r#"{"op":"gather","dtype":"f32","index_dtype":"i32","data":[50,4],"indices":[700],"axis":0}"#,
         r#"{"op":"gather","dtype":"f32","index_dtype":"i64","data":[300,4,2],"indices":[2],"axis":1}"#,
+        // A table past the limit: pieces of its rows, each gathering the indices in
+        // them (the output whole, or itself split along the indices).
+        r#"{"op":"gather","dtype":"f32","index_dtype":"i64","data":[600,4],"indices":[50],"axis":0}"#,
+        r#"{"op":"gather","dtype":"i32","index_dtype":"i32","data":[1100],"indices":[2100],"axis":0}"#,
         r#"{"op":"cross_entropy","dtype":"f32","index_dtype":"i32","batch":600,"classes":4,"grad":true,"probs":true}"#,
         r#"{"op":"adam","dtype":"f32","len":3000,"lr":0.01,"beta1":0.9,"beta2":0.999,"eps":1e-8,"weight_decay":0.01,"decoupled":true,"step":3}"#,
         r#"{"op":"image_filter","filter":"grayscale","dtype":"f32","height":10,"width":64,"channels":4}"#,

@@ -51,10 +51,30 @@ pub(crate) struct Piece {
     pub spec: OpSpec,
     pub inputs: Vec<Place>,
     pub outputs: Vec<Place>,
-    /// Whether the piece's per-call values are the whole op's, bound at launch (a
-    /// piece of the same op), or its own, fixed by the whole op's structure (a step
-    /// combining partials), written into the plan.
-    pub shares_uniforms: bool,
+    pub uniforms: PieceUniforms,
+}
+
+/// Where a piece's per-call values come from.
+#[derive(Clone, Debug)]
+pub(crate) enum PieceUniforms {
+    /// The whole op's, bound at launch: a piece of the same op.
+    Shared,
+    /// Its own, fixed by the whole op's structure and written into the plan: a step
+    /// combining partials.
+    Own,
+    /// The whole op's but for those at these indices, which are the piece's own (a
+    /// GEMM piece past the first along `k` adds into C: its `beta` is 1).
+    SharedExcept(Vec<usize>),
+}
+
+impl PieceUniforms {
+    fn shared(&self, i: usize) -> bool {
+        match self {
+            PieceUniforms::Shared => true,
+            PieceUniforms::Own => false,
+            PieceUniforms::SharedExcept(own) => !own.contains(&i),
+        }
+    }
 }
 
 /// One plan running `pieces` in order, with `temps` the temporaries their places name
@@ -80,18 +100,25 @@ pub(crate) fn assemble_into(
 ) -> Result<(), LowerError> {
     for piece in pieces {
         let sub = lower(&piece.spec, caps)?;
-        if !sub.prefills.is_empty() {
-            return Err(LowerError::Internal("a piece of a split op has prefills"));
+        append_lowered(plan, &piece, sub)?;
+    }
+    Ok(())
+}
+
+/// Appends `piece`, already lowered to `sub` (by other means than [`lower`]), to
+/// `plan`.
+pub(crate) fn append_lowered(plan: &mut Plan, piece: &Piece, sub: Plan) -> Result<(), LowerError> {
+    if !sub.prefills.is_empty() {
+        return Err(LowerError::Internal("a piece of a split op has prefills"));
+    }
+    let temp_base = plan.temps.len();
+    plan.temps.extend(sub.temps);
+    let uniforms = piece.spec.uniforms();
+    for mut launch in sub.launches {
+        for binding in &mut launch.bindings {
+            *binding = rebind(binding, piece, temp_base, &uniforms)?;
         }
-        let temp_base = plan.temps.len();
-        plan.temps.extend(sub.temps);
-        let uniforms = piece.spec.uniforms();
-        for mut launch in sub.launches {
-            for binding in &mut launch.bindings {
-                *binding = rebind(binding, &piece, temp_base, &uniforms)?;
-            }
-            plan.launches.push(launch);
-        }
+        plan.launches.push(launch);
     }
     Ok(())
 }
@@ -103,33 +130,34 @@ fn rebind(
     temp_base: usize,
     uniforms: &[Uniform],
 ) -> Result<Binding, LowerError> {
-    let placed = |places: &[Place], i: usize, within: u64| {
+    // `within`: where in the piece's tensor the binding starts (`None`: all of it).
+    let placed = |places: &[Place], i: usize, within: Option<u64>| {
         let place = places.get(i).ok_or(LowerError::Internal(
             "a piece binds a tensor it was not given",
         ))?;
         Ok(match (place.start, within) {
-            (None, 0) => place.of.binding(),
+            (None, None) => place.of.binding(),
             (start, within) => Binding::Part {
                 of: place.of,
-                start: start.unwrap_or(0) + within,
+                start: start.unwrap_or(0) + within.unwrap_or(0),
             },
         })
     };
     let temp = |i: usize| Whole::Temp(temp_base + i);
     match binding {
-        Binding::Input(i) => placed(&piece.inputs, *i, 0),
-        Binding::Output(i) => placed(&piece.outputs, *i, 0),
+        Binding::Input(i) => placed(&piece.inputs, *i, None),
+        Binding::Output(i) => placed(&piece.outputs, *i, None),
         Binding::Temp(i) => Ok(temp(*i).binding()),
         Binding::Part { of, start } => match of {
-            Whole::Input(i) => placed(&piece.inputs, *i, *start),
-            Whole::Output(i) => placed(&piece.outputs, *i, *start),
+            Whole::Input(i) => placed(&piece.inputs, *i, Some(*start)),
+            Whole::Output(i) => placed(&piece.outputs, *i, Some(*start)),
             Whole::Temp(i) => Ok(Binding::Part {
                 of: temp(*i),
                 start: *start,
             }),
         },
         Binding::Scalar(s) => Ok(Binding::Scalar(*s)),
-        Binding::Uniform(i) if piece.shares_uniforms => Ok(Binding::Uniform(*i)),
+        Binding::Uniform(i) if piece.uniforms.shared(*i) => Ok(Binding::Uniform(*i)),
         Binding::Uniform(i) => {
             uniforms
                 .get(*i)
@@ -166,7 +194,7 @@ pub(crate) fn rows_per_piece(
     Ok(rows)
 }
 
-fn gcd(a: u64, b: u64) -> u64 {
+pub(crate) fn gcd(a: u64, b: u64) -> u64 {
     if b == 0 {
         a
     } else {
@@ -266,7 +294,7 @@ pub(crate) fn split_map(
                 outputs: (0..outputs)
                     .map(|o| Place::at(Whole::Output(o), start as u64 * inner))
                     .collect(),
-                shares_uniforms: true,
+                uniforms: PieceUniforms::Shared,
             }
         })
         .collect();
@@ -341,7 +369,7 @@ pub(crate) fn step(spec: OpSpec, inputs: Vec<Place>, output: Place) -> Piece {
         spec,
         inputs,
         outputs: vec![output],
-        shares_uniforms: false,
+        uniforms: PieceUniforms::Own,
     }
 }
 
@@ -495,7 +523,7 @@ impl RowPieces {
                 spec: piece(start, k),
                 inputs: place(inputs, c, start, false),
                 outputs: place(outputs, c, start, true),
-                shares_uniforms: true,
+                uniforms: PieceUniforms::Shared,
             })
             .collect();
         split.pieces = pieces;

@@ -387,6 +387,7 @@ impl OxicudaBackend {
                 data: vec![rows, cols],
                 indices: vec![indices.len()],
                 axis: 0,
+                rows_of: None,
             });
             let (data, result) = (table_view(table)?, rows_view(out)?);
             run_staged(rt, &spec, vec![data, index_view], vec![result])?;

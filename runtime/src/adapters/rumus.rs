@@ -716,6 +716,7 @@ impl<S: DeviceSlot> ::rumus::backend::Backend for RumusBackend<S> {
                 data: vec![vocab, embed_dim],
                 indices: vec![total_lookups],
                 axis: 0,
+                rows_of: None,
             };
             Self::run(spec, &[weight, indices], &mut [output])
         });

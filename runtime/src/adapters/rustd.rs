@@ -794,6 +794,7 @@ impl Backend for RustdBackend {
             data: vec![vocab, d],
             indices: i.shape().to_vec(),
             axis: 0,
+            rows_of: None,
         };
         let y = Self::reshaped(&y, &expected)?;
         self.run(spec, vec![w, i], vec![y])

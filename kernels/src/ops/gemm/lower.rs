@@ -31,6 +31,18 @@ pub(super) fn gemm(spec: &GemmSpec, caps: &TargetCaps) -> Result<Plan, LowerErro
     Ok(plan.finish())
 }
 
+/// [`gemm`] writing only C's matrix elements: a block of a larger C, whose window's
+/// gaps are other blocks' elements (`large.rs` fills the whole C's gaps first).
+pub(super) fn gemm_leaving_gaps(spec: &GemmSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
+    let core = GemmCore {
+        fill_gaps: false,
+        ..gemm_core(spec)?
+    };
+    let mut plan = PlanBuilder::default();
+    emit_gemm(&core, caps, &mut plan)?;
+    Ok(plan.finish())
+}
+
 /// A GEMM with `k = 0` (and a non-empty C): its epilogue alone, `α·0 + β·C + bias`
 /// with C's gaps kept or zeroed as always. The engine runs the same problem with
 /// `k = 1` over zeroed one-column temporaries in place of A and B (shared by every

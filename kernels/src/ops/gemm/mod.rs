@@ -19,6 +19,7 @@
 //! `beta ≠ 0` and are 0 otherwise (a kernel leaves them untouched).
 
 mod cases;
+mod large;
 mod lower;
 pub(crate) mod reference;
 mod spec;

@@ -9,7 +9,7 @@ use crate::lower::math::compute_type;
 use crate::lower::Uniform;
 use crate::lower::{LowerError, Plan, TargetCaps};
 use crate::op::Op;
-use crate::shape::{check_count, check_shape, numel, with_rows};
+use crate::shape::{check_count, check_shape, numel};
 use crate::spec::{check_dtype, check_finite, Alias, TensorSig, FLOATS};
 use crate::tolerance::Tolerance;
 
@@ -408,51 +408,10 @@ impl Op for GemmSpec {
         lower::gemm(self, caps)
     }
 
-    /// Packed operands only: pieces of the first batch dimension, or, for one
-    /// row-major matrix with A not transposed, pieces of the rows of A and C (B and
-    /// the bias whole).
+    /// Pieces along the first batch dimension, or blocks of one matrix along m, n
+    /// and k (`large.rs`).
     fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
-        let packed = [self.lda, self.ldb, self.ldc].iter().all(Option::is_none)
-            && [&self.stride_a, &self.stride_b, &self.stride_c]
-                .iter()
-                .all(|s| s.is_none());
-        if !packed {
-            return None;
-        }
-        if let Some(&first) = self.batch.first() {
-            return Some(crate::lower::split::split_rows_of(
-                self,
-                "gemm",
-                caps,
-                first,
-                &["bias"],
-                |r| {
-                    let batch = with_rows(&self.batch, r);
-                    GemmSpec {
-                        batch,
-                        ..self.clone()
-                    }
-                    .into()
-                },
-            ));
-        }
-        if self.layout == Layout::RowMajor && !self.trans_a {
-            return Some(crate::lower::split::split_rows_of(
-                self,
-                "gemm",
-                caps,
-                self.m,
-                &["b", "bias"],
-                |r| {
-                    GemmSpec {
-                        m: r,
-                        ..self.clone()
-                    }
-                    .into()
-                },
-            ));
-        }
-        None
+        Some(super::large::gemm(self, caps))
     }
     /// `k = 0`: the epilogue alone (`β·C + bias`; `α·0`, NaN for an infinite `α`, as
     /// `addmm` gives).

@@ -6,7 +6,7 @@
 //! piece invents (clamp-to-edge of its window) never reach `y`.
 
 use super::ImageFilterSpec;
-use crate::lower::split::{assemble_into, rows_per_piece, Piece, Place};
+use crate::lower::split::{assemble_into, rows_per_piece, Piece, PieceUniforms, Place};
 use crate::lower::{LowerError, Plan, TargetCaps, TempBuffer, Whole};
 use crate::ops::movement::large::{dense, plan_moves, Move};
 use crate::spec::OpSpec;
@@ -52,7 +52,7 @@ pub(super) fn neighbourhood(
             }),
             inputs: vec![Place::at(Whole::Input(0), in_start as u64 * row)],
             outputs: vec![Place::at(temp, 0)],
-            shares_uniforms: true,
+            uniforms: PieceUniforms::Shared,
         };
         assemble_into(&mut plan, caps, vec![piece])?;
         let kept = (out_end - out_start) as u64 * row;

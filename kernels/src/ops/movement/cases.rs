@@ -108,6 +108,7 @@ pub(super) fn gather() -> Vec<GatherSpec> {
             data: data.to_vec(),
             indices: indices.to_vec(),
             axis,
+            rows_of: None,
         }
     };
     vec![
@@ -129,6 +130,15 @@ pub(super) fn gather() -> Vec<GatherSpec> {
         // (zeros).
         case(F32, I64, &[5, 3], &[0], 0),
         case(F32, I32, &[0, 3], &[4], 0),
+        // A piece of a split table: rows 4..9 of 12; other rows keep the prior.
+        GatherSpec {
+            rows_of: Some([4, 12]),
+            ..case(F32, I64, &[5, 4], &[9], 0)
+        },
+        GatherSpec {
+            rows_of: Some([0, 7]),
+            ..case(I32, I32, &[3, 1], &[2, 5], 0)
+        },
     ]
 }
 

@@ -622,6 +622,15 @@ pub(super) fn gather(spec: &GatherSpec, caps: &TargetCaps) -> Result<Plan, Lower
         indices.numel() as u64,
         Access::Read,
     );
+    // A piece of a split table: its rows of the whole axis, and what else it keeps.
+    let (row0, axis_len) = spec.rows_window();
+    let prior = match spec.rows_of {
+        Some(_) => {
+            let p = sig(op.inputs(), 2)?;
+            Some(k.buffer(p.name.clone(), p.dtype, p.numel() as u64, Access::Read))
+        }
+        None => None,
+    };
     let om = k.buffer(out.name.clone(), out.dtype, numel, Access::Write);
     let kernel = k.build(|f| {
         grid.for_each_vector(f, lanes, "index", |f, index| {
@@ -629,7 +638,26 @@ pub(super) fn gather(spec: &GatherSpec, caps: &TargetCaps) -> Result<Plan, Lower
             let c = coords(&index, &[g.outer, g.count, g.inner]);
             let (o, j, kk) = (c[0].clone(), c[1].clone(), c[2].clone());
             let j = if g.count == 1 { E::from(0u32) } else { j };
-            let (valid, r) = resolve_index(f, im.at(j), spec.index_dtype, g.n, true);
+            let (valid, r) = resolve_index(f, im.at(j), spec.index_dtype, axis_len, true);
+            let zero = Num {
+                ty: spec.dtype.value_type(),
+                lanes,
+            }
+            .lit(0.0);
+            // Outside this piece's rows (but in the table): the prior.
+            let (valid, r, otherwise) = match prior {
+                Some(pm) => {
+                    let r = f.let_("r_all", r);
+                    let inside = f.let_(
+                        "inside",
+                        valid.clone() & r.clone().ge(c32(row0)) & r.clone().lt(c32(row0 + g.n)),
+                    );
+                    let shifted = inside.clone().select(r - c32(row0), 0u32);
+                    let kept = valid.select(pm.load(index.clone(), lanes), zero.clone());
+                    (inside, shifted, kept)
+                }
+                None => (valid, r, zero),
+            };
             let mut row = r;
             if g.outer != 1 {
                 row = o * c32(g.n) + row;
@@ -642,18 +670,16 @@ pub(super) fn gather(spec: &GatherSpec, caps: &TargetCaps) -> Result<Plan, Lower
             if g.inner != 1 {
                 src = src + kk;
             }
-            let zero = Num {
-                ty: spec.dtype.value_type(),
-                lanes,
-            }
-            .lit(0.0);
-            f.store(om, index, valid.select(dm.load(src, lanes), zero));
+            f.store(om, index, valid.select(dm.load(src, lanes), otherwise));
         });
     })?;
+    let mut bindings = vec![Binding::Input(0), Binding::Input(1)];
+    bindings.extend(prior.map(|_| Binding::Input(2)));
+    bindings.push(Binding::Output(0));
     Ok(Plan::single(Launch {
         kernel,
         grid: grid.grid,
-        bindings: vec![Binding::Input(0), Binding::Input(1), Binding::Output(0)],
+        bindings,
     }))
 }
 

@@ -65,13 +65,19 @@ fn split(data: &[usize], indices: &[usize], axis: usize) -> Split {
 pub(super) fn gather(s: &GatherSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
     let (data, idx) = (i[0], i[1]);
     let g = split(&s.data, &s.indices, s.axis);
+    let (first, len) = s.rows_window();
     let mut out = Vec::with_capacity(g.outer * g.count * g.inner);
     for o in 0..g.outer {
-        for &v in idx.iter().take(g.count) {
-            match resolve_index(v, g.n, true) {
-                Some(r) => {
+        for (j, &v) in idx.iter().enumerate().take(g.count) {
+            // Resolved against the whole axis; a row of another piece keeps the prior.
+            match resolve_index(v, len, true).map(|r| r.checked_sub(first).filter(|&r| r < g.n)) {
+                Some(Some(r)) => {
                     let base = (o * g.n + r) * g.inner;
                     out.extend_from_slice(&data[base..base + g.inner]);
+                }
+                Some(None) => {
+                    let at = (o * g.count + j) * g.inner;
+                    out.extend_from_slice(&i[2][at..at + g.inner]);
                 }
                 None => out.extend(std::iter::repeat_n(0.0, g.inner)),
             }

@@ -403,7 +403,8 @@ impl Op for ConcatSpec {
 /// `I`, `out` has shape `D[..axis] ++ I ++ D[axis+1..]` and
 /// `out[o, j, i] = data[o, idx(j), i]`. A negative index counts from the end
 /// (`idx + D[axis]`); an index still out of range reads 0. Embedding forward is
-/// `axis = 0` on a `[vocab, dim]` table. Inputs: `data`, `indices`. Outputs: `out`.
+/// `axis = 0` on a `[vocab, dim]` table. Inputs: `data`, `indices`, then `prior` with
+/// `rows_of`. Outputs: `out`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GatherSpec {
     pub dtype: ScalarType,
@@ -411,6 +412,81 @@ pub struct GatherSpec {
     pub data: Vec<usize>,
     pub indices: Vec<usize>,
     pub axis: usize,
+    /// `Some([first, len])` (axis 0 only): `data` is rows `first .. first + data[0]`
+    /// of a table of `len` rows. Indices are resolved against all `len` (negative ones
+    /// from its end); an index in these rows reads row `index − first`, one out of the
+    /// whole table reads 0, and any other keeps the input `prior` (shape `out`,
+    /// updated in place): a piece of a gather from a split table. Default `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows_of: Option<[usize; 2]>,
+}
+
+impl GatherSpec {
+    /// A gather along axis 0 from a table past the limit: pieces of its rows, each
+    /// gathering the indices landing in them over what the pieces before wrote (the
+    /// first over the prior, or over an output every element of which some piece
+    /// writes).
+    fn split_table(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
+        use crate::lower::split::{
+            assemble, pieces_of, rows_per_piece, Piece, PieceUniforms, Place,
+        };
+        let (first, len) = self.rows_window();
+        let inner = numel(&self.data[1..]) as u64;
+        let per_piece = rows_per_piece("gather", caps.kernel_limit(), inner, &[inner])?;
+        let pieces = pieces_of(self.data[0], per_piece)
+            .map(|(start, rows)| {
+                let prior = match (start, self.rows_of) {
+                    (0, Some(_)) => Whole::Input(2),
+                    _ => Whole::Output(0),
+                };
+                Piece {
+                    spec: GatherSpec {
+                        data: with_rows(&self.data, rows),
+                        rows_of: Some([first + start, len]),
+                        ..self.clone()
+                    }
+                    .into(),
+                    inputs: vec![
+                        Place::at(Whole::Input(0), start as u64 * inner),
+                        Place::whole(Whole::Input(1)),
+                        Place::whole(prior),
+                    ],
+                    outputs: vec![Place::whole(Whole::Output(0))],
+                    uniforms: PieceUniforms::Shared,
+                }
+            })
+            .collect();
+        assemble(caps, Vec::new(), pieces)
+    }
+
+    /// The rows of the whole axis 0 `data` holds: `(first, whole length)` (the whole
+    /// gathered axis, without `rows_of`).
+    pub fn rows_window(&self) -> (usize, usize) {
+        match self.rows_of {
+            Some([first, len]) => (first, len),
+            None => (0, self.data.get(self.axis).copied().unwrap_or(0)),
+        }
+    }
+}
+
+/// A `rows_of` window must lie in axis 0 of its whole tensor and hold a row.
+fn check_rows_of(
+    rows_of: Option<[usize; 2]>,
+    axis: usize,
+    data: &[usize],
+) -> Result<(), SpecError> {
+    let Some([first, len]) = rows_of else {
+        return Ok(());
+    };
+    let rows = data.first().copied().unwrap_or(0);
+    if axis != 0 || rows == 0 || first.checked_add(rows).is_none_or(|end| end > len) {
+        return Err(SpecError::bad_attr(
+            "rows_of",
+            format!("{:?}", [first, len]),
+            &format!("rows {first}.. of {rows} must lie in an axis 0 of {len} (axis 0 only, at least one row)"),
+        ));
+    }
+    Ok(())
 }
 
 pub(crate) fn gather_shape(data: &[usize], indices: &[usize], axis: usize) -> Vec<usize> {
@@ -450,13 +526,22 @@ impl Op for GatherSpec {
             &self.data,
             &self.indices,
             self.axis,
-        )
+        )?;
+        check_rows_of(self.rows_of, self.axis, &self.data)
     }
     fn inputs(&self) -> Vec<TensorSig> {
-        vec![
+        let mut v = vec![
             TensorSig::new("data", self.dtype, self.data.clone()),
             TensorSig::new("indices", self.index_dtype, self.indices.clone()),
-        ]
+        ];
+        if self.rows_of.is_some() {
+            let out = gather_shape(&self.data, &self.indices, self.axis);
+            v.push(TensorSig::new("prior", self.dtype, out));
+        }
+        v
+    }
+    fn aliases(&self) -> Vec<Alias> {
+        Alias::prior_when(self.rows_of.is_some(), 2)
     }
     fn outputs(&self) -> Vec<TensorSig> {
         vec![TensorSig::new(
@@ -472,9 +557,14 @@ impl Op for GatherSpec {
         lower::gather(self, caps)
     }
 
-    /// Along axis 0, pieces of the indices' first dimension with the data whole;
-    /// along a later axis, pieces of the data's first dimension with the indices whole.
+    /// Along axis 0, a table past the limit in pieces of its rows, each gathering
+    /// the indices landing in them (`rows_of`), else pieces of the indices' first
+    /// dimension with the table whole; along a later axis, pieces of the data's first
+    /// dimension with the indices whole.
     fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
+        if self.axis == 0 && numel(&self.data) as u64 > caps.kernel_limit() {
+            return Some(self.split_table(caps));
+        }
         if self.axis == 0 {
             let rows = *self.indices.first()?;
             return Some(crate::lower::split::split_rows_of(
@@ -520,8 +610,8 @@ impl Op for GatherSpec {
         Tolerance::EXACT
     }
     fn domain(&self, input: &TensorSig) -> Domain {
-        match self.data.get(self.axis) {
-            Some(&n) if input.name == "indices" => Domain::lookup_indices(input.dtype, n, true),
+        match input.name.as_str() {
+            "indices" => Domain::lookup_indices(input.dtype, self.rows_window().1, true),
             _ => Domain::of_dtype(input.dtype),
         }
     }
@@ -532,6 +622,7 @@ impl Op for GatherSpec {
             data: vec![10, 4],
             indices: vec![3],
             axis: 0,
+            rows_of: None,
         }
     }
 }
@@ -601,19 +692,7 @@ impl Op for ScatterSpec {
             &self.indices,
             self.axis,
         )?;
-        if let Some([first, len]) = self.rows_of {
-            let rows = self.data.first().copied().unwrap_or(0);
-            if self.axis != 0 || first.checked_add(rows).is_none_or(|end| end > len) {
-                return Err(SpecError::bad_attr(
-                    "rows_of",
-                    format!("{:?}", [first, len]),
-                    &format!(
-                        "rows {first}.. of {rows} must lie in an axis 0 of {len} (axis 0 only)"
-                    ),
-                ));
-            }
-        }
-        Ok(())
+        check_rows_of(self.rows_of, self.axis, &self.data)
     }
     fn inputs(&self) -> Vec<TensorSig> {
         let mut v = vec![

@@ -22,7 +22,8 @@ use crate::lower::math::{compute_type, Num};
 use crate::lower::reduction::{declare, Buf};
 use crate::lower::schedule::plan_1d;
 use crate::lower::split::{
-    assemble, assemble_into, copy_step, split_rows_of, step, Place, RowPart, RowPieces,
+    assemble, assemble_into, copy_step, split_rows_of, step, PieceUniforms, Place, RowPart,
+    RowPieces,
 };
 use crate::lower::{Launch, LowerError, Plan, TargetCaps, TempBuffer, Uniforms, Whole};
 use crate::ops::{FillSpec, FillValue};
@@ -215,7 +216,7 @@ pub(super) fn batch_norm(spec: &BatchNormSpec, caps: &TargetCaps) -> Result<Plan
     temps.extend(first.temps);
     // The pieces' momentum and eps are these constants, not the call's.
     pieces.extend(first.pieces.into_iter().map(|mut p| {
-        p.shares_uniforms = false;
+        p.uniforms = PieceUniforms::Own;
         p
     }));
     let mut plan = Plan {

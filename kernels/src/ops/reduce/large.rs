@@ -25,7 +25,7 @@ use crate::lower::math::{compute_type, Num};
 use crate::lower::schedule::plan_1d;
 use crate::lower::split::{
     assemble, assemble_into, copy_step, padded, pieces_of, reduce_partials, rows_per_piece, step,
-    Piece, Place,
+    Piece, PieceUniforms, Place,
 };
 use crate::lower::{Binding, Launch, LowerError, Plan, TargetCaps, TempBuffer, Whole};
 use crate::ops::{BinaryFn, BinarySpec, CastSpec, ScalarSpec};
@@ -93,7 +93,7 @@ pub(super) fn reduce_large(spec: &ReduceSpec, caps: &TargetCaps) -> Result<Plan,
                     spec: over(spec, &piece_dims, spec.func, false),
                     inputs,
                     outputs: vec![out],
-                    shares_uniforms: true,
+                    uniforms: PieceUniforms::Shared,
                 }
             })
             .collect();
@@ -170,7 +170,7 @@ fn narrow_mean(
                 spec: over(spec, &piece_dims, ReduceFn::Mean, true),
                 inputs: vec![Place::at(Whole::Input(0), start as u64 * inner)],
                 outputs: vec![Place::at(t(0), c as u64 * pad)],
-                shares_uniforms: true,
+                uniforms: PieceUniforms::Shared,
             }
         })
         .collect();
@@ -251,7 +251,7 @@ fn combine_partials(
                 spec: over(spec, &piece_dims, partial, true),
                 inputs: vec![Place::at(Whole::Input(0), start as u64 * inner)],
                 outputs: vec![Place::at(Whole::Temp(0), c as u64 * padded)],
-                shares_uniforms: true,
+                uniforms: PieceUniforms::Shared,
             }
         })
         .collect();
@@ -343,7 +343,7 @@ fn arg_over_split(
                 spec: over(spec, &piece_dims, func, true),
                 inputs: input.clone(),
                 outputs: vec![Place::at(Whole::Temp(t), c as u64 * pad)],
-                shares_uniforms: true,
+                uniforms: PieceUniforms::Shared,
             });
         }
     }

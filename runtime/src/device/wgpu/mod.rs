@@ -245,6 +245,14 @@ pub struct WgpuKernel {
     bind_groups: Mutex<lru::LruCache<BindKey, wgpu::BindGroup>>,
 }
 
+/// A copy of an argument's range, made in the dispatch's encoder just before it.
+struct Snapshot {
+    source: wgpu::Buffer,
+    offset: u64,
+    size: u64,
+    copy: wgpu::Buffer,
+}
+
 /// The buffer ranges a bind group binds, in binding order.
 type BindKey = Vec<(wgpu::Buffer, u64, Option<wgpu::BufferSize>)>;
 
@@ -600,12 +608,18 @@ impl WgpuDevice {
             }
         }
         let first = ring.kernels.len();
+        let snapshots = launches
+            .iter()
+            .zip(&kernels)
+            .map(|(launch, kernel)| self.snapshots(kernel, launch))
+            .collect::<Result<Vec<_>>>()?;
         let bind_groups = launches
             .iter()
             .zip(&kernels)
-            .map(|(launch, kernel)| {
+            .zip(&snapshots)
+            .map(|((launch, kernel), snaps)| {
                 let scalars = self.scalar_buffer(kernel, &launch.args);
-                self.bind_group(kernel, launch, scalars.as_ref(), &ring.status)
+                self.bind_group(kernel, launch, scalars.as_ref(), &ring.status, snaps)
             })
             .collect::<Result<Vec<_>>>()?;
         let offsets = (first..first + launches.len())
@@ -619,11 +633,15 @@ impl WgpuDevice {
             });
             (encoder, first)
         });
-        for ((launch, kernel), (group, offset)) in launches
+        for (((launch, kernel), (group, offset)), snaps) in launches
             .iter()
             .zip(&kernels)
             .zip(bind_groups.iter().zip(offsets))
+            .zip(&snapshots)
         {
+            for snap in snaps.iter().flatten() {
+                encoder.copy_buffer_to_buffer(&snap.source, snap.offset, &snap.copy, 0, snap.size);
+            }
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some(&kernel.name),
                 timestamp_writes: None,
@@ -727,19 +745,82 @@ impl WgpuDevice {
         )
     }
 
+    /// Per argument of `launch`: a copy to read it from, when the kernel reads it
+    /// from a buffer it also writes (a piece of a split op updating its output in
+    /// place: later blocks of a GEMM along k, a split table's gather). WebGPU forbids
+    /// a buffer bound both read-only and writable in one dispatch; the copy, made just
+    /// before it, holds what the kernel would have read, since each element is read
+    /// before anything writes it.
+    fn snapshots(
+        &self,
+        kernel: &WgpuKernel,
+        launch: &LaunchRef<'_>,
+    ) -> Result<Vec<Option<Snapshot>>> {
+        let writes = |arg: &BindingRef<'_>, param: &Param| match (arg, param) {
+            (BindingRef::Buffer(slice), Param::Buffer { access, .. })
+                if *access != Access::Read =>
+            {
+                Some(slice.storage as *const Storage)
+            }
+            _ => None,
+        };
+        let written: Vec<*const Storage> = launch
+            .args
+            .iter()
+            .zip(&kernel.params)
+            .filter_map(|(arg, param)| writes(arg, param))
+            .collect();
+        launch
+            .args
+            .iter()
+            .zip(&kernel.params)
+            .map(|(arg, param)| match (arg, param) {
+                (
+                    BindingRef::Buffer(slice),
+                    Param::Buffer {
+                        access: Access::Read,
+                        ..
+                    },
+                ) if written.contains(&(slice.storage as *const Storage)) => {
+                    let source = self.own_storage(slice.storage)?.buffer()?.clone();
+                    let size = (slice.bytes as u64).next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT);
+                    let copy =
+                        self.create_buffer(size)
+                            .ok_or_else(|| RuntimeError::OutOfMemory {
+                                device: self.name(),
+                                bytes: size,
+                            })?;
+                    Ok(Some(Snapshot {
+                        source,
+                        offset: slice.offset as u64,
+                        size,
+                        copy,
+                    }))
+                }
+                _ => Ok(None),
+            })
+            .collect()
+    }
+
     /// The bind group of `launch`'s arguments (the status word at offset 0: the
     /// launch's slot is its dynamic offset), from the kernel's cache when it has no
-    /// scalar block (a scalar buffer is made per launch).
+    /// scalar block (a scalar buffer is made per launch) and reads no snapshot.
     fn bind_group(
         &self,
         kernel: &WgpuKernel,
         launch: &LaunchRef<'_>,
         scalars: Option<&wgpu::Buffer>,
         status: &wgpu::Buffer,
+        snapshots: &[Option<Snapshot>],
     ) -> Result<wgpu::BindGroup> {
         let mut key: BindKey = Vec::with_capacity(launch.args.len());
         let mut bindings = Vec::with_capacity(launch.args.len());
-        for (slot, arg) in kernel.layout.params.iter().zip(&launch.args) {
+        for ((slot, arg), snap) in kernel.layout.params.iter().zip(&launch.args).zip(snapshots) {
+            if let (ParamSlot::Buffer { binding }, Some(snap)) = (slot, snap) {
+                key.push((snap.copy.clone(), 0, wgpu::BufferSize::new(snap.size)));
+                bindings.push(*binding);
+                continue;
+            }
             if let (ParamSlot::Buffer { binding }, BindingRef::Buffer(slice)) = (slot, arg) {
                 let buffer = self.own_storage(slice.storage)?.buffer()?;
                 if slice.offset % self.binding_alignment() != 0 {
@@ -766,7 +847,7 @@ impl WgpuDevice {
                 bindings.push(*binding);
             }
         }
-        let cacheable = scalars.is_none();
+        let cacheable = scalars.is_none() && snapshots.iter().all(Option::is_none);
         if cacheable {
             if let Some(group) = lock(&kernel.bind_groups).get(&key) {
                 return Ok(group.clone());
