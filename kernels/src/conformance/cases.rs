@@ -42,6 +42,7 @@ pub fn split() -> Vec<OpSpec> {
         r#"{"op":"unary","func":"exp","dtype":"f32","shape":[3001]}"#,
         r#"{"op":"unary","func":{"leaky_relu":{"slope":0.25}},"dtype":"f16","shape":[7,433]}"#,
         r#"{"op":"binary","func":"add","dtype":"f32","lhs":[2600],"rhs":[2600]}"#,
+        r#"{"op":"fused","dtype":"f32","inputs":[[9,256],[256]],"nodes":[{"input":0},{"input":1},{"binary":{"func":"add","a":0,"b":1}},{"unary":{"func":"tanh","x":2}}]}"#,
         r#"{"op":"binary","func":"mul","dtype":"i32","lhs":[41,64],"rhs":[64]}"#,
         r#"{"op":"binary","func":"lt","dtype":"u8","lhs":[1,37,128],"rhs":[128],"out_dtype":"bool"}"#,
         r#"{"op":"scalar","func":"sub","dtype":"f64","shape":[2049],"scalar":0.5,"reversed":true}"#,
@@ -60,6 +61,11 @@ pub fn split() -> Vec<OpSpec> {
         r#"{"op":"reduce","func":"arg_max","dtype":"f32","shape":[2000],"axes":[0],"index_dtype":"i32"}"#,
         r#"{"op":"reduce","func":"arg_min","dtype":"i32","shape":[700,2],"axes":[0],"keepdim":true,"index_dtype":"u32"}"#,
         r#"{"op":"reduce","func":"mean","dtype":"bf16","shape":[3,700],"axes":[0,1],"keepdim":true,"accumulate":true}"#,
+        // Few rows a piece, many outputs: partials combined as they come.
+        r#"{"op":"reduce","func":"sum","dtype":"f32","shape":[5,512],"axes":[0],"accumulate":true}"#,
+        r#"{"op":"reduce","func":"mean","dtype":"f64","shape":[5,512],"axes":[0],"keepdim":true}"#,
+        r#"{"op":"reduce","func":"max_nan","dtype":"f32","shape":[3,2,512],"axes":[0]}"#,
+        r#"{"op":"reduce","func":"min","dtype":"i32","shape":[5,512],"axes":[0]}"#,
         // Row-wise ops: pieces of independent rows (batch items), weights whole.
         r#"{"op":"softmax","dtype":"f32","shape":[5,256],"axis":1}"#,
         r#"{"op":"softmax_backward","dtype":"f32","shape":[9,256,1],"axis":1,"log":true}"#,

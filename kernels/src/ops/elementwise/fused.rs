@@ -275,6 +275,25 @@ impl Op for FusedSpec {
             },
         )
     }
+    /// Pieces of the output's rows, each input split with them or, broadcast along
+    /// them, bound whole.
+    fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
+        let out = self.out_shape();
+        let shapes: Vec<&[usize]> = self.inputs.iter().map(Vec::as_slice).collect();
+        Some(crate::lower::split::split_map(
+            "fused",
+            caps,
+            &out,
+            &shapes,
+            1,
+            |inputs, _| {
+                OpSpec::Fused(FusedSpec {
+                    inputs: inputs.to_vec(),
+                    ..self.clone()
+                })
+            },
+        ))
+    }
     /// Each node's own allowance, added: every node rounds once more than the one
     /// before it saw, and the cases chain well-conditioned functions.
     fn tolerance(&self) -> Tolerance {

@@ -119,12 +119,12 @@ fn partial_rows(
     inner: u64,
     out_inner: u64,
 ) -> Result<(Vec<(usize, usize)>, u64), LowerError> {
-    let what = format!("reduce {}", spec.func.name());
-    let limit = caps.kernel_limit();
-    let per_piece = rows_per_piece(&what, limit, inner, &[inner])?;
-    let pad = padded(out_inner);
-    let parts: Vec<(usize, usize)> = pieces_of(dims[0].0, per_piece).collect();
-    let count = parts.len() as u64;
+    let (parts, pad) = pieces_and_pad(spec, caps, dims, inner, out_inner)?;
+    let (what, limit, count) = (
+        format!("reduce {}", spec.func.name()),
+        caps.kernel_limit(),
+        parts.len() as u64,
+    );
     if count * pad > limit {
         return Err(LowerError::TooLarge {
             what: format!(
@@ -135,6 +135,82 @@ fn partial_rows(
         });
     }
     Ok((parts, pad))
+}
+
+/// The pieces `(first row, rows)` of a split first dimension and the padded length
+/// of one piece's partial (its outputs, rounded up so that partials start aligned).
+fn pieces_and_pad(
+    spec: &ReduceSpec,
+    caps: &TargetCaps,
+    dims: &[(usize, bool)],
+    inner: u64,
+    out_inner: u64,
+) -> Result<(Vec<(usize, usize)>, u64), LowerError> {
+    let what = format!("reduce {}", spec.func.name());
+    let per_piece = rows_per_piece(&what, caps.kernel_limit(), inner, &[inner])?;
+    Ok((pieces_of(dims[0].0, per_piece).collect(), padded(out_inner)))
+}
+
+/// The binary op combining two partials of `partial` (a reduction with one).
+fn combining(partial: ReduceFn) -> Option<BinaryFn> {
+    match partial {
+        ReduceFn::Sum | ReduceFn::Mean => Some(BinaryFn::Add),
+        ReduceFn::Max => Some(BinaryFn::Max),
+        ReduceFn::Min => Some(BinaryFn::Min),
+        ReduceFn::MaxNan => Some(BinaryFn::MaxNan),
+        ReduceFn::MinNan => Some(BinaryFn::MinNan),
+        ReduceFn::ArgMax | ReduceFn::ArgMin => None,
+    }
+}
+
+/// The pieces of [`combine_partials`] when their partials together pass the limit
+/// (few rows per piece, many outputs): each piece's partial combined into a running
+/// one as it comes, by `func` (ping-pong between two temporaries, so that no launch
+/// writes what it reads). Temporaries 0 and 1 hold the running partial, 2 a piece's;
+/// returns the pieces and the temporary holding the result.
+fn running_partials(
+    spec: &ReduceSpec,
+    dims: &[(usize, bool)],
+    parts: &[(usize, usize)],
+    partial: ReduceFn,
+    func: BinaryFn,
+    inner: u64,
+    out_inner: u64,
+) -> (Vec<Piece>, Whole) {
+    let n = out_inner as usize;
+    let mut pieces = Vec::new();
+    let mut running = Whole::Temp(0);
+    for (c, &(start, k)) in parts.iter().enumerate() {
+        let mut piece_dims = dims.to_vec();
+        piece_dims[0].0 = k;
+        let into = if c == 0 { running } else { Whole::Temp(2) };
+        pieces.push(Piece {
+            spec: over(spec, &piece_dims, partial, true),
+            inputs: vec![Place::at(Whole::Input(0), start as u64 * inner)],
+            outputs: vec![Place::whole(into)],
+            uniforms: PieceUniforms::Shared,
+        });
+        if c > 0 {
+            let next = match running {
+                Whole::Temp(0) => Whole::Temp(1),
+                _ => Whole::Temp(0),
+            };
+            let combine = OpSpec::Binary(BinarySpec {
+                func,
+                dtype: spec.dtype,
+                lhs: vec![n],
+                rhs: vec![n],
+                out_dtype: None,
+            });
+            pieces.push(step(
+                combine,
+                vec![Place::whole(running), Place::whole(Whole::Temp(2))],
+                Place::whole(next),
+            ));
+            running = next;
+        }
+    }
+    (pieces, running)
 }
 
 /// An f16/bf16 mean over a split first dimension: each piece's mean (a partial sum
@@ -240,38 +316,51 @@ fn combine_partials(
         ReduceFn::Mean => ReduceFn::Sum,
         f => f,
     };
-    let (parts, padded) = partial_rows(spec, caps, dims, inner, out_inner)?;
-    let mut pieces: Vec<Piece> = parts
-        .into_iter()
-        .enumerate()
-        .map(|(c, (start, k))| {
-            let mut piece_dims = dims.to_vec();
-            piece_dims[0].0 = k;
-            Piece {
-                spec: over(spec, &piece_dims, partial, true),
-                inputs: vec![Place::at(Whole::Input(0), start as u64 * inner)],
-                outputs: vec![Place::at(Whole::Temp(0), c as u64 * padded)],
-                uniforms: PieceUniforms::Shared,
-            }
-        })
-        .collect();
-    let count = pieces.len();
     let temp = |len: u64| TempBuffer {
         dtype: spec.dtype,
         len,
     };
-    let mut temps = vec![temp(count as u64 * padded), temp(padded)];
     let n = out_inner as usize;
-    pieces.push(reduce_partials(
-        spec.dtype,
-        partial,
-        count,
-        padded,
-        Whole::Temp(0),
-        Whole::Temp(1),
-    ));
+    let (parts, padded) = pieces_and_pad(spec, caps, dims, inner, out_inner)?;
+    let count = parts.len();
+    let running = combining(partial).filter(|_| count as u64 * padded > caps.kernel_limit());
+    let (mut pieces, mut temps, combined) = match running {
+        Some(func) => {
+            let (pieces, result) =
+                running_partials(spec, dims, &parts, partial, func, inner, out_inner);
+            (pieces, vec![temp(out_inner); 3], result)
+        }
+        None => {
+            let (parts, padded) = partial_rows(spec, caps, dims, inner, out_inner)?;
+            let mut pieces: Vec<Piece> = parts
+                .into_iter()
+                .enumerate()
+                .map(|(c, (start, k))| {
+                    let mut piece_dims = dims.to_vec();
+                    piece_dims[0].0 = k;
+                    Piece {
+                        spec: over(spec, &piece_dims, partial, true),
+                        inputs: vec![Place::at(Whole::Input(0), start as u64 * inner)],
+                        outputs: vec![Place::at(Whole::Temp(0), c as u64 * padded)],
+                        uniforms: PieceUniforms::Shared,
+                    }
+                })
+                .collect();
+            pieces.push(reduce_partials(
+                spec.dtype,
+                partial,
+                count,
+                padded,
+                Whole::Temp(0),
+                Whole::Temp(1),
+            ));
+            let temps = vec![temp(count as u64 * padded), temp(padded)];
+            (pieces, temps, Whole::Temp(1))
+        }
+    };
+    let extra = Whole::Temp(temps.len());
     // The first `n` elements of the combined row.
-    let mut result = Place::at(Whole::Temp(1), 0);
+    let mut result = Place::at(combined, 0);
     let y = Place::whole(Whole::Output(0));
     if spec.func == ReduceFn::Mean {
         let divide = OpSpec::Scalar(ScalarSpec {
@@ -284,7 +373,7 @@ fn combine_partials(
         });
         let to = if spec.accumulate {
             temps.push(temp(out_inner));
-            Place::whole(Whole::Temp(2))
+            Place::whole(extra)
         } else {
             y
         };
