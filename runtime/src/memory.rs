@@ -19,7 +19,7 @@
 //!   it.
 
 use crate::device::{BindingRef, Slice, Storage};
-use crate::element::{bytes_to_f64, device_bytes, read_elements, Element};
+use crate::element::{bytes_to_f64, device_bytes, f64_to_bytes, read_elements, Element};
 use crate::error::{Result, RuntimeError};
 use crate::runtime::{check_operands, Role, Runtime};
 use kernelc_ir::ScalarType;
@@ -441,6 +441,24 @@ impl Runtime {
         let mut values = Vec::with_capacity(view.numel());
         for_each_index(&view.shape, |i| values.push(spanned[offset(i, strides)]));
         Ok(values)
+    }
+
+    /// Writes `data` (as f64, converted to the view's dtype as `cast` converts) into a
+    /// dense `view`.
+    pub fn write_view_f64(&self, view: &View, data: &[f64]) -> Result<()> {
+        if data.len() != view.numel() {
+            return Err(RuntimeError::DataLength {
+                shape: view.shape.clone(),
+                expected: view.numel(),
+                found: data.len(),
+            });
+        }
+        if view.strides.is_some() {
+            return Err(RuntimeError::BadArgument(
+                "write_view_f64 into a strided view (write a dense one)".into(),
+            ));
+        }
+        self.write_buffer(&view.buffer, view.offset, &f64_to_bytes(view.dtype, data))
     }
 
     /// Runs one op reading `inputs` and writing its results into `outputs` in place

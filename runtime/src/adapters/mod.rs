@@ -19,6 +19,8 @@ use kernelc_kernels::lower::LowerError;
 #[cfg(any(feature = "oxicuda", feature = "oxicuda-0-5", feature = "rustd"))]
 use kernelc_kernels::OpSpec;
 
+#[cfg(feature = "ferrum")]
+pub mod ferrum;
 #[cfg(any(feature = "oxicuda", feature = "oxicuda-0-5"))]
 pub mod oxicuda;
 #[cfg(feature = "rumus")]
