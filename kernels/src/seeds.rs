@@ -272,7 +272,7 @@ pub const SEED_METHODS: &[SeedMethod] = &[
     // ---------------- ferrum kernel_ops sub-traits (11) ----------------
     op(FERRUM_NORM, "rms_norm", "layer_norm", "rms=true, weight"),
     op(FERRUM_NORM, "rms_norm_residual", "layer_norm", "rms=true, weight, residual=true (outputs y, sum)"),
-    op(FERRUM_POSITION, "rotary_embedding", "rope", "positions uploaded as u32 (ferrum's reference uses position_ids[0] only)"),
+    op(FERRUM_POSITION, "rotary_embedding", "rope", "positions uploaded as u32: one per step, one per batch item and step (batch_positions), or one start position (ferrum's reference uses position_ids[0] only)"),
     op(FERRUM_ATTENTION, "attention", "attention", "layout=bshd, kv_heads=num_kv_heads, scale=softmax_scale, causal"),
     unsupported(FERRUM_ATTENTION, "paged_attention", "the provided default returns unsupported; no seed defines the block-table layout"),
     op(FERRUM_ACTIVATION, "silu_mul", "binary", "func=silu_mul"),
