@@ -74,3 +74,63 @@ fn add_and_reduce_sum_past_32_bit_indices_equal_the_reference() {
     assert_eq!(wrong, 0, "{wrong} wrong elements, the first at {first:?}");
     println!("add of {N} f32: every element exact");
 }
+
+/// A GEMM whose weight passes 32-bit indices: `x · Wᵀ` with `W` of `[n, k]` (a language
+/// model's head), split along n, and `x · B` with `B` of `[k, n]`, split along k with
+/// the blocks after the first adding into C. Values chosen so the reference is cheap
+/// and exact: `B[p, j] = g(p) · f(j)`, so `C[i, j] = f(j) · Σ_p x[i, p] · g(p)`, every
+/// sum an integer below 2^24; `f` and `g` vary, so a block bound at a wrong offset
+/// along n or k gives wrong elements.
+#[test]
+fn gemm_with_a_weight_past_32_bit_indices_equals_the_reference() {
+    const M: usize = 8;
+    const K: usize = 4096;
+    const N: usize = 524_800; // N · K = 2_149_580_800 > 2^31 − 1
+    let device = match Device::open(DeviceChoice::Cuda { ordinal: 0 }) {
+        Ok(d) => d,
+        Err(e) => {
+            println!("NOT RUN: no CUDA device (GEMM with a weight past 2^31 elements): {e}");
+            return;
+        }
+    };
+    let rt = Runtime::with_device(device, DiskCache::off());
+    let x_at = |i: usize, p: usize| ((i * 31 + p) % 3) as f32;
+    let g = |p: usize| (p % 7 + 1) as f32;
+    let f = |j: usize| (j % 5 + 1) as f32;
+    let x: Vec<f32> = (0..M * K).map(|e| x_at(e / K, e % K)).collect();
+    let xt = rt.tensor(&[M, K], &x).expect("upload x");
+    let row_sums: Vec<f64> = (0..M)
+        .map(|i| (0..K).map(|p| x_at(i, p) as f64 * g(p) as f64).sum())
+        .collect();
+    for transposed in [true, false] {
+        let w: Vec<f32> = if transposed {
+            (0..N * K).map(|e| g(e % K) * f(e / K)).collect()
+        } else {
+            (0..K * N).map(|e| g(e / N) * f(e % N)).collect()
+        };
+        let shape = if transposed { [N, K] } else { [K, N] };
+        let wt = match rt.tensor(&shape, &w) {
+            Ok(t) => t,
+            Err(RuntimeError::OutOfMemory { .. }) => {
+                println!("NOT RUN: the device lacks memory for a weight of {} elements", N * K);
+                return;
+            }
+            Err(e) => panic!("{e}"),
+        };
+        drop(w);
+        let gemm = spec(&format!(
+            r#"{{"op":"gemm","dtype":"f32","m":{M},"n":{N},"k":{K},"trans_b":{transposed},"alpha":1.0,"beta":0.0}}"#
+        ));
+        let c = rt
+            .run(&gemm, &[&xt, &wt])
+            .expect("gemm")
+            .remove(0)
+            .to_vec::<f32>()
+            .expect("download");
+        let wrong = (0..M * N)
+            .filter(|&e| c[e] as f64 != f(e % N) as f64 * row_sums[e / N])
+            .count();
+        assert_eq!(wrong, 0, "trans_b {transposed}: {wrong} wrong elements");
+        println!("gemm {M}×{N}×{K} with a weight of {} f32 (trans_b {transposed}): every element exact", N * K);
+    }
+}
