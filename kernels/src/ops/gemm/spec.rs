@@ -167,6 +167,65 @@ impl GemmSpec {
         }
     }
 
+    /// NumPy's `matmul` of operands shaped `a` and `b` (ONNX `MatMul`, torch's
+    /// `matmul`): a 1-D `a` is a row and a 1-D `b` a column, their dim dropped from the
+    /// result; batch dims broadcast, a missing dim or one of 1 repeating its matrix
+    /// (stride 0). Returns the spec, whose operands and C are flat (`[extent]`: the
+    /// dense tensors' elements as they lie), and the result's shape.
+    pub fn matmul(dtype: ScalarType, a: &[usize], b: &[usize]) -> Result<(GemmSpec, Vec<usize>), SpecError> {
+        if a.is_empty() || b.is_empty() {
+            return Err(SpecError::bad_attr(
+                "matmul",
+                format!("{a:?} · {b:?}"),
+                "a 0-dim operand has no matrix (multiply elementwise instead)",
+            ));
+        }
+        let a2 = if a.len() == 1 { vec![1, a[0]] } else { a.to_vec() };
+        let b2 = if b.len() == 1 { vec![b[0], 1] } else { b.to_vec() };
+        let (ra, rb) = (a2.len(), b2.len());
+        let (m, k, kb, n) = (a2[ra - 2], a2[ra - 1], b2[rb - 2], b2[rb - 1]);
+        if k != kb {
+            return Err(SpecError::mismatch(
+                &format!("matmul {a:?} · {b:?}: inner dims"),
+                vec![k],
+                vec![kb],
+            ));
+        }
+        let (batch_a, batch_b) = (&a2[..ra - 2], &b2[..rb - 2]);
+        let batch = crate::shape::broadcast_shapes(batch_a, batch_b)?;
+        // Per batch dim of the result, an operand's stride (0 where it repeats).
+        let strides = |own: &[usize], matrix: usize| -> Vec<usize> {
+            let packed = crate::shape::row_major_strides(own);
+            let skip = batch.len() - own.len();
+            (0..batch.len())
+                .map(|d| match d.checked_sub(skip) {
+                    Some(j) if own[j] != 1 => packed[j] * matrix,
+                    _ => 0,
+                })
+                .collect()
+        };
+        let spec = GemmSpec {
+            stride_a: Some(strides(batch_a, m * k)),
+            stride_b: Some(strides(batch_b, k * n)),
+            stride_c: Some(
+                crate::shape::row_major_strides(&batch)
+                    .iter()
+                    .map(|s| s * m * n)
+                    .collect(),
+            ),
+            batch: batch.clone(),
+            ..GemmSpec::new(dtype, m, n, k)
+        };
+        let mut shape = batch;
+        if a.len() > 1 {
+            shape.push(m);
+        }
+        if b.len() > 1 {
+            shape.push(n);
+        }
+        Ok((spec, shape))
+    }
+
     /// Number of GEMMs (product of `batch`).
     pub fn batch_count(&self) -> usize {
         numel(&self.batch)

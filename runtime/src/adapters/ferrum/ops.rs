@@ -12,7 +12,7 @@ use ferrum_interfaces::kernel_ops::{
 use ferrum_interfaces::tensor::{TensorOps, TensorRef};
 use ferrum_types::{FerrumError, Result};
 use kernelc_ir::ScalarType;
-use kernelc_kernels::shape::{broadcast_shapes, numel, row_major_strides};
+use kernelc_kernels::shape::numel;
 use kernelc_kernels::{
     AttentionLayout, AttentionSpec, BinaryFn, BinarySpec, CausalAlign, ConcatSpec, GemmSpec,
     LayerNormSpec, PermuteSpec, RopeSpec, SoftmaxSpec, UnaryFn, UnarySpec,
@@ -168,71 +168,15 @@ fn linear(ctx: &Arc<Context>, input: &TensorRef, weight: &TensorRef) -> Result<T
     out.reshape(&out_shape)
 }
 
-/// NumPy's `matmul`: 1-D operands promoted (and their dim dropped from the result),
-/// batch dims broadcast (a dim of 1 or a missing one repeats: stride 0).
+/// NumPy's `matmul` ([`GemmSpec::matmul`]).
 fn matmul(ctx: &Arc<Context>, a: &TensorRef, b: &TensorRef) -> Result<TensorRef> {
     let (x, y) = (ctx.ours(a, "matmul")?, ctx.ours(b, "matmul")?);
     let dtype = same_dtype("matmul", &[x, y])?;
-    let (sa, sb) = (x.view_ref().shape().to_vec(), y.view_ref().shape().to_vec());
-    if sa.is_empty() || sb.is_empty() {
-        return Err(FerrumError::invalid_parameter(
-            "matmul of a 0-dim tensor (use mul)",
-        ));
-    }
-    let a2 = if sa.len() == 1 {
-        vec![1, sa[0]]
-    } else {
-        sa.clone()
-    };
-    let b2 = if sb.len() == 1 {
-        vec![sb[0], 1]
-    } else {
-        sb.clone()
-    };
-    let (ra, rb) = (a2.len(), b2.len());
-    let (m, k, kb, n) = (a2[ra - 2], a2[ra - 1], b2[rb - 2], b2[rb - 1]);
-    if k != kb {
-        return Err(FerrumError::invalid_parameter(format!(
-            "matmul: {sa:?} · {sb:?}: inner dims {k} and {kb} differ"
-        )));
-    }
-    let (batch_a, batch_b) = (&a2[..ra - 2], &b2[..rb - 2]);
-    let batch = broadcast_shapes(batch_a, batch_b)
-        .map_err(|e| FerrumError::invalid_parameter(format!("matmul batch dims: {e}")))?;
-    // Per output batch dim, each operand's stride (0 where it repeats).
-    let strides = |own: &[usize], matrix: usize| -> Vec<usize> {
-        let packed = row_major_strides(own);
-        let skip = batch.len() - own.len();
-        (0..batch.len())
-            .map(|d| match d.checked_sub(skip) {
-                Some(j) if own[j] != 1 => packed[j] * matrix,
-                _ => 0,
-            })
-            .collect()
-    };
-    let spec = GemmSpec {
-        batch: batch.clone(),
-        stride_a: Some(strides(batch_a, m * k)),
-        stride_b: Some(strides(batch_b, k * n)),
-        stride_c: Some(
-            row_major_strides(&batch)
-                .iter()
-                .map(|s| s * m * n)
-                .collect(),
-        ),
-        ..GemmSpec::new(dtype, m, n, k)
-    };
+    let (spec, shape) = GemmSpec::matmul(dtype, x.view_ref().shape(), y.view_ref().shape())
+        .map_err(|e| FerrumError::invalid_parameter(format!("matmul: {e}")))?;
     let flat_a = reshaped(x.view_ref(), &[x.view_ref().numel()])?;
     let flat_b = reshaped(y.view_ref(), &[y.view_ref().numel()])?;
-    let out = ctx.run1(spec, &[&flat_a, &flat_b])?;
-    let mut shape = batch;
-    if sa.len() > 1 {
-        shape.push(m);
-    }
-    if sb.len() > 1 {
-        shape.push(n);
-    }
-    out.reshape(&shape)
+    ctx.run1(spec, &[&flat_a, &flat_b])?.reshape(&shape)
 }
 
 impl TensorOps for FerrumTensorOps {

@@ -1,0 +1,186 @@
+//! ONNX's conventions for the primitives' attributes: negative axes, reshape's `0`
+//! and `-1`, slice windows with clamping and negative steps, `TensorProto` data types
+//! and payloads.
+
+use crate::BbError;
+use bb_ir::proto::onnx::TensorProto;
+use kernelc_ir::ScalarType;
+
+/// `axis` of a tensor of `rank` dims, counted from the end when negative.
+pub(crate) fn axis(op: &'static str, axis: i64, rank: usize) -> Result<usize, BbError> {
+    let a = if axis < 0 { axis + rank as i64 } else { axis };
+    if a < 0 || a >= rank as i64 {
+        return Err(BbError::invalid(op, format!("axis {axis} of a {rank}-dim tensor")));
+    }
+    Ok(a as usize)
+}
+
+/// Distinct axes, each as [`axis`] normalises it, in ascending order.
+pub(crate) fn axes(op: &'static str, list: &[i64], rank: usize) -> Result<Vec<usize>, BbError> {
+    let mut out = list
+        .iter()
+        .map(|&a| axis(op, a, rank))
+        .collect::<Result<Vec<_>, _>>()?;
+    out.sort_unstable();
+    if out.windows(2).any(|w| w[0] == w[1]) {
+        return Err(BbError::invalid(op, format!("axes {list:?} repeat a dim")));
+    }
+    Ok(out)
+}
+
+/// The shape `Reshape` gives `input` for `target`: `0` keeps the input's dim there, one
+/// `-1` takes what is left.
+pub(crate) fn reshape(input: &[usize], target: &[i64]) -> Result<Vec<usize>, BbError> {
+    let bad = |why: String| BbError::invalid("Reshape", why);
+    let numel: usize = input.iter().product();
+    let mut shape = Vec::with_capacity(target.len());
+    let mut infer = None;
+    for (i, &d) in target.iter().enumerate() {
+        shape.push(match d {
+            0 => *input
+                .get(i)
+                .ok_or_else(|| bad(format!("0 at dim {i} past the input's {input:?}")))?,
+            -1 if infer.is_none() => {
+                infer = Some(i);
+                1
+            }
+            d if d > 0 => d as usize,
+            d => return Err(bad(format!("dim {d} in {target:?}"))),
+        });
+    }
+    let known: usize = shape.iter().product();
+    if let Some(i) = infer {
+        if known == 0 || numel % known != 0 {
+            return Err(bad(format!("{input:?} cannot take the shape {target:?}")));
+        }
+        shape[i] = numel / known;
+    }
+    if shape.iter().product::<usize>() != numel {
+        return Err(bad(format!("{input:?} ({numel} elements) cannot take the shape {target:?}")));
+    }
+    Ok(shape)
+}
+
+/// One axis of a `Slice`: first element, count and step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Window {
+    pub start: usize,
+    pub size: usize,
+    pub step: i64,
+}
+
+/// ONNX `Slice` on a dim of `n`: negative `start`/`end` count from the end, then
+/// clamp (to `[0, n]` for a positive step, `[-1, n - 1]` for a negative one).
+pub(crate) fn window(n: usize, start: i64, end: i64, step: i64) -> Result<Window, BbError> {
+    if step == 0 {
+        return Err(BbError::invalid("Slice", "a step of 0".into()));
+    }
+    let n = n as i64;
+    let from_end = |v: i64| if v < 0 { v.saturating_add(n) } else { v };
+    let (start, end) = (from_end(start), from_end(end));
+    let (first, count) = if step > 0 {
+        let (s, e) = (start.clamp(0, n), end.clamp(0, n));
+        (s, if e > s { (e - s + step - 1) / step } else { 0 })
+    } else {
+        let (s, e) = (start.clamp(0, n - 1), end.clamp(-1, n - 1));
+        (s, if s > e { (s - e - step - 1) / -step } else { 0 })
+    };
+    Ok(Window {
+        start: first.max(0) as usize,
+        size: count as usize,
+        step,
+    })
+}
+
+/// kernelc's type of an ONNX `TensorProto.DataType`.
+pub(crate) fn dtype(code: i32) -> Result<ScalarType, BbError> {
+    Ok(match code {
+        1 => ScalarType::F32,
+        2 => ScalarType::U8,
+        3 => ScalarType::I8,
+        4 => ScalarType::U16,
+        5 => ScalarType::I16,
+        6 => ScalarType::I32,
+        7 => ScalarType::I64,
+        9 => ScalarType::Bool,
+        10 => ScalarType::F16,
+        11 => ScalarType::F64,
+        12 => ScalarType::U32,
+        16 => ScalarType::Bf16,
+        other => {
+            return Err(BbError::unsupported(
+                "Cast",
+                format!("ONNX data type {other} (kernelc has no strings, u64, complex or 8-bit floats)"),
+            ))
+        }
+    })
+}
+
+/// A `TensorProto`'s dtype, shape and elements as a device byte image (little-endian,
+/// bool one byte): `raw_data` as it is, else the typed field ONNX keeps that type in.
+pub(crate) fn decode(t: &TensorProto) -> Result<(ScalarType, Vec<usize>, Vec<u8>), BbError> {
+    let ty = dtype(t.data_type)?;
+    let shape = t
+        .dims
+        .iter()
+        .map(|&d| usize::try_from(d).map_err(|_| BbError::invalid("Constant", format!("dim {d}"))))
+        .collect::<Result<Vec<_>, _>>()?;
+    let numel: usize = shape.iter().product();
+    let size = ty.size_bytes() as usize;
+    if !t.external_data.is_empty() {
+        return Err(BbError::unsupported("Constant", "external data".into()));
+    }
+    let bytes = if !t.raw_data.is_empty() {
+        t.raw_data.clone()
+    } else {
+        let words: Vec<u64> = match ty {
+            ScalarType::F32 => t.float_data.iter().map(|v| v.to_bits() as u64).collect(),
+            ScalarType::F64 => t.double_data.iter().map(|v| v.to_bits()).collect(),
+            ScalarType::I64 => t.int64_data.iter().map(|&v| v as u64).collect(),
+            ScalarType::U32 => t.uint64_data.clone(),
+            // int32_data holds the rest: narrow integers, bool, f16/bf16 bits.
+            _ => t.int32_data.iter().map(|&v| v as u32 as u64).collect(),
+        };
+        words
+            .iter()
+            .flat_map(|w| w.to_le_bytes()[..size].to_vec())
+            .collect()
+    };
+    if bytes.len() != numel * size {
+        return Err(BbError::invalid(
+            "Constant",
+            format!(
+                "{} bytes of data for {shape:?} of {ty} ({} bytes)",
+                bytes.len(),
+                numel * size
+            ),
+        ));
+    }
+    Ok((ty, shape, bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slice_windows_follow_onnx() {
+        let w = |n, s, e, st| window(n, s, e, st).map(|w| (w.start, w.size)).ok();
+        assert_eq!(w(10, 2, 7, 1), Some((2, 5)));
+        assert_eq!(w(10, -3, i64::MAX, 1), Some((7, 3)));
+        assert_eq!(w(10, 1, 8, 3), Some((1, 3)));
+        assert_eq!(w(10, i64::MAX, i64::MIN, -1), Some((9, 10)));
+        assert_eq!(w(10, 8, 1, -3), Some((8, 3)));
+        assert_eq!(w(10, 5, 5, 1), Some((5, 0)));
+        assert_eq!(w(10, 0, 3, 0), None);
+    }
+
+    #[test]
+    fn reshape_takes_zero_and_minus_one() {
+        assert_eq!(reshape(&[2, 3, 4], &[0, -1]).ok(), Some(vec![2, 12]));
+        assert_eq!(reshape(&[2, 3, 4], &[4, 0, 2]).ok(), Some(vec![4, 3, 2]));
+        assert!(reshape(&[2, 3, 4], &[5, -1]).is_err());
+        assert!(reshape(&[2, 3], &[-1, -1]).is_err());
+        assert!(reshape(&[2, 3], &[7]).is_err());
+    }
+}
