@@ -65,7 +65,13 @@ pub struct BbTensor {
 
 impl std::fmt::Debug for BbTensor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "BbTensor({:?} {} on {})", self.view.shape(), self.view.dtype(), self.rt.device_name())
+        write!(
+            f,
+            "BbTensor({:?} {} on {})",
+            self.view.shape(),
+            self.view.dtype(),
+            self.rt.device_name()
+        )
     }
 }
 
@@ -121,19 +127,33 @@ impl KernelcBb {
     }
 
     /// A tensor of `dtype` and `shape` holding `values` (converted as `cast` converts).
-    pub fn tensor(&self, dtype: ScalarType, shape: &[usize], values: &[f64]) -> Result<BbTensor, BbError> {
+    pub fn tensor(
+        &self,
+        dtype: ScalarType,
+        shape: &[usize],
+        values: &[f64],
+    ) -> Result<BbTensor, BbError> {
         let view = self.alloc(dtype, shape)?;
         self.rt.write_view_f64(&view, values)?;
         Ok(self.wrap_unchecked(view))
     }
 
     /// A tensor of `dtype` and `shape` from its device bytes.
-    pub fn tensor_from_bytes(&self, dtype: ScalarType, shape: &[usize], bytes: &[u8]) -> Result<BbTensor, BbError> {
+    pub fn tensor_from_bytes(
+        &self,
+        dtype: ScalarType,
+        shape: &[usize],
+        bytes: &[u8],
+    ) -> Result<BbTensor, BbError> {
         let view = self.alloc(dtype, shape)?;
         if bytes.len() != view.byte_len() {
             return Err(BbError::invalid(
                 "tensor_from_bytes",
-                format!("{} bytes for {shape:?} of {dtype} ({} bytes)", bytes.len(), view.byte_len()),
+                format!(
+                    "{} bytes for {shape:?} of {dtype} ({} bytes)",
+                    bytes.len(),
+                    view.byte_len()
+                ),
             ));
         }
         self.rt.write_buffer(view.buffer(), view.offset(), bytes)?;
@@ -143,7 +163,10 @@ impl KernelcBb {
     /// A dense view of this backend's device as a tensor, without a copy.
     pub fn wrap(&self, view: View) -> Result<BbTensor, BbError> {
         if !view.is_dense() {
-            return Err(BbError::invalid("wrap", "a strided view (bb tensors are dense)".into()));
+            return Err(BbError::invalid(
+                "wrap",
+                "a strided view (bb tensors are dense)".into(),
+            ));
         }
         // A zero-element check that the buffer is this device's.
         self.rt.read_buffer(view.buffer(), view.offset(), 0)?;
@@ -161,7 +184,9 @@ impl KernelcBb {
         let bytes = shape
             .iter()
             .try_fold(dtype.size_bytes() as usize, |acc, &d| acc.checked_mul(d))
-            .ok_or_else(|| BbError::invalid("alloc", format!("a tensor of shape {shape:?} overflows")))?;
+            .ok_or_else(|| {
+                BbError::invalid("alloc", format!("a tensor of shape {shape:?} overflows"))
+            })?;
         let buffer = self.rt.alloc_buffer(bytes)?;
         Ok(View::new(&buffer, 0, dtype, shape)?)
     }
@@ -178,7 +203,12 @@ impl KernelcBb {
     }
 
     /// `t` with `shape` (as many elements), sharing its memory.
-    fn reshaped(&self, t: &BbTensor, op: &'static str, shape: &[usize]) -> Result<BbTensor, BbError> {
+    fn reshaped(
+        &self,
+        t: &BbTensor,
+        op: &'static str,
+        shape: &[usize],
+    ) -> Result<BbTensor, BbError> {
         let v = self.ours(t, op)?;
         Ok(self.wrap_unchecked(View::new(v.buffer(), v.offset(), v.dtype(), shape)?))
     }
@@ -194,7 +224,10 @@ impl KernelcBb {
             .collect::<Result<Vec<_>, _>>()?;
         self.rt
             .run_into(&spec, inputs, &outputs.iter().collect::<Vec<_>>())?;
-        Ok(outputs.into_iter().map(|v| self.wrap_unchecked(v)).collect())
+        Ok(outputs
+            .into_iter()
+            .map(|v| self.wrap_unchecked(v))
+            .collect())
     }
 
     fn run1(&self, spec: impl Into<OpSpec>, inputs: &[&View]) -> Result<BbTensor, BbError> {

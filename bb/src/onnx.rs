@@ -10,7 +10,10 @@ use kernelc_ir::ScalarType;
 pub(crate) fn axis(op: &'static str, axis: i64, rank: usize) -> Result<usize, BbError> {
     let a = if axis < 0 { axis + rank as i64 } else { axis };
     if a < 0 || a >= rank as i64 {
-        return Err(BbError::invalid(op, format!("axis {axis} of a {rank}-dim tensor")));
+        return Err(BbError::invalid(
+            op,
+            format!("axis {axis} of a {rank}-dim tensor"),
+        ));
     }
     Ok(a as usize)
 }
@@ -56,7 +59,9 @@ pub(crate) fn reshape(input: &[usize], target: &[i64]) -> Result<Vec<usize>, BbE
         shape[i] = numel / known;
     }
     if shape.iter().product::<usize>() != numel {
-        return Err(bad(format!("{input:?} ({numel} elements) cannot take the shape {target:?}")));
+        return Err(bad(format!(
+            "{input:?} ({numel} elements) cannot take the shape {target:?}"
+        )));
     }
     Ok(shape)
 }
@@ -110,7 +115,9 @@ pub(crate) fn dtype(code: i32) -> Result<ScalarType, BbError> {
         other => {
             return Err(BbError::unsupported(
                 "Cast",
-                format!("ONNX data type {other} (kernelc has no strings, u64, complex or 8-bit floats)"),
+                format!(
+                    "ONNX data type {other} (kernelc has no strings, u64, complex or 8-bit floats)"
+                ),
             ))
         }
     })

@@ -13,10 +13,20 @@ use kernelc_kernels::spec::{
 use kernelc_runtime::View;
 
 impl KernelcBb {
-    fn binary(&self, op: &'static str, func: BinaryFn, a: &BbTensor, b: &BbTensor, out: Option<ScalarType>) -> Result<BbTensor, BbError> {
+    fn binary(
+        &self,
+        op: &'static str,
+        func: BinaryFn,
+        a: &BbTensor,
+        b: &BbTensor,
+        out: Option<ScalarType>,
+    ) -> Result<BbTensor, BbError> {
         let (x, y) = (self.ours(a, op)?, self.ours(b, op)?);
         if x.dtype() != y.dtype() {
-            return Err(BbError::invalid(op, format!("dtypes {} and {} differ", x.dtype(), y.dtype())));
+            return Err(BbError::invalid(
+                op,
+                format!("dtypes {} and {} differ", x.dtype(), y.dtype()),
+            ));
         }
         let spec = BinarySpec {
             func,
@@ -39,7 +49,14 @@ impl KernelcBb {
     }
 
     /// ONNX `Reduce*`: empty `axes` reduce every dim.
-    fn reduce(&self, op: &'static str, func: ReduceFn, a: &BbTensor, axes: &[i64], keepdims: bool) -> Result<BbTensor, BbError> {
+    fn reduce(
+        &self,
+        op: &'static str,
+        func: ReduceFn,
+        a: &BbTensor,
+        axes: &[i64],
+        keepdims: bool,
+    ) -> Result<BbTensor, BbError> {
         let x = self.ours(a, op)?;
         let rank = x.shape().len();
         let axes = if axes.is_empty() {
@@ -126,7 +143,10 @@ impl Backend for KernelcBb {
     fn matmul(&self, a: &BbTensor, b: &BbTensor) -> Result<BbTensor, BbError> {
         let (x, y) = (self.ours(a, "MatMul")?, self.ours(b, "MatMul")?);
         if x.dtype() != y.dtype() {
-            return Err(BbError::invalid("MatMul", format!("dtypes {} and {} differ", x.dtype(), y.dtype())));
+            return Err(BbError::invalid(
+                "MatMul",
+                format!("dtypes {} and {} differ", x.dtype(), y.dtype()),
+            ));
         }
         let (spec, shape) = GemmSpec::matmul(x.dtype(), x.shape(), y.shape())
             .map_err(|e| BbError::invalid("MatMul", e.to_string()))?;
@@ -145,12 +165,20 @@ impl Backend for KernelcBb {
 
     /// NaN propagates (ONNX and NumPy `max`).
     fn reduce_max(&self, a: &BbTensor, axes: &[i64], keepdims: bool) -> Result<BbTensor, BbError> {
-        let func = if a.dtype().is_float() { ReduceFn::MaxNan } else { ReduceFn::Max };
+        let func = if a.dtype().is_float() {
+            ReduceFn::MaxNan
+        } else {
+            ReduceFn::Max
+        };
         self.reduce("ReduceMax", func, a, axes, keepdims)
     }
 
     fn reduce_min(&self, a: &BbTensor, axes: &[i64], keepdims: bool) -> Result<BbTensor, BbError> {
-        let func = if a.dtype().is_float() { ReduceFn::MinNan } else { ReduceFn::Min };
+        let func = if a.dtype().is_float() {
+            ReduceFn::MinNan
+        } else {
+            ReduceFn::Min
+        };
         self.reduce("ReduceMin", func, a, axes, keepdims)
     }
 
@@ -187,7 +215,10 @@ impl Backend for KernelcBb {
             .first()
             .ok_or_else(|| BbError::invalid("Concat", "no inputs".into()))?;
         if let Some(v) = views.iter().find(|v| v.dtype() != first.dtype()) {
-            return Err(BbError::invalid("Concat", format!("dtypes {} and {} differ", first.dtype(), v.dtype())));
+            return Err(BbError::invalid(
+                "Concat",
+                format!("dtypes {} and {} differ", first.dtype(), v.dtype()),
+            ));
         }
         let spec = ConcatSpec {
             dtype: first.dtype(),
@@ -199,7 +230,14 @@ impl Backend for KernelcBb {
 
     /// ONNX `Slice`: empty `axes` are `0..starts.len()`, empty `steps` all 1; starts
     /// and ends count from the end when negative and clamp to the dim.
-    fn slice(&self, a: &BbTensor, starts: &[i64], ends: &[i64], axes: &[i64], steps: &[i64]) -> Result<BbTensor, BbError> {
+    fn slice(
+        &self,
+        a: &BbTensor,
+        starts: &[i64],
+        ends: &[i64],
+        axes: &[i64],
+        steps: &[i64],
+    ) -> Result<BbTensor, BbError> {
         let x = self.ours(a, "Slice")?;
         let shape = x.shape().to_vec();
         let rank = shape.len();
@@ -210,7 +248,11 @@ impl Backend for KernelcBb {
                 .map(|&d| onnx::axis("Slice", d, rank))
                 .collect::<Result<_, _>>()?
         };
-        let steps: Vec<i64> = if steps.is_empty() { vec![1; axes.len()] } else { steps.to_vec() };
+        let steps: Vec<i64> = if steps.is_empty() {
+            vec![1; axes.len()]
+        } else {
+            steps.to_vec()
+        };
         if starts.len() != axes.len() || ends.len() != axes.len() || steps.len() != axes.len() {
             return Err(BbError::invalid(
                 "Slice",
@@ -272,7 +314,10 @@ impl Backend for KernelcBb {
             onnx::axes("Squeeze", axes, shape.len())?
         };
         if let Some(&d) = drop.iter().find(|&&d| shape[d] != 1) {
-            return Err(BbError::invalid("Squeeze", format!("dim {d} of {shape:?} is not 1")));
+            return Err(BbError::invalid(
+                "Squeeze",
+                format!("dim {d} of {shape:?} is not 1"),
+            ));
         }
         let kept: Vec<usize> = (0..shape.len())
             .filter(|d| !drop.contains(d))
@@ -288,7 +333,13 @@ impl Backend for KernelcBb {
         let new = onnx::axes("Unsqueeze", axes, rank)?;
         let mut rest = shape.iter();
         let out: Vec<usize> = (0..rank)
-            .map(|d| if new.contains(&d) { 1 } else { rest.next().copied().unwrap_or(1) })
+            .map(|d| {
+                if new.contains(&d) {
+                    1
+                } else {
+                    rest.next().copied().unwrap_or(1)
+                }
+            })
             .collect();
         self.reshaped(a, "Unsqueeze", &out)
     }
@@ -319,9 +370,16 @@ impl Backend for KernelcBb {
     /// `cond` of bool (or any type: nonzero is true); `t` and `f` of one dtype; all
     /// three broadcast.
     fn r#where(&self, cond: &BbTensor, t: &BbTensor, f: &BbTensor) -> Result<BbTensor, BbError> {
-        let (c, x, y) = (self.ours(cond, "Where")?, self.ours(t, "Where")?, self.ours(f, "Where")?);
+        let (c, x, y) = (
+            self.ours(cond, "Where")?,
+            self.ours(t, "Where")?,
+            self.ours(f, "Where")?,
+        );
         if x.dtype() != y.dtype() {
-            return Err(BbError::invalid("Where", format!("dtypes {} and {} differ", x.dtype(), y.dtype())));
+            return Err(BbError::invalid(
+                "Where",
+                format!("dtypes {} and {} differ", x.dtype(), y.dtype()),
+            ));
         }
         let spec = WhereSpec {
             dtype: x.dtype(),
@@ -341,6 +399,12 @@ impl Backend for KernelcBb {
     /// ONNX `Gather`: negative indices count from the end; indices are i32 or i64.
     fn gather(&self, data: &BbTensor, indices: &BbTensor, axis: i64) -> Result<BbTensor, BbError> {
         let (x, i) = (self.ours(data, "Gather")?, self.ours(indices, "Gather")?);
+        if !matches!(i.dtype(), ScalarType::I32 | ScalarType::I64) {
+            return Err(BbError::invalid(
+                "Gather",
+                format!("{} indices (ONNX takes int32 or int64)", i.dtype()),
+            ));
+        }
         let spec = GatherSpec {
             dtype: x.dtype(),
             index_dtype: i.dtype(),

@@ -307,52 +307,190 @@ fn fill(value: &str) -> String {
 
 /// (method, spec JSON); `SEED` in a random fill is the factory's seed.
 const CASES: &[(&str, &str)] = &[
-    ("view", r#"{"op":"slice","dtype":"f32","shape":[4,6,5],"starts":[1,2,0],"sizes":[2,3,5],"steps":[1,1,1]}"#),
-    ("view", r#"{"op":"slice","dtype":"u8","shape":[9,7],"starts":[0,3],"sizes":[9,4],"steps":[1,1]}"#),
-    ("narrow", r#"{"op":"slice","dtype":"bf16","shape":[5,8],"starts":[0,2],"sizes":[5,5],"steps":[1,1]}"#),
-    ("split", r#"{"op":"slice","dtype":"i32","shape":[6,3],"starts":[2,0],"sizes":[3,3],"steps":[1,1]}"#),
-    ("to_dtype", r#"{"op":"cast","from":"f32","to":"f16","shape":[37]}"#),
-    ("to_dtype", r#"{"op":"cast","from":"f32","to":"i32","shape":[3,11]}"#),
-    ("to_dtype", r#"{"op":"cast","from":"u8","to":"bool","shape":[20]}"#),
-    ("argmax_last_dim_u32", r#"{"op":"reduce","func":"arg_max","dtype":"f32","shape":[151],"axes":[0],"index_dtype":"u32"}"#),
-    ("argmax", r#"{"op":"reduce","func":"arg_max","dtype":"f16","shape":[3,40],"axes":[0,1],"index_dtype":"u32"}"#),
-    ("zeros_like", r#"{"op":"fill","dtype":"f16","shape":[3,5],"value":{"constant":{"value":0.0}}}"#),
-    ("zeros", r#"{"op":"fill","dtype":"i32","shape":[17],"value":{"constant":{"value":0.0}}}"#),
-    ("ones", r#"{"op":"fill","dtype":"bf16","shape":[2,9],"value":{"constant":{"value":1.0}}}"#),
-    ("ones", r#"{"op":"fill","dtype":"bool","shape":[6],"value":{"constant":{"value":1.0}}}"#),
-    ("uniform", r#"{"op":"fill","dtype":"f32","shape":[300],"value":{"uniform":{"low":-2.0,"high":3.0,"seed":SEED,"step":0}}}"#),
-    ("normal", r#"{"op":"fill","dtype":"f32","shape":[2,150],"value":{"normal":{"mean":1.0,"std":0.5,"seed":SEED,"step":0}}}"#),
-    ("matmul", r#"{"op":"gemm","dtype":"f32","m":7,"n":5,"k":9,"alpha":1.0,"beta":0.0}"#),
-    ("matmul", r#"{"op":"gemm","dtype":"f16","m":4,"n":6,"k":8,"batch":[3],"alpha":1.0,"beta":0.0}"#),
-    ("matmul", r#"{"op":"gemm","dtype":"f32","m":3,"n":4,"k":5,"batch":[2,2],"stride_a":[30,15],"stride_b":[0,0],"stride_c":[24,12],"alpha":1.0,"beta":0.0}"#),
-    ("linear", r#"{"op":"gemm","dtype":"f32","m":6,"n":10,"k":12,"trans_b":true,"alpha":1.0,"beta":0.0}"#),
-    ("linear", r#"{"op":"gemm","dtype":"bf16","m":3,"n":8,"k":16,"trans_b":true,"alpha":1.0,"beta":0.0}"#),
-    ("add", r#"{"op":"binary","func":"add","dtype":"f32","lhs":[4,7],"rhs":[7]}"#),
-    ("add", r#"{"op":"binary","func":"add","dtype":"i32","lhs":[30],"rhs":[30]}"#),
-    ("sub", r#"{"op":"binary","func":"sub","dtype":"f16","lhs":[3,1,5],"rhs":[4,1]}"#),
-    ("mul", r#"{"op":"binary","func":"mul","dtype":"u8","lhs":[25],"rhs":[25]}"#),
-    ("div", r#"{"op":"binary","func":"div","dtype":"f32","lhs":[6,8],"rhs":[6,8]}"#),
-    ("silu_mul", r#"{"op":"binary","func":"silu_mul","dtype":"f32","lhs":[5,16],"rhs":[5,16]}"#),
-    ("silu_mul", r#"{"op":"binary","func":"silu_mul","dtype":"bf16","lhs":[40],"rhs":[40]}"#),
-    ("relu", r#"{"op":"unary","func":"relu","dtype":"f32","shape":[50]}"#),
-    ("gelu", r#"{"op":"unary","func":"gelu_tanh","dtype":"f32","shape":[8,9]}"#),
-    ("gelu", r#"{"op":"unary","func":"gelu_tanh","dtype":"f16","shape":[33]}"#),
-    ("silu", r#"{"op":"unary","func":"silu","dtype":"bf16","shape":[64]}"#),
-    ("softmax", r#"{"op":"softmax","dtype":"f32","shape":[6,33],"axis":1}"#),
-    ("softmax", r#"{"op":"softmax","dtype":"f16","shape":[5,4,3],"axis":0}"#),
-    ("layer_norm", r#"{"op":"layer_norm","dtype":"f32","shape":[5,48],"eps":0.00001,"weight":true,"bias":true}"#),
-    ("layer_norm", r#"{"op":"layer_norm","dtype":"f32","shape":[2,3,20],"eps":0.001,"weight":true}"#),
-    ("rms_norm", r#"{"op":"layer_norm","dtype":"f32","shape":[7,64],"eps":0.000001,"rms":true,"weight":true}"#),
-    ("rms_norm", r#"{"op":"layer_norm","dtype":"f16","shape":[3,32],"eps":0.00001,"rms":true,"weight":true}"#),
-    ("rms_norm_residual", r#"{"op":"layer_norm","dtype":"f32","shape":[4,40],"eps":0.00001,"rms":true,"weight":true,"residual":true}"#),
-    ("concat", r#"{"op":"concat","dtype":"f32","shapes":[[2,3],[2,5],[2,1]],"axis":1}"#),
-    ("concat", r#"{"op":"concat","dtype":"i32","shapes":[[1,4],[3,4]],"axis":0}"#),
-    ("transpose", r#"{"op":"permute","dtype":"f32","shape":[3,4,5],"perm":[2,1,0]}"#),
-    ("permute", r#"{"op":"permute","dtype":"f16","shape":[2,3,4,5],"perm":[0,2,1,3]}"#),
-    ("rotary_embedding", r#"{"op":"rope","dtype":"f32","index_dtype":"u32","batch":2,"seq":5,"heads":3,"head_dim":8,"max_positions":12}"#),
-    ("rotary_embedding", r#"{"op":"rope","dtype":"f32","index_dtype":"u32","batch":2,"seq":3,"heads":1,"head_dim":8,"max_positions":10,"batch_positions":true}"#),
-    ("attention", r#"{"op":"attention","dtype":"f32","layout":"bshd","batch":2,"heads":4,"kv_heads":2,"seq_q":5,"seq_k":9,"head_dim":16,"scale":0.25,"causal":true}"#),
-    ("attention", r#"{"op":"attention","dtype":"f16","layout":"bshd","batch":1,"heads":2,"kv_heads":2,"seq_q":7,"seq_k":7,"head_dim":8,"scale":0.35,"causal":false}"#),
+    (
+        "view",
+        r#"{"op":"slice","dtype":"f32","shape":[4,6,5],"starts":[1,2,0],"sizes":[2,3,5],"steps":[1,1,1]}"#,
+    ),
+    (
+        "view",
+        r#"{"op":"slice","dtype":"u8","shape":[9,7],"starts":[0,3],"sizes":[9,4],"steps":[1,1]}"#,
+    ),
+    (
+        "narrow",
+        r#"{"op":"slice","dtype":"bf16","shape":[5,8],"starts":[0,2],"sizes":[5,5],"steps":[1,1]}"#,
+    ),
+    (
+        "split",
+        r#"{"op":"slice","dtype":"i32","shape":[6,3],"starts":[2,0],"sizes":[3,3],"steps":[1,1]}"#,
+    ),
+    (
+        "to_dtype",
+        r#"{"op":"cast","from":"f32","to":"f16","shape":[37]}"#,
+    ),
+    (
+        "to_dtype",
+        r#"{"op":"cast","from":"f32","to":"i32","shape":[3,11]}"#,
+    ),
+    (
+        "to_dtype",
+        r#"{"op":"cast","from":"u8","to":"bool","shape":[20]}"#,
+    ),
+    (
+        "argmax_last_dim_u32",
+        r#"{"op":"reduce","func":"arg_max","dtype":"f32","shape":[151],"axes":[0],"index_dtype":"u32"}"#,
+    ),
+    (
+        "argmax",
+        r#"{"op":"reduce","func":"arg_max","dtype":"f16","shape":[3,40],"axes":[0,1],"index_dtype":"u32"}"#,
+    ),
+    (
+        "zeros_like",
+        r#"{"op":"fill","dtype":"f16","shape":[3,5],"value":{"constant":{"value":0.0}}}"#,
+    ),
+    (
+        "zeros",
+        r#"{"op":"fill","dtype":"i32","shape":[17],"value":{"constant":{"value":0.0}}}"#,
+    ),
+    (
+        "ones",
+        r#"{"op":"fill","dtype":"bf16","shape":[2,9],"value":{"constant":{"value":1.0}}}"#,
+    ),
+    (
+        "ones",
+        r#"{"op":"fill","dtype":"bool","shape":[6],"value":{"constant":{"value":1.0}}}"#,
+    ),
+    (
+        "uniform",
+        r#"{"op":"fill","dtype":"f32","shape":[300],"value":{"uniform":{"low":-2.0,"high":3.0,"seed":SEED,"step":0}}}"#,
+    ),
+    (
+        "normal",
+        r#"{"op":"fill","dtype":"f32","shape":[2,150],"value":{"normal":{"mean":1.0,"std":0.5,"seed":SEED,"step":0}}}"#,
+    ),
+    (
+        "matmul",
+        r#"{"op":"gemm","dtype":"f32","m":7,"n":5,"k":9,"alpha":1.0,"beta":0.0}"#,
+    ),
+    (
+        "matmul",
+        r#"{"op":"gemm","dtype":"f16","m":4,"n":6,"k":8,"batch":[3],"alpha":1.0,"beta":0.0}"#,
+    ),
+    (
+        "matmul",
+        r#"{"op":"gemm","dtype":"f32","m":3,"n":4,"k":5,"batch":[2,2],"stride_a":[30,15],"stride_b":[0,0],"stride_c":[24,12],"alpha":1.0,"beta":0.0}"#,
+    ),
+    (
+        "linear",
+        r#"{"op":"gemm","dtype":"f32","m":6,"n":10,"k":12,"trans_b":true,"alpha":1.0,"beta":0.0}"#,
+    ),
+    (
+        "linear",
+        r#"{"op":"gemm","dtype":"bf16","m":3,"n":8,"k":16,"trans_b":true,"alpha":1.0,"beta":0.0}"#,
+    ),
+    (
+        "add",
+        r#"{"op":"binary","func":"add","dtype":"f32","lhs":[4,7],"rhs":[7]}"#,
+    ),
+    (
+        "add",
+        r#"{"op":"binary","func":"add","dtype":"i32","lhs":[30],"rhs":[30]}"#,
+    ),
+    (
+        "sub",
+        r#"{"op":"binary","func":"sub","dtype":"f16","lhs":[3,1,5],"rhs":[4,1]}"#,
+    ),
+    (
+        "mul",
+        r#"{"op":"binary","func":"mul","dtype":"u8","lhs":[25],"rhs":[25]}"#,
+    ),
+    (
+        "div",
+        r#"{"op":"binary","func":"div","dtype":"f32","lhs":[6,8],"rhs":[6,8]}"#,
+    ),
+    (
+        "silu_mul",
+        r#"{"op":"binary","func":"silu_mul","dtype":"f32","lhs":[5,16],"rhs":[5,16]}"#,
+    ),
+    (
+        "silu_mul",
+        r#"{"op":"binary","func":"silu_mul","dtype":"bf16","lhs":[40],"rhs":[40]}"#,
+    ),
+    (
+        "relu",
+        r#"{"op":"unary","func":"relu","dtype":"f32","shape":[50]}"#,
+    ),
+    (
+        "gelu",
+        r#"{"op":"unary","func":"gelu_tanh","dtype":"f32","shape":[8,9]}"#,
+    ),
+    (
+        "gelu",
+        r#"{"op":"unary","func":"gelu_tanh","dtype":"f16","shape":[33]}"#,
+    ),
+    (
+        "silu",
+        r#"{"op":"unary","func":"silu","dtype":"bf16","shape":[64]}"#,
+    ),
+    (
+        "softmax",
+        r#"{"op":"softmax","dtype":"f32","shape":[6,33],"axis":1}"#,
+    ),
+    (
+        "softmax",
+        r#"{"op":"softmax","dtype":"f16","shape":[5,4,3],"axis":0}"#,
+    ),
+    (
+        "layer_norm",
+        r#"{"op":"layer_norm","dtype":"f32","shape":[5,48],"eps":0.00001,"weight":true,"bias":true}"#,
+    ),
+    (
+        "layer_norm",
+        r#"{"op":"layer_norm","dtype":"f32","shape":[2,3,20],"eps":0.001,"weight":true}"#,
+    ),
+    (
+        "rms_norm",
+        r#"{"op":"layer_norm","dtype":"f32","shape":[7,64],"eps":0.000001,"rms":true,"weight":true}"#,
+    ),
+    (
+        "rms_norm",
+        r#"{"op":"layer_norm","dtype":"f16","shape":[3,32],"eps":0.00001,"rms":true,"weight":true}"#,
+    ),
+    (
+        "rms_norm_residual",
+        r#"{"op":"layer_norm","dtype":"f32","shape":[4,40],"eps":0.00001,"rms":true,"weight":true,"residual":true}"#,
+    ),
+    (
+        "concat",
+        r#"{"op":"concat","dtype":"f32","shapes":[[2,3],[2,5],[2,1]],"axis":1}"#,
+    ),
+    (
+        "concat",
+        r#"{"op":"concat","dtype":"i32","shapes":[[1,4],[3,4]],"axis":0}"#,
+    ),
+    (
+        "transpose",
+        r#"{"op":"permute","dtype":"f32","shape":[3,4,5],"perm":[2,1,0]}"#,
+    ),
+    (
+        "permute",
+        r#"{"op":"permute","dtype":"f16","shape":[2,3,4,5],"perm":[0,2,1,3]}"#,
+    ),
+    (
+        "rotary_embedding",
+        r#"{"op":"rope","dtype":"f32","index_dtype":"u32","batch":2,"seq":5,"heads":3,"head_dim":8,"max_positions":12}"#,
+    ),
+    (
+        "rotary_embedding",
+        r#"{"op":"rope","dtype":"f32","index_dtype":"u32","batch":2,"seq":3,"heads":1,"head_dim":8,"max_positions":10,"batch_positions":true}"#,
+    ),
+    (
+        "attention",
+        r#"{"op":"attention","dtype":"f32","layout":"bshd","batch":2,"heads":4,"kv_heads":2,"seq_q":5,"seq_k":9,"head_dim":16,"scale":0.25,"causal":true}"#,
+    ),
+    (
+        "attention",
+        r#"{"op":"attention","dtype":"f16","layout":"bshd","batch":1,"heads":2,"kv_heads":2,"seq_q":7,"seq_k":7,"head_dim":8,"scale":0.35,"causal":false}"#,
+    ),
 ];
 
 fn cases() -> Vec<(&'static str, OpSpec)> {
@@ -709,8 +847,10 @@ fn a_bounded_pool_reports_pressure_and_refuses_past_it() {
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
     let record = seen.clone();
     m.set_pressure_callback(Box::new(move |p| record.lock().unwrap().push(p)));
-    let mut config = MemoryPoolConfig::default();
-    config.max_size = Some(1000);
+    let config = MemoryPoolConfig {
+        max_size: Some(1000),
+        ..Default::default()
+    };
     block(m.configure_pool(&Device::CPU, config)).unwrap();
     let a = block(m.allocate(800, &Device::CPU)).unwrap();
     let c = block(m.allocate(160, &Device::CPU)).unwrap();

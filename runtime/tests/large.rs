@@ -112,7 +112,10 @@ fn gemm_with_a_weight_past_32_bit_indices_equals_the_reference() {
         let wt = match rt.tensor(&shape, &w) {
             Ok(t) => t,
             Err(RuntimeError::OutOfMemory { .. }) => {
-                println!("NOT RUN: the device lacks memory for a weight of {} elements", N * K);
+                println!(
+                    "NOT RUN: the device lacks memory for a weight of {} elements",
+                    N * K
+                );
                 return;
             }
             Err(e) => panic!("{e}"),
@@ -131,6 +134,9 @@ fn gemm_with_a_weight_past_32_bit_indices_equals_the_reference() {
             .filter(|&e| c[e] as f64 != f(e % N) as f64 * row_sums[e / N])
             .count();
         assert_eq!(wrong, 0, "trans_b {transposed}: {wrong} wrong elements");
-        println!("gemm {M}×{N}×{K} with a weight of {} f32 (trans_b {transposed}): every element exact", N * K);
+        println!(
+            "gemm {M}×{N}×{K} with a weight of {} f32 (trans_b {transposed}): every element exact",
+            N * K
+        );
     }
 }

@@ -172,7 +172,11 @@ impl GemmSpec {
     /// result; batch dims broadcast, a missing dim or one of 1 repeating its matrix
     /// (stride 0). Returns the spec, whose operands and C are flat (`[extent]`: the
     /// dense tensors' elements as they lie), and the result's shape.
-    pub fn matmul(dtype: ScalarType, a: &[usize], b: &[usize]) -> Result<(GemmSpec, Vec<usize>), SpecError> {
+    pub fn matmul(
+        dtype: ScalarType,
+        a: &[usize],
+        b: &[usize],
+    ) -> Result<(GemmSpec, Vec<usize>), SpecError> {
         if a.is_empty() || b.is_empty() {
             return Err(SpecError::bad_attr(
                 "matmul",
@@ -180,8 +184,16 @@ impl GemmSpec {
                 "a 0-dim operand has no matrix (multiply elementwise instead)",
             ));
         }
-        let a2 = if a.len() == 1 { vec![1, a[0]] } else { a.to_vec() };
-        let b2 = if b.len() == 1 { vec![b[0], 1] } else { b.to_vec() };
+        let a2 = if a.len() == 1 {
+            vec![1, a[0]]
+        } else {
+            a.to_vec()
+        };
+        let b2 = if b.len() == 1 {
+            vec![b[0], 1]
+        } else {
+            b.to_vec()
+        };
         let (ra, rb) = (a2.len(), b2.len());
         let (m, k, kb, n) = (a2[ra - 2], a2[ra - 1], b2[rb - 2], b2[rb - 1]);
         if k != kb {
