@@ -386,34 +386,20 @@ fn every_primitive_conforms_on_every_device() {
         let caps = rt.caps().clone();
         let name = format!("bb adapter on {} ({})", rt.device_name(), rt.target_name());
         let bb = KernelcBb::with_runtime(rt);
-        let (mut ran, mut unsupported, mut failures) = (0, 0, Vec::new());
-        for (seed, (method, spec)) in cases.iter().enumerate() {
-            let missing = spec
-                .inputs()
-                .iter()
-                .chain(&spec.outputs())
-                .find(|s| !caps.supports(s.dtype))
-                .map(|s| s.dtype);
-            let exec = Through {
-                bb: &bb,
-                method,
-                label: name.clone(),
-            };
-            match (
-                check_data(&exec, spec, &common::in_range_case(spec, seed as u64)),
-                missing,
-            ) {
-                (Ok(()), None) => ran += 1,
-                (Ok(()), Some(d)) => failures.push(format!("{method}: ran without {d}?")),
-                (Err(e), Some(_)) if e.to_string().contains("does not support") => unsupported += 1,
-                (Err(e), _) => failures.push(format!(
-                    "{method} {}: {e}",
-                    serde_json::to_string(spec).unwrap()
-                )),
-            }
-        }
-        println!("{name}: {ran} cases pass, {unsupported} refused (dtype absent)");
-        assert!(failures.is_empty(), "{name}:\n{}", failures.join("\n"));
+        common::check_adapter_cases(
+            &name,
+            &caps,
+            &cases,
+            |method, spec| {
+                let exec = Through {
+                    bb: &bb,
+                    method,
+                    label: name.clone(),
+                };
+                (exec, spec.clone())
+            },
+            |e| e.contains("does not support"),
+        );
     }
 }
 

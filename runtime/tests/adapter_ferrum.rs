@@ -530,38 +530,22 @@ fn every_op_method_conforms_on_every_device() {
         let backend = FerrumBackend::with_runtime(rt, Device::CPU);
         let name = label(&backend);
         let caps = backend.context().runtime().caps().clone();
-        let (mut ran, mut unsupported, mut failures) = (0, 0, Vec::new());
-        for (seed, (method, spec)) in cases.iter().enumerate() {
-            let missing = spec
-                .inputs()
-                .iter()
-                .chain(&spec.outputs())
-                .find(|s| !caps.supports(s.dtype))
-                .map(|s| s.dtype);
-            // A random factory draws the context's next stream.
-            let spec = &with_step(spec, backend.context().next_draw());
-            let exec = Through {
-                backend: &backend,
-                method,
-                label: name.clone(),
-            };
-            match (
-                check_data(&exec, spec, &common::in_range_case(spec, seed as u64)),
-                missing,
-            ) {
-                (Ok(()), None) => ran += 1,
-                (Ok(()), Some(d)) => failures.push(format!("{method}: ran without {d}?")),
-                (Err(e), Some(_)) if e.to_string().contains("Unsupported operation") => {
-                    unsupported += 1
-                }
-                (Err(e), _) => failures.push(format!(
-                    "{method} {}: {e}",
-                    serde_json::to_string(spec).unwrap()
-                )),
-            }
-        }
-        println!("{name}: {ran} cases pass, {unsupported} refused (dtype absent)");
-        assert!(failures.is_empty(), "{name}:\n{}", failures.join("\n"));
+        common::check_adapter_cases(
+            &name,
+            &caps,
+            &cases,
+            |method, spec| {
+                // A random factory draws the context's next stream.
+                let spec = with_step(spec, backend.context().next_draw());
+                let exec = Through {
+                    backend: &backend,
+                    method,
+                    label: name.clone(),
+                };
+                (exec, spec)
+            },
+            |e| e.contains("Unsupported operation"),
+        );
     }
 }
 

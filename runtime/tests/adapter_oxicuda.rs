@@ -479,39 +479,15 @@ fn every_method_conforms_on_every_device() {
     common::assert_cases_cover(&[seeds::OXICUDA, seeds::OXICUDA_V2], &cases);
     for rt in common::runtimes_on("oxicuda adapter", common::ALL_PATHS) {
         let b = backend(rt);
-        let exec = Through(&b, label(&b), Poison::Nan);
-        let mut failures = Vec::new();
-        let (mut ran, mut unsupported) = (0, 0);
-        for (seed, (method, spec)) in cases.iter().enumerate() {
-            let caps = b.runtime().expect("initialised").caps();
-            let missing = spec
-                .inputs()
-                .iter()
-                .chain(&spec.outputs())
-                .find(|s| !caps.supports(s.dtype))
-                .map(|s| s.dtype);
-            match (
-                check_data(&exec, spec, &common::in_range_case(spec, seed as u64)),
-                missing,
-            ) {
-                (Ok(()), None) => ran += 1,
-                (Ok(()), Some(d)) => failures.push(format!("{method}: ran without {d}?")),
-                // A dtype the device lacks: the trait's own Unsupported, checked here.
-                (Err(e), Some(d)) if e.to_string().contains("unsupported operation") => {
-                    unsupported += 1;
-                    let _ = d;
-                }
-                (Err(e), _) => failures.push(format!(
-                    "{method} {}: {e}",
-                    serde_json::to_string(spec).unwrap()
-                )),
-            }
-        }
-        println!(
-            "{}: {ran} cases pass, {unsupported} refused as unsupported (dtype absent)",
-            exec.1
+        let caps = b.runtime().expect("initialised").caps().clone();
+        // A dtype the device lacks: the trait's own Unsupported.
+        common::check_adapter_cases(
+            &label(&b),
+            &caps,
+            &cases,
+            |_, spec| (Through(&b, label(&b), Poison::Nan), spec.clone()),
+            |e| e.contains("unsupported operation"),
         );
-        assert!(failures.is_empty(), "{}:\n{}", exec.1, failures.join("\n"));
     }
 }
 

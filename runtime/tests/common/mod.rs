@@ -225,3 +225,39 @@ pub fn in_range_case(spec: &OpSpec, seed: u64) -> kernelc_kernels::conformance::
     }
     kernelc_kernels::conformance::case_data_from_values(spec, values)
 }
+
+/// Checks every `(method, spec)` case of an adapter through the executor `exec` makes
+/// for it (with the spec it runs, which may differ: a random factory's stream), on
+/// seeded in-range inputs against the f64 reference. A case of a dtype `caps` lacks
+/// must fail with an error `refused` accepts (the trait's own "unsupported") and is
+/// counted as refused. Prints the counts under `name`; panics listing every failure.
+pub fn check_adapter_cases<E: kernelc_kernels::conformance::Executor>(
+    name: &str,
+    caps: &kernelc_kernels::lower::TargetCaps,
+    cases: &[(&'static str, OpSpec)],
+    mut exec: impl FnMut(&'static str, &OpSpec) -> (E, OpSpec),
+    refused: impl Fn(&str) -> bool,
+) {
+    let (mut passed, mut unsupported, mut failures) = (0, 0, Vec::new());
+    for (seed, (method, spec)) in cases.iter().enumerate() {
+        let missing = spec
+            .inputs()
+            .iter()
+            .chain(&spec.outputs())
+            .find(|s| !caps.supports(s.dtype))
+            .map(|s| s.dtype);
+        let (executor, spec) = exec(method, spec);
+        let data = in_range_case(&spec, seed as u64);
+        match (kernelc_kernels::conformance::check_data(&executor, &spec, &data), missing) {
+            (Ok(()), None) => passed += 1,
+            (Ok(()), Some(d)) => failures.push(format!("{method}: ran without {d}?")),
+            (Err(e), Some(_)) if refused(&e.to_string()) => unsupported += 1,
+            (Err(e), _) => failures.push(format!(
+                "{method} {}: {e}",
+                serde_json::to_string(&spec).unwrap_or_default()
+            )),
+        }
+    }
+    println!("{name}: {passed} cases pass, {unsupported} refused (dtype absent)");
+    assert!(failures.is_empty(), "{name}:\n{}", failures.join("\n"));
+}
