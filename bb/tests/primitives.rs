@@ -12,7 +12,7 @@ use bb_runtime::contracts::backend::{Backend, BackendAttrs};
 use kernelc_bb::{BbError, BbTensor, KernelcBb};
 use kernelc_ir::interp::HostBuffer;
 use kernelc_ir::ScalarType;
-use kernelc_kernels::conformance::{check_data, Executor};
+use kernelc_kernels::conformance::Executor;
 use kernelc_kernels::seeds;
 use kernelc_kernels::spec::*;
 use std::collections::HashMap;

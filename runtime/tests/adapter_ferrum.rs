@@ -18,7 +18,7 @@ use ferrum_interfaces::ComputeBackend;
 use ferrum_types::{DataType, Device, FerrumError};
 use kernelc_ir::interp::HostBuffer;
 use kernelc_ir::{Scalar, ScalarType};
-use kernelc_kernels::conformance::{check_data, Executor};
+use kernelc_kernels::conformance::Executor;
 use kernelc_kernels::seeds;
 use kernelc_kernels::spec::*;
 use kernelc_runtime::adapters::ferrum::{self as adapter, FerrumBackend};

@@ -248,7 +248,10 @@ pub fn check_adapter_cases<E: kernelc_kernels::conformance::Executor>(
             .map(|s| s.dtype);
         let (executor, spec) = exec(method, spec);
         let data = in_range_case(&spec, seed as u64);
-        match (kernelc_kernels::conformance::check_data(&executor, &spec, &data), missing) {
+        match (
+            kernelc_kernels::conformance::check_data(&executor, &spec, &data),
+            missing,
+        ) {
             (Ok(()), None) => passed += 1,
             (Ok(()), Some(d)) => failures.push(format!("{method}: ran without {d}?")),
             (Err(e), Some(_)) if refused(&e.to_string()) => unsupported += 1,
