@@ -32,6 +32,7 @@ impl CodegenError {
     /// A float `%` reached a GPU emitter. Their targets' own float remainders round
     /// (`x − y·trunc(x/y)`), so kernelc expands float `%` into exact integer arithmetic
     /// in the IR instead (`MathExpansion::float_rem`), as the runtime's devices do.
+    #[cfg(any(feature = "wgsl", feature = "spirv", feature = "ptx"))]
     pub(crate) fn unexpanded_float_rem(target: &'static str) -> Self {
         CodegenError::Unsupported {
             target,
