@@ -12,8 +12,9 @@
 //!   broadcasting, negative axes, `keepdims`, reshape's `0`/`-1`, slice clamping and
 //!   negative steps, comparisons giving bool, `Cast` by ONNX type code); the launches
 //!   are queued and a read waits for them.
-//! - `execute` and `dispatch` are the contract's defaults for now: a linear walk of
-//!   the graph through the primitives (whole-graph compilation is issue #16's next
+//! - `execute` checks every node's inputs (the contract's walker would index past
+//!   them and panic) and then walks the graph through the primitives; `dispatch` is
+//!   the contract's default over it (whole-graph compilation is issue #16's next
 //!   step).
 //! - Errors are [`BbError`]: the runtime's, the walker's, or a typed refusal naming
 //!   the primitive and what was wrong; nothing panics on a caller's input.

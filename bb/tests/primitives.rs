@@ -583,9 +583,35 @@ fn the_default_execute_walks_a_graph_through_the_primitives() {
         current_node_metadata: &[],
     };
     assert!(matches!(
-        b.execute(&unknown, inputs, attrs),
+        b.execute(&unknown, inputs.clone(), attrs),
         Err(BbError::Walk(_))
     ));
+    // Malformed nodes are refused by name before anything runs (the contract's
+    // walker would index past their inputs): an Add with one input, a Reshape whose
+    // shape is an input (opset 13) rather than the contract's attribute.
+    for (op, ins) in [
+        ("Add", &["x"][..]),
+        ("Reshape", &["x", "w"][..]),
+        ("Constant", &["x"][..]),
+    ] {
+        let bad = GraphProto {
+            node: vec![NodeProto {
+                name: "n0".into(),
+                ..node(op, ins, "y")
+            }],
+            ..Default::default()
+        };
+        let attrs = BackendAttrs {
+            current_node_attributes: &[],
+            current_node_metadata: &[],
+        };
+        match b.execute(&bad, inputs.clone(), attrs) {
+            Err(BbError::Invalid { why, .. }) => {
+                assert!(why.contains("n0") && why.contains(op), "{why}")
+            }
+            other => panic!("{op} with {ins:?}: {other:?}"),
+        }
+    }
 }
 
 #[test]
