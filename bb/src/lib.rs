@@ -211,7 +211,7 @@ impl KernelcBb {
         shape: &[usize],
     ) -> Result<BbTensor, BbError> {
         let v = self.ours(t, op)?;
-        Ok(self.wrap_unchecked(View::new(v.buffer(), v.offset(), v.dtype(), shape)?))
+        Ok(self.wrap_unchecked(v.reshaped(shape)?))
     }
 
     /// Runs `spec` on `inputs` into new outputs.

@@ -208,7 +208,7 @@ impl Backend for KernelcBb {
         }
         let (spec, shape) = GemmSpec::matmul(x.dtype(), x.shape(), y.shape())
             .map_err(|e| BbError::invalid("MatMul", e.to_string()))?;
-        let flat = |v: &View| View::new(v.buffer(), v.offset(), v.dtype(), &[v.numel()]);
+        let flat = |v: &View| v.reshaped(&[v.numel()]);
         let out = self.run1(spec, &[&flat(x)?, &flat(y)?])?;
         self.reshaped(&out, "MatMul", &shape)
     }

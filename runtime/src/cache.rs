@@ -70,9 +70,7 @@ impl<K: std::hash::Hash + Eq, V: Clone> Lru<K, V> {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, lru::LruCache<K, V>> {
-        // A poisoned lock only means another thread panicked while holding the map;
-        // the map itself is always consistent (every change is a single call).
-        self.map.lock().unwrap_or_else(|p| p.into_inner())
+        crate::lock(&self.map)
     }
 
     /// The value for `key`, now the most recently used.

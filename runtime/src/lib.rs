@@ -65,6 +65,13 @@ mod registry;
 mod runtime;
 mod tensor;
 
+/// `m` locked, poisoning ignored: a lock is poisoned only when another thread panicked
+/// while holding it, and every state kept under one here is changed by single calls,
+/// so it is consistent.
+pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 pub use device::{Device, DeviceChoice, ShaderPath, WgpuOptions};
 pub use element::{AnyBitsElement, Element};
 pub use error::{Result, RuntimeError};

@@ -178,6 +178,26 @@ impl View {
         Ok(view)
     }
 
+    /// The same dense elements under `shape` (as many of them): a contiguous reshape,
+    /// sharing the memory. A strided view, or another element count, is
+    /// [`RuntimeError::BadArgument`].
+    pub fn reshaped(&self, shape: &[usize]) -> Result<View> {
+        let count = shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d));
+        if self.strides.is_some() || count != Some(self.numel()) {
+            return Err(RuntimeError::BadArgument(format!(
+                "a {} view of shape {:?}{} cannot be reshaped to {shape:?}",
+                self.dtype,
+                self.shape,
+                if self.strides.is_some() {
+                    " (strided)"
+                } else {
+                    ""
+                }
+            )));
+        }
+        View::new(&self.buffer, self.offset, self.dtype, shape)
+    }
+
     /// The element strides, for a view that is not dense row-major.
     pub fn strides(&self) -> Option<&[usize]> {
         self.strides.as_deref()

@@ -85,7 +85,7 @@ impl<B> Pool<B> {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, PoolState<B>> {
-        self.free.lock().unwrap_or_else(|p| p.into_inner())
+        crate::lock(&self.free)
     }
 }
 

@@ -221,13 +221,13 @@ impl Runtime {
     /// The memory lock (see the `memory` field); a panic while it was held leaves no
     /// state behind it to repair, so a poisoned lock is taken as it is.
     pub(crate) fn lock_memory(&self) -> MutexGuard<'_, ()> {
-        self.memory.lock().unwrap_or_else(|p| p.into_inner())
+        crate::lock(&self.memory)
     }
 
     /// The pointer registry (see [`crate::registry`]); poisoning as for the memory
     /// lock.
     pub(crate) fn lock_registry(&self) -> MutexGuard<'_, Registry> {
-        self.registry.lock().unwrap_or_else(|p| p.into_inner())
+        crate::lock(&self.registry)
     }
 
     /// A single allocation of `bytes` bytes against the runtime's limit.

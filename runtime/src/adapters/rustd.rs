@@ -159,7 +159,7 @@ impl RustdBackend {
 
     /// The same elements under another shape (a contiguous reshape).
     fn reshaped(view: &View, shape: &[usize]) -> Result<View> {
-        View::new(view.buffer(), view.offset(), view.dtype(), shape).map_err(error)
+        view.reshaped(shape).map_err(error)
     }
 
     fn run(&self, spec: impl Into<OpSpec>, inputs: Vec<View>, outputs: Vec<View>) -> Result<()> {

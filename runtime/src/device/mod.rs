@@ -175,7 +175,7 @@ pub(crate) struct Faults(std::sync::Mutex<Option<RuntimeError>>);
 impl Faults {
     /// Keeps `error` unless an earlier one waits to be reported.
     pub fn record(&self, error: RuntimeError) {
-        let mut first = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut first = crate::lock(&self.0);
         if first.is_none() {
             *first = Some(error);
         }
@@ -183,7 +183,7 @@ impl Faults {
 
     /// The waiting failure, if any (reported once).
     pub fn take(&self) -> Result<()> {
-        match self.0.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        match crate::lock(&self.0).take() {
             Some(e) => Err(e),
             None => Ok(()),
         }

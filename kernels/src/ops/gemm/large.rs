@@ -125,10 +125,11 @@ fn batch_pieces(spec: &GemmSpec, limit: u64) -> Result<Vec<Piece>, LowerError> {
         .unwrap_or(0);
     let bias_fits = !spec.bias || spec.n as u64 <= limit;
     let rows = fit.min(*first as u64) / step * step;
-    let (rows, batch_of): (u64, Box<dyn Fn(usize) -> Vec<usize>>) = if rows > 0 && bias_fits {
-        (rows, Box::new(|r| [&[r][..], rest].concat()))
+    // Pieces keep the first batch dimension (of `rows` rows), or drop it (one row each).
+    let (rows, keep_first) = if rows > 0 && bias_fits {
+        (rows, true)
     } else if step == 1 {
-        (1, Box::new(|_| rest.to_vec()))
+        (1, false)
     } else {
         return Err(LowerError::TooLarge {
             what: "gemm: one matrix past the limit in a batch whose strides are not multiples of 256 elements (elements of its first matrices)".into(),
@@ -141,28 +142,25 @@ fn batch_pieces(spec: &GemmSpec, limit: u64) -> Result<Vec<Piece>, LowerError> {
         return Err(too_many(count));
     }
     let inputs = Inputs::of(spec);
-    let strides = |p: &MatrixPlacement, rows_kept: bool| {
-        let s = if rows_kept {
-            p.batch_strides.clone()
-        } else {
-            p.batch_strides[1..].to_vec()
-        };
-        Some(s)
-    };
+    let dropped = usize::from(!keep_first);
+    let strides = |p: &MatrixPlacement| Some(p.batch_strides[dropped..].to_vec());
     let mut pieces = Vec::new();
     for start in (0..*first).step_by(rows as usize) {
         let r = (rows as usize).min(first - start);
-        let batch = batch_of(r);
-        let kept = batch.len() == spec.batch.len();
+        let batch = if keep_first {
+            [&[r][..], rest].concat()
+        } else {
+            rest.to_vec()
+        };
         let at = |o: usize| start as u64 * per_row[o].0;
         let piece = GemmSpec {
             batch,
             lda: Some(placements[0].ld),
             ldb: Some(placements[1].ld),
             ldc: Some(placements[2].ld),
-            stride_a: strides(&placements[0], kept),
-            stride_b: strides(&placements[1], kept),
-            stride_c: strides(&placements[2], kept),
+            stride_a: strides(&placements[0]),
+            stride_b: strides(&placements[1]),
+            stride_c: strides(&placements[2]),
             ..spec.clone()
         };
         let mut places = vec![
@@ -339,13 +337,12 @@ fn blocks(spec: &GemmSpec, limit: u64) -> Result<Vec<Piece>, LowerError> {
                     Place::at(Whole::Input(1), b.offset(&start)),
                 ];
                 let c_at = c.offset(&start);
-                match (first, inputs.prior_c) {
-                    (true, prior) => {
-                        places.extend(inputs.bias.map(|i| Place::at(Whole::Input(i), n0 as u64)));
-                        places.extend(prior.map(|i| Place::at(Whole::Input(i), c_at)));
-                    }
+                if first {
+                    places.extend(inputs.bias.map(|i| Place::at(Whole::Input(i), n0 as u64)));
+                    places.extend(inputs.prior_c.map(|i| Place::at(Whole::Input(i), c_at)));
+                } else {
                     // C so far, from the blocks before along k.
-                    (false, _) => places.push(Place::at(Whole::Output(0), c_at)),
+                    places.push(Place::at(Whole::Output(0), c_at));
                 }
                 pieces.push(Piece {
                     spec: OpSpec::Gemm(piece),

@@ -65,6 +65,37 @@ fn over(spec: &ReduceSpec, dims: &[(usize, bool)], func: ReduceFn, partial: bool
     })
 }
 
+/// The piece reducing `rows` rows from row `start` of the input (rows of `inner`
+/// elements) with `func` into `out`: a partial (no keepdim, no prior).
+fn partial_piece(
+    spec: &ReduceSpec,
+    dims: &[(usize, bool)],
+    (start, rows): (usize, usize),
+    func: ReduceFn,
+    inner: u64,
+    out: Place,
+) -> Piece {
+    let mut piece_dims = dims.to_vec();
+    piece_dims[0].0 = rows;
+    Piece {
+        spec: over(spec, &piece_dims, func, true),
+        inputs: vec![Place::at(Whole::Input(0), start as u64 * inner)],
+        outputs: vec![out],
+        uniforms: PieceUniforms::Shared,
+    }
+}
+
+/// `func` of two vectors of `n` elements of `dtype`.
+fn vector_op(func: BinaryFn, dtype: ScalarType, n: usize) -> OpSpec {
+    OpSpec::Binary(BinarySpec {
+        func,
+        dtype,
+        lhs: vec![n],
+        rhs: vec![n],
+        out_dtype: None,
+    })
+}
+
 pub(super) fn reduce_large(spec: &ReduceSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
     let what = format!("reduce {}", spec.func.name());
     let limit = caps.kernel_limit();
@@ -125,7 +156,7 @@ fn partial_rows(
         caps.kernel_limit(),
         parts.len() as u64,
     );
-    if count * pad > limit {
+    if count.saturating_mul(pad) > limit {
         return Err(LowerError::TooLarge {
             what: format!(
                 "{what}: partials of {count} pieces of {out_inner} outputs (reduce the leading axis in steps, or permute it last)"
@@ -151,15 +182,18 @@ fn pieces_and_pad(
     Ok((pieces_of(dims[0].0, per_piece).collect(), padded(out_inner)))
 }
 
-/// The binary op combining two partials of `partial` (a reduction with one).
-fn combining(partial: ReduceFn) -> Option<BinaryFn> {
+/// The binary op combining two partials of `partial` (arg reductions have none:
+/// their partials are pairs, combined by `arg_over_split`).
+fn combining(partial: ReduceFn) -> Result<BinaryFn, LowerError> {
     match partial {
-        ReduceFn::Sum | ReduceFn::Mean => Some(BinaryFn::Add),
-        ReduceFn::Max => Some(BinaryFn::Max),
-        ReduceFn::Min => Some(BinaryFn::Min),
-        ReduceFn::MaxNan => Some(BinaryFn::MaxNan),
-        ReduceFn::MinNan => Some(BinaryFn::MinNan),
-        ReduceFn::ArgMax | ReduceFn::ArgMin => None,
+        ReduceFn::Sum | ReduceFn::Mean => Ok(BinaryFn::Add),
+        ReduceFn::Max => Ok(BinaryFn::Max),
+        ReduceFn::Min => Ok(BinaryFn::Min),
+        ReduceFn::MaxNan => Ok(BinaryFn::MaxNan),
+        ReduceFn::MinNan => Ok(BinaryFn::MinNan),
+        ReduceFn::ArgMax | ReduceFn::ArgMin => Err(LowerError::Internal(
+            "an arg reduction's partials combined by a binary op",
+        )),
     }
 }
 
@@ -177,33 +211,25 @@ fn running_partials(
     inner: u64,
     out_inner: u64,
 ) -> (Vec<Piece>, Whole) {
-    let n = out_inner as usize;
     let mut pieces = Vec::new();
     let mut running = Whole::Temp(0);
-    for (c, &(start, k)) in parts.iter().enumerate() {
-        let mut piece_dims = dims.to_vec();
-        piece_dims[0].0 = k;
+    for (c, &part) in parts.iter().enumerate() {
         let into = if c == 0 { running } else { Whole::Temp(2) };
-        pieces.push(Piece {
-            spec: over(spec, &piece_dims, partial, true),
-            inputs: vec![Place::at(Whole::Input(0), start as u64 * inner)],
-            outputs: vec![Place::whole(into)],
-            uniforms: PieceUniforms::Shared,
-        });
+        pieces.push(partial_piece(
+            spec,
+            dims,
+            part,
+            partial,
+            inner,
+            Place::whole(into),
+        ));
         if c > 0 {
             let next = match running {
                 Whole::Temp(0) => Whole::Temp(1),
                 _ => Whole::Temp(0),
             };
-            let combine = OpSpec::Binary(BinarySpec {
-                func,
-                dtype: spec.dtype,
-                lhs: vec![n],
-                rhs: vec![n],
-                out_dtype: None,
-            });
             pieces.push(step(
-                combine,
+                vector_op(func, spec.dtype, out_inner as usize),
                 vec![Place::whole(running), Place::whole(Whole::Temp(2))],
                 Place::whole(next),
             ));
@@ -239,15 +265,9 @@ fn narrow_mean(
     let mut pieces: Vec<Piece> = parts
         .iter()
         .enumerate()
-        .map(|(c, &(start, k))| {
-            let mut piece_dims = dims.to_vec();
-            piece_dims[0].0 = k;
-            Piece {
-                spec: over(spec, &piece_dims, ReduceFn::Mean, true),
-                inputs: vec![Place::at(Whole::Input(0), start as u64 * inner)],
-                outputs: vec![Place::at(t(0), c as u64 * pad)],
-                uniforms: PieceUniforms::Shared,
-            }
+        .map(|(c, &part)| {
+            let out = Place::at(t(0), c as u64 * pad);
+            partial_piece(spec, dims, part, ReduceFn::Mean, inner, out)
         })
         .collect();
     let cast = |from, to, n: u64| {
@@ -284,15 +304,8 @@ fn narrow_mean(
             vec![mean],
             Place::whole(t(4)),
         ));
-        let add = OpSpec::Binary(BinarySpec {
-            func: BinaryFn::Add,
-            dtype,
-            lhs: vec![n],
-            rhs: vec![n],
-            out_dtype: None,
-        });
         pieces.push(step(
-            add,
+            vector_op(BinaryFn::Add, dtype, n),
             vec![Place::whole(Whole::Input(1)), Place::whole(t(4))],
             y,
         ));
@@ -323,40 +336,31 @@ fn combine_partials(
     let n = out_inner as usize;
     let (parts, padded) = pieces_and_pad(spec, caps, dims, inner, out_inner)?;
     let count = parts.len();
-    let running = combining(partial).filter(|_| count as u64 * padded > caps.kernel_limit());
-    let (mut pieces, mut temps, combined) = match running {
-        Some(func) => {
-            let (pieces, result) =
-                running_partials(spec, dims, &parts, partial, func, inner, out_inner);
-            (pieces, vec![temp(out_inner); 3], result)
-        }
-        None => {
-            let (parts, padded) = partial_rows(spec, caps, dims, inner, out_inner)?;
-            let mut pieces: Vec<Piece> = parts
-                .into_iter()
-                .enumerate()
-                .map(|(c, (start, k))| {
-                    let mut piece_dims = dims.to_vec();
-                    piece_dims[0].0 = k;
-                    Piece {
-                        spec: over(spec, &piece_dims, partial, true),
-                        inputs: vec![Place::at(Whole::Input(0), start as u64 * inner)],
-                        outputs: vec![Place::at(Whole::Temp(0), c as u64 * padded)],
-                        uniforms: PieceUniforms::Shared,
-                    }
-                })
-                .collect();
-            pieces.push(reduce_partials(
-                spec.dtype,
-                partial,
-                count,
-                padded,
-                Whole::Temp(0),
-                Whole::Temp(1),
-            ));
-            let temps = vec![temp(count as u64 * padded), temp(padded)];
-            (pieces, temps, Whole::Temp(1))
-        }
+    let (mut pieces, mut temps, combined) = if count as u64 * padded > caps.kernel_limit() {
+        // Too many partials to keep at once: combine them as they come.
+        let func = combining(partial)?;
+        let (pieces, result) =
+            running_partials(spec, dims, &parts, partial, func, inner, out_inner);
+        (pieces, vec![temp(out_inner); 3], result)
+    } else {
+        let mut pieces: Vec<Piece> = parts
+            .iter()
+            .enumerate()
+            .map(|(c, &part)| {
+                let out = Place::at(Whole::Temp(0), c as u64 * padded);
+                partial_piece(spec, dims, part, partial, inner, out)
+            })
+            .collect();
+        pieces.push(reduce_partials(
+            spec.dtype,
+            partial,
+            count,
+            padded,
+            Whole::Temp(0),
+            Whole::Temp(1),
+        ));
+        let temps = vec![temp(count as u64 * padded), temp(padded)];
+        (pieces, temps, Whole::Temp(1))
     };
     let extra = Whole::Temp(temps.len());
     // The first `n` elements of the combined row.
@@ -381,13 +385,7 @@ fn combine_partials(
         result = to;
     }
     if spec.accumulate {
-        let add = OpSpec::Binary(BinarySpec {
-            func: BinaryFn::Add,
-            dtype: spec.dtype,
-            lhs: vec![n],
-            rhs: vec![n],
-            out_dtype: None,
-        });
+        let add = vector_op(BinaryFn::Add, spec.dtype, n);
         pieces.push(step(add, vec![Place::whole(Whole::Input(1)), result], y));
     } else if spec.func != ReduceFn::Mean {
         pieces.push(copy_step(spec.dtype, n, result, y));
@@ -423,17 +421,10 @@ fn arg_over_split(
         },
     ];
     let mut pieces = Vec::new();
-    for (c, &(start, k)) in parts.iter().enumerate() {
-        let mut piece_dims = dims.to_vec();
-        piece_dims[0].0 = k;
-        let input = vec![Place::at(Whole::Input(0), start as u64 * inner)];
+    for (c, &part) in parts.iter().enumerate() {
         for (func, t) in [(extremum, 0), (spec.func, 1)] {
-            pieces.push(Piece {
-                spec: over(spec, &piece_dims, func, true),
-                inputs: input.clone(),
-                outputs: vec![Place::at(Whole::Temp(t), c as u64 * pad)],
-                uniforms: PieceUniforms::Shared,
-            });
+            let out = Place::at(Whole::Temp(t), c as u64 * pad);
+            pieces.push(partial_piece(spec, dims, part, func, inner, out));
         }
     }
     let mut plan = Plan {

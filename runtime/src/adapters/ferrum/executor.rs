@@ -4,7 +4,8 @@
 //! which only [`Runtime::launch_ptx`](crate::Runtime::launch_ptx) (an `unsafe` call)
 //! runs.
 
-use super::{error, lock, Context};
+use super::{error, Context};
+use crate::lock;
 use crate::memory::View;
 use crate::raw::{KernelArg as RawArg, LoadedKernel};
 use ferrum_interfaces::backend::{
@@ -136,8 +137,7 @@ impl FerrumExecutor {
             (Param::Buffer { elem, len, .. }, Arg::Tensor(t)) => {
                 let t = self.ctx.ours(t, "execute_kernel")?;
                 let v = t.view_ref();
-                let flat =
-                    View::new(v.buffer(), v.offset(), v.dtype(), &[v.numel()]).map_err(error)?;
+                let flat = v.reshaped(&[v.numel()]).map_err(error)?;
                 if v.dtype() != *elem || v.numel() as u64 != *len {
                     return Err(bad(format!(
                         "a {} tensor of {} elements for a buffer of {len} {elem}",

@@ -2,7 +2,8 @@
 //! runtime's pointer registry, a handle being the allocation's address (on CUDA, its
 //! device pointer).
 
-use super::{error, lock, Context};
+use super::{error, Context};
+use crate::lock;
 use async_trait::async_trait;
 use ferrum_interfaces::memory::{
     DefragmentationStats, MemoryHandleInfo, MemoryInfo, MemoryPoolConfig, MemoryPressure,

@@ -41,6 +41,7 @@ pub use tensor::{FerrumFactory, FerrumTensor, RANDOM_SEED};
 use super::ErrorClass;
 use crate::device::DeviceChoice;
 use crate::error::RuntimeError;
+use crate::lock;
 use crate::memory::View;
 use crate::runtime::Runtime;
 use async_trait::async_trait;
@@ -193,10 +194,6 @@ impl Context {
         }
         Ok(ours)
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// A runtime error as ferrum's, by its class.

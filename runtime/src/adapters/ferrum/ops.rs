@@ -30,11 +30,6 @@ fn axis(dim: i64, rank: usize, what: &str) -> Result<usize> {
     Ok(d as usize)
 }
 
-/// `view`'s elements with `shape` (as many).
-fn reshaped(view: &View, shape: &[usize]) -> Result<View> {
-    View::new(view.buffer(), view.offset(), view.dtype(), shape).map_err(error)
-}
-
 /// The common dtype of `tensors`, or an error naming both.
 fn same_dtype(what: &str, tensors: &[&FerrumTensor]) -> Result<ScalarType> {
     let first = tensors
@@ -128,7 +123,7 @@ fn norm(
                     t.view_ref().shape()
                 )));
             }
-            inputs.push(reshaped(t.view_ref(), &[cols])?);
+            inputs.push(t.view_ref().reshaped(&[cols]).map_err(error)?);
             operands.push(t);
         }
     }
@@ -161,7 +156,7 @@ fn linear(ctx: &Arc<Context>, input: &TensorRef, weight: &TensorRef) -> Result<T
         trans_b: true,
         ..GemmSpec::new(dtype, m, n, k)
     };
-    let a = reshaped(x.view_ref(), &[m, k])?;
+    let a = x.view_ref().reshaped(&[m, k]).map_err(error)?;
     let out = ctx.run1(spec, &[&a, w.view_ref()])?;
     let mut out_shape = shape[..shape.len().saturating_sub(1)].to_vec();
     out_shape.push(n);
@@ -174,8 +169,8 @@ fn matmul(ctx: &Arc<Context>, a: &TensorRef, b: &TensorRef) -> Result<TensorRef>
     let dtype = same_dtype("matmul", &[x, y])?;
     let (spec, shape) = GemmSpec::matmul(dtype, x.view_ref().shape(), y.view_ref().shape())
         .map_err(|e| FerrumError::invalid_parameter(format!("matmul: {e}")))?;
-    let flat_a = reshaped(x.view_ref(), &[x.view_ref().numel()])?;
-    let flat_b = reshaped(y.view_ref(), &[y.view_ref().numel()])?;
+    let flat = |v: &View| v.reshaped(&[v.numel()]).map_err(error);
+    let (flat_a, flat_b) = (flat(x.view_ref())?, flat(y.view_ref())?);
     ctx.run1(spec, &[&flat_a, &flat_b])?.reshape(&shape)
 }
 

@@ -49,25 +49,6 @@ impl FerrumTensor {
         &self.ctx
     }
 
-    /// The same elements with `shape` (as many).
-    fn reshaped(&self, shape: &[usize]) -> Result<View> {
-        if numel(shape) != self.view.numel() {
-            return Err(FerrumError::invalid_parameter(format!(
-                "reshape: {:?} ({} elements) to {shape:?} ({} elements)",
-                self.view.shape(),
-                self.view.numel(),
-                numel(shape)
-            )));
-        }
-        View::new(
-            self.view.buffer(),
-            self.view.offset(),
-            self.view.dtype(),
-            shape,
-        )
-        .map_err(error)
-    }
-
     /// The values, widened to f64 (waits for the work writing them).
     fn values(&self) -> Result<Vec<f64>> {
         let result = self.ctx.rt.read_view_f64(&self.view);
@@ -153,7 +134,7 @@ impl TensorLike for FerrumTensor {
     }
 
     fn reshape(&self, shape: &[usize]) -> Result<TensorRef> {
-        Ok(self.ctx.tensor(self.reshaped(shape)?))
+        Ok(self.ctx.tensor(self.view.reshaped(shape).map_err(error)?))
     }
 
     fn to_cpu(&self) -> Result<TensorRef> {
@@ -227,8 +208,7 @@ impl TensorLike for FerrumTensor {
 
 /// The position of the first maximum of `view`'s elements, flattened.
 pub(super) fn argmax(ctx: &Arc<Context>, view: &View) -> Result<u32> {
-    let flat = View::new(view.buffer(), view.offset(), view.dtype(), &[view.numel()]);
-    let flat = ctx.settle(flat)?;
+    let flat = ctx.settle(view.reshaped(&[view.numel()]))?;
     let spec = ReduceSpec {
         func: ReduceFn::ArgMax,
         dtype: view.dtype(),

@@ -819,7 +819,7 @@ impl StatusRing {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<String>> {
-        self.ops.lock().unwrap_or_else(|p| p.into_inner())
+        crate::lock(&self.ops)
     }
 
     /// Zeroes every word and waits (at open).

@@ -59,7 +59,7 @@ impl Stage {
         data: &[u8],
         stream: &CudaStream,
     ) -> Result<(), DriverError> {
-        let mut guard = self.pinned.lock().unwrap_or_else(|p| p.into_inner());
+        let mut guard = crate::lock(&self.pinned);
         let Some(pinned) = self.pinned_buffer(&mut guard) else {
             // SAFETY: as the caller's contract; `data` stays borrowed until the stream
             // is synchronised below.
@@ -89,7 +89,7 @@ impl Stage {
         out: &mut [u8],
         stream: &CudaStream,
     ) -> Result<(), DriverError> {
-        let mut guard = self.pinned.lock().unwrap_or_else(|p| p.into_inner());
+        let mut guard = crate::lock(&self.pinned);
         let Some(pinned) = self.pinned_buffer(&mut guard) else {
             // SAFETY: as the caller's contract; `out` is untouched until the sync.
             unsafe { result::memcpy_dtoh_async(out, src, stream.cu_stream()) }?;

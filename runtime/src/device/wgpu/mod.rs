@@ -22,6 +22,7 @@ use super::{next_device_id, Executable, Faults, LaunchRef, Storage};
 use super::{BindingRef, ShaderPath, WgpuOptions};
 use crate::cache::{CacheKey, DiskCache};
 use crate::error::{Result, RuntimeError};
+use crate::lock;
 use crate::pool::Pool;
 use kernelc_codegen::abi::{self, ParamSlot, ShaderLayout};
 use kernelc_codegen::spirv::SpirvOptions;
@@ -201,10 +202,6 @@ fn new_ring(device: &wgpu::Device, stride: u64) -> Result<StatusRing> {
         batch: None,
         batched_ops: 0,
     })
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// A wgpu adapter opened for compute.
