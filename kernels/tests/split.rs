@@ -48,12 +48,12 @@ fn split_cases_conform_on_the_interpreter() {
         // the limit says so.
         let refused = [
             (
-                r#"{"op":"gemm","dtype":"f32","m":4,"n":8,"k":1536,"alpha":1.0,"beta":0.0}"#,
-                "the fewest its pieces can take",
+                r#"{"op":"softmax_backward","dtype":"f32","shape":[2,1100],"axis":1}"#,
+                "one row",
             ),
             (
-                r#"{"op":"softmax","dtype":"f32","shape":[4,1025],"axis":1,"log":false}"#,
-                "row",
+                r#"{"op":"attention","dtype":"f32","batch":1,"heads":1,"kv_heads":1,"seq_q":200,"seq_k":16,"head_dim":8,"scale":0.35}"#,
+                "one row",
             ),
         ];
         for (json, names) in refused {
@@ -101,4 +101,41 @@ fn argmax_over_a_split_axis_keeps_first_and_ignores_nan() {
     assert_eq!(argmax(&y), 3.0);
     // Every value NaN: position 0.
     assert_eq!(argmax(&vec![f32::NAN; n]), 0.0);
+}
+
+/// A norm over a row past the limit keeps `eps` a per-call value: the plan lowered for
+/// one `eps` computes with the `eps` it is launched with (the step adding it shares
+/// the op's value).
+#[test]
+fn a_long_row_norm_takes_eps_at_launch() {
+    use kernelc_ir::interp::HostBuffer;
+    use kernelc_ir::{Scalar, ScalarType};
+    use kernelc_kernels::lower::run_plan;
+    let caps = TargetCaps {
+        max_kernel_elements: cases::SPLIT_LIMIT,
+        ..TargetCaps::cpu()
+    };
+    let spec_with = |eps: f64| -> OpSpec {
+        serde_json::from_str(&format!(
+            r#"{{"op":"layer_norm","dtype":"f32","shape":[1,2000],"eps":{eps},"save_stats":true}}"#
+        ))
+        .expect("a valid spec")
+    };
+    let plan = lower(&spec_with(1e-5), &caps).expect("splits");
+    let x: Vec<f64> = (0..2000).map(|i| ((i * 7919) % 13) as f64 * 0.01).collect();
+    let input = HostBuffer::new(ScalarType::F32, x.iter().map(|&v| Scalar::f32(v as f32)).collect());
+    let launched = spec_with(0.5);
+    let mut outputs: Vec<HostBuffer> = launched
+        .outputs()
+        .iter()
+        .map(|o| HostBuffer::filled(o.dtype, o.numel(), Scalar::f32(0.0)))
+        .collect();
+    run_plan(&plan, &launched.uniforms(), &[input], &mut outputs).expect("runs");
+    let want = kernelc_kernels::reference::reference(&launched, &[&x]).expect("reference");
+    let rstd = outputs[1].to_f64()[1];
+    assert!((rstd - want[1][1]).abs() < 1e-5 * want[1][1].abs(), "{rstd} vs {}", want[1][1]);
+    let y = outputs[0].to_f64();
+    for (a, b) in y.iter().zip(&want[0]) {
+        assert!((a - b).abs() < 1e-5, "{a} vs {b}");
+    }
 }

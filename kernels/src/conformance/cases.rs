@@ -140,6 +140,26 @@ pub fn split() -> Vec<OpSpec> {
         r#"{"op":"batch_norm_backward","dtype":"f32","shape":[5,2,16,8],"param_grads":true}"#,
         r#"{"op":"batch_norm_backward","dtype":"f64","shape":[6,4,64]}"#,
         r#"{"op":"batch_norm_backward","dtype":"f32","shape":[5,2,16,8],"given_grads":1000}"#,
+        // Rows too long for pieces at aligned starts: pieces at any row, bound from
+        // the alignment below (`lower::rebase`) with one-word vectors.
+        r#"{"op":"softmax","dtype":"f32","shape":[300,7],"axis":1}"#,
+        r#"{"op":"layer_norm","dtype":"f32","shape":[300,7],"eps":0.00001,"rms":true,"save_stats":true}"#,
+        r#"{"op":"reduce","func":"sum","dtype":"f32","shape":[500,3],"axes":[1]}"#,
+        r#"{"op":"binary","func":"add","dtype":"u8","lhs":[9,333],"rhs":[333]}"#,
+        r#"{"op":"conv2d","dtype":"f32","batch":3,"in_channels":1,"out_channels":3,"height":15,"width":13,"window":{"kernel":[3,3],"stride":[1,1],"padding":[1,1]},"bias":true}"#,
+        r#"{"op":"gemm","dtype":"f32","m":300,"n":5,"k":7,"alpha":1.0,"beta":0.5}"#,
+        r#"{"op":"gemm","dtype":"f32","m":4,"n":8,"k":1536,"alpha":1.0,"beta":0.0}"#,
+        // One row past the limit: a reduction's row is a piece of its own; softmax and
+        // norms by catalogue ops over the row (each split on its own); a map op's row
+        // by pieces of the dimensions after it.
+        r#"{"op":"reduce","func":"sum","dtype":"f32","shape":[2,1100,2],"axes":[1]}"#,
+        r#"{"op":"reduce","func":"arg_max","dtype":"f32","shape":[2,1100],"axes":[1],"index_dtype":"i32"}"#,
+        r#"{"op":"softmax","dtype":"f32","shape":[2,1100,3],"axis":1,"log":true}"#,
+        r#"{"op":"softmax","dtype":"f16","shape":[2,1100],"axis":1}"#,
+        r#"{"op":"layer_norm","dtype":"f32","shape":[2,1100],"eps":0.00001,"weight":true,"bias":true,"save_stats":true}"#,
+        r#"{"op":"layer_norm","dtype":"f16","shape":[2,1100],"eps":0.001,"weight":true,"bias":true,"residual":true,"save_stats":true}"#,
+        r#"{"op":"layer_norm","dtype":"f32","shape":[1,2000],"eps":0.00001,"rms":true,"weight":true,"residual":true}"#,
+        r#"{"op":"fused","dtype":"f32","inputs":[[2,1100],[1100]],"nodes":[{"input":0},{"input":1},{"binary":{"func":"add","a":0,"b":1}},{"unary":{"func":"tanh","x":2}}]}"#,
     ];
     json.iter()
         .map(|j| serde_json::from_str(j).unwrap_or_else(|e| panic!("split case {j}: {e}")))

@@ -63,6 +63,12 @@ pub struct TargetCaps {
     /// not split. Lower values exercise the splitting with small tensors.
     #[serde(default = "TargetCaps::default_max_kernel_elements")]
     pub max_kernel_elements: u64,
+    /// Bytes a buffer binding's start must be a multiple of (WebGPU's
+    /// `min_storage_buffer_offset_alignment`, at most 256; 1 where kernels take plain
+    /// pointers). A piece of a split tensor starting elsewhere is bound from the
+    /// multiple below and indexed from there (`split::rebase`).
+    #[serde(default = "TargetCaps::default_binding_alignment")]
+    pub binding_alignment: u32,
 }
 
 impl TargetCaps {
@@ -71,6 +77,10 @@ impl TargetCaps {
 
     fn default_max_kernel_elements() -> u64 {
         TargetCaps::MAX_KERNEL_ELEMENTS
+    }
+
+    fn default_binding_alignment() -> u32 {
+        256
     }
 
     /// The elements one kernel may index here: `max_kernel_elements`, never past
@@ -99,6 +109,7 @@ impl TargetCaps {
             may_contract: false,
             keeps_subnormals: true,
             max_kernel_elements: TargetCaps::MAX_KERNEL_ELEMENTS,
+            binding_alignment: 1,
         }
     }
 
@@ -122,6 +133,7 @@ impl TargetCaps {
             may_contract: false,
             keeps_subnormals: true,
             max_kernel_elements: TargetCaps::MAX_KERNEL_ELEMENTS,
+            binding_alignment: 256,
         }
     }
 
@@ -144,6 +156,7 @@ impl TargetCaps {
             may_contract: false,
             keeps_subnormals: true,
             max_kernel_elements: TargetCaps::MAX_KERNEL_ELEMENTS,
+            binding_alignment: 1,
         }
     }
 

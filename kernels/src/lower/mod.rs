@@ -15,6 +15,7 @@ pub(crate) mod map;
 pub(crate) mod math;
 mod plan;
 pub(crate) mod pointwise;
+pub(crate) mod rebase;
 pub(crate) mod reduction;
 pub(crate) mod rng;
 pub mod schedule;
@@ -87,6 +88,7 @@ pub fn lower(spec: &OpSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
     if let Some(large) = sigs.into_iter().find(|s| s.numel() as u64 > limit) {
         return spec
             .lower_large_unchecked(caps)
+            .map(|plan| rebase::rebase_plan(plan?, caps))
             .unwrap_or_else(|| {
                 Err(LowerError::TooLarge {
                     what: format!(

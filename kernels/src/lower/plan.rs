@@ -24,9 +24,10 @@ pub enum Binding {
     Uniform(usize),
     /// The elements of a tensor from element `start`, as many as the kernel parameter
     /// declares: a piece of a tensor too large for one kernel's 32-bit indices
-    /// ([`split`](super::split)). `start` is a multiple of
-    /// [`PIECE_ALIGNMENT`](super::split::PIECE_ALIGNMENT) elements, so every device
-    /// binds the piece where it is.
+    /// ([`split`](super::split)). `start` is a multiple of the target's
+    /// [`binding_alignment`](super::TargetCaps::binding_alignment) bytes, so the device
+    /// binds the piece where it is (a piece starting between two is bound from the one
+    /// below and indexed past it: [`rebase`](super::rebase)).
     Part { of: Whole, start: u64 },
 }
 

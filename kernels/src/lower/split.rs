@@ -8,9 +8,12 @@
 //! them, weights bound whole (`split_rows`); a reduction over a split axis reduces
 //! each piece into a temporary and then the pieces' partials (`ops/reduce`).
 //!
-//! Invariant: every piece starts at a multiple of [`PIECE_ALIGNMENT`] elements of
-//! its tensor, so a device binds it where it lies (WebGPU's storage offset
-//! alignment is at most 256 bytes), and vector accesses keep their alignment.
+//! Pieces start at multiples of [`PIECE_ALIGNMENT`] elements of their tensors where
+//! rows are short enough, so a device binds them where they lie (WebGPU's storage
+//! offset alignment is at most 256 bytes) and vector accesses keep their alignment.
+//! Where a row is too long for that, pieces start at any row: lowered with one-word
+//! vectors, bound from the alignment below their start, and indexed from their start
+//! within that window ([`rebase`](super::rebase), once for the whole plan).
 
 use kernelc_ir::ScalarType;
 
@@ -67,6 +70,24 @@ pub(crate) enum PieceUniforms {
     SharedExcept(Vec<usize>),
 }
 
+impl Piece {
+    /// The caps to lower this piece with: one-word vectors where a tensor starts off
+    /// their alignment, and any binding start (offsets are settled once, on the whole
+    /// plan: `lower` → [`rebase`](super::rebase)).
+    pub fn caps(&self, caps: &TargetCaps) -> TargetCaps {
+        let starts: Vec<Option<u64>> = self
+            .inputs
+            .iter()
+            .chain(&self.outputs)
+            .map(|place| place.start)
+            .collect();
+        TargetCaps {
+            binding_alignment: 1,
+            ..super::rebase::piece_caps(caps, &self.spec, &starts)
+        }
+    }
+}
+
 impl PieceUniforms {
     fn shared(&self, i: usize) -> bool {
         match self {
@@ -99,7 +120,7 @@ pub(crate) fn assemble_into(
     pieces: Vec<Piece>,
 ) -> Result<(), LowerError> {
     for piece in pieces {
-        let sub = lower(&piece.spec, caps)?;
+        let sub = lower(&piece.spec, &piece.caps(caps))?;
         append_lowered(plan, &piece, sub)?;
     }
     Ok(())
@@ -171,7 +192,8 @@ fn rebind(
 
 /// Rows of `inner` elements per piece: as many as fit `limit` elements, a multiple
 /// of what keeps every piece's start a multiple of [`PIECE_ALIGNMENT`] elements in
-/// each tensor split with them (`per_row`: each one's elements per row).
+/// each tensor split with them (`per_row`: each one's elements per row) where that
+/// many fit, else any number.
 pub(crate) fn rows_per_piece(
     what: &str,
     limit: u64,
@@ -183,11 +205,14 @@ pub(crate) fn rows_per_piece(
         .map(|&n| PIECE_ALIGNMENT / gcd(n.max(1), PIECE_ALIGNMENT))
         .max()
         .unwrap_or(1);
-    let rows = limit / inner.max(1) / step * step;
+    // Aligned pieces where a row is short enough; else pieces at any row, bound from
+    // the alignment below their start (`rebase`) with one-word vectors.
+    let fits = limit / inner.max(1);
+    let rows = if fits >= step { fits / step * step } else { fits };
     if rows == 0 {
         return Err(LowerError::TooLarge {
-            what: format!("{what}: elements of one row of its pieces ({step} rows at least)"),
-            value: inner.saturating_mul(step),
+            what: format!("{what}: elements of one row"),
+            value: inner,
             limit,
         });
     }
@@ -247,6 +272,15 @@ pub(crate) fn split_map(
             .collect();
         (rows, numel(&out[d + 1..]) as u64, split)
     };
+    let per_row: Vec<u64> = split
+        .iter()
+        .flatten()
+        .map(|&(_, n)| n)
+        .chain([inner])
+        .collect();
+    if !flat && inner > limit {
+        return split_map_by_row(caps, out, inputs, outputs, d, &split, &piece);
+    }
     for (s, split) in inputs.iter().zip(&split) {
         if split.is_none() && numel(s) as u64 > limit {
             return Err(LowerError::TooLarge {
@@ -256,12 +290,6 @@ pub(crate) fn split_map(
             });
         }
     }
-    let per_row: Vec<u64> = split
-        .iter()
-        .flatten()
-        .map(|&(_, n)| n)
-        .chain([inner])
-        .collect();
     let per_piece = rows_per_piece(what, limit, inner, &per_row)?;
     let resized = |shape: &[usize], dim: usize, rows: usize| {
         if flat {
@@ -296,6 +324,46 @@ pub(crate) fn split_map(
                     .collect(),
                 uniforms: PieceUniforms::Shared,
             }
+        })
+        .collect();
+    assemble(caps, Vec::new(), pieces)
+}
+
+/// [`split_map`] where one row along the split dimension `d` passes the limit alone: a
+/// piece per row, the op over the dimensions after `d` (itself split), inputs split
+/// with the output at the row's start or, broadcast along `d`, bound whole.
+fn split_map_by_row(
+    caps: &TargetCaps,
+    out: &[usize],
+    inputs: &[&[usize]],
+    outputs: usize,
+    d: usize,
+    split: &[Option<(usize, u64)>],
+    piece: &impl Fn(&[Vec<usize>], &[usize]) -> OpSpec,
+) -> Result<Plan, LowerError> {
+    let rank = out.len();
+    let row_out = &out[d + 1..];
+    let inner = numel(row_out) as u64;
+    // Each input's dimensions after `d` (aligned right: a broadcast input has 1s or
+    // nothing up to and at `d`).
+    let row_shape = |s: &[usize]| s[s.len().saturating_sub(rank - d - 1)..].to_vec();
+    let shapes: Vec<Vec<usize>> = inputs.iter().map(|s| row_shape(s)).collect();
+    let spec = piece(&shapes, row_out);
+    let pieces = (0..out[d] as u64)
+        .map(|r| Piece {
+            spec: spec.clone(),
+            inputs: split
+                .iter()
+                .enumerate()
+                .map(|(i, split)| match split {
+                    Some((_, per_row)) => Place::at(Whole::Input(i), r * per_row),
+                    None => Place::whole(Whole::Input(i)),
+                })
+                .collect(),
+            outputs: (0..outputs)
+                .map(|o| Place::at(Whole::Output(o), r * inner))
+                .collect(),
+            uniforms: PieceUniforms::Shared,
         })
         .collect();
     assemble(caps, Vec::new(), pieces)
@@ -361,6 +429,32 @@ pub(crate) fn copy_step(dtype: ScalarType, n: usize, from: Place, to: Place) -> 
         vec![from],
         to,
     )
+}
+
+/// The step casting `n` elements of `from` at `x` into `to` at `y`.
+pub(crate) fn cast_step(from: ScalarType, to: ScalarType, n: usize, x: Place, y: Place) -> Piece {
+    step(
+        OpSpec::Cast(crate::ops::CastSpec {
+            from,
+            to,
+            shape: vec![n],
+        }),
+        vec![x],
+        y,
+    )
+}
+
+/// `func` over the first axis of a tensor of `shape`, `dtype`.
+pub(crate) fn over_first_axis(func: ReduceFn, dtype: ScalarType, shape: Vec<usize>) -> OpSpec {
+    OpSpec::Reduce(ReduceSpec {
+        func,
+        dtype,
+        shape,
+        axes: vec![0],
+        keepdim: false,
+        index_dtype: None,
+        accumulate: false,
+    })
 }
 
 /// A step of a split op's plan after (or between) its pieces: its own per-call values.

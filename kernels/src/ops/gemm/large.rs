@@ -41,7 +41,8 @@ pub(super) fn gemm(spec: &GemmSpec, caps: &TargetCaps) -> Result<Plan, LowerErro
                 return Err(LowerError::Internal("a GEMM block that is not a GEMM"));
             };
             block.validate()?;
-            append_lowered(&mut plan, &piece, lower::gemm_leaving_gaps(block, caps)?)?;
+            let sub = lower::gemm_leaving_gaps(block, &piece.caps(caps))?;
+            append_lowered(&mut plan, &piece, sub)?;
         }
     } else {
         assemble_into(&mut plan, caps, batch_pieces(spec, limit)?)?;
@@ -126,16 +127,13 @@ fn batch_pieces(spec: &GemmSpec, limit: u64) -> Result<Vec<Piece>, LowerError> {
     let bias_fits = !spec.bias || spec.n as u64 <= limit;
     let rows = fit.min(*first as u64) / step * step;
     // Pieces keep the first batch dimension (of `rows` rows), or drop it (one row each).
+    // Aligned pieces where a step of rows fits, else pieces at any row (bound below
+    // their start: `lower::rebase`).
+    let rows = if rows > 0 { rows } else { fit.min(*first as u64) };
     let (rows, keep_first) = if rows > 0 && bias_fits {
         (rows, true)
-    } else if step == 1 {
-        (1, false)
     } else {
-        return Err(LowerError::TooLarge {
-            what: "gemm: one matrix past the limit in a batch whose strides are not multiples of 256 elements (elements of its first matrices)".into(),
-            value: per_row.iter().map(|&(_, e)| e).max().unwrap_or(0),
-            limit,
-        });
+        (1, false)
     };
     let count = (*first as u64).div_ceil(rows);
     if count > MAX_PIECES {
@@ -230,6 +228,17 @@ impl Operand {
             .saturating_add(size[self.inner] as u64)
     }
 
+    /// The leading dimension of a block of `size`: the matrix's, or for a block of
+    /// one outer row (which never steps by it) its own width, so that a leading
+    /// dimension past one kernel's indices does not reach the kernel.
+    fn block_ld(&self, size: &[usize; 3]) -> usize {
+        if size[self.outer] == 1 {
+            size[self.inner]
+        } else {
+            self.ld as usize
+        }
+    }
+
     /// Element where the block starting at `start` begins.
     fn offset(&self, start: &[usize; 3]) -> u64 {
         start[self.outer] as u64 * self.ld + start[self.inner] as u64
@@ -249,19 +258,34 @@ fn operands(spec: &GemmSpec) -> [Operand; 3] {
 
 /// Sizes of the blocks along m, n and k such that each operand's block fits `limit`,
 /// every size that splits its dimension a multiple of what keeps the blocks' starts
-/// aligned in every operand (and the bias, split with n).
+/// aligned in every operand (and the bias, split with n) where that is possible.
 fn block_sizes(
     dims: [usize; 3],
     ops: &[Operand; 3],
     bias: bool,
     limit: u64,
 ) -> Result<[usize; 3], LowerError> {
+    // Aligned blocks where they fit, else blocks starting anywhere (bound below their
+    // start: `lower::rebase`).
+    block_sizes_by(dims, ops, bias, limit, true)
+        .or_else(|_| block_sizes_by(dims, ops, bias, limit, false))
+}
+
+/// [`block_sizes`] with every size that splits a dimension a multiple of what keeps
+/// the blocks' starts aligned (`aligned`), or of 1.
+fn block_sizes_by(
+    dims: [usize; 3],
+    ops: &[Operand; 3],
+    bias: bool,
+    limit: u64,
+    aligned: bool,
+) -> Result<[usize; 3], LowerError> {
     let mut step = [1u64; 3];
-    for op in ops {
+    for op in ops.iter().filter(|_| aligned) {
         step[op.outer] = step[op.outer].max(row_step(op.ld));
         step[op.inner] = PIECE_ALIGNMENT;
     }
-    if bias {
+    if bias && aligned {
         step[N] = PIECE_ALIGNMENT;
     }
     let floor = |x: u64, d: usize| x / step[d] * step[d];
@@ -321,13 +345,18 @@ fn blocks(spec: &GemmSpec, limit: u64) -> Result<Vec<Piece>, LowerError> {
             for k0 in starts(K) {
                 let start = [m0, n0, k0];
                 let first = k0 == 0;
+                let dims = [
+                    size[M].min(spec.m - m0),
+                    size[N].min(spec.n - n0),
+                    size[K].min(spec.k - k0),
+                ];
                 let piece = GemmSpec {
-                    m: size[M].min(spec.m - m0),
-                    n: size[N].min(spec.n - n0),
-                    k: size[K].min(spec.k - k0),
-                    lda: Some(a.ld as usize),
-                    ldb: Some(b.ld as usize),
-                    ldc: Some(c.ld as usize),
+                    m: dims[M],
+                    n: dims[N],
+                    k: dims[K],
+                    lda: Some(a.block_ld(&dims)),
+                    ldb: Some(b.block_ld(&dims)),
+                    ldc: Some(c.block_ld(&dims)),
                     bias: spec.bias && first,
                     beta: if first { spec.beta } else { 1.0 },
                     ..spec.clone()

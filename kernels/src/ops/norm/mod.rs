@@ -31,6 +31,7 @@
 mod cases;
 mod condition;
 mod large;
+mod long_rows;
 mod lower;
 pub(crate) mod reference;
 mod spec;

@@ -143,6 +143,9 @@ impl Op for LayerNormSpec {
     /// Pieces of rows; weight and bias whole.
     fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
         let (rows, cols) = self.rows_cols();
+        if cols as u64 > caps.kernel_limit() {
+            return Some(super::long_rows::layer_norm_long_rows(self, caps));
+        }
         Some(crate::lower::split::split_rows_of(
             self,
             "layer_norm",

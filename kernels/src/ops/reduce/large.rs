@@ -15,8 +15,9 @@
 //! one launch then picks, per output, the first piece holding the best value and
 //! offsets its position by the piece's first row.
 //!
-//! Refused with [`LowerError::TooLarge`]: rows that alone pass the limit, and partials
-//! that together do (many outputs per piece).
+//! A kept row that alone passes the limit is a piece of its own, split as above.
+//! Refused with [`LowerError::TooLarge`]: partials that together pass the limit (many
+//! outputs per piece).
 
 use kernelc_ir::ScalarType;
 
@@ -110,7 +111,13 @@ pub(super) fn reduce_large(spec: &ReduceSpec, caps: &TargetCaps) -> Result<Plan,
         .map(|&(n, _)| n as u64)
         .product();
     if !first_reduced {
-        let per_piece = rows_per_piece(&what, limit, inner, &[inner, out_inner])?;
+        // A row past the limit alone: a piece per row, itself split (over its leading
+        // reduced dimension).
+        let per_piece = if inner > limit {
+            1
+        } else {
+            rows_per_piece(&what, limit, inner, &[inner, out_inner])?
+        };
         let pieces = pieces_of(rows, per_piece)
             .map(|(start, k)| {
                 let mut piece_dims = dims.clone();

@@ -3,7 +3,7 @@
 use kernelc_ir::{Scalar, ScalarType};
 use serde::{Deserialize, Serialize};
 
-use super::{cases, condition, lower, reference};
+use super::{cases, condition, large, lower, reference};
 use crate::conformance::inputs::Domain;
 use crate::error::SpecError;
 use crate::lower::math::compute_type;
@@ -60,26 +60,10 @@ impl Op for SoftmaxSpec {
         lower::softmax(self, caps)
     }
 
-    /// Rows before the axis are independent: pieces of them.
+    /// Rows before the axis are independent: pieces of them; a row past the limit by
+    /// catalogue ops (`large`).
     fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
-        let rows = crate::shape::numel(&self.shape[..self.axis]);
-        let inner = &self.shape[self.axis..];
-        Some(crate::lower::split::split_rows_of(
-            self,
-            "softmax",
-            caps,
-            rows,
-            &[],
-            |r| {
-                let shape = [&[r][..], inner].concat();
-                SoftmaxSpec {
-                    shape,
-                    axis: 1,
-                    ..self.clone()
-                }
-                .into()
-            },
-        ))
+        Some(large::softmax_large(self, caps))
     }
     fn cases() -> Vec<Self> {
         cases::softmax()

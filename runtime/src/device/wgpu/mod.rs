@@ -1058,6 +1058,7 @@ fn caps_from(
         may_contract: path != ShaderPath::SpirvPassthrough,
         keeps_subnormals: (path == ShaderPath::SpirvPassthrough && declares_denormals) || llvmpipe,
         max_kernel_elements: TargetCaps::MAX_KERNEL_ELEMENTS,
+        binding_alignment: limits.min_storage_buffer_offset_alignment.max(4),
     }
 }
 
