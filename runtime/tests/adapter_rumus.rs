@@ -681,6 +681,22 @@ fn a_refused_call_writes_nothing_and_keeps_its_error() {
     assert!(K::take_error().is_none());
 }
 
+/// Slices of the wrong length: rumus's `CpuBackend` truncates `add` to the shortest
+/// slice (a silent partial result) and panics on a `dst` too short for `matmul`;
+/// kernelc writes nothing and keeps the error (the test above). kernelc is right: the
+/// trait's functions compute over whole slices, which must agree.
+#[test]
+fn cpu_backend_truncates_or_panics_on_wrong_lengths() {
+    let mut dst = vec![7.0f32; 3];
+    CpuBackend::add(&[1.0, 2.0], &[3.0, 4.0, 5.0], &mut dst);
+    assert_eq!(dst, [4.0, 6.0, 7.0], "the first two written, the third left");
+    let panicked = std::panic::catch_unwind(|| {
+        let mut short = vec![7.0f32; 3];
+        CpuBackend::matmul(&[1.0; 6], &[1.0; 6], &mut short, 2, 3, 2);
+    });
+    assert!(panicked.is_err(), "a dst of 3 for a 2x2 product");
+}
+
 /// A rumus-style MLP (784→… scaled down: 16→32→4), trained 200 steps with SGD on a
 /// fixed seeded batch through the trait's functions only, as rumus's autograd calls
 /// them (host-side transposes, `dst` zeroed before each accumulating matmul).

@@ -455,6 +455,45 @@ fn reduce_sum_over_a_dim_which_cpu_backend_ignores() {
     assert_eq!(run(&mut cpu), [21.0, 0.0, 0.0]);
 }
 
+/// `softmax` over a dimension other than the last: kernelc computes it; `CpuBackend`
+/// refuses ("only softmax along last dimension"). kernelc is right: the trait takes
+/// any `dim`.
+#[test]
+fn softmax_over_the_first_dim_which_cpu_backend_refuses() {
+    let run = |b: &mut dyn Backend| {
+        let x = upload(b, &[2, 2], &[0.0, 1.0, 0.0, 3.0]);
+        let out = upload(b, &[2, 2], &[0.0; 4]);
+        b.softmax(x, out, 0).map(|()| download(b, out))
+    };
+    let y = run(&mut cpu_adapter()).expect("any dim");
+    let e2 = 1.0 / (1.0 + (-2.0f32).exp());
+    let want = [0.5, 1.0 - e2, 0.5, e2];
+    for (a, b) in y.iter().zip(want) {
+        assert!((a - b).abs() < 1e-6, "{y:?} vs {want:?}");
+    }
+    let mut cpu = CpuBackend::new(&Default::default()).unwrap();
+    assert!(run(&mut cpu).is_err(), "CpuBackend: last dim only");
+}
+
+/// `attention` with more keys than queries: kernelc attends over every key;
+/// `CpuBackend` takes `seq_kv = seq_q` and reads only the first `seq_q` keys (with
+/// fewer keys than queries it indexes past `k`). kernelc is right: the keys' count is
+/// k's shape.
+#[test]
+fn attention_over_more_keys_than_cpu_backend_reads() {
+    let run = |b: &mut dyn Backend| {
+        let q = upload(b, &[1, 1], &[1.0]);
+        let k = upload(b, &[2, 1], &[1.0, 1.0]);
+        let v = upload(b, &[2, 1], &[10.0, 20.0]);
+        let o = upload(b, &[1, 1], &[0.0]);
+        b.attention(q, k, v, o, None, 1.0).unwrap();
+        download(b, o)
+    };
+    assert_eq!(run(&mut cpu_adapter()), [15.0], "both keys, equal weights");
+    let mut cpu = CpuBackend::new(&Default::default()).unwrap();
+    assert_eq!(run(&mut cpu), [10.0], "CpuBackend reads the first key only");
+}
+
 /// rustd's only blur is its Vulkan shader: fixed 9-tap weights for σ = 2 whatever
 /// `sigma` says (`CpuBackend` has none: an error, as for sobel and sharpen). kernelc
 /// honours `sigma`. Shown on a unit impulse: its blurred row is the 1-D kernel.

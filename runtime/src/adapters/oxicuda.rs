@@ -43,7 +43,8 @@ use std::fmt;
 /// kernelc as an oxicuda `ComputeBackend`: every op a generated kernel on the device
 /// chosen at [`init`](OxicudaBackend::initialize).
 pub struct OxicudaBackend {
-    choice: DeviceChoice,
+    /// The device `init` opens; `None`: the one `KERNELC_DEVICE` names, else the best.
+    choice: Option<DeviceChoice>,
     runtime: Option<Runtime>,
 }
 
@@ -86,7 +87,7 @@ impl OxicudaBackend {
     /// else the CPU), or on the one `KERNELC_DEVICE` names.
     pub fn new() -> OxicudaBackend {
         OxicudaBackend {
-            choice: DeviceChoice::from_env().unwrap_or(DeviceChoice::BestAvailable),
+            choice: None,
             runtime: None,
         }
     }
@@ -94,7 +95,7 @@ impl OxicudaBackend {
     /// A backend that `init` opens on `choice`.
     pub fn with_device(choice: DeviceChoice) -> OxicudaBackend {
         OxicudaBackend {
-            choice,
+            choice: Some(choice),
             runtime: None,
         }
     }
@@ -102,7 +103,7 @@ impl OxicudaBackend {
     /// A backend on an existing runtime, initialised already.
     pub fn with_runtime(runtime: Runtime) -> OxicudaBackend {
         OxicudaBackend {
-            choice: DeviceChoice::BestAvailable,
+            choice: None,
             runtime: Some(runtime),
         }
     }
@@ -112,10 +113,16 @@ impl OxicudaBackend {
         self.runtime.as_ref()
     }
 
-    /// Opens the device (the trait's `init`); a second call does nothing.
+    /// Opens the device (the trait's `init`); a second call does nothing. Without a
+    /// device given, `KERNELC_DEVICE` is read here: a value it cannot parse is an
+    /// error, not the best device.
     pub fn initialize(&mut self) -> Result<(), RuntimeError> {
         if self.runtime.is_none() {
-            self.runtime = Some(Runtime::new(self.choice)?);
+            let choice = match self.choice {
+                Some(choice) => choice,
+                None => DeviceChoice::from_env()?,
+            };
+            self.runtime = Some(Runtime::new(choice)?);
         }
         Ok(())
     }
