@@ -52,8 +52,8 @@ fn split_cases_conform_on_the_interpreter() {
                 "one row",
             ),
             (
-                r#"{"op":"attention","dtype":"f32","batch":1,"heads":1,"kv_heads":1,"seq_q":200,"seq_k":16,"head_dim":8,"scale":0.35}"#,
-                "one row",
+                r#"{"op":"attention","dtype":"f32","batch":1,"heads":1,"kv_heads":1,"seq_q":16,"seq_k":200,"head_dim":8,"scale":0.35}"#,
+                "keys of one head",
             ),
         ];
         for (json, names) in refused {

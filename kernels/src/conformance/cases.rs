@@ -160,6 +160,21 @@ pub fn split() -> Vec<OpSpec> {
         r#"{"op":"layer_norm","dtype":"f16","shape":[2,1100],"eps":0.001,"weight":true,"bias":true,"residual":true,"save_stats":true}"#,
         r#"{"op":"layer_norm","dtype":"f32","shape":[1,2000],"eps":0.00001,"rms":true,"weight":true,"residual":true}"#,
         r#"{"op":"fused","dtype":"f32","inputs":[[2,1100],[1100]],"nodes":[{"input":0},{"input":1},{"binary":{"func":"add","a":0,"b":1}},{"unary":{"func":"tanh","x":2}}]}"#,
+        // Attention items past the limit: pieces of heads and blocks of queries, each
+        // block keeping the whole sequence's causal diagonal and its mask rows.
+        r#"{"op":"attention","dtype":"f32","batch":2,"heads":4,"kv_heads":2,"seq_q":40,"seq_k":24,"head_dim":8,"scale":0.35,"causal":true,"mask":[2,4,40,24]}"#,
+        r#"{"op":"attention","dtype":"f32","batch":1,"heads":1,"kv_heads":1,"seq_q":200,"seq_k":16,"head_dim":8,"scale":0.35,"causal":true,"causal_align":"top_left","mask":[200,16]}"#,
+        r#"{"op":"attention","dtype":"f32","batch":1,"heads":1,"kv_heads":1,"seq_q":150,"seq_k":100,"head_dim":8,"scale":0.35,"causal":true}"#,
+        r#"{"op":"attention","dtype":"f32","layout":"bshd","batch":2,"heads":2,"kv_heads":1,"seq_q":100,"seq_k":30,"head_dim":8,"scale":0.35,"causal":true,"mask":[2,1,100,30]}"#,
+        r#"{"op":"attention","dtype":"f32","batch":1,"heads":8,"kv_heads":2,"seq_q":20,"seq_k":20,"head_dim":8,"scale":0.35}"#,
+        // Items past the limit of ops computing each channel plane on their own:
+        // pieces of planes; a convolution in blocks of output channels.
+        r#"{"op":"pool2d","kind":"max","dtype":"f32","batch":2,"channels":3,"height":20,"width":20,"window":{"kernel":[2,2],"stride":[2,2],"padding":[0,0]},"indices":"u32"}"#,
+        r#"{"op":"pool2d_backward","kind":"max","dtype":"f32","batch":1,"channels":3,"height":20,"width":20,"out_height":10,"out_width":10,"index_dtype":"u32"}"#,
+        r#"{"op":"adaptive_pool2d","kind":"avg","dtype":"f32","batch":1,"channels":3,"in_size":[20,20],"out_size":[7,7]}"#,
+        r#"{"op":"im2col","dtype":"f32","batch":1,"channels":3,"height":10,"width":10,"window":{"kernel":[3,3],"stride":[1,1],"padding":[1,1]}}"#,
+        r#"{"op":"col2im","dtype":"f32","batch":1,"channels":3,"height":10,"width":10,"window":{"kernel":[3,3],"stride":[1,1],"padding":[1,1]},"accumulate":true}"#,
+        r#"{"op":"conv2d","dtype":"f32","batch":2,"in_channels":2,"out_channels":5,"height":15,"width":13,"window":{"kernel":[3,3],"stride":[1,1],"padding":[1,1]},"bias":true}"#,
     ];
     json.iter()
         .map(|j| serde_json::from_str(j).unwrap_or_else(|e| panic!("split case {j}: {e}")))

@@ -21,6 +21,7 @@
 
 mod cases;
 mod condition;
+mod large;
 mod lower;
 pub(crate) mod reference;
 mod spec;

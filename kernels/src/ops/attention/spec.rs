@@ -77,6 +77,10 @@ pub enum CausalAlign {
     BottomRight,
     /// Query `i` sees keys `j ≤ i`.
     TopLeft,
+    /// Query `i` sees keys `j ≤ i + keys − seq_q`: the diagonal drawn for `keys` keys
+    /// (`seq_k` is bottom-right). A block of a longer query sequence keeps that
+    /// sequence's diagonal this way (a piece of a split attention).
+    Keys(usize),
 }
 
 impl CausalAlign {
@@ -92,6 +96,7 @@ impl AttentionSpec {
         match self.causal_align {
             CausalAlign::BottomRight => self.seq_k,
             CausalAlign::TopLeft => self.seq_q,
+            CausalAlign::Keys(keys) => keys,
         }
     }
 
@@ -193,6 +198,10 @@ impl Op for AttentionSpec {
 
     /// Pieces of the batch; a mask without a batch dimension is read whole.
     fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
+        let item = self.heads.max(self.kv_heads) * self.seq_q.max(self.seq_k) * self.head_dim;
+        if item as u64 > caps.kernel_limit() {
+            return Some(super::large::attention_by_head(self, caps));
+        }
         let batched_mask = self
             .mask
             .as_ref()

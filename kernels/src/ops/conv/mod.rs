@@ -23,6 +23,7 @@
 
 mod cases;
 mod geometry;
+mod large;
 mod lower;
 pub(crate) mod reference;
 mod spec;

@@ -22,6 +22,17 @@ pub struct Nchw {
 }
 
 impl Nchw {
+    /// The image as `batch · channels` one-channel images: what an op computing each
+    /// channel plane on its own splits into where one item passes one kernel's
+    /// indices (the planes lie in the same order).
+    pub fn planes(self) -> Nchw {
+        Nchw {
+            batch: self.batch * self.channels,
+            channels: 1,
+            ..self
+        }
+    }
+
     /// The same image sizes with `batch` items (a piece of a split op).
     pub fn with_batch(self, batch: usize) -> Nchw {
         Nchw { batch, ..self }
@@ -292,8 +303,10 @@ impl Op for Conv2dSpec {
 
     /// Pieces of the batch, filter and bias whole; the filter gradient sums the
     /// pieces' partials.
+    /// Pieces of the batch; a forward pass whose item passes the limit in blocks of
+    /// output channels, each image read whole.
     fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
-        Some(crate::lower::split::split_rows_summing(
+        let by_batch = crate::lower::split::split_rows_summing(
             self,
             "conv2d",
             caps,
@@ -307,7 +320,13 @@ impl Op for Conv2dSpec {
                 }
                 .into()
             },
-        ))
+        );
+        Some(match by_batch {
+            Err(LowerError::TooLarge { .. }) if self.pass == ConvPass::Forward => {
+                super::large::by_out_channels(self, caps)
+            }
+            other => other,
+        })
     }
     fn cases() -> Vec<Self> {
         cases::conv_cases()
@@ -400,21 +419,17 @@ impl Op for Im2colSpec {
 
     /// Pieces of the batch.
     fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
-        Some(crate::lower::split::split_rows_of(
-            self,
-            "im2col",
-            caps,
-            self.image.batch,
-            &[],
-            |r| {
-                let image = self.image.with_batch(r);
+        let split = |image: Nchw| {
+            crate::lower::split::split_rows_of(self, "im2col", caps, image.batch, &[], |r| {
                 Im2colSpec {
-                    image,
+                    image: image.with_batch(r),
                     ..self.clone()
                 }
                 .into()
-            },
-        ))
+            })
+        };
+        // Channels are independent: pieces of planes where an item passes the limit.
+        Some(split(self.image).or_else(|_| split(self.image.planes())))
     }
     fn cases() -> Vec<Self> {
         cases::im2col_cases()
@@ -480,21 +495,17 @@ impl Op for Col2imSpec {
 
     /// Pieces of the batch.
     fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
-        Some(crate::lower::split::split_rows_of(
-            self,
-            "col2im",
-            caps,
-            self.image.batch,
-            &[],
-            |r| {
-                let image = self.image.with_batch(r);
+        let split = |image: Nchw| {
+            crate::lower::split::split_rows_of(self, "col2im", caps, image.batch, &[], |r| {
                 Col2imSpec {
-                    image,
+                    image: image.with_batch(r),
                     ..self.clone()
                 }
                 .into()
-            },
-        ))
+            })
+        };
+        // Channels are independent: pieces of planes where an item passes the limit.
+        Some(split(self.image).or_else(|_| split(self.image.planes())))
     }
     fn cases() -> Vec<Self> {
         cases::col2im_cases()

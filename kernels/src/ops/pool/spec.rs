@@ -102,21 +102,18 @@ impl Op for Pool2dSpec {
 
     /// Pieces of the batch.
     fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
-        Some(crate::lower::split::split_rows_of(
-            self,
-            "pool2d",
-            caps,
-            self.image.batch,
-            &[],
-            |r| {
-                let image = self.image.with_batch(r);
+        let split = |image: Nchw| {
+            crate::lower::split::split_rows_of(self, "pool2d", caps, image.batch, &[], |r| {
                 Pool2dSpec {
-                    image,
+                    image: image.with_batch(r),
                     ..self.clone()
                 }
                 .into()
-            },
-        ))
+            })
+        };
+        // Planes are pooled on their own: pieces of them where an item passes the
+        // limit (indices count within a plane).
+        Some(split(self.image).or_else(|_| split(self.image.planes())))
     }
     fn cases() -> Vec<Self> {
         cases::pool2d()
@@ -280,21 +277,18 @@ impl Op for Pool2dBackwardSpec {
 
     /// Pieces of the batch.
     fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
-        Some(crate::lower::split::split_rows_of(
-            self,
-            "pool2d_backward",
-            caps,
-            self.image.batch,
-            &[],
-            |r| {
-                let image = self.image.with_batch(r);
+        let split = |image: Nchw| {
+            crate::lower::split::split_rows_of(self, "pool2d_backward", caps, image.batch, &[], |r| {
                 Pool2dBackwardSpec {
-                    image,
+                    image: image.with_batch(r),
                     ..self.clone()
                 }
                 .into()
-            },
-        ))
+            })
+        };
+        // Planes are pooled on their own: pieces of them where an item passes the
+        // limit (indices count within a plane).
+        Some(split(self.image).or_else(|_| split(self.image.planes())))
     }
     fn cases() -> Vec<Self> {
         cases::pool2d_backward()
@@ -415,20 +409,19 @@ impl Op for AdaptivePool2dSpec {
 
     /// Pieces of the batch.
     fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
-        Some(crate::lower::split::split_rows_of(
-            self,
-            "adaptive_pool2d",
-            caps,
-            self.batch,
-            &[],
-            |r| {
+        let split = |(batch, channels): (usize, usize)| {
+            crate::lower::split::split_rows_of(self, "adaptive_pool2d", caps, batch, &[], |r| {
                 AdaptivePool2dSpec {
                     batch: r,
+                    channels,
                     ..self.clone()
                 }
                 .into()
-            },
-        ))
+            })
+        };
+        // Planes are pooled on their own: pieces of them where an item passes the limit.
+        let planes = (self.batch * self.channels, 1);
+        Some(split((self.batch, self.channels)).or_else(|_| split(planes)))
     }
     fn cases() -> Vec<Self> {
         cases::adaptive_pool2d()

@@ -1,0 +1,178 @@
+//! Attention whose batch item passes one kernel's indices (`lower::split`): heads and
+//! queries are independent, so pieces of them, each with every key of its head.
+//!
+//! * `[batch, heads, seq, head_dim]`: a piece per batch item and key/value head (its
+//!   group of query heads) where that fits, else per query head, in blocks of
+//!   queries;
+//! * `[batch, seq, heads, head_dim]`: blocks of query positions, all heads.
+//!
+//! A block of queries keeps the whole sequence's causal diagonal
+//! (`CausalAlign::Keys`), and reads its rows of the mask (each of the mask's
+//! dimensions of extent 1 bound whole). Refused with [`LowerError::TooLarge`]: keys
+//! and values of one head (one batch item, `bshd`) past the limit, and a `bshd` mask
+//! with both heads and query rows cut by a block.
+
+use super::{AttentionLayout, AttentionSpec, CausalAlign};
+use crate::lower::split::{assemble, Piece, PieceUniforms, Place};
+use crate::lower::{LowerError, Plan, TargetCaps, Whole};
+use crate::spec::OpSpec;
+
+/// One piece: batch item `r`, query heads from `head0` (`heads` of them), queries
+/// from `q0` (`rows` of them).
+#[derive(Clone, Copy)]
+struct Block {
+    r: usize,
+    head0: usize,
+    heads: usize,
+    q0: usize,
+    rows: usize,
+}
+
+pub(super) fn attention_by_head(
+    spec: &AttentionSpec,
+    caps: &TargetCaps,
+) -> Result<Plan, LowerError> {
+    let limit = caps.kernel_limit();
+    let (h, d, sq, sk) = (spec.heads, spec.head_dim, spec.seq_q, spec.seq_k);
+    let group = h / spec.kv_heads;
+    let mask = spec.mask.as_ref().map(|m| rank4(m));
+    let too_large = |what: &str, value: usize| LowerError::TooLarge {
+        what: format!("attention: {what}"),
+        value: value as u64,
+        limit,
+    };
+    let fits = |n: usize| n as u64 <= limit;
+    // Query rows a block of `heads` heads may take: q/o and the mask's rows fit.
+    let rows_for = |heads: usize| {
+        let mut rows = (limit / (heads * d).max(1) as u64) as usize;
+        if let Some([_, mh, mq, mk]) = mask {
+            if mq > 1 {
+                let mask_heads = if mh > 1 { heads } else { 1 };
+                rows = rows.min((limit / (mask_heads * mk).max(1) as u64) as usize);
+            }
+        }
+        rows.min(sq)
+    };
+    let mut blocks = Vec::new();
+    match spec.layout {
+        AttentionLayout::Bhsd => {
+            if !fits(sk * d) {
+                return Err(too_large("keys of one head", sk * d));
+            }
+            let whole_groups = fits(group * sq * d) && rows_for(group) == sq;
+            let heads = if whole_groups { group } else { 1 };
+            let rows = rows_for(heads);
+            if rows == 0 {
+                return Err(too_large("one query row of a head", d));
+            }
+            for r in 0..spec.batch {
+                for head0 in (0..h).step_by(heads) {
+                    for q0 in (0..sq).step_by(rows) {
+                        blocks.push(Block {
+                            r,
+                            head0,
+                            heads,
+                            q0,
+                            rows: rows.min(sq - q0),
+                        });
+                    }
+                }
+            }
+        }
+        AttentionLayout::Bshd => {
+            if !fits(sk * spec.kv_heads * d) {
+                return Err(too_large("keys of one batch item", sk * spec.kv_heads * d));
+            }
+            let rows = rows_for(h);
+            if rows == 0 {
+                return Err(too_large("one query position of all heads", h * d));
+            }
+            if let Some([_, mh, mq, _]) = mask {
+                if mh > 1 && mq > 1 && rows < sq {
+                    return Err(too_large(
+                        "a mask per head and query, cut across heads by a block of queries",
+                        sq * h * d,
+                    ));
+                }
+            }
+            for r in 0..spec.batch {
+                for q0 in (0..sq).step_by(rows) {
+                    blocks.push(Block {
+                        r,
+                        head0: 0,
+                        heads: h,
+                        q0,
+                        rows: rows.min(sq - q0),
+                    });
+                }
+            }
+        }
+    }
+    let pieces = blocks
+        .into_iter()
+        .map(|block| piece(spec, mask, block))
+        .collect();
+    assemble(caps, Vec::new(), pieces)
+}
+
+/// A mask shape left-padded with 1s to `[batch, heads, seq_q, seq_k]`'s rank.
+fn rank4(mask: &[usize]) -> [usize; 4] {
+    let mut out = [1; 4];
+    for (o, &m) in out.iter_mut().rev().zip(mask.iter().rev()) {
+        *o = m;
+    }
+    out
+}
+
+fn piece(spec: &AttentionSpec, mask: Option<[usize; 4]>, b: Block) -> Piece {
+    let (h, d, sq, sk) = (spec.heads, spec.head_dim, spec.seq_q, spec.seq_k);
+    let group = h / spec.kv_heads;
+    let (q_at, kv_at, kv_heads) = match spec.layout {
+        AttentionLayout::Bhsd => (
+            ((b.r * h + b.head0) * sq + b.q0) * d,
+            (b.r * spec.kv_heads + b.head0 / group) * sk * d,
+            b.heads.div_ceil(group),
+        ),
+        AttentionLayout::Bshd => (
+            (b.r * sq + b.q0) * h * d,
+            b.r * sk * spec.kv_heads * d,
+            spec.kv_heads,
+        ),
+    };
+    let causal_align = if spec.causal {
+        // Query `i` of the block is `q0 + i` of the whole: it sees `j ≤ q0 + i +
+        // keys − seq_q`, the block's diagonal for `q0 + rows + keys − seq_q` keys (none
+        // visible to any row when that is not positive).
+        CausalAlign::Keys((b.q0 + b.rows + spec.causal_keys()).saturating_sub(sq))
+    } else {
+        spec.causal_align
+    };
+    let mut inputs = vec![
+        Place::at(Whole::Input(0), q_at as u64),
+        Place::at(Whole::Input(1), kv_at as u64),
+        Place::at(Whole::Input(2), kv_at as u64),
+    ];
+    let piece_mask = mask.map(|[mb, mh, mq, mk]| {
+        let at = (if mb > 1 { b.r } else { 0 }) * mh * mq * mk
+            + (if mh > 1 { b.head0 } else { 0 }) * mq * mk
+            + (if mq > 1 { b.q0 } else { 0 }) * mk;
+        inputs.push(Place::at(Whole::Input(3), at as u64));
+        let heads = if mh > 1 { b.heads } else { 1 };
+        let rows = if mq > 1 { b.rows } else { 1 };
+        vec![1, heads, rows, mk]
+    });
+    Piece {
+        spec: OpSpec::Attention(AttentionSpec {
+            batch: 1,
+            heads: b.heads,
+            kv_heads,
+            seq_q: b.rows,
+            mask: piece_mask,
+            causal_align,
+            ..spec.clone()
+        }),
+        inputs,
+        outputs: vec![Place::at(Whole::Output(0), q_at as u64)],
+        uniforms: PieceUniforms::Shared,
+    }
+}
