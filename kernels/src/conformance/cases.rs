@@ -156,6 +156,8 @@ pub fn split() -> Vec<OpSpec> {
         r#"{"op":"reduce","func":"arg_max","dtype":"f32","shape":[2,1100],"axes":[1],"index_dtype":"i32"}"#,
         r#"{"op":"softmax","dtype":"f32","shape":[2,1100,3],"axis":1,"log":true}"#,
         r#"{"op":"softmax","dtype":"f16","shape":[2,1100],"axis":1}"#,
+        r#"{"op":"softmax_backward","dtype":"f32","shape":[2,1100],"axis":1}"#,
+        r#"{"op":"softmax_backward","dtype":"bf16","shape":[1,600,2],"axis":1,"log":true}"#,
         r#"{"op":"layer_norm","dtype":"f32","shape":[2,1100],"eps":0.00001,"weight":true,"bias":true,"save_stats":true}"#,
         r#"{"op":"layer_norm","dtype":"f16","shape":[2,1100],"eps":0.001,"weight":true,"bias":true,"residual":true,"save_stats":true}"#,
         r#"{"op":"layer_norm","dtype":"f32","shape":[1,2000],"eps":0.00001,"rms":true,"weight":true,"residual":true}"#,
@@ -175,6 +177,10 @@ pub fn split() -> Vec<OpSpec> {
         r#"{"op":"im2col","dtype":"f32","batch":1,"channels":3,"height":10,"width":10,"window":{"kernel":[3,3],"stride":[1,1],"padding":[1,1]}}"#,
         r#"{"op":"col2im","dtype":"f32","batch":1,"channels":3,"height":10,"width":10,"window":{"kernel":[3,3],"stride":[1,1],"padding":[1,1]},"accumulate":true}"#,
         r#"{"op":"conv2d","dtype":"f32","batch":2,"in_channels":2,"out_channels":5,"height":15,"width":13,"window":{"kernel":[3,3],"stride":[1,1],"padding":[1,1]},"bias":true}"#,
+        // Scatters whose updates pass the limit: blocks of updates in order (the
+        // output itself split along its rows in the last).
+        r#"{"op":"scatter","dtype":"f32","index_dtype":"i32","data":[50,4],"indices":[300],"axis":0,"combine":"sum","init":"prior"}"#,
+        r#"{"op":"scatter","dtype":"i32","index_dtype":"i64","data":[1500],"indices":[2,700],"axis":0,"combine":"last","init":"zero"}"#,
     ];
     json.iter()
         .map(|j| serde_json::from_str(j).unwrap_or_else(|e| panic!("split case {j}: {e}")))

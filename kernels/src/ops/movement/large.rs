@@ -4,12 +4,15 @@
 //! x[from(i)]` for `i` over a box of dims, cut into blocks whose elements and whose
 //! spans in `x` and in `y` each fit one kernel's indices. Each block is one launch
 //! binding the part of `x` and of `y` it touches, from a multiple of
-//! [`PIECE_ALIGNMENT`] elements.
+//! [`PIECE_ALIGNMENT`] elements. A scatter along axis 0 whose updates pass the limit
+//! runs in blocks of them.
 
 use kernelc_ir::ScalarType;
 
 use super::lower::{block_copy, Strided};
-use crate::lower::split::PIECE_ALIGNMENT;
+use super::{ScatterInit, ScatterSpec};
+use crate::lower::split::{assemble, Piece, PieceUniforms, Place, PIECE_ALIGNMENT};
+use crate::spec::OpSpec;
 use crate::lower::{Binding, Launch, LowerError, Plan, TargetCaps, Whole};
 
 /// Blocks past this many are refused: the map is too scattered to copy in pieces.
@@ -208,4 +211,59 @@ fn collapse(from: Strided, to: Strided) -> (Strided, Strided) {
         coefs,
     };
     (map(from.base, fc), map(to.base, tc))
+}
+
+/// A scatter along axis 0 whose updates pass the limit: blocks of its updates (the
+/// indices flattened), in order, each scattering into the whole output (itself split
+/// along its rows where it passes the limit). The first block starts from the op's
+/// `init`; each later one from the output so far (`init = prior`, bound to the
+/// output), so sums add in increasing `j` and the last update still wins.
+pub(super) fn scatter_in_update_blocks(
+    spec: &ScatterSpec,
+    caps: &TargetCaps,
+) -> Result<Plan, LowerError> {
+    let limit = caps.kernel_limit();
+    let count = crate::shape::numel(&spec.indices);
+    let per_index = crate::shape::numel(&spec.data[1..]);
+    let block = (limit / per_index.max(1) as u64).min(limit) as usize;
+    if block == 0 {
+        return Err(LowerError::TooLarge {
+            what: "scatter: elements of one update row".into(),
+            value: per_index as u64,
+            limit,
+        });
+    }
+    let pieces = (0..count)
+        .step_by(block)
+        .map(|j0| {
+            let k = block.min(count - j0);
+            let first = j0 == 0;
+            let mut inputs = vec![
+                Place::at(Whole::Input(0), (j0 * per_index) as u64),
+                Place::at(Whole::Input(1), j0 as u64),
+            ];
+            let init = match (first, spec.init) {
+                (true, ScatterInit::Zero) => ScatterInit::Zero,
+                (true, ScatterInit::Prior) => {
+                    inputs.push(Place::whole(Whole::Input(2)));
+                    ScatterInit::Prior
+                }
+                (false, _) => {
+                    inputs.push(Place::whole(Whole::Output(0)));
+                    ScatterInit::Prior
+                }
+            };
+            Piece {
+                spec: OpSpec::Scatter(ScatterSpec {
+                    indices: vec![k],
+                    init,
+                    ..spec.clone()
+                }),
+                inputs,
+                outputs: vec![Place::whole(Whole::Output(0))],
+                uniforms: PieceUniforms::Shared,
+            }
+        })
+        .collect();
+    assemble(caps, Vec::new(), pieces)
 }

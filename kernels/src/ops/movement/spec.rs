@@ -743,6 +743,10 @@ impl Op for ScatterSpec {
     /// Pieces of the data's rows, indices whole. Along axis 0 every piece reads all
     /// the updates and scatters those landing in its rows (`rows_of`).
     fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
+        let updates = crate::shape::numel(&self.inputs()[0].shape) as u64;
+        if self.axis == 0 && updates > caps.kernel_limit() {
+            return Some(super::large::scatter_in_update_blocks(self, caps));
+        }
         if self.axis == 0 {
             let (first, len) = self.rows_window();
             return Some(crate::lower::split::split_rows_at(

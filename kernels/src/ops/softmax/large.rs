@@ -13,13 +13,18 @@
 //! ```
 //!
 //! equal to the one-kernel softmax under its tolerance (the same roundings, another
-//! summation order).
+//! summation order). The backward of such a row likewise:
+//!
+//! ```text
+//! softmax:      p = Σ over the axis of dy·y,   dx = y·(dy − p)
+//! log-softmax:  t = Σ over the axis of dy,     dx = dy − e^y·t
+//! ```
 
 use kernelc_ir::ScalarType;
 
-use super::SoftmaxSpec;
+use super::{SoftmaxBackwardSpec, SoftmaxSpec};
 use crate::lower::math::compute_type;
-use crate::lower::split::{assemble, cast_step, over_first_axis, split_rows_of, step, Place};
+use crate::lower::split::{assemble, cast_step, over_first_axis, split_rows_of, step, Piece, Place};
 use crate::lower::{LowerError, Plan, TargetCaps, TempBuffer, Whole};
 use crate::ops::{BinaryFn, FusedNode, FusedSpec, ReduceFn, UnaryFn};
 use crate::shape::numel;
@@ -181,4 +186,144 @@ fn log_result(dtype: ScalarType) -> Vec<FusedNode> {
         },
     ]);
     nodes
+}
+
+pub(super) fn softmax_backward_large(
+    spec: &SoftmaxBackwardSpec,
+    caps: &TargetCaps,
+) -> Result<Plan, LowerError> {
+    let outer = numel(&spec.shape[..spec.axis]);
+    let n = spec.shape[spec.axis];
+    let inner = numel(&spec.shape[spec.axis + 1..]);
+    let row = n * inner;
+    if row as u64 <= caps.kernel_limit() {
+        return split_rows_of(spec, "softmax_backward", caps, outer, &[], |r| {
+            let shape = [&[r][..], &spec.shape[spec.axis..]].concat();
+            SoftmaxBackwardSpec {
+                shape,
+                axis: 1,
+                ..spec.clone()
+            }
+            .into()
+        });
+    }
+    let ct = compute_type(spec.dtype);
+    let narrow = ct != spec.dtype;
+    // Temporaries: the sum per slice, the products `dy·y` (softmax), and for a narrow
+    // dtype y, dy and dx in the compute type.
+    let sum = Whole::Temp(0);
+    let products = Whole::Temp(1);
+    let temp = |len: usize| TempBuffer {
+        dtype: ct,
+        len: len as u64,
+    };
+    let mut temps = vec![temp(inner), temp(row)];
+    if narrow {
+        temps.extend([temp(row), temp(row), temp(row)]);
+    }
+    let slices = [n, inner];
+    let mut pieces: Vec<Piece> = Vec::new();
+    for r in 0..outer {
+        let base = (r * row) as u64;
+        let (y, dy, dx) = if narrow {
+            for (i, t) in [(0, 2), (1, 3)] {
+                pieces.push(cast_step(
+                    spec.dtype,
+                    ct,
+                    row,
+                    Place::at(Whole::Input(i), base),
+                    Place::whole(Whole::Temp(t)),
+                ));
+            }
+            let t = |i| Place::whole(Whole::Temp(i));
+            (t(2), t(3), t(4))
+        } else {
+            (
+                Place::at(Whole::Input(0), base),
+                Place::at(Whole::Input(1), base),
+                Place::at(Whole::Output(0), base),
+            )
+        };
+        let summed = if spec.log {
+            dy
+        } else {
+            pieces.push(step(
+                OpSpec::Fused(FusedSpec {
+                    dtype: ct,
+                    inputs: vec![vec![row]; 2],
+                    nodes: binary_nodes(BinaryFn::Mul),
+                }),
+                vec![dy, y],
+                Place::whole(products),
+            ));
+            Place::whole(products)
+        };
+        pieces.push(step(
+            over_first_axis(ReduceFn::Sum, ct, slices.to_vec()),
+            vec![summed],
+            Place::whole(sum),
+        ));
+        let nodes = if spec.log {
+            // dy − e^y·t
+            vec![
+                FusedNode::Input(0),
+                FusedNode::Input(1),
+                FusedNode::Input(2),
+                FusedNode::Unary {
+                    func: UnaryFn::Exp,
+                    x: 0,
+                },
+                FusedNode::Binary {
+                    func: BinaryFn::Mul,
+                    a: 3,
+                    b: 2,
+                },
+                FusedNode::Binary {
+                    func: BinaryFn::Sub,
+                    a: 1,
+                    b: 4,
+                },
+            ]
+        } else {
+            // y·(dy − p)
+            vec![
+                FusedNode::Input(0),
+                FusedNode::Input(1),
+                FusedNode::Input(2),
+                FusedNode::Binary {
+                    func: BinaryFn::Sub,
+                    a: 1,
+                    b: 2,
+                },
+                FusedNode::Binary {
+                    func: BinaryFn::Mul,
+                    a: 0,
+                    b: 3,
+                },
+            ]
+        };
+        // Inputs y [n, inner], dy [n, inner], the sum [inner].
+        pieces.push(step(
+            OpSpec::Fused(FusedSpec {
+                dtype: ct,
+                inputs: vec![vec![n, inner], vec![n, inner], vec![inner]],
+                nodes,
+            }),
+            vec![y, dy, Place::whole(sum)],
+            dx,
+        ));
+        if narrow {
+            pieces.push(cast_step(ct, spec.dtype, row, dx, Place::at(Whole::Output(0), base)));
+        }
+    }
+    assemble(caps, temps, pieces)
+}
+
+/// `a ∘ b` of inputs 0 and 1.
+fn binary_nodes(func: BinaryFn) -> Vec<FusedNode> {
+    vec![
+        FusedNode::Input(0),
+        FusedNode::Input(1),
+        FusedNode::Binary { func, a: 0, b: 1 },
+    ]
 }

@@ -126,26 +126,10 @@ impl Op for SoftmaxBackwardSpec {
         lower::softmax_backward(self, caps)
     }
 
-    /// Rows before the axis are independent: pieces of them.
+    /// Rows before the axis are independent: pieces of them; a row past the limit by
+    /// catalogue ops (`large`).
     fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
-        let rows = crate::shape::numel(&self.shape[..self.axis]);
-        let inner = &self.shape[self.axis..];
-        Some(crate::lower::split::split_rows_of(
-            self,
-            "softmax_backward",
-            caps,
-            rows,
-            &[],
-            |r| {
-                let shape = [&[r][..], inner].concat();
-                SoftmaxBackwardSpec {
-                    shape,
-                    axis: 1,
-                    ..self.clone()
-                }
-                .into()
-            },
-        ))
+        Some(large::softmax_backward_large(self, caps))
     }
     fn cases() -> Vec<Self> {
         cases::softmax_backward()
