@@ -1464,3 +1464,14 @@ fn every_example_runs_and_fills_its_outputs() {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'));
     }
 }
+
+/// A scatter along axis 1 resolves its indices against axis 1's length (4 here), not
+/// axis 0's (1): index 3 and index −1 both land in the last column.
+#[test]
+fn scatter_along_a_later_axis_resolves_against_that_axis() {
+    let spec: OpSpec = serde_json::from_str(
+        r#"{"op":"scatter","dtype":"f32","index_dtype":"i32","data":[1,4],"indices":[2],"axis":1,"combine":"sum","init":"zero"}"#,
+    )
+    .expect("a valid spec");
+    assert_eq!(run1(&spec, &[&[5.0, 2.0], &[3.0, -1.0]]), [0.0, 0.0, 0.0, 7.0]);
+}

@@ -181,6 +181,9 @@ pub fn split() -> Vec<OpSpec> {
         // output itself split along its rows in the last).
         r#"{"op":"scatter","dtype":"f32","index_dtype":"i32","data":[50,4],"indices":[300],"axis":0,"combine":"sum","init":"prior"}"#,
         r#"{"op":"scatter","dtype":"i32","index_dtype":"i64","data":[1500],"indices":[2,700],"axis":0,"combine":"last","init":"zero"}"#,
+        // Along a later axis, one row past the limit: a piece per row.
+        r#"{"op":"gather","dtype":"f32","index_dtype":"i32","data":[2,1100],"indices":[3],"axis":1}"#,
+        r#"{"op":"scatter","dtype":"f32","index_dtype":"i32","data":[2,1100],"indices":[5],"axis":1,"combine":"sum","init":"prior"}"#,
     ];
     json.iter()
         .map(|j| serde_json::from_str(j).unwrap_or_else(|e| panic!("split case {j}: {e}")))

@@ -267,3 +267,37 @@ pub(super) fn scatter_in_update_blocks(
         .collect();
     assemble(caps, Vec::new(), pieces)
 }
+
+/// `op` as `rows` pieces of one row each, every piece `row` (the op over one row's
+/// dimensions), the tensors named in `whole` bound whole and every other one at the
+/// row's start (its elements divided by `rows` a row).
+pub(super) fn per_row(
+    op: &impl crate::op::Op,
+    caps: &TargetCaps,
+    rows: usize,
+    whole: &[&str],
+    row: OpSpec,
+) -> Result<Plan, LowerError> {
+    let place = |sigs: Vec<crate::spec::TensorSig>, of: fn(usize) -> Whole, r: usize| {
+        sigs.iter()
+            .enumerate()
+            .map(|(i, sig)| {
+                if whole.contains(&sig.name.as_str()) {
+                    Place::whole(of(i))
+                } else {
+                    let per_row = crate::shape::numel(&sig.shape) / rows.max(1);
+                    Place::at(of(i), (r * per_row) as u64)
+                }
+            })
+            .collect()
+    };
+    let pieces = (0..rows)
+        .map(|r| Piece {
+            spec: row.clone(),
+            inputs: place(op.inputs(), Whole::Input, r),
+            outputs: place(op.outputs(), Whole::Output, r),
+            uniforms: PieceUniforms::Shared,
+        })
+        .collect();
+    assemble(caps, Vec::new(), pieces)
+}

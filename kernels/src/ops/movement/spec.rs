@@ -583,7 +583,7 @@ impl Op for GatherSpec {
                 },
             ));
         }
-        Some(crate::lower::split::split_rows_of(
+        let by_rows = crate::lower::split::split_rows_of(
             self,
             "gather",
             caps,
@@ -597,7 +597,17 @@ impl Op for GatherSpec {
                 }
                 .into()
             },
-        ))
+        );
+        // One row past the limit: a piece per row, the gather over its dimensions
+        // (itself split).
+        Some(by_rows.or_else(|_| {
+            let row = GatherSpec {
+                data: self.data[1..].to_vec(),
+                axis: self.axis - 1,
+                ..self.clone()
+            };
+            super::large::per_row(self, caps, self.data[0], &["indices"], row.into())
+        }))
     }
     /// Indices into an empty axis are all out of range: zeros.
     fn lower_empty(&self, _caps: &TargetCaps) -> Result<Plan, LowerError> {
@@ -671,11 +681,12 @@ pub struct ScatterSpec {
 }
 
 impl ScatterSpec {
-    /// The rows of the whole axis 0 this spec writes: `(first, whole length)`.
+    /// The rows of the whole axis 0 this spec writes: `(first, whole length)` (the
+    /// whole scattered axis, without `rows_of`: indices resolve against it).
     pub fn rows_window(&self) -> (usize, usize) {
         match self.rows_of {
             Some([first, len]) => (first, len),
-            None => (0, self.data.first().copied().unwrap_or(0)),
+            None => (0, self.data.get(self.axis).copied().unwrap_or(0)),
         }
     }
 }
@@ -766,7 +777,7 @@ impl Op for ScatterSpec {
                 },
             ));
         }
-        Some(crate::lower::split::split_rows_of(
+        let by_rows = crate::lower::split::split_rows_of(
             self,
             "scatter",
             caps,
@@ -780,7 +791,17 @@ impl Op for ScatterSpec {
                 }
                 .into()
             },
-        ))
+        );
+        // One row past the limit: a piece per row, the scatter over its dimensions
+        // (itself split).
+        Some(by_rows.or_else(|_| {
+            let row = ScatterSpec {
+                data: self.data[1..].to_vec(),
+                axis: self.axis - 1,
+                ..self.clone()
+            };
+            super::large::per_row(self, caps, self.data[0], &["indices"], row.into())
+        }))
     }
     fn cases() -> Vec<Self> {
         cases::scatter()
