@@ -181,6 +181,10 @@ pub fn split() -> Vec<OpSpec> {
         // output itself split along its rows in the last).
         r#"{"op":"scatter","dtype":"f32","index_dtype":"i32","data":[50,4],"indices":[300],"axis":0,"combine":"sum","init":"prior"}"#,
         r#"{"op":"scatter","dtype":"i32","index_dtype":"i64","data":[1500],"indices":[2,700],"axis":0,"combine":"last","init":"zero"}"#,
+        r#"{"op":"rope","dtype":"f32","index_dtype":"u32","batch":2,"seq":70,"heads":2,"head_dim":8,"max_positions":80}"#,
+        r#"{"op":"rope","dtype":"f32","index_dtype":"i64","batch":2,"seq":70,"heads":2,"head_dim":8,"max_positions":80,"batch_positions":true,"interleaved":true}"#,
+        r#"{"op":"concat","dtype":"f32","shapes":[[2,600],[2,500]],"axis":1}"#,
+        r#"{"op":"slice","dtype":"f32","shape":[2,1100],"starts":[0,10],"sizes":[2,1050],"steps":[1,1]}"#,
         // Along a later axis, one row past the limit: a piece per row.
         r#"{"op":"gather","dtype":"f32","index_dtype":"i32","data":[2,1100],"indices":[3],"axis":1}"#,
         r#"{"op":"scatter","dtype":"f32","index_dtype":"i32","data":[2,1100],"indices":[5],"axis":1,"combine":"sum","init":"prior"}"#,

@@ -8,11 +8,12 @@
 //!
 //! A block of queries keeps the whole sequence's causal diagonal
 //! (`CausalAlign::Keys`), and reads its rows of the mask (each of the mask's
-//! dimensions of extent 1 bound whole). Refused with [`LowerError::TooLarge`]: keys
+//! dimensions of extent 1 bound whole). RoPE's batch item splits into blocks of
+//! positions. Refused with [`LowerError::TooLarge`]: keys
 //! and values of one head (one batch item, `bshd`) past the limit, and a `bshd` mask
 //! with both heads and query rows cut by a block.
 
-use super::{AttentionLayout, AttentionSpec, CausalAlign};
+use super::{AttentionLayout, AttentionSpec, CausalAlign, RopeSpec};
 use crate::lower::split::{assemble, Piece, PieceUniforms, Place};
 use crate::lower::{LowerError, Plan, TargetCaps, Whole};
 use crate::spec::OpSpec;
@@ -175,4 +176,47 @@ fn piece(spec: &AttentionSpec, mask: Option<[usize; 4]>, b: Block) -> Piece {
         outputs: vec![Place::at(Whole::Output(0), q_at as u64)],
         uniforms: PieceUniforms::Shared,
     }
+}
+
+/// RoPE whose batch item passes the limit: blocks of its positions (every head of a
+/// position together), each with its positions and the whole tables.
+pub(super) fn rope_by_positions(spec: &RopeSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
+    let limit = caps.kernel_limit();
+    let row = spec.heads * spec.head_dim;
+    let rows = (limit / row.max(1) as u64) as usize;
+    if rows == 0 {
+        return Err(LowerError::TooLarge {
+            what: "rope: elements of one position (every head)".into(),
+            value: row as u64,
+            limit,
+        });
+    }
+    let mut pieces = Vec::new();
+    for r in 0..spec.batch {
+        for s0 in (0..spec.seq).step_by(rows) {
+            let k = rows.min(spec.seq - s0);
+            let at = ((r * spec.seq + s0) * row) as u64;
+            let positions = if spec.batch_positions {
+                r * spec.seq + s0
+            } else {
+                s0
+            };
+            pieces.push(Piece {
+                spec: OpSpec::Rope(RopeSpec {
+                    batch: 1,
+                    seq: k,
+                    ..spec.clone()
+                }),
+                inputs: vec![
+                    Place::at(Whole::Input(0), at),
+                    Place::whole(Whole::Input(1)),
+                    Place::whole(Whole::Input(2)),
+                    Place::at(Whole::Input(3), positions as u64),
+                ],
+                outputs: vec![Place::at(Whole::Output(0), at)],
+                uniforms: PieceUniforms::Shared,
+            });
+        }
+    }
+    assemble(caps, Vec::new(), pieces)
 }

@@ -382,7 +382,7 @@ impl Op for RopeSpec {
         } else {
             &["cos", "sin", "positions"]
         };
-        Some(crate::lower::split::split_rows_of(
+        let by_batch = crate::lower::split::split_rows_of(
             self,
             "rope",
             caps,
@@ -395,7 +395,9 @@ impl Op for RopeSpec {
                 }
                 .into()
             },
-        ))
+        );
+        // One batch item past the limit: blocks of its positions.
+        Some(by_batch.or_else(|_| super::large::rope_by_positions(self, caps)))
     }
     fn cases() -> Vec<Self> {
         cases::rope()

@@ -190,13 +190,14 @@ impl Op for SliceSpec {
         lower::slice(self, caps)
     }
 
-    /// With the first dimension taken whole, forwards: pieces of its rows; else
-    /// blocks (module `large`).
+    /// With the first dimension taken whole, forwards: pieces of its rows; else, or
+    /// where one row passes the limit, blocks (module `large`).
     fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
         let whole_rows = self.starts.first() == Some(&0)
             && self.steps.first() == Some(&1)
             && self.sizes.first() == self.shape.first();
-        if !whole_rows {
+        let row_fits = numel(&self.shape[1..]) as u64 <= caps.kernel_limit();
+        if !whole_rows || !row_fits {
             let strides = row_major_strides(&self.shape);
             let base = self
                 .starts
@@ -343,17 +344,26 @@ impl Op for ConcatSpec {
         lower::concat(self, caps)
     }
 
-    /// Along a later axis: pieces of the rows every part shares; along the first,
-    /// each input a block copy into its rows (module `large`).
+    /// Along a later axis: pieces of the rows every part shares; along the first, or
+    /// where one row passes the limit, each input a block copy into its place (module
+    /// `large`).
     fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
         let rows = *self.shapes.first()?.first()?;
-        if self.axis == 0 {
+        let out = self.out_shape();
+        let row_fits = numel(&out[1..]) as u64 <= caps.kernel_limit();
+        if self.axis == 0 || !row_fits {
+            // Each input a block copy into its place along the axis.
+            let strides = row_major_strides(&out);
             let mut at = 0u64;
             let mut moves = Vec::new();
             for (i, shape) in self.shapes.iter().enumerate() {
                 let from = dense(Whole::Input(i), 0, shape);
-                let to = dense(Whole::Output(0), at, shape);
-                at += numel(shape) as u64;
+                let to = Side {
+                    of: Whole::Output(0),
+                    base: at * strides[self.axis] as u64,
+                    coefs: strides.iter().map(|&t| t as i64).collect(),
+                };
+                at += shape[self.axis] as u64;
                 if numel(shape) > 0 {
                     moves.push(Move {
                         dims: shape.clone(),
