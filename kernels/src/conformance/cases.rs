@@ -185,6 +185,7 @@ pub fn split() -> Vec<OpSpec> {
         r#"{"op":"rope","dtype":"f32","index_dtype":"i64","batch":2,"seq":70,"heads":2,"head_dim":8,"max_positions":80,"batch_positions":true,"interleaved":true}"#,
         r#"{"op":"concat","dtype":"f32","shapes":[[2,600],[2,500]],"axis":1}"#,
         r#"{"op":"slice","dtype":"f32","shape":[2,1100],"starts":[0,10],"sizes":[2,1050],"steps":[1,1]}"#,
+        r#"{"op":"image_filter","filter":{"contrast":{"factor":1.5}},"dtype":"f32","height":2,"width":700,"channels":3}"#,
         // Along a later axis, one row past the limit: a piece per row.
         r#"{"op":"gather","dtype":"f32","index_dtype":"i32","data":[2,1100],"indices":[3],"axis":1}"#,
         r#"{"op":"scatter","dtype":"f32","index_dtype":"i32","data":[2,1100],"indices":[5],"axis":1,"combine":"sum","init":"prior"}"#,

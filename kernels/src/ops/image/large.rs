@@ -26,7 +26,15 @@ pub(super) fn neighbourhood(
     // Interior rows per piece: its window of `interior + 2·halo` rows fits, and every
     // window starts at a multiple of the alignment.
     // Windows of at most 2^28 elements: the temporary stays a fraction of the image.
-    let window_limit = limit.min(WINDOW_ELEMENTS).saturating_sub(2 * h * row);
+    let smallest = (2 * h + 1).saturating_mul(row);
+    if smallest > limit.min(WINDOW_ELEMENTS) {
+        return Err(LowerError::TooLarge {
+            what: format!("{what}: elements of one row with its halo of {halo} rows each side"),
+            value: smallest,
+            limit: limit.min(WINDOW_ELEMENTS),
+        });
+    }
+    let window_limit = limit.min(WINDOW_ELEMENTS) - 2 * h * row;
     let interior = rows_per_piece(what, window_limit, row, &[row])? as usize;
     let window = interior + 2 * halo;
     let mut plan = Plan {

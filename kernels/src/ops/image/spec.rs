@@ -199,20 +199,24 @@ impl Op for ImageFilterSpec {
             | ImageFilter::Threshold { .. }
             | ImageFilter::Brightness { .. }
             | ImageFilter::Contrast { .. }
-            | ImageFilter::Invert => Some(crate::lower::split::split_rows_of(
-                self,
-                "image_filter",
-                caps,
-                self.height,
-                &[],
-                |r| {
-                    ImageFilterSpec {
-                        height: r,
-                        ..self.clone()
-                    }
-                    .into()
-                },
-            )),
+            | ImageFilter::Invert => {
+                // Pieces of rows; of pixels (as one-pixel-wide rows) where one row
+                // passes the limit: each pixel is filtered on its own.
+                let split = |height: usize, width: usize| {
+                    crate::lower::split::split_rows_of(self, "image_filter", caps, height, &[], |r| {
+                        ImageFilterSpec {
+                            height: r,
+                            width,
+                            ..self.clone()
+                        }
+                        .into()
+                    })
+                };
+                Some(
+                    split(self.height, self.width)
+                        .or_else(|_| split(self.height * self.width, 1)),
+                )
+            }
         }
     }
     fn cases() -> Vec<Self> {
