@@ -1,6 +1,8 @@
 //! Tensors past one kernel's 32-bit indices on the GPU machine: `add` and a full
-//! `reduce sum` over 3·2^30 f32 elements (12 GiB a tensor), split into pieces at
-//! lowering, against exact host references. Needs a CUDA device with ~40 GiB free;
+//! `reduce sum` over 3·2^30 f32 elements (12 GiB a tensor), softmax and layer norm
+//! over one row of that many, a GEMM weight and an attention head past 2^31
+//! elements, split into pieces at lowering, against exact or closed-form host
+//! references. Needs a CUDA device with ~40 GiB free;
 //! elsewhere it prints a NOT RUN line (CI has neither the device nor the memory).
 
 #![cfg(feature = "cuda")]
@@ -139,4 +141,131 @@ fn gemm_with_a_weight_past_32_bit_indices_equals_the_reference() {
             N * K
         );
     }
+}
+
+/// Softmax and layer norm over one row of 3·2^30 f32: catalogue ops over the row,
+/// each in pieces. `x = i mod 7`, so the references are closed forms over the seven
+/// values' counts.
+#[test]
+fn softmax_and_layer_norm_over_a_row_past_32_bit_indices() {
+    let device = match Device::open(DeviceChoice::Cuda { ordinal: 0 }) {
+        Ok(d) => d,
+        Err(e) => {
+            println!("NOT RUN: no CUDA device (softmax and layer norm over a 3·2^30 row): {e}");
+            return;
+        }
+    };
+    let rt = Runtime::with_device(device, DiskCache::off());
+    let value = |i: usize| (i % 7) as f32;
+    let x: Vec<f32> = (0..N).map(value).collect();
+    let xt = match rt.tensor(&[1, N], &x) {
+        Ok(t) => t,
+        Err(RuntimeError::OutOfMemory { .. }) => {
+            println!("NOT RUN: the device lacks memory for a 3·2^30-element row");
+            return;
+        }
+        Err(e) => panic!("{e}"),
+    };
+    drop(x);
+    let counts: Vec<f64> = (0..7).map(|v| ((N - v).div_ceil(7)) as f64).collect();
+    let softmax = spec(&format!(
+        r#"{{"op":"softmax","dtype":"f32","shape":[1,{N}],"axis":1}}"#
+    ));
+    let y = rt.run(&softmax, &[&xt]).expect("softmax").remove(0);
+    let got = y.to_vec::<f32>().expect("download");
+    drop(y);
+    let sum: f64 = (0..7).map(|v| counts[v] * (v as f64 - 6.0).exp()).sum();
+    let want: Vec<f64> = (0..7).map(|v| (v as f64 - 6.0).exp() / sum).collect();
+    let worst = (0..N)
+        .map(|i| ((got[i] as f64 - want[i % 7]) / want[i % 7]).abs())
+        .fold(0.0, f64::max);
+    println!("softmax over one row of {N} f32: worst relative error {worst:.2e}");
+    assert!(worst < 1e-4, "{worst}");
+    drop(got);
+    let norm = spec(&format!(
+        r#"{{"op":"layer_norm","dtype":"f32","shape":[1,{N}],"eps":0.00001,"save_stats":true}}"#
+    ));
+    let mut out = rt.run(&norm, &[&xt]).expect("layer norm");
+    let stats = out.remove(1).to_vec::<f32>().expect("stats");
+    let got = out.remove(0).to_vec::<f32>().expect("download");
+    let n = N as f64;
+    let mean: f64 = (0..7).map(|v| counts[v] * v as f64).sum::<f64>() / n;
+    let var: f64 = (0..7).map(|v| counts[v] * (v as f64 - mean).powi(2)).sum::<f64>() / n;
+    let rstd = 1.0 / (var + 1e-5).sqrt();
+    let worst = (0..N)
+        .map(|i| (got[i] as f64 - (value(i) as f64 - mean) * rstd).abs())
+        .fold(0.0, f64::max);
+    println!(
+        "layer norm over one row of {N} f32: worst error {worst:.2e}; mean {} (exact {mean}), rstd {} (exact {rstd})",
+        stats[0], stats[1]
+    );
+    assert!(worst < 1e-4, "{worst}");
+    assert!((stats[0] as f64 - mean).abs() < 1e-5 && (stats[1] as f64 - rstd).abs() < 1e-5 * rstd);
+}
+
+/// Attention whose head passes 32-bit indices: pieces of heads and blocks of queries. Every key is the same, so each visible key
+/// weighs the same: a query's output is the mean of the values it sees (bottom-right
+/// causal with fewer keys than queries: none for the first ones, a prefix for the
+/// last 64), which the blocks must keep at their seams.
+#[test]
+fn attention_with_an_item_past_32_bit_indices_equals_the_reference() {
+    // One head's queries, (2^24 + 31) · 128 elements, pass the limit: blocks of
+    // 2^24 − 1 queries, the seam 32 queries before the end, among the 64 that see keys.
+    const HEADS: usize = 2;
+    const SEQ_Q: usize = (1 << 24) + 31;
+    const SEQ_K: usize = 64;
+    const D: usize = 128;
+    let device = match Device::open(DeviceChoice::Cuda { ordinal: 0 }) {
+        Ok(d) => d,
+        Err(e) => {
+            println!("NOT RUN: no CUDA device (attention with a head past 2^31 elements): {e}");
+            return;
+        }
+    };
+    let rt = Runtime::with_device(device, DiskCache::off());
+    let total = HEADS * SEQ_Q * D;
+    let q: Vec<f32> = (0..total).map(|e| ((e % 13) as f32) * 0.01).collect();
+    let qt = match rt.tensor(&[1, HEADS, SEQ_Q, D], &q) {
+        Ok(t) => t,
+        Err(RuntimeError::OutOfMemory { .. }) => {
+            println!("NOT RUN: the device lacks memory for queries of a head past 2^31 elements");
+            return;
+        }
+        Err(e) => panic!("{e}"),
+    };
+    drop(q);
+    let k = vec![0.5f32; HEADS * SEQ_K * D];
+    let v_at = |h: usize, j: usize, d: usize| ((h * 3 + j * 5 + d) % 11) as f32;
+    let v: Vec<f32> = (0..HEADS * SEQ_K * D)
+        .map(|e| v_at(e / (SEQ_K * D), (e / D) % SEQ_K, e % D))
+        .collect();
+    let kt = rt.tensor(&[1, HEADS, SEQ_K, D], &k).expect("k");
+    let vt = rt.tensor(&[1, HEADS, SEQ_K, D], &v).expect("v");
+    let attention = spec(&format!(
+        r#"{{"op":"attention","dtype":"f32","batch":1,"heads":{HEADS},"kv_heads":{HEADS},"seq_q":{SEQ_Q},"seq_k":{SEQ_K},"head_dim":{D},"scale":0.088,"causal":true}}"#
+    ));
+    let o = rt
+        .run(&attention, &[&qt, &kt, &vt])
+        .expect("attention")
+        .remove(0)
+        .to_vec::<f32>()
+        .expect("download");
+    // Prefix means of v per head and dimension: query i sees keys j ≤ i + SEQ_K − SEQ_Q.
+    let mut worst = 0.0f64;
+    for h in 0..HEADS {
+        for i in 0..SEQ_Q {
+            let seen = (i + SEQ_K + 1).saturating_sub(SEQ_Q).min(SEQ_K);
+            for d in 0..D {
+                let want = if seen == 0 {
+                    0.0
+                } else {
+                    (0..seen).map(|j| v_at(h, j, d) as f64).sum::<f64>() / seen as f64
+                };
+                let got = o[(h * SEQ_Q + i) * D + d] as f64;
+                worst = worst.max((got - want).abs());
+            }
+        }
+    }
+    println!("attention with {total}-element queries: worst error {worst:.2e}");
+    assert!(worst < 1e-4, "{worst}");
 }
