@@ -393,14 +393,19 @@ fn too_large() {
             }
         }
     }
-    // An attention item past the limit does not split.
-    let attention: OpSpec = serde_json::from_str(
-        r#"{"op":"attention","dtype":"f32","batch":1,"heads":1,"kv_heads":1,"seq_q":268435456,"seq_k":16,"head_dim":16,"scale":0.25}"#,
-    )
-    .expect("a valid spec");
-    match lower(&attention, &TargetCaps::cpu()) {
+    // An attention head past the limit: blocks of its queries; keys of one head past
+    // it do not split.
+    let attention = |seq_q: usize, seq_k: usize| -> OpSpec {
+        serde_json::from_str(&format!(
+            r#"{{"op":"attention","dtype":"f32","batch":1,"heads":1,"kv_heads":1,"seq_q":{seq_q},"seq_k":{seq_k},"head_dim":16,"scale":0.25,"causal":true}}"#
+        ))
+        .expect("a valid spec")
+    };
+    let plan = lower(&attention(1 << 28, 16), &TargetCaps::cpu()).expect("query blocks");
+    assert!(plan.launches.len() >= 3, "{} launches", plan.launches.len());
+    match lower(&attention(16, 1 << 28), &TargetCaps::cpu()) {
         Err(LowerError::TooLarge { what, .. }) => {
-            assert!(what.contains("attention") && what.contains("row"), "{what}")
+            assert!(what.contains("attention") && what.contains("keys of one head"), "{what}")
         }
         other => panic!("{other:?}"),
     }

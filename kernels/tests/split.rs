@@ -139,3 +139,36 @@ fn a_long_row_norm_takes_eps_at_launch() {
         assert!((a - b).abs() < 1e-5, "{a} vs {b}");
     }
 }
+
+/// Softmax over a row past the limit keeps the one-kernel op's special values: a NaN
+/// or a +∞ in a row makes it NaN, a row of −∞ gives zeros (log-softmax: −∞).
+#[test]
+fn a_long_row_softmax_keeps_special_values() {
+    use kernelc_ir::interp::HostBuffer;
+    use kernelc_ir::{Scalar, ScalarType};
+    let caps = TargetCaps {
+        max_kernel_elements: cases::SPLIT_LIMIT,
+        ..TargetCaps::cpu()
+    };
+    let n = 1100;
+    let mut x = vec![0.25f64; 4 * n];
+    x[7] = f64::NAN; // row 0
+    x[n + 1000] = f64::INFINITY; // row 1
+    x[2 * n..3 * n].fill(f64::NEG_INFINITY); // row 2; row 3 finite
+    for log in [false, true] {
+        let spec: OpSpec = serde_json::from_str(&format!(
+            r#"{{"op":"softmax","dtype":"f32","shape":[4,{n}],"axis":1,"log":{log}}}"#
+        ))
+        .expect("a valid spec");
+        let exec = Interpreter::new("interp/split", caps.clone());
+        let input = HostBuffer::new(ScalarType::F32, x.iter().map(|&v| Scalar::f32(v as f32)).collect());
+        let got = exec.run(&spec, &[input]).expect("runs")[0].to_f64();
+        let want = kernelc_kernels::reference::reference(&spec, &[&x]).expect("reference")[0].clone();
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            let same = (g.is_nan() && w.is_nan()) || g == w || (g - w).abs() < 1e-6 * w.abs().max(1e-3);
+            assert!(same, "log {log}, element {i} (row {}): {g} vs {w}", i / n);
+        }
+        assert!(got[0].is_nan() && got[n].is_nan(), "NaN and +∞ rows are NaN");
+        assert_eq!(got[2 * n], if log { f64::NEG_INFINITY } else { 0.0 });
+    }
+}

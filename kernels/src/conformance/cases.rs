@@ -161,6 +161,9 @@ pub fn split() -> Vec<OpSpec> {
         r#"{"op":"layer_norm","dtype":"f32","shape":[2,1100],"eps":0.00001,"weight":true,"bias":true,"save_stats":true}"#,
         r#"{"op":"layer_norm","dtype":"f16","shape":[2,1100],"eps":0.001,"weight":true,"bias":true,"residual":true,"save_stats":true}"#,
         r#"{"op":"layer_norm","dtype":"f32","shape":[1,2000],"eps":0.00001,"rms":true,"weight":true,"residual":true}"#,
+        r#"{"op":"layer_norm_backward","dtype":"f32","shape":[2,1100],"weight":true,"bias":true,"param_grads":true}"#,
+        r#"{"op":"layer_norm_backward","dtype":"f16","shape":[2,1100],"rms":true,"weight":true,"param_grads":true}"#,
+        r#"{"op":"layer_norm_backward","dtype":"f32","shape":[1,1500]}"#,
         r#"{"op":"fused","dtype":"f32","inputs":[[2,1100],[1100]],"nodes":[{"input":0},{"input":1},{"binary":{"func":"add","a":0,"b":1}},{"unary":{"func":"tanh","x":2}}]}"#,
         // Attention items past the limit: pieces of heads and blocks of queries, each
         // block keeping the whole sequence's causal diagonal and its mask rows.

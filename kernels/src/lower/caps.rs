@@ -66,7 +66,7 @@ pub struct TargetCaps {
     /// Bytes a buffer binding's start must be a multiple of (WebGPU's
     /// `min_storage_buffer_offset_alignment`, at most 256; 1 where kernels take plain
     /// pointers). A piece of a split tensor starting elsewhere is bound from the
-    /// multiple below and indexed from there (`split::rebase`).
+    /// multiple below and indexed from there (`lower::rebase`).
     #[serde(default = "TargetCaps::default_binding_alignment")]
     pub binding_alignment: u32,
 }

@@ -29,8 +29,13 @@ pub(crate) fn piece_caps(caps: &TargetCaps, spec: &OpSpec, starts: &[Option<u64>
         .into_iter()
         .chain(spec.outputs())
         .map(|sig| sig.dtype);
+    // Some lowerings size vectors in lanes of the dtype (4 × f64 is 32 bytes): a start
+    // must be a multiple of the lanes too.
+    let lanes = u64::from(caps.vector_width.max(1));
     let aligned = dtypes.zip(starts).all(|(dtype, start)| {
-        start.is_none_or(|s| s * dtype.size_bytes() as u64 % VECTOR_ALIGNMENT == 0)
+        start.is_none_or(|s| {
+            s * dtype.size_bytes() as u64 % VECTOR_ALIGNMENT == 0 && s % lanes == 0
+        })
     });
     let mut caps = caps.clone();
     if !aligned {

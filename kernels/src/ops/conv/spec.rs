@@ -301,9 +301,8 @@ impl Op for Conv2dSpec {
         lower::conv2d(self, caps)
     }
 
-    /// Pieces of the batch, filter and bias whole; the filter gradient sums the
-    /// pieces' partials.
-    /// Pieces of the batch; a forward pass whose item passes the limit in blocks of
+    /// Pieces of the batch, filter and bias whole (the filter gradient sums the
+    /// pieces' partials); a forward pass whose item passes the limit in blocks of
     /// output channels, each image read whole.
     fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
         let by_batch = crate::lower::split::split_rows_summing(

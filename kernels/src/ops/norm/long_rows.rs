@@ -15,7 +15,7 @@
 
 use kernelc_ir::ScalarType;
 
-use super::LayerNormSpec;
+use super::{LayerNormBackwardSpec, LayerNormSpec};
 use crate::lower::math::compute_type;
 use crate::lower::split::{
     assemble, cast_step, over_first_axis, step, Piece, PieceUniforms, Place,
@@ -285,4 +285,216 @@ fn square_nodes(mean: Option<usize>) -> Vec<FusedNode> {
         b: last,
     });
     nodes
+}
+
+/// The backward of a layer (RMS) norm over rows past the limit, from the saved
+/// statistics `(μ, r)`, by catalogue ops over each row (`g = dy·w`, `x̂ = (x − μ)·r`):
+///
+/// ```text
+/// layer: dx = r·(g − mean g − x̂·mean(g·x̂))
+/// rms:   dx = r·g − x·r³·mean(g·x)
+/// dweight = Σ_rows dy·x̂,  dbias = Σ_rows dy     (accumulated in the compute type)
+/// ```
+pub(super) fn layer_norm_backward_long_rows(
+    spec: &LayerNormBackwardSpec,
+    caps: &TargetCaps,
+) -> Result<Plan, LowerError> {
+    let (rows, cols) = spec.rows_cols();
+    let ct = compute_type(spec.dtype);
+    let narrow = ct != spec.dtype;
+    let mut temps = Vec::new();
+    let mut temp = |len: usize| {
+        temps.push(TempBuffer {
+            dtype: ct,
+            len: len as u64,
+        });
+        Whole::Temp(temps.len() - 1)
+    };
+    let (g_t, xhat_t, prod_t, stats_t) = (temp(cols), temp(cols), temp(cols), temp(2));
+    let (mean_g, mean_gx) = (temp(1), temp(1));
+    let narrow_rows = narrow.then(|| (temp(cols), temp(cols), temp(cols)));
+    let weight_in = spec.weight.then_some(Whole::Input(2));
+    let stats_in = Whole::Input(2 + usize::from(spec.weight));
+    let dweight_out = (spec.param_grads && spec.weight).then_some(Whole::Output(1));
+    let dbias_out = (spec.param_grads && spec.bias)
+        .then_some(Whole::Output(1 + usize::from(spec.weight)));
+    let dw_acc = dweight_out.map(|_| temp(cols));
+    let db_acc = dbias_out.map(|_| temp(cols));
+    let mut pieces = Vec::new();
+    // The weight in the compute type, once.
+    let weight = weight_in.map(|w| {
+        if !narrow {
+            return Place::whole(w);
+        }
+        let t = temp(cols);
+        pieces.push(cast_step(spec.dtype, ct, cols, Place::whole(w), Place::whole(t)));
+        Place::whole(t)
+    });
+    let whole = Place::whole;
+    let row = |w: Whole, r: usize| Place::at(w, (r * cols) as u64);
+    for r in 0..rows {
+        let (dy, x, dx, mu, rstd) = match narrow_rows {
+            Some((dy_t, x_t, dx_t)) => {
+                pieces.push(cast_step(spec.dtype, ct, cols, row(Whole::Input(0), r), whole(dy_t)));
+                pieces.push(cast_step(spec.dtype, ct, cols, row(Whole::Input(1), r), whole(x_t)));
+                let st = Place::at(stats_in, 2 * r as u64);
+                pieces.push(cast_step(spec.dtype, ct, 2, st, whole(stats_t)));
+                (whole(dy_t), whole(x_t), whole(dx_t), Place::at(stats_t, 0), Place::at(stats_t, 1))
+            }
+            None => (
+                row(Whole::Input(0), r),
+                row(Whole::Input(1), r),
+                row(Whole::Output(0), r),
+                Place::at(stats_in, 2 * r as u64),
+                Place::at(stats_in, 2 * r as u64 + 1),
+            ),
+        };
+        let cols1 = [vec![cols], vec![1]];
+        // g = dy·w.
+        let g = match weight {
+            Some(w) => {
+                pieces.push(step(
+                    fused(ct, &[vec![cols], vec![cols]], product_nodes()),
+                    vec![dy, w],
+                    whole(g_t),
+                ));
+                whole(g_t)
+            }
+            None => dy,
+        };
+        // x̂ = (x − μ)·r (rms: x·r).
+        let xhat_nodes = if spec.rms {
+            product_nodes()
+        } else {
+            let mut nodes = sub_nodes();
+            nodes.extend([
+                FusedNode::Input(2),
+                FusedNode::Binary {
+                    func: BinaryFn::Mul,
+                    a: 2,
+                    b: 3,
+                },
+            ]);
+            nodes
+        };
+        let (xhat_inputs, xhat_shapes) = if spec.rms {
+            (vec![x, rstd], cols1.to_vec())
+        } else {
+            (vec![x, mu, rstd], vec![vec![cols], vec![1], vec![1]])
+        };
+        pieces.push(step(fused(ct, &xhat_shapes, xhat_nodes), xhat_inputs, whole(xhat_t)));
+        // mean(g·x̂) (rms: mean(g·x)) and, for a layer norm, mean(g).
+        let other = if spec.rms { x } else { whole(xhat_t) };
+        pieces.push(step(
+            fused(ct, &[vec![cols], vec![cols]], product_nodes()),
+            vec![g, other],
+            whole(prod_t),
+        ));
+        pieces.push(step(
+            over_first_axis(ReduceFn::Mean, ct, vec![cols]),
+            vec![whole(prod_t)],
+            whole(mean_gx),
+        ));
+        let (nodes, inputs, shapes) = if spec.rms {
+            // r·g − x·r³·mean(g·x): inputs g, x, mean, r.
+            (
+                vec![
+                    FusedNode::Input(0),
+                    FusedNode::Input(1),
+                    FusedNode::Input(2),
+                    FusedNode::Input(3),
+                    mul(3, 0),
+                    mul(3, 3),
+                    mul(5, 3),
+                    mul(1, 6),
+                    mul(7, 2),
+                    FusedNode::Binary {
+                        func: BinaryFn::Sub,
+                        a: 4,
+                        b: 8,
+                    },
+                ],
+                vec![g, x, whole(mean_gx), rstd],
+                vec![vec![cols], vec![cols], vec![1], vec![1]],
+            )
+        } else {
+            pieces.push(step(
+                over_first_axis(ReduceFn::Mean, ct, vec![cols]),
+                vec![g],
+                whole(mean_g),
+            ));
+            // r·(g − mean g − x̂·mean(g·x̂)): inputs g, x̂, mean g, mean(g·x̂), r.
+            (
+                vec![
+                    FusedNode::Input(0),
+                    FusedNode::Input(1),
+                    FusedNode::Input(2),
+                    FusedNode::Input(3),
+                    FusedNode::Input(4),
+                    FusedNode::Binary {
+                        func: BinaryFn::Sub,
+                        a: 0,
+                        b: 2,
+                    },
+                    mul(1, 3),
+                    FusedNode::Binary {
+                        func: BinaryFn::Sub,
+                        a: 5,
+                        b: 6,
+                    },
+                    mul(4, 7),
+                ],
+                vec![g, whole(xhat_t), whole(mean_g), whole(mean_gx), rstd],
+                vec![vec![cols], vec![cols], vec![1], vec![1], vec![1]],
+            )
+        };
+        pieces.push(step(fused(ct, &shapes, nodes), inputs, dx));
+        if narrow {
+            pieces.push(cast_step(ct, spec.dtype, cols, dx, row(Whole::Output(0), r)));
+        }
+        // Σ_rows dy·x̂ and Σ_rows dy, in the compute type.
+        if let Some(acc) = dw_acc {
+            let (nodes, inputs, shapes) = if r == 0 {
+                (product_nodes(), vec![dy, whole(xhat_t)], vec![vec![cols]; 2])
+            } else {
+                let mut nodes = product_nodes();
+                nodes.extend([
+                    FusedNode::Input(2),
+                    FusedNode::Binary {
+                        func: BinaryFn::Add,
+                        a: 3,
+                        b: 2,
+                    },
+                ]);
+                (nodes, vec![dy, whole(xhat_t), whole(acc)], vec![vec![cols]; 3])
+            };
+            pieces.push(step(fused(ct, &shapes, nodes), inputs, whole(acc)));
+        }
+        if let Some(acc) = db_acc {
+            if r == 0 {
+                pieces.push(crate::lower::split::copy_step(ct, cols, dy, whole(acc)));
+            } else {
+                pieces.push(step(binary(BinaryFn::Add, ct, cols), vec![whole(acc), dy], whole(acc)));
+            }
+        }
+    }
+    for (acc, out) in [(dw_acc, dweight_out), (db_acc, dbias_out)] {
+        if let (Some(acc), Some(out)) = (acc, out) {
+            pieces.push(cast_step(ct, spec.dtype, cols, whole(acc), whole(out)));
+        }
+    }
+    assemble(caps, temps, pieces)
+}
+
+/// `x₀ · x₁`.
+fn product_nodes() -> Vec<FusedNode> {
+    vec![FusedNode::Input(0), FusedNode::Input(1), mul(0, 1)]
+}
+
+fn mul(a: usize, b: usize) -> FusedNode {
+    FusedNode::Binary {
+        func: BinaryFn::Mul,
+        a,
+        b,
+    }
 }

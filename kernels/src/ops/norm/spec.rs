@@ -276,6 +276,9 @@ impl Op for LayerNormBackwardSpec {
     /// Pieces of rows for `dx`; the parameter gradients sum the pieces' partials.
     fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
         let (rows, cols) = self.rows_cols();
+        if cols as u64 > caps.kernel_limit() {
+            return Some(super::long_rows::layer_norm_backward_long_rows(self, caps));
+        }
         Some(crate::lower::split::split_rows_summing(
             self,
             "layer_norm_backward",

@@ -144,8 +144,9 @@ fn shifted_exp(dtype: ScalarType) -> Vec<FusedNode> {
 fn with_sum(mut nodes: Vec<FusedNode>) -> Vec<FusedNode> {
     nodes.extend([
         FusedNode::Input(2),
+        // NaN-propagating: a NaN sum (a NaN or +∞ in the slice) makes the slice NaN.
         FusedNode::Scalar {
-            func: BinaryFn::Max,
+            func: BinaryFn::MaxNan,
             x: 4,
             scalar: 1.0,
             reversed: false,
