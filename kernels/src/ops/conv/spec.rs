@@ -302,8 +302,8 @@ impl Op for Conv2dSpec {
     }
 
     /// Pieces of the batch, filter and bias whole (the filter gradient sums the
-    /// pieces' partials); a forward pass whose item passes the limit in blocks of
-    /// output channels, each image read whole.
+    /// pieces' partials); an item past the limit in blocks of output channels
+    /// (forward) or input channels (data gradient).
     fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
         let by_batch = crate::lower::split::split_rows_summing(
             self,
@@ -323,6 +323,9 @@ impl Op for Conv2dSpec {
         Some(match by_batch {
             Err(LowerError::TooLarge { .. }) if self.pass == ConvPass::Forward => {
                 super::large::by_out_channels(self, caps)
+            }
+            Err(LowerError::TooLarge { .. }) if self.pass == ConvPass::BackwardData => {
+                super::large::by_in_channels(self, caps)
             }
             other => other,
         })

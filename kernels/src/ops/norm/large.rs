@@ -22,7 +22,7 @@ use crate::lower::math::{compute_type, Num};
 use crate::lower::reduction::{declare, Buf};
 use crate::lower::schedule::plan_1d;
 use crate::lower::split::{
-    assemble, assemble_into, copy_step, split_rows_of, step, PieceUniforms, Place, RowPart,
+    assemble, assemble_into, copy_step, split_rows_of, step, Piece, PieceUniforms, Place, RowPart,
     RowPieces,
 };
 use crate::lower::{Launch, LowerError, Plan, TargetCaps, TempBuffer, Uniforms, Whole};
@@ -148,7 +148,8 @@ pub(super) fn batch_norm(spec: &BatchNormSpec, caps: &TargetCaps) -> Result<Plan
     };
     if !spec.training {
         let whole = ["weight", "bias", "running_mean", "running_var"];
-        return split_rows_of(spec, what, caps, n, &whole, inference_piece);
+        return split_rows_of(spec, what, caps, n, &whole, inference_piece)
+            .or_else(|_| inference_by_channels(spec, caps));
     }
     // Temporaries: zeros (the pieces' running inputs), a scratch `save`, then the
     // combined mean and variance.
@@ -340,4 +341,44 @@ impl Combine<'_> {
             bindings: buffers.chain(uniforms).collect(),
         })
     }
+}
+
+/// Batch norm in inference whose item passes the limit: pieces of one item's channels
+/// (each channel is normalised on its own), with their rows of the parameters and
+/// running statistics.
+fn inference_by_channels(spec: &BatchNormSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
+    let limit = caps.kernel_limit();
+    let (n, c) = (spec.shape[0], spec.channels());
+    let plane = numel(&spec.shape[2..]);
+    let per_piece = (limit / plane.max(1) as u64) as usize;
+    if per_piece == 0 {
+        return Err(LowerError::TooLarge {
+            what: "batch_norm: elements of one channel of one item".into(),
+            value: plane as u64,
+            limit,
+        });
+    }
+    let mut pieces = Vec::new();
+    for r in 0..n {
+        for c0 in (0..c).step_by(per_piece) {
+            let k = per_piece.min(c - c0);
+            let mut shape = spec.shape.clone();
+            shape[0] = 1;
+            shape[1] = k;
+            let at = ((r * c + c0) * plane) as u64;
+            let mut inputs = vec![Place::at(Whole::Input(0), at)];
+            inputs.extend((1..5).map(|i| Place::at(Whole::Input(i), c0 as u64)));
+            pieces.push(Piece {
+                spec: OpSpec::from(BatchNormSpec {
+                    shape,
+                    training: false,
+                    ..spec.clone()
+                }),
+                inputs,
+                outputs: vec![Place::at(Whole::Output(0), at)],
+                uniforms: PieceUniforms::Shared,
+            });
+        }
+    }
+    assemble(caps, Vec::new(), pieces)
 }
