@@ -190,6 +190,7 @@ pub fn split() -> Vec<OpSpec> {
         r#"{"op":"slice","dtype":"f32","shape":[2,1100],"starts":[0,10],"sizes":[2,1050],"steps":[1,1]}"#,
         r#"{"op":"image_filter","filter":{"contrast":{"factor":1.5}},"dtype":"f32","height":2,"width":700,"channels":3}"#,
         r#"{"op":"batch_norm","dtype":"f32","shape":[2,5,15,13],"eps":0.00001,"momentum":0.1,"training":false}"#,
+        r#"{"op":"batch_norm","dtype":"f32","shape":[2,5,15,13],"eps":0.00001,"momentum":0.1,"training":true}"#,
         r#"{"op":"conv2d","dtype":"f32","pass":"backward_data","batch":2,"in_channels":5,"out_channels":2,"height":15,"width":13,"window":{"kernel":[3,3],"stride":[1,1],"padding":[1,1]}}"#,
         // Along a later axis, one row past the limit: a piece per row.
         r#"{"op":"gather","dtype":"f32","index_dtype":"i32","data":[2,1100],"indices":[3],"axis":1}"#,

@@ -151,6 +151,9 @@ pub(super) fn batch_norm(spec: &BatchNormSpec, caps: &TargetCaps) -> Result<Plan
         return split_rows_of(spec, what, caps, n, &whole, inference_piece)
             .or_else(|_| inference_by_channels(spec, caps));
     }
+    if per_item as u64 > caps.kernel_limit() {
+        return training_by_channels(spec, caps);
+    }
     // Temporaries: zeros (the pieces' running inputs), a scratch `save`, then the
     // combined mean and variance.
     let dtype = spec.dtype;
@@ -347,6 +350,18 @@ impl Combine<'_> {
 /// (each channel is normalised on its own), with their rows of the parameters and
 /// running statistics.
 fn inference_by_channels(spec: &BatchNormSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
+    let pieces = channel_pieces(spec, caps, Whole::Input(3), Whole::Input(4))?;
+    assemble(caps, Vec::new(), pieces)
+}
+
+/// The inference pieces of [`inference_by_channels`], normalising with the means and
+/// variances at `mean` and `var` (`[C]` each).
+fn channel_pieces(
+    spec: &BatchNormSpec,
+    caps: &TargetCaps,
+    mean: Whole,
+    var: Whole,
+) -> Result<Vec<Piece>, LowerError> {
     let limit = caps.kernel_limit();
     let (n, c) = (spec.shape[0], spec.channels());
     let plane = numel(&spec.shape[2..]);
@@ -366,8 +381,11 @@ fn inference_by_channels(spec: &BatchNormSpec, caps: &TargetCaps) -> Result<Plan
             shape[0] = 1;
             shape[1] = k;
             let at = ((r * c + c0) * plane) as u64;
-            let mut inputs = vec![Place::at(Whole::Input(0), at)];
-            inputs.extend((1..5).map(|i| Place::at(Whole::Input(i), c0 as u64)));
+            let inputs = [Whole::Input(0), Whole::Input(1), Whole::Input(2), mean, var]
+                .into_iter()
+                .enumerate()
+                .map(|(i, of)| Place::at(of, if i == 0 { at } else { c0 as u64 }))
+                .collect();
             pieces.push(Piece {
                 spec: OpSpec::from(BatchNormSpec {
                     shape,
@@ -380,5 +398,96 @@ fn inference_by_channels(spec: &BatchNormSpec, caps: &TargetCaps) -> Result<Plan
             });
         }
     }
-    assemble(caps, Vec::new(), pieces)
+    Ok(pieces)
+}
+
+/// Batch norm in training whose item passes the limit: as [`batch_norm`]'s two
+/// passes, with pieces of one item's channels. Each piece's statistics (its running
+/// outputs with momentum 1) go into its item's row of partials at its channels, the
+/// rows are combined as one-item pieces, then `y` is normalised per piece.
+fn training_by_channels(spec: &BatchNormSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
+    let limit = caps.kernel_limit();
+    let (n, c) = (spec.shape[0], spec.channels());
+    let plane = numel(&spec.shape[2..]);
+    let per_piece = (limit / plane.max(1) as u64) as usize;
+    if per_piece == 0 {
+        return Err(LowerError::TooLarge {
+            what: "batch_norm: elements of one channel of one item".into(),
+            value: plane as u64,
+            limit,
+        });
+    }
+    let dtype = spec.dtype;
+    let stride = crate::lower::split::padded(c as u64);
+    let temp = |len: u64| TempBuffer { dtype, len };
+    let (zeros, scratch, means, vars, mean, var) = (0, 1, 2, 3, 4, 5);
+    let temps = vec![
+        temp(c as u64),
+        temp(2 * c as u64),
+        temp(n as u64 * stride),
+        temp(n as u64 * stride),
+        temp(c as u64),
+        temp(c as u64),
+    ];
+    let mut pieces = vec![step(
+        OpSpec::Fill(FillSpec {
+            dtype,
+            shape: vec![c],
+            value: FillValue::Constant { value: 0.0 },
+            offset: 0,
+        }),
+        Vec::new(),
+        Place::whole(Whole::Temp(zeros)),
+    )];
+    for r in 0..n {
+        for c0 in (0..c).step_by(per_piece) {
+            let k = per_piece.min(c - c0);
+            let mut shape = spec.shape.clone();
+            shape[0] = 1;
+            shape[1] = k;
+            let at = ((r * c + c0) * plane) as u64;
+            let channel = |of: usize| Place::at(Whole::Temp(of), c0 as u64);
+            let row = |of: usize| Place::at(Whole::Temp(of), r as u64 * stride + c0 as u64);
+            pieces.push(Piece {
+                spec: OpSpec::from(BatchNormSpec {
+                    shape,
+                    eps: 0.0,
+                    momentum: 1.0,
+                    ..spec.clone()
+                }),
+                inputs: vec![
+                    Place::at(Whole::Input(0), at),
+                    Place::at(Whole::Input(1), c0 as u64),
+                    Place::at(Whole::Input(2), c0 as u64),
+                    channel(zeros),
+                    channel(zeros),
+                ],
+                // y is written again by the second pass.
+                outputs: vec![
+                    Place::at(Whole::Output(0), at),
+                    Place::at(Whole::Temp(scratch), 2 * c0 as u64),
+                    row(means),
+                    row(vars),
+                ],
+                // The pieces' momentum and eps are these constants, not the call's.
+                uniforms: PieceUniforms::Own,
+            });
+        }
+    }
+    let mut plan = Plan {
+        temps,
+        ..Plan::default()
+    };
+    assemble_into(&mut plan, caps, pieces)?;
+    let piece_rows = vec![1; n];
+    let combine = Combine {
+        spec,
+        piece_rows: &piece_rows,
+        partials: (Whole::Temp(means), Whole::Temp(vars), stride),
+        combined: (Whole::Temp(mean), Whole::Temp(var)),
+    };
+    plan.launches.push(combine.launch(caps)?);
+    let second = channel_pieces(spec, caps, Whole::Temp(mean), Whole::Temp(var))?;
+    assemble_into(&mut plan, caps, second)?;
+    Ok(plan)
 }
