@@ -192,6 +192,8 @@ pub fn split() -> Vec<OpSpec> {
         r#"{"op":"batch_norm","dtype":"f32","shape":[2,5,15,13],"eps":0.00001,"momentum":0.1,"training":false}"#,
         r#"{"op":"batch_norm","dtype":"f32","shape":[2,5,15,13],"eps":0.00001,"momentum":0.1,"training":true}"#,
         r#"{"op":"conv2d","dtype":"f32","pass":"backward_data","batch":2,"in_channels":5,"out_channels":2,"height":15,"width":13,"window":{"kernel":[3,3],"stride":[1,1],"padding":[1,1]}}"#,
+        r#"{"op":"conv2d","dtype":"f32","pass":"backward_filter","batch":2,"in_channels":2,"out_channels":5,"height":15,"width":13,"window":{"kernel":[3,3],"stride":[1,1],"padding":[1,1]}}"#,
+        r#"{"op":"conv2d","dtype":"f16","pass":"backward_filter","batch":3,"in_channels":2,"out_channels":5,"height":15,"width":13,"window":{"kernel":[3,3],"stride":[1,1],"padding":[1,1]}}"#,
         // Along a later axis, one row past the limit: a piece per row.
         r#"{"op":"gather","dtype":"f32","index_dtype":"i32","data":[2,1100],"indices":[3],"axis":1}"#,
         r#"{"op":"scatter","dtype":"f32","index_dtype":"i32","data":[2,1100],"indices":[5],"axis":1,"combine":"sum","init":"prior"}"#,

@@ -303,7 +303,7 @@ impl Op for Conv2dSpec {
 
     /// Pieces of the batch, filter and bias whole (the filter gradient sums the
     /// pieces' partials); an item past the limit in blocks of output channels
-    /// (forward) or input channels (data gradient).
+    /// (forward, filter gradient) or input channels (data gradient).
     fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
         let by_batch = crate::lower::split::split_rows_summing(
             self,
@@ -320,12 +320,21 @@ impl Op for Conv2dSpec {
                 .into()
             },
         );
+        // A narrow filter gradient sums the items in f32 (the batch's pieces would
+        // round their partial sums to the dtype).
+        let narrow = crate::lower::math::compute_type(self.dtype) != self.dtype;
+        if self.pass == ConvPass::BackwardFilter && narrow {
+            return Some(super::large::filter_grad_by_out_channels(self, caps));
+        }
         Some(match by_batch {
             Err(LowerError::TooLarge { .. }) if self.pass == ConvPass::Forward => {
                 super::large::by_out_channels(self, caps)
             }
             Err(LowerError::TooLarge { .. }) if self.pass == ConvPass::BackwardData => {
                 super::large::by_in_channels(self, caps)
+            }
+            Err(LowerError::TooLarge { .. }) if self.pass == ConvPass::BackwardFilter => {
+                super::large::filter_grad_by_out_channels(self, caps)
             }
             other => other,
         })
