@@ -191,6 +191,8 @@ pub fn split() -> Vec<OpSpec> {
         r#"{"op":"image_filter","filter":{"contrast":{"factor":1.5}},"dtype":"f32","height":2,"width":700,"channels":3}"#,
         r#"{"op":"batch_norm","dtype":"f32","shape":[2,5,15,13],"eps":0.00001,"momentum":0.1,"training":false}"#,
         r#"{"op":"batch_norm","dtype":"f32","shape":[2,5,15,13],"eps":0.00001,"momentum":0.1,"training":true}"#,
+        r#"{"op":"batch_norm_backward","dtype":"f32","shape":[2,5,15,13],"param_grads":true}"#,
+        r#"{"op":"batch_norm_backward","dtype":"f32","shape":[1,3,40,10]}"#,
         r#"{"op":"conv2d","dtype":"f32","pass":"backward_data","batch":2,"in_channels":5,"out_channels":2,"height":15,"width":13,"window":{"kernel":[3,3],"stride":[1,1],"padding":[1,1]}}"#,
         r#"{"op":"conv2d","dtype":"f32","pass":"backward_filter","batch":2,"in_channels":2,"out_channels":5,"height":15,"width":13,"window":{"kernel":[3,3],"stride":[1,1],"padding":[1,1]}}"#,
         r#"{"op":"conv2d","dtype":"f16","pass":"backward_filter","batch":3,"in_channels":2,"out_channels":5,"height":15,"width":13,"window":{"kernel":[3,3],"stride":[1,1],"padding":[1,1]}}"#,

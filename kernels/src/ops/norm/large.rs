@@ -59,6 +59,9 @@ pub(super) fn batch_norm_backward(
             })
         });
     }
+    if per_item as u64 > caps.kernel_limit() {
+        return backward_by_channels(spec, caps);
+    }
     // First pass: each piece's parameter-gradient partials, summed.
     let save = Whole::Input(3);
     let grads = [
@@ -490,4 +493,107 @@ fn training_by_channels(spec: &BatchNormSpec, caps: &TargetCaps) -> Result<Plan,
     let second = channel_pieces(spec, caps, Whole::Temp(mean), Whole::Temp(var))?;
     assemble_into(&mut plan, caps, second)?;
     Ok(plan)
+}
+
+/// Batch norm backward whose item passes the limit: as [`batch_norm_backward`]'s two
+/// passes, with pieces of one item's channels. Each piece's parameter-gradient
+/// partials go into its item's row at its channels, the rows are summed, then `dx`
+/// per piece from the whole batch's gradients (`given_grads`).
+fn backward_by_channels(
+    spec: &BatchNormBackwardSpec,
+    caps: &TargetCaps,
+) -> Result<Plan, LowerError> {
+    let limit = caps.kernel_limit();
+    let (n, c) = (spec.shape[0], spec.channels());
+    let plane = numel(&spec.shape[2..]);
+    let per_piece = (limit / plane.max(1) as u64) as usize;
+    if per_piece == 0 {
+        return Err(LowerError::TooLarge {
+            what: "batch_norm_backward: elements of one channel of one item".into(),
+            value: plane as u64,
+            limit,
+        });
+    }
+    let dtype = spec.dtype;
+    let stride = crate::lower::split::padded(c as u64);
+    let temp = |len: u64| TempBuffer { dtype, len };
+    let (dw_rows, db_rows, dw, db) = (0, 1, 2, 3);
+    let temps = vec![
+        temp(n as u64 * stride),
+        temp(n as u64 * stride),
+        temp(stride),
+        temp(stride),
+    ];
+    let blocks = |pass: &dyn Fn(usize, usize, usize, usize) -> Piece| {
+        let mut pieces = Vec::new();
+        for r in 0..n {
+            for c0 in (0..c).step_by(per_piece) {
+                pieces.push(pass(r, c0, per_piece.min(c - c0), (r * c + c0) * plane));
+            }
+        }
+        pieces
+    };
+    let shape = |k: usize| {
+        let mut shape = spec.shape.clone();
+        shape[0] = 1;
+        shape[1] = k;
+        shape
+    };
+    let at = |of: Whole, e: usize| Place::at(of, e as u64);
+    let mut pieces = blocks(&|r, c0, k, e| Piece {
+        spec: OpSpec::from(BatchNormBackwardSpec {
+            shape: shape(k),
+            param_grads: true,
+            given_grads: None,
+            ..spec.clone()
+        }),
+        inputs: vec![
+            at(Whole::Input(0), e),
+            at(Whole::Input(1), e),
+            at(Whole::Input(2), c0),
+            at(Whole::Input(3), 2 * c0),
+        ],
+        // dx is written again by the second pass.
+        outputs: vec![
+            at(Whole::Output(0), e),
+            Place::at(Whole::Temp(dw_rows), r as u64 * stride + c0 as u64),
+            Place::at(Whole::Temp(db_rows), r as u64 * stride + c0 as u64),
+        ],
+        uniforms: PieceUniforms::Shared,
+    });
+    for (rows, sum) in [(dw_rows, dw), (db_rows, db)] {
+        pieces.push(crate::lower::split::reduce_partials(
+            dtype,
+            crate::ops::ReduceFn::Sum,
+            n,
+            stride,
+            Whole::Temp(rows),
+            Whole::Temp(sum),
+        ));
+    }
+    if spec.param_grads {
+        for (sum, o) in [(dw, 1), (db, 2)] {
+            pieces.push(copy_step(dtype, c, Place::at(Whole::Temp(sum), 0), Place::whole(Whole::Output(o))));
+        }
+    }
+    let values = numel(&spec.shape) / c.max(1);
+    pieces.extend(blocks(&|_, c0, k, e| Piece {
+        spec: OpSpec::from(BatchNormBackwardSpec {
+            shape: shape(k),
+            param_grads: false,
+            given_grads: Some(values),
+            ..spec.clone()
+        }),
+        inputs: vec![
+            at(Whole::Input(0), e),
+            at(Whole::Input(1), e),
+            at(Whole::Input(2), c0),
+            at(Whole::Temp(dw), c0),
+            at(Whole::Temp(db), c0),
+            at(Whole::Input(3), 2 * c0),
+        ],
+        outputs: vec![at(Whole::Output(0), e)],
+        uniforms: PieceUniforms::Shared,
+    }));
+    assemble(caps, temps, pieces)
 }
