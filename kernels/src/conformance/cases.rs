@@ -154,6 +154,13 @@ pub fn split() -> Vec<OpSpec> {
         // by pieces of the dimensions after it.
         r#"{"op":"reduce","func":"sum","dtype":"f32","shape":[2,1100,2],"axes":[1]}"#,
         r#"{"op":"reduce","func":"arg_max","dtype":"f32","shape":[2,1100],"axes":[1],"index_dtype":"i32"}"#,
+        // A row of the reduced leading dimension past the limit: a piece per row, the
+        // partials combined as they come (f16/bf16 means in f32).
+        r#"{"op":"reduce","func":"max","dtype":"f32","shape":[3,1100],"axes":[0],"keepdim":true}"#,
+        r#"{"op":"reduce","func":"sum","dtype":"i32","shape":[3,1100],"axes":[0],"accumulate":true}"#,
+        r#"{"op":"reduce","func":"mean","dtype":"f32","shape":[3,700,2],"axes":[0,2]}"#,
+        r#"{"op":"reduce","func":"mean","dtype":"f16","shape":[3,1100],"axes":[0]}"#,
+        r#"{"op":"softmax","dtype":"f32","shape":[2,1100],"axis":0}"#,
         r#"{"op":"softmax","dtype":"f32","shape":[2,1100,3],"axis":1,"log":true}"#,
         r#"{"op":"softmax","dtype":"f16","shape":[2,1100],"axis":1}"#,
         r#"{"op":"softmax_backward","dtype":"f32","shape":[2,1100],"axis":1}"#,

@@ -16,8 +16,10 @@
 //! offsets its position by the piece's first row.
 //!
 //! A kept row that alone passes the limit is a piece of its own, split as above.
-//! Refused with [`LowerError::TooLarge`]: partials that together pass the limit (many
-//! outputs per piece).
+//! Partials that together pass the limit (many outputs per piece, or a leading row
+//! past the limit alone: a piece per row) are combined into a running one as each
+//! piece finishes. Refused with [`LowerError::TooLarge`]: an arg reduction's partials
+//! that together pass the limit.
 
 use kernelc_ir::ScalarType;
 
@@ -29,7 +31,7 @@ use crate::lower::split::{
     Piece, PieceUniforms, Place,
 };
 use crate::lower::{Binding, Launch, LowerError, Plan, TargetCaps, TempBuffer, Whole};
-use crate::ops::{BinaryFn, BinarySpec, CastSpec, ScalarSpec};
+use crate::ops::{BinaryFn, BinarySpec, CastSpec, FusedNode, FusedSpec, ScalarSpec};
 use crate::shape::numel;
 use crate::OpSpec;
 use kernelc_ir::builder::*;
@@ -55,6 +57,13 @@ fn canonical(spec: &ReduceSpec) -> Vec<(usize, bool)> {
 /// `spec` over canonical dimensions `dims` (without keepdim or prior when
 /// `partial`).
 fn over(spec: &ReduceSpec, dims: &[(usize, bool)], func: ReduceFn, partial: bool) -> OpSpec {
+    // A piece of one row of the reduced dimension keeps it as an axis of extent 1 (a
+    // reduction names an axis; over one element it is a copy).
+    let one = [(1, true)];
+    let dims = match dims.iter().any(|d| d.1) {
+        true => dims.to_vec(),
+        false => [&one[..], dims].concat(),
+    };
     OpSpec::Reduce(ReduceSpec {
         func,
         shape: dims.iter().map(|&(n, _)| n).collect(),
@@ -185,7 +194,13 @@ fn pieces_and_pad(
     out_inner: u64,
 ) -> Result<(Vec<(usize, usize)>, u64), LowerError> {
     let what = format!("reduce {}", spec.func.name());
-    let per_piece = rows_per_piece(&what, caps.kernel_limit(), inner, &[inner])?;
+    // A row of the split dimension past the limit alone: a piece per row (its partial
+    // itself split), combined as they come.
+    let per_piece = if inner > caps.kernel_limit() {
+        1
+    } else {
+        rows_per_piece(&what, caps.kernel_limit(), inner, &[inner])?
+    };
     Ok((pieces_of(dims[0].0, per_piece).collect(), padded(out_inner)))
 }
 
@@ -248,7 +263,8 @@ fn running_partials(
 
 /// An f16/bf16 mean over a split first dimension: each piece's mean (a partial sum
 /// could overflow the type, a mean cannot), widened to f32, weighted by its share of
-/// the rows and summed in f32; rounded to the dtype once (then the prior added).
+/// the rows and added to a running sum in f32 as it comes (so any number of pieces
+/// of any number of outputs); rounded to the dtype once (then the prior added).
 fn narrow_mean(
     spec: &ReduceSpec,
     caps: &TargetCaps,
@@ -256,68 +272,72 @@ fn narrow_mean(
     inner: u64,
     out_inner: u64,
 ) -> Result<Plan, LowerError> {
-    let (parts, pad) = partial_rows(spec, caps, dims, inner, out_inner)?;
-    let (rows, count) = (dims[0].0, parts.len());
+    let (parts, _) = pieces_and_pad(spec, caps, dims, inner, out_inner)?;
+    let rows = dims[0].0;
     let (dtype, wide) = (spec.dtype, ScalarType::F32);
-    let temp = |dtype, len| TempBuffer { dtype, len };
-    // 0: the pieces' means; 1: widened; 2: weighted; 3: their sum; 4: rounded.
-    let temps = vec![
-        temp(dtype, count as u64 * pad),
-        temp(wide, count as u64 * pad),
-        temp(wide, count as u64 * pad),
-        temp(wide, pad),
-        temp(dtype, out_inner),
-    ];
-    let t = Whole::Temp;
-    let mut pieces: Vec<Piece> = parts
-        .iter()
-        .enumerate()
-        .map(|(c, &part)| {
-            let out = Place::at(t(0), c as u64 * pad);
-            partial_piece(spec, dims, part, ReduceFn::Mean, inner, out)
-        })
-        .collect();
-    let cast = |from, to, n: u64| {
+    let n = out_inner as usize;
+    let temp = |dtype| TempBuffer {
+        dtype,
+        len: out_inner,
+    };
+    // 0: a piece's mean; 1: widened; 2: the running weighted sum; 3: rounded.
+    let temps = vec![temp(dtype), temp(wide), temp(wide), temp(dtype)];
+    let t = |i| Place::whole(Whole::Temp(i));
+    let cast = |from, to| {
         OpSpec::Cast(CastSpec {
             from,
             to,
-            shape: vec![n as usize],
+            shape: vec![n],
         })
     };
-    pieces.push(step(
-        cast(dtype, wide, count as u64 * pad),
-        vec![Place::whole(t(0))],
-        Place::whole(t(1)),
-    ));
-    for (c, &(_, k)) in parts.iter().enumerate() {
-        let weight = OpSpec::Scalar(ScalarSpec {
-            func: BinaryFn::Mul,
-            dtype: wide,
-            shape: vec![pad as usize],
-            scalar: k as f64 / rows as f64,
-            reversed: false,
-            out_dtype: None,
-        });
-        let at = c as u64 * pad;
-        pieces.push(step(weight, vec![Place::at(t(1), at)], Place::at(t(2), at)));
-    }
-    pieces.push(reduce_partials(wide, ReduceFn::Sum, count, pad, t(2), t(3)));
-    let y = Place::whole(Whole::Output(0));
-    let mean = Place::at(t(3), 0);
-    if spec.accumulate {
-        let n = out_inner as usize;
+    let mut pieces = Vec::new();
+    for (c, &part) in parts.iter().enumerate() {
+        pieces.push(partial_piece(spec, dims, part, ReduceFn::Mean, inner, t(0)));
+        pieces.push(step(cast(dtype, wide), vec![t(0)], t(1)));
+        let weight = part.1 as f64 / rows as f64;
+        // sum (+)= mean · weight
+        let mut nodes = vec![
+            FusedNode::Input(0),
+            FusedNode::Scalar {
+                func: BinaryFn::Mul,
+                x: 0,
+                scalar: weight,
+                reversed: false,
+            },
+        ];
+        let mut inputs = vec![t(1)];
+        if c > 0 {
+            nodes.extend([
+                FusedNode::Input(1),
+                FusedNode::Binary {
+                    func: BinaryFn::Add,
+                    a: 2,
+                    b: 1,
+                },
+            ]);
+            inputs.push(t(2));
+        }
+        let shapes = vec![vec![n]; inputs.len()];
         pieces.push(step(
-            cast(wide, dtype, out_inner),
-            vec![mean],
-            Place::whole(t(4)),
+            OpSpec::Fused(FusedSpec {
+                dtype: wide,
+                inputs: shapes,
+                nodes,
+            }),
+            inputs,
+            t(2),
         ));
+    }
+    let y = Place::whole(Whole::Output(0));
+    if spec.accumulate {
+        pieces.push(step(cast(wide, dtype), vec![t(2)], t(3)));
         pieces.push(step(
             vector_op(BinaryFn::Add, dtype, n),
-            vec![Place::whole(Whole::Input(1)), Place::whole(t(4))],
+            vec![Place::whole(Whole::Input(1)), t(3)],
             y,
         ));
     } else {
-        pieces.push(step(cast(wide, dtype, out_inner), vec![mean], y));
+        pieces.push(step(cast(wide, dtype), vec![t(2)], y));
     }
     assemble(caps, temps, pieces)
 }
