@@ -205,10 +205,23 @@ pub(crate) fn rows_per_piece(
         .map(|&n| PIECE_ALIGNMENT / gcd(n.max(1), PIECE_ALIGNMENT))
         .max()
         .unwrap_or(1);
-    // Aligned pieces where a row is short enough; else pieces at any row, bound from
-    // the alignment below their start (`rebase`) with one-word vectors.
+    // Aligned pieces where a row is short enough; else pieces starting at multiples of
+    // 4 elements (so vectors of up to 4 lanes, a word of a narrow type among them,
+    // stay aligned) where 4 rows fit, else at any row; bound from the binding
+    // alignment below their start (`rebase`).
+    let lanes = per_row
+        .iter()
+        .map(|&n| 4 / gcd(n.max(1), 4))
+        .max()
+        .unwrap_or(1);
     let fits = limit / inner.max(1);
-    let rows = if fits >= step { fits / step * step } else { fits };
+    let rows = if fits >= step {
+        fits / step * step
+    } else if fits >= lanes {
+        fits / lanes * lanes
+    } else {
+        fits
+    };
     if rows == 0 {
         return Err(LowerError::TooLarge {
             what: format!("{what}: elements of one row"),
