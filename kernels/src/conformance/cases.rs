@@ -160,6 +160,8 @@ pub fn split() -> Vec<OpSpec> {
         r#"{"op":"reduce","func":"sum","dtype":"i32","shape":[3,1100],"axes":[0],"accumulate":true}"#,
         r#"{"op":"reduce","func":"mean","dtype":"f32","shape":[3,700,2],"axes":[0,2]}"#,
         r#"{"op":"reduce","func":"mean","dtype":"f16","shape":[3,1100],"axes":[0]}"#,
+        r#"{"op":"reduce","func":"arg_max","dtype":"f32","shape":[3,1100],"axes":[0],"index_dtype":"i32"}"#,
+        r#"{"op":"reduce","func":"arg_min","dtype":"i32","shape":[3000,2],"axes":[0],"keepdim":true,"index_dtype":"i64"}"#,
         r#"{"op":"softmax","dtype":"f32","shape":[2,1100],"axis":0}"#,
         r#"{"op":"softmax","dtype":"f32","shape":[2,1100,3],"axis":1,"log":true}"#,
         r#"{"op":"softmax","dtype":"f16","shape":[2,1100],"axis":1}"#,

@@ -18,8 +18,8 @@
 //! A kept row that alone passes the limit is a piece of its own, split as above.
 //! Partials that together pass the limit (many outputs per piece, or a leading row
 //! past the limit alone: a piece per row) are combined into a running one as each
-//! piece finishes. Refused with [`LowerError::TooLarge`]: an arg reduction's partials
-//! that together pass the limit.
+//! piece finishes; an arg reduction's, which are pairs, by moving the reduced
+//! dimensions last (a copy) and reducing independent rows.
 
 use kernelc_ir::ScalarType;
 
@@ -31,7 +31,7 @@ use crate::lower::split::{
     Piece, PieceUniforms, Place,
 };
 use crate::lower::{Binding, Launch, LowerError, Plan, TargetCaps, TempBuffer, Whole};
-use crate::ops::{BinaryFn, BinarySpec, CastSpec, FusedNode, FusedSpec, ScalarSpec};
+use crate::ops::{BinaryFn, BinarySpec, CastSpec, FusedNode, FusedSpec, PermuteSpec, ScalarSpec};
 use crate::shape::numel;
 use crate::OpSpec;
 use kernelc_ir::builder::*;
@@ -147,7 +147,10 @@ pub(super) fn reduce_large(spec: &ReduceSpec, caps: &TargetCaps) -> Result<Plan,
         return assemble(caps, Vec::new(), pieces);
     }
     if spec.func.is_arg() {
-        return arg_over_split(spec, caps, &dims, inner, out_inner);
+        return arg_over_split(spec, caps, &dims, inner, out_inner).or_else(|e| match e {
+            LowerError::TooLarge { .. } => reduced_axes_last(spec, caps, &dims),
+            other => Err(other),
+        });
     }
     let narrow_float = matches!(spec.dtype, ScalarType::F16 | ScalarType::Bf16);
     if spec.func == ReduceFn::Mean && narrow_float {
@@ -531,4 +534,54 @@ fn pick_launch(
         grid: grid.grid,
         bindings: vec![Binding::Temp(0), Binding::Temp(1), Binding::Output(0)],
     })
+}
+
+/// A reduction as a copy with the reduced dimensions moved last (a permute, itself
+/// split), then a reduction over independent rows: where the partials of pieces along
+/// the reduced dimension would not fit (an arg reduction's extremum and position per
+/// output). Positions count the reduced dimensions row-major in their order, as
+/// before the move; the outputs keep theirs.
+fn reduced_axes_last(
+    spec: &ReduceSpec,
+    caps: &TargetCaps,
+    dims: &[(usize, bool)],
+) -> Result<Plan, LowerError> {
+    let shape: Vec<usize> = dims.iter().map(|&(n, _)| n).collect();
+    let perm: Vec<usize> = (0..dims.len())
+        .filter(|&d| !dims[d].1)
+        .chain((0..dims.len()).filter(|&d| dims[d].1))
+        .collect();
+    let moved: Vec<usize> = perm.iter().map(|&d| shape[d]).collect();
+    let kept = dims.iter().filter(|d| !d.1).count();
+    let temps = vec![TempBuffer {
+        dtype: spec.dtype,
+        len: numel(&shape) as u64,
+    }];
+    let mut inputs = vec![Place::whole(Whole::Temp(0))];
+    if spec.accumulate {
+        inputs.push(Place::whole(Whole::Input(1)));
+    }
+    let pieces = vec![
+        step(
+            OpSpec::Permute(PermuteSpec {
+                dtype: spec.dtype,
+                shape,
+                perm,
+            }),
+            vec![Place::whole(Whole::Input(0))],
+            Place::whole(Whole::Temp(0)),
+        ),
+        Piece {
+            spec: OpSpec::Reduce(ReduceSpec {
+                shape: moved,
+                axes: (kept..dims.len()).collect(),
+                keepdim: false,
+                ..spec.clone()
+            }),
+            inputs,
+            outputs: vec![Place::whole(Whole::Output(0))],
+            uniforms: PieceUniforms::Shared,
+        },
+    ];
+    assemble(caps, temps, pieces)
 }
