@@ -1473,5 +1473,8 @@ fn scatter_along_a_later_axis_resolves_against_that_axis() {
         r#"{"op":"scatter","dtype":"f32","index_dtype":"i32","data":[1,4],"indices":[2],"axis":1,"combine":"sum","init":"zero"}"#,
     )
     .expect("a valid spec");
-    assert_eq!(run1(&spec, &[&[5.0, 2.0], &[3.0, -1.0]]), [0.0, 0.0, 0.0, 7.0]);
+    assert_eq!(
+        run1(&spec, &[&[5.0, 2.0], &[3.0, -1.0]]),
+        [0.0, 0.0, 0.0, 7.0]
+    );
 }

@@ -405,7 +405,10 @@ fn too_large() {
     assert!(plan.launches.len() >= 3, "{} launches", plan.launches.len());
     match lower(&attention(16, 1 << 28), &TargetCaps::cpu()) {
         Err(LowerError::TooLarge { what, .. }) => {
-            assert!(what.contains("attention") && what.contains("keys of one head"), "{what}")
+            assert!(
+                what.contains("attention") && what.contains("keys of one head"),
+                "{what}"
+            )
         }
         other => panic!("{other:?}"),
     }

@@ -123,7 +123,10 @@ fn a_long_row_norm_takes_eps_at_launch() {
     };
     let plan = lower(&spec_with(1e-5), &caps).expect("splits");
     let x: Vec<f64> = (0..2000).map(|i| ((i * 7919) % 13) as f64 * 0.01).collect();
-    let input = HostBuffer::new(ScalarType::F32, x.iter().map(|&v| Scalar::f32(v as f32)).collect());
+    let input = HostBuffer::new(
+        ScalarType::F32,
+        x.iter().map(|&v| Scalar::f32(v as f32)).collect(),
+    );
     let launched = spec_with(0.5);
     let mut outputs: Vec<HostBuffer> = launched
         .outputs()
@@ -133,7 +136,11 @@ fn a_long_row_norm_takes_eps_at_launch() {
     run_plan(&plan, &launched.uniforms(), &[input], &mut outputs).expect("runs");
     let want = kernelc_kernels::reference::reference(&launched, &[&x]).expect("reference");
     let rstd = outputs[1].to_f64()[1];
-    assert!((rstd - want[1][1]).abs() < 1e-5 * want[1][1].abs(), "{rstd} vs {}", want[1][1]);
+    assert!(
+        (rstd - want[1][1]).abs() < 1e-5 * want[1][1].abs(),
+        "{rstd} vs {}",
+        want[1][1]
+    );
     let y = outputs[0].to_f64();
     for (a, b) in y.iter().zip(&want[0]) {
         assert!((a - b).abs() < 1e-5, "{a} vs {b}");
@@ -161,14 +168,22 @@ fn a_long_row_softmax_keeps_special_values() {
         ))
         .expect("a valid spec");
         let exec = Interpreter::new("interp/split", caps.clone());
-        let input = HostBuffer::new(ScalarType::F32, x.iter().map(|&v| Scalar::f32(v as f32)).collect());
+        let input = HostBuffer::new(
+            ScalarType::F32,
+            x.iter().map(|&v| Scalar::f32(v as f32)).collect(),
+        );
         let got = exec.run(&spec, &[input]).expect("runs")[0].to_f64();
-        let want = kernelc_kernels::reference::reference(&spec, &[&x]).expect("reference")[0].clone();
+        let want =
+            kernelc_kernels::reference::reference(&spec, &[&x]).expect("reference")[0].clone();
         for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-            let same = (g.is_nan() && w.is_nan()) || g == w || (g - w).abs() < 1e-6 * w.abs().max(1e-3);
+            let same =
+                (g.is_nan() && w.is_nan()) || g == w || (g - w).abs() < 1e-6 * w.abs().max(1e-3);
             assert!(same, "log {log}, element {i} (row {}): {g} vs {w}", i / n);
         }
-        assert!(got[0].is_nan() && got[n].is_nan(), "NaN and +∞ rows are NaN");
+        assert!(
+            got[0].is_nan() && got[n].is_nan(),
+            "NaN and +∞ rows are NaN"
+        );
         assert_eq!(got[2 * n], if log { f64::NEG_INFINITY } else { 0.0 });
     }
 }

@@ -689,7 +689,11 @@ fn a_refused_call_writes_nothing_and_keeps_its_error() {
 fn cpu_backend_truncates_or_panics_on_wrong_lengths() {
     let mut dst = vec![7.0f32; 3];
     CpuBackend::add(&[1.0, 2.0], &[3.0, 4.0, 5.0], &mut dst);
-    assert_eq!(dst, [4.0, 6.0, 7.0], "the first two written, the third left");
+    assert_eq!(
+        dst,
+        [4.0, 6.0, 7.0],
+        "the first two written, the third left"
+    );
     let panicked = std::panic::catch_unwind(|| {
         let mut short = vec![7.0f32; 3];
         CpuBackend::matmul(&[1.0; 6], &[1.0; 6], &mut short, 2, 3, 2);

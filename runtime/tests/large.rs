@@ -190,7 +190,10 @@ fn softmax_and_layer_norm_over_a_row_past_32_bit_indices() {
     let got = out.remove(0).to_vec::<f32>().expect("download");
     let n = N as f64;
     let mean: f64 = (0..7).map(|v| counts[v] * v as f64).sum::<f64>() / n;
-    let var: f64 = (0..7).map(|v| counts[v] * (v as f64 - mean).powi(2)).sum::<f64>() / n;
+    let var: f64 = (0..7)
+        .map(|v| counts[v] * (v as f64 - mean).powi(2))
+        .sum::<f64>()
+        / n;
     let rstd = 1.0 / (var + 1e-5).sqrt();
     let worst = (0..N)
         .map(|i| (got[i] as f64 - (value(i) as f64 - mean) * rstd).abs())

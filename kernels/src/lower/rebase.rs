@@ -33,9 +33,8 @@ pub(crate) fn piece_caps(caps: &TargetCaps, spec: &OpSpec, starts: &[Option<u64>
     // must be a multiple of the lanes too.
     let lanes = u64::from(caps.vector_width.max(1));
     let aligned = dtypes.zip(starts).all(|(dtype, start)| {
-        start.is_none_or(|s| {
-            s * dtype.size_bytes() as u64 % VECTOR_ALIGNMENT == 0 && s % lanes == 0
-        })
+        start
+            .is_none_or(|s| s * dtype.size_bytes() as u64 % VECTOR_ALIGNMENT == 0 && s % lanes == 0)
     });
     let mut caps = caps.clone();
     if !aligned {
@@ -45,7 +44,10 @@ pub(crate) fn piece_caps(caps: &TargetCaps, spec: &OpSpec, starts: &[Option<u64>
 }
 
 /// `plan` with every launch's parts bound where `caps` can bind them ([`rebase_parts`]).
-pub(crate) fn rebase_plan(mut plan: super::Plan, caps: &TargetCaps) -> Result<super::Plan, LowerError> {
+pub(crate) fn rebase_plan(
+    mut plan: super::Plan,
+    caps: &TargetCaps,
+) -> Result<super::Plan, LowerError> {
     for launch in &mut plan.launches {
         rebase_parts(launch, caps)?;
     }
@@ -91,7 +93,8 @@ pub(crate) fn rebase_parts(launch: &mut Launch, caps: &TargetCaps) -> Result<(),
             name,
             ty: ScalarType::U32,
         });
-        let base32 = u32::try_from(base).map_err(|_| LowerError::Internal("a binding offset past u32"))?;
+        let base32 =
+            u32::try_from(base).map_err(|_| LowerError::Internal("a binding offset past u32"))?;
         launch.bindings.push(Binding::Scalar(Scalar::U32(base32)));
         launch.bindings[p] = Binding::Part {
             of,

@@ -444,6 +444,17 @@ pub(crate) fn copy_step(dtype: ScalarType, n: usize, from: Place, to: Place) -> 
     )
 }
 
+/// `func` of two vectors of `n` elements of `dtype`.
+pub(crate) fn vector_op(func: crate::ops::BinaryFn, dtype: ScalarType, n: usize) -> OpSpec {
+    OpSpec::Binary(crate::ops::BinarySpec {
+        func,
+        dtype,
+        lhs: vec![n],
+        rhs: vec![n],
+        out_dtype: None,
+    })
+}
+
 /// The step casting `n` elements of `from` at `x` into `to` at `y`.
 pub(crate) fn cast_step(from: ScalarType, to: ScalarType, n: usize, x: Place, y: Place) -> Piece {
     step(

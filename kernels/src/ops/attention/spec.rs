@@ -382,20 +382,14 @@ impl Op for RopeSpec {
         } else {
             &["cos", "sin", "positions"]
         };
-        let by_batch = crate::lower::split::split_rows_of(
-            self,
-            "rope",
-            caps,
-            self.batch,
-            whole,
-            |r| {
+        let by_batch =
+            crate::lower::split::split_rows_of(self, "rope", caps, self.batch, whole, |r| {
                 RopeSpec {
                     batch: r,
                     ..self.clone()
                 }
                 .into()
-            },
-        );
+            });
         // One batch item past the limit: blocks of its positions.
         Some(by_batch.or_else(|_| super::large::rope_by_positions(self, caps)))
     }

@@ -8,35 +8,41 @@
 //! gradient every block reads whole, or one channel's plane, past the limit alone.
 
 use super::{Conv2dSpec, ConvPass};
-use crate::lower::split::{assemble, step, Piece, PieceUniforms, Place};
-use crate::lower::{LowerError, Plan, TargetCaps, TempBuffer, Whole};
 use crate::lower::math::compute_type;
-use crate::lower::split::cast_step;
-use crate::ops::{BinaryFn, BinarySpec, SliceSpec};
+use crate::lower::split::{assemble, step, Piece, PieceUniforms, Place};
+use crate::lower::split::{cast_step, vector_op};
+use crate::lower::{LowerError, Plan, TargetCaps, TempBuffer, Whole};
+use crate::ops::{BinaryFn, SliceSpec};
 use crate::spec::OpSpec;
+
+/// `value` elements of `what`, refused where they pass `limit`.
+fn fits(what: &str, value: usize, limit: u64) -> Result<(), LowerError> {
+    if value as u64 > limit {
+        return Err(LowerError::TooLarge {
+            what: format!("conv2d: elements of {what}"),
+            value: value as u64,
+            limit,
+        });
+    }
+    Ok(())
+}
+
+/// Channels per block: as many as keep each block's `per_channel` elements (of every
+/// tensor cut along them) within `limit`.
+fn channels_per_block(what: &str, per_channel: usize, limit: u64) -> Result<usize, LowerError> {
+    fits(what, per_channel, limit)?;
+    Ok((limit / per_channel.max(1) as u64) as usize)
+}
 
 pub(super) fn by_out_channels(spec: &Conv2dSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
     let limit = caps.kernel_limit();
     let [oh, ow] = spec.out_size();
     let [kh, kw] = spec.window.kernel;
     let image = spec.in_channels * spec.height * spec.width;
-    if image as u64 > limit {
-        return Err(LowerError::TooLarge {
-            what: "conv2d: elements of one input image".into(),
-            value: image as u64,
-            limit,
-        });
-    }
+    fits("one input image", image, limit)?;
     let plane = oh * ow;
     let filter_row = spec.in_channels * kh * kw;
-    let per_block = (limit / plane.max(filter_row).max(1) as u64) as usize;
-    if per_block == 0 {
-        return Err(LowerError::TooLarge {
-            what: "conv2d: elements of one output channel's plane".into(),
-            value: plane.max(filter_row) as u64,
-            limit,
-        });
-    }
+    let per_block = channels_per_block("one output channel", plane.max(filter_row), limit)?;
     let o = spec.out_channels;
     let mut pieces = Vec::new();
     for r in 0..spec.batch {
@@ -71,23 +77,10 @@ pub(super) fn by_in_channels(spec: &Conv2dSpec, caps: &TargetCaps) -> Result<Pla
     let [kh, kw] = spec.window.kernel;
     let (o, c) = (spec.out_channels, spec.in_channels);
     let grad_out = o * oh * ow;
-    if grad_out as u64 > limit {
-        return Err(LowerError::TooLarge {
-            what: "conv2d: elements of one item's output gradient".into(),
-            value: grad_out as u64,
-            limit,
-        });
-    }
+    fits("one item's output gradient", grad_out, limit)?;
     let plane = spec.height * spec.width;
     let filter_column = o * kh * kw;
-    let per_block = (limit / plane.max(filter_column).max(1) as u64) as usize;
-    if per_block == 0 {
-        return Err(LowerError::TooLarge {
-            what: "conv2d: elements of one input channel's plane".into(),
-            value: plane.max(filter_column) as u64,
-            limit,
-        });
-    }
+    let per_block = channels_per_block("one input channel", plane.max(filter_column), limit)?;
     let filter = Whole::Temp(0);
     let temps = vec![TempBuffer {
         dtype: spec.dtype,
@@ -139,23 +132,10 @@ pub(super) fn filter_grad_by_out_channels(
     let [kh, kw] = spec.window.kernel;
     let (o, c) = (spec.out_channels, spec.in_channels);
     let image = c * spec.height * spec.width;
-    if image as u64 > limit {
-        return Err(LowerError::TooLarge {
-            what: "conv2d: elements of one input image".into(),
-            value: image as u64,
-            limit,
-        });
-    }
+    fits("one input image", image, limit)?;
     let plane = oh * ow;
     let filter_row = c * kh * kw;
-    let per_block = (limit / plane.max(filter_row).max(1) as u64) as usize;
-    if per_block == 0 {
-        return Err(LowerError::TooLarge {
-            what: "conv2d: elements of one output channel's plane".into(),
-            value: plane.max(filter_row) as u64,
-            limit,
-        });
-    }
+    let per_block = channels_per_block("one output channel", plane.max(filter_row), limit)?;
     let (dtype, ct) = (spec.dtype, compute_type(spec.dtype));
     let narrow = ct != dtype;
     let filter = o * filter_row;
@@ -178,19 +158,17 @@ pub(super) fn filter_grad_by_out_channels(
     } else {
         (Whole::Input(0), Whole::Input(1), Whole::Output(0))
     };
-    let add = |n: usize| {
-        OpSpec::Binary(BinarySpec {
-            func: BinaryFn::Add,
-            dtype: ct,
-            lhs: vec![n],
-            rhs: vec![n],
-            out_dtype: None,
-        })
-    };
+    let add = |n: usize| vector_op(BinaryFn::Add, ct, n);
     let mut pieces = Vec::new();
     for r in 0..spec.batch {
         let image_at = if narrow {
-            pieces.push(cast_step(dtype, ct, image, Place::at(Whole::Input(0), (r * image) as u64), Place::whole(image_t)));
+            pieces.push(cast_step(
+                dtype,
+                ct,
+                image,
+                Place::at(Whole::Input(0), (r * image) as u64),
+                Place::whole(image_t),
+            ));
             Place::at(image_t, 0)
         } else {
             Place::at(image_t, (r * image) as u64)
@@ -201,13 +179,23 @@ pub(super) fn filter_grad_by_out_channels(
             let at = (o0 * filter_row) as u64;
             let grad_at = ((r * o + o0) * plane) as u64;
             let grad = if narrow {
-                pieces.push(cast_step(dtype, ct, block * plane, Place::at(Whole::Input(1), grad_at), Place::at(grad_t, 0)));
+                pieces.push(cast_step(
+                    dtype,
+                    ct,
+                    block * plane,
+                    Place::at(Whole::Input(1), grad_at),
+                    Place::at(grad_t, 0),
+                ));
                 Place::at(grad_t, 0)
             } else {
                 Place::at(grad_t, grad_at)
             };
             // The first item writes the sum's block directly.
-            let written = if r == 0 { Place::at(sum, at) } else { Place::at(block_t, 0) };
+            let written = if r == 0 {
+                Place::at(sum, at)
+            } else {
+                Place::at(block_t, 0)
+            };
             pieces.push(Piece {
                 spec: OpSpec::Conv2d(Conv2dSpec {
                     dtype: ct,
@@ -220,12 +208,22 @@ pub(super) fn filter_grad_by_out_channels(
                 uniforms: PieceUniforms::Shared,
             });
             if r > 0 {
-                pieces.push(step(add(n), vec![Place::at(sum, at), Place::at(block_t, 0)], Place::at(sum, at)));
+                pieces.push(step(
+                    add(n),
+                    vec![Place::at(sum, at), Place::at(block_t, 0)],
+                    Place::at(sum, at),
+                ));
             }
         }
     }
     if narrow {
-        pieces.push(cast_step(ct, dtype, filter, Place::whole(sum), Place::whole(Whole::Output(0))));
+        pieces.push(cast_step(
+            ct,
+            dtype,
+            filter,
+            Place::whole(sum),
+            Place::whole(Whole::Output(0)),
+        ));
     }
     assemble(caps, temps, pieces)
 }

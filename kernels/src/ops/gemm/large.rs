@@ -129,7 +129,11 @@ fn batch_pieces(spec: &GemmSpec, limit: u64) -> Result<Vec<Piece>, LowerError> {
     // Pieces keep the first batch dimension (of `rows` rows), or drop it (one row each).
     // Aligned pieces where a step of rows fits, else pieces at any row (bound below
     // their start: `lower::rebase`).
-    let rows = if rows > 0 { rows } else { fit.min(*first as u64) };
+    let rows = if rows > 0 {
+        rows
+    } else {
+        fit.min(*first as u64)
+    };
     let (rows, keep_first) = if rows > 0 && bias_fits {
         (rows, true)
     } else {

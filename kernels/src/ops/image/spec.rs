@@ -203,19 +203,23 @@ impl Op for ImageFilterSpec {
                 // Pieces of rows; of pixels (as one-pixel-wide rows) where one row
                 // passes the limit: each pixel is filtered on its own.
                 let split = |height: usize, width: usize| {
-                    crate::lower::split::split_rows_of(self, "image_filter", caps, height, &[], |r| {
-                        ImageFilterSpec {
-                            height: r,
-                            width,
-                            ..self.clone()
-                        }
-                        .into()
-                    })
+                    crate::lower::split::split_rows_of(
+                        self,
+                        "image_filter",
+                        caps,
+                        height,
+                        &[],
+                        |r| {
+                            ImageFilterSpec {
+                                height: r,
+                                width,
+                                ..self.clone()
+                            }
+                            .into()
+                        },
+                    )
                 };
-                Some(
-                    split(self.height, self.width)
-                        .or_else(|_| split(self.height * self.width, 1)),
-                )
+                Some(split(self.height, self.width).or_else(|_| split(self.height * self.width, 1)))
             }
         }
     }

@@ -12,8 +12,8 @@ use kernelc_ir::ScalarType;
 use super::lower::{block_copy, Strided};
 use super::{ScatterInit, ScatterSpec};
 use crate::lower::split::{assemble, Piece, PieceUniforms, Place, PIECE_ALIGNMENT};
-use crate::spec::OpSpec;
 use crate::lower::{Binding, Launch, LowerError, Plan, TargetCaps, Whole};
+use crate::spec::OpSpec;
 
 /// Blocks past this many are refused: the map is too scattered to copy in pieces.
 const MAX_BLOCKS: u64 = 1 << 14;

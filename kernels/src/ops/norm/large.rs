@@ -365,31 +365,15 @@ fn channel_pieces(
     mean: Whole,
     var: Whole,
 ) -> Result<Vec<Piece>, LowerError> {
-    let limit = caps.kernel_limit();
-    let (n, c) = (spec.shape[0], spec.channels());
-    let plane = numel(&spec.shape[2..]);
-    let per_piece = (limit / plane.max(1) as u64) as usize;
-    if per_piece == 0 {
-        return Err(LowerError::TooLarge {
-            what: "batch_norm: elements of one channel of one item".into(),
-            value: plane as u64,
-            limit,
-        });
-    }
-    let mut pieces = Vec::new();
-    for r in 0..n {
-        for c0 in (0..c).step_by(per_piece) {
-            let k = per_piece.min(c - c0);
-            let mut shape = spec.shape.clone();
-            shape[0] = 1;
-            shape[1] = k;
-            let at = ((r * c + c0) * plane) as u64;
+    let pieces = channel_blocks("batch_norm", &spec.shape, caps)?
+        .into_iter()
+        .map(|ChannelBlock { c0, at, shape, .. }| {
             let inputs = [Whole::Input(0), Whole::Input(1), Whole::Input(2), mean, var]
                 .into_iter()
                 .enumerate()
                 .map(|(i, of)| Place::at(of, if i == 0 { at } else { c0 as u64 }))
                 .collect();
-            pieces.push(Piece {
+            Piece {
                 spec: OpSpec::from(BatchNormSpec {
                     shape,
                     training: false,
@@ -398,9 +382,9 @@ fn channel_pieces(
                 inputs,
                 outputs: vec![Place::at(Whole::Output(0), at)],
                 uniforms: PieceUniforms::Shared,
-            });
-        }
-    }
+            }
+        })
+        .collect();
     Ok(pieces)
 }
 
@@ -409,17 +393,8 @@ fn channel_pieces(
 /// outputs with momentum 1) go into its item's row of partials at its channels, the
 /// rows are combined as one-item pieces, then `y` is normalised per piece.
 fn training_by_channels(spec: &BatchNormSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
-    let limit = caps.kernel_limit();
     let (n, c) = (spec.shape[0], spec.channels());
-    let plane = numel(&spec.shape[2..]);
-    let per_piece = (limit / plane.max(1) as u64) as usize;
-    if per_piece == 0 {
-        return Err(LowerError::TooLarge {
-            what: "batch_norm: elements of one channel of one item".into(),
-            value: plane as u64,
-            limit,
-        });
-    }
+    let blocks = channel_blocks("batch_norm", &spec.shape, caps)?;
     let dtype = spec.dtype;
     let stride = crate::lower::split::padded(c as u64);
     let temp = |len: u64| TempBuffer { dtype, len };
@@ -442,40 +417,33 @@ fn training_by_channels(spec: &BatchNormSpec, caps: &TargetCaps) -> Result<Plan,
         Vec::new(),
         Place::whole(Whole::Temp(zeros)),
     )];
-    for r in 0..n {
-        for c0 in (0..c).step_by(per_piece) {
-            let k = per_piece.min(c - c0);
-            let mut shape = spec.shape.clone();
-            shape[0] = 1;
-            shape[1] = k;
-            let at = ((r * c + c0) * plane) as u64;
-            let channel = |of: usize| Place::at(Whole::Temp(of), c0 as u64);
-            let row = |of: usize| Place::at(Whole::Temp(of), r as u64 * stride + c0 as u64);
-            pieces.push(Piece {
-                spec: OpSpec::from(BatchNormSpec {
-                    shape,
-                    eps: 0.0,
-                    momentum: 1.0,
-                    ..spec.clone()
-                }),
-                inputs: vec![
-                    Place::at(Whole::Input(0), at),
-                    Place::at(Whole::Input(1), c0 as u64),
-                    Place::at(Whole::Input(2), c0 as u64),
-                    channel(zeros),
-                    channel(zeros),
-                ],
-                // y is written again by the second pass.
-                outputs: vec![
-                    Place::at(Whole::Output(0), at),
-                    Place::at(Whole::Temp(scratch), 2 * c0 as u64),
-                    row(means),
-                    row(vars),
-                ],
-                // The pieces' momentum and eps are these constants, not the call's.
-                uniforms: PieceUniforms::Own,
-            });
-        }
+    for ChannelBlock { r, c0, at, shape } in blocks {
+        let channel = |of: usize| Place::at(Whole::Temp(of), c0 as u64);
+        let row = |of: usize| Place::at(Whole::Temp(of), r as u64 * stride + c0 as u64);
+        pieces.push(Piece {
+            spec: OpSpec::from(BatchNormSpec {
+                shape,
+                eps: 0.0,
+                momentum: 1.0,
+                ..spec.clone()
+            }),
+            inputs: vec![
+                Place::at(Whole::Input(0), at),
+                Place::at(Whole::Input(1), c0 as u64),
+                Place::at(Whole::Input(2), c0 as u64),
+                channel(zeros),
+                channel(zeros),
+            ],
+            // y is written again by the second pass.
+            outputs: vec![
+                Place::at(Whole::Output(0), at),
+                Place::at(Whole::Temp(scratch), 2 * c0 as u64),
+                row(means),
+                row(vars),
+            ],
+            // The pieces' momentum and eps are these constants, not the call's.
+            uniforms: PieceUniforms::Own,
+        });
     }
     let mut plan = Plan {
         temps,
@@ -503,17 +471,8 @@ fn backward_by_channels(
     spec: &BatchNormBackwardSpec,
     caps: &TargetCaps,
 ) -> Result<Plan, LowerError> {
-    let limit = caps.kernel_limit();
     let (n, c) = (spec.shape[0], spec.channels());
-    let plane = numel(&spec.shape[2..]);
-    let per_piece = (limit / plane.max(1) as u64) as usize;
-    if per_piece == 0 {
-        return Err(LowerError::TooLarge {
-            what: "batch_norm_backward: elements of one channel of one item".into(),
-            value: plane as u64,
-            limit,
-        });
-    }
+    let blocks = channel_blocks("batch_norm_backward", &spec.shape, caps)?;
     let dtype = spec.dtype;
     let stride = crate::lower::split::padded(c as u64);
     let temp = |len: u64| TempBuffer { dtype, len };
@@ -524,25 +483,16 @@ fn backward_by_channels(
         temp(stride),
         temp(stride),
     ];
-    let blocks = |pass: &dyn Fn(usize, usize, usize, usize) -> Piece| {
-        let mut pieces = Vec::new();
-        for r in 0..n {
-            for c0 in (0..c).step_by(per_piece) {
-                pieces.push(pass(r, c0, per_piece.min(c - c0), (r * c + c0) * plane));
-            }
-        }
-        pieces
-    };
-    let shape = |k: usize| {
-        let mut shape = spec.shape.clone();
-        shape[0] = 1;
-        shape[1] = k;
-        shape
-    };
-    let at = |of: Whole, e: usize| Place::at(of, e as u64);
-    let mut pieces = blocks(&|r, c0, k, e| Piece {
+    let each = |pass: &dyn Fn(&ChannelBlock) -> Piece| blocks.iter().map(pass).collect::<Vec<_>>();
+    let at = |of: Whole, e: u64| Place::at(of, e);
+    let mut pieces = each(&|&ChannelBlock {
+                                r,
+                                c0,
+                                at: e,
+                                ref shape,
+                            }| Piece {
         spec: OpSpec::from(BatchNormBackwardSpec {
-            shape: shape(k),
+            shape: shape.clone(),
             param_grads: true,
             given_grads: None,
             ..spec.clone()
@@ -550,8 +500,8 @@ fn backward_by_channels(
         inputs: vec![
             at(Whole::Input(0), e),
             at(Whole::Input(1), e),
-            at(Whole::Input(2), c0),
-            at(Whole::Input(3), 2 * c0),
+            at(Whole::Input(2), c0 as u64),
+            at(Whole::Input(3), 2 * c0 as u64),
         ],
         // dx is written again by the second pass.
         outputs: vec![
@@ -573,13 +523,23 @@ fn backward_by_channels(
     }
     if spec.param_grads {
         for (sum, o) in [(dw, 1), (db, 2)] {
-            pieces.push(copy_step(dtype, c, Place::at(Whole::Temp(sum), 0), Place::whole(Whole::Output(o))));
+            pieces.push(copy_step(
+                dtype,
+                c,
+                Place::at(Whole::Temp(sum), 0),
+                Place::whole(Whole::Output(o)),
+            ));
         }
     }
     let values = numel(&spec.shape) / c.max(1);
-    pieces.extend(blocks(&|_, c0, k, e| Piece {
+    pieces.extend(each(&|&ChannelBlock {
+                             c0,
+                             at: e,
+                             ref shape,
+                             ..
+                         }| Piece {
         spec: OpSpec::from(BatchNormBackwardSpec {
-            shape: shape(k),
+            shape: shape.clone(),
             param_grads: false,
             given_grads: Some(values),
             ..spec.clone()
@@ -587,13 +547,57 @@ fn backward_by_channels(
         inputs: vec![
             at(Whole::Input(0), e),
             at(Whole::Input(1), e),
-            at(Whole::Input(2), c0),
-            at(Whole::Temp(dw), c0),
-            at(Whole::Temp(db), c0),
-            at(Whole::Input(3), 2 * c0),
+            at(Whole::Input(2), c0 as u64),
+            at(Whole::Temp(dw), c0 as u64),
+            at(Whole::Temp(db), c0 as u64),
+            at(Whole::Input(3), 2 * c0 as u64),
         ],
         outputs: vec![at(Whole::Output(0), e)],
         uniforms: PieceUniforms::Shared,
     }));
     assemble(caps, temps, pieces)
+}
+
+/// A piece of one item's channels: item `r`, channels from `c0` (`k` of them), its
+/// data from element `at`, and the op's shape over it.
+struct ChannelBlock {
+    r: usize,
+    c0: usize,
+    at: u64,
+    shape: Vec<usize>,
+}
+
+/// The channel blocks of every item of `shape` (`[N, C, ...]`) under `caps`' limit,
+/// item by item.
+fn channel_blocks(
+    what: &str,
+    shape: &[usize],
+    caps: &TargetCaps,
+) -> Result<Vec<ChannelBlock>, LowerError> {
+    let limit = caps.kernel_limit();
+    let (n, c) = (shape[0], shape[1]);
+    let plane = numel(&shape[2..]);
+    let per_piece = (limit / plane.max(1) as u64) as usize;
+    if per_piece == 0 {
+        return Err(LowerError::TooLarge {
+            what: format!("{what}: elements of one channel of one item"),
+            value: plane as u64,
+            limit,
+        });
+    }
+    let mut blocks = Vec::new();
+    for r in 0..n {
+        for c0 in (0..c).step_by(per_piece) {
+            let mut piece = shape.to_vec();
+            piece[0] = 1;
+            piece[1] = per_piece.min(c - c0);
+            blocks.push(ChannelBlock {
+                r,
+                c0,
+                at: ((r * c + c0) * plane) as u64,
+                shape: piece,
+            });
+        }
+    }
+    Ok(blocks)
 }

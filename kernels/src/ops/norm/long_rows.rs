@@ -18,11 +18,11 @@ use kernelc_ir::ScalarType;
 use super::{LayerNormBackwardSpec, LayerNormSpec};
 use crate::lower::math::compute_type;
 use crate::lower::split::{
-    assemble, cast_step, over_first_axis, step, Piece, PieceUniforms, Place,
+    assemble, cast_step, over_first_axis, step, vector_op, Piece, PieceUniforms, Place,
 };
 use crate::lower::{LowerError, Plan, TargetCaps, TempBuffer, Whole};
 use crate::ops::{
-    BinaryFn, BinarySpec, FillSpec, FillValue, FusedNode, FusedSpec, ReduceFn, ScalarSpec, UnaryFn,
+    BinaryFn, FillSpec, FillValue, FusedNode, FusedSpec, ReduceFn, ScalarSpec, UnaryFn,
 };
 use crate::spec::OpSpec;
 
@@ -63,26 +63,23 @@ pub(super) fn layer_norm_long_rows(
         .then_some(Whole::Output(1 + usize::from(spec.residual)));
     let mut pieces = Vec::new();
     // A narrow dtype's weight and bias in the compute type, once for every row.
-    let param = |p: Option<Whole>, pieces: &mut Vec<Piece>, temps: &mut Vec<TempBuffer>| {
+    let mut param = |p: Option<Whole>, pieces: &mut Vec<Piece>| {
         p.map(|w| {
-            if !narrow {
-                return Place::whole(w);
-            }
-            let t = Whole::Temp(temps.len());
-            temps.push(temp(cols));
-            pieces.push(cast_step(spec.dtype, ct, cols, Place::whole(w), Place::whole(t)));
-            Place::whole(t)
+            in_compute_type(w, (spec.dtype, ct), cols, pieces, || {
+                temps.push(temp(cols));
+                Whole::Temp(temps.len() - 1)
+            })
         })
     };
-    let weight = param(weight, &mut pieces, &mut temps);
-    let bias = param(bias, &mut pieces, &mut temps);
+    let weight = param(weight, &mut pieces);
+    let bias = param(bias, &mut pieces);
     let row = |w: Whole, r: usize| Place::at(w, (r * cols) as u64);
     for r in 0..rows {
         // The row normalised, in the op's dtype: x, or the rounded sum.
         let mut x = row(Whole::Input(0), r);
         if let (Some(res), Some(sum)) = (residual, sum_out) {
             pieces.push(shared(
-                binary(BinaryFn::Add, spec.dtype, cols),
+                vector_op(BinaryFn::Add, spec.dtype, cols),
                 vec![x, row(res, r)],
                 row(sum, r),
             ));
@@ -117,7 +114,7 @@ pub(super) fn layer_norm_long_rows(
                 Place::whole(MEAN),
             ));
             pieces.push(step(
-                binary(BinaryFn::Add, ct, 1),
+                vector_op(BinaryFn::Add, ct, 1),
                 vec![x0, Place::whole(MEAN)],
                 Place::whole(SHIFTED),
             ));
@@ -133,7 +130,11 @@ pub(super) fn layer_norm_long_rows(
                 vec![vec![cols], vec![1]],
             )
         };
-        pieces.push(step(fused(ct, &shapes, nodes), inputs, Place::whole(SCRATCH)));
+        pieces.push(step(
+            fused(ct, &shapes, nodes),
+            inputs,
+            Place::whole(SCRATCH),
+        ));
         pieces.push(step(
             over_first_axis(ReduceFn::Mean, ct, vec![cols]),
             vec![Place::whole(SCRATCH)],
@@ -167,7 +168,11 @@ pub(super) fn layer_norm_long_rows(
                 vec![vec![cols], vec![1]],
             )
         };
-        let factors = [(BinaryFn::Mul, Some(rstd), 1), (BinaryFn::Mul, weight, cols), (BinaryFn::Add, bias, cols)];
+        let factors = [
+            (BinaryFn::Mul, Some(rstd), 1),
+            (BinaryFn::Mul, weight, cols),
+            (BinaryFn::Add, bias, cols),
+        ];
         for (func, operand, len) in factors {
             let Some(operand) = operand else { continue };
             let last = nodes.len() - 1;
@@ -199,7 +204,11 @@ pub(super) fn layer_norm_long_rows(
             } else {
                 cast_spec(ct, spec.dtype, 1)
             };
-            let from = if spec.rms { vec![] } else { vec![Place::whole(SHIFTED)] };
+            let from = if spec.rms {
+                vec![]
+            } else {
+                vec![Place::whole(SHIFTED)]
+            };
             pieces.push(step(mean, from, mean_at));
             pieces.push(cast_step(ct, spec.dtype, 1, rstd, rstd_at));
         }
@@ -216,16 +225,6 @@ fn shared(spec: OpSpec, inputs: Vec<Place>, output: Place) -> Piece {
         outputs: vec![output],
         uniforms: PieceUniforms::Shared,
     }
-}
-
-fn binary(func: BinaryFn, dtype: ScalarType, n: usize) -> OpSpec {
-    OpSpec::Binary(BinarySpec {
-        func,
-        dtype,
-        lhs: vec![n],
-        rhs: vec![n],
-        out_dtype: None,
-    })
 }
 
 fn cast_spec(from: ScalarType, to: ScalarType, n: usize) -> OpSpec {
@@ -316,30 +315,42 @@ pub(super) fn layer_norm_backward_long_rows(
     let weight_in = spec.weight.then_some(Whole::Input(2));
     let stats_in = Whole::Input(2 + usize::from(spec.weight));
     let dweight_out = (spec.param_grads && spec.weight).then_some(Whole::Output(1));
-    let dbias_out = (spec.param_grads && spec.bias)
-        .then_some(Whole::Output(1 + usize::from(spec.weight)));
+    let dbias_out =
+        (spec.param_grads && spec.bias).then_some(Whole::Output(1 + usize::from(spec.weight)));
     let dw_acc = dweight_out.map(|_| temp(cols));
     let db_acc = dbias_out.map(|_| temp(cols));
     let mut pieces = Vec::new();
     // The weight in the compute type, once.
-    let weight = weight_in.map(|w| {
-        if !narrow {
-            return Place::whole(w);
-        }
-        let t = temp(cols);
-        pieces.push(cast_step(spec.dtype, ct, cols, Place::whole(w), Place::whole(t)));
-        Place::whole(t)
-    });
+    let weight =
+        weight_in.map(|w| in_compute_type(w, (spec.dtype, ct), cols, &mut pieces, || temp(cols)));
     let whole = Place::whole;
     let row = |w: Whole, r: usize| Place::at(w, (r * cols) as u64);
     for r in 0..rows {
         let (dy, x, dx, mu, rstd) = match narrow_rows {
             Some((dy_t, x_t, dx_t)) => {
-                pieces.push(cast_step(spec.dtype, ct, cols, row(Whole::Input(0), r), whole(dy_t)));
-                pieces.push(cast_step(spec.dtype, ct, cols, row(Whole::Input(1), r), whole(x_t)));
+                pieces.push(cast_step(
+                    spec.dtype,
+                    ct,
+                    cols,
+                    row(Whole::Input(0), r),
+                    whole(dy_t),
+                ));
+                pieces.push(cast_step(
+                    spec.dtype,
+                    ct,
+                    cols,
+                    row(Whole::Input(1), r),
+                    whole(x_t),
+                ));
                 let st = Place::at(stats_in, 2 * r as u64);
                 pieces.push(cast_step(spec.dtype, ct, 2, st, whole(stats_t)));
-                (whole(dy_t), whole(x_t), whole(dx_t), Place::at(stats_t, 0), Place::at(stats_t, 1))
+                (
+                    whole(dy_t),
+                    whole(x_t),
+                    whole(dx_t),
+                    Place::at(stats_t, 0),
+                    Place::at(stats_t, 1),
+                )
             }
             None => (
                 row(Whole::Input(0), r),
@@ -382,7 +393,11 @@ pub(super) fn layer_norm_backward_long_rows(
         } else {
             (vec![x, mu, rstd], vec![vec![cols], vec![1], vec![1]])
         };
-        pieces.push(step(fused(ct, &xhat_shapes, xhat_nodes), xhat_inputs, whole(xhat_t)));
+        pieces.push(step(
+            fused(ct, &xhat_shapes, xhat_nodes),
+            xhat_inputs,
+            whole(xhat_t),
+        ));
         // mean(g·x̂) (rms: mean(g·x)) and, for a layer norm, mean(g).
         let other = if spec.rms { x } else { whole(xhat_t) };
         pieces.push(step(
@@ -450,12 +465,22 @@ pub(super) fn layer_norm_backward_long_rows(
         };
         pieces.push(step(fused(ct, &shapes, nodes), inputs, dx));
         if narrow {
-            pieces.push(cast_step(ct, spec.dtype, cols, dx, row(Whole::Output(0), r)));
+            pieces.push(cast_step(
+                ct,
+                spec.dtype,
+                cols,
+                dx,
+                row(Whole::Output(0), r),
+            ));
         }
         // Σ_rows dy·x̂ and Σ_rows dy, in the compute type.
         if let Some(acc) = dw_acc {
             let (nodes, inputs, shapes) = if r == 0 {
-                (product_nodes(), vec![dy, whole(xhat_t)], vec![vec![cols]; 2])
+                (
+                    product_nodes(),
+                    vec![dy, whole(xhat_t)],
+                    vec![vec![cols]; 2],
+                )
             } else {
                 let mut nodes = product_nodes();
                 nodes.extend([
@@ -466,7 +491,11 @@ pub(super) fn layer_norm_backward_long_rows(
                         b: 2,
                     },
                 ]);
-                (nodes, vec![dy, whole(xhat_t), whole(acc)], vec![vec![cols]; 3])
+                (
+                    nodes,
+                    vec![dy, whole(xhat_t), whole(acc)],
+                    vec![vec![cols]; 3],
+                )
             };
             pieces.push(step(fused(ct, &shapes, nodes), inputs, whole(acc)));
         }
@@ -474,7 +503,11 @@ pub(super) fn layer_norm_backward_long_rows(
             if r == 0 {
                 pieces.push(crate::lower::split::copy_step(ct, cols, dy, whole(acc)));
             } else {
-                pieces.push(step(binary(BinaryFn::Add, ct, cols), vec![whole(acc), dy], whole(acc)));
+                pieces.push(step(
+                    vector_op(BinaryFn::Add, ct, cols),
+                    vec![whole(acc), dy],
+                    whole(acc),
+                ));
             }
         }
     }
@@ -484,6 +517,29 @@ pub(super) fn layer_norm_backward_long_rows(
         }
     }
     assemble(caps, temps, pieces)
+}
+
+/// A parameter of `cols` elements as the fused steps read it: itself, or for a
+/// narrow dtype cast once into a temporary (`into` makes it).
+fn in_compute_type(
+    param: Whole,
+    (dtype, ct): (ScalarType, ScalarType),
+    cols: usize,
+    pieces: &mut Vec<Piece>,
+    into: impl FnOnce() -> Whole,
+) -> Place {
+    if ct == dtype {
+        return Place::whole(param);
+    }
+    let t = into();
+    pieces.push(cast_step(
+        dtype,
+        ct,
+        cols,
+        Place::whole(param),
+        Place::whole(t),
+    ));
+    Place::whole(t)
 }
 
 /// `x₀ · x₁`.

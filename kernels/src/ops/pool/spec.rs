@@ -278,13 +278,20 @@ impl Op for Pool2dBackwardSpec {
     /// Pieces of the batch.
     fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
         let split = |image: Nchw| {
-            crate::lower::split::split_rows_of(self, "pool2d_backward", caps, image.batch, &[], |r| {
-                Pool2dBackwardSpec {
-                    image: image.with_batch(r),
-                    ..self.clone()
-                }
-                .into()
-            })
+            crate::lower::split::split_rows_of(
+                self,
+                "pool2d_backward",
+                caps,
+                image.batch,
+                &[],
+                |r| {
+                    Pool2dBackwardSpec {
+                        image: image.with_batch(r),
+                        ..self.clone()
+                    }
+                    .into()
+                },
+            )
         };
         // Planes are pooled on their own: pieces of them where an item passes the
         // limit (indices count within a plane).

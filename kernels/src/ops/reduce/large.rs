@@ -28,10 +28,10 @@ use crate::lower::math::{compute_type, Num};
 use crate::lower::schedule::plan_1d;
 use crate::lower::split::{
     assemble, assemble_into, copy_step, padded, pieces_of, reduce_partials, rows_per_piece, step,
-    Piece, PieceUniforms, Place,
+    vector_op, Piece, PieceUniforms, Place,
 };
 use crate::lower::{Binding, Launch, LowerError, Plan, TargetCaps, TempBuffer, Whole};
-use crate::ops::{BinaryFn, BinarySpec, CastSpec, FusedNode, FusedSpec, PermuteSpec, ScalarSpec};
+use crate::ops::{BinaryFn, CastSpec, FusedNode, FusedSpec, PermuteSpec, ScalarSpec};
 use crate::shape::numel;
 use crate::OpSpec;
 use kernelc_ir::builder::*;
@@ -93,17 +93,6 @@ fn partial_piece(
         outputs: vec![out],
         uniforms: PieceUniforms::Shared,
     }
-}
-
-/// `func` of two vectors of `n` elements of `dtype`.
-fn vector_op(func: BinaryFn, dtype: ScalarType, n: usize) -> OpSpec {
-    OpSpec::Binary(BinarySpec {
-        func,
-        dtype,
-        lhs: vec![n],
-        rhs: vec![n],
-        out_dtype: None,
-    })
 }
 
 pub(super) fn reduce_large(spec: &ReduceSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {

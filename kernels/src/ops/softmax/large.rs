@@ -24,30 +24,81 @@ use kernelc_ir::ScalarType;
 
 use super::{SoftmaxBackwardSpec, SoftmaxSpec};
 use crate::lower::math::compute_type;
-use crate::lower::split::{assemble, cast_step, over_first_axis, split_rows_of, step, Piece, Place};
+use crate::lower::split::{
+    assemble, cast_step, over_first_axis, split_rows_of, step, Piece, Place,
+};
 use crate::lower::{LowerError, Plan, TargetCaps, TempBuffer, Whole};
 use crate::ops::{BinaryFn, FusedNode, FusedSpec, ReduceFn, UnaryFn};
 use crate::shape::numel;
 use crate::spec::OpSpec;
 
-pub(super) fn softmax_large(spec: &SoftmaxSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
-    let outer = numel(&spec.shape[..spec.axis]);
-    let n = spec.shape[spec.axis];
-    let inner = numel(&spec.shape[spec.axis + 1..]);
+/// A shape cut at its axis: `outer` rows of `n × inner` (`row`) elements, and the
+/// compute type (`narrow`: not the op's dtype).
+struct Slices {
+    outer: usize,
+    n: usize,
+    inner: usize,
+    row: usize,
+    ct: ScalarType,
+    narrow: bool,
+}
+
+/// How an op over slices splits: pieces of rows, or each row by catalogue ops.
+enum Rows {
+    Split(Result<Plan, LowerError>),
+    Long(Slices),
+}
+
+/// The plan in pieces of rows (`piece(shape)`: the op over a piece's shape, its axis
+/// 1) where one row fits; else the row geometry, for catalogue ops over each row.
+fn by_rows(
+    op: &impl crate::op::Op,
+    what: &str,
+    caps: &TargetCaps,
+    shape: &[usize],
+    axis: usize,
+    piece: impl Fn(Vec<usize>) -> OpSpec,
+) -> Rows {
+    let outer = numel(&shape[..axis]);
+    let (n, inner) = (shape[axis], numel(&shape[axis + 1..]));
     let row = n * inner;
     if row as u64 <= caps.kernel_limit() {
-        return split_rows_of(spec, "softmax", caps, outer, &[], |r| {
-            let shape = [&[r][..], &spec.shape[spec.axis..]].concat();
-            SoftmaxSpec {
-                shape,
-                axis: 1,
-                ..spec.clone()
-            }
-            .into()
-        });
+        return Rows::Split(split_rows_of(op, what, caps, outer, &[], |r| {
+            piece([&[r][..], &shape[axis..]].concat())
+        }));
     }
-    let ct = compute_type(spec.dtype);
-    let narrow = ct != spec.dtype;
+    let dtype = op.inputs()[0].dtype;
+    let ct = compute_type(dtype);
+    Rows::Long(Slices {
+        outer,
+        n,
+        inner,
+        row,
+        ct,
+        narrow: ct != dtype,
+    })
+}
+
+pub(super) fn softmax_large(spec: &SoftmaxSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
+    let rows = by_rows(spec, "softmax", caps, &spec.shape, spec.axis, |shape| {
+        SoftmaxSpec {
+            shape,
+            axis: 1,
+            ..spec.clone()
+        }
+        .into()
+    });
+    let Slices {
+        outer,
+        n,
+        inner,
+        row,
+        ct,
+        narrow,
+    } = match rows {
+        Rows::Split(plan) => return plan,
+        Rows::Long(slices) => slices,
+    };
     // Temporaries: the maximum and the sum per slice, and for a narrow dtype the row
     // in the compute type and its result.
     let m = Whole::Temp(0);
@@ -65,18 +116,35 @@ pub(super) fn softmax_large(spec: &SoftmaxSpec, caps: &TargetCaps) -> Result<Pla
     for r in 0..outer {
         let base = (r * row) as u64;
         let (x, y) = if narrow {
-            pieces.push(cast_step(spec.dtype, ct, row, Place::at(Whole::Input(0), base), Place::whole(Whole::Temp(2))));
+            pieces.push(cast_step(
+                spec.dtype,
+                ct,
+                row,
+                Place::at(Whole::Input(0), base),
+                Place::whole(Whole::Temp(2)),
+            ));
             (Place::whole(Whole::Temp(2)), Place::whole(Whole::Temp(3)))
         } else {
-            (Place::at(Whole::Input(0), base), Place::at(Whole::Output(0), base))
+            (
+                Place::at(Whole::Input(0), base),
+                Place::at(Whole::Output(0), base),
+            )
         };
-        pieces.push(step(over_first_axis(ReduceFn::Max, ct, slices.to_vec()), vec![x], Place::whole(m)));
+        pieces.push(step(
+            over_first_axis(ReduceFn::Max, ct, slices.to_vec()),
+            vec![x],
+            Place::whole(m),
+        ));
         pieces.push(step(
             fused(ct, slices, 2, shifted_exp(ct)),
             vec![x, Place::whole(m)],
             y,
         ));
-        pieces.push(step(over_first_axis(ReduceFn::Sum, ct, slices.to_vec()), vec![y], Place::whole(s)));
+        pieces.push(step(
+            over_first_axis(ReduceFn::Sum, ct, slices.to_vec()),
+            vec![y],
+            Place::whole(s),
+        ));
         let result = if spec.log {
             log_result(ct)
         } else {
@@ -88,7 +156,13 @@ pub(super) fn softmax_large(spec: &SoftmaxSpec, caps: &TargetCaps) -> Result<Pla
             y,
         ));
         if narrow {
-            pieces.push(cast_step(ct, spec.dtype, row, y, Place::at(Whole::Output(0), base)));
+            pieces.push(cast_step(
+                ct,
+                spec.dtype,
+                row,
+                y,
+                Place::at(Whole::Output(0), base),
+            ));
         }
     }
     assemble(caps, temps, pieces)
@@ -96,7 +170,12 @@ pub(super) fn softmax_large(spec: &SoftmaxSpec, caps: &TargetCaps) -> Result<Pla
 
 /// `nodes` over the slices `[n, inner]` (input 0) and `extra` per-slice values of
 /// `[inner]` (inputs 1…).
-fn fused(dtype: ScalarType, [n, inner]: [usize; 2], inputs: usize, nodes: Vec<FusedNode>) -> OpSpec {
+fn fused(
+    dtype: ScalarType,
+    [n, inner]: [usize; 2],
+    inputs: usize,
+    nodes: Vec<FusedNode>,
+) -> OpSpec {
     let mut shapes = vec![vec![n, inner]];
     shapes.extend(std::iter::repeat_n(vec![inner], inputs - 1));
     OpSpec::Fused(FusedSpec {
@@ -193,23 +272,32 @@ pub(super) fn softmax_backward_large(
     spec: &SoftmaxBackwardSpec,
     caps: &TargetCaps,
 ) -> Result<Plan, LowerError> {
-    let outer = numel(&spec.shape[..spec.axis]);
-    let n = spec.shape[spec.axis];
-    let inner = numel(&spec.shape[spec.axis + 1..]);
-    let row = n * inner;
-    if row as u64 <= caps.kernel_limit() {
-        return split_rows_of(spec, "softmax_backward", caps, outer, &[], |r| {
-            let shape = [&[r][..], &spec.shape[spec.axis..]].concat();
+    let rows = by_rows(
+        spec,
+        "softmax_backward",
+        caps,
+        &spec.shape,
+        spec.axis,
+        |shape| {
             SoftmaxBackwardSpec {
                 shape,
                 axis: 1,
                 ..spec.clone()
             }
             .into()
-        });
-    }
-    let ct = compute_type(spec.dtype);
-    let narrow = ct != spec.dtype;
+        },
+    );
+    let Slices {
+        outer,
+        n,
+        inner,
+        row,
+        ct,
+        narrow,
+    } = match rows {
+        Rows::Split(plan) => return plan,
+        Rows::Long(slices) => slices,
+    };
     // Temporaries: the sum per slice, the products `dy·y` (softmax), and for a narrow
     // dtype y, dy and dx in the compute type.
     let sum = Whole::Temp(0);
@@ -314,7 +402,13 @@ pub(super) fn softmax_backward_large(
             dx,
         ));
         if narrow {
-            pieces.push(cast_step(ct, spec.dtype, row, dx, Place::at(Whole::Output(0), base)));
+            pieces.push(cast_step(
+                ct,
+                spec.dtype,
+                row,
+                dx,
+                Place::at(Whole::Output(0), base),
+            ));
         }
     }
     assemble(caps, temps, pieces)
