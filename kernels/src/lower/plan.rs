@@ -27,7 +27,7 @@ pub enum Binding {
     /// ([`split`](super::split)). `start` is a multiple of the target's
     /// [`binding_alignment`](super::TargetCaps::binding_alignment) bytes, so the device
     /// binds the piece where it is (a piece starting between two is bound from the one
-    /// below and indexed past it: [`rebase`](super::rebase)).
+    /// below and indexed past it: `lower::rebase`).
     Part { of: Whole, start: u64 },
 }
 

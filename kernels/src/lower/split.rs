@@ -13,7 +13,7 @@
 //! offset alignment is at most 256 bytes) and vector accesses keep their alignment.
 //! Where a row is too long for that, pieces start at any row: lowered with one-word
 //! vectors, bound from the alignment below their start, and indexed from their start
-//! within that window ([`rebase`](super::rebase), once for the whole plan).
+//! within that window (`lower::rebase`, once for the whole plan).
 
 use kernelc_ir::ScalarType;
 
@@ -73,7 +73,7 @@ pub(crate) enum PieceUniforms {
 impl Piece {
     /// The caps to lower this piece with: one-word vectors where a tensor starts off
     /// their alignment, and any binding start (offsets are settled once, on the whole
-    /// plan: `lower` → [`rebase`](super::rebase)).
+    /// plan: `lower` → `lower::rebase`).
     pub fn caps(&self, caps: &TargetCaps) -> TargetCaps {
         let starts: Vec<Option<u64>> = self
             .inputs
