@@ -674,8 +674,10 @@ fn a_refused_call_writes_nothing_and_keeps_its_error() {
         K::take_error().is_some(),
         "a 3x3 window over 2x2 without padding"
     );
+    assert_eq!(col, [0.0; 4], "nothing written");
     K::embedding_forward(&[0.0], &[1.0; 5], &mut col, 1, 2);
     assert!(K::take_error().is_some(), "5 values are not rows of 2");
+    assert_eq!(col, [0.0; 4], "nothing written");
     K::relu(&[-1.0, 2.0, -3.0], &mut dst);
     assert_eq!(dst, [0.0, 2.0, 0.0]);
     assert!(K::take_error().is_none());
