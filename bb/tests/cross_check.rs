@@ -10,26 +10,23 @@ use bb_ops::backends::cpu::{CpuBackend, CpuTensor};
 use bb_runtime::contracts::backend::Backend;
 use kernelc_bb::{BbTensor, KernelcBb};
 use kernelc_ir::ScalarType::{self, F32, I64};
+use kernelc_kernels::conformance::inputs::{drawn, Domain};
 
 fn kernelc() -> KernelcBb {
     KernelcBb::with_runtime(kernelc_runtime::Runtime::cpu())
 }
 
-/// Reproducible values in `[-2, 2)`, away from 0 where `positive` (for sqrt/log/pow).
+/// Reproducible values in `[-2, 2)`, in `[0.1, 2.1)` where `positive` (for
+/// sqrt/log/pow): the conformance harness's seeded draws.
 fn data(n: usize, seed: u64, positive: bool) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            let u = (s >> 40) as f32 / (1u64 << 24) as f32;
-            if positive {
-                0.1 + 2.0 * u
-            } else {
-                4.0 * u - 2.0
-            }
-        })
+    let domain = if positive {
+        Domain::Real(0.1, 2.1)
+    } else {
+        Domain::Real(-2.0, 2.0)
+    };
+    drawn(domain, seed, 0, n)
+        .into_iter()
+        .map(|v| v as f32)
         .collect()
 }
 

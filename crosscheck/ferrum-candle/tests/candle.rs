@@ -10,6 +10,7 @@ use ferrum_interfaces::tensor::TensorRef;
 use ferrum_interfaces::ComputeBackend;
 use ferrum_runtime::CandleBackend;
 use ferrum_types::{DataType, Device};
+use kernelc_kernels::conformance::inputs::{drawn, Domain};
 use kernelc_runtime::adapters::ferrum::FerrumBackend;
 
 struct Both {
@@ -24,16 +25,11 @@ fn both() -> Both {
     }
 }
 
-/// Reproducible values in `[-2, 2)`.
+/// Reproducible values in `[-2, 2)`: the conformance harness's seeded draws.
 fn data(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            4.0 * ((s >> 40) as f32 / (1u64 << 24) as f32) - 2.0
-        })
+    drawn(Domain::Real(-2.0, 2.0), seed, 0, n)
+        .into_iter()
+        .map(|v| v as f32)
         .collect()
 }
 
