@@ -57,6 +57,15 @@ pub enum FusedNode {
 }
 
 impl FusedNode {
+    /// `func(x₀, x₁)` of inputs 0 and 1: the start of a DAG a split op builds.
+    pub(crate) fn of_two_inputs(func: BinaryFn) -> Vec<FusedNode> {
+        vec![
+            FusedNode::Input(0),
+            FusedNode::Input(1),
+            FusedNode::Binary { func, a: 0, b: 1 },
+        ]
+    }
+
     /// The earlier nodes this one reads.
     fn operands(&self) -> Vec<usize> {
         match *self {

@@ -104,7 +104,11 @@ pub(super) fn layer_norm_long_rows(
         } else {
             let x0 = Place::at(x_ct.of, x_ct.start.unwrap_or(0));
             pieces.push(step(
-                fused(ct, &[vec![cols], vec![1]], sub_nodes()),
+                fused(
+                    ct,
+                    &[vec![cols], vec![1]],
+                    FusedNode::of_two_inputs(BinaryFn::Sub),
+                ),
                 vec![x_ct, x0],
                 Place::whole(D),
             ));
@@ -163,7 +167,7 @@ pub(super) fn layer_norm_long_rows(
             (vec![FusedNode::Input(0)], vec![centred], vec![vec![cols]])
         } else {
             (
-                sub_nodes(),
+                FusedNode::of_two_inputs(BinaryFn::Sub),
                 vec![centred, Place::whole(MEAN)],
                 vec![vec![cols], vec![1]],
             )
@@ -249,19 +253,6 @@ fn fused(dtype: ScalarType, inputs: &[Vec<usize>], nodes: Vec<FusedNode>) -> OpS
         inputs: inputs.to_vec(),
         nodes,
     })
-}
-
-/// `x − x₀`.
-fn sub_nodes() -> Vec<FusedNode> {
-    vec![
-        FusedNode::Input(0),
-        FusedNode::Input(1),
-        FusedNode::Binary {
-            func: BinaryFn::Sub,
-            a: 0,
-            b: 1,
-        },
-    ]
 }
 
 /// `(x − m)²` with `m` input `mean`, or `x²`.
@@ -365,7 +356,11 @@ pub(super) fn layer_norm_backward_long_rows(
         let g = match weight {
             Some(w) => {
                 pieces.push(step(
-                    fused(ct, &[vec![cols], vec![cols]], product_nodes()),
+                    fused(
+                        ct,
+                        &[vec![cols], vec![cols]],
+                        FusedNode::of_two_inputs(BinaryFn::Mul),
+                    ),
                     vec![dy, w],
                     whole(g_t),
                 ));
@@ -375,9 +370,9 @@ pub(super) fn layer_norm_backward_long_rows(
         };
         // x̂ = (x − μ)·r (rms: x·r).
         let xhat_nodes = if spec.rms {
-            product_nodes()
+            FusedNode::of_two_inputs(BinaryFn::Mul)
         } else {
-            let mut nodes = sub_nodes();
+            let mut nodes = FusedNode::of_two_inputs(BinaryFn::Sub);
             nodes.extend([
                 FusedNode::Input(2),
                 FusedNode::Binary {
@@ -401,7 +396,11 @@ pub(super) fn layer_norm_backward_long_rows(
         // mean(g·x̂) (rms: mean(g·x)) and, for a layer norm, mean(g).
         let other = if spec.rms { x } else { whole(xhat_t) };
         pieces.push(step(
-            fused(ct, &[vec![cols], vec![cols]], product_nodes()),
+            fused(
+                ct,
+                &[vec![cols], vec![cols]],
+                FusedNode::of_two_inputs(BinaryFn::Mul),
+            ),
             vec![g, other],
             whole(prod_t),
         ));
@@ -477,12 +476,12 @@ pub(super) fn layer_norm_backward_long_rows(
         if let Some(acc) = dw_acc {
             let (nodes, inputs, shapes) = if r == 0 {
                 (
-                    product_nodes(),
+                    FusedNode::of_two_inputs(BinaryFn::Mul),
                     vec![dy, whole(xhat_t)],
                     vec![vec![cols]; 2],
                 )
             } else {
-                let mut nodes = product_nodes();
+                let mut nodes = FusedNode::of_two_inputs(BinaryFn::Mul);
                 nodes.extend([
                     FusedNode::Input(2),
                     FusedNode::Binary {
@@ -540,11 +539,6 @@ fn in_compute_type(
         Place::whole(t),
     ));
     Place::whole(t)
-}
-
-/// `x₀ · x₁`.
-fn product_nodes() -> Vec<FusedNode> {
-    vec![FusedNode::Input(0), FusedNode::Input(1), mul(0, 1)]
 }
 
 fn mul(a: usize, b: usize) -> FusedNode {

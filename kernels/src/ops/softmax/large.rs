@@ -340,7 +340,7 @@ pub(super) fn softmax_backward_large(
                 OpSpec::Fused(FusedSpec {
                     dtype: ct,
                     inputs: vec![vec![row]; 2],
-                    nodes: binary_nodes(BinaryFn::Mul),
+                    nodes: FusedNode::of_two_inputs(BinaryFn::Mul),
                 }),
                 vec![dy, y],
                 Place::whole(products),
@@ -412,13 +412,4 @@ pub(super) fn softmax_backward_large(
         }
     }
     assemble(caps, temps, pieces)
-}
-
-/// `a ∘ b` of inputs 0 and 1.
-fn binary_nodes(func: BinaryFn) -> Vec<FusedNode> {
-    vec![
-        FusedNode::Input(0),
-        FusedNode::Input(1),
-        FusedNode::Binary { func, a: 0, b: 1 },
-    ]
 }
