@@ -61,6 +61,7 @@ fn ops() -> Vec<(&'static str, OpSpec)> {
                 causal: true,
                 mask: None,
                 causal_align: Default::default(),
+                lse: false,
             }),
         ),
     ]

@@ -32,6 +32,7 @@ fn spec(seq_q: usize, seq_k: usize, head_dim: usize, causal: bool) -> AttentionS
         causal,
         mask: None,
         causal_align: Default::default(),
+        lse: false,
     }
 }
 

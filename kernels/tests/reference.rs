@@ -658,6 +658,7 @@ fn attention(causal: bool, seq_q: usize, seq_k: usize, mask: Option<Vec<usize>>)
         causal,
         mask,
         causal_align: Default::default(),
+        lse: false,
     })
 }
 
@@ -705,6 +706,7 @@ fn attention_layouts_and_grouped_heads_agree() {
         causal: true,
         mask: None,
         causal_align: Default::default(),
+        lse: false,
     };
     let (q, k, v) = (
         rnd(b * h * sq * d, 20),

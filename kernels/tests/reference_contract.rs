@@ -212,6 +212,7 @@ fn float_attributes_are_used_as_the_kernels_receive_them() {
         causal: false,
         mask: None,
         causal_align: Default::default(),
+        lse: false,
     });
     let w = 1.0 / (1.0 + (-f32r(0.1)).exp());
     assert_eq!(run1(&attention, &[&[1.0], &[0.0, 1.0], &[0.0, 1.0]]), [w]);

@@ -52,8 +52,8 @@ fn split_cases_conform_on_the_interpreter() {
                 "one row",
             ),
             (
-                r#"{"op":"attention","dtype":"f32","batch":1,"heads":1,"kv_heads":1,"seq_q":16,"seq_k":200,"head_dim":8,"scale":0.35}"#,
-                "keys of one head",
+                r#"{"op":"attention","dtype":"f32","layout":"bshd","batch":1,"heads":2,"kv_heads":1,"seq_q":4,"seq_k":300,"head_dim":4,"scale":0.35,"mask":[2,1,300]}"#,
+                "a mask per head and key",
             ),
         ];
         for (json, names) in refused {

@@ -354,6 +354,7 @@ fn cases() -> Vec<(&'static str, OpSpec)> {
             causal,
             mask: None,
             causal_align: Default::default(),
+            lse: false,
         };
         v.push(("attention", spec.into()));
     }

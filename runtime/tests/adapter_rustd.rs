@@ -275,6 +275,7 @@ fn cases() -> Vec<(&'static str, OpSpec)> {
             causal: false,
             mask: mask.then(|| vec![sq, sk]),
             causal_align: Default::default(),
+            lse: false,
         };
         v.push(("attention", a.into()));
     }

@@ -181,6 +181,14 @@ pub fn split() -> Vec<OpSpec> {
         r#"{"op":"attention","dtype":"f32","batch":1,"heads":1,"kv_heads":1,"seq_q":150,"seq_k":100,"head_dim":8,"scale":0.35,"causal":true}"#,
         r#"{"op":"attention","dtype":"f32","layout":"bshd","batch":2,"heads":2,"kv_heads":1,"seq_q":100,"seq_k":30,"head_dim":8,"scale":0.35,"causal":true,"mask":[2,1,100,30]}"#,
         r#"{"op":"attention","dtype":"f32","batch":1,"heads":8,"kv_heads":2,"seq_q":20,"seq_k":20,"head_dim":8,"scale":0.35}"#,
+        // Keys of one head past the limit: blocks of keys combined by their
+        // log-sum-exp (causal blocks no query sees skipped; a mask per query and key
+        // one query row at a time; a narrow dtype widened to combine).
+        r#"{"op":"attention","dtype":"f32","batch":2,"heads":2,"kv_heads":1,"seq_q":5,"seq_k":300,"head_dim":8,"scale":0.35,"causal":true,"mask":[2,1,5,300],"lse":true}"#,
+        r#"{"op":"attention","dtype":"f32","batch":1,"heads":1,"kv_heads":1,"seq_q":160,"seq_k":150,"head_dim":8,"scale":0.35,"causal":true,"lse":true}"#,
+        r#"{"op":"attention","dtype":"f16","batch":1,"heads":2,"kv_heads":2,"seq_q":6,"seq_k":200,"head_dim":8,"scale":0.35}"#,
+        r#"{"op":"attention","dtype":"f32","layout":"bshd","batch":1,"heads":2,"kv_heads":1,"seq_q":20,"seq_k":300,"head_dim":4,"scale":0.5,"causal":true,"mask":[300],"lse":true}"#,
+        r#"{"op":"attention","dtype":"f64","layout":"bshd","batch":2,"heads":2,"kv_heads":2,"seq_q":3,"seq_k":70,"head_dim":8,"scale":0.35,"mask":[1,1,3,70]}"#,
         // Items past the limit of ops computing each channel plane on their own:
         // pieces of planes; a convolution in blocks of output channels.
         r#"{"op":"pool2d","kind":"max","dtype":"f32","batch":2,"channels":3,"height":20,"width":20,"window":{"kernel":[2,2],"stride":[2,2],"padding":[0,0]},"indices":"u32"}"#,

@@ -285,6 +285,7 @@ impl OxicudaBackend {
             causal,
             mask: None,
             causal_align: Default::default(),
+            lse: false,
         };
         self.run(spec.into(), &[q, k, v], &[o])
     }

@@ -672,6 +672,7 @@ impl Backend for RustdBackend {
             causal: false,
             mask: mask.as_ref().map(|m| m.shape().to_vec()),
             causal_align: Default::default(),
+            lse: false,
         };
         let four = |view: &View, seq| Self::reshaped(view, &[1, 1, seq, d]);
         let mut inputs = vec![four(&q, seq_q)?, four(&k, seq_k)?, four(&v, seq_k)?];

@@ -28,6 +28,7 @@ fn attn(
         causal,
         mask,
         causal_align: Default::default(),
+        lse: false,
     }
 }
 
@@ -86,7 +87,37 @@ pub(super) fn attention() -> Vec<AttentionSpec> {
     ]
     .into_iter()
     .chain(top_left())
+    .chain(with_lse())
     .collect()
+}
+
+/// The log-sum-exp output: GQA with a mask, rows that see no key (`−∞`), a narrow
+/// dtype (lse in f32), the bshd layout, and no keys at all.
+fn with_lse() -> Vec<AttentionSpec> {
+    use AttentionLayout::{Bhsd, Bshd};
+    [
+        attn(
+            F32,
+            Bhsd,
+            [2, 4, 2],
+            [7, 33, 13],
+            true,
+            Some(vec![2, 4, 7, 33]),
+        ),
+        attn(F64, Bshd, [2, 2, 2], [33, 7, 8], true, None),
+        attn(
+            F16,
+            Bhsd,
+            [1, 2, 1],
+            [33, 70, 64],
+            false,
+            Some(vec![2, 1, 70]),
+        ),
+        attn(Bf16, Bshd, [1, 3, 1], [7, 70, 16], true, None),
+        attn(F32, Bhsd, [1, 2, 1], [3, 0, 8], false, None),
+    ]
+    .map(|a| AttentionSpec { lse: true, ..a })
+    .into()
 }
 
 /// Causal attention aligned top-left (query `i` sees keys `j ≤ i`): fewer queries than

@@ -7,6 +7,10 @@
 //! `oₑ = Σ pⱼ·vⱼₑ` is a sum of `n` terms: `Σⱼ pⱼ·|vⱼₑ|·(2σⱼ + |sⱼ − m| + 3n + 10)`.
 //! A query that sees no key gives exactly 0.
 //!
+//! Its log-sum-exp `m + ln Σ e^{sⱼ − m}` moves by the weighted score errors, the
+//! rounding of the `n`-term sum (relative, so absolute after the log) and the final
+//! additions: `Σ pⱼ·(σⱼ + |sⱼ − m|) + 2n + 4 + |lse|`.
+//!
 //! RoPE `y = x₁·cos − x₂·sin` (and its pair) is a two-term sum:
 //! `2(|x₁·cos| + |x₂·sin|) + |y|`.
 
@@ -25,6 +29,7 @@ pub(super) fn attention(s: &AttentionSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
     let group = s.heads / s.kv_heads;
     let d = s.head_dim;
     let mut out = vec![0.0; s.batch * s.heads * s.seq_q * d];
+    let mut lse = vec![0.0; s.batch * s.heads * s.seq_q];
     for b in 0..s.batch {
         for h in 0..s.heads {
             let g = h / group;
@@ -57,6 +62,15 @@ pub(super) fn attention(s: &AttentionSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
                 }
                 let denom: f64 = scores.iter().map(|(s, _)| (s - max).exp()).sum();
                 let n = visible as f64;
+                let weighted: f64 = scores
+                    .iter()
+                    .filter(|(score, _)| *score != f64::NEG_INFINITY)
+                    .map(|(score, error)| {
+                        (score - max).exp() / denom * (error + (score - max).abs())
+                    })
+                    .sum();
+                lse[at(s.layout, s.heads, s.seq_q, 1, [b, h, qi, 0])] =
+                    weighted + 2.0 * n + 4.0 + (max + denom.ln()).abs();
                 for e in 0..d {
                     let mut condition = 0.0;
                     for (j, (score, error)) in scores.iter().enumerate() {
@@ -74,7 +88,11 @@ pub(super) fn attention(s: &AttentionSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
             }
         }
     }
-    vec![out]
+    if s.lse {
+        vec![out, lse]
+    } else {
+        vec![out]
+    }
 }
 
 pub(super) fn rope(s: &RopeSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {

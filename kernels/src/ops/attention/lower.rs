@@ -36,7 +36,8 @@
 //! loop with stride 1: the same kernel, its barriers trivially uniform.
 //!
 //! Storage f16/bf16 widen to f32 on load; every sum, max and exponential is in the
-//! compute type (f32, or f64 for f64); the output is rounded once on store.
+//! compute type (f32, or f64 for f64); the output is rounded once on store. The
+//! log-sum-exp output (`lse`) is `shift + ln l` per row, from the same statistics.
 
 use crate::lower::index::resolve_index;
 use crate::lower::math::{compute_type, Num};
@@ -216,6 +217,8 @@ struct Shape {
     grid: [u32; 3],
     q_layout: HeadLayout,
     kv_layout: HeadLayout,
+    /// Where rows of one (batch, head) live in `lse`, with `lse`.
+    lse_layout: Option<HeadLayout>,
     mask: Option<[u32; 4]>,
     causal: bool,
     /// Key `j` is visible to query `i` iff `j + seq_q ≤ i + causal_keys` (with causal).
@@ -231,6 +234,7 @@ struct Mems {
     v: Mem,
     mask: Option<Mem>,
     o: Mem,
+    lse: Option<Mem>,
     /// The scale (a uniform parameter).
     scale: E,
     /// Scaled queries, `bq × d`.
@@ -279,6 +283,9 @@ fn shape_of(spec: &AttentionSpec, caps: &TargetCaps) -> Result<Shape, LowerError
         grid: fold_grid(workgroups, caps)?,
         q_layout: HeadLayout::new(spec.layout, heads, seq_q, d),
         kv_layout: HeadLayout::new(spec.layout, kv_heads, seq_k, d),
+        lse_layout: spec
+            .lse
+            .then(|| HeadLayout::new(spec.layout, heads, seq_q, 1)),
         mask: mask_strides(spec),
         causal: spec.causal,
         causal_keys: dim(spec.causal_keys(), "seq")?,
@@ -287,8 +294,8 @@ fn shape_of(spec: &AttentionSpec, caps: &TargetCaps) -> Result<Shape, LowerError
     })
 }
 
-/// Declares the buffers (q, k, v, mask if any, o: binding order), the scale and the
-/// shared arrays.
+/// Declares the buffers (q, k, v, mask if any, o, lse if any: binding order), the
+/// scale and the shared arrays.
 fn declare(
     k: &mut KernelBuilder,
     op: &OpSpec,
@@ -312,6 +319,7 @@ fn declare(
     );
     let mask = inputs.get(3).map(|m| declare_tensor(k, m, Access::Read));
     let o = declare_tensor(k, o, Access::Write);
+    let lse = outputs.get(1).map(|l| declare_tensor(k, l, Access::Write));
     let scale = scale.declare(k);
     let (ct, d, t) = (sh.num.ty, sh.d, sh.tiles);
     Ok(Mems {
@@ -320,6 +328,7 @@ fn declare(
         v,
         mask,
         o,
+        lse,
         scale,
         qs: k.shared("q_tile", ct, t.bq * d),
         ks: k.shared("k_tile", ct, t.bk * t.k_stride),
@@ -352,7 +361,7 @@ pub(super) fn attention(spec: &AttentionSpec, caps: &TargetCaps) -> Result<Plan,
     })?;
     let inputs = op.inputs().len();
     let mut bindings: Vec<Binding> = (0..inputs).map(Binding::Input).collect();
-    bindings.push(Binding::Output(0));
+    bindings.extend((0..op.outputs().len()).map(Binding::Output));
     bindings.push(scale.binding);
     Ok(Plan::single(Launch {
         kernel,
@@ -385,6 +394,8 @@ struct Block {
     kv_base: E,
     /// Mask offset of (batch, head), when there is a mask.
     mask_base: Option<E>,
+    /// Offset of (batch, head) in `lse`, with `lse`.
+    lse_base: Option<E>,
 }
 
 fn block_coords(f: &mut Body, sh: &Shape, wg: E) -> Block {
@@ -396,6 +407,10 @@ fn block_coords(f: &mut Body, sh: &Shape, wg: E) -> Block {
     let q0 = f.let_("q0", qb * sh.tiles.bq);
     let q_base = f.let_("q_base", sh.q_layout.base(&b, &h));
     let kv_base = f.let_("kv_base", sh.kv_layout.base(&b, &g));
+    let lse_base = sh
+        .lse_layout
+        .as_ref()
+        .map(|l| f.let_("lse_base", l.base(&b, &h)));
     let mask_base = sh.mask.map(|[sb, sh_, _, _]| {
         let e = sum_terms([scaled(b.clone(), sb), scaled(h.clone(), sh_)]);
         f.let_("mask_base", e)
@@ -405,6 +420,7 @@ fn block_coords(f: &mut Body, sh: &Shape, wg: E) -> Block {
         q_base,
         kv_base,
         mask_base,
+        lse_base,
     }
 }
 
@@ -451,6 +467,8 @@ fn init(f: &mut Body, sh: &Shape, m: &Mems, blk: &Block) {
     });
     strided(f, sh, "r", sh.tiles.bq, |f, r| {
         f.store(m.row_max, r.clone(), n.lit(f64::NEG_INFINITY));
+        // Read by `finish` for lse even where no key block is visited.
+        f.store(m.row_shift, r.clone(), n.lit(0.0));
         f.store(m.row_sum, r, n.lit(0.0));
     });
 }
@@ -667,6 +685,16 @@ fn finish(f: &mut Body, sh: &Shape, m: &Mems, blk: &Block) {
             f.store(m.o, dst, n.narrow(value, sh.dtype));
         });
     });
+    if let (Some(lse), Some(base), Some(layout)) = (m.lse, &blk.lse_base, &sh.lse_layout) {
+        strided(f, sh, "r", sh.tiles.bq, |f, r| {
+            let i = f.let_("i", blk.q0.clone() + r.clone());
+            f.if_(i.clone().lt(sh.seq_q), |f| {
+                // ln 0 = −∞ for a row that saw no key; a NaN sum stays NaN.
+                let value = m.row_shift.at(r.clone()) + m.row_sum.at(r).log();
+                f.store(lse, base.clone() + i * layout.row_stride, value);
+            });
+        });
+    }
 }
 
 // ---- rope ----

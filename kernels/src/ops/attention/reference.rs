@@ -31,6 +31,7 @@ pub(super) fn attention(s: &AttentionSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
     let group = s.heads / s.kv_heads;
     let d = s.head_dim;
     let mut o = vec![0.0; s.batch * s.heads * s.seq_q * d];
+    let mut lse = vec![f64::NEG_INFINITY; s.batch * s.heads * s.seq_q];
     let mut scores = vec![0.0; s.seq_k];
     for b in 0..s.batch {
         for h in 0..s.heads {
@@ -67,7 +68,7 @@ pub(super) fn attention(s: &AttentionSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
                     hidden &= sc == f64::NEG_INFINITY;
                 }
                 if hidden {
-                    continue; // o stays zero
+                    continue; // o stays zero, lse −∞
                 }
                 // Otherwise a NaN score, or a +∞ one (e^{∞−∞}), makes the row NaN, as
                 // softmax does; `max` is −∞ here only if every other score is NaN.
@@ -76,6 +77,7 @@ pub(super) fn attention(s: &AttentionSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
                     *score = (*score - max).exp();
                     denom += *score;
                 }
+                lse[at(s.layout, s.heads, s.seq_q, 1, [b, h, qi, 0])] = max + denom.ln();
                 for dd in 0..d {
                     let mut acc = 0.0;
                     for (j, &p) in scores.iter().enumerate().take(visible) {
@@ -86,7 +88,11 @@ pub(super) fn attention(s: &AttentionSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
             }
         }
     }
-    vec![o]
+    if s.lse {
+        vec![o, lse]
+    } else {
+        vec![o]
+    }
 }
 
 pub(super) fn rope(s: &RopeSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {

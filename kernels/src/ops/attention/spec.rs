@@ -45,7 +45,12 @@ pub enum AttentionLayout {
 /// softmax (a NaN or `+∞` score makes the row NaN); keys hidden by causality never
 /// reach the output, even where their values are NaN or ∞; scores are formed in the
 /// compute type (docs/ops.md, "Special values in attention and normalisation").
-/// Inputs: `q`, `k`, `v`, then `mask` if set. Outputs: `o` (shape of `q`).
+/// With `lse`, a second output holds each query's log-sum-exp of its visible scores,
+/// `lse_i = ln Σ_j e^{s_ij}` in the compute type (`−∞` for a query that sees no key;
+/// what FlashAttention returns for the backward pass and for combining attention
+/// over blocks of keys, as kernelc does past one kernel's indices).
+/// Inputs: `q`, `k`, `v`, then `mask` if set. Outputs: `o` (shape of `q`), then
+/// `lse` if set (the shape of `q` without `head_dim`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AttentionSpec {
     pub dtype: ScalarType,
@@ -66,6 +71,9 @@ pub struct AttentionSpec {
     pub causal_align: CausalAlign,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mask: Option<Vec<usize>>,
+    /// Also output each query's log-sum-exp (see above).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub lse: bool,
 }
 
 /// Which corner of the `seq_q × seq_k` score matrix the causal diagonal starts from.
@@ -108,6 +116,13 @@ impl AttentionSpec {
         }
     }
 
+    /// Shape of the `lse` output: `q`'s without `head_dim`.
+    pub fn lse_shape(&self) -> Vec<usize> {
+        let mut shape = self.tensor_shape(self.heads, self.seq_q);
+        shape.pop();
+        shape
+    }
+
     /// The full score shape `[batch, heads, seq_q, seq_k]` a mask broadcasts to.
     pub fn score_shape(&self) -> Vec<usize> {
         vec![self.batch, self.heads, self.seq_q, self.seq_k]
@@ -129,6 +144,15 @@ impl Op for AttentionSpec {
             ));
         }
         check_finite("scale", self.scale)?;
+        if self.lse && self.head_dim == 0 {
+            // q and o are empty but the log-sum-exp of zero scores is not: an op that
+            // launches nothing over empty inputs has no way to form it.
+            return Err(SpecError::bad_attr(
+                "head_dim",
+                0,
+                "must be non-zero when the log-sum-exp (lse) is an output",
+            ));
+        }
         check_shape("q", &self.tensor_shape(self.heads, self.seq_q))?;
         check_shape("k", &self.tensor_shape(self.kv_heads, self.seq_k))?;
         check_shape("scores", &self.score_shape())?;
@@ -165,11 +189,19 @@ impl Op for AttentionSpec {
         v
     }
     fn outputs(&self) -> Vec<TensorSig> {
-        vec![TensorSig::new(
+        let mut v = vec![TensorSig::new(
             "o",
             self.dtype,
             self.tensor_shape(self.heads, self.seq_q),
-        )]
+        )];
+        if self.lse {
+            v.push(TensorSig::new(
+                "lse",
+                compute_type(self.dtype),
+                self.lse_shape(),
+            ));
+        }
+        v
     }
     /// The scale, in the compute type.
     fn uniforms(&self) -> Vec<Uniform> {
@@ -188,9 +220,18 @@ impl Op for AttentionSpec {
         condition::attention(self, i)
     }
     /// No keys: each output row is a weighted sum of nothing, zeros (PyTorch's
-    /// softmax over an empty axis, then the product with an empty `V`).
+    /// softmax over an empty axis, then the product with an empty `V`); its
+    /// log-sum-exp is that of no score, `−∞`.
     fn lower_empty(&self, _caps: &TargetCaps) -> Result<Plan, LowerError> {
-        Ok(Plan::filled(0, Scalar::zero(self.dtype)))
+        let mut plan = Plan::filled(0, Scalar::zero(self.dtype));
+        if self.lse {
+            let lse = Plan::filled(
+                1,
+                Scalar::from_f64(compute_type(self.dtype), f64::NEG_INFINITY),
+            );
+            plan.prefills.extend(lse.prefills);
+        }
+        Ok(plan)
     }
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::attention(self, caps)
@@ -257,6 +298,7 @@ impl Op for AttentionSpec {
             causal: true,
             mask: Some(vec![3, 4]),
             causal_align: Default::default(),
+            lse: false,
         }
     }
 }

@@ -468,6 +468,7 @@ impl AttentionOps for FerrumKernelOps {
             scale: params.softmax_scale as f64,
             causal: params.causal,
             causal_align: CausalAlign::BottomRight,
+            lse: false,
             mask: None,
         };
         self.ctx
