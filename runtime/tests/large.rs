@@ -1,7 +1,7 @@
 //! Tensors past one kernel's 32-bit indices on the GPU machine: `add` and a full
 //! `reduce sum` over 3·2^30 f32 elements (12 GiB a tensor), softmax and layer norm
-//! over one row of that many, a GEMM weight and an attention head past 2^31
-//! elements, split into pieces at lowering, against exact or closed-form host
+//! over one row of that many, a GEMM weight, an attention head's queries and another
+//! head's keys past 2^31 elements, split into pieces at lowering, against exact or closed-form host
 //! references. Needs a CUDA device with ~40 GiB free;
 //! elsewhere it prints a NOT RUN line (CI has neither the device nor the memory).
 
@@ -271,4 +271,82 @@ fn attention_with_an_item_past_32_bit_indices_equals_the_reference() {
     }
     println!("attention with {total}-element queries: worst error {worst:.2e}");
     assert!(worst < 1e-4, "{worst}");
+}
+
+/// One head's keys, (2^25 + 100) · 64 elements, pass the limit: two blocks of keys
+/// (2^25 − 1 and 101), combined by their log-sum-exp. Every key is the same, so a
+/// query's output is the mean of the values it sees (causal: all but the last
+/// `SEQ_Q − 1 − i`) and its log-sum-exp is its one score plus the log of how many it
+/// sees. The last 128 values are large, so a block lost at the seam shows (about 8%
+/// of each mean); f32 sums over 2^25 keys are good to about 1e-4.
+#[test]
+fn attention_with_keys_past_32_bit_indices_equals_the_reference() {
+    const SEQ_Q: usize = 8;
+    const SEQ_K: usize = (1 << 25) + 100;
+    const D: usize = 64;
+    const SCALE: f64 = 0.125;
+    let device = match Device::open(DeviceChoice::Cuda { ordinal: 0 }) {
+        Ok(d) => d,
+        Err(e) => {
+            println!("NOT RUN: no CUDA device (attention with keys past 2^31 elements): {e}");
+            return;
+        }
+    };
+    let rt = Runtime::with_device(device, DiskCache::off());
+    let v_at = |j: usize, d: usize| {
+        if j >= SEQ_K - 128 {
+            100_000.0 + d as f32
+        } else {
+            ((j * 5 + d) % 11) as f32
+        }
+    };
+    let k = vec![0.5f32; SEQ_K * D];
+    let kt = match rt.tensor(&[1, 1, SEQ_K, D], &k) {
+        Ok(t) => t,
+        Err(RuntimeError::OutOfMemory { .. }) => {
+            println!("NOT RUN: the device lacks memory for keys of a head past 2^31 elements");
+            return;
+        }
+        Err(e) => panic!("{e}"),
+    };
+    drop(k);
+    let v: Vec<f32> = (0..SEQ_K * D).map(|e| v_at(e / D, e % D)).collect();
+    let vt = match rt.tensor(&[1, 1, SEQ_K, D], &v) {
+        Ok(t) => t,
+        Err(RuntimeError::OutOfMemory { .. }) => {
+            println!("NOT RUN: the device lacks memory for values of a head past 2^31 elements");
+            return;
+        }
+        Err(e) => panic!("{e}"),
+    };
+    drop(v);
+    let q: Vec<f32> = (0..SEQ_Q * D).map(|e| ((e % 7) as f32) * 0.01).collect();
+    let qt = rt.tensor(&[1, 1, SEQ_Q, D], &q).expect("q");
+    let attention = spec(&format!(
+        r#"{{"op":"attention","dtype":"f32","batch":1,"heads":1,"kv_heads":1,"seq_q":{SEQ_Q},"seq_k":{SEQ_K},"head_dim":{D},"scale":{SCALE},"causal":true,"lse":true}}"#
+    ));
+    let mut out = rt.run(&attention, &[&qt, &kt, &vt]).expect("attention");
+    let lse = out.remove(1).to_vec::<f32>().expect("download lse");
+    let o = out.remove(0).to_vec::<f32>().expect("download o");
+    // Sums of v over every key per dimension; query i leaves out the last
+    // SEQ_Q − 1 − i keys.
+    let total: Vec<f64> = (0..D)
+        .map(|d| (0..SEQ_K).map(|j| v_at(j, d) as f64).sum())
+        .collect();
+    let (mut worst_o, mut worst_lse) = (0.0f64, 0.0f64);
+    for i in 0..SEQ_Q {
+        let seen = SEQ_K - (SEQ_Q - 1 - i);
+        for d in 0..D {
+            let hidden: f64 = (seen..SEQ_K).map(|j| v_at(j, d) as f64).sum();
+            let want = (total[d] - hidden) / seen as f64;
+            let got = o[i * D + d] as f64;
+            worst_o = worst_o.max((got - want).abs() / want.abs().max(1.0));
+        }
+        let score: f64 = (0..D).map(|d| q[i * D + d] as f64 * 0.5).sum::<f64>() * SCALE;
+        let want = score + (seen as f64).ln();
+        worst_lse = worst_lse.max((lse[i] as f64 - want).abs() / want.abs());
+    }
+    println!("attention over {SEQ_K} keys of {D}: worst relative error o {worst_o:.2e}, lse {worst_lse:.2e}");
+    assert!(worst_o < 1e-3, "{worst_o}");
+    assert!(worst_lse < 1e-5, "{worst_lse}");
 }
