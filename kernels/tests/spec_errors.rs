@@ -352,7 +352,7 @@ fn not_broadcastable() {
 /// valid and lowered in pieces (an op that splits) or refused naming the tensor.
 #[test]
 fn too_large() {
-    use kernelc_kernels::lower::{lower, Binding, LowerError, TargetCaps};
+    use kernelc_kernels::lower::{lower, Binding, TargetCaps};
     let e = err(unary(UnaryFn::Exp, F32, vec![1 << 25, 1 << 24]));
     assert!(
         matches!(e, SpecError::TooLarge { elements, .. } if elements == 1u128 << 49),
