@@ -1,6 +1,7 @@
-//! Fusion pays: a chain of 8 elementwise ops on 16M f32 elements as one `fused` op
-//! against the same 8 ops run node by node, on the same device in the same run (the
-//! CPU always; CUDA too where a CUDA device is present).
+//! Fusion pays: a graph of 8 elementwise ops on 16M f32 elements compiled into its
+//! fused plan (`Runtime::compile_graph`: one kernel) against the same graph run node
+//! by node (`compile_graph_with(.., false)`: 8 kernels), on the same device in the
+//! same run (the CPU always; CUDA too where a CUDA device is present).
 //!
 //! `cargo bench --bench fusion` (add `-- quick` for 1M elements). Prints one table:
 //! time per chain, the memory each moves (each op reads its inputs and writes its
@@ -11,9 +12,10 @@
 mod common;
 
 use common::random;
-use kernelc::kernels::spec::{BinaryFn, BinarySpec, FusedNode, FusedSpec, OpSpec, ScalarSpec};
+use kernelc::kernels::graph::{Graph, Node, ValueId};
+use kernelc::kernels::spec::{BinaryFn, BinarySpec, OpSpec, ScalarSpec, TensorSig};
 use kernelc::kernels::spec::{UnaryFn, UnarySpec};
-use kernelc::runtime::{cache::DiskCache, Device, DeviceChoice, Runtime, Tensor};
+use kernelc::runtime::{cache::DiskCache, CompiledGraph, Device, DeviceChoice, Runtime, Tensor};
 use kernelc_ir::ScalarType::F32;
 use std::time::{Duration, Instant};
 
@@ -53,70 +55,67 @@ const CHAIN: [Step; 8] = [
     Step::Binary(BinaryFn::MaxNan, 9, 0),
 ];
 
-/// The chain as one fused op over `x`, `w`, `b` (nodes 0-2 are the inputs).
-fn fused(n: usize) -> OpSpec {
-    let mut nodes = vec![
-        FusedNode::Input(0),
-        FusedNode::Input(1),
-        FusedNode::Input(2),
-    ];
-    nodes.extend(CHAIN.iter().map(|s| match *s {
-        Step::Binary(func, a, b) => FusedNode::Binary { func, a, b },
-        Step::Scalar(func, x, scalar) => FusedNode::Scalar {
-            func,
-            x,
-            scalar,
-            reversed: false,
-        },
-        Step::Unary(func, x) => FusedNode::Unary { func, x },
-    }));
-    OpSpec::Fused(FusedSpec {
-        dtype: F32,
-        inputs: vec![vec![n]; 3],
+/// The chain as a graph over inputs `x`, `w`, `b` (values 0-2; step `k` is value
+/// `3 + k`).
+fn chain_graph(n: usize) -> Graph {
+    let value = |k: usize| {
+        if k < 3 {
+            ValueId::Input(k)
+        } else {
+            ValueId::Node {
+                node: k - 3,
+                output: 0,
+            }
+        }
+    };
+    let nodes = CHAIN
+        .iter()
+        .map(|&step| {
+            let (spec, args) = match step {
+                Step::Binary(func, a, b) => (
+                    OpSpec::Binary(BinarySpec {
+                        func,
+                        dtype: F32,
+                        lhs: vec![n],
+                        rhs: vec![n],
+                        out_dtype: None,
+                    }),
+                    vec![a, b],
+                ),
+                Step::Scalar(func, x, scalar) => (
+                    OpSpec::Scalar(ScalarSpec {
+                        func,
+                        dtype: F32,
+                        shape: vec![n],
+                        scalar,
+                        reversed: false,
+                        out_dtype: None,
+                    }),
+                    vec![x],
+                ),
+                Step::Unary(func, x) => (
+                    OpSpec::Unary(UnarySpec {
+                        func,
+                        dtype: F32,
+                        shape: vec![n],
+                    }),
+                    vec![x],
+                ),
+            };
+            Node {
+                spec,
+                inputs: args.into_iter().map(value).collect(),
+            }
+        })
+        .collect();
+    Graph {
+        inputs: ["x", "w", "b"]
+            .iter()
+            .map(|name| TensorSig::new(name, F32, vec![n]))
+            .collect(),
         nodes,
-    })
-}
-
-/// The chain node by node; returns the last value.
-fn node_by_node(rt: &Runtime, n: usize, inputs: &[Tensor]) -> Tensor {
-    let mut values: Vec<Tensor> = inputs.to_vec();
-    for step in CHAIN {
-        let (spec, args) = match step {
-            Step::Binary(func, a, b) => (
-                OpSpec::Binary(BinarySpec {
-                    func,
-                    dtype: F32,
-                    lhs: vec![n],
-                    rhs: vec![n],
-                    out_dtype: None,
-                }),
-                vec![a, b],
-            ),
-            Step::Scalar(func, x, scalar) => (
-                OpSpec::Scalar(ScalarSpec {
-                    func,
-                    dtype: F32,
-                    shape: vec![n],
-                    scalar,
-                    reversed: false,
-                    out_dtype: None,
-                }),
-                vec![x],
-            ),
-            Step::Unary(func, x) => (
-                OpSpec::Unary(UnarySpec {
-                    func,
-                    dtype: F32,
-                    shape: vec![n],
-                }),
-                vec![x],
-            ),
-        };
-        let args: Vec<&Tensor> = args.iter().map(|&k| &values[k]).collect();
-        let out = rt.run(&spec, &args).expect("op").remove(0);
-        values.push(out);
+        outputs: vec![value(3 + CHAIN.len() - 1)],
     }
-    values.pop().expect("a chain of 8")
 }
 
 /// Bytes the node-by-node chain moves: each step reads its operands and writes one.
@@ -135,13 +134,21 @@ fn bench(name: &str, rt: &Runtime, n: usize) {
     let inputs: Vec<Tensor> = (0..3)
         .map(|k| rt.tensor(&[n], &random(n, k + 1)).expect("upload"))
         .collect();
-    let spec = fused(n);
     let refs: Vec<&Tensor> = inputs.iter().collect();
-    let one = rt.run(&spec, &refs).expect("fused").remove(0);
-    let chain = node_by_node(rt, n, &inputs);
+    let graph = chain_graph(n);
+    let fused = rt.compile_graph(&graph).expect("fused plan");
+    let nodes = rt
+        .compile_graph_with(&graph, false)
+        .expect("node-by-node plan");
+    assert_eq!(
+        (fused.graph().nodes.len(), nodes.graph().nodes.len()),
+        (1, CHAIN.len()),
+        "one kernel fused, one per node unfused"
+    );
+    let run = |plan: &CompiledGraph| plan.run(rt, &refs).expect("run").remove(0);
     let (a, b) = (
-        one.to_vec::<f32>().expect("read"),
-        chain.to_vec::<f32>().expect("read"),
+        run(&fused).to_vec::<f32>().expect("read"),
+        run(&nodes).to_vec::<f32>().expect("read"),
     );
     assert_eq!(
         a, b,
@@ -149,10 +156,10 @@ fn bench(name: &str, rt: &Runtime, n: usize) {
     );
     let runs = 7;
     let t_fused = time(rt, runs, || {
-        rt.run(&spec, &refs).expect("fused");
+        run(&fused);
     });
     let t_chain = time(rt, runs, || {
-        node_by_node(rt, n, &inputs);
+        run(&nodes);
     });
     // Fused: reads x, w, b once and writes once.
     let (fused_bytes, unfused_bytes) = ((4 * n * 4) as f64, chain_bytes(n));

@@ -12,13 +12,20 @@
 //!   broadcasting, negative axes, `keepdims`, reshape's `0`/`-1`, slice clamping and
 //!   negative steps, comparisons giving bool, `Cast` by ONNX type code); the launches
 //!   are queued and a read waits for them.
-//! - `execute` checks every node's inputs (the contract's walker would index past
-//!   them and panic) and then walks the graph through the primitives; `dispatch` is
-//!   the contract's default over it (whole-graph compilation is issue #16's next
-//!   step).
+//! - `execute` compiles the whole graph (`import`, `execute`): the ONNX graph
+//!   becomes a kernelc graph of catalogue ops (the 30 primitives and the extensions
+//!   a model needs, with ONNX's semantics and opset-13 inputs; shape arithmetic
+//!   folded on the host; reshapes free), fused (GEMM bias and residual epilogues,
+//!   layer-norm residual prologues, elementwise chains into one kernel) and compiled
+//!   once per graph and input signatures; later calls run the kept plan. `dispatch`
+//!   is the contract's default over it.
 //! - Errors are [`BbError`]: the runtime's, the walker's, or a typed refusal naming
 //!   the primitive and what was wrong; nothing panics on a caller's input.
 
+mod execute;
+mod import;
+mod import_ops;
+pub mod models;
 mod onnx;
 mod primitives;
 
@@ -45,6 +52,17 @@ pub enum BbError {
     /// Valid ONNX kernelc does not serve (a data type it lacks, external data).
     #[error("{op} is not supported here: {why}")]
     Unsupported { op: &'static str, why: String },
+    /// A node of a graph given to `execute`: its index, name and op type, and why.
+    #[error("node {index} (`{name}`, {op_type}): {why}")]
+    Node {
+        index: usize,
+        name: String,
+        op_type: String,
+        why: String,
+    },
+    /// A graph given to `execute` whose inputs or outputs do not fit it.
+    #[error("graph: {why}")]
+    Graph { why: String },
 }
 
 impl BbError {
@@ -111,6 +129,9 @@ impl BbTensor {
 /// kernelc as a `bb::Backend`.
 pub struct KernelcBb {
     rt: Arc<Runtime>,
+    plans: execute::Plans,
+    /// Whether `execute` fuses (the default) or runs one kernel per node.
+    fuse: bool,
 }
 
 impl KernelcBb {
@@ -120,7 +141,17 @@ impl KernelcBb {
     }
 
     pub fn with_runtime(rt: Runtime) -> KernelcBb {
-        KernelcBb { rt: Arc::new(rt) }
+        KernelcBb {
+            rt: Arc::new(rt),
+            plans: Default::default(),
+            fuse: true,
+        }
+    }
+
+    /// This backend with `execute` fusing its graphs (the default) or running them
+    /// one kernel per node: the baseline fusion is measured against.
+    pub fn with_fusion(self, fuse: bool) -> KernelcBb {
+        KernelcBb { fuse, ..self }
     }
 
     pub fn runtime(&self) -> &Runtime {

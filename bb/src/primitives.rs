@@ -3,9 +3,8 @@
 
 use crate::onnx;
 use crate::{BbError, BbTensor, KernelcBb};
-use bb_ir::proto::onnx::{GraphProto, NodeProto, TensorProto};
+use bb_ir::proto::onnx::{GraphProto, TensorProto};
 use bb_runtime::contracts::backend::{Backend, BackendAttrs};
-use bb_runtime::contracts::backend_default_walk;
 use kernelc_ir::ScalarType;
 use kernelc_kernels::spec::{
     BinaryFn, BinarySpec, CastSpec, ConcatSpec, GatherSpec, GemmSpec, PermuteSpec, ReduceFn,
@@ -88,64 +87,21 @@ impl KernelcBb {
     }
 }
 
-/// The inputs a primitive node takes in bb's contract: its tensors, attributes
-/// carrying the rest (`(least, most)`; Concat any number from one).
-fn arity(op_type: &str) -> Option<(usize, usize)> {
-    Some(match op_type {
-        "Add" | "Sub" | "Mul" | "Div" | "Pow" | "MatMul" | "Equal" | "Greater" | "Less"
-        | "Gather" => (2, 2),
-        "Where" => (3, 3),
-        "Constant" => (0, 0),
-        "Concat" => (1, usize::MAX),
-        "Neg" | "Abs" | "Sqrt" | "Exp" | "Log" | "ReduceSum" | "ReduceMean" | "ReduceMax"
-        | "ReduceMin" | "Reshape" | "Transpose" | "Slice" | "Split" | "Squeeze" | "Unsqueeze"
-        | "Identity" | "Cast" => (1, 1),
-        _ => return None,
-    })
-}
-
-/// A node the contract's walker would index past its inputs (it panics there) or
-/// silently misread (a shape given as an input, opset-13 style, where the contract
-/// reads an attribute): refused, naming the node.
-fn check_node(index: usize, node: &NodeProto) -> Result<(), BbError> {
-    let Some((least, most)) = arity(&node.op_type) else {
-        // Unknown op types are the walker's own typed error.
-        return Ok(());
-    };
-    let n = node.input.len();
-    if n < least || n > most {
-        let takes = if most == usize::MAX {
-            format!("at least {least}")
-        } else {
-            least.to_string()
-        };
-        return Err(BbError::invalid(
-            "execute",
-            format!(
-                "node {index} (`{}`, {}) has {n} inputs; {} takes {takes} here (bb's contract gives the rest as attributes)",
-                node.name, node.op_type, node.op_type
-            ),
-        ));
-    }
-    Ok(())
-}
-
 impl Backend for KernelcBb {
     type Error = BbError;
     type Tensor = BbTensor;
 
-    /// The contract's walk through the primitives, every node checked first (nothing
-    /// runs for a malformed graph).
+    /// The whole graph compiled once per input signatures (see the crate doc), then
+    /// run: typed errors naming the node for a graph that does not import, nothing
+    /// launched.
     fn execute(
         &self,
         graph: &GraphProto,
         inputs: HashMap<String, BbTensor>,
         _attrs: BackendAttrs<'_>,
     ) -> Result<HashMap<String, BbTensor>, BbError> {
-        for (i, node) in graph.node.iter().enumerate() {
-            check_node(i, node)?;
-        }
-        backend_default_walk::execute_graph_via_per_op(self, graph, inputs)
+        let plan = self.plan_for(graph, &inputs)?;
+        self.run_plan(&plan, &inputs)
     }
 
     fn add(&self, a: &BbTensor, b: &BbTensor) -> Result<BbTensor, BbError> {

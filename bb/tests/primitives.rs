@@ -531,10 +531,11 @@ fn bad_arguments_are_typed_errors() {
     invalid(other.add(&f, &f), "another backend's tensors");
 }
 
-/// The contract's default `execute`: a graph walked node by node through the
-/// primitives, with int64 shape arithmetic as exporters write it.
+/// `execute` on a graph of primitives (its inputs left undeclared, as bb's own
+/// graphs do); node errors name the node before anything runs. (Whole models are in
+/// tests/graphs.rs.)
 #[test]
-fn the_default_execute_walks_a_graph_through_the_primitives() {
+fn execute_runs_a_graph_of_primitives_and_names_bad_nodes() {
     let b = cpu();
     let node = |op: &str, inputs: &[&str], output: &str| NodeProto {
         op_type: op.into(),
@@ -573,26 +574,15 @@ fn the_default_execute_walks_a_graph_through_the_primitives() {
         y.iter().zip(want).all(|(g, w)| (g - w).abs() < 1e-5 * w),
         "{y:?}"
     );
-    // A node the contract does not know is the walker's typed error.
-    let unknown = GraphProto {
-        node: vec![node("Relu", &["x"], "y")],
-        ..Default::default()
-    };
-    let attrs = BackendAttrs {
-        current_node_attributes: &[],
-        current_node_metadata: &[],
-    };
-    assert!(matches!(
-        b.execute(&unknown, inputs.clone(), attrs),
-        Err(BbError::Walk(_))
-    ));
-    // Malformed nodes are refused by name before anything runs (the contract's
-    // walker would index past their inputs): an Add with one input, a Reshape whose
-    // shape is an input (opset 13) rather than the contract's attribute.
+    // Malformed nodes are refused by name before anything runs: an Add with one
+    // input, a Reshape whose shape is computed on the device (it must be known when
+    // the graph compiles), a Constant without a value, an op type kernelc does not
+    // serve.
     for (op, ins) in [
         ("Add", &["x"][..]),
         ("Reshape", &["x", "w"][..]),
         ("Constant", &["x"][..]),
+        ("NonMaxSuppression", &["x"][..]),
     ] {
         let bad = GraphProto {
             node: vec![NodeProto {
@@ -606,7 +596,8 @@ fn the_default_execute_walks_a_graph_through_the_primitives() {
             current_node_metadata: &[],
         };
         match b.execute(&bad, inputs.clone(), attrs) {
-            Err(BbError::Invalid { why, .. }) => {
+            Err(e @ BbError::Node { .. }) => {
+                let why = e.to_string();
                 assert!(why.contains("n0") && why.contains(op), "{why}")
             }
             other => panic!("{op} with {ins:?}: {other:?}"),

@@ -3,7 +3,7 @@
 //! graph computes what the node-by-node graph does.
 
 use kernelc_ir::ScalarType::F32;
-use kernelc_kernels::graph::{fuse_elementwise, Graph, GraphError, Node, ValueId};
+use kernelc_kernels::graph::{fuse_elementwise, fuse_epilogues, Graph, GraphError, Node, ValueId};
 use kernelc_kernels::spec::*;
 
 fn input(i: usize) -> ValueId {
@@ -111,6 +111,90 @@ fn the_chain_between_the_gemms_fuses_into_one_node() {
     assert_eq!(f.inputs, vec![vec![5, 16], vec![16]]);
     assert_eq!(fused.nodes[1].inputs, vec![out(0), input(2)]);
     assert_eq!(reference(&fused), reference(&g), "fusion changes no value");
+}
+
+fn assert_close(a: &[Vec<f64>], b: &[Vec<f64>]) {
+    for (x, y) in a.iter().zip(b) {
+        for (p, q) in x.iter().zip(y) {
+            assert!((p - q).abs() <= 1e-5 * (1.0 + q.abs()), "{p} vs {q}");
+        }
+    }
+}
+
+/// The MLP's bias add goes into the first GEMM, its residual add into the second
+/// (`beta = 1`, C the residual); what is left between them fuses into one kernel.
+#[test]
+fn additions_fold_into_the_gemms_around_them() {
+    let g = mlp();
+    let folded = fuse_epilogues(&g).expect("folds");
+    let specs: Vec<&OpSpec> = folded.nodes.iter().map(|n| &n.spec).collect();
+    assert_eq!(specs.len(), 4, "{specs:#?}");
+    let (OpSpec::Gemm(first), OpSpec::Gemm(second)) = (specs[0], specs[3]) else {
+        panic!("{specs:#?}");
+    };
+    assert!(first.bias && first.beta == 0.0, "{first:?}");
+    assert!(!second.bias && second.beta == 1.0, "{second:?}");
+    assert_eq!(folded.nodes[0].inputs, vec![input(0), input(1), input(2)]);
+    assert_eq!(folded.nodes[3].inputs[2], input(0));
+    let both = fuse_elementwise(&folded).expect("fuses");
+    assert_eq!(both.nodes.len(), 3, "{both:#?}");
+    // One rounding fewer per folded addition: equal within f32 rounding.
+    assert_close(&reference(&both), &reference(&g));
+}
+
+/// `layer_norm(x + r)` takes `r` as its residual input; the sum's other reader (a
+/// later node, and the graph's output) reads the norm's `sum` output instead.
+#[test]
+fn an_addition_before_a_layer_norm_becomes_its_residual() {
+    let shape = [4, 8];
+    let sig = |name: &str| TensorSig::new(name, F32, shape.to_vec());
+    let norm = OpSpec::LayerNorm(LayerNormSpec::new(F32, &shape, 1e-5));
+    let g = Graph {
+        inputs: vec![sig("x"), sig("r")],
+        nodes: vec![
+            node(binary(BinaryFn::Add, &shape, &shape), &[input(0), input(1)]),
+            node(norm, &[out(0)]),
+            node(binary(BinaryFn::Mul, &shape, &shape), &[out(1), out(0)]),
+        ],
+        outputs: vec![out(2), out(0)],
+    };
+    let folded = fuse_epilogues(&g).expect("folds");
+    assert_eq!(folded.nodes.len(), 2, "{folded:#?}");
+    let OpSpec::LayerNorm(n) = &folded.nodes[0].spec else {
+        panic!("{folded:#?}");
+    };
+    assert!(n.residual);
+    let sum = ValueId::Node { node: 0, output: 1 };
+    assert_eq!(folded.nodes[1].inputs, vec![out(0), sum]);
+    assert_eq!(folded.outputs, vec![out(1), sum]);
+    assert_close(&reference(&folded), &reference(&g));
+    // Read before the norm, the sum stays an addition.
+    let mut early = g.clone();
+    early.nodes.swap(1, 2);
+    early.nodes[1].inputs = vec![out(0), out(0)];
+    early.nodes[2].inputs = vec![out(0)];
+    early.outputs = vec![out(1), out(2)];
+    assert_eq!(fuse_epilogues(&early).expect("valid").nodes.len(), 3);
+}
+
+/// A node reads a value under any shape of its element count (a reshape is free);
+/// another count is the node's error.
+#[test]
+fn values_are_read_under_any_shape_of_their_element_count() {
+    let g = Graph {
+        inputs: vec![TensorSig::new("x", F32, vec![2, 6])],
+        nodes: vec![node(unary(UnaryFn::Exp, &[3, 4]), &[input(0)])],
+        outputs: vec![out(0)],
+    };
+    g.validate().expect("12 elements as [3, 4]");
+    let bad = Graph {
+        nodes: vec![node(unary(UnaryFn::Exp, &[5, 2]), &[input(0)])],
+        ..g
+    };
+    assert!(matches!(
+        bad.validate(),
+        Err(GraphError::Mismatch { node: 0, .. })
+    ));
 }
 
 #[test]

@@ -1,53 +1,150 @@
 //! Graphs on the runtime ([`kernelc_kernels::graph`]): [`Runtime::compile_graph`]
-//! validates a graph, fuses its elementwise chains and compiles every kernel once;
-//! [`CompiledGraph::run`] then runs it on tensors any number of times, compiling
-//! nothing, each intermediate value dropped (its buffer back in the pool) after its
-//! last reader.
+//! validates a graph, fuses it ([`fuse_epilogues`], then [`fuse_elementwise`]),
+//! compiles every kernel once and plans its memory; [`CompiledGraph::run`] (tensors)
+//! and [`CompiledGraph::run_views`] (views) then run it any number of times,
+//! compiling nothing.
+//!
+//! **Memory plan.** Every intermediate value lives in a slot: values whose lifetimes
+//! (from the node writing them to their last reader) do not overlap share one, so a
+//! chain of `n` ops needs two slots, not `n` buffers. A run allocates its slots once
+//! (from the device's pool) and its outputs fresh; nothing is zeroed, since every
+//! op writes all of its outputs. Launches run in queue order on one device, so a
+//! slot written by a later node never races an earlier reader. A reshape is free: a
+//! node reads a value under its own input shape (values are dense).
 
-use kernelc_kernels::graph::{fuse_elementwise, Graph, GraphError, ValueId};
+use kernelc_kernels::graph::{fuse_elementwise, fuse_epilogues, Graph, GraphError, ValueId};
+use kernelc_kernels::spec::TensorSig;
 
-use crate::memory::FULL_ALIGNMENT;
+use crate::memory::{Buffer, View, FULL_ALIGNMENT};
 use crate::{Result, Runtime, RuntimeError, Tensor};
 
-/// A validated, fused graph whose kernels are compiled for one runtime's device.
+/// Where a node's output lives during a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Home {
+    /// Slot `i` of the run's scratch memory.
+    Slot(usize),
+    /// A buffer of its own: a value the graph returns.
+    Fresh,
+}
+
+/// A validated, fused graph whose kernels are compiled for one runtime's device, with
+/// its memory plan.
 #[derive(Clone, Debug)]
 pub struct CompiledGraph {
     graph: Graph,
-    /// Per node: the nodes whose values are last read by it (dropped after it runs).
-    frees: Vec<Vec<usize>>,
+    /// Per node, per output: where it lives.
+    homes: Vec<Vec<Home>>,
+    /// Bytes of each slot.
+    slots: Vec<usize>,
 }
 
 impl Runtime {
-    /// `graph` validated, its elementwise chains fused ([`fuse_elementwise`]) and every
-    /// kernel of every node compiled (cached as any op's kernels are).
+    /// `graph` validated, fused ([`fuse_epilogues`], then [`fuse_elementwise`]), every
+    /// kernel of every node compiled (cached as any op's kernels are) and its memory
+    /// planned.
     pub fn compile_graph(&self, graph: &Graph) -> Result<CompiledGraph> {
-        let graph = fuse_elementwise(graph)?;
+        self.compile_graph_with(graph, true)
+    }
+
+    /// [`Runtime::compile_graph`], fused or (`fuse` false) node by node: one kernel
+    /// per node, the baseline fusion is measured against.
+    pub fn compile_graph_with(&self, graph: &Graph, fuse: bool) -> Result<CompiledGraph> {
+        let graph = if fuse {
+            fuse_elementwise(&fuse_epilogues(graph)?)?
+        } else {
+            graph.validate()?;
+            graph.clone()
+        };
         for node in &graph.nodes {
             // What `run` prepares for tensors (whole, aligned buffers).
             self.prepared(&node.spec, FULL_ALIGNMENT, || Ok(()))?;
         }
-        let mut last_reader: Vec<Option<usize>> = vec![None; graph.nodes.len()];
-        for (k, node) in graph.nodes.iter().enumerate() {
-            for &v in &node.inputs {
-                if let ValueId::Node { node: p, .. } = v {
-                    last_reader[p] = Some(k);
-                }
-            }
-        }
-        let returned = |p: usize| {
-            graph
-                .outputs
-                .iter()
-                .any(|&v| matches!(v, ValueId::Node { node, .. } if node == p))
-        };
-        let mut frees = vec![Vec::new(); graph.nodes.len()];
-        for (p, reader) in last_reader.iter().enumerate() {
-            if let (Some(k), false) = (*reader, returned(p)) {
-                frees[k].push(p);
-            }
-        }
-        Ok(CompiledGraph { graph, frees })
+        let (homes, slots) = plan_memory(&graph)?;
+        Ok(CompiledGraph {
+            graph,
+            homes,
+            slots,
+        })
     }
+
+    /// A buffer of `bytes` from the device's pool, not cleared (its user writes it
+    /// whole before reading).
+    fn scratch_buffer(&self, bytes: usize) -> Result<Buffer> {
+        Ok(Buffer {
+            storage: std::sync::Arc::new(self.device.alloc(bytes)?),
+        })
+    }
+}
+
+/// Per node output its home, and the slots' sizes: each intermediate takes the
+/// smallest free slot that holds it (growing the largest free one, else a new slot),
+/// freed after its last reader runs.
+fn plan_memory(graph: &Graph) -> Result<(Vec<Vec<Home>>, Vec<usize>)> {
+    let mut last_read: Vec<Vec<usize>> = graph
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(k, n)| vec![k; n.spec.outputs().len()])
+        .collect();
+    for (k, node) in graph.nodes.iter().enumerate() {
+        for &v in &node.inputs {
+            if let ValueId::Node { node, output } = v {
+                let slot = last_read
+                    .get_mut(node)
+                    .and_then(|outs| outs.get_mut(output))
+                    .ok_or(GraphError::Internal(
+                        "a read of a value that does not exist",
+                    ))?;
+                *slot = k;
+            }
+        }
+    }
+    let mut homes: Vec<Vec<Home>> = Vec::with_capacity(graph.nodes.len());
+    let mut slots: Vec<usize> = Vec::new();
+    // Slots free for the next node, and the slots to free after node k.
+    let mut free: Vec<usize> = Vec::new();
+    let mut release: Vec<Vec<usize>> = vec![Vec::new(); graph.nodes.len()];
+    for (k, node) in graph.nodes.iter().enumerate() {
+        let mut outs = Vec::new();
+        for (output, sig) in node.spec.outputs().iter().enumerate() {
+            let value = ValueId::Node { node: k, output };
+            if graph.outputs.contains(&value) {
+                outs.push(Home::Fresh);
+                continue;
+            }
+            let bytes = byte_len(sig)?;
+            let fitting = free
+                .iter()
+                .enumerate()
+                .filter(|(_, &s)| slots[s] >= bytes)
+                .min_by_key(|(_, &s)| slots[s])
+                .map(|(i, _)| i);
+            let largest = free
+                .iter()
+                .enumerate()
+                .max_by_key(|(_, &s)| slots[s])
+                .map(|(i, _)| i);
+            let slot = match fitting.or(largest) {
+                Some(i) => free.swap_remove(i),
+                None => {
+                    slots.push(0);
+                    slots.len() - 1
+                }
+            };
+            slots[slot] = slots[slot].max(bytes);
+            release[last_read[k][output]].push(slot);
+            outs.push(Home::Slot(slot));
+        }
+        homes.push(outs);
+        free.append(&mut release[k]);
+    }
+    Ok((homes, slots))
+}
+
+fn byte_len(sig: &TensorSig) -> Result<usize> {
+    sig.numel()
+        .checked_mul(sig.dtype.size_bytes() as usize)
+        .ok_or_else(|| RuntimeError::BadArgument(format!("{} overflows a size", sig.name)))
 }
 
 impl CompiledGraph {
@@ -56,18 +153,15 @@ impl CompiledGraph {
         &self.graph
     }
 
+    /// How many scratch slots a run allocates and their total bytes (the memory plan).
+    pub fn scratch(&self) -> (usize, usize) {
+        (self.slots.len(), self.slots.iter().sum())
+    }
+
     /// The graph's outputs for `inputs` (in the graph's input order, each of its
     /// input's dtype and shape), on `rt`, the runtime that compiled it.
     pub fn run(&self, rt: &Runtime, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
-        let graph = &self.graph;
-        if inputs.len() != graph.inputs.len() {
-            return Err(GraphError::InputData {
-                expected: graph.inputs.len(),
-                found: inputs.len(),
-            }
-            .into());
-        }
-        for (i, (sig, t)) in graph.inputs.iter().zip(inputs).enumerate() {
+        for (i, (sig, t)) in self.graph.inputs.iter().zip(inputs).enumerate() {
             if t.dtype() != sig.dtype || t.shape() != sig.shape.as_slice() {
                 return Err(RuntimeError::InputShape {
                     op: format!("graph input {i}"),
@@ -77,28 +171,92 @@ impl CompiledGraph {
                 });
             }
         }
-        let mut values: Vec<Option<Vec<Tensor>>> = vec![None; graph.nodes.len()];
-        let value = |values: &[Option<Vec<Tensor>>], v: ValueId| -> Result<Tensor> {
-            let t = match v {
-                ValueId::Input(i) => inputs.get(i).map(|t| (*t).clone()),
-                ValueId::Node { node, output } => values
-                    .get(node)
-                    .and_then(Option::as_ref)
-                    .and_then(|outs| outs.get(output).cloned()),
+        let views = inputs
+            .iter()
+            .map(|t| {
+                let buffer = Buffer {
+                    storage: t.storage.clone(),
+                };
+                View::new(&buffer, 0, t.dtype(), t.shape())
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let outputs = self.run_views(rt, &views.iter().collect::<Vec<_>>())?;
+        Ok(outputs
+            .into_iter()
+            .map(|v| Tensor {
+                shape: v.shape().to_vec(),
+                dtype: v.dtype(),
+                storage: v.buffer().storage.clone(),
+            })
+            .collect())
+    }
+
+    /// [`CompiledGraph::run`] on dense views (each of its input's dtype and element
+    /// count): the outputs are views of fresh buffers, or the input view a graph
+    /// returns as it is. Errors before anything is enqueued for inputs that do not
+    /// match.
+    pub fn run_views(&self, rt: &Runtime, inputs: &[&View]) -> Result<Vec<View>> {
+        let graph = &self.graph;
+        if inputs.len() != graph.inputs.len() {
+            return Err(GraphError::InputData {
+                expected: graph.inputs.len(),
+                found: inputs.len(),
+            }
+            .into());
+        }
+        for (i, (sig, v)) in graph.inputs.iter().zip(inputs).enumerate() {
+            if v.dtype() != sig.dtype || v.numel() != sig.numel() || !v.is_dense() {
+                return Err(RuntimeError::InputShape {
+                    op: format!("graph input {i} ({})", sig.dtype),
+                    input: sig.name.clone(),
+                    expected: sig.shape.clone(),
+                    found: v.shape().to_vec(),
+                });
+            }
+        }
+        let slots = self
+            .slots
+            .iter()
+            .map(|&bytes| rt.scratch_buffer(bytes))
+            .collect::<Result<Vec<_>>>()?;
+        let mut values: Vec<Vec<View>> = Vec::with_capacity(graph.nodes.len());
+        let value = |values: &[Vec<View>], v: ValueId| -> Result<View> {
+            let found = match v {
+                ValueId::Input(i) => inputs.get(i).map(|v| (*v).clone()),
+                ValueId::Node { node, output } => {
+                    values.get(node).and_then(|outs| outs.get(output)).cloned()
+                }
             };
-            t.ok_or_else(|| GraphError::Internal("a value read after it was dropped").into())
+            found.ok_or_else(|| GraphError::Internal("a read of a value not yet made").into())
         };
         for (k, node) in graph.nodes.iter().enumerate() {
             let args = node
                 .inputs
                 .iter()
-                .map(|&v| value(&values, v))
+                .zip(node.spec.inputs())
+                .map(|(&v, sig)| value(&values, v)?.reshaped(&sig.shape))
                 .collect::<Result<Vec<_>>>()?;
-            let refs: Vec<&Tensor> = args.iter().collect();
-            values[k] = Some(rt.run(&node.spec, &refs)?);
-            for &p in &self.frees[k] {
-                values[p] = None;
-            }
+            let outs = node
+                .spec
+                .outputs()
+                .iter()
+                .zip(&self.homes[k])
+                .map(|(sig, home)| match *home {
+                    Home::Slot(s) => View::new(&slots[s], 0, sig.dtype, &sig.shape),
+                    Home::Fresh => View::new(
+                        &rt.scratch_buffer(byte_len(sig)?)?,
+                        0,
+                        sig.dtype,
+                        &sig.shape,
+                    ),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            rt.run_into(
+                &node.spec,
+                &args.iter().collect::<Vec<_>>(),
+                &outs.iter().collect::<Vec<_>>(),
+            )?;
+            values.push(outs);
         }
         graph.outputs.iter().map(|&v| value(&values, v)).collect()
     }

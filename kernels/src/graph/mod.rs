@@ -6,13 +6,18 @@
 //! graph inputs and earlier nodes' outputs (so a cycle cannot be written down: a read
 //! of a later node is the error that names it), and the values it returns.
 //! [`Graph::validate`] checks every node's spec and that every value it reads has the
-//! dtype and shape its spec expects. [`Graph::reference`] runs the f64 references
+//! dtype and element count its spec expects. Values are dense and row-major, so a
+//! node may read a value under another shape of the same element count: a reshape
+//! is free, never a node or a copy. [`Graph::reference`] runs the f64 references
 //! node by node, each value rounded to its dtype as storing it would.
 //!
-//! [`fuse_elementwise`] rewrites chains of `unary`, `binary` and `scalar` nodes whose
-//! intermediate values nothing else reads into single [`FusedSpec`] nodes: one kernel,
-//! one read of each input and one write, equal to the chain under the same
-//! tolerances (the fused op rounds every intermediate as a stored one would be).
+//! Two rewrites, each equal to the graph it rewrites under the same tolerances:
+//! [`fuse_elementwise`] merges chains of `unary`, `binary` and `scalar` nodes whose
+//! intermediate values nothing else reads into single [`FusedSpec`] nodes (one kernel,
+//! one read of each input and one write; the fused op rounds every intermediate as a
+//! stored one would be); [`fuse_epilogues`] folds an addition after a GEMM into its
+//! bias or its `C` (`beta = 1`), and an addition before a layer norm into the norm's
+//! residual input (whose `sum` output serves the addition's other readers).
 //!
 //! ```
 //! use kernelc_kernels::graph::{fuse_elementwise, Graph, Node, ValueId};
@@ -54,13 +59,18 @@
 //! # Ok::<(), kernelc_kernels::graph::GraphError>(())
 //! ```
 
-use kernelc_ir::ScalarType;
-use std::collections::HashMap;
+mod elementwise;
+mod epilogue;
+mod splice;
+
+pub use elementwise::fuse_elementwise;
+pub use epilogue::fuse_epilogues;
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::ops::{FusedNode, FusedSpec};
+#[cfg(doc)]
+use crate::ops::FusedSpec;
 use crate::reference::round_to;
 use crate::spec::{OpSpec, TensorSig};
 use crate::SpecError;
@@ -111,7 +121,7 @@ pub enum GraphError {
         found: usize,
     },
     #[error(
-        "node {node} ({op}) input `{}` expects {} {:?}, but {value:?} is {} {:?}",
+        "node {node} ({op}) input `{}` expects {} {:?}, but {value:?} is {} {:?} (the dtype and the element count must agree)",
         want.name, want.dtype, want.shape, have.dtype, have.shape
     )]
     Mismatch {
@@ -149,7 +159,8 @@ impl Graph {
     }
 
     /// Every node's spec valid, every read of an existing earlier value with the
-    /// dtype and shape the reader expects, every output a value of the graph.
+    /// dtype and element count the reader expects (see the module doc), every output
+    /// a value of the graph.
     pub fn validate(&self) -> Result<(), GraphError> {
         for (k, node) in self.nodes.iter().enumerate() {
             let op = node.spec.name();
@@ -179,7 +190,7 @@ impl Graph {
                         value,
                     }
                 })?;
-                if have.dtype != sig.dtype || have.shape != sig.shape {
+                if have.dtype != sig.dtype || have.numel() != sig.numel() {
                     return Err(GraphError::Mismatch {
                         node: k,
                         op,
@@ -254,211 +265,4 @@ impl Graph {
             })
             .collect())
     }
-}
-
-/// The dtype of a node `fused` takes: `unary`, `binary` or `scalar` with a result of
-/// its own dtype.
-fn fusable(spec: &OpSpec) -> Option<ScalarType> {
-    match spec {
-        OpSpec::Unary(u) => Some(u.dtype),
-        OpSpec::Binary(b) if b.out_dtype.is_none_or(|d| d == b.dtype) => Some(b.dtype),
-        OpSpec::Scalar(s) if s.out_dtype.is_none_or(|d| d == s.dtype) => Some(s.dtype),
-        _ => None,
-    }
-}
-
-/// A [`fusable`] node as a [`FusedNode`] over its operands' places `at` in the fused
-/// node list.
-fn as_fused(spec: &OpSpec, at: &[usize]) -> Option<FusedNode> {
-    match spec {
-        OpSpec::Unary(u) => Some(FusedNode::Unary {
-            func: u.func,
-            x: at[0],
-        }),
-        OpSpec::Binary(b) => Some(FusedNode::Binary {
-            func: b.func,
-            a: at[0],
-            b: at[1],
-        }),
-        OpSpec::Scalar(s) => Some(FusedNode::Scalar {
-            func: s.func,
-            x: at[0],
-            scalar: s.scalar,
-            reversed: s.reversed,
-        }),
-        _ => None,
-    }
-}
-
-/// One group of fused nodes: the graph nodes it replaces, in order.
-#[derive(Default)]
-struct Group {
-    members: Vec<usize>,
-}
-
-/// `graph` with every chain of elementwise nodes (`unary`, `binary`, `scalar` of one
-/// dtype) whose intermediate values have no other reader and are not returned merged
-/// into one [`FusedSpec`] node. The result computes the same values (see the module
-/// doc); it has as many outputs, in the same order.
-pub fn fuse_elementwise(graph: &Graph) -> Result<Graph, GraphError> {
-    graph.validate()?;
-    let mut readers: HashMap<ValueId, usize> = HashMap::new();
-    for &v in graph.nodes.iter().flat_map(|n| &n.inputs) {
-        *readers.entry(v).or_default() += 1;
-    }
-    let dtypes: Vec<Option<ScalarType>> = graph.nodes.iter().map(|n| fusable(&n.spec)).collect();
-    // Union-find over nodes: `parent[k]` leads to the root naming k's group.
-    let mut parent: Vec<usize> = (0..graph.nodes.len()).collect();
-    fn root(parent: &mut [usize], mut k: usize) -> usize {
-        while parent[k] != k {
-            parent[k] = parent[parent[k]];
-            k = parent[k];
-        }
-        k
-    }
-    for (k, node) in graph.nodes.iter().enumerate() {
-        let Some(dtype) = dtypes[k] else {
-            continue;
-        };
-        let shape = node.spec.outputs().first().map(|s| s.shape.clone());
-        for &value in &node.inputs {
-            let ValueId::Node { node: p, output: 0 } = value else {
-                continue;
-            };
-            // The producer's value lives only in registers: one reader (once), not
-            // returned, same dtype, and its output the shape this node computes.
-            let private = readers.get(&value) == Some(&1) && !graph.outputs.contains(&value);
-            let same_shape = graph.sig(value).map(|s| s.shape) == shape;
-            if private && dtypes[p] == Some(dtype) && same_shape {
-                let (from, to) = (root(&mut parent, p), root(&mut parent, k));
-                parent[from] = to;
-            }
-        }
-    }
-    let group_of: Vec<usize> = (0..parent.len()).map(|k| root(&mut parent, k)).collect();
-    rebuild(graph, &group_of)
-}
-
-/// The graph with each group of more than one node as one fused node (at the place
-/// of its last member).
-fn rebuild(graph: &Graph, group_of: &[usize]) -> Result<Graph, GraphError> {
-    let mut groups: Vec<Group> = (0..graph.nodes.len()).map(|_| Group::default()).collect();
-    for (k, &g) in group_of.iter().enumerate() {
-        groups[g].members.push(k);
-    }
-    // New node index of each old node's output 0 (a fused group's: its last member).
-    let mut new_index: Vec<Option<usize>> = vec![None; graph.nodes.len()];
-    let mut nodes: Vec<Node> = Vec::new();
-    let remap = |v: ValueId, new_index: &[Option<usize>]| match v {
-        ValueId::Input(_) => Some(v),
-        ValueId::Node { node, output } => {
-            new_index[node].map(|n| ValueId::Node { node: n, output })
-        }
-    };
-    for (k, node) in graph.nodes.iter().enumerate() {
-        let group = &groups[group_of[k]];
-        if group.members.len() == 1 {
-            let inputs = node
-                .inputs
-                .iter()
-                .map(|&v| remap(v, &new_index))
-                .collect::<Option<Vec<_>>>()
-                .ok_or(GraphError::Internal("a node reads a value not yet placed"))?;
-            new_index[k] = Some(nodes.len());
-            nodes.push(Node {
-                spec: node.spec.clone(),
-                inputs,
-            });
-            continue;
-        }
-        if group.members.last() != Some(&k) {
-            continue;
-        }
-        let (spec, reads) = fused_group(graph, group)?;
-        let inputs = reads
-            .iter()
-            .map(|&v| remap(v, &new_index))
-            .collect::<Option<Vec<_>>>()
-            .ok_or(GraphError::Internal(
-                "a fused group reads a value not yet placed",
-            ))?;
-        for &m in &group.members {
-            new_index[m] = Some(nodes.len());
-        }
-        nodes.push(Node {
-            spec: OpSpec::Fused(spec),
-            inputs,
-        });
-    }
-    let outputs = graph
-        .outputs
-        .iter()
-        .map(|&v| remap(v, &new_index).ok_or(GraphError::UnknownOutput { value: v }))
-        .collect::<Result<Vec<_>, _>>()?;
-    let fused = Graph {
-        inputs: graph.inputs.clone(),
-        nodes,
-        outputs,
-    };
-    fused.validate()?;
-    Ok(fused)
-}
-
-/// The fused spec of a group and the outside values it reads, in input order.
-fn fused_group(graph: &Graph, group: &Group) -> Result<(FusedSpec, Vec<ValueId>), GraphError> {
-    let mut reads: Vec<ValueId> = Vec::new();
-    let mut fnodes: Vec<FusedNode> = Vec::new();
-    // Place in `fnodes` of each member's value.
-    let mut place: Vec<(usize, usize)> = Vec::new();
-    let mut dtype = ScalarType::F32;
-    for &m in &group.members {
-        let node = &graph.nodes[m];
-        let mut at = Vec::new();
-        for &v in &node.inputs {
-            let inner = match v {
-                ValueId::Node { node: p, output: 0 } => {
-                    place.iter().find(|e| e.0 == p).map(|e| e.1)
-                }
-                _ => None,
-            };
-            at.push(match inner {
-                Some(i) => i,
-                None => {
-                    let i = match reads.iter().position(|&r| r == v) {
-                        Some(i) => i,
-                        None => {
-                            reads.push(v);
-                            reads.len() - 1
-                        }
-                    };
-                    fnodes.push(FusedNode::Input(i));
-                    fnodes.len() - 1
-                }
-            });
-        }
-        let (d, fnode) =
-            fusable(&node.spec)
-                .zip(as_fused(&node.spec, &at))
-                .ok_or(GraphError::Internal(
-                    "a fused group holds a node fused cannot take",
-                ))?;
-        dtype = d;
-        fnodes.push(fnode);
-        place.push((m, fnodes.len() - 1));
-    }
-    let shapes = reads
-        .iter()
-        .map(|&v| graph.sig(v).map(|s| s.shape))
-        .collect::<Option<Vec<_>>>()
-        .ok_or(GraphError::Internal(
-            "a fused group reads a value without a signature",
-        ))?;
-    Ok((
-        FusedSpec {
-            dtype,
-            inputs: shapes,
-            nodes: fnodes,
-        },
-        reads,
-    ))
 }

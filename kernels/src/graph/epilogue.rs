@@ -1,0 +1,171 @@
+//! [`fuse_epilogues`]: additions folded into the GEMM before them or the layer norm
+//! after them.
+
+use std::collections::HashMap;
+
+use super::splice::{readers, splice, Replacement};
+use super::{Graph, GraphError, Node, ValueId};
+use crate::ops::{BinaryFn, GemmSpec, LayerNormSpec, Layout};
+use crate::shape::{numel, row_major_strides};
+use crate::spec::OpSpec;
+
+/// `graph` with, until none is left:
+///
+/// * `gemm(A, B) + b`, `b` a row of `n` broadcast over C's rows, as the GEMM's bias;
+/// * `gemm(A, B) + R`, `R` of C's shape, as the GEMM's `C` with `beta = 1` (a
+///   residual connection);
+/// * `layer_norm(x + r)` as the norm with `r` its residual input, the norm's `sum`
+///   output taking the addition's place for its other readers,
+///
+/// where the GEMM's or the addition's value has no other reader before the fused node.
+/// The fused node rounds once where the pair rounded twice (the addition's operand
+/// was stored in the dtype first): equal under the same tolerances.
+pub fn fuse_epilogues(graph: &Graph) -> Result<Graph, GraphError> {
+    graph.validate()?;
+    let mut graph = graph.clone();
+    while let Some(next) = fuse_one(&graph)? {
+        graph = next;
+    }
+    Ok(graph)
+}
+
+/// The graph with the first fusion found made, or `None`.
+fn fuse_one(graph: &Graph) -> Result<Option<Graph>, GraphError> {
+    let readers = readers(graph);
+    for k in 0..graph.nodes.len() {
+        let found = gemm_epilogue(graph, &readers, k).or_else(|| norm_prologue(graph, k));
+        if let Some((removed, replacement)) = found {
+            let mut gone = vec![false; graph.nodes.len()];
+            for r in removed {
+                gone[r] = true;
+            }
+            return splice(graph, &gone, vec![replacement]).map(Some);
+        }
+    }
+    Ok(None)
+}
+
+/// A same-dtype addition: its operands as read, and its output shape.
+fn addition(spec: &OpSpec) -> Option<(&[usize], &[usize], Vec<usize>)> {
+    match spec {
+        OpSpec::Binary(b)
+            if b.func == BinaryFn::Add && b.out_dtype.is_none_or(|d| d == b.dtype) =>
+        {
+            let out = spec.outputs().first()?.shape.clone();
+            Some((&b.lhs, &b.rhs, out))
+        }
+        _ => None,
+    }
+}
+
+/// Whether C is dense and row-major: `[batch…, m, n]` in that order.
+fn c_is_row_major(g: &GemmSpec) -> bool {
+    let c = g.c();
+    let packed: Vec<usize> = row_major_strides(&g.batch)
+        .iter()
+        .map(|s| s * g.m * g.n)
+        .collect();
+    c.layout == Layout::RowMajor
+        && c.ld == g.n
+        && (g.batch_count() <= 1 || c.batch_strides == packed)
+}
+
+/// Node `k`, an addition of a GEMM's value read by it alone, as that GEMM with a bias
+/// or a `C`: the nodes it removes and the fused node.
+fn gemm_epilogue(
+    graph: &Graph,
+    readers: &HashMap<ValueId, usize>,
+    k: usize,
+) -> Option<(Vec<usize>, Replacement)> {
+    let node = &graph.nodes[k];
+    let (lhs, rhs, out) = addition(&node.spec)?;
+    for side in 0..2 {
+        let (ours, other) = if side == 0 { (lhs, rhs) } else { (rhs, lhs) };
+        let value = node.inputs[side];
+        let ValueId::Node { node: p, output: 0 } = value else {
+            continue;
+        };
+        let OpSpec::Gemm(gemm) = &graph.nodes[p].spec else {
+            continue;
+        };
+        let alone = readers.get(&value) == Some(&1) && !graph.outputs.contains(&value);
+        if !alone || gemm.beta != 0.0 || !c_is_row_major(gemm) || ours != out.as_slice() {
+            continue;
+        }
+        let is_row = numel(other) == gemm.n
+            && out.last() == Some(&gemm.n)
+            && other.iter().rev().skip(1).all(|&d| d == 1);
+        let fused = if !gemm.bias && is_row {
+            GemmSpec {
+                bias: true,
+                ..gemm.clone()
+            }
+        } else if other == out.as_slice() {
+            GemmSpec {
+                beta: 1.0,
+                ..gemm.clone()
+            }
+        } else {
+            continue;
+        };
+        let mut inputs = graph.nodes[p].inputs.clone();
+        inputs.push(node.inputs[1 - side]);
+        return Some((
+            vec![p, k],
+            Replacement {
+                at: k,
+                node: Node {
+                    spec: OpSpec::Gemm(fused),
+                    inputs,
+                },
+                gives: vec![(ValueId::Node { node: k, output: 0 }, 0)],
+            },
+        ));
+    }
+    None
+}
+
+/// Node `k`, a layer norm of an addition's value, as the norm with a residual input:
+/// the nodes it removes and the fused node.
+fn norm_prologue(graph: &Graph, k: usize) -> Option<(Vec<usize>, Replacement)> {
+    let node = &graph.nodes[k];
+    let OpSpec::LayerNorm(norm) = &node.spec else {
+        return None;
+    };
+    let sum = *node.inputs.first()?;
+    let ValueId::Node { node: p, output: 0 } = sum else {
+        return None;
+    };
+    let (lhs, rhs, _) = addition(&graph.nodes[p].spec)?;
+    if norm.residual || lhs != rhs || numel(lhs) != numel(&norm.shape) {
+        return None;
+    }
+    // The sum's readers before the norm would read a node placed after them.
+    let read_between = graph.nodes[p + 1..k]
+        .iter()
+        .any(|n| n.inputs.contains(&sum));
+    if read_between {
+        return None;
+    }
+    let add = &graph.nodes[p];
+    let mut inputs = vec![add.inputs[0], add.inputs[1]];
+    inputs.extend(&node.inputs[1..]);
+    let mut gives = vec![(ValueId::Node { node: k, output: 0 }, 0), (sum, 1)];
+    if norm.save_stats {
+        gives.push((ValueId::Node { node: k, output: 1 }, 2));
+    }
+    Some((
+        vec![p, k],
+        Replacement {
+            at: k,
+            node: Node {
+                spec: OpSpec::LayerNorm(LayerNormSpec {
+                    residual: true,
+                    ..norm.clone()
+                }),
+                inputs,
+            },
+            gives,
+        },
+    ))
+}
