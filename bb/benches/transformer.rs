@@ -63,8 +63,8 @@ fn bench(device: &str, make: &dyn Fn() -> Runtime, dims: TransformerDims) {
     assert!(worst < 1e-3, "fused and node-by-node differ by {worst}");
     let sig = [("x", ScalarType::F32, shape.to_vec())];
     let kernels = (
-        fused.fused_ops(&model.graph, &sig).expect("plan").len(),
-        nodes.fused_ops(&model.graph, &sig).expect("plan").len(),
+        fused.fused_graph(&model.graph, &sig).expect("plan").nodes.len(),
+        nodes.fused_graph(&model.graph, &sig).expect("plan").nodes.len(),
     );
     let runs = 9;
     let t_fused = time(&fused, runs, || {
@@ -87,8 +87,41 @@ fn bench(device: &str, make: &dyn Fn() -> Runtime, dims: TransformerDims) {
     );
 }
 
+/// Each kernel of the fused plan alone (random inputs, each launch synchronised):
+/// where the block's time goes.
+fn profile(b: &KernelcBb, model: &models::Model, shape: &[usize]) {
+    let sig = [("x", ScalarType::F32, shape.to_vec())];
+    let graph = b.fused_graph(&model.graph, &sig).expect("plan");
+    let rt = b.runtime();
+    for node in &graph.nodes {
+        let inputs: Vec<kernelc_runtime::Tensor> = node
+            .spec
+            .inputs()
+            .iter()
+            .map(|s| {
+                let v: Vec<f64> = models::data(3, s.numel());
+                let t = rt.tensor(&s.shape, &v.iter().map(|&x| x as f32).collect::<Vec<_>>());
+                t.expect("upload")
+            })
+            .collect();
+        let refs: Vec<&kernelc_runtime::Tensor> = inputs.iter().collect();
+        let mut samples: Vec<Duration> = (0..5)
+            .map(|_| {
+                rt.synchronize().expect("sync");
+                let t = Instant::now();
+                rt.run(&node.spec, &refs).expect("run");
+                rt.synchronize().expect("sync");
+                t.elapsed()
+            })
+            .collect();
+        samples.sort();
+        println!("  {:>9.3} ms  {}", samples[2].as_secs_f64() * 1e3, node.spec.name());
+    }
+}
+
 fn main() {
     let quick = std::env::args().any(|a| a == "quick");
+    let profiling = std::env::args().any(|a| a == "profile");
     println!("Transformer block (ONNX graph through bb's execute): fused plan vs node by node");
     println!("| device | batch×seq×dim | fused | node by node | speed-up |");
     println!("| --- | --- | --- | --- | --- |");
@@ -114,6 +147,11 @@ fn main() {
                 heads: 12,
             };
             bench(&name, &make, dims);
+            if profiling {
+                let b = KernelcBb::with_runtime(make());
+                let model = models::transformer_block(dims);
+                profile(&b, &model, &[dims.batch, dims.seq, dims.dim]);
+            }
         }
         Err(e) => println!("CUDA: NOT RUN ({e})"),
     }

@@ -2,12 +2,20 @@
 //! (`import`), fused and compiled once per (graph, input dtypes and shapes) into a
 //! plan kept by the backend; every later `execute` of the same graph on inputs of
 //! the same signatures runs the plan, compiling nothing.
+//!
+//! A plan is found by a hash of the graph: its nodes, inputs and outputs whole, each
+//! initializer by its name, type, dims, payload length and its elements (up to
+//! 65,536 of them; of a larger one 4,096 spread over it: hashing a model's weights
+//! whole on every call would cost more than running it). A model whose weights are changed in place, keeping
+//! their names and sizes, can meet its older plan: call
+//! [`KernelcBb::forget_plans`] after such a change.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bb_ir::proto::onnx::GraphProto;
 use kernelc_ir::ScalarType;
+use kernelc_kernels::graph::Graph;
 use kernelc_runtime::{CompiledGraph, View};
 use prost::Message;
 
@@ -51,20 +59,84 @@ impl Plans {
     }
 }
 
+/// The hash a plan is found by (see the module doc).
+fn graph_key(graph: &GraphProto) -> [u8; 32] {
+    let mut h = blake3::Hasher::new();
+    let mut field = |bytes: &[u8]| {
+        h.update(&(bytes.len() as u64).to_le_bytes());
+        h.update(bytes);
+    };
+    for node in &graph.node {
+        field(&node.encode_to_vec());
+    }
+    for value in graph.input.iter().chain(&graph.output) {
+        field(&value.encode_to_vec());
+    }
+    for t in &graph.initializer {
+        field(t.name.as_bytes());
+        field(&t.data_type.to_le_bytes());
+        for d in &t.dims {
+            field(&d.to_le_bytes());
+        }
+        // Whichever payload field holds the data: its length and a sample.
+        field(&sample(&t.raw_data, |b| vec![*b]));
+        field(&sample(&t.float_data, |v| v.to_le_bytes().to_vec()));
+        field(&sample(&t.double_data, |v| v.to_le_bytes().to_vec()));
+        field(&sample(&t.int32_data, |v| v.to_le_bytes().to_vec()));
+        field(&sample(&t.int64_data, |v| v.to_le_bytes().to_vec()));
+        field(&sample(&t.uint64_data, |v| v.to_le_bytes().to_vec()));
+        for e in &t.external_data {
+            field(&e.encode_to_vec());
+        }
+    }
+    *h.finalize().as_bytes()
+}
+
+/// The length of `data` and its elements: all of them up to 65,536, else 4,096
+/// spread over it and the last.
+fn sample<T>(data: &[T], bytes: impl Fn(&T) -> Vec<u8>) -> Vec<u8> {
+    const WHOLE: usize = 1 << 16;
+    const SAMPLES: usize = 1 << 12;
+    let mut out = (data.len() as u64).to_le_bytes().to_vec();
+    let step = if data.len() <= WHOLE {
+        1
+    } else {
+        data.len().div_ceil(SAMPLES)
+    };
+    for v in data.iter().step_by(step) {
+        out.extend(bytes(v));
+    }
+    if let Some(last) = data.last() {
+        out.extend(bytes(last));
+    }
+    out
+}
+
 impl KernelcBb {
+    /// Drops every kept plan: the next `execute` of each graph compiles it again
+    /// (after a model's weights were changed in place; see the module doc).
+    pub fn forget_plans(&self) {
+        self.plans
+            .plans
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+    }
+
     /// How many graph plans this backend has compiled (one per graph and input
     /// signatures).
     pub fn compiled_plans(&self) -> usize {
         self.plans.len()
     }
 
-    /// The ops of `graph`'s fused plan for runtime inputs of these names, dtypes and
-    /// shapes (what `execute` would run, in order; a plan of its own, not kept).
-    pub fn fused_ops(
+    /// The graph `execute` would run for runtime inputs of these names, dtypes and
+    /// shapes: `graph` imported and (unless [`KernelcBb::with_fusion`] turned it off)
+    /// fused, one node per kernel, in launch order (a plan of its own, not kept).
+    pub fn fused_graph(
         &self,
         graph: &GraphProto,
         inputs: &[(&str, ScalarType, Vec<usize>)],
-    ) -> Result<Vec<String>, BbError> {
+    ) -> Result<Graph, BbError> {
         let signature: Signature = inputs
             .iter()
             .map(|(n, d, s)| (n.to_string(), *d, s.clone()))
@@ -73,12 +145,7 @@ impl KernelcBb {
         let compiled = self
             .runtime()
             .compile_graph_with(&imported.graph, self.fuse)?;
-        Ok(compiled
-            .graph()
-            .nodes
-            .iter()
-            .map(|n| n.spec.name())
-            .collect())
+        Ok(compiled.graph().clone())
     }
 
     /// The graph, compiled, for `inputs`: from the backend's plans, or compiled now.
@@ -115,7 +182,7 @@ impl KernelcBb {
             }
         }
         let key = PlanKey {
-            graph: *blake3::hash(&graph.encode_to_vec()).as_bytes(),
+            graph: graph_key(graph),
             inputs: signature,
         };
         let cached = self

@@ -154,9 +154,16 @@ fn an_mlp_block_equals_the_reference_and_compiles_once() {
             (b.compiled_plans(), b.runtime().stats().compiles),
             (1, compiles)
         );
+        // Other weights under the same names: another plan, another result.
+        let mut changed = graph.clone();
+        changed.initializer[0].float_data[5] += 1.0;
+        let other = run(&b, &changed, &inputs);
+        assert_eq!(b.compiled_plans(), 2);
+        assert_ne!(other["y"].to_f64().expect("read"), y["y"].to_f64().expect("read"));
         let ops = b
-            .fused_ops(&graph, &[("x", ScalarType::F32, vec![m, d])])
-            .expect("plan");
+            .fused_graph(&graph, &[("x", ScalarType::F32, vec![m, d])])
+            .expect("plan")
+            .nodes;
         assert!(ops.len() < graph.node.len(), "{ops:?}");
     }
 }
@@ -252,8 +259,9 @@ fn a_transformer_block_equals_the_reference() {
         );
         assert_eq!(b.compiled_plans(), 1);
         let ops = b
-            .fused_ops(graph, &[("x", ScalarType::F32, vec![bsz, s, d])])
-            .expect("plan");
+            .fused_graph(graph, &[("x", ScalarType::F32, vec![bsz, s, d])])
+            .expect("plan")
+            .nodes;
         // The shape arithmetic folded away; biases and residuals in their GEMMs, the
         // first residual in the second layer norm.
         assert!(ops.len() + 12 <= graph.node.len(), "{ops:?}");
