@@ -63,8 +63,16 @@ fn bench(device: &str, make: &dyn Fn() -> Runtime, dims: TransformerDims) {
     assert!(worst < 1e-3, "fused and node-by-node differ by {worst}");
     let sig = [("x", ScalarType::F32, shape.to_vec())];
     let kernels = (
-        fused.fused_graph(&model.graph, &sig).expect("plan").nodes.len(),
-        nodes.fused_graph(&model.graph, &sig).expect("plan").nodes.len(),
+        fused
+            .fused_graph(&model.graph, &sig)
+            .expect("plan")
+            .nodes
+            .len(),
+        nodes
+            .fused_graph(&model.graph, &sig)
+            .expect("plan")
+            .nodes
+            .len(),
     );
     let runs = 9;
     let t_fused = time(&fused, runs, || {
@@ -115,7 +123,11 @@ fn profile(b: &KernelcBb, model: &models::Model, shape: &[usize]) {
             })
             .collect();
         samples.sort();
-        println!("  {:>9.3} ms  {}", samples[2].as_secs_f64() * 1e3, node.spec.name());
+        println!(
+            "  {:>9.3} ms  {}",
+            samples[2].as_secs_f64() * 1e3,
+            node.spec.name()
+        );
     }
 }
 

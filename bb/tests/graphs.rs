@@ -159,7 +159,10 @@ fn an_mlp_block_equals_the_reference_and_compiles_once() {
         changed.initializer[0].float_data[5] += 1.0;
         let other = run(&b, &changed, &inputs);
         assert_eq!(b.compiled_plans(), 2);
-        assert_ne!(other["y"].to_f64().expect("read"), y["y"].to_f64().expect("read"));
+        assert_ne!(
+            other["y"].to_f64().expect("read"),
+            y["y"].to_f64().expect("read")
+        );
         let ops = b
             .fused_graph(&graph, &[("x", ScalarType::F32, vec![m, d])])
             .expect("plan")
