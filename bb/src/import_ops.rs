@@ -11,7 +11,7 @@ use kernelc_kernels::ops::{
 };
 use kernelc_kernels::spec::{
     BinaryFn, BinarySpec, CastSpec, ConcatSpec, GatherSpec, GemmSpec, PermuteSpec, ReduceFn,
-    ReduceSpec, SliceSpec, UnaryFn, UnarySpec, WhereSpec,
+    ReduceSpec, UnaryFn, UnarySpec, WhereSpec,
 };
 
 use crate::import::{At, HostTensor, Importer, Value};
@@ -358,38 +358,15 @@ fn to_dims(at: &At<'_>, v: &[i64]) -> Result<Vec<usize>, BbError> {
 
 fn squeeze(at: &At<'_>, args: Args<'_>) -> Result<Value, BbError> {
     let a = arg(at, args, 0)?;
-    let shape = a.shape().to_vec();
-    let drop = match ints_from(at, args, 1, "axes")? {
-        Some(axes) if !axes.is_empty() => {
-            onnx::axes("Squeeze", &axes, shape.len()).map_err(|e| at.invalid(e))?
-        }
-        _ => (0..shape.len()).filter(|&d| shape[d] == 1).collect(),
-    };
-    if let Some(&d) = drop.iter().find(|&&d| shape[d] != 1) {
-        return Err(at.invalid(format!("dim {d} of {shape:?} is not 1")));
-    }
-    let kept = (0..shape.len())
-        .filter(|d| !drop.contains(d))
-        .map(|d| shape[d])
-        .collect();
-    Ok(a.reshaped(kept))
+    let axes = ints_from(at, args, 1, "axes")?.unwrap_or_default();
+    let shape = onnx::squeezed(a.shape(), &axes).map_err(|e| at.invalid(e))?;
+    Ok(a.reshaped(shape))
 }
 
 fn unsqueeze(at: &At<'_>, args: Args<'_>) -> Result<Value, BbError> {
     let a = arg(at, args, 0)?;
     let axes = ints_from(at, args, 1, "axes")?.ok_or_else(|| at.invalid("no axes"))?;
-    let rank = a.shape().len() + axes.len();
-    let new = onnx::axes("Unsqueeze", &axes, rank).map_err(|e| at.invalid(e))?;
-    let mut rest = a.shape().iter();
-    let shape = (0..rank)
-        .map(|d| {
-            if new.contains(&d) {
-                1
-            } else {
-                rest.next().copied().unwrap_or(1)
-            }
-        })
-        .collect();
+    let shape = onnx::unsqueezed(a.shape(), &axes).map_err(|e| at.invalid(e))?;
     Ok(a.reshaped(shape))
 }
 
@@ -428,33 +405,12 @@ fn concat(im: &mut Importer, at: &At<'_>, args: Args<'_>) -> Result<Value, BbErr
 
 fn slice(im: &mut Importer, at: &At<'_>, args: Args<'_>) -> Result<Value, BbError> {
     let a = arg(at, args, 0)?;
-    let shape = a.shape().to_vec();
-    let rank = shape.len();
     let starts = ints_from(at, args, 1, "starts")?.ok_or_else(|| at.invalid("no starts"))?;
     let ends = ints_from(at, args, 2, "ends")?.ok_or_else(|| at.invalid("no ends"))?;
-    let axes: Vec<usize> = match ints_from(at, args, 3, "axes")? {
-        Some(axes) => axes
-            .iter()
-            .map(|&d| onnx::axis("Slice", d, rank))
-            .collect::<Result<_, _>>()
-            .map_err(|e| at.invalid(e))?,
-        None => (0..starts.len()).collect(),
-    };
-    let steps = ints_from(at, args, 4, "steps")?.unwrap_or_else(|| vec![1; axes.len()]);
-    if starts.len() != axes.len() || ends.len() != axes.len() || steps.len() != axes.len() {
-        return Err(at.invalid("starts, ends, axes and steps differ in length"));
-    }
-    let mut spec = SliceSpec {
-        dtype: a.dtype(),
-        shape: shape.clone(),
-        starts: vec![0; rank],
-        sizes: shape.clone(),
-        steps: vec![1; rank],
-    };
-    for (i, &d) in axes.iter().enumerate() {
-        let w = onnx::window(shape[d], starts[i], ends[i], steps[i]).map_err(|e| at.invalid(e))?;
-        (spec.starts[d], spec.sizes[d], spec.steps[d]) = (w.start, w.size, w.step);
-    }
+    let axes = ints_from(at, args, 3, "axes")?.unwrap_or_default();
+    let steps = ints_from(at, args, 4, "steps")?.unwrap_or_default();
+    let spec = onnx::slice_spec(a.dtype(), a.shape(), &starts, &ends, &axes, &steps)
+        .map_err(|e| at.invalid(e))?;
     im.op1(at, spec, &[a])
 }
 
@@ -474,26 +430,11 @@ fn split(im: &mut Importer, at: &At<'_>, args: Args<'_>) -> Result<Vec<Value>, B
         }
         None => return Err(at.invalid("no split sizes and no outputs")),
     };
-    if sizes.iter().sum::<usize>() != shape[d] {
-        return Err(at.invalid(format!(
-            "sizes {sizes:?} do not add up to dim {d} of {shape:?}"
-        )));
-    }
-    let mut start = 0;
-    let mut out = Vec::with_capacity(sizes.len());
-    for size in sizes {
-        let mut spec = SliceSpec {
-            dtype: a.dtype(),
-            shape: shape.clone(),
-            starts: vec![0; shape.len()],
-            sizes: shape.clone(),
-            steps: vec![1; shape.len()],
-        };
-        (spec.starts[d], spec.sizes[d]) = (start, size);
-        out.push(im.op1(at, spec, &[a])?);
-        start += size;
-    }
-    Ok(out)
+    onnx::split_specs(a.dtype(), &shape, d, &sizes)
+        .map_err(|e| at.invalid(e))?
+        .into_iter()
+        .map(|spec| im.op1(at, spec, &[a]))
+        .collect()
 }
 
 fn gather(im: &mut Importer, at: &At<'_>, args: Args<'_>) -> Result<Value, BbError> {

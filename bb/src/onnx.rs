@@ -5,6 +5,7 @@
 use crate::BbError;
 use bb_ir::proto::onnx::TensorProto;
 use kernelc_ir::ScalarType;
+use kernelc_kernels::spec::SliceSpec;
 
 /// `axis` of a tensor of `rank` dims, counted from the end when negative.
 pub(crate) fn axis(op: &'static str, axis: i64, rank: usize) -> Result<usize, BbError> {
@@ -164,6 +165,123 @@ pub(crate) fn decode(t: &TensorProto) -> Result<(ScalarType, Vec<usize>, Vec<u8>
         ));
     }
     Ok((ty, shape, bytes))
+}
+
+/// `Squeeze`'s result shape: `axes` dropped (each must be 1), or every 1 when empty.
+pub(crate) fn squeezed(shape: &[usize], axes: &[i64]) -> Result<Vec<usize>, BbError> {
+    let drop = if axes.is_empty() {
+        (0..shape.len()).filter(|&d| shape[d] == 1).collect()
+    } else {
+        self::axes("Squeeze", axes, shape.len())?
+    };
+    if let Some(&d) = drop.iter().find(|&&d| shape[d] != 1) {
+        return Err(BbError::invalid(
+            "Squeeze",
+            format!("dim {d} of {shape:?} is not 1"),
+        ));
+    }
+    Ok((0..shape.len())
+        .filter(|d| !drop.contains(d))
+        .map(|d| shape[d])
+        .collect())
+}
+
+/// `Unsqueeze`'s result shape: new dims of 1 at `axes` of the result (negative ones
+/// count from its end).
+pub(crate) fn unsqueezed(shape: &[usize], axes: &[i64]) -> Result<Vec<usize>, BbError> {
+    let rank = shape.len() + axes.len();
+    let new = self::axes("Unsqueeze", axes, rank)?;
+    let mut rest = shape.iter();
+    Ok((0..rank)
+        .map(|d| {
+            if new.contains(&d) {
+                1
+            } else {
+                rest.next().copied().unwrap_or(1)
+            }
+        })
+        .collect())
+}
+
+/// `Slice` of a `dtype` tensor of `shape` as one strided slice: empty `axes` are
+/// `0..starts.len()`, empty `steps` all 1; each axis at most once.
+pub(crate) fn slice_spec(
+    dtype: ScalarType,
+    shape: &[usize],
+    starts: &[i64],
+    ends: &[i64],
+    axes: &[i64],
+    steps: &[i64],
+) -> Result<SliceSpec, BbError> {
+    let rank = shape.len();
+    let axes: Vec<usize> = if axes.is_empty() {
+        (0..starts.len()).collect()
+    } else {
+        axes.iter()
+            .map(|&d| axis("Slice", d, rank))
+            .collect::<Result<_, _>>()?
+    };
+    let steps: Vec<i64> = if steps.is_empty() {
+        vec![1; axes.len()]
+    } else {
+        steps.to_vec()
+    };
+    if starts.len() != axes.len() || ends.len() != axes.len() || steps.len() != axes.len() {
+        return Err(BbError::invalid(
+            "Slice",
+            format!(
+                "starts {starts:?}, ends {ends:?}, axes {axes:?}, steps {steps:?} differ in length"
+            ),
+        ));
+    }
+    let mut spec = SliceSpec {
+        dtype,
+        shape: shape.to_vec(),
+        starts: vec![0; rank],
+        sizes: shape.to_vec(),
+        steps: vec![1; rank],
+    };
+    let mut seen = vec![false; rank];
+    for (i, &d) in axes.iter().enumerate() {
+        if std::mem::replace(&mut seen[d], true) {
+            return Err(BbError::invalid("Slice", format!("axis {d} given twice")));
+        }
+        let w = window(shape[d], starts[i], ends[i], steps[i])?;
+        (spec.starts[d], spec.sizes[d], spec.steps[d]) = (w.start, w.size, w.step);
+    }
+    Ok(spec)
+}
+
+/// `Split` along `axis` into consecutive parts of `sizes` (which must add up to the
+/// dim): one slice each.
+pub(crate) fn split_specs(
+    dtype: ScalarType,
+    shape: &[usize],
+    axis: usize,
+    sizes: &[usize],
+) -> Result<Vec<SliceSpec>, BbError> {
+    if sizes.iter().sum::<usize>() != shape[axis] {
+        return Err(BbError::invalid(
+            "Split",
+            format!("sizes {sizes:?} do not add up to dim {axis} of {shape:?}"),
+        ));
+    }
+    let mut start = 0;
+    Ok(sizes
+        .iter()
+        .map(|&size| {
+            let mut spec = SliceSpec {
+                dtype,
+                shape: shape.to_vec(),
+                starts: vec![0; shape.len()],
+                sizes: shape.to_vec(),
+                steps: vec![1; shape.len()],
+            };
+            (spec.starts[axis], spec.sizes[axis]) = (start, size);
+            start += size;
+            spec
+        })
+        .collect())
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use bb_runtime::contracts::backend::{Backend, BackendAttrs};
 use kernelc_ir::ScalarType;
 use kernelc_kernels::spec::{
     BinaryFn, BinarySpec, CastSpec, ConcatSpec, GatherSpec, GemmSpec, PermuteSpec, ReduceFn,
-    ReduceSpec, SliceSpec, UnaryFn, UnarySpec, WhereSpec,
+    ReduceSpec, UnaryFn, UnarySpec, WhereSpec,
 };
 use kernelc_runtime::View;
 use std::collections::HashMap;
@@ -253,109 +253,35 @@ impl Backend for KernelcBb {
         steps: &[i64],
     ) -> Result<BbTensor, BbError> {
         let x = self.ours(a, "Slice")?;
-        let shape = x.shape().to_vec();
-        let rank = shape.len();
-        let axes: Vec<usize> = if axes.is_empty() {
-            (0..starts.len()).collect()
-        } else {
-            axes.iter()
-                .map(|&d| onnx::axis("Slice", d, rank))
-                .collect::<Result<_, _>>()?
-        };
-        let steps: Vec<i64> = if steps.is_empty() {
-            vec![1; axes.len()]
-        } else {
-            steps.to_vec()
-        };
-        if starts.len() != axes.len() || ends.len() != axes.len() || steps.len() != axes.len() {
-            return Err(BbError::invalid(
-                "Slice",
-                format!("starts {starts:?}, ends {ends:?}, axes {axes:?}, steps {steps:?} differ in length"),
-            ));
-        }
-        let mut spec = SliceSpec {
-            dtype: x.dtype(),
-            shape: shape.clone(),
-            starts: vec![0; rank],
-            sizes: shape.clone(),
-            steps: vec![1; rank],
-        };
-        let mut seen = vec![false; rank];
-        for (i, &d) in axes.iter().enumerate() {
-            if std::mem::replace(&mut seen[d], true) {
-                return Err(BbError::invalid("Slice", format!("axis {d} given twice")));
-            }
-            let w = onnx::window(shape[d], starts[i], ends[i], steps[i])?;
-            (spec.starts[d], spec.sizes[d], spec.steps[d]) = (w.start, w.size, w.step);
-        }
+        let spec = onnx::slice_spec(x.dtype(), x.shape(), starts, ends, axes, steps)?;
         self.run1(spec, &[x])
     }
 
     /// Consecutive parts of `sizes` along `axis` (which they must add up to).
     fn split(&self, a: &BbTensor, axis: i64, sizes: &[i64]) -> Result<Vec<BbTensor>, BbError> {
         let x = self.ours(a, "Split")?;
-        let shape = x.shape().to_vec();
-        let d = onnx::axis("Split", axis, shape.len())?;
-        if sizes.iter().any(|&s| s < 0) || sizes.iter().sum::<i64>() != shape[d] as i64 {
-            return Err(BbError::invalid(
-                "Split",
-                format!("sizes {sizes:?} do not add up to dim {d} of {shape:?}"),
-            ));
-        }
-        let mut start = 0;
-        let mut parts = Vec::with_capacity(sizes.len());
-        for &size in sizes {
-            let mut spec = SliceSpec {
-                dtype: x.dtype(),
-                shape: shape.clone(),
-                starts: vec![0; shape.len()],
-                sizes: shape.clone(),
-                steps: vec![1; shape.len()],
-            };
-            (spec.starts[d], spec.sizes[d]) = (start, size as usize);
-            parts.push(self.run1(spec, &[x])?);
-            start += size as usize;
-        }
-        Ok(parts)
+        let d = onnx::axis("Split", axis, x.shape().len())?;
+        let sizes = sizes
+            .iter()
+            .map(|&s| usize::try_from(s))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| BbError::invalid("Split", format!("negative sizes {sizes:?}")))?;
+        onnx::split_specs(x.dtype(), x.shape(), d, &sizes)?
+            .into_iter()
+            .map(|spec| self.run1(spec, &[x]))
+            .collect()
     }
 
     /// Empty `axes` drop every dim of 1; a named dim must be 1.
     fn squeeze(&self, a: &BbTensor, axes: &[i64]) -> Result<BbTensor, BbError> {
-        let shape = self.ours(a, "Squeeze")?.shape().to_vec();
-        let drop = if axes.is_empty() {
-            (0..shape.len()).filter(|&d| shape[d] == 1).collect()
-        } else {
-            onnx::axes("Squeeze", axes, shape.len())?
-        };
-        if let Some(&d) = drop.iter().find(|&&d| shape[d] != 1) {
-            return Err(BbError::invalid(
-                "Squeeze",
-                format!("dim {d} of {shape:?} is not 1"),
-            ));
-        }
-        let kept: Vec<usize> = (0..shape.len())
-            .filter(|d| !drop.contains(d))
-            .map(|d| shape[d])
-            .collect();
-        self.reshaped(a, "Squeeze", &kept)
+        let shape = onnx::squeezed(self.ours(a, "Squeeze")?.shape(), axes)?;
+        self.reshaped(a, "Squeeze", &shape)
     }
 
     /// New dims of 1 at `axes` of the result (negative ones count from its end).
     fn unsqueeze(&self, a: &BbTensor, axes: &[i64]) -> Result<BbTensor, BbError> {
-        let shape = self.ours(a, "Unsqueeze")?.shape().to_vec();
-        let rank = shape.len() + axes.len();
-        let new = onnx::axes("Unsqueeze", axes, rank)?;
-        let mut rest = shape.iter();
-        let out: Vec<usize> = (0..rank)
-            .map(|d| {
-                if new.contains(&d) {
-                    1
-                } else {
-                    rest.next().copied().unwrap_or(1)
-                }
-            })
-            .collect();
-        self.reshaped(a, "Unsqueeze", &out)
+        let shape = onnx::unsqueezed(self.ours(a, "Unsqueeze")?.shape(), axes)?;
+        self.reshaped(a, "Unsqueeze", &shape)
     }
 
     fn identity(&self, a: &BbTensor) -> Result<BbTensor, BbError> {
