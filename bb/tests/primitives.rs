@@ -1,7 +1,7 @@
 //! bb's Contract `Backend` served by kernelc ([`KernelcBb`]): every primitive that
 //! is device math against the f64 reference (docs/semantics.md) on the cpu and every
 //! wgpu path (lavapipe in CI), CUDA where present; the host primitives (reshape,
-//! squeeze, unsqueeze, identity, constant), `execute` on a graph of primitives and its
+//! squeeze, unsqueeze, identity, constant), `execute` on a graph of primitives, and
 //! the typed refusals of bad input.
 
 #[path = "../../runtime/tests/common/mod.rs"]
