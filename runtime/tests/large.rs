@@ -10,12 +10,36 @@
 use kernelc_ir::ScalarType;
 use kernelc_kernels::spec::OpSpec;
 use kernelc_runtime::cache::DiskCache;
-use kernelc_runtime::{Device, DeviceChoice, Runtime, RuntimeError};
+use kernelc_runtime::{Device, DeviceChoice, Runtime, RuntimeError, Tensor};
 
 const N: usize = 3 << 30;
 
 fn spec(json: &str) -> OpSpec {
     serde_json::from_str(json).expect("a valid spec")
+}
+
+/// The CUDA device's runtime, or `None` (a NOT RUN line for `what`) without one.
+fn cuda(what: &str) -> Option<Runtime> {
+    match Device::open(DeviceChoice::Cuda { ordinal: 0 }) {
+        Ok(device) => Some(Runtime::with_device(device, DiskCache::off())),
+        Err(e) => {
+            println!("NOT RUN: no CUDA device ({what}): {e}");
+            None
+        }
+    }
+}
+
+/// An upload's tensor, or `None` (a NOT RUN line for `what`) where the device lacks
+/// the memory; any other error fails the test.
+fn fits(upload: Result<Tensor, RuntimeError>, what: &str) -> Option<Tensor> {
+    match upload {
+        Ok(t) => Some(t),
+        Err(RuntimeError::OutOfMemory { .. }) => {
+            println!("NOT RUN: the device lacks memory for {what}");
+            None
+        }
+        Err(e) => panic!("{e}"),
+    }
 }
 
 /// Values whose sums (below 2^24) are exact in f32 and which differ along the whole tensor, so a
@@ -30,22 +54,12 @@ fn y_at(i: usize) -> f32 {
 
 #[test]
 fn add_and_reduce_sum_past_32_bit_indices_equal_the_reference() {
-    let device = match Device::open(DeviceChoice::Cuda { ordinal: 0 }) {
-        Ok(d) => d,
-        Err(e) => {
-            println!("NOT RUN: no CUDA device (3·2^30-element add and sum): {e}");
-            return;
-        }
+    let Some(rt) = cuda("3·2^30-element add and sum") else {
+        return;
     };
-    let rt = Runtime::with_device(device, DiskCache::off());
     let x: Vec<f32> = (0..N).map(x_at).collect();
-    let xt = match rt.tensor(&[N], &x) {
-        Ok(t) => t,
-        Err(RuntimeError::OutOfMemory { .. }) => {
-            println!("NOT RUN: the device lacks memory for 3·2^30-element tensors");
-            return;
-        }
-        Err(e) => panic!("{e}"),
+    let Some(xt) = fits(rt.tensor(&[N], &x), "3·2^30-element tensors") else {
+        return;
     };
     drop(x);
     let sum = rt
@@ -88,14 +102,9 @@ fn gemm_with_a_weight_past_32_bit_indices_equals_the_reference() {
     const M: usize = 8;
     const K: usize = 4096;
     const N: usize = 524_800; // N · K = 2_149_580_800 > 2^31 − 1
-    let device = match Device::open(DeviceChoice::Cuda { ordinal: 0 }) {
-        Ok(d) => d,
-        Err(e) => {
-            println!("NOT RUN: no CUDA device (GEMM with a weight past 2^31 elements): {e}");
-            return;
-        }
+    let Some(rt) = cuda("GEMM with a weight past 2^31 elements") else {
+        return;
     };
-    let rt = Runtime::with_device(device, DiskCache::off());
     let x_at = |i: usize, p: usize| ((i * 31 + p) % 3) as f32;
     let g = |p: usize| (p % 7 + 1) as f32;
     let f = |j: usize| (j % 5 + 1) as f32;
@@ -111,16 +120,9 @@ fn gemm_with_a_weight_past_32_bit_indices_equals_the_reference() {
             (0..K * N).map(|e| g(e / N) * f(e % N)).collect()
         };
         let shape = if transposed { [N, K] } else { [K, N] };
-        let wt = match rt.tensor(&shape, &w) {
-            Ok(t) => t,
-            Err(RuntimeError::OutOfMemory { .. }) => {
-                println!(
-                    "NOT RUN: the device lacks memory for a weight of {} elements",
-                    N * K
-                );
-                return;
-            }
-            Err(e) => panic!("{e}"),
+        let what = format!("a weight of {} elements", N * K);
+        let Some(wt) = fits(rt.tensor(&shape, &w), &what) else {
+            return;
         };
         drop(w);
         let gemm = spec(&format!(
@@ -148,23 +150,13 @@ fn gemm_with_a_weight_past_32_bit_indices_equals_the_reference() {
 /// values' counts.
 #[test]
 fn softmax_and_layer_norm_over_a_row_past_32_bit_indices() {
-    let device = match Device::open(DeviceChoice::Cuda { ordinal: 0 }) {
-        Ok(d) => d,
-        Err(e) => {
-            println!("NOT RUN: no CUDA device (softmax and layer norm over a 3·2^30 row): {e}");
-            return;
-        }
+    let Some(rt) = cuda("softmax and layer norm over a 3·2^30 row") else {
+        return;
     };
-    let rt = Runtime::with_device(device, DiskCache::off());
     let value = |i: usize| (i % 7) as f32;
     let x: Vec<f32> = (0..N).map(value).collect();
-    let xt = match rt.tensor(&[1, N], &x) {
-        Ok(t) => t,
-        Err(RuntimeError::OutOfMemory { .. }) => {
-            println!("NOT RUN: the device lacks memory for a 3·2^30-element row");
-            return;
-        }
-        Err(e) => panic!("{e}"),
+    let Some(xt) = fits(rt.tensor(&[1, N], &x), "a 3·2^30-element row") else {
+        return;
     };
     drop(x);
     let counts: Vec<f64> = (0..7).map(|v| ((N - v).div_ceil(7)) as f64).collect();
@@ -218,23 +210,16 @@ fn attention_with_an_item_past_32_bit_indices_equals_the_reference() {
     const SEQ_Q: usize = (1 << 24) + 31;
     const SEQ_K: usize = 64;
     const D: usize = 128;
-    let device = match Device::open(DeviceChoice::Cuda { ordinal: 0 }) {
-        Ok(d) => d,
-        Err(e) => {
-            println!("NOT RUN: no CUDA device (attention with a head past 2^31 elements): {e}");
-            return;
-        }
+    let Some(rt) = cuda("attention with a head past 2^31 elements") else {
+        return;
     };
-    let rt = Runtime::with_device(device, DiskCache::off());
     let total = HEADS * SEQ_Q * D;
     let q: Vec<f32> = (0..total).map(|e| ((e % 13) as f32) * 0.01).collect();
-    let qt = match rt.tensor(&[1, HEADS, SEQ_Q, D], &q) {
-        Ok(t) => t,
-        Err(RuntimeError::OutOfMemory { .. }) => {
-            println!("NOT RUN: the device lacks memory for queries of a head past 2^31 elements");
-            return;
-        }
-        Err(e) => panic!("{e}"),
+    let Some(qt) = fits(
+        rt.tensor(&[1, HEADS, SEQ_Q, D], &q),
+        "queries of a head past 2^31 elements",
+    ) else {
+        return;
     };
     drop(q);
     let k = vec![0.5f32; HEADS * SEQ_K * D];
@@ -285,14 +270,9 @@ fn attention_with_keys_past_32_bit_indices_equals_the_reference() {
     const SEQ_K: usize = (1 << 25) + 100;
     const D: usize = 64;
     const SCALE: f64 = 0.125;
-    let device = match Device::open(DeviceChoice::Cuda { ordinal: 0 }) {
-        Ok(d) => d,
-        Err(e) => {
-            println!("NOT RUN: no CUDA device (attention with keys past 2^31 elements): {e}");
-            return;
-        }
+    let Some(rt) = cuda("attention with keys past 2^31 elements") else {
+        return;
     };
-    let rt = Runtime::with_device(device, DiskCache::off());
     let v_at = |j: usize, d: usize| {
         if j >= SEQ_K - 128 {
             100_000.0 + d as f32
@@ -301,23 +281,19 @@ fn attention_with_keys_past_32_bit_indices_equals_the_reference() {
         }
     };
     let k = vec![0.5f32; SEQ_K * D];
-    let kt = match rt.tensor(&[1, 1, SEQ_K, D], &k) {
-        Ok(t) => t,
-        Err(RuntimeError::OutOfMemory { .. }) => {
-            println!("NOT RUN: the device lacks memory for keys of a head past 2^31 elements");
-            return;
-        }
-        Err(e) => panic!("{e}"),
+    let Some(kt) = fits(
+        rt.tensor(&[1, 1, SEQ_K, D], &k),
+        "keys of a head past 2^31 elements",
+    ) else {
+        return;
     };
     drop(k);
     let v: Vec<f32> = (0..SEQ_K * D).map(|e| v_at(e / D, e % D)).collect();
-    let vt = match rt.tensor(&[1, 1, SEQ_K, D], &v) {
-        Ok(t) => t,
-        Err(RuntimeError::OutOfMemory { .. }) => {
-            println!("NOT RUN: the device lacks memory for values of a head past 2^31 elements");
-            return;
-        }
-        Err(e) => panic!("{e}"),
+    let Some(vt) = fits(
+        rt.tensor(&[1, 1, SEQ_K, D], &v),
+        "values of a head past 2^31 elements",
+    ) else {
+        return;
     };
     drop(v);
     let q: Vec<f32> = (0..SEQ_Q * D).map(|e| ((e % 7) as f32) * 0.01).collect();
