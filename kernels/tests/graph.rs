@@ -3,7 +3,9 @@
 //! graph computes what the node-by-node graph does.
 
 use kernelc_ir::ScalarType::F32;
-use kernelc_kernels::graph::{fuse_elementwise, fuse_epilogues, Graph, GraphError, Node, ValueId};
+use kernelc_kernels::graph::{
+    fold_permutes, fuse_elementwise, fuse_epilogues, Graph, GraphError, Node, ValueId,
+};
 use kernelc_kernels::spec::*;
 
 fn input(i: usize) -> ValueId {
@@ -175,6 +177,51 @@ fn an_addition_before_a_layer_norm_becomes_its_residual() {
     early.nodes[2].inputs = vec![out(0)];
     early.outputs = vec![out(1), out(2)];
     assert_eq!(fuse_epilogues(&early).expect("valid").nodes.len(), 3);
+}
+
+/// Attention's `q·kᵀ` as exported: both operands permuted from `[b, s, h, d]`; the
+/// permutes fold into the batched GEMM's strides (k's as a transposed operand) and
+/// the result is bit for bit the same. A permute read twice stays.
+#[test]
+fn permutes_read_by_a_gemm_fold_into_its_strides() {
+    let (b, s, h, d) = (2, 5, 3, 4);
+    let sig = |name: &str| TensorSig::new(name, F32, vec![b, s, h, d]);
+    let permute = |perm: &[usize]| {
+        OpSpec::Permute(PermuteSpec {
+            dtype: F32,
+            shape: vec![b, s, h, d],
+            perm: perm.to_vec(),
+        })
+    };
+    let (gemm, _) = GemmSpec::matmul(F32, &[b, h, s, d], &[b, h, d, s]).expect("matmul");
+    let g = Graph {
+        inputs: vec![sig("q"), sig("k")],
+        nodes: vec![
+            node(permute(&[0, 2, 1, 3]), &[input(0)]),
+            node(permute(&[0, 2, 3, 1]), &[input(1)]),
+            node(OpSpec::Gemm(gemm), &[out(0), out(1)]),
+        ],
+        outputs: vec![out(2)],
+    };
+    let folded = fold_permutes(&g).expect("folds");
+    assert_eq!(folded.nodes.len(), 1, "{folded:#?}");
+    let OpSpec::Gemm(f) = &folded.nodes[0].spec else {
+        panic!("{folded:#?}");
+    };
+    assert_eq!(
+        (f.lda, f.trans_a, f.ldb, f.trans_b),
+        (Some(h * d), false, Some(h * d), true)
+    );
+    assert_eq!(folded.nodes[0].inputs, vec![input(0), input(1)]);
+    assert_eq!(
+        reference(&folded),
+        reference(&g),
+        "the same products in the same order"
+    );
+    // The permuted q also returned: it stays a node.
+    let mut kept = g.clone();
+    kept.outputs.push(out(0));
+    assert_eq!(fold_permutes(&kept).expect("valid").nodes.len(), 2);
 }
 
 /// A node reads a value under any shape of its element count (a reshape is free);

@@ -1,5 +1,6 @@
 //! Graphs on the runtime ([`kernelc_kernels::graph`]): [`Runtime::compile_graph`]
-//! validates a graph, fuses it ([`fuse_epilogues`], then [`fuse_elementwise`]),
+//! validates a graph, fuses it ([`fold_permutes`], [`fuse_epilogues`], then
+//! [`fuse_elementwise`]),
 //! compiles every kernel once and plans its memory; [`CompiledGraph::run`] (tensors)
 //! and [`CompiledGraph::run_views`] (views) then run it any number of times,
 //! compiling nothing.
@@ -12,7 +13,9 @@
 //! slot written by a later node never races an earlier reader. A reshape is free: a
 //! node reads a value under its own input shape (values are dense).
 
-use kernelc_kernels::graph::{fuse_elementwise, fuse_epilogues, Graph, GraphError, ValueId};
+use kernelc_kernels::graph::{
+    fold_permutes, fuse_elementwise, fuse_epilogues, Graph, GraphError, ValueId,
+};
 use kernelc_kernels::spec::TensorSig;
 
 use crate::memory::{Buffer, View, FULL_ALIGNMENT};
@@ -39,7 +42,8 @@ pub struct CompiledGraph {
 }
 
 impl Runtime {
-    /// `graph` validated, fused ([`fuse_epilogues`], then [`fuse_elementwise`]), every
+    /// `graph` validated, fused ([`fold_permutes`], [`fuse_epilogues`], then
+    /// [`fuse_elementwise`]), every
     /// kernel of every node compiled (cached as any op's kernels are) and its memory
     /// planned.
     pub fn compile_graph(&self, graph: &Graph) -> Result<CompiledGraph> {
@@ -50,7 +54,7 @@ impl Runtime {
     /// per node, the baseline fusion is measured against.
     pub fn compile_graph_with(&self, graph: &Graph, fuse: bool) -> Result<CompiledGraph> {
         let graph = if fuse {
-            fuse_elementwise(&fuse_epilogues(graph)?)?
+            fuse_elementwise(&fuse_epilogues(&fold_permutes(graph)?)?)?
         } else {
             graph.validate()?;
             graph.clone()

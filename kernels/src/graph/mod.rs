@@ -11,7 +11,9 @@
 //! is free, never a node or a copy. [`Graph::reference`] runs the f64 references
 //! node by node, each value rounded to its dtype as storing it would.
 //!
-//! Two rewrites, each equal to the graph it rewrites under the same tolerances:
+//! Three rewrites, each equal to the graph it rewrites under the same tolerances:
+//! [`fold_permutes`] reads a permute's input in place as a GEMM operand (strides and
+//! a leading dimension instead of a copy);
 //! [`fuse_elementwise`] merges chains of `unary`, `binary` and `scalar` nodes whose
 //! intermediate values nothing else reads into single [`FusedSpec`] nodes (one kernel,
 //! one read of each input and one write; the fused op rounds every intermediate as a
@@ -62,9 +64,11 @@
 mod elementwise;
 mod epilogue;
 mod splice;
+mod views;
 
 pub use elementwise::fuse_elementwise;
 pub use epilogue::fuse_epilogues;
+pub use views::fold_permutes;
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;

@@ -1,0 +1,117 @@
+//! [`fold_permutes`]: a permute whose only reader is a GEMM, as that GEMM's operand
+//! strides.
+
+use super::splice::{readers, splice, Replacement};
+use super::{Graph, GraphError, Node, ValueId};
+use crate::op::Op;
+use crate::ops::{GemmSpec, Layout};
+use crate::shape::row_major_strides;
+use crate::spec::OpSpec;
+
+/// `graph` with every permute whose value only a GEMM reads, as one of its operands
+/// read packed (`[batch…, rows, cols]` of the permute's output), folded into that
+/// operand's batch strides and leading dimension (transposing the operand where the
+/// permute moved the unit-stride dim to the rows): the GEMM reads the permute's
+/// input in place, and the copy is gone. Equal bit for bit: the same products in the
+/// same order.
+pub fn fold_permutes(graph: &Graph) -> Result<Graph, GraphError> {
+    graph.validate()?;
+    let mut graph = graph.clone();
+    while let Some(next) = fold_one(&graph)? {
+        graph = next;
+    }
+    Ok(graph)
+}
+
+fn fold_one(graph: &Graph) -> Result<Option<Graph>, GraphError> {
+    let readers = readers(graph);
+    for (k, node) in graph.nodes.iter().enumerate() {
+        let OpSpec::Gemm(gemm) = &node.spec else {
+            continue;
+        };
+        for operand in 0..2 {
+            let value = node.inputs[operand];
+            let ValueId::Node { node: p, output: 0 } = value else {
+                continue;
+            };
+            let OpSpec::Permute(permute) = &graph.nodes[p].spec else {
+                continue;
+            };
+            let alone = readers.get(&value) == Some(&1) && !graph.outputs.contains(&value);
+            let Some(folded) = alone
+                .then(|| folded(gemm, operand, &permute.shape, &permute.perm))
+                .flatten()
+            else {
+                continue;
+            };
+            let mut inputs = node.inputs.clone();
+            inputs[operand] = graph.nodes[p].inputs[0];
+            let mut gone = vec![false; graph.nodes.len()];
+            gone[p] = true;
+            gone[k] = true;
+            let replacement = Replacement {
+                at: k,
+                node: Node {
+                    spec: OpSpec::Gemm(folded),
+                    inputs,
+                },
+                gives: vec![(ValueId::Node { node: k, output: 0 }, 0)],
+            };
+            return splice(graph, &gone, vec![replacement]).map(Some);
+        }
+    }
+    Ok(None)
+}
+
+/// `gemm` reading operand `operand` (0: A, 1: B) from the input of a permute of
+/// `shape` by `perm`, or `None` where the GEMM does not read the permute's output
+/// packed or no leading dimension describes the permuted matrix.
+fn folded(gemm: &GemmSpec, operand: usize, shape: &[usize], perm: &[usize]) -> Option<GemmSpec> {
+    let (placement, ld, strides, trans) = match operand {
+        0 => (gemm.a(), gemm.lda, &gemm.stride_a, gemm.trans_a),
+        _ => (gemm.b(), gemm.ldb, &gemm.stride_b, gemm.trans_b),
+    };
+    let out: Vec<usize> = perm.iter().map(|&d| shape[d]).collect();
+    let rank = out.len();
+    let (rows, cols) = (placement.rows, placement.cols);
+    // The GEMM reads the permute's output as packed `[batch…, rows, cols]`.
+    let packed_batch: Vec<usize> = row_major_strides(&gemm.batch)
+        .iter()
+        .map(|s| s * rows * cols)
+        .collect();
+    let reads_packed = gemm.layout == Layout::RowMajor
+        && rank == gemm.batch.len() + 2
+        && out[..rank - 2] == gemm.batch[..]
+        && out[rank - 2..] == [rows, cols]
+        && ld.is_none_or(|ld| ld == cols)
+        && strides
+            .as_ref()
+            .is_none_or(|s| *s == packed_batch || gemm.batch_count() <= 1);
+    if !reads_packed {
+        return None;
+    }
+    let source = row_major_strides(shape);
+    let stride = |d: usize| source[perm[d]];
+    let batch_strides: Vec<usize> = (0..rank - 2).map(stride).collect();
+    let (row_stride, col_stride) = (stride(rank - 2), stride(rank - 1));
+    // Stored row-major with unit columns, or (transposed) with unit rows.
+    let (new_trans, new_ld) = if col_stride == 1 {
+        (trans, row_stride)
+    } else if row_stride == 1 {
+        (!trans, col_stride)
+    } else {
+        return None;
+    };
+    let mut g = gemm.clone();
+    match operand {
+        0 => {
+            (g.trans_a, g.lda, g.stride_a) = (new_trans, Some(new_ld), Some(batch_strides));
+        }
+        _ => {
+            (g.trans_b, g.ldb, g.stride_b) = (new_trans, Some(new_ld), Some(batch_strides));
+        }
+    }
+    // What the GEMM now reads must be exactly the permute's input.
+    let placement = if operand == 0 { g.a() } else { g.b() };
+    (g.validate().is_ok() && placement.extent(&g.batch) == crate::shape::numel(shape)).then_some(g)
+}
