@@ -15,8 +15,9 @@
 //! - `execute` compiles the whole graph (`import`, `execute`): the ONNX graph
 //!   becomes a kernelc graph of catalogue ops (the 30 primitives and the extensions
 //!   a model needs, with ONNX's semantics and opset-13 inputs; shape arithmetic
-//!   folded on the host; reshapes free), fused (GEMM bias and residual epilogues,
-//!   layer-norm residual prologues, elementwise chains into one kernel) and compiled
+//!   folded on the host; reshapes free), fused (permutes read in place as GEMM
+//!   operands, GEMM bias and residual epilogues, layer-norm residual prologues,
+//!   elementwise chains into one kernel) and compiled
 //!   once per graph and input signatures; later calls run the kept plan. `dispatch`
 //!   is the contract's default over it.
 //! - Errors are [`BbError`]: the runtime's, the walker's, or a typed refusal naming
