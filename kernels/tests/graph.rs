@@ -218,6 +218,30 @@ fn permutes_read_by_a_gemm_fold_into_its_strides() {
         reference(&g),
         "the same products in the same order"
     );
+    // A batch of one (matmul reads its dim of 1 at stride 0): folds the same.
+    let one = |perm: &[usize]| {
+        OpSpec::Permute(PermuteSpec {
+            dtype: F32,
+            shape: vec![1, s, h, d],
+            perm: perm.to_vec(),
+        })
+    };
+    let (gemm1, _) = GemmSpec::matmul(F32, &[1, h, s, d], &[1, h, d, s]).expect("matmul");
+    let single = Graph {
+        inputs: vec![
+            TensorSig::new("q", F32, vec![1, s, h, d]),
+            TensorSig::new("k", F32, vec![1, s, h, d]),
+        ],
+        nodes: vec![
+            node(one(&[0, 2, 1, 3]), &[input(0)]),
+            node(one(&[0, 2, 3, 1]), &[input(1)]),
+            node(OpSpec::Gemm(gemm1), &[out(0), out(1)]),
+        ],
+        outputs: vec![out(2)],
+    };
+    let folded1 = fold_permutes(&single).expect("folds");
+    assert_eq!(folded1.nodes.len(), 1, "{folded1:#?}");
+    assert_eq!(reference(&folded1), reference(&single));
     // The permuted q also returned: it stays a node.
     let mut kept = g.clone();
     kept.outputs.push(out(0));

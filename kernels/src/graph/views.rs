@@ -84,9 +84,11 @@ fn folded(gemm: &GemmSpec, operand: usize, shape: &[usize], perm: &[usize]) -> O
         && out[..rank - 2] == gemm.batch[..]
         && out[rank - 2..] == [rows, cols]
         && ld.is_none_or(|ld| ld == cols)
-        && strides
-            .as_ref()
-            .is_none_or(|s| *s == packed_batch || gemm.batch_count() <= 1);
+        && strides.as_ref().is_none_or(|s| {
+            // A dim of extent 1 is read at any stride.
+            s.len() == packed_batch.len()
+                && (0..s.len()).all(|d| gemm.batch[d] <= 1 || s[d] == packed_batch[d])
+        });
     if !reads_packed {
         return None;
     }
