@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use super::splice::{readers, splice, Replacement};
+use super::splice::{rewrite_all, Found, Replacement};
 use super::{Graph, GraphError, Node, ValueId};
 use crate::ops::{BinaryFn, GemmSpec, LayerNormSpec, Layout};
 use crate::shape::{numel, row_major_strides};
@@ -21,28 +21,9 @@ use crate::spec::OpSpec;
 /// The fused node rounds once where the pair rounded twice (the addition's operand
 /// was stored in the dtype first): equal under the same tolerances.
 pub fn fuse_epilogues(graph: &Graph) -> Result<Graph, GraphError> {
-    graph.validate()?;
-    let mut graph = graph.clone();
-    while let Some(next) = fuse_one(&graph)? {
-        graph = next;
-    }
-    Ok(graph)
-}
-
-/// The graph with the first fusion found made, or `None`.
-fn fuse_one(graph: &Graph) -> Result<Option<Graph>, GraphError> {
-    let readers = readers(graph);
-    for k in 0..graph.nodes.len() {
-        let found = gemm_epilogue(graph, &readers, k).or_else(|| norm_prologue(graph, k));
-        if let Some((removed, replacement)) = found {
-            let mut gone = vec![false; graph.nodes.len()];
-            for r in removed {
-                gone[r] = true;
-            }
-            return splice(graph, &gone, vec![replacement]).map(Some);
-        }
-    }
-    Ok(None)
+    rewrite_all(graph, |graph, readers, k| {
+        gemm_epilogue(graph, readers, k).or_else(|| norm_prologue(graph, k))
+    })
 }
 
 /// A same-dtype addition: its operands as read, and its output shape.
@@ -72,11 +53,7 @@ fn c_is_row_major(g: &GemmSpec) -> bool {
 
 /// Node `k`, an addition of a GEMM's value read by it alone, as that GEMM with a bias
 /// or a `C`: the nodes it removes and the fused node.
-fn gemm_epilogue(
-    graph: &Graph,
-    readers: &HashMap<ValueId, usize>,
-    k: usize,
-) -> Option<(Vec<usize>, Replacement)> {
+fn gemm_epilogue(graph: &Graph, readers: &HashMap<ValueId, usize>, k: usize) -> Option<Found> {
     let node = &graph.nodes[k];
     let (lhs, rhs, out) = addition(&node.spec)?;
     for side in 0..2 {
@@ -127,7 +104,7 @@ fn gemm_epilogue(
 
 /// Node `k`, a layer norm of an addition's value, as the norm with a residual input:
 /// the nodes it removes and the fused node.
-fn norm_prologue(graph: &Graph, k: usize) -> Option<(Vec<usize>, Replacement)> {
+fn norm_prologue(graph: &Graph, k: usize) -> Option<Found> {
     let node = &graph.nodes[k];
     let OpSpec::LayerNorm(norm) = &node.spec else {
         return None;

@@ -102,3 +102,30 @@ pub(super) fn readers(graph: &Graph) -> HashMap<ValueId, usize> {
     }
     readers
 }
+
+/// A rewrite found at one node: the old nodes it removes and the node replacing them.
+pub(super) type Found = (Vec<usize>, Replacement);
+
+/// `graph` validated, then rewritten one `find` at a time (tried at each node `k`,
+/// given the value readers) until none is found.
+pub(super) fn rewrite_all(
+    graph: &Graph,
+    find: impl Fn(&Graph, &HashMap<ValueId, usize>, usize) -> Option<Found>,
+) -> Result<Graph, GraphError> {
+    graph.validate()?;
+    let mut graph = graph.clone();
+    'again: loop {
+        let readers = readers(&graph);
+        for k in 0..graph.nodes.len() {
+            if let Some((removed, replacement)) = find(&graph, &readers, k) {
+                let mut gone = vec![false; graph.nodes.len()];
+                for r in removed {
+                    gone[r] = true;
+                }
+                graph = splice(&graph, &gone, vec![replacement])?;
+                continue 'again;
+            }
+        }
+        return Ok(graph);
+    }
+}

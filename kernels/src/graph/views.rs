@@ -1,7 +1,9 @@
 //! [`fold_permutes`]: a permute whose only reader is a GEMM, as that GEMM's operand
 //! strides.
 
-use super::splice::{readers, splice, Replacement};
+use std::collections::HashMap;
+
+use super::splice::{rewrite_all, Found, Replacement};
 use super::{Graph, GraphError, Node, ValueId};
 use crate::op::Op;
 use crate::ops::{GemmSpec, Layout};
@@ -15,52 +17,43 @@ use crate::spec::OpSpec;
 /// input in place, and the copy is gone. Equal bit for bit: the same products in the
 /// same order.
 pub fn fold_permutes(graph: &Graph) -> Result<Graph, GraphError> {
-    graph.validate()?;
-    let mut graph = graph.clone();
-    while let Some(next) = fold_one(&graph)? {
-        graph = next;
-    }
-    Ok(graph)
+    rewrite_all(graph, fold_at)
 }
 
-fn fold_one(graph: &Graph) -> Result<Option<Graph>, GraphError> {
-    let readers = readers(graph);
-    for (k, node) in graph.nodes.iter().enumerate() {
-        let OpSpec::Gemm(gemm) = &node.spec else {
-            continue;
+/// Node `k`, a GEMM one of whose operands is a permute it alone reads, with that
+/// permute folded in: the nodes it removes and the GEMM replacing them.
+fn fold_at(graph: &Graph, readers: &HashMap<ValueId, usize>, k: usize) -> Option<Found> {
+    let node = &graph.nodes[k];
+    let OpSpec::Gemm(gemm) = &node.spec else {
+        return None;
+    };
+    (0..2).find_map(|operand| {
+        let value = node.inputs[operand];
+        let ValueId::Node { node: p, output: 0 } = value else {
+            return None;
         };
-        for operand in 0..2 {
-            let value = node.inputs[operand];
-            let ValueId::Node { node: p, output: 0 } = value else {
-                continue;
-            };
-            let OpSpec::Permute(permute) = &graph.nodes[p].spec else {
-                continue;
-            };
-            let alone = readers.get(&value) == Some(&1) && !graph.outputs.contains(&value);
-            let Some(folded) = alone
-                .then(|| folded(gemm, operand, &permute.shape, &permute.perm))
-                .flatten()
-            else {
-                continue;
-            };
-            let mut inputs = node.inputs.clone();
-            inputs[operand] = graph.nodes[p].inputs[0];
-            let mut gone = vec![false; graph.nodes.len()];
-            gone[p] = true;
-            gone[k] = true;
-            let replacement = Replacement {
+        let OpSpec::Permute(permute) = &graph.nodes[p].spec else {
+            return None;
+        };
+        let alone = readers.get(&value) == Some(&1) && !graph.outputs.contains(&value);
+        if !alone {
+            return None;
+        }
+        let folded = folded(gemm, operand, &permute.shape, &permute.perm)?;
+        let mut inputs = node.inputs.clone();
+        inputs[operand] = graph.nodes[p].inputs[0];
+        Some((
+            vec![p, k],
+            Replacement {
                 at: k,
                 node: Node {
                     spec: OpSpec::Gemm(folded),
                     inputs,
                 },
                 gives: vec![(ValueId::Node { node: k, output: 0 }, 0)],
-            };
-            return splice(graph, &gone, vec![replacement]).map(Some);
-        }
-    }
-    Ok(None)
+            },
+        ))
+    })
 }
 
 /// `gemm` reading operand `operand` (0: A, 1: B) from the input of a permute of
