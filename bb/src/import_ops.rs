@@ -6,13 +6,15 @@
 
 use kernelc_ir::ScalarType;
 use kernelc_kernels::ops::{
-    AdaptivePool2dSpec, BatchNormSpec, Conv2dSpec, FillSpec, FillValue, LayerNormSpec, Nchw,
-    Pool2dSpec, PoolKind, PoolPass, ScalarSpec, SoftmaxSpec, Window2d,
+    AdaptivePool2dSpec, AsStridedSpec, BatchNormSpec, Conv2dSpec, FillSpec, FillValue,
+    LayerNormSpec, Nchw, Pool2dSpec, PoolKind, PoolPass, ScalarSpec, SoftmaxSpec, Window2d,
 };
 use kernelc_kernels::spec::{
     BinaryFn, BinarySpec, CastSpec, ConcatSpec, GatherSpec, GemmSpec, PermuteSpec, ReduceFn,
     ReduceSpec, UnaryFn, UnarySpec, WhereSpec,
 };
+
+use kernelc_kernels::shape::{broadcast_shapes, broadcast_strides};
 
 use crate::import::{At, HostTensor, Importer, Value};
 use crate::{onnx, BbError};
@@ -122,16 +124,6 @@ fn cast(im: &mut Importer, at: &At<'_>, a: &Value, to: ScalarType) -> Result<Val
     im.op1(at, spec, &[a])
 }
 
-/// The float functions whose ONNX form propagates NaN.
-fn nan_max(dtype: ScalarType, max: bool) -> BinaryFn {
-    match (dtype.is_float(), max) {
-        (true, true) => BinaryFn::MaxNan,
-        (true, false) => BinaryFn::MinNan,
-        (false, true) => BinaryFn::Max,
-        (false, false) => BinaryFn::Min,
-    }
-}
-
 /// The node's outputs.
 pub(crate) fn translate(
     im: &mut Importer,
@@ -177,7 +169,7 @@ pub(crate) fn translate(
             let first = arg(at, args, 0)?;
             let func = match op {
                 "Sum" => BinaryFn::Add,
-                _ => nan_max(first.dtype(), op == "Max"),
+                _ => onnx::max_or_min(first.dtype(), op == "Max"),
             };
             let mut acc = first.clone();
             for i in 1..args.len() {
@@ -466,19 +458,21 @@ fn where_(im: &mut Importer, at: &At<'_>, args: Args<'_>) -> Result<Value, BbErr
     im.op1(at, spec, &[c, x, y])
 }
 
-/// `Expand`: broadcast to `shape` (NumPy rules both ways), as a product with ones of
-/// that shape (exact for every value, NaN and −0 included).
+/// `Expand`: broadcast to `shape` (NumPy rules both ways), as the strided read it
+/// is (`as_strided` with stride 0 along the broadcast dims): exact for every dtype.
 fn expand(im: &mut Importer, at: &At<'_>, args: Args<'_>) -> Result<Value, BbError> {
     let a = arg(at, args, 0)?;
-    let shape = to_dims(at, &host_ints(at, args, 1, "shape")?.unwrap_or_default())?;
-    let ones = filled(im, at, a.dtype(), shape, 1.0)?;
-    // A bool times true is `x AND true`: its min.
-    let func = if a.dtype() == ScalarType::Bool {
-        BinaryFn::Min
-    } else {
-        BinaryFn::Mul
+    let target = to_dims(at, &host_ints(at, args, 1, "shape")?.unwrap_or_default())?;
+    let shape = broadcast_shapes(a.shape(), &target).map_err(|e| at.invalid(e))?;
+    let spec = AsStridedSpec {
+        dtype: a.dtype(),
+        len: a.numel(),
+        strides: broadcast_strides(a.shape(), &shape),
+        shape,
+        offset: 0,
+        scatter: false,
     };
-    binary(im, at, func, a, &ones, None)
+    im.op1(at, spec, &[a])
 }
 
 /// NumPy `matmul`; a 2-D right operand takes every leading dim of the left as rows
@@ -564,8 +558,8 @@ fn reduce(im: &mut Importer, at: &At<'_>, args: Args<'_>) -> Result<Value, BbErr
     let func = match at.node.op_type.as_str() {
         "ReduceSum" => ReduceFn::Sum,
         "ReduceMean" => ReduceFn::Mean,
-        "ReduceMax" => nan_reduce(a.dtype(), true),
-        _ => nan_reduce(a.dtype(), false),
+        "ReduceMax" => onnx::reduce_max_or_min(a.dtype(), true),
+        _ => onnx::reduce_max_or_min(a.dtype(), false),
     };
     let axes = match ints_from(at, args, 1, "axes")? {
         Some(axes) if !axes.is_empty() => {
@@ -585,15 +579,6 @@ fn reduce(im: &mut Importer, at: &At<'_>, args: Args<'_>) -> Result<Value, BbErr
         accumulate: false,
     };
     im.op1(at, spec, &[a])
-}
-
-fn nan_reduce(dtype: ScalarType, max: bool) -> ReduceFn {
-    match (dtype.is_float(), max) {
-        (true, true) => ReduceFn::MaxNan,
-        (true, false) => ReduceFn::MinNan,
-        (false, true) => ReduceFn::Max,
-        (false, false) => ReduceFn::Min,
-    }
 }
 
 fn softmax(im: &mut Importer, at: &At<'_>, args: Args<'_>, log: bool) -> Result<Value, BbError> {

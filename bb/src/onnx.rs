@@ -5,7 +5,7 @@
 use crate::BbError;
 use bb_ir::proto::onnx::TensorProto;
 use kernelc_ir::ScalarType;
-use kernelc_kernels::spec::SliceSpec;
+use kernelc_kernels::spec::{BinaryFn, ReduceFn, SliceSpec};
 
 /// `axis` of a tensor of `rank` dims, counted from the end when negative.
 pub(crate) fn axis(op: &'static str, axis: i64, rank: usize) -> Result<usize, BbError> {
@@ -282,6 +282,26 @@ pub(crate) fn split_specs(
             spec
         })
         .collect())
+}
+
+/// ONNX's `Max`/`Min`: NaN-propagating for floats (as NumPy and torch).
+pub(crate) fn max_or_min(dtype: ScalarType, max: bool) -> BinaryFn {
+    match (dtype.is_float(), max) {
+        (true, true) => BinaryFn::MaxNan,
+        (true, false) => BinaryFn::MinNan,
+        (false, true) => BinaryFn::Max,
+        (false, false) => BinaryFn::Min,
+    }
+}
+
+/// ONNX's `ReduceMax`/`ReduceMin`: NaN-propagating for floats.
+pub(crate) fn reduce_max_or_min(dtype: ScalarType, max: bool) -> ReduceFn {
+    match (dtype.is_float(), max) {
+        (true, true) => ReduceFn::MaxNan,
+        (true, false) => ReduceFn::MinNan,
+        (false, true) => ReduceFn::Max,
+        (false, false) => ReduceFn::Min,
+    }
 }
 
 #[cfg(test)]

@@ -179,20 +179,12 @@ impl Backend for KernelcBb {
 
     /// NaN propagates (ONNX and NumPy `max`).
     fn reduce_max(&self, a: &BbTensor, axes: &[i64], keepdims: bool) -> Result<BbTensor, BbError> {
-        let func = if a.dtype().is_float() {
-            ReduceFn::MaxNan
-        } else {
-            ReduceFn::Max
-        };
+        let func = onnx::reduce_max_or_min(a.dtype(), true);
         self.reduce("ReduceMax", func, a, axes, keepdims)
     }
 
     fn reduce_min(&self, a: &BbTensor, axes: &[i64], keepdims: bool) -> Result<BbTensor, BbError> {
-        let func = if a.dtype().is_float() {
-            ReduceFn::MinNan
-        } else {
-            ReduceFn::Min
-        };
+        let func = onnx::reduce_max_or_min(a.dtype(), false);
         self.reduce("ReduceMin", func, a, axes, keepdims)
     }
 

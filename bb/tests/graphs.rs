@@ -454,3 +454,25 @@ fn bad_graphs_are_typed_errors_and_launch_nothing() {
         other => panic!("{other:?}"),
     }
 }
+
+/// `Expand` broadcasts both ways (NumPy rules), bool included, as a strided read.
+#[test]
+fn expand_broadcasts_both_ways() {
+    let b = KernelcBb::with_runtime(kernelc_runtime::Runtime::cpu());
+    let graph = GraphProto {
+        node: vec![node("Expand", &["x", "shape"], &["y"], vec![])],
+        initializer: vec![i64_tensor("shape", &[2, 1, 4])],
+        input: vec![info("x")],
+        output: vec![info("y")],
+        ..Default::default()
+    };
+    for dtype in [ScalarType::F32, ScalarType::Bool] {
+        let x = b.tensor(dtype, &[3, 1], &[1.0, 0.0, 1.0]).expect("x");
+        let y = b
+            .execute(&graph, [("x".to_string(), x)].into(), attrs())
+            .expect("execute");
+        assert_eq!(y["y"].shape(), &[2, 3, 4], "{dtype}");
+        let want: Vec<f64> = (0..24).map(|e| [1.0, 0.0, 1.0][(e / 4) % 3]).collect();
+        assert_eq!(y["y"].to_f64().expect("read"), want, "{dtype}");
+    }
+}

@@ -70,14 +70,6 @@ impl Runtime {
             slots,
         })
     }
-
-    /// A buffer of `bytes` from the device's pool, not cleared (its user writes it
-    /// whole before reading).
-    fn scratch_buffer(&self, bytes: usize) -> Result<Buffer> {
-        Ok(Buffer {
-            storage: std::sync::Arc::new(self.device.alloc(bytes)?),
-        })
-    }
 }
 
 /// Per node output its home, and the slots' sizes: each intermediate takes the
@@ -221,7 +213,7 @@ impl CompiledGraph {
         let slots = self
             .slots
             .iter()
-            .map(|&bytes| rt.scratch_buffer(bytes))
+            .map(|&bytes| rt.alloc_uncleared(bytes))
             .collect::<Result<Vec<_>>>()?;
         let mut values: Vec<Vec<View>> = Vec::with_capacity(graph.nodes.len());
         let value = |values: &[Vec<View>], v: ValueId| -> Result<View> {
@@ -248,7 +240,7 @@ impl CompiledGraph {
                 .map(|(sig, home)| match *home {
                     Home::Slot(s) => View::new(&slots[s], 0, sig.dtype, &sig.shape),
                     Home::Fresh => View::new(
-                        &rt.scratch_buffer(byte_len(sig)?)?,
+                        &rt.alloc_uncleared(byte_len(sig)?)?,
                         0,
                         sig.dtype,
                         &sig.shape,

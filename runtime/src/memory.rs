@@ -345,11 +345,17 @@ impl Bound<'_> {
 impl Runtime {
     /// A zeroed buffer of `bytes` bytes on this runtime's device.
     pub fn alloc_buffer(&self, bytes: usize) -> Result<Buffer> {
+        let buffer = self.alloc_uncleared(bytes)?;
+        buffer.storage.fill_zero()?;
+        Ok(buffer)
+    }
+
+    /// A buffer of `bytes` from the device's pool, not cleared: for a user that
+    /// writes it whole before reading it (a compiled graph's slots and outputs).
+    pub(crate) fn alloc_uncleared(&self, bytes: usize) -> Result<Buffer> {
         self.check_buffer_size(bytes)?;
-        let storage = self.device.alloc(bytes)?;
-        storage.fill_zero()?;
         Ok(Buffer {
-            storage: Arc::new(storage),
+            storage: Arc::new(self.device.alloc(bytes)?),
         })
     }
 
