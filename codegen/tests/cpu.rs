@@ -1219,6 +1219,37 @@ fn division_by_zero_and_shift_overflow_are_reported_without_crashing() {
     assert!(matches!(e, Err(LaunchError::ShiftOverflow { .. })), "{e:?}");
 }
 
+/// Vector shifts by a literal amount take one packed shift per chunk (as exp's
+/// exponent arithmetic does); they must equal the interpreter for every integer type,
+/// signed (arithmetic) and unsigned (logical), at the edges of the range, and an
+/// amount of the full width must still raise `ShiftOverflow`.
+#[test]
+fn vector_shifts_by_literal_amounts() {
+    let mut rng = Lcg(21);
+    for scalar in [I32, U32, I64] {
+        let bits = (scalar.size_bytes() * 8) as u32;
+        for lanes in [2u8, 4] {
+            let ty = Type::vector(scalar, lanes);
+            for amount in [0, 1, 23, bits - 1] {
+                let by = || lit(U32, f64::from(amount)).splat(lanes);
+                check_elementwise("shl_lit", &[ty], scalar, 40, &mut rng, |a| {
+                    a[0].clone() << by()
+                });
+                check_elementwise("shr_lit", &[ty], scalar, 40, &mut rng, |a| {
+                    a[0].clone() >> by()
+                });
+            }
+        }
+    }
+    let ty = Type::vector(I32, 4);
+    let kernel = elementwise("shl_width", &[ty], I32, 1, |a| {
+        a[0].clone() << lit(U32, 32.0).splat(4)
+    });
+    let mut args = vec![buffer(I32, vec![Scalar::I32(1); 4]), poison(I32, 4)];
+    let e = compile(&kernel).launch_host([1, 1, 1], &mut args);
+    assert!(matches!(e, Err(LaunchError::ShiftOverflow { .. })), "{e:?}");
+}
+
 // ---------------------------------------------------------------------------------------
 // Object files and CLIF
 // ---------------------------------------------------------------------------------------

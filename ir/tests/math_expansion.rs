@@ -874,6 +874,35 @@ fn expansions_are_compact() {
 }
 
 #[test]
+fn a_repeated_call_in_one_statement_is_expanded_once() {
+    // sigmoid's shape: `exp(-|x|)` in both arms of a select. The second call reuses the
+    // first one's values; a call with other arguments, or one in the next statement,
+    // is expanded on its own. Results equal the unexpanded kernel's.
+    let e = |x: E| apply(MathFn::Exp, -x.clone().abs(), x);
+    let once = map_kernel(F32, 4 * WG as usize, 4, |x, _| e(x.clone()));
+    let twice = map_kernel(F32, 4 * WG as usize, 4, |x, _| {
+        x.clone()
+            .ge(lit(F32, 0.0).splat(4))
+            .select(e(x.clone()), e(x.clone()) * e(x))
+    });
+    let other = map_kernel(F32, 4 * WG as usize, 4, |x, y| e(x) + e(y));
+    let locals = |k: &Kernel| expand_all(k).locals.len() - k.locals.len();
+    assert_eq!(locals(&twice), locals(&once), "the same call, three times");
+    assert_eq!(locals(&other), 2 * locals(&once), "two different calls");
+    let n = WG as usize * 4;
+    let mut rng = Rng(5);
+    let a = HostBuffer::from_f32(&(0..n).map(|_| rng.uniform(-90.0, 90.0)).collect::<Vec<_>>());
+    let b = HostBuffer::from_f32(&(0..n).map(|_| rng.uniform(-90.0, 90.0)).collect::<Vec<_>>());
+    for kernel in [&twice, &other] {
+        let want = run_map(kernel, F32, &a, &b, 4);
+        let got = run_map(&expand_all(kernel), F32, &a, &b, 4);
+        for (g, w) in got.to_f32().iter().zip(want.to_f32()) {
+            assert!(ulps(*g, w) <= 4.0, "{g} vs {w}");
+        }
+    }
+}
+
+#[test]
 fn uniform_values_stay_uniform_for_barriers() {
     // A loop bound computed by math on a uniform parameter, with a barrier in the body:
     // the expansion's locals derive from the parameter only, so the loop stays uniform.

@@ -7,9 +7,9 @@ use super::{internal, Lower};
 use crate::cpu::repr::mask_of;
 use crate::CodegenError;
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
-use cranelift_codegen::ir::{InstBuilder, MemFlagsData, Value};
+use cranelift_codegen::ir::{types, InstBuilder, MemFlagsData, Value};
 use cranelift_module::Module;
-use kernelc_ir::{BinaryOp, CmpOp, Expr, MathFn, ScalarType, Type, UnaryOp};
+use kernelc_ir::{BinaryOp, CmpOp, Expr, MathFn, Scalar, ScalarType, Type, UnaryOp};
 
 /// Flags for bitcasts between vector types (lane order is the host's).
 pub(crate) fn vector_bitcast_flags() -> MemFlagsData {
@@ -47,6 +47,9 @@ impl<M: Module> Lower<'_, '_, M> {
             }
             Expr::Binary { op, lhs, rhs } => {
                 let a = self.expr(lhs)?;
+                if let Some(v) = self.shift_by_constant(*op, &a, rhs) {
+                    return Ok(v);
+                }
                 let b = self.expr(rhs)?;
                 self.binary(*op, &a, &b)
             }
@@ -194,6 +197,52 @@ impl<M: Module> Lower<'_, '_, M> {
             }
         }
         self.lanewise(a.ty, &[a, b], |l, x| l.scalar_binary(op, s, x[0], x[1]))
+    }
+
+    /// A packed `<<` or `>>` of an integer vector by a literal amount below its width
+    /// (as exp and log expansions shift exponents): one SIMD shift per chunk, with
+    /// no per-lane check, since an amount known in range cannot raise
+    /// `SHIFT_OVERFLOW`. `None` where the general path must decide.
+    fn shift_by_constant(&mut self, op: BinaryOp, a: &Val, amount: &Expr) -> Option<Val> {
+        let left = match op {
+            BinaryOp::Shl => true,
+            BinaryOp::Shr => false,
+            BinaryOp::Add
+            | BinaryOp::Sub
+            | BinaryOp::Mul
+            | BinaryOp::Div
+            | BinaryOp::Rem
+            | BinaryOp::And
+            | BinaryOp::Or
+            | BinaryOp::Xor => return None,
+        };
+        let literal = match amount {
+            Expr::Splat { arg, .. } => arg.as_lit(),
+            other => other.as_lit(),
+        }?;
+        let s = a.ty.scalar;
+        let bits = crate::cpu::repr::scalar_clif(s).bits() as u64;
+        let n = match literal {
+            Scalar::U32(n) => u64::from(n),
+            _ => return None,
+        };
+        if !s.is_int() || n >= bits {
+            return None;
+        }
+        let chunks = self.packed_of(a)?;
+        let mut out = Vec::with_capacity(chunks.len());
+        for c in chunks {
+            let amount = self.iconst(types::I32, n);
+            let ins = self.b.ins();
+            out.push(if left {
+                ins.ishl(c, amount)
+            } else if s.is_signed_int() {
+                ins.sshr(c, amount)
+            } else {
+                ins.ushr(c, amount)
+            });
+        }
+        Some(Val::packed(a.ty, out))
     }
 
     /// `&`, `|`, `^` of two bool vectors held as masks of the same shape.

@@ -17,6 +17,12 @@ pub(super) struct Expander<'a> {
     /// Every declared name, so new locals get fresh ones.
     pub(super) names: HashSet<String>,
     pub(super) counter: u32,
+    /// The calls expanded for the statement being rewritten, with their results: a
+    /// second identical call in the same statement (sigmoid's `exp(-|x|)` appears in
+    /// both arms of its select) reuses the first one's values instead of emitting the
+    /// algorithm again. Sound because a statement's expressions are pure and every
+    /// `Let` of its expansions runs before it, with no assignment between.
+    pub(super) expanded: Vec<(Expr, Expr)>,
 }
 
 impl Expander<'_> {
@@ -30,6 +36,9 @@ impl Expander<'_> {
 
     /// Rewrites `s` into `out`, preceded by the `Let`s its expansions need.
     fn stmt(&mut self, s: &Stmt, out: &mut Block) {
+        // Nested blocks are rewritten after the statement's own expressions, each
+        // statement of theirs starting afresh.
+        self.expanded.clear();
         let rewritten = match s {
             Stmt::Let { local, value } => Stmt::Let {
                 local: *local,
@@ -81,6 +90,9 @@ impl Expander<'_> {
     /// Rewrites `e` bottom-up; the `Let`s of its expansions go to `out`.
     fn expr(&mut self, e: &Expr, out: &mut Block) -> Expr {
         let rebuilt = map_children(e, |c| self.expr(c, out));
+        if let Some((_, result)) = self.expanded.iter().find(|(call, _)| *call == rebuilt) {
+            return result.clone();
+        }
         let expanded = match &rebuilt {
             Expr::Math { func, args } if self.opts.expands(*func) => {
                 self.expand_call(*func, args, out)
@@ -92,7 +104,13 @@ impl Expander<'_> {
             } if self.opts.float_rem => self.expand_float_rem(lhs, rhs, out),
             _ => None,
         };
-        expanded.unwrap_or(rebuilt)
+        match expanded {
+            Some(result) => {
+                self.expanded.push((rebuilt, result.clone()));
+                result
+            }
+            None => rebuilt,
+        }
     }
 
     /// The expansion of `func(args)`, or `None` to keep the call (f64 when not selected,

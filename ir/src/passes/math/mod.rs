@@ -269,6 +269,7 @@ pub fn expand_math(kernel: &Kernel, opts: &MathExpansion) -> Kernel {
         opts,
         names,
         counter: 0,
+        expanded: Vec::new(),
     };
     let body = x.block(&kernel.body);
     let mut out = x.kernel;
