@@ -123,25 +123,67 @@ fn assert_close(a: &[Vec<f64>], b: &[Vec<f64>]) {
     }
 }
 
-/// The MLP's bias add goes into the first GEMM, its residual add into the second
-/// (`beta = 1`, C the residual); what is left between them fuses into one kernel.
+/// The MLP's bias add and GELU go into the first GEMM (its bias and activation), its
+/// residual add into the second (`beta = 1`, C the residual); the scaling between
+/// them stays a kernel of its own.
 #[test]
-fn additions_fold_into_the_gemms_around_them() {
+fn additions_and_activations_fold_into_the_gemms_around_them() {
     let g = mlp();
     let folded = fuse_epilogues(&g).expect("folds");
     let specs: Vec<&OpSpec> = folded.nodes.iter().map(|n| &n.spec).collect();
-    assert_eq!(specs.len(), 4, "{specs:#?}");
-    let (OpSpec::Gemm(first), OpSpec::Gemm(second)) = (specs[0], specs[3]) else {
+    assert_eq!(specs.len(), 3, "{specs:#?}");
+    let (OpSpec::Gemm(first), OpSpec::Gemm(second)) = (specs[0], specs[2]) else {
         panic!("{specs:#?}");
     };
     assert!(first.bias && first.beta == 0.0, "{first:?}");
-    assert!(!second.bias && second.beta == 1.0, "{second:?}");
+    assert_eq!(first.activation, Some(Activation::GeluErf));
+    assert!(!second.bias && second.beta == 1.0 && second.activation.is_none());
     assert_eq!(folded.nodes[0].inputs, vec![input(0), input(1), input(2)]);
-    assert_eq!(folded.nodes[3].inputs[2], input(0));
+    assert_eq!(folded.nodes[1].inputs, vec![out(0)]);
+    assert_eq!(folded.nodes[2].inputs[2], input(0));
     let both = fuse_elementwise(&folded).expect("fuses");
     assert_eq!(both.nodes.len(), 3, "{both:#?}");
     // One rounding fewer per folded addition: equal within f32 rounding.
     assert_close(&reference(&both), &reference(&g));
+}
+
+/// An activation before the bias add, or of a GEMM value read twice, is not the
+/// GEMM's epilogue: nothing folds.
+#[test]
+fn an_activation_folds_only_as_the_last_step_of_a_gemm_read_once() {
+    let (m, n, k) = (4, 6, 3);
+    let sig = |name: &str, shape: &[usize]| TensorSig::new(name, F32, shape.to_vec());
+    let inputs = vec![sig("a", &[m, k]), sig("b", &[k, n]), sig("bias", &[n])];
+    let gemm = || {
+        node(
+            OpSpec::Gemm(GemmSpec::new(F32, m, n, k)),
+            &[input(0), input(1)],
+        )
+    };
+    // relu(gemm) + bias: the activation folds, the later bias must not.
+    let g = Graph {
+        inputs: inputs.clone(),
+        nodes: vec![
+            gemm(),
+            node(unary(UnaryFn::Relu, &[m, n]), &[out(0)]),
+            node(binary(BinaryFn::Add, &[m, n], &[n]), &[out(1), input(2)]),
+        ],
+        outputs: vec![out(2)],
+    };
+    let folded = fuse_epilogues(&g).expect("folds");
+    assert_eq!(folded.nodes.len(), 2, "{folded:#?}");
+    let OpSpec::Gemm(fused) = &folded.nodes[0].spec else {
+        panic!("{folded:#?}");
+    };
+    assert!(fused.activation == Some(Activation::Relu) && !fused.bias);
+    assert_close(&reference(&folded), &reference(&g));
+    // The GEMM's value is also an output: it stays as it is.
+    let g = Graph {
+        inputs,
+        nodes: vec![gemm(), node(unary(UnaryFn::Silu, &[m, n]), &[out(0)])],
+        outputs: vec![out(0), out(1)],
+    };
+    assert_eq!(fuse_epilogues(&g).expect("folds"), g);
 }
 
 /// `layer_norm(x + r)` takes `r` as its residual input; the sum's other reader (a

@@ -264,6 +264,7 @@ fn gemm(
         stride_b: None,
         stride_c: None,
         input_rounding: None,
+        activation: None,
     }
 }
 

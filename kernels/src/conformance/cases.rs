@@ -84,6 +84,9 @@ pub fn split() -> Vec<OpSpec> {
         r#"{"op":"gemm","dtype":"f32","m":40,"n":16,"k":32,"lda":64,"ldc":32,"alpha":2.0,"beta":-1.0,"bias":true}"#,
         r#"{"op":"gemm","dtype":"f32","m":1,"n":1,"k":1536,"trans_b":true,"alpha":0.5,"beta":0.75,"bias":true}"#,
         r#"{"op":"gemm","dtype":"f16","m":1,"n":1,"k":1536,"trans_b":true,"alpha":1.0,"beta":0.0}"#,
+        // An activation applies once, on the last block along k.
+        r#"{"op":"gemm","dtype":"f32","m":1,"n":1,"k":1536,"trans_b":true,"alpha":0.5,"beta":0.75,"bias":true,"activation":"gelu_erf"}"#,
+        r#"{"op":"gemm","dtype":"f32","m":40,"n":16,"k":32,"lda":64,"ldc":32,"alpha":1.0,"beta":0.0,"activation":"tanh"}"#,
         r#"{"op":"gemm","dtype":"f32","m":768,"n":2,"k":2,"trans_a":true,"alpha":1.0,"beta":0.5}"#,
         r#"{"op":"gemm","dtype":"f32","layout":"col_major","m":64,"n":16,"k":32,"trans_b":true,"alpha":1.0,"beta":1.0}"#,
         r#"{"op":"conv2d","dtype":"f32","batch":3,"in_channels":2,"out_channels":4,"height":16,"width":16,"window":{"kernel":[3,3],"stride":[1,1],"padding":[1,1]},"bias":true}"#,

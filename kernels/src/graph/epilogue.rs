@@ -1,5 +1,5 @@
-//! [`fuse_epilogues`]: additions folded into the GEMM before them or the layer norm
-//! after them.
+//! [`fuse_epilogues`]: additions and activations folded into the GEMM before them,
+//! additions into the layer norm after them.
 
 use std::collections::HashMap;
 
@@ -14,6 +14,8 @@ use crate::spec::OpSpec;
 /// * `gemm(A, B) + b`, `b` a row of `n` broadcast over C's rows, as the GEMM's bias;
 /// * `gemm(A, B) + R`, `R` of C's shape, as the GEMM's `C` with `beta = 1` (a
 ///   residual connection);
+/// * `act(gemm(A, B))`, `act` an activation (ReLU, GELU, SiLU, …), as the GEMM's
+///   activation, applied after its bias and `C`;
 /// * `layer_norm(x + r)` as the norm with `r` its residual input, the norm's `sum`
 ///   output taking the addition's place for its other readers,
 ///
@@ -22,7 +24,9 @@ use crate::spec::OpSpec;
 /// was stored in the dtype first): equal under the same tolerances.
 pub fn fuse_epilogues(graph: &Graph) -> Result<Graph, GraphError> {
     rewrite_all(graph, |graph, readers, k| {
-        gemm_epilogue(graph, readers, k).or_else(|| norm_prologue(graph, k))
+        gemm_epilogue(graph, readers, k)
+            .or_else(|| gemm_activation(graph, readers, k))
+            .or_else(|| norm_prologue(graph, k))
     })
 }
 
@@ -65,8 +69,13 @@ fn gemm_epilogue(graph: &Graph, readers: &HashMap<ValueId, usize>, k: usize) -> 
         let OpSpec::Gemm(gemm) = &graph.nodes[p].spec else {
             continue;
         };
-        let alone = readers.get(&value) == Some(&1) && !graph.outputs.contains(&value);
-        if !alone || gemm.beta != 0.0 || !c_is_row_major(gemm) || ours != out.as_slice() {
+        let alone = read_by_one_node(graph, readers, value);
+        if !alone
+            || gemm.beta != 0.0
+            || gemm.activation.is_some()
+            || !c_is_row_major(gemm)
+            || ours != out.as_slice()
+        {
             continue;
         }
         let is_row = numel(other) == gemm.n
@@ -100,6 +109,50 @@ fn gemm_epilogue(graph: &Graph, readers: &HashMap<ValueId, usize>, k: usize) -> 
         ));
     }
     None
+}
+
+/// Whether `value` is read by one node and is not an output of the graph.
+fn read_by_one_node(graph: &Graph, readers: &HashMap<ValueId, usize>, value: ValueId) -> bool {
+    readers.get(&value) == Some(&1) && !graph.outputs.contains(&value)
+}
+
+/// Node `k`, an activation of a GEMM's value read by it alone, as that GEMM with the
+/// activation: the nodes it removes and the fused node. C must be dense (the unary
+/// op would also map the gaps a GEMM leaves), the dtypes equal.
+fn gemm_activation(graph: &Graph, readers: &HashMap<ValueId, usize>, k: usize) -> Option<Found> {
+    let node = &graph.nodes[k];
+    let OpSpec::Unary(unary) = &node.spec else {
+        return None;
+    };
+    let act = unary.func.activation()?;
+    let value = *node.inputs.first()?;
+    let ValueId::Node { node: p, output: 0 } = value else {
+        return None;
+    };
+    let OpSpec::Gemm(gemm) = &graph.nodes[p].spec else {
+        return None;
+    };
+    if !read_by_one_node(graph, readers, value)
+        || gemm.activation.is_some()
+        || gemm.dtype != unary.dtype
+        || !c_is_row_major(gemm)
+    {
+        return None;
+    }
+    Some((
+        vec![p, k],
+        Replacement {
+            at: k,
+            node: Node {
+                spec: OpSpec::Gemm(GemmSpec {
+                    activation: Some(act),
+                    ..gemm.clone()
+                }),
+                inputs: graph.nodes[p].inputs.clone(),
+            },
+            gives: vec![(ValueId::Node { node: k, output: 0 }, 0)],
+        },
+    ))
 }
 
 /// Node `k`, a layer norm of an addition's value, as the norm with a residual input:

@@ -208,6 +208,7 @@ impl OxicudaBackend {
             stride_b: strides.map(|s| vec![s[1]]),
             stride_c: strides.map(|s| vec![s[2]]),
             input_rounding: rounding,
+            activation: None,
         };
         let inputs: &[u64] = if beta == 0.0 { &[a, b] } else { &[a, b, c] };
         self.run(spec.into(), inputs, &[c])

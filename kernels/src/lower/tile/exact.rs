@@ -104,7 +104,7 @@ impl<'a> TileKernel<'a> {
                             );
                             let at = add(scale(row.clone(), core.c.ld), col.clone());
                             let index = bind(f, "e_at", add(place.off_c.clone(), at));
-                            let v = self.finish_value(m, &index, &col, row_bias.clone(), sum, 1);
+                            let v = self.finish_value(f, m, &index, &col, row_bias.clone(), sum, 1);
                             f.store(m.out, index, v);
                         });
                     });

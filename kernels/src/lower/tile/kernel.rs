@@ -581,7 +581,7 @@ impl<'a> TileKernel<'a> {
         if vn == 1 || self.c_vector {
             let finish = |f: &mut Body| {
                 let index = bind(f, "c_at", index);
-                let v = self.finish_value(m, &index, col, row_bias.clone(), value.clone(), t.vn);
+                let v = self.finish_value(f, m, &index, col, row_bias.clone(), value.clone(), t.vn);
                 f.store(m.out, index, v);
             };
             if core.n % t.bn == 0 {
@@ -597,15 +597,17 @@ impl<'a> TileKernel<'a> {
             let index_l = add(index.clone(), E::from(lane));
             let lane_value = value.clone().lane(lane as u8);
             when_below(f, &col_l, core.n, |f| {
-                let v = self.finish_value(m, &index_l, &col_l, row_bias.clone(), lane_value, 1);
+                let v = self.finish_value(f, m, &index_l, &col_l, row_bias.clone(), lane_value, 1);
                 f.store(m.out, index_l.clone(), v);
             });
         }
     }
 
-    /// `alpha·acc + beta·C_in (+ bias)`, rounded to C's type, for `lanes` columns.
+    /// `act(alpha·acc + beta·C_in (+ bias))`, rounded to C's type, for `lanes` columns.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn finish_value(
         &self,
+        f: &mut Body,
         m: &Mems,
         index: &E,
         col: &E,
@@ -632,6 +634,6 @@ impl<'a> TileKernel<'a> {
                 _ => v + num.load(mem, bs.dtype, col.clone()),
             };
         }
-        num.narrow(v, core.c.dtype)
+        core.stored_value(f, &num, v)
     }
 }

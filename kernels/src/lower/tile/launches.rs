@@ -98,7 +98,8 @@ fn reduce_launch(
                 let at = if bs.along == BiasAxis::Rows { i } else { j };
                 v = v + num.load(mem, bs.dtype, at);
             }
-            f.store(out, index, num.narrow(v, core.c.dtype));
+            let v = core.stored_value(f, &num, v);
+            f.store(out, index, v);
         });
     })?;
     Ok(Launch {

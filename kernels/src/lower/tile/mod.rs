@@ -83,8 +83,9 @@ pub(crate) use {
     schedule::{vector_lanes, Tile},
 };
 
-use super::math::{bind, compute_type};
+use super::math::{bind, compute_type, Num};
 use super::{Binding, LowerError};
+use crate::ops::elementwise::{activation_value, Activation};
 use kernelc_ir::builder::*;
 use kernelc_ir::{Scalar, ScalarType};
 use std::sync::Arc;
@@ -261,6 +262,8 @@ pub(crate) struct GemmCore {
     pub input_rounding: Option<ScalarType>,
     /// Write the elements of C's buffer that belong to no matrix (0, or the prior C).
     pub fill_gaps: bool,
+    /// Applied to the epilogue's value before it is rounded to C's type.
+    pub activation: Option<Activation>,
 }
 
 impl GemmCore {
@@ -268,6 +271,16 @@ impl GemmCore {
     pub(crate) fn compute(&self) -> ScalarType {
         compute_type(self.c.dtype)
     }
+    /// The epilogue's value `v` (compute type) as stored: through the activation,
+    /// then rounded to C's type. Every path that writes C's matrix elements ends here.
+    pub(crate) fn stored_value(&self, f: &mut Body, num: &Num, v: E) -> E {
+        let v = match self.activation {
+            Some(act) => activation_value(f, num, act, v),
+            None => v,
+        };
+        num.narrow(v, self.c.dtype)
+    }
+
     /// Matrices in the batch.
     fn batch_count(&self) -> u32 {
         self.batch.iter().product()

@@ -154,6 +154,7 @@ fn core(
         bias,
         input_rounding: None,
         fill_gaps: false,
+        activation: None,
     }
 }
 

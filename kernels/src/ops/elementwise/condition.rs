@@ -43,6 +43,16 @@ fn unary_terms(f: UnaryFn, y: f64, x: f64) -> f64 {
     }
 }
 
+/// An activation's own error at `x`, in units of `u` of `dtype`'s compute type, for
+/// an op that applies it to a value it computed (GEMM's epilogue): the function's
+/// ULPs of its terms (the unary op's conditioned rows) or of its result (the others).
+pub(crate) fn activation_terms(act: Activation, dtype: ScalarType, x: f64) -> f64 {
+    let func = act.forward().as_received(dtype);
+    let ct = compute_type(dtype);
+    let y = apply_unary(func, dtype, x);
+    func.traits().ulps * (unary_terms(func, y, x) + ulp(ct, y) / unit_roundoff(ct))
+}
+
 pub(super) fn unary(s: &UnarySpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
     let func = s.func.as_received(s.dtype);
     let ct = compute_type(s.dtype);

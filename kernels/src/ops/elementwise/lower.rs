@@ -210,6 +210,21 @@ fn gelu_tanh_arg(n: &Num, x: &E) -> E {
     n.lit(k) * (x + n.lit(0.044715) * x * x * x)
 }
 
+/// `act(x)` for an op that applies an activation to a value it computed (GEMM's
+/// epilogue): leaky ReLU's slope is a constant of the kernel there.
+pub(crate) fn activation_value(f: &mut Body, n: &Num, act: Activation, x: E) -> E {
+    let slope = match act {
+        Activation::LeakyRelu { slope } => vec![lit(n.ty, slope)],
+        Activation::Relu
+        | Activation::Sigmoid
+        | Activation::Tanh
+        | Activation::GeluErf
+        | Activation::GeluTanh
+        | Activation::Silu => Vec::new(),
+    };
+    unary_value(f, n, act.forward(), x, &slope)
+}
+
 /// `f(x)` for a unary function, with the function's uniform parameter (leaky ReLU's
 /// slope) in `params`. Subexpressions used twice are bound to locals.
 pub(super) fn unary_value(f: &mut Body, n: &Num, func: UnaryFn, x: E, params: &[E]) -> E {

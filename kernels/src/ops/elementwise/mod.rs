@@ -48,3 +48,7 @@ pub use fused::{FusedNode, FusedSpec};
 pub use hardswish::HardswishSpec;
 pub use softplus::SoftplusSpec;
 pub use spec::*;
+
+pub(crate) use condition::activation_terms;
+pub(crate) use lower::activation_value;
+pub(crate) use reference::apply_activation;

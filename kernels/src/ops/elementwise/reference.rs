@@ -185,6 +185,12 @@ pub(super) fn apply_unary(f: UnaryFn, dtype: ScalarType, x: f64) -> f64 {
     }
 }
 
+/// An activation applied to `x` as a `dtype` op's kernel applies it (leaky ReLU's
+/// slope rounded to the compute type).
+pub(crate) fn apply_activation(act: Activation, dtype: ScalarType, x: f64) -> f64 {
+    apply_unary(act.forward().as_received(dtype), dtype, x)
+}
+
 pub(super) fn unary_op(s: &UnarySpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
     let func = s.func.as_received(s.dtype);
     vec![i[0]

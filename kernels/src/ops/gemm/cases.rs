@@ -6,6 +6,7 @@
 //! long reduction that splits (split-K) on GPU caps.
 
 use super::spec::*;
+use crate::ops::Activation;
 use kernelc_ir::ScalarType::{self, *};
 
 fn g(dtype: ScalarType, m: usize, n: usize, k: usize) -> GemmSpec {
@@ -117,6 +118,45 @@ pub(super) fn gemm_cases() -> Vec<GemmSpec> {
     (s.lda, s.ldb, s.ldc) = (Some(3), Some(12), Some(11));
     s.beta = 1.0;
     v.push(s);
+    // Activations in the epilogue, after bias and beta·C: each function, every dtype,
+    // both layouts, a batch, split-K, a k = 0 epilogue and an f32 GEMM whose inputs
+    // round to bf16.
+    let activations = [
+        Activation::GeluErf,
+        Activation::GeluTanh,
+        Activation::Relu,
+        Activation::LeakyRelu { slope: 0.125 },
+        Activation::Sigmoid,
+        Activation::Tanh,
+        Activation::Silu,
+    ];
+    for (i, act) in activations.into_iter().enumerate() {
+        let mut s = match i {
+            0 => g(F32, 33, 65, 19),
+            1 => g(F16, 19, 23, 11),
+            2 => g(Bf16, 20, 24, 12),
+            3 => g(F64, 9, 17, 13),
+            4 => g(F32, 5, 3, 300),
+            5 => g(F32, 5, 7, 0),
+            _ => g(F32, 16, 24, 32),
+        };
+        s.activation = Some(act);
+        s.bias = i != 2;
+        s.beta = [0.0, 1.0, 0.0, 0.5, -1.0, 0.5, 0.0][i];
+        s.layout = if i % 2 == 1 {
+            Layout::ColMajor
+        } else {
+            Layout::RowMajor
+        };
+        if i == 3 {
+            s.batch = vec![2];
+            s.trans_a = true;
+        }
+        if i == 6 {
+            s.input_rounding = Some(Bf16);
+        }
+        v.push(s);
+    }
     v.push(g(F32, 0, 4, 3));
     let mut s = g(F32, 3, 3, 3);
     s.batch = vec![0, 2];

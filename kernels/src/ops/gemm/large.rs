@@ -4,7 +4,8 @@
 //! One matrix splits in blocks of C's rows, C's columns and `k`: each operand's
 //! block is a window of its whole matrix (same leading dimension) that fits, bound
 //! where it lies. Blocks after the first along `k` add into C (`beta = 1`, the bias
-//! only in the first), so f16/bf16 C rounds to its storage type between them.
+//! only in the first, the activation only in the last), so f16/bf16 C rounds to its
+//! storage type between them.
 
 use super::{lower, GemmSpec, Layout, MatrixPlacement};
 use crate::lower::split::{
@@ -363,6 +364,12 @@ fn blocks(spec: &GemmSpec, limit: u64) -> Result<Vec<Piece>, LowerError> {
                     ldc: Some(c.block_ld(&dims)),
                     bias: spec.bias && first,
                     beta: if first { spec.beta } else { 1.0 },
+                    // The activation applies to the whole sum: on the last block.
+                    activation: if k0 + dims[K] == spec.k {
+                        spec.activation
+                    } else {
+                        None
+                    },
                     ..spec.clone()
                 };
                 let mut places = vec![

@@ -2,8 +2,11 @@
 
 use super::spec::GemmSpec;
 use crate::lower::math::compute_type;
+use crate::op::Op;
+use crate::ops::elementwise::{activation_terms, apply_activation};
 use crate::reference::{attribute, round_to};
 use crate::shape::{for_each_index, offset};
+use crate::tolerance::{gamma, unit_roundoff};
 
 pub(super) fn gemm(s: &GemmSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
     let (a, b) = (i[0], i[1]);
@@ -57,9 +60,42 @@ pub(super) fn gemm(s: &GemmSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
                 if let Some(bias) = bias {
                     v = inter(v) + bias[col];
                 }
+                if let Some(act) = s.activation {
+                    v = apply_activation(act, s.dtype, inter(v));
+                }
                 c[at] = v;
             }
         }
     });
     vec![c]
+}
+
+/// What a GEMM with an activation is held to, per element of C in units of `u`
+/// (`Tolerance::conditioned(1)`): the bound without it, `γ_{k+4} · Σ|terms|`, carried
+/// through the activation (times its largest slope), plus the activation's own ULPs
+/// of its terms at the epilogue's value. (Elements of C's buffer outside every
+/// matrix keep their value exactly; any bound holds them.)
+pub(super) fn condition(s: &GemmSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
+    let plain = GemmSpec {
+        activation: None,
+        ..s.clone()
+    };
+    let values = gemm(&plain, i).remove(0);
+    let Some(act) = s.activation else {
+        return vec![values.iter().map(|v| v.abs()).collect()];
+    };
+    let magnitudes: Vec<Vec<f64>> = i
+        .iter()
+        .map(|x| x.iter().map(|v| v.abs()).collect())
+        .collect();
+    let magnitudes: Vec<&[f64]> = magnitudes.iter().map(Vec::as_slice).collect();
+    let terms = gemm(&plain.absolute(), &magnitudes).remove(0);
+    let ct = compute_type(s.dtype);
+    let u = unit_roundoff(ct);
+    let carried = gamma(s.k + 4, u) / u * act.max_slope();
+    vec![values
+        .iter()
+        .zip(&terms)
+        .map(|(&v, &t)| carried * t + activation_terms(act, s.dtype, round_to(ct, v)))
+        .collect()]
 }

@@ -9,6 +9,7 @@ use crate::lower::math::compute_type;
 use crate::lower::Uniform;
 use crate::lower::{LowerError, Plan, TargetCaps};
 use crate::op::Op;
+use crate::ops::Activation;
 use crate::shape::{check_count, check_shape, numel};
 use crate::spec::{check_dtype, check_finite, Alias, TensorSig, FLOATS};
 use crate::tolerance::Tolerance;
@@ -24,7 +25,8 @@ pub enum Layout {
     ColMajor,
 }
 
-/// `C_b = alpha · op(A_b) · op(B_b) + beta · C_b (+ bias)` for every batch index `b`.
+/// `C_b = act(alpha · op(A_b) · op(B_b) + beta · C_b (+ bias))` for every batch index
+/// `b` (`act` the identity unless `activation` is set).
 ///
 /// * `op(X)` is `X` or `Xᵀ` (`trans_a`, `trans_b`; conjugate-transpose is transpose on
 ///   real data). `op(A)` is `m×k`, `op(B)` is `k×n`, `C` is `m×n`; so A is stored as
@@ -44,6 +46,9 @@ pub enum Layout {
 /// * `input_rounding`: with `dtype = f32`, round every element of A and B to f16 or
 ///   bf16 (nearest even) before multiplying, accumulating in f32 (oxicuda
 ///   `gemm_mixed_precision`).
+/// * `activation`: an activation applied to each element of the epilogue's value in
+///   the compute type before it is stored (cuBLASLt's `GELU` / `RELU` epilogues, a
+///   fused `Linear` + activation); leaky ReLU's slope is part of the kernel.
 ///
 /// f16/bf16 storage accumulates in f32. Inputs: `a`, `b`, then `bias` if set, then `c`
 /// if `beta != 0`. Outputs: `c`. Buffer shapes: `[batch.., rows, cols]` of the stored
@@ -83,6 +88,8 @@ pub struct GemmSpec {
     pub stride_c: Option<Vec<usize>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input_rounding: Option<ScalarType>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub activation: Option<Activation>,
 }
 
 /// One operand's placement: stored rows × cols, leading dimension, batch strides.
@@ -164,6 +171,7 @@ impl GemmSpec {
             stride_b: None,
             stride_c: None,
             input_rounding: None,
+            activation: None,
         }
     }
 
@@ -387,6 +395,9 @@ impl Op for GemmSpec {
         check_shape("gemm batch", &self.batch)?;
         check_finite("alpha", self.alpha)?;
         check_finite("beta", self.beta)?;
+        if let Some(act) = self.activation {
+            act.forward().check_params()?;
+        }
         if let Some(t) = self.input_rounding {
             check_dtype(
                 "gemm input_rounding",
@@ -475,6 +486,9 @@ impl Op for GemmSpec {
     fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
         reference::gemm(self, i)
     }
+    fn condition(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
+        reference::condition(self, i)
+    }
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::gemm(self, caps)
     }
@@ -493,13 +507,19 @@ impl Op for GemmSpec {
         cases::gemm_cases()
     }
     fn tolerance(&self) -> Tolerance {
-        // k products and sums, alpha, beta·C and its addition, the bias.
-        Tolerance::accumulated(self.k + 4)
+        match self.activation {
+            // k products and sums, alpha, beta·C and its addition, the bias.
+            None => Tolerance::accumulated(self.k + 4),
+            // That bound carried through the activation, plus the activation's own
+            // (`reference::condition`), in units of `u`.
+            Some(_) => Tolerance::conditioned(1.0),
+        }
     }
     fn absolute(&self) -> Self {
         let mut s = self.clone();
         s.alpha = s.alpha.abs();
         s.beta = s.beta.abs();
+        s.activation = None;
         s
     }
     fn example() -> Self {
