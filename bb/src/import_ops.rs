@@ -10,8 +10,8 @@ use kernelc_kernels::ops::{
     LayerNormSpec, Nchw, Pool2dSpec, PoolKind, PoolPass, ScalarSpec, SoftmaxSpec, Window2d,
 };
 use kernelc_kernels::spec::{
-    BinaryFn, BinarySpec, CastSpec, ConcatSpec, GatherSpec, GemmSpec, PermuteSpec, ReduceFn,
-    ReduceSpec, UnaryFn, UnarySpec, WhereSpec,
+    BinaryFn, BinarySpec, CastSpec, ConcatSpec, GatherSpec, GemmSpec, OpSpec, PermuteSpec,
+    ReduceFn, ReduceSpec, UnaryFn, UnarySpec, WhereSpec,
 };
 
 use kernelc_kernels::shape::{broadcast_shapes, broadcast_strides};
@@ -81,7 +81,52 @@ fn binary(
         rhs: b.shape().to_vec(),
         out_dtype,
     };
+    if let Some(folded) = with_constant_operand(im, at, &spec, a, b)? {
+        return Ok(folded);
+    }
     im.op1(at, spec, &[a, b])
+}
+
+/// `spec` of a float device tensor and a constant of one element (`x / √d`,
+/// `x + 1e-5`) as a scalar op: the constant is a per-call value of the kernel, not a tensor to
+/// upload and read, and the graph's rewrites see a constant (a GEMM takes a factor
+/// into its `alpha`). `None` where the operands are not so, or the scalar op does
+/// not exist for the function.
+fn with_constant_operand(
+    im: &mut Importer,
+    at: &At<'_>,
+    spec: &BinarySpec,
+    a: &Value,
+    b: &Value,
+) -> Result<Option<Value>, BbError> {
+    let (device, constant, reversed) = match (a, b) {
+        (Value::Device { .. }, Value::Host(h)) => (a, h, false),
+        (Value::Host(h), Value::Device { .. }) => (b, h, true),
+        _ => return Ok(None),
+    };
+    let ([value], Ok(out)) = (
+        constant.values.as_slice(),
+        broadcast_shapes(&spec.lhs, &spec.rhs),
+    ) else {
+        return Ok(None);
+    };
+    if !spec.dtype.is_float() {
+        // Integer arithmetic is shape arithmetic, folded on the host; an i64 constant
+        // past 2^53 would not survive a float per-call value.
+        return Ok(None);
+    }
+    let scalar = ScalarSpec {
+        func: spec.func,
+        dtype: spec.dtype,
+        shape: device.shape().to_vec(),
+        scalar: *value,
+        reversed,
+        out_dtype: spec.out_dtype,
+    };
+    if OpSpec::Scalar(scalar.clone()).validate().is_err() {
+        return Ok(None);
+    }
+    Ok(Some(im.op1(at, scalar, &[device])?.reshaped(out)))
 }
 
 fn unary(im: &mut Importer, at: &At<'_>, func: UnaryFn, a: &Value) -> Result<Value, BbError> {

@@ -4,7 +4,7 @@
 
 use kernelc_ir::ScalarType::F32;
 use kernelc_kernels::graph::{
-    fold_permutes, fuse_elementwise, fuse_epilogues, Graph, GraphError, Node, ValueId,
+    fold_permutes, fuse, fuse_elementwise, fuse_epilogues, Graph, GraphError, Node, ValueId,
 };
 use kernelc_kernels::spec::*;
 
@@ -184,6 +184,92 @@ fn an_activation_folds_only_as_the_last_step_of_a_gemm_read_once() {
         outputs: vec![out(0), out(1)],
     };
     assert_eq!(fuse_epilogues(&g).expect("folds"), g);
+}
+
+/// Attention as an exporter writes it: heads split out of `[b, s, h·d]` projections
+/// by permutes, `softmax(Q·Kᵀ/√d + mask)·V`, the heads merged back by a permute.
+fn exported_attention((b, s, h, d): (usize, usize, usize, usize), mask_out: bool) -> Graph {
+    let sig = |name: &str, shape: &[usize]| TensorSig::new(name, F32, shape.to_vec());
+    let permute = |shape: [usize; 4], perm: &[usize]| {
+        OpSpec::Permute(PermuteSpec {
+            dtype: F32,
+            shape: shape.to_vec(),
+            perm: perm.to_vec(),
+        })
+    };
+    let (bshd, bhsd) = ([b, s, h, d], [b, h, s, d]);
+    let batched = |m, n, k| {
+        let mut g = GemmSpec::new(F32, m, n, k);
+        g.batch = vec![b, h];
+        OpSpec::Gemm(g)
+    };
+    let scores = [b, h, s, s];
+    let softmax = OpSpec::Softmax(SoftmaxSpec {
+        dtype: F32,
+        shape: scores.to_vec(),
+        axis: 3,
+        log: false,
+    });
+    Graph {
+        inputs: vec![
+            sig("q", &[b, s, h * d]),
+            sig("k", &[b, s, h * d]),
+            sig("v", &[b, s, h * d]),
+            sig("mask", &[s, s]),
+        ],
+        nodes: vec![
+            node(permute(bshd, &[0, 2, 1, 3]), &[input(0)]),
+            node(permute(bshd, &[0, 2, 3, 1]), &[input(1)]),
+            node(permute(bshd, &[0, 2, 1, 3]), &[input(2)]),
+            node(batched(s, s, d), &[out(0), out(1)]),
+            node(scalar(BinaryFn::Div, &scores, (d as f64).sqrt()), &[out(3)]),
+            node(binary(BinaryFn::Add, &scores, &[s, s]), &[out(4), input(3)]),
+            node(softmax, &[out(5)]),
+            node(batched(s, d, s), &[out(6), out(2)]),
+            node(permute(bhsd, &[0, 2, 1, 3]), &[out(7)]),
+        ],
+        outputs: if mask_out {
+            vec![out(8), out(6)]
+        } else {
+            vec![out(8)]
+        },
+    }
+}
+
+/// The whole pattern becomes one attention node reading the projections in place
+/// (`bshd`), the scale `1/√d` taken from the division, the mask from the addition.
+#[test]
+fn softmax_of_scaled_scores_times_v_becomes_one_attention_node() {
+    let (b, s, h, d) = (2, 8, 3, 4);
+    let g = exported_attention((b, s, h, d), false);
+    let fused = fuse(&g).expect("fuses");
+    assert_eq!(fused.nodes.len(), 1, "{fused:#?}");
+    let OpSpec::Attention(a) = &fused.nodes[0].spec else {
+        panic!("{fused:#?}");
+    };
+    assert_eq!(
+        (a.layout, a.batch, a.heads, a.kv_heads, a.seq_q, a.seq_k, a.head_dim),
+        (AttentionLayout::Bshd, b, h, h, s, s, d)
+    );
+    assert!((a.scale - 0.5).abs() < 1e-15 && !a.causal && !a.lse);
+    assert_eq!(a.mask, Some(vec![s, s]));
+    assert_eq!(
+        fused.nodes[0].inputs,
+        vec![input(0), input(1), input(2), input(3)]
+    );
+    assert_close(&reference(&fused), &reference(&g));
+}
+
+/// The probabilities are also returned: they must be stored, so nothing fuses into
+/// attention (the permutes still fold into the GEMMs).
+#[test]
+fn attention_whose_probabilities_are_read_elsewhere_stays_as_written() {
+    let g = exported_attention((1, 4, 2, 2), true);
+    let fused = fuse(&g).expect("fuses");
+    let names: Vec<String> = fused.nodes.iter().map(|n| n.spec.name()).collect();
+    assert!(!names.iter().any(|n| n == "attention"), "{names:?}");
+    assert!(names.iter().any(|n| n == "softmax"), "{names:?}");
+    assert_close(&reference(&fused), &reference(&g));
 }
 
 /// `layer_norm(x + r)` takes `r` as its residual input; the sum's other reader (a

@@ -1,7 +1,7 @@
 //! Graphs on the runtime ([`kernelc_kernels::graph`]): [`Runtime::compile_graph`]
-//! validates a graph, fuses it ([`fold_permutes`], [`fuse_epilogues`], then
-//! [`fuse_elementwise`]),
-//! compiles every kernel once and plans its memory; [`CompiledGraph::run`] (tensors)
+//! validates a graph, fuses it ([`graph::fuse`]: permutes folded into GEMM operands,
+//! epilogues into GEMMs and norms, attention patterns into attention nodes,
+//! elementwise chains into single kernels), compiles every kernel once and plans its memory; [`CompiledGraph::run`] (tensors)
 //! and [`CompiledGraph::run_views`] (views) then run it any number of times,
 //! compiling nothing.
 //!
@@ -13,9 +13,7 @@
 //! slot written by a later node never races an earlier reader. A reshape is free: a
 //! node reads a value under its own input shape (values are dense).
 
-use kernelc_kernels::graph::{
-    fold_permutes, fuse_elementwise, fuse_epilogues, Graph, GraphError, ValueId,
-};
+use kernelc_kernels::graph::{self, Graph, GraphError, ValueId};
 use kernelc_kernels::spec::TensorSig;
 
 use crate::memory::{Buffer, View, FULL_ALIGNMENT};
@@ -42,9 +40,8 @@ pub struct CompiledGraph {
 }
 
 impl Runtime {
-    /// `graph` validated, fused ([`fold_permutes`], [`fuse_epilogues`], then
-    /// [`fuse_elementwise`]), every
-    /// kernel of every node compiled (cached as any op's kernels are) and its memory
+    /// `graph` validated, fused ([`graph::fuse`]), every kernel of every node
+    /// compiled (cached as any op's kernels are) and its memory
     /// planned.
     pub fn compile_graph(&self, graph: &Graph) -> Result<CompiledGraph> {
         self.compile_graph_with(graph, true)
@@ -54,7 +51,7 @@ impl Runtime {
     /// per node, the baseline fusion is measured against.
     pub fn compile_graph_with(&self, graph: &Graph, fuse: bool) -> Result<CompiledGraph> {
         let graph = if fuse {
-            fuse_elementwise(&fuse_epilogues(&fold_permutes(graph)?)?)?
+            graph::fuse(graph)?
         } else {
             graph.validate()?;
             graph.clone()

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 
 use super::splice::{rewrite_all, Found, Replacement};
 use super::{Graph, GraphError, Node, ValueId};
+use crate::op::Op;
 use crate::ops::{BinaryFn, GemmSpec, LayerNormSpec, Layout};
 use crate::shape::{numel, row_major_strides};
 use crate::spec::OpSpec;
@@ -16,6 +17,8 @@ use crate::spec::OpSpec;
 ///   residual connection);
 /// * `act(gemm(A, B))`, `act` an activation (ReLU, GELU, SiLU, …), as the GEMM's
 ///   activation, applied after its bias and `C`;
+/// * `gemm(A, B)·s` and `gemm(A, B)/s`, `s` a constant, as the GEMM's `alpha`
+///   (attention's `1/√d` on its scores), where nothing else is added first;
 /// * `layer_norm(x + r)` as the norm with `r` its residual input, the norm's `sum`
 ///   output taking the addition's place for its other readers,
 ///
@@ -26,6 +29,7 @@ pub fn fuse_epilogues(graph: &Graph) -> Result<Graph, GraphError> {
     rewrite_all(graph, |graph, readers, k| {
         gemm_epilogue(graph, readers, k)
             .or_else(|| gemm_activation(graph, readers, k))
+            .or_else(|| gemm_scale(graph, readers, k))
             .or_else(|| norm_prologue(graph, k))
     })
 }
@@ -44,7 +48,7 @@ fn addition(spec: &OpSpec) -> Option<(&[usize], &[usize], Vec<usize>)> {
 }
 
 /// Whether C is dense and row-major: `[batch…, m, n]` in that order.
-fn c_is_row_major(g: &GemmSpec) -> bool {
+pub(super) fn c_is_row_major(g: &GemmSpec) -> bool {
     let c = g.c();
     let packed: Vec<usize> = row_major_strides(&g.batch)
         .iter()
@@ -148,6 +152,53 @@ fn gemm_activation(graph: &Graph, readers: &HashMap<ValueId, usize>, k: usize) -
                     activation: Some(act),
                     ..gemm.clone()
                 }),
+                inputs: graph.nodes[p].inputs.clone(),
+            },
+            gives: vec![(ValueId::Node { node: k, output: 0 }, 0)],
+        },
+    ))
+}
+
+/// Node `k`, a product or quotient by a constant of a GEMM's value read by it alone
+/// (`beta = 0`, no bias or activation: nothing but the product is scaled), as that
+/// GEMM with `alpha` scaled: the nodes it removes and the fused node.
+fn gemm_scale(graph: &Graph, readers: &HashMap<ValueId, usize>, k: usize) -> Option<Found> {
+    let node = &graph.nodes[k];
+    let OpSpec::Scalar(scalar) = &node.spec else {
+        return None;
+    };
+    let alpha_times = match (scalar.func, scalar.reversed) {
+        (BinaryFn::Mul, _) => scalar.scalar,
+        (BinaryFn::Div, false) => 1.0 / scalar.scalar,
+        _ => return None,
+    };
+    let value = *node.inputs.first()?;
+    let ValueId::Node { node: p, output: 0 } = value else {
+        return None;
+    };
+    let OpSpec::Gemm(gemm) = &graph.nodes[p].spec else {
+        return None;
+    };
+    let plain = gemm.beta == 0.0 && !gemm.bias && gemm.activation.is_none();
+    if !read_by_one_node(graph, readers, value)
+        || !plain
+        || scalar.out_dtype.is_some_and(|d| d != gemm.dtype)
+        || scalar.dtype != gemm.dtype
+        || !c_is_row_major(gemm)
+    {
+        return None;
+    }
+    let scaled = GemmSpec {
+        alpha: gemm.alpha * alpha_times,
+        ..gemm.clone()
+    };
+    scaled.validate().ok()?;
+    Some((
+        vec![p, k],
+        Replacement {
+            at: k,
+            node: Node {
+                spec: OpSpec::Gemm(scaled),
                 inputs: graph.nodes[p].inputs.clone(),
             },
             gives: vec![(ValueId::Node { node: k, output: 0 }, 0)],

@@ -11,15 +11,18 @@
 //! is free, never a node or a copy. [`Graph::reference`] runs the f64 references
 //! node by node, each value rounded to its dtype as storing it would.
 //!
-//! Three rewrites, each equal to the graph it rewrites under the same tolerances:
+//! Four rewrites, each equal to the graph it rewrites under the same tolerances
+//! (docs/semantics.md, "Graph fusion"), run in this order by [`fuse`]:
 //! [`fold_permutes`] reads a permute's input in place as a GEMM operand (strides and
-//! a leading dimension instead of a copy);
-//! [`fuse_elementwise`] merges chains of `unary`, `binary` and `scalar` nodes whose
-//! intermediate values nothing else reads into single [`FusedSpec`] nodes (one kernel,
-//! one read of each input and one write; the fused op rounds every intermediate as a
-//! stored one would be); [`fuse_epilogues`] folds an addition after a GEMM into its
-//! bias or its `C` (`beta = 1`), and an addition before a layer norm into the norm's
-//! residual input (whose `sum` output serves the addition's other readers).
+//! a leading dimension instead of a copy); [`fuse_epilogues`] folds an addition after
+//! a GEMM into its bias or its `C` (`beta = 1`), an activation after it into its
+//! activation, a constant factor into its `alpha`, and an addition before a layer norm
+//! into the norm's residual input (whose `sum` output serves the addition's other
+//! readers); [`fuse_attention`] turns `softmax(α·Q·Kᵀ + mask)·V` into one attention
+//! node; [`fuse_elementwise`] merges chains of `unary`, `binary` and `scalar` nodes
+//! whose intermediate values nothing else reads into single [`FusedSpec`] nodes (one
+//! kernel, one read of each input and one write; the fused op rounds every
+//! intermediate as a stored one would be).
 //!
 //! ```
 //! use kernelc_kernels::graph::{fuse_elementwise, Graph, Node, ValueId};
@@ -61,14 +64,25 @@
 //! # Ok::<(), kernelc_kernels::graph::GraphError>(())
 //! ```
 
+mod attention;
 mod elementwise;
 mod epilogue;
 mod splice;
 mod views;
 
+pub use attention::fuse_attention;
 pub use elementwise::fuse_elementwise;
 pub use epilogue::fuse_epilogues;
 pub use views::fold_permutes;
+
+/// The whole fusion pipeline: [`fold_permutes`], [`fuse_epilogues`],
+/// [`fuse_attention`], then [`fuse_elementwise`] (each pattern is matched on what
+/// the one before left: permutes folded first show an attention's layout, and
+/// elementwise chains merge last so that the ops the other rewrites fold are still
+/// single nodes).
+pub fn fuse(graph: &Graph) -> Result<Graph, GraphError> {
+    fuse_elementwise(&fuse_attention(&fuse_epilogues(&fold_permutes(graph)?)?)?)
+}
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
