@@ -6,6 +6,7 @@ use kernelc_ir::ScalarType::F32;
 use kernelc_kernels::graph::{
     fold_permutes, fuse, fuse_elementwise, fuse_epilogues, Graph, GraphError, Node, ValueId,
 };
+use kernelc_kernels::lower::TargetCaps;
 use kernelc_kernels::spec::*;
 
 fn input(i: usize) -> ValueId {
@@ -242,7 +243,7 @@ fn exported_attention((b, s, h, d): (usize, usize, usize, usize), mask_out: bool
 fn softmax_of_scaled_scores_times_v_becomes_one_attention_node() {
     let (b, s, h, d) = (2, 8, 3, 4);
     let g = exported_attention((b, s, h, d), false);
-    let fused = fuse(&g).expect("fuses");
+    let fused = fuse(&g, &TargetCaps::cuda_sm90()).expect("fuses");
     assert_eq!(fused.nodes.len(), 1, "{fused:#?}");
     let OpSpec::Attention(a) = &fused.nodes[0].spec else {
         panic!("{fused:#?}");
@@ -258,6 +259,11 @@ fn softmax_of_scaled_scores_times_v_becomes_one_attention_node() {
         vec![input(0), input(1), input(2), input(3)]
     );
     assert_close(&reference(&fused), &reference(&g));
+    // A serial target (the CPU) keeps the two GEMMs and the softmax.
+    let serial = fuse(&g, &TargetCaps::cpu()).expect("fuses");
+    let names: Vec<String> = serial.nodes.iter().map(|n| n.spec.name()).collect();
+    assert_eq!(names, ["gemm", "binary_add", "softmax", "gemm", "permute"]);
+    assert_close(&reference(&serial), &reference(&g));
 }
 
 /// The probabilities are also returned: they must be stored, so nothing fuses into
@@ -265,7 +271,7 @@ fn softmax_of_scaled_scores_times_v_becomes_one_attention_node() {
 #[test]
 fn attention_whose_probabilities_are_read_elsewhere_stays_as_written() {
     let g = exported_attention((1, 4, 2, 2), true);
-    let fused = fuse(&g).expect("fuses");
+    let fused = fuse(&g, &TargetCaps::cuda_sm90()).expect("fuses");
     let names: Vec<String> = fused.nodes.iter().map(|n| n.spec.name()).collect();
     assert!(!names.iter().any(|n| n == "attention"), "{names:?}");
     assert!(names.iter().any(|n| n == "softmax"), "{names:?}");

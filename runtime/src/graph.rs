@@ -51,7 +51,7 @@ impl Runtime {
     /// per node, the baseline fusion is measured against.
     pub fn compile_graph_with(&self, graph: &Graph, fuse: bool) -> Result<CompiledGraph> {
         let graph = if fuse {
-            graph::fuse(graph)?
+            graph::fuse(graph, self.caps())?
         } else {
             graph.validate()?;
             graph.clone()

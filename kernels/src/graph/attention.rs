@@ -27,7 +27,8 @@ use crate::spec::OpSpec;
 /// the compute type instead of rounding to the dtype), with one documented
 /// difference: a query whose every score is `−∞` outputs zeros even where V holds
 /// NaN or `∞` (kernelc's softmax gives that row zeros; its product with such a V is
-/// NaN). docs/semantics.md ("Graph fusion") states it.
+/// NaN). docs/semantics.md ("Graph fusion") states it. [`super::fuse`] runs it on
+/// parallel targets only.
 pub fn fuse_attention(graph: &Graph) -> Result<Graph, GraphError> {
     rewrite_all(graph, attention_at)
 }
