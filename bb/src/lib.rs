@@ -15,11 +15,18 @@
 //! - `execute` compiles the whole graph (`import`, `execute`): the ONNX graph
 //!   becomes a kernelc graph of catalogue ops (the 30 primitives and the extensions
 //!   a model needs, with ONNX's semantics and opset-13 inputs; shape arithmetic
-//!   folded on the host; reshapes free), fused (permutes read in place as GEMM
-//!   operands, GEMM bias and residual epilogues, layer-norm residual prologues,
-//!   elementwise chains into one kernel) and compiled
-//!   once per graph and input signatures; later calls run the kept plan. `dispatch`
-//!   is the contract's default over it.
+//!   folded on the host; reshapes free), fused (`kernelc_kernels::graph::fuse`:
+//!   permutes read in place as GEMM operands, GEMM bias, residual, activation and
+//!   scale epilogues, layer-norm residual prologues, attention patterns as one
+//!   attention kernel on GPUs, elementwise chains into one kernel) and compiled once
+//!   per graph and input signatures; later calls run the kept plan.
+//! - `dispatch` is the contract's `Now(execute(..))`, and `execute` itself returns
+//!   once the plan's launches are queued: on a GPU the outputs are device tensors
+//!   the device is still writing, and reading one waits. `Later` is not used on purpose:
+//!   `CompletionHandle::complete` bincode-serializes the outputs into the engine's
+//!   ingress queue (`R: Serialize`), which for a device tensor means downloading
+//!   every output to host bytes for the engine to decode again, a copy per call that
+//!   `Now` with queued work does not pay.
 //! - Errors are [`BbError`]: the runtime's, the walker's, or a typed refusal naming
 //!   the primitive and what was wrong; nothing panics on a caller's input.
 
