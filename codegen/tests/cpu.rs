@@ -1227,7 +1227,7 @@ fn division_by_zero_and_shift_overflow_are_reported_without_crashing() {
 fn vector_shifts_by_literal_amounts() {
     let mut rng = Lcg(21);
     for scalar in [I32, U32, I64] {
-        let bits = (scalar.size_bytes() * 8) as u32;
+        let bits = scalar.size_bytes() * 8;
         for lanes in [2u8, 4] {
             let ty = Type::vector(scalar, lanes);
             for amount in [0, 1, 23, bits - 1] {
