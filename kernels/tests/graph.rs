@@ -531,6 +531,50 @@ mod random {
         }
     }
 
+    /// Like [`build`] over `[4, 4]` values with the ops every rewrite of
+    /// [`fuse`] folds: GEMMs, a row (bias) addition, activations, constant factors,
+    /// layer norms and softmaxes among the elementwise nodes.
+    fn build_with_gemms(choices: &[(u8, usize, usize)], outputs: &[usize]) -> Graph {
+        let s = [4, 4];
+        let sig = |name: &str, shape: &[usize]| TensorSig::new(name, F32, shape.to_vec());
+        let mut nodes = Vec::new();
+        let values = |k: usize| 2 + k;
+        let id = |v: usize| if v < 2 { input(v) } else { out(v - 2) };
+        for (k, &(kind, a, b)) in choices.iter().enumerate() {
+            let (a, b) = (id(a % values(k)), id(b % values(k)));
+            let (spec, inputs) = match kind % 10 {
+                0 => (binary(BinaryFn::Add, &s, &s), vec![a, b]),
+                1 => (binary(BinaryFn::Mul, &s, &s), vec![a, b]),
+                2 => (OpSpec::Gemm(GemmSpec::new(F32, 4, 4, 4)), vec![a, b]),
+                3 => (binary(BinaryFn::Add, &s, &[4]), vec![a, input(2)]),
+                4 => (unary(UnaryFn::Relu, &s), vec![a]),
+                5 => (unary(UnaryFn::GeluErf, &s), vec![a]),
+                6 => (scalar(BinaryFn::Mul, &s, 0.5), vec![a]),
+                7 => (scalar(BinaryFn::Div, &s, 3.0), vec![a]),
+                8 => (
+                    OpSpec::LayerNorm(LayerNormSpec::new(F32, &s, 1e-5)),
+                    vec![a],
+                ),
+                _ => (
+                    OpSpec::Softmax(SoftmaxSpec {
+                        dtype: F32,
+                        shape: s.to_vec(),
+                        axis: 1,
+                        log: false,
+                    }),
+                    vec![a],
+                ),
+            };
+            nodes.push(node(spec, &inputs));
+        }
+        let n = nodes.len();
+        Graph {
+            inputs: vec![sig("x0", &s), sig("x1", &s), sig("bias", &[4])],
+            nodes,
+            outputs: outputs.iter().map(|&o| out(o % n)).collect(),
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(200))]
         #[test]
@@ -544,6 +588,26 @@ mod random {
             prop_assert!(fused.nodes.len() <= g.nodes.len());
             prop_assert_eq!(fused.outputs.len(), g.outputs.len());
             prop_assert_eq!(reference(&fused), reference(&g));
+        }
+
+        /// The whole pipeline, for a GPU's caps and a CPU's, on graphs of GEMMs,
+        /// norms, softmaxes and elementwise ops: the fused graph computes what the
+        /// graph does, within f32 rounding (a folded epilogue rounds once where the
+        /// nodes rounded twice), and never has more nodes.
+        #[test]
+        fn the_fusion_pipeline_changes_no_value(
+            choices in prop::collection::vec((0u8..10, 0usize..64, 0usize..64), 1..12),
+            outputs in prop::collection::vec(0usize..64, 1..4),
+        ) {
+            let g = build_with_gemms(&choices, &outputs);
+            prop_assert!(g.validate().is_ok());
+            let want = reference(&g);
+            for caps in [TargetCaps::cuda_sm90(), TargetCaps::cpu()] {
+                let fused = fuse(&g, &caps).expect("fuses");
+                prop_assert!(fused.nodes.len() <= g.nodes.len());
+                prop_assert_eq!(fused.outputs.len(), g.outputs.len());
+                assert_close(&reference(&fused), &want);
+            }
         }
     }
 }
