@@ -66,20 +66,10 @@ fn gemm_epilogue(graph: &Graph, readers: &HashMap<ValueId, usize>, k: usize) -> 
     let (lhs, rhs, out) = addition(&node.spec)?;
     for side in 0..2 {
         let (ours, other) = if side == 0 { (lhs, rhs) } else { (rhs, lhs) };
-        let value = node.inputs[side];
-        let ValueId::Node { node: p, output: 0 } = value else {
+        let Some((p, gemm)) = dense_gemm_read_once(graph, readers, node.inputs[side]) else {
             continue;
         };
-        let OpSpec::Gemm(gemm) = &graph.nodes[p].spec else {
-            continue;
-        };
-        let alone = read_by_one_node(graph, readers, value);
-        if !alone
-            || gemm.beta != 0.0
-            || gemm.activation.is_some()
-            || !c_is_row_major(gemm)
-            || ours != out.as_slice()
-        {
+        if gemm.beta != 0.0 || gemm.activation.is_some() || ours != out.as_slice() {
             continue;
         }
         let is_row = numel(other) == gemm.n
@@ -100,24 +90,43 @@ fn gemm_epilogue(graph: &Graph, readers: &HashMap<ValueId, usize>, k: usize) -> 
         };
         let mut inputs = graph.nodes[p].inputs.clone();
         inputs.push(node.inputs[1 - side]);
-        return Some((
-            vec![p, k],
-            Replacement {
-                at: k,
-                node: Node {
-                    spec: OpSpec::Gemm(fused),
-                    inputs,
-                },
-                gives: vec![(ValueId::Node { node: k, output: 0 }, 0)],
-            },
-        ));
+        return Some(gemm_in_place_of(p, k, fused, inputs));
     }
     None
 }
 
-/// Whether `value` is read by one node and is not an output of the graph.
-fn read_by_one_node(graph: &Graph, readers: &HashMap<ValueId, usize>, value: ValueId) -> bool {
-    readers.get(&value) == Some(&1) && !graph.outputs.contains(&value)
+/// The GEMM giving `value` (its node and spec), where C is dense and row-major (an
+/// op after it would also map the gaps a GEMM leaves) and `value` has one reader and
+/// is not an output of the graph.
+fn dense_gemm_read_once<'g>(
+    graph: &'g Graph,
+    readers: &HashMap<ValueId, usize>,
+    value: ValueId,
+) -> Option<(usize, &'g GemmSpec)> {
+    let ValueId::Node { node: p, output: 0 } = value else {
+        return None;
+    };
+    let OpSpec::Gemm(gemm) = &graph.nodes[p].spec else {
+        return None;
+    };
+    let once = readers.get(&value) == Some(&1) && !graph.outputs.contains(&value);
+    (once && c_is_row_major(gemm)).then_some((p, gemm))
+}
+
+/// The rewrite removing GEMM node `p` and node `k` after it, `spec` reading `inputs`
+/// taking `k`'s place and giving its value.
+fn gemm_in_place_of(p: usize, k: usize, spec: GemmSpec, inputs: Vec<ValueId>) -> Found {
+    (
+        vec![p, k],
+        Replacement {
+            at: k,
+            node: Node {
+                spec: OpSpec::Gemm(spec),
+                inputs,
+            },
+            gives: vec![(ValueId::Node { node: k, output: 0 }, 0)],
+        },
+    )
 }
 
 /// Node `k`, an activation of a GEMM's value read by it alone, as that GEMM with the
@@ -129,34 +138,15 @@ fn gemm_activation(graph: &Graph, readers: &HashMap<ValueId, usize>, k: usize) -
         return None;
     };
     let act = unary.func.activation()?;
-    let value = *node.inputs.first()?;
-    let ValueId::Node { node: p, output: 0 } = value else {
-        return None;
-    };
-    let OpSpec::Gemm(gemm) = &graph.nodes[p].spec else {
-        return None;
-    };
-    if !read_by_one_node(graph, readers, value)
-        || gemm.activation.is_some()
-        || gemm.dtype != unary.dtype
-        || !c_is_row_major(gemm)
-    {
+    let (p, gemm) = dense_gemm_read_once(graph, readers, *node.inputs.first()?)?;
+    if gemm.activation.is_some() || gemm.dtype != unary.dtype {
         return None;
     }
-    Some((
-        vec![p, k],
-        Replacement {
-            at: k,
-            node: Node {
-                spec: OpSpec::Gemm(GemmSpec {
-                    activation: Some(act),
-                    ..gemm.clone()
-                }),
-                inputs: graph.nodes[p].inputs.clone(),
-            },
-            gives: vec![(ValueId::Node { node: k, output: 0 }, 0)],
-        },
-    ))
+    let fused = GemmSpec {
+        activation: Some(act),
+        ..gemm.clone()
+    };
+    Some(gemm_in_place_of(p, k, fused, graph.nodes[p].inputs.clone()))
 }
 
 /// Node `k`, a product or quotient by a constant of a GEMM's value read by it alone
@@ -172,20 +162,9 @@ fn gemm_scale(graph: &Graph, readers: &HashMap<ValueId, usize>, k: usize) -> Opt
         (BinaryFn::Div, false) => 1.0 / scalar.scalar,
         _ => return None,
     };
-    let value = *node.inputs.first()?;
-    let ValueId::Node { node: p, output: 0 } = value else {
-        return None;
-    };
-    let OpSpec::Gemm(gemm) = &graph.nodes[p].spec else {
-        return None;
-    };
+    let (p, gemm) = dense_gemm_read_once(graph, readers, *node.inputs.first()?)?;
     let plain = gemm.beta == 0.0 && !gemm.bias && gemm.activation.is_none();
-    if !read_by_one_node(graph, readers, value)
-        || !plain
-        || scalar.out_dtype.is_some_and(|d| d != gemm.dtype)
-        || scalar.dtype != gemm.dtype
-        || !c_is_row_major(gemm)
-    {
+    if !plain || scalar.out_dtype.is_some_and(|d| d != gemm.dtype) || scalar.dtype != gemm.dtype {
         return None;
     }
     let scaled = GemmSpec {
@@ -193,16 +172,11 @@ fn gemm_scale(graph: &Graph, readers: &HashMap<ValueId, usize>, k: usize) -> Opt
         ..gemm.clone()
     };
     scaled.validate().ok()?;
-    Some((
-        vec![p, k],
-        Replacement {
-            at: k,
-            node: Node {
-                spec: OpSpec::Gemm(scaled),
-                inputs: graph.nodes[p].inputs.clone(),
-            },
-            gives: vec![(ValueId::Node { node: k, output: 0 }, 0)],
-        },
+    Some(gemm_in_place_of(
+        p,
+        k,
+        scaled,
+        graph.nodes[p].inputs.clone(),
     ))
 }
 
