@@ -11,7 +11,12 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("kernelc: error: {e}");
-            ExitCode::FAILURE
+            // Exit codes: 0 ok, 1 a failure, 2 a usage error (as clap's own).
+            if e.is::<cli::UsageError>() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }

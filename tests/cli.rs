@@ -260,3 +260,54 @@ fn bench_reports_a_case_it_cannot_run_and_fails() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("| mismatched add | failed: "));
     assert_error(&bench_on_cpu("{}"), "not a list of bench cases");
 }
+
+/// `kernelc ops` lists every kind of the catalogue; `ops OP --json` gives one op's
+/// parameters (optional ones included), the dtypes its validation accepts, its
+/// tensors and its per-call values; an unknown op is a usage error (exit code 2)
+/// naming the catalogue.
+#[test]
+fn ops_lists_the_catalogue_from_the_op_trait() {
+    let table = stdout(&kernelc(&["ops"], None));
+    for name in kernelc::kernels::spec::OpKind::NAMES {
+        assert!(
+            table.contains(&format!("| {name} |")),
+            "{name} missing:\n{table}"
+        );
+    }
+    let gemm: serde_json::Value =
+        serde_json::from_str(&stdout(&kernelc(&["ops", "gemm", "--json"], None)))
+            .expect("JSON out");
+    assert_eq!(gemm["op"], "gemm");
+    let per_call: Vec<&str> = gemm["per_call"]
+        .as_array()
+        .expect("per_call")
+        .iter()
+        .map(|u| u["name"].as_str().expect("name"))
+        .collect();
+    assert_eq!(per_call, ["alpha", "beta"]);
+    let dtype = &gemm["dtypes"]
+        .as_array()
+        .expect("dtypes")
+        .iter()
+        .find(|d| d["parameter"] == "dtype")
+        .expect("the dtype parameter")["accepted"];
+    assert_eq!(dtype, &serde_json::json!(["f16", "bf16", "f32", "f64"]));
+    for key in ["m", "n", "k", "activation", "lda"] {
+        assert!(
+            gemm["parameters"].get(key).is_some(),
+            "{key} missing: {gemm}"
+        );
+    }
+    assert!(gemm["optional"]
+        .as_array()
+        .expect("optional")
+        .contains(&serde_json::json!("activation")));
+    let softmax = stdout(&kernelc(&["ops", "softmax"], None));
+    assert!(
+        softmax.contains("axis = ") && softmax.contains("example: {"),
+        "{softmax}"
+    );
+    let out = kernelc(&["ops", "softmx"], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert_error(&out, "no op named `softmx`; the catalogue has: unary");
+}

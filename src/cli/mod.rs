@@ -3,6 +3,7 @@
 mod bench;
 mod ir;
 mod lower;
+mod ops;
 
 use clap::{Parser, Subcommand};
 
@@ -25,16 +26,32 @@ enum Command {
     Lower(lower::LowerArgs),
     /// Time ops (and optionally every catalogue kernel's cold compile) on a device.
     Bench(bench::BenchArgs),
+    /// The op catalogue: each op's parameters, dtypes, tensors and per-call values.
+    Ops(ops::OpsArgs),
 }
 
 /// Any error a subcommand reports; printed once by `main`.
 pub type CliError = Box<dyn std::error::Error>;
+
+/// A command line that asks for something that does not exist (an unknown op name,
+/// ...): `main` exits with 2, as for arguments clap rejects, instead of 1.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
 
 pub fn run(cli: Cli) -> Result<(), CliError> {
     match cli.command {
         Command::Ir(args) => ir::run(args),
         Command::Lower(args) => lower::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Ops(args) => ops::run(args),
     }
 }
 
