@@ -311,3 +311,72 @@ fn ops_lists_the_catalogue_from_the_op_trait() {
     assert_eq!(out.status.code(), Some(2));
     assert_error(&out, "no op named `softmx`; the catalogue has: unary");
 }
+
+fn kernelc_with_cache(args: &[&str], cache: &std::path::Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kernelc"))
+        .args(args)
+        .env_remove("KERNELC_CACHE")
+        .env("KERNELC_CACHE_DIR", cache)
+        .output()
+        .expect("kernelc runs")
+}
+
+/// `kernelc info` lists the CPU with its caps (and every device choice that did not
+/// open, with the reason); `kernelc cache` counts, lists and clears the artifacts a
+/// run stored, and leaves other files of the directory alone.
+#[test]
+fn info_and_cache_report_devices_and_the_disk_cache() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cache = dir.path();
+    let info: serde_json::Value =
+        serde_json::from_str(&stdout(&kernelc_with_cache(&["info", "--json"], cache)))
+            .expect("JSON out");
+    let cpu = info["devices"]
+        .as_array()
+        .expect("devices")
+        .iter()
+        .find(|d| d["choice"] == "cpu")
+        .expect("the CPU is always present");
+    assert_eq!(cpu["caps"]["max_invocations_per_workgroup"], 1);
+    let choices = info["devices"].as_array().expect("devices").len()
+        + info["absent"].as_array().expect("absent").len();
+    assert_eq!(choices, 6, "cpu, cuda:0 and four wgpu paths: {info}");
+    assert_eq!(info["cache"]["dir"], cache.display().to_string());
+    assert_eq!(info["cache"]["artifacts"], 0);
+    // A program using kernelc stores its compiled kernels in the cache.
+    {
+        use kernelc::runtime::{cache::DiskCache, Device, Runtime};
+        let rt = Runtime::with_device(Device::cpu(), DiskCache::at(cache));
+        let spec: OpSpec = serde_json::from_str(SOFTMAX).expect("a spec");
+        let x = rt.tensor(&[4, 8], &[0.5f32; 32]).expect("upload");
+        rt.run(&spec, &[&x]).expect("runs");
+    }
+    std::fs::write(cache.join("notes.txt"), "not kernelc's").expect("written");
+    let stats: serde_json::Value = serde_json::from_str(&stdout(&kernelc_with_cache(
+        &["cache", "stats", "--json"],
+        cache,
+    )))
+    .expect("JSON out");
+    let stored = stats["artifacts"].as_u64().expect("a count");
+    assert!(stored >= 1 && stats["bytes"].as_u64() > Some(0), "{stats}");
+    let listed: serde_json::Value = serde_json::from_str(&stdout(&kernelc_with_cache(
+        &["cache", "ls", "--json"],
+        cache,
+    )))
+    .expect("JSON out");
+    let listed = listed.as_array().expect("a list");
+    assert_eq!(listed.len() as u64, stored);
+    assert!(listed
+        .iter()
+        .all(|e| e["key"].as_str().is_some_and(|k| k.len() == 64)));
+    let cleared = stdout(&kernelc_with_cache(&["cache", "clear"], cache));
+    assert_eq!(cleared.trim(), format!("removed {stored} cached artifacts"));
+    assert!(cache.join("notes.txt").exists(), "other files stay");
+    let out = kernelc_with_cache(&["cache", "stats"], cache);
+    assert!(stdout(&out).contains(": 0 artifacts"));
+    // A subcommand clap does not know is a usage error.
+    assert_eq!(
+        kernelc_with_cache(&["cache", "prune"], cache).status.code(),
+        Some(2)
+    );
+}

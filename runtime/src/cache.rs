@@ -236,6 +236,18 @@ struct DiskState {
     evictions: AtomicU64,
 }
 
+/// One artifact of a disk cache, as [`DiskCache::entries`] lists it.
+#[derive(Clone, Debug)]
+pub struct CacheEntry {
+    /// The cache key: 64 hex digits (the kernel's hash, target and options).
+    pub key: String,
+    /// What the artifact is (`ptx`, `spv`, `cubin`, ...: the file's extension).
+    pub kind: String,
+    pub bytes: u64,
+    /// Last use (a hit refreshes it).
+    pub used: std::time::SystemTime,
+}
+
 /// One cache file: its path, size and last use.
 struct CacheFile {
     path: PathBuf,
@@ -328,6 +340,25 @@ impl DiskCache {
             bytes.store(self.size_bytes(), Ordering::Relaxed);
         }
         Ok(removed)
+    }
+
+    /// The cache files in the directory, most recently used first.
+    pub fn entries(&self) -> Vec<CacheEntry> {
+        let mut files = self.files();
+        files.sort_by_key(|f| std::cmp::Reverse(f.used));
+        files
+            .into_iter()
+            .filter_map(|f| {
+                let name = f.path.file_name()?.to_str()?.to_string();
+                let (key, kind) = name.split_once('.')?;
+                Some(CacheEntry {
+                    key: key.to_string(),
+                    kind: kind.to_string(),
+                    bytes: f.len,
+                    used: f.used,
+                })
+            })
+            .collect()
     }
 
     /// The cache files in the directory: `<64 hex digits>.<kind>`.

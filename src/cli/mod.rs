@@ -1,6 +1,7 @@
 //! Subcommands, one module each.
 
 mod bench;
+mod info;
 mod ir;
 mod lower;
 mod ops;
@@ -28,6 +29,10 @@ enum Command {
     Bench(bench::BenchArgs),
     /// The op catalogue: each op's parameters, dtypes, tensors and per-call values.
     Ops(ops::OpsArgs),
+    /// The devices present and their caps, and the disk cache.
+    Info(info::InfoArgs),
+    /// The disk cache: list, clear or count its artifacts.
+    Cache(info::CacheArgs),
 }
 
 /// Any error a subcommand reports; printed once by `main`.
@@ -52,6 +57,8 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Lower(args) => lower::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Ops(args) => ops::run(args),
+        Command::Info(args) => info::info(args),
+        Command::Cache(args) => info::cache(args),
     }
 }
 
