@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let args = cli::Cli::parse();
+    args.install_tracing();
     match cli::run(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

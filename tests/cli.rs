@@ -380,3 +380,56 @@ fn info_and_cache_report_devices_and_the_disk_cache() {
         Some(2)
     );
 }
+
+/// `-v` shows each compile on standard error, `-vv` also the launches; with
+/// `KERNELC_DUMP=DIR` every kernel compiled lands in DIR as its IR and its artifact,
+/// the two files sharing their key prefix.
+#[test]
+fn verbosity_shows_runtime_events_and_kernelc_dump_writes_each_kernel() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let specs = dir.path().join("specs.json");
+    std::fs::write(
+        &specs,
+        format!(r#"[{{"name":"softmax","spec":{SOFTMAX}}}]"#),
+    )
+    .expect("specs written");
+    let dump = dir.path().join("dump");
+    let run = |verbosity: &str| {
+        Command::new(env!("CARGO_BIN_EXE_kernelc"))
+            .args([
+                verbosity, "bench", "--device", "cpu", "--runs", "1", "--specs",
+            ])
+            .arg(&specs)
+            .env("KERNELC_DUMP", &dump)
+            .env_remove("RUST_LOG")
+            .output()
+            .expect("kernelc runs")
+    };
+    let out = run("-v");
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("kernel ready") && stderr.contains("kernel=softmax"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("launch"), "launches are -vv: {stderr}");
+    let out = run("-vv");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("launch"));
+    let names: Vec<String> = std::fs::read_dir(&dump)
+        .expect("the dump directory exists")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    let ir = names
+        .iter()
+        .find(|n| n.ends_with(".softmax.ir"))
+        .unwrap_or_else(|| panic!("no IR dumped: {names:?}"));
+    let key = &ir[..16];
+    assert!(
+        names
+            .iter()
+            .any(|n| n.starts_with(key) && !n.ends_with(".ir")),
+        "no artifact beside {ir}: {names:?}"
+    );
+    let text = std::fs::read_to_string(dump.join(ir)).expect("IR text");
+    assert!(text.starts_with("kernel softmax"), "{text}");
+}

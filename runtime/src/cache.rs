@@ -429,6 +429,7 @@ impl DiskCache {
         let bytes = std::fs::read(&path).ok()?;
         match decode(&bytes) {
             Ok(payload) => {
+                dump_file(key, kind, payload);
                 // A hit makes the file the most recently used (eviction goes by mtime).
                 let _ = std::fs::File::options()
                     .write(true)
@@ -446,6 +447,7 @@ impl DiskCache {
 
     /// Stores `payload` for `key` atomically (temporary file, then rename).
     pub fn store(&self, key: &CacheKey, kind: &str, payload: &[u8]) -> std::io::Result<()> {
+        dump_file(key, kind, payload);
         let Some(path) = self.path(key, kind) else {
             return Ok(());
         };
@@ -458,6 +460,31 @@ impl DiskCache {
         tmp.persist(&path).map_err(|e| e.error)?;
         self.account(file.len() as u64);
         Ok(())
+    }
+}
+
+/// `KERNELC_DUMP`: the directory every kernel a run compiles (or loads from the disk
+/// cache) is written to, as Triton's dump variables do: `<key>.<kernel>.ir` (the
+/// kernel IR as the runtime compiles it, printed) and `<key>.<kind>` (the target's
+/// artifact: `wgsl`, `spv`, `ptx`, or the CPU's machine code), `<key>` the first 16
+/// hex digits of the cache key, so a kernel's files sort together. Read per compile
+/// (compiles are rare), so a program may set it at any time.
+pub fn dump_dir() -> Option<PathBuf> {
+    std::env::var_os("KERNELC_DUMP")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+}
+
+/// Writes `bytes` as dump file `<key>.<suffix>` when `KERNELC_DUMP` is set; a failure
+/// is a warning, never an error of the run.
+pub(crate) fn dump_file(key: &CacheKey, suffix: &str, bytes: &[u8]) {
+    let Some(dir) = dump_dir() else {
+        return;
+    };
+    let hex = key.to_hex();
+    let path = dir.join(format!("{}.{suffix}", &hex[..16]));
+    if let Err(e) = std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, bytes)) {
+        tracing::warn!(path = %path.display(), error = %e, "cannot write KERNELC_DUMP file");
     }
 }
 

@@ -405,6 +405,7 @@ impl Runtime {
             )));
         }
         let plan = &prepared.plan;
+        tracing::trace!(op = %spec.name(), launches = plan.launches.len(), "launch");
         for fill in &plan.prefills {
             self.prefill(spec, fill, inputs, outputs)?;
         }
@@ -608,6 +609,7 @@ impl Runtime {
             self.device.target_options(),
         );
         if let Some(exe) = self.executables.get(&key) {
+            tracing::trace!(kernel = %kernel.name, "kernel from memory");
             self.counters.memory_hits.fetch_add(1, Ordering::Relaxed);
             return Ok(exe);
         }
@@ -619,6 +621,23 @@ impl Runtime {
             .get_or_compile(key, || {
                 compiled_here = true;
                 let started = Instant::now();
+                if crate::cache::dump_dir().is_some() {
+                    let text = kernelc_ir::print::print(kernel);
+                    // Kernel names are identifiers; anything else becomes `_`.
+                    let name: String = kernel
+                        .name
+                        .chars()
+                        .map(|c| {
+                            if c.is_ascii_alphanumeric() || c == '_' {
+                                c
+                            } else {
+                                '_'
+                            }
+                        })
+                        .collect();
+                    let suffix = format!("{name}.ir");
+                    crate::cache::dump_file(&key, &suffix, text.as_bytes());
+                }
                 let (exe, from_disk) = self.device.compile(kernel, &key, &self.disk)?;
                 let counter = if from_disk {
                     &self.counters.disk_hits

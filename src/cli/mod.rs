@@ -17,6 +17,30 @@ use clap::{Parser, Subcommand};
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Show the runtime's events on standard error: `-v` compiles and disk-cache
+    /// hits, `-vv` also memory-cache hits and launches (`RUST_LOG` overrides).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+}
+
+impl Cli {
+    /// Installs the `tracing` subscriber the verbosity asks for: `RUST_LOG` when set,
+    /// else warnings, `-v` kernelc's debug events, `-vv` its trace events.
+    pub fn install_tracing(&self) {
+        use tracing_subscriber::EnvFilter;
+        let filter = match (std::env::var("RUST_LOG"), self.verbose) {
+            (Ok(spec), _) if !spec.is_empty() => EnvFilter::new(spec),
+            (_, 0) => EnvFilter::new("warn"),
+            (_, 1) => EnvFilter::new("warn,kernelc=debug,kernelc_runtime=debug"),
+            (_, _) => EnvFilter::new("warn,kernelc=trace,kernelc_runtime=trace"),
+        };
+        // A second install (tests calling twice) keeps the first: nothing to report.
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .without_time()
+            .try_init();
+    }
 }
 
 #[derive(Subcommand, Debug)]
