@@ -7,7 +7,8 @@
 //! `torch.compile` on the GPU machine.
 //!
 //! `cargo bench -p kernelc-bb --bench transformer` (add `-- quick` for smaller
-//! blocks). Both plans are checked equal before timing.
+//! blocks, `-- profile` to also time each kernel of the fused plan alone). Both plans
+//! are checked equal before timing.
 
 use bb_runtime::contracts::backend::{Backend, BackendAttrs};
 use kernelc_bb::models::{self, TransformerDims};
@@ -44,7 +45,8 @@ fn time(b: &KernelcBb, runs: usize, mut f: impl FnMut()) -> Duration {
     samples[samples.len() / 2]
 }
 
-fn bench(device: &str, make: &dyn Fn() -> Runtime, dims: TransformerDims) {
+/// With `profiling`, each kernel of the fused plan is then timed alone.
+fn bench(device: &str, make: &dyn Fn() -> Runtime, dims: TransformerDims, profiling: bool) {
     let model = models::transformer_block(dims);
     let fused = KernelcBb::with_runtime(make());
     let nodes = KernelcBb::with_runtime(make()).with_fusion(false);
@@ -62,18 +64,8 @@ fn bench(device: &str, make: &dyn Fn() -> Runtime, dims: TransformerDims) {
         .fold(0.0, f64::max);
     assert!(worst < 1e-3, "fused and node-by-node differ by {worst}");
     let sig = [("x", ScalarType::F32, shape.to_vec())];
-    let kernels = (
-        fused
-            .fused_graph(&model.graph, &sig)
-            .expect("plan")
-            .nodes
-            .len(),
-        nodes
-            .fused_graph(&model.graph, &sig)
-            .expect("plan")
-            .nodes
-            .len(),
-    );
+    let count = |b: &KernelcBb| b.fused_graph(&model.graph, &sig).expect("plan").nodes.len();
+    let kernels = (count(&fused), count(&nodes));
     let runs = 9;
     let t_fused = time(&fused, runs, || {
         execute(&fused, &model, &x_fused);
@@ -93,6 +85,9 @@ fn bench(device: &str, make: &dyn Fn() -> Runtime, dims: TransformerDims) {
         kernels.1,
         t_nodes.as_secs_f64() / t_fused.as_secs_f64(),
     );
+    if profiling {
+        profile(&fused, &model, &shape);
+    }
 }
 
 /// Each kernel of the fused plan alone (random inputs, each launch synchronised):
@@ -144,7 +139,7 @@ fn main() {
         heads: 4,
     };
     let cpu = || Runtime::with_device(Device::cpu(), DiskCache::off());
-    bench(&cpu().device_name(), &cpu, cpu_dims);
+    bench(&cpu().device_name(), &cpu, cpu_dims, profiling);
     match Device::open(DeviceChoice::Cuda { ordinal: 0 }) {
         Ok(cuda) => {
             let name = Runtime::with_device(cuda, DiskCache::off()).device_name();
@@ -158,12 +153,7 @@ fn main() {
                 dim: 768,
                 heads: 12,
             };
-            bench(&name, &make, dims);
-            if profiling {
-                let b = KernelcBb::with_runtime(make());
-                let model = models::transformer_block(dims);
-                profile(&b, &model, &[dims.batch, dims.seq, dims.dim]);
-            }
+            bench(&name, &make, dims, profiling);
         }
         Err(e) => println!("CUDA: NOT RUN ({e})"),
     }

@@ -6,8 +6,8 @@
 //! A plan is found by a hash of the graph: its nodes, inputs and outputs whole, each
 //! initializer by its name, type, dims, payload length and its elements (up to
 //! 65,536 of them; of a larger one 4,096 spread over it: hashing a model's weights
-//! whole on every call would cost more than running it). A model whose weights are changed in place, keeping
-//! their names and sizes, can meet its older plan: call
+//! whole on every call would cost more than running it). A model whose weights are
+//! changed in place, keeping their names and sizes, can meet its older plan: call
 //! [`KernelcBb::forget_plans`] after such a change.
 
 use std::collections::HashMap;

@@ -115,15 +115,15 @@ fn with_constant_operand(
         // past 2^53 would not survive a float per-call value.
         return Ok(None);
     }
-    let scalar = ScalarSpec {
+    let scalar = OpSpec::Scalar(ScalarSpec {
         func: spec.func,
         dtype: spec.dtype,
         shape: device.shape().to_vec(),
         scalar: *value,
         reversed,
         out_dtype: spec.out_dtype,
-    };
-    if OpSpec::Scalar(scalar.clone()).validate().is_err() {
+    });
+    if scalar.validate().is_err() {
         return Ok(None);
     }
     Ok(Some(im.op1(at, scalar, &[device])?.reshaped(out)))

@@ -1,9 +1,9 @@
 //! Graphs on the runtime ([`kernelc_kernels::graph`]): [`Runtime::compile_graph`]
 //! validates a graph, fuses it ([`graph::fuse`]: permutes folded into GEMM operands,
 //! epilogues into GEMMs and norms, attention patterns into attention nodes,
-//! elementwise chains into single kernels), compiles every kernel once and plans its memory; [`CompiledGraph::run`] (tensors)
-//! and [`CompiledGraph::run_views`] (views) then run it any number of times,
-//! compiling nothing.
+//! elementwise chains into single kernels), compiles every kernel once and plans its
+//! memory; [`CompiledGraph::run`] (tensors) and [`CompiledGraph::run_views`] (views)
+//! then run it any number of times, compiling nothing.
 //!
 //! **Memory plan.** Every intermediate value lives in a slot: values whose lifetimes
 //! (from the node writing them to their last reader) do not overlap share one, so a
@@ -41,8 +41,7 @@ pub struct CompiledGraph {
 
 impl Runtime {
     /// `graph` validated, fused ([`graph::fuse`]), every kernel of every node
-    /// compiled (cached as any op's kernels are) and its memory
-    /// planned.
+    /// compiled (cached as any op's kernels are) and its memory planned.
     pub fn compile_graph(&self, graph: &Graph) -> Result<CompiledGraph> {
         self.compile_graph_with(graph, true)
     }

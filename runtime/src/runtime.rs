@@ -623,18 +623,8 @@ impl Runtime {
                 let started = Instant::now();
                 if crate::cache::dump_dir().is_some() {
                     let text = kernelc_ir::print::print(kernel);
-                    // Kernel names are identifiers; anything else becomes `_`.
-                    let name: String = kernel
-                        .name
-                        .chars()
-                        .map(|c| {
-                            if c.is_ascii_alphanumeric() || c == '_' {
-                                c
-                            } else {
-                                '_'
-                            }
-                        })
-                        .collect();
+                    // The kernel's name as a file name: its exported symbol.
+                    let name = kernelc_codegen::cpu::symbol_name(kernel);
                     let suffix = format!("{name}.ir");
                     crate::cache::dump_file(&key, &suffix, text.as_bytes());
                 }

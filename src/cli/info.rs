@@ -4,7 +4,7 @@
 use super::CliError;
 use clap::{Args, Subcommand};
 use kernelc::kernels::lower::TargetCaps;
-use kernelc::runtime::cache::DiskCache;
+use kernelc::runtime::cache::{CacheEntry, DiskCache};
 use kernelc::runtime::{Device, DeviceChoice};
 use serde::Serialize;
 
@@ -182,26 +182,27 @@ pub fn cache(args: CacheArgs) -> Result<(), CliError> {
         }
         CacheCommand::Stats => print_stats(&stats(&cache)),
         CacheCommand::Ls => {
-            let entries: Vec<serde_json::Value> = cache
-                .entries()
-                .into_iter()
-                .map(|e| {
-                    let age = e.used.elapsed().map_or(0, |d| d.as_secs());
-                    serde_json::json!({
-                        "key": e.key, "kind": e.kind, "bytes": e.bytes, "seconds_since_use": age
-                    })
-                })
-                .collect();
+            let entries = cache.entries();
+            let age = |e: &CacheEntry| e.used.elapsed().map_or(0, |d| d.as_secs());
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&entries)?);
+                let list: Vec<serde_json::Value> = entries
+                    .iter()
+                    .map(|e| {
+                        serde_json::json!({
+                            "key": e.key, "kind": e.kind, "bytes": e.bytes,
+                            "seconds_since_use": age(e)
+                        })
+                    })
+                    .collect();
+                println!("{}", serde_json::to_string_pretty(&list)?);
             } else {
                 for e in &entries {
                     println!(
                         "{}.{}  {} bytes  used {} s ago",
-                        e["key"].as_str().unwrap_or_default(),
-                        e["kind"].as_str().unwrap_or_default(),
-                        e["bytes"],
-                        e["seconds_since_use"]
+                        e.key,
+                        e.kind,
+                        e.bytes,
+                        age(e)
                     );
                 }
             }

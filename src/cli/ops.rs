@@ -5,7 +5,7 @@
 use super::{CliError, UsageError};
 use clap::Args;
 use kernelc::ir::ScalarType;
-use kernelc::kernels::spec::{OpKind, OpSpec};
+use kernelc::kernels::spec::{OpKind, OpSpec, TensorSig};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -37,8 +37,8 @@ struct OpInfo {
     /// example's other attributes).
     dtypes: Vec<DtypeParameter>,
     /// The example's tensors, in binding order.
-    inputs: Vec<Tensor>,
-    outputs: Vec<Tensor>,
+    inputs: Vec<TensorSig>,
+    outputs: Vec<TensorSig>,
     /// Values passed per call rather than compiled into the kernel.
     per_call: Vec<PerCall>,
     /// Conformance cases the table holds for the kind.
@@ -49,13 +49,6 @@ struct OpInfo {
 struct DtypeParameter {
     parameter: String,
     accepted: Vec<ScalarType>,
-}
-
-#[derive(Serialize, Debug)]
-struct Tensor {
-    name: String,
-    dtype: ScalarType,
-    shape: Vec<usize>,
 }
 
 #[derive(Serialize, Debug)]
@@ -120,18 +113,13 @@ fn info(kind: OpKind) -> Result<OpInfo, CliError> {
             accepted: accepted_dtypes(&example, key),
         })
         .collect();
-    let tensor = |s: kernelc::kernels::spec::TensorSig| Tensor {
-        name: s.name,
-        dtype: s.dtype,
-        shape: s.shape,
-    };
     Ok(OpInfo {
         op: kind.name(),
         parameters,
         optional,
         dtypes,
-        inputs: spec.inputs().into_iter().map(tensor).collect(),
-        outputs: spec.outputs().into_iter().map(tensor).collect(),
+        inputs: spec.inputs(),
+        outputs: spec.outputs(),
         per_call: spec
             .uniforms()
             .into_iter()
@@ -210,7 +198,7 @@ fn print_detail(i: &OpInfo) {
     for d in &i.dtypes {
         println!("    {}", dtype_list(d));
     }
-    let tensor = |t: &Tensor| format!("{} {} {:?}", t.name, t.dtype, t.shape);
+    let tensor = |t: &TensorSig| format!("{} {} {:?}", t.name, t.dtype, t.shape);
     println!("  inputs: {}", names(&i.inputs, tensor));
     println!("  outputs: {}", names(&i.outputs, tensor));
     println!(

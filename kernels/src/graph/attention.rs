@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use super::epilogue::c_is_row_major;
-use super::splice::{rewrite_all, Found, Replacement};
+use super::splice::{read_once, rewrite_all, Found, Replacement};
 use super::{Graph, GraphError, Node, ValueId};
 use crate::op::Op;
 use crate::ops::{
@@ -35,7 +35,7 @@ pub fn fuse_attention(graph: &Graph) -> Result<Graph, GraphError> {
 
 /// The attention a GEMM at node `k` (the product with V) ends, if it ends one.
 fn attention_at(graph: &Graph, readers: &HashMap<ValueId, usize>, k: usize) -> Option<Found> {
-    let once = |v: ValueId| readers.get(&v) == Some(&1) && !graph.outputs.contains(&v);
+    let once = |v: ValueId| read_once(graph, readers, v);
     let node = &graph.nodes[k];
     let OpSpec::Gemm(pv) = &node.spec else {
         return None;

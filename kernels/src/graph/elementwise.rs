@@ -2,7 +2,7 @@
 
 use kernelc_ir::ScalarType;
 
-use super::splice::{readers, splice, Replacement};
+use super::splice::{read_once, readers, splice, Replacement};
 use super::{Graph, GraphError, Node, ValueId};
 use crate::ops::{FusedNode, FusedSpec};
 use crate::spec::OpSpec;
@@ -71,7 +71,7 @@ pub fn fuse_elementwise(graph: &Graph) -> Result<Graph, GraphError> {
             // The producer's value lives only in registers: one reader (once), not
             // returned, same dtype, and produced and read in the shape this node
             // computes (not reshaped, not broadcast).
-            let private = readers.get(&value) == Some(&1) && !graph.outputs.contains(&value);
+            let private = read_once(graph, &readers, value);
             let same_shape =
                 graph.sig(value).map(|s| s.shape) == shape && Some(&want.shape) == shape.as_ref();
             if private && dtypes[p] == Some(dtype) && same_shape {

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use super::splice::{rewrite_all, Found, Replacement};
+use super::splice::{read_once, rewrite_all, Found, Replacement};
 use super::{Graph, GraphError, Node, ValueId};
 use crate::op::Op;
 use crate::ops::{BinaryFn, GemmSpec, LayerNormSpec, Layout};
@@ -109,8 +109,7 @@ fn dense_gemm_read_once<'g>(
     let OpSpec::Gemm(gemm) = &graph.nodes[p].spec else {
         return None;
     };
-    let once = readers.get(&value) == Some(&1) && !graph.outputs.contains(&value);
-    (once && c_is_row_major(gemm)).then_some((p, gemm))
+    (read_once(graph, readers, value) && c_is_row_major(gemm)).then_some((p, gemm))
 }
 
 /// The rewrite removing GEMM node `p` and node `k` after it, `spec` reading `inputs`

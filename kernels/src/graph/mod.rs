@@ -76,9 +76,10 @@ pub use epilogue::fuse_epilogues;
 pub use views::fold_permutes;
 
 /// The whole fusion pipeline for a target of `caps`: [`fold_permutes`],
-/// [`fuse_epilogues`], [`fuse_attention`] (not on a serial target: there a softmax
-/// between two GEMMs, each on the CPU's GEMM schedule, beats the attention kernel,
-/// 0.87x measured on a transformer block), then [`fuse_elementwise`]. Each pattern
+/// [`fuse_epilogues`], [`fuse_attention`] (not on a serial target: there two GEMMs
+/// on the CPU's GEMM schedule and a softmax beat the attention kernel; a transformer
+/// block's plan with it ran at 0.87x of node by node on the H100 host's CPU), then
+/// [`fuse_elementwise`]. Each pattern
 /// is matched on what the one before left: permutes folded first show an attention's
 /// layout, and elementwise chains merge last so that the ops the other rewrites fold
 /// are still single nodes.

@@ -103,6 +103,12 @@ pub(super) fn readers(graph: &Graph) -> HashMap<ValueId, usize> {
     readers
 }
 
+/// Whether `value` is read by exactly one node and is not an output of the graph:
+/// a value a rewrite may fold into its reader (nothing else sees it).
+pub(super) fn read_once(graph: &Graph, readers: &HashMap<ValueId, usize>, value: ValueId) -> bool {
+    readers.get(&value) == Some(&1) && !graph.outputs.contains(&value)
+}
+
 /// A rewrite found at one node: the old nodes it removes and the node replacing them.
 pub(super) type Found = (Vec<usize>, Replacement);
 

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use super::splice::{rewrite_all, Found, Replacement};
+use super::splice::{read_once, rewrite_all, Found, Replacement};
 use super::{Graph, GraphError, Node, ValueId};
 use crate::op::Op;
 use crate::ops::{GemmSpec, Layout};
@@ -35,8 +35,7 @@ fn fold_at(graph: &Graph, readers: &HashMap<ValueId, usize>, k: usize) -> Option
         let OpSpec::Permute(permute) = &graph.nodes[p].spec else {
             return None;
         };
-        let alone = readers.get(&value) == Some(&1) && !graph.outputs.contains(&value);
-        if !alone {
+        if !read_once(graph, readers, value) {
             return None;
         }
         let folded = folded(gemm, operand, &permute.shape, &permute.perm)?;

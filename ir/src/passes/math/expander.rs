@@ -90,18 +90,22 @@ impl Expander<'_> {
     /// Rewrites `e` bottom-up; the `Let`s of its expansions go to `out`.
     fn expr(&mut self, e: &Expr, out: &mut Block) -> Expr {
         let rebuilt = map_children(e, |c| self.expr(c, out));
+        let candidate = match &rebuilt {
+            Expr::Math { func, .. } => self.opts.expands(*func),
+            Expr::Binary {
+                op: BinaryOp::Rem, ..
+            } => self.opts.float_rem,
+            _ => false,
+        };
+        if !candidate {
+            return rebuilt;
+        }
         if let Some((_, result)) = self.expanded.iter().find(|(call, _)| *call == rebuilt) {
             return result.clone();
         }
         let expanded = match &rebuilt {
-            Expr::Math { func, args } if self.opts.expands(*func) => {
-                self.expand_call(*func, args, out)
-            }
-            Expr::Binary {
-                op: BinaryOp::Rem,
-                lhs,
-                rhs,
-            } if self.opts.float_rem => self.expand_float_rem(lhs, rhs, out),
+            Expr::Math { func, args } => self.expand_call(*func, args, out),
+            Expr::Binary { lhs, rhs, .. } => self.expand_float_rem(lhs, rhs, out),
             _ => None,
         };
         match expanded {
