@@ -316,6 +316,58 @@ fn an_addition_before_a_layer_norm_becomes_its_residual() {
 /// Attention's `q·kᵀ` as exported: both operands permuted from `[b, s, h, d]`; the
 /// permutes fold into the batched GEMM's strides (k's as a transposed operand) and
 /// the result is bit for bit the same. A permute read twice stays.
+/// `Σ (x₀·x₁)·0.5` along rows and `softmax(x₀ + x₁)` become one fused reduction and
+/// one fused softmax; a softmax of a broadcast addition, and a reduction of a value
+/// also returned, stay as written.
+#[test]
+fn elementwise_nodes_before_a_reduction_or_softmax_become_its_prologue() {
+    let s = [4, 8];
+    let sig = |name: &str, shape: &[usize]| TensorSig::new(name, F32, shape.to_vec());
+    let sum_rows = OpSpec::Reduce(ReduceSpec {
+        func: ReduceFn::Sum,
+        dtype: F32,
+        shape: s.to_vec(),
+        axes: vec![1],
+        keepdim: false,
+        index_dtype: None,
+        accumulate: false,
+    });
+    let softmax = OpSpec::Softmax(SoftmaxSpec {
+        dtype: F32,
+        shape: s.to_vec(),
+        axis: 1,
+        log: false,
+    });
+    let g = Graph {
+        inputs: vec![sig("x0", &s), sig("x1", &s), sig("b", &[8])],
+        nodes: vec![
+            node(binary(BinaryFn::Mul, &s, &s), &[input(0), input(1)]),
+            node(scalar(BinaryFn::Mul, &s, 0.5), &[out(0)]),
+            node(sum_rows.clone(), &[out(1)]),
+            node(binary(BinaryFn::Add, &s, &s), &[input(0), input(1)]),
+            node(softmax.clone(), &[out(3)]),
+            node(binary(BinaryFn::Add, &s, &[8]), &[input(0), input(2)]),
+            node(softmax, &[out(5)]),
+            node(unary(UnaryFn::Tanh, &s), &[input(1)]),
+            node(sum_rows, &[out(7)]),
+        ],
+        outputs: vec![out(2), out(4), out(6), out(7), out(8)],
+    };
+    let fused = fuse(&g, &TargetCaps::cpu()).expect("fuses");
+    let kinds: Vec<&str> = fused.nodes.iter().map(|n| n.spec.kind_name()).collect();
+    assert_eq!(
+        kinds,
+        ["fused_reduce", "fused_softmax", "binary", "softmax", "unary", "reduce"],
+        "{fused:#?}"
+    );
+    let OpSpec::FusedReduce(r) = &fused.nodes[0].spec else {
+        unreachable!()
+    };
+    assert_eq!(r.prologue.nodes.len(), 4, "x0, x1, their product, ·0.5");
+    assert_eq!(fused.nodes[0].inputs, vec![input(0), input(1)]);
+    assert_close(&reference(&fused), &reference(&g));
+}
+
 #[test]
 fn permutes_read_by_a_gemm_fold_into_its_strides() {
     let (b, s, h, d) = (2, 5, 3, 4);

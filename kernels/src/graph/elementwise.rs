@@ -9,7 +9,7 @@ use crate::spec::OpSpec;
 
 /// The dtype of a node `fused` takes: `unary`, `binary` or `scalar` with a result of
 /// its own dtype.
-fn fusable(spec: &OpSpec) -> Option<ScalarType> {
+pub(super) fn fusable(spec: &OpSpec) -> Option<ScalarType> {
     match spec {
         OpSpec::Unary(u) => Some(u.dtype),
         OpSpec::Binary(b) if b.out_dtype.is_none_or(|d| d == b.dtype) => Some(b.dtype),
@@ -20,7 +20,7 @@ fn fusable(spec: &OpSpec) -> Option<ScalarType> {
 
 /// A [`fusable`] node as a [`FusedNode`] over its operands' places `at` in the fused
 /// node list.
-fn as_fused(spec: &OpSpec, at: &[usize]) -> Option<FusedNode> {
+pub(super) fn as_fused(spec: &OpSpec, at: &[usize]) -> Option<FusedNode> {
     match spec {
         OpSpec::Unary(u) => Some(FusedNode::Unary {
             func: u.func,

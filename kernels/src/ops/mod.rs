@@ -106,4 +106,8 @@ catalogue! {
     Hardswish(HardswishSpec) => "hardswish",
     /// Elementwise ops fused into one kernel (a graph compiler's elementwise chains).
     Fused(FusedSpec) => "fused",
+    /// A reduction of an elementwise prologue, in one kernel.
+    FusedReduce(FusedReduceSpec) => "fused_reduce",
+    /// Softmax of an elementwise prologue, in one kernel.
+    FusedSoftmax(FusedSoftmaxSpec) => "fused_softmax",
 }

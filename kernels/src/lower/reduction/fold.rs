@@ -26,12 +26,16 @@ pub struct Fold<'a> {
     /// Scalar parameters the epilogue reads (per-call values, kept out of the
     /// kernel so that its cache key does not change).
     pub uniforms: Vec<ScalarParam>,
+    /// Scalar parameters the items read (an elementwise prologue's per-call values).
+    pub item_uniforms: Vec<ScalarParam>,
 }
 
 /// What an item closure sees: the items' buffers, the prologue's values (one lane
 /// per slice of the group), and the step's first element `j` at `off`.
 pub struct Item<'a> {
     pub mems: &'a [Mem],
+    /// The declared [`Fold::item_uniforms`].
+    pub uniforms: &'a [E],
     pub pre: &'a [E],
     pub off: E,
     pub j: E,
@@ -149,14 +153,14 @@ where
     } else {
         fold.name.clone()
     };
-    let uniforms = if split {
-        Vec::new()
-    } else {
-        fold.uniforms.clone()
-    };
+    let mut uniforms = fold.item_uniforms.clone();
+    if !split {
+        uniforms.extend(fold.uniforms.iter().cloned());
+    }
     let mut k = KernelBuilder::new(name.clone(), sched.workgroup_size());
     let (mems, params) = declare(&mut k, &bufs);
-    let uni = declare_uniforms(&mut k, &uniforms);
+    let declared = declare_uniforms(&mut k, &uniforms);
+    let (item_uni, uni) = declared.split_at(fold.item_uniforms.len());
     let tree = sched.tree(&mut k, &types, caps, &name)?;
     let kernel = k.build(|f| {
         sched.for_each_group(f, |f, g| {
@@ -166,6 +170,7 @@ where
                 let off = bind(f, "off", g.offset(j));
                 let step = Item {
                     mems: items,
+                    uniforms: item_uni,
                     pre: &pre,
                     off,
                     j: j.clone(),
@@ -188,7 +193,7 @@ where
                         f.store(*m, at.clone(), v.clone());
                     }
                 } else {
-                    per_slice(f, g, &total, |f, q, t| epilogue(f, outs, &uni, q, t));
+                    per_slice(f, g, &total, |f, q, t| epilogue(f, outs, uni, q, t));
                 }
             });
         });

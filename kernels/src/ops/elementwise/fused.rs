@@ -11,7 +11,7 @@
 //! Everything of the op is in this file: spec, validation, f64 reference, lowering,
 //! tolerance and conformance cases.
 
-use kernelc_ir::builder::E;
+use kernelc_ir::builder::{Body, E};
 use kernelc_ir::ScalarType::{self, *};
 use serde::{Deserialize, Serialize};
 
@@ -22,7 +22,7 @@ use super::{BinaryFn, UnaryFn};
 use crate::conformance::inputs::Domain;
 use crate::error::SpecError;
 use crate::lower::map::map_op;
-use crate::lower::math::{bind, compute_type};
+use crate::lower::math::{bind, compute_type, Num};
 use crate::lower::{LowerError, Plan, TargetCaps, Uniform};
 use crate::op::Op;
 use crate::reference::{attribute, round_to};
@@ -120,6 +120,74 @@ impl FusedSpec {
     /// between nodes).
     fn rounds_between_nodes(&self) -> bool {
         compute_type(self.dtype) != self.dtype
+    }
+}
+
+impl FusedSpec {
+    /// The output node's value from the inputs' values (`n`'s compute type and
+    /// lanes) and the per-call values (in [`Op::uniforms`] order). Each node but the
+    /// last is rounded to the dtype as a stored intermediate would be; the last too
+    /// when `round_last` (a prologue's value, stored before the op after it reads it).
+    pub(crate) fn value(
+        &self,
+        f: &mut Body,
+        n: &Num,
+        inputs: Vec<E>,
+        params: &[E],
+        round_last: bool,
+    ) -> E {
+        let mut next_param = 0;
+        let rounds = self.rounds_between_nodes();
+        let mut v: Vec<E> = Vec::with_capacity(self.nodes.len());
+        for (k, node) in self.nodes.iter().enumerate() {
+            let own = self.node_uniforms(k).len();
+            let node_params = params.get(next_param..next_param + own).unwrap_or(&[]);
+            next_param += own;
+            let value = match *node {
+                FusedNode::Input(i) => inputs[i].clone(),
+                FusedNode::Unary { func, x } => unary_value(f, n, func, v[x].clone(), node_params),
+                FusedNode::Binary { func, a, b } => {
+                    binary_value(f, n, func, v[a].clone(), v[b].clone())
+                }
+                FusedNode::Scalar {
+                    func, x, reversed, ..
+                } => {
+                    let s = n.splat(node_params[0].clone());
+                    match reversed {
+                        true => binary_value(f, n, func, s, v[x].clone()),
+                        false => binary_value(f, n, func, v[x].clone(), s),
+                    }
+                }
+            };
+            let last = k + 1 == self.nodes.len();
+            let value = if rounds && (!last || round_last) {
+                n.round_trip(value, self.dtype)
+            } else {
+                value
+            };
+            v.push(bind(f, &format!("v{k}"), value));
+        }
+        v.pop().unwrap_or_else(|| n.lit(0.0))
+    }
+
+    /// The nodes' own allowance, in ULPs of the compute type (see [`Op::tolerance`]).
+    pub(crate) fn ulps(&self) -> f64 {
+        let ulps = self
+            .nodes
+            .iter()
+            .map(|n| match n {
+                FusedNode::Input(_) => 0.0,
+                FusedNode::Unary { func, .. } => func.traits().ulps,
+                FusedNode::Binary { func, .. } | FusedNode::Scalar { func, .. } => {
+                    binary_tolerance(*func).ulps
+                }
+            })
+            .sum::<f64>();
+        if ulps == 0.0 {
+            0.0
+        } else {
+            ulps + self.nodes.len() as f64
+        }
     }
 }
 
@@ -237,51 +305,11 @@ impl Op for FusedSpec {
         vec![out]
     }
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
-        let dtype = self.dtype;
-        // Each node's range of the per-call values (in `uniforms()` order).
-        let ranges: Vec<std::ops::Range<usize>> = (0..self.nodes.len())
-            .scan(0, |next, k| {
-                let first = *next;
-                *next += self.node_uniforms(k).len();
-                Some(first..*next)
-            })
-            .collect();
-        let rounds = self.rounds_between_nodes();
         map_op(
             OpSpec::Fused(self.clone()),
             caps,
-            compute_type(dtype),
-            |f, n, inputs, params| {
-                let mut v: Vec<E> = Vec::with_capacity(self.nodes.len());
-                for (k, node) in self.nodes.iter().enumerate() {
-                    let value = match *node {
-                        FusedNode::Input(i) => inputs[i].clone(),
-                        FusedNode::Unary { func, x } => {
-                            unary_value(f, n, func, v[x].clone(), &params[ranges[k].clone()])
-                        }
-                        FusedNode::Binary { func, a, b } => {
-                            binary_value(f, n, func, v[a].clone(), v[b].clone())
-                        }
-                        FusedNode::Scalar {
-                            func, x, reversed, ..
-                        } => {
-                            let s = n.splat(params[ranges[k].start].clone());
-                            match reversed {
-                                true => binary_value(f, n, func, s, v[x].clone()),
-                                false => binary_value(f, n, func, v[x].clone(), s),
-                            }
-                        }
-                    };
-                    // Rounded to the dtype as a stored intermediate would be.
-                    let value = if rounds && k + 1 < self.nodes.len() {
-                        n.round_trip(value, dtype)
-                    } else {
-                        value
-                    };
-                    v.push(bind(f, &format!("v{k}"), value));
-                }
-                v.pop().unwrap_or_else(|| n.lit(0.0))
-            },
+            compute_type(self.dtype),
+            |f, n, inputs, params| self.value(f, n, inputs.to_vec(), params, false),
         )
     }
     /// Pieces of the output's rows, each input split with them or, broadcast along
@@ -306,21 +334,11 @@ impl Op for FusedSpec {
     /// Each node's own allowance, added: every node rounds once more than the one
     /// before it saw, and the cases chain well-conditioned functions.
     fn tolerance(&self) -> Tolerance {
-        let ulps = self
-            .nodes
-            .iter()
-            .map(|n| match n {
-                FusedNode::Input(_) => 0.0,
-                FusedNode::Unary { func, .. } => func.traits().ulps,
-                FusedNode::Binary { func, .. } | FusedNode::Scalar { func, .. } => {
-                    binary_tolerance(*func).ulps
-                }
-            })
-            .sum::<f64>();
+        let ulps = self.ulps();
         if ulps == 0.0 {
             Tolerance::EXACT
         } else {
-            Tolerance::result(ulps + self.nodes.len() as f64)
+            Tolerance::result(ulps)
         }
     }
     /// Inputs in `[−2, 2]`: away from where a chain of the cases' functions loses its

@@ -40,6 +40,7 @@ mod condition;
 mod fused;
 mod hardswish;
 mod lower;
+mod prologue;
 pub(crate) mod reference;
 mod softplus;
 mod spec;
@@ -51,4 +52,5 @@ pub use spec::*;
 
 pub(crate) use condition::activation_terms;
 pub(crate) use lower::activation_value;
+pub(crate) use prologue::{check_prologue, materialized, prologue_error, XSource};
 pub(crate) use reference::apply_activation;

@@ -273,6 +273,7 @@ fn param_grads(
         ],
         finals: (1..outs.len()).map(|i| Buf::output(outs, i)).collect(),
         uniforms: Vec::new(),
+        item_uniforms: Vec::new(),
     };
     fold_plan(
         plan,
@@ -414,6 +415,7 @@ pub(super) fn batch_norm(spec: &BatchNormSpec, caps: &TargetCaps) -> Result<Plan
             stats.clone(),
         ],
         uniforms: vec![uniforms.param("momentum")?, uniforms.param("eps")?],
+        item_uniforms: Vec::new(),
     };
     fold_plan(
         &mut plan,
@@ -512,6 +514,7 @@ pub(super) fn batch_norm_backward(
         ],
         finals,
         uniforms: Vec::new(),
+        item_uniforms: Vec::new(),
     };
     fold_plan(
         &mut plan,

@@ -14,6 +14,7 @@ use crate::lower::reduction::{
     fold_plan, ArgExtremum, Buf, Extremum, Fold, FoldFns, Item, Monoid, Slices, Sum, View,
 };
 use crate::lower::{LowerError, Plan, PlanBuilder, TargetCaps};
+use crate::ops::elementwise::XSource;
 use crate::spec::{OpSpec, ReduceFn, ReduceSpec};
 use kernelc_ir::builder::*;
 use kernelc_ir::ScalarType;
@@ -33,6 +34,17 @@ fn monoid_of(func: ReduceFn, ty: ScalarType) -> Box<dyn Monoid> {
 
 pub(super) fn reduce(spec: &ReduceSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
     let op = OpSpec::Reduce(spec.clone());
+    reduce_of(&op, spec, XSource::plain(spec.dtype), caps)
+}
+
+/// The plan of `op`, which reduces as `spec` the `x` that `source` reads (its first
+/// inputs; `prior` follows them).
+pub(super) fn reduce_of(
+    op: &OpSpec,
+    spec: &ReduceSpec,
+    source: XSource,
+    caps: &TargetCaps,
+) -> Result<Plan, LowerError> {
     let (ins, outs) = (op.inputs(), op.outputs());
     let view = View::of_shape(&spec.shape, |d| spec.axes.contains(&d))?;
     let len = view.len();
@@ -42,7 +54,7 @@ pub(super) fn reduce(spec: &ReduceSpec, caps: &TargetCaps) -> Result<Plan, Lower
 
     let mut finals = Vec::new();
     if spec.accumulate {
-        finals.push(Buf::input(&ins, 1));
+        finals.push(Buf::input(&ins, source.count()));
     }
     finals.push(Buf::output(&outs, 0));
     let fold = Fold {
@@ -50,9 +62,10 @@ pub(super) fn reduce(spec: &ReduceSpec, caps: &TargetCaps) -> Result<Plan, Lower
         view,
         elem: spec.dtype,
         monoid: monoid.as_ref(),
-        items: vec![Buf::input(&ins, 0)],
+        items: source.bufs(&ins),
         finals,
         uniforms: Vec::new(),
+        item_uniforms: source.params(&op.uniforms())?,
     };
     let mut plan = PlanBuilder::default();
     let dtype = spec.dtype;
@@ -62,8 +75,8 @@ pub(super) fn reduce(spec: &ReduceSpec, caps: &TargetCaps) -> Result<Plan, Lower
         fold,
         FoldFns {
             prologue: |_: &mut Body, _: &[Mem], _: &Slices| Vec::new(),
-            item: |_: &mut Body, it: &Item| {
-                vec![it.num(num.ty).load(it.mems[0], dtype, it.off.clone())]
+            item: |f: &mut Body, it: &Item| {
+                vec![source.load(f, &it.num(num.ty), it.mems, it.uniforms, it.off.clone())]
             },
             epilogue: |f: &mut Body, m: &[Mem], _: &[E], q: &E, total: &[E]| {
                 let value = match spec.func {

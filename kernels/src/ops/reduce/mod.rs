@@ -11,9 +11,11 @@
 //! On `i32`/`u32`, sums wrap. With `accumulate`, `y = prior + result`.
 
 mod cases;
+mod fused;
 mod large;
 mod lower;
 pub(crate) mod reference;
 mod spec;
 
+pub use fused::*;
 pub use spec::*;

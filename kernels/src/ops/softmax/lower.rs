@@ -23,30 +23,44 @@ use crate::lower::reduction::{
     lowest_finite, row_kernel, Buf, Extremum, Group, LogSumExp, Step, Sum, Tree, View,
 };
 use crate::lower::{LowerError, Plan, PlanBuilder, TargetCaps, Uniforms};
+use crate::ops::elementwise::XSource;
 use crate::spec::{CrossEntropySpec, OpSpec, SoftmaxBackwardSpec, SoftmaxSpec};
 use kernelc_ir::builder::*;
 use kernelc_ir::{Access, ScalarType};
 
 pub(super) fn softmax(spec: &SoftmaxSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
-    if stash_exponentials(spec, caps) {
-        return softmax_stashed(spec, caps);
-    }
     let op = OpSpec::Softmax(spec.clone());
+    softmax_of(&op, spec, XSource::plain(spec.dtype), caps)
+}
+
+/// The plan of `op`, the softmax `spec` of the `x` that `source` reads.
+pub(super) fn softmax_of(
+    op: &OpSpec,
+    spec: &SoftmaxSpec,
+    source: XSource,
+    caps: &TargetCaps,
+) -> Result<Plan, LowerError> {
+    if stash_exponentials(spec, caps) {
+        return softmax_stashed(op, spec, source, caps);
+    }
     let (ins, outs) = (op.inputs(), op.outputs());
     let view = View::of_shape(&spec.shape, |d| d == spec.axis)?;
     let num = Num::scalar(compute_type(spec.dtype));
     let stats = LogSumExp { ty: num.ty };
-    let bufs = [Buf::input(&ins, 0), Buf::output(&outs, 0)];
+    let mut bufs = source.bufs(&ins);
+    bufs.push(Buf::output(&outs, 0));
+    let scalars = source.params(&op.uniforms())?;
     let dtype = spec.dtype;
-    row_kernel(&op, caps, view, &stats, &bufs, &[], |f, m, _, g, tree| {
-        let (x, y) = (m[0], m[1]);
+    row_kernel(op, caps, view, &stats, &bufs, &scalars, |f, m, uni, g, tree| {
+        let (xs, y) = (&m[..source.count()], m[source.count()]);
+        let x = Input { source, xs, uni };
         if let Some(steps) = g.resident_steps(f, RESIDENT_ELEMENTS) {
-            return softmax_resident(f, spec, [x, y], g, tree, &steps);
+            return softmax_resident(f, spec, (x, y), g, tree, &steps);
         }
         let vn = g.num(num.ty);
         let acc = g.fold(f, &stats, |f, j| {
             let off = bind(f, "off", g.offset(j));
-            vec![vn.load(x, dtype, off)]
+            vec![x.load(f, &vn, off)]
         });
         let total = tree.reduce(f, g, &stats, &acc, true);
         let (max, sum) = (total[0].clone(), total[1].clone());
@@ -66,7 +80,7 @@ pub(super) fn softmax(spec: &SoftmaxSpec, caps: &TargetCaps) -> Result<Plan, Low
         let max = bind(f, "max", g.splat(max));
         g.for_each(f, |f, j| {
             let off = bind(f, "off", g.offset(&j));
-            let v = vn.load(x, dtype, off.clone());
+            let v = x.load(f, &vn, off.clone());
             let value = if spec.log {
                 dead.clone()
                     .select(max.clone(), (v - max.clone()) - scale.clone())
@@ -78,6 +92,21 @@ pub(super) fn softmax(spec: &SoftmaxSpec, caps: &TargetCaps) -> Result<Plan, Low
         });
     })
     .map(PlanBuilder::finish)
+}
+
+/// The `x` of one softmax kernel: where it is read from, the buffers and the
+/// per-call values declared for it.
+#[derive(Clone, Copy)]
+struct Input<'a> {
+    source: XSource<'a>,
+    xs: &'a [Mem],
+    uni: &'a [E],
+}
+
+impl Input<'_> {
+    fn load(&self, f: &mut Body, n: &Num, off: E) -> E {
+        self.source.load(f, n, self.xs, self.uni, off)
+    }
 }
 
 /// Elements one invocation keeps in registers for [`softmax_resident`]: short rows
@@ -92,7 +121,7 @@ const RESIDENT_ELEMENTS: u32 = 32;
 fn softmax_resident(
     f: &mut Body,
     spec: &SoftmaxSpec,
-    [x, y]: [Mem; 2],
+    (x, y): (Input, Mem),
     g: &Group,
     tree: &Tree,
     steps: &[Step],
@@ -104,7 +133,8 @@ fn softmax_resident(
         .iter()
         .map(|s| {
             let off = bind(f, "off", g.offset(&s.j));
-            f.let_("x", vn.load(x, spec.dtype, off))
+            let v = x.load(f, &vn, off);
+            f.let_("x", v)
         })
         .collect();
     // A ragged step re-reads the slice's last step: harmless to a maximum.
@@ -193,8 +223,12 @@ fn stash_exponentials(spec: &SoftmaxSpec, caps: &TargetCaps) -> bool {
 
 /// Softmax in three passes with one `exp` per element (see [`stash_exponentials`]);
 /// `y` is read back, so it is bound read-write.
-fn softmax_stashed(spec: &SoftmaxSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
-    let op = OpSpec::Softmax(spec.clone());
+fn softmax_stashed(
+    op: &OpSpec,
+    spec: &SoftmaxSpec,
+    source: XSource,
+    caps: &TargetCaps,
+) -> Result<Plan, LowerError> {
     let (ins, outs) = (op.inputs(), op.outputs());
     let view = View::of_shape(&spec.shape, |d| d == spec.axis)?;
     let num = Num::scalar(compute_type(spec.dtype));
@@ -202,14 +236,16 @@ fn softmax_stashed(spec: &SoftmaxSpec, caps: &TargetCaps) -> Result<Plan, LowerE
     let sum = Sum { ty: num.ty, n: 1 };
     let mut y_buf = Buf::output(&outs, 0);
     y_buf.access = Access::ReadWrite;
-    let bufs = [Buf::input(&ins, 0), y_buf];
-    let dtype = spec.dtype;
-    row_kernel(&op, caps, view, &max, &bufs, &[], |f, m, _, g, tree| {
-        let (x, y) = (m[0], m[1]);
+    let mut bufs = source.bufs(&ins);
+    bufs.push(y_buf);
+    let scalars = source.params(&op.uniforms())?;
+    row_kernel(op, caps, view, &max, &bufs, &scalars, |f, m, uni, g, tree| {
+        let (xs, y) = (&m[..source.count()], m[source.count()]);
+        let x = Input { source, xs, uni };
         let vn = g.num(num.ty);
         let acc = g.fold(f, &max, |f, j| {
             let off = bind(f, "off", g.offset(j));
-            vec![vn.load(x, dtype, off)]
+            vec![x.load(f, &vn, off)]
         });
         let top = tree.reduce(f, g, &max, &acc, true)[0].clone();
         let sn = g.stat_num(num.ty);
@@ -219,7 +255,7 @@ fn softmax_stashed(spec: &SoftmaxSpec, caps: &TargetCaps) -> Result<Plan, LowerE
         let top = bind(f, "max", g.splat(shift_of(top, &sn)));
         let acc = g.fold(f, &sum, |f, j| {
             let off = bind(f, "off", g.offset(j));
-            let e = (vn.load(x, dtype, off.clone()) - top.clone()).exp();
+            let e = (x.load(f, &vn, off.clone()) - top.clone()).exp();
             let e = f.let_("e", e);
             f.store(y, off, e.clone());
             vec![e]

@@ -27,9 +27,11 @@
 
 mod cases;
 mod condition;
+mod fused;
 mod large;
 mod lower;
 pub(crate) mod reference;
 mod spec;
 
+pub use fused::*;
 pub use spec::*;
