@@ -269,11 +269,12 @@ fn a_transformer_block_equals_the_reference() {
         // GEMMs, the first residual in the second layer norm, the attention (scores,
         // scale, mask, softmax, product with V, head merge) one kernel reading the
         // projections in place.
-        // (A serial target keeps the scores GEMM, the mask addition, the softmax, the
-        // product with V and the head merge: `kernels::graph::fuse`.)
+        // (A serial target keeps the scores GEMM, the softmax with the mask
+        // addition as its prologue, the product with V and the head merge:
+        // `kernels::graph::fuse`.)
         let names: Vec<String> = ops.iter().map(|n| n.spec.name()).collect();
         let attention: &[&str] = if b.runtime().caps().is_serial() {
-            &["gemm", "binary_add", "softmax", "gemm", "permute"]
+            &["gemm", "fused_softmax", "gemm", "permute"]
         } else {
             &["attention"]
         };

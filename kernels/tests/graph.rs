@@ -259,10 +259,11 @@ fn softmax_of_scaled_scores_times_v_becomes_one_attention_node() {
         vec![input(0), input(1), input(2), input(3)]
     );
     assert_close(&reference(&fused), &reference(&g));
-    // A serial target (the CPU) keeps the two GEMMs and the softmax.
+    // A serial target (the CPU) keeps the two GEMMs and the softmax, the mask's
+    // addition (broadcast over batch and heads) its prologue.
     let serial = fuse(&g, &TargetCaps::cpu()).expect("fuses");
     let names: Vec<String> = serial.nodes.iter().map(|n| n.spec.name()).collect();
-    assert_eq!(names, ["gemm", "binary_add", "softmax", "gemm", "permute"]);
+    assert_eq!(names, ["gemm", "fused_softmax", "gemm", "permute"]);
     assert_close(&reference(&serial), &reference(&g));
 }
 
@@ -274,7 +275,7 @@ fn attention_whose_probabilities_are_read_elsewhere_stays_as_written() {
     let fused = fuse(&g, &TargetCaps::cuda_sm90()).expect("fuses");
     let names: Vec<String> = fused.nodes.iter().map(|n| n.spec.name()).collect();
     assert!(!names.iter().any(|n| n == "attention"), "{names:?}");
-    assert!(names.iter().any(|n| n == "softmax"), "{names:?}");
+    assert!(names.iter().any(|n| n == "fused_softmax"), "{names:?}");
     assert_close(&reference(&fused), &reference(&g));
 }
 
@@ -316,9 +317,9 @@ fn an_addition_before_a_layer_norm_becomes_its_residual() {
 /// Attention's `q·kᵀ` as exported: both operands permuted from `[b, s, h, d]`; the
 /// permutes fold into the batched GEMM's strides (k's as a transposed operand) and
 /// the result is bit for bit the same. A permute read twice stays.
-/// `Σ (x₀·x₁)·0.5` along rows and `softmax(x₀ + x₁)` become one fused reduction and
-/// one fused softmax; a softmax of a broadcast addition, and a reduction of a value
-/// also returned, stay as written.
+/// `Σ (x₀·x₁)·0.5` along rows, `softmax(x₀ + x₁)` and `softmax(x₀ + b)` (`b`
+/// broadcast) become one fused reduction and two fused softmaxes; a reduction of a
+/// value also returned stays as written.
 #[test]
 fn elementwise_nodes_before_a_reduction_or_softmax_become_its_prologue() {
     let s = [4, 8];
@@ -357,7 +358,7 @@ fn elementwise_nodes_before_a_reduction_or_softmax_become_its_prologue() {
     let kinds: Vec<&str> = fused.nodes.iter().map(|n| n.spec.kind_name()).collect();
     assert_eq!(
         kinds,
-        ["fused_reduce", "fused_softmax", "binary", "softmax", "unary", "reduce"],
+        ["fused_reduce", "fused_softmax", "fused_softmax", "unary", "reduce"],
         "{fused:#?}"
     );
     let OpSpec::FusedReduce(r) = &fused.nodes[0].spec else {
@@ -365,6 +366,42 @@ fn elementwise_nodes_before_a_reduction_or_softmax_become_its_prologue() {
     };
     assert_eq!(r.prologue.nodes.len(), 4, "x0, x1, their product, ·0.5");
     assert_eq!(fused.nodes[0].inputs, vec![input(0), input(1)]);
+    assert_close(&reference(&fused), &reference(&g));
+}
+
+/// An RMS as exporters write it, `√(mean(x·x) + ε)` read with the kept axis
+/// (`[6, 1]`), becomes one fused reduction: the product its prologue, the rest its
+/// epilogue, `keepdim` set to the shape the epilogue reads.
+#[test]
+fn elementwise_nodes_after_a_reduction_become_its_epilogue() {
+    let s = [6, 64];
+    let mean = OpSpec::Reduce(ReduceSpec {
+        func: ReduceFn::Mean,
+        dtype: F32,
+        shape: s.to_vec(),
+        axes: vec![1],
+        keepdim: false,
+        index_dtype: None,
+        accumulate: false,
+    });
+    let g = Graph {
+        inputs: vec![TensorSig::new("x", F32, s.to_vec())],
+        nodes: vec![
+            node(binary(BinaryFn::Mul, &s, &s), &[input(0), input(0)]),
+            node(mean, &[out(0)]),
+            node(scalar(BinaryFn::Add, &[6, 1], 1e-5), &[out(1)]),
+            node(unary(UnaryFn::Sqrt, &[6, 1]), &[out(2)]),
+        ],
+        outputs: vec![out(3)],
+    };
+    let fused = fuse(&g, &TargetCaps::cuda_sm90()).expect("fuses");
+    assert_eq!(fused.nodes.len(), 1, "{fused:#?}");
+    let OpSpec::FusedReduce(r) = &fused.nodes[0].spec else {
+        panic!("{fused:#?}")
+    };
+    assert!(r.reduce.keepdim);
+    assert_eq!(r.epilogue.as_ref().map(|e| e.nodes.len()), Some(3));
+    assert_eq!(fused.nodes[0].inputs, vec![input(0)]);
     assert_close(&reference(&fused), &reference(&g));
 }
 

@@ -70,6 +70,7 @@ pub fn split() -> Vec<OpSpec> {
         r#"{"op":"softmax","dtype":"f32","shape":[5,256],"axis":1}"#,
         // Fused prologues: the prologue into a temporary, then the row op split.
         r#"{"op":"fused_softmax","prologue":{"dtype":"f32","inputs":[[5,256],[5,256]],"nodes":[{"input":0},{"input":1},{"scalar":{"func":"mul","x":0,"scalar":0.5}},{"binary":{"func":"add","a":2,"b":1}}]},"softmax":{"dtype":"f32","shape":[5,256],"axis":1}}"#,
+        r#"{"op":"fused_reduce","prologue":{"dtype":"f32","inputs":[[3,1000]],"nodes":[{"input":0},{"scalar":{"func":"mul","x":0,"scalar":1.5}}]},"reduce":{"func":"sum","dtype":"f32","shape":[3,1000],"axes":[1]},"epilogue":{"dtype":"f32","inputs":[[3],[3]],"nodes":[{"input":0},{"input":1},{"scalar":{"func":"mul","x":0,"scalar":0.25}},{"binary":{"func":"add","a":2,"b":1}}]}}"#,
         r#"{"op":"fused_reduce","prologue":{"dtype":"f32","inputs":[[3000]],"nodes":[{"input":0},{"scalar":{"func":"mul","x":0,"scalar":1.5}},{"binary":{"func":"mul","a":1,"b":0}}]},"reduce":{"func":"sum","dtype":"f32","shape":[3000],"axes":[0]}}"#,
         r#"{"op":"softmax_backward","dtype":"f32","shape":[9,256,1],"axis":1,"log":true}"#,
         r#"{"op":"layer_norm","dtype":"f32","shape":[5,256],"eps":0.00001,"weight":true,"bias":true}"#,

@@ -11,7 +11,7 @@
 //! is free, never a node or a copy. [`Graph::reference`] runs the f64 references
 //! node by node, each value rounded to its dtype as storing it would.
 //!
-//! Five rewrites, each equal to the graph it rewrites under the same tolerances
+//! Six rewrites, each equal to the graph it rewrites under the same tolerances
 //! (docs/semantics.md, "Graph fusion"), run in this order by [`fuse`]:
 //! [`fold_permutes`] reads a permute's input in place as a GEMM operand (strides and
 //! a leading dimension instead of a copy); [`fuse_epilogues`] folds an addition after
@@ -24,7 +24,9 @@
 //! kernel, one read of each input and one write; the fused op rounds every
 //! intermediate as a stored one would be); [`fuse_prologues`] folds such a node (or a
 //! single elementwise one) into the reduction or softmax reading it (`Σ x·x`,
-//! `softmax(x·s + b)`: one kernel, the row op's input never stored).
+//! `softmax(x·s + b)`: one kernel, the row op's input never stored), and
+//! [`fuse_reduce_epilogues`] one reading a reduction's result into that reduction
+//! (`√(mean x² + ε)`).
 //!
 //! ```
 //! use kernelc_kernels::graph::{fuse_elementwise, Graph, Node, ValueId};
@@ -69,21 +71,21 @@
 mod attention;
 mod elementwise;
 mod epilogue;
-mod prologue;
+mod rows;
 mod splice;
 mod views;
 
 pub use attention::fuse_attention;
 pub use elementwise::fuse_elementwise;
 pub use epilogue::fuse_epilogues;
-pub use prologue::fuse_prologues;
+pub use rows::{fuse_prologues, fuse_reduce_epilogues};
 pub use views::fold_permutes;
 
 /// The whole fusion pipeline for a target of `caps`: [`fold_permutes`],
 /// [`fuse_epilogues`], [`fuse_attention`] (not on a serial target: there two GEMMs
 /// on the CPU's GEMM schedule and a softmax beat the attention kernel; a transformer
 /// block's plan with it ran at 0.87x of node by node on the H100 host's CPU), then
-/// [`fuse_elementwise`] and [`fuse_prologues`]. Each pattern
+/// [`fuse_elementwise`], [`fuse_prologues`] and [`fuse_reduce_epilogues`]. Each pattern
 /// is matched on what the one before left: permutes folded first show an attention's
 /// layout, and elementwise chains merge last so that the ops the other rewrites fold
 /// are still single nodes.
@@ -94,7 +96,7 @@ pub fn fuse(graph: &Graph, caps: &TargetCaps) -> Result<Graph, GraphError> {
     } else {
         fuse_attention(&epilogues)?
     };
-    fuse_prologues(&fuse_elementwise(&attention)?)
+    fuse_reduce_epilogues(&fuse_prologues(&fuse_elementwise(&attention)?)?)
 }
 
 use serde::{Deserialize, Serialize};

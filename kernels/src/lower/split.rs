@@ -68,6 +68,9 @@ pub(crate) enum PieceUniforms {
     /// The whole op's but for those at these indices, which are the piece's own (a
     /// GEMM piece past the first along `k` adds into C: its `beta` is 1).
     SharedExcept(Vec<usize>),
+    /// The whole op's from index `offset` on: the piece's `i` is the op's
+    /// `offset + i` (a fused op's epilogue, whose values follow its prologue's).
+    From(usize),
 }
 
 impl Piece {
@@ -89,11 +92,13 @@ impl Piece {
 }
 
 impl PieceUniforms {
-    fn shared(&self, i: usize) -> bool {
+    /// The whole op's uniform that the piece's uniform `i` is, if it is one.
+    fn shared(&self, i: usize) -> Option<usize> {
         match self {
-            PieceUniforms::Shared => true,
-            PieceUniforms::Own => false,
-            PieceUniforms::SharedExcept(own) => !own.contains(&i),
+            PieceUniforms::Shared => Some(i),
+            PieceUniforms::Own => None,
+            PieceUniforms::SharedExcept(own) => (!own.contains(&i)).then_some(i),
+            PieceUniforms::From(offset) => Some(offset + i),
         }
     }
 }
@@ -178,15 +183,15 @@ fn rebind(
             }),
         },
         Binding::Scalar(s) => Ok(Binding::Scalar(*s)),
-        Binding::Uniform(i) if piece.uniforms.shared(*i) => Ok(Binding::Uniform(*i)),
-        Binding::Uniform(i) => {
-            uniforms
+        Binding::Uniform(i) => match piece.uniforms.shared(*i) {
+            Some(whole) => Ok(Binding::Uniform(whole)),
+            None => uniforms
                 .get(*i)
                 .map(|u| Binding::Scalar(u.value))
                 .ok_or(LowerError::Internal(
                     "a piece binds a per-call value it lacks",
-                ))
-        }
+                )),
+        },
     }
 }
 

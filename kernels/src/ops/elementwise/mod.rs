@@ -40,7 +40,7 @@ mod condition;
 mod fused;
 mod hardswish;
 mod lower;
-mod prologue;
+mod fusion;
 pub(crate) mod reference;
 mod softplus;
 mod spec;
@@ -52,5 +52,8 @@ pub use spec::*;
 
 pub(crate) use condition::activation_terms;
 pub(crate) use lower::activation_value;
-pub(crate) use prologue::{check_prologue, materialized, prologue_error, XSource};
+pub(crate) use fusion::{
+    check_epilogue, check_prologue, epilogue_condition, materialized, materialized_with_epilogue,
+    prologue_error, Epilogue, XSource,
+};
 pub(crate) use reference::apply_activation;

@@ -1,7 +1,7 @@
-//! `fused_reduce`: a reduction of an elementwise prologue's value, in one kernel (a
-//! graph compiler's `Σ x·x`, `mean |a − b|`, `max relu(x + r)`): the reduction reads
-//! the prologue's inputs, `x` is never stored. See [`crate::ops::elementwise`]'s
-//! prologues for what the fused op equals.
+//! `fused_reduce`: a reduction of an elementwise prologue's value, optionally with an
+//! elementwise epilogue on its result, in one kernel (a graph compiler's `Σ x·x`,
+//! `mean |a − b|`, `max relu(x + r)`, `√(mean x² + ε)`): the reduction reads the
+//! prologue's inputs, `x` is never stored, nor is the result before the epilogue.
 //!
 //! Everything of the op is in this file: spec, validation, f64 reference, lowering,
 //! tolerance and conformance cases.
@@ -14,18 +14,28 @@ use crate::conformance::inputs::Domain;
 use crate::error::SpecError;
 use crate::lower::{LowerError, Plan, TargetCaps, Uniform};
 use crate::op::Op;
-use crate::ops::elementwise::{check_prologue, materialized, prologue_error, XSource};
+use crate::ops::elementwise::{
+    check_epilogue, check_prologue, epilogue_condition, materialized, materialized_with_epilogue,
+    prologue_error, Epilogue, XSource,
+};
+use crate::reference::round_to;
 use crate::ops::{BinaryFn, FusedNode, FusedSpec, UnaryFn};
 use crate::spec::{OpSpec, TensorSig};
 use crate::tolerance::Tolerance;
 
-/// `reduce` of `prologue`'s value. Inputs: the prologue's (`x0`, `x1`, ...), of the
-/// reduction's dtype, broadcast to its shape. Outputs: `y`. Arg reductions (whose index a
-/// rounding can move between near ties) and `accumulate` are not fused.
+/// `epilogue(reduce(prologue(x0, x1, …)), e1, e2, …)`. Inputs: the prologue's (`x0`,
+/// `x1`, ...), of the reduction's dtype, broadcast to its shape; then the epilogue's
+/// after its first (`e1`, ...), broadcast to the result's shape. Outputs: `y`. Arg
+/// reductions (whose index a rounding can move between near ties) and `accumulate`
+/// are not fused. The identity prologue (`[{"input":0}]`) reads `x` as it is.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FusedReduceSpec {
     pub prologue: FusedSpec,
     pub reduce: ReduceSpec,
+    /// Applied to the result (its input 0, rounded to the dtype as a stored result
+    /// would be) before it is stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epilogue: Option<FusedSpec>,
 }
 
 impl FusedReduceSpec {
@@ -40,7 +50,72 @@ impl FusedReduceSpec {
 
     /// The prologue's value on `inputs` (the reduction's `x`).
     fn x(&self, inputs: &[&[f64]]) -> Vec<f64> {
-        self.prologue.reference(inputs).swap_remove(0)
+        self.prologue.reference(&inputs[..self.prologue.inputs.len()]).swap_remove(0)
+    }
+
+    /// The reduction's result on `inputs`, before any epilogue.
+    fn result(&self, inputs: &[&[f64]]) -> Vec<f64> {
+        self.reduce.reference(&[&self.x(inputs)]).swap_remove(0)
+    }
+
+    /// The epilogue as the lowering sees it.
+    fn lowered_epilogue(&self) -> Option<Epilogue<'_>> {
+        self.epilogue.as_ref().map(|spec| Epilogue {
+            spec,
+            first_input: self.prologue.inputs.len(),
+            first_uniform: self.prologue.uniforms().len(),
+        })
+    }
+
+    /// The epilogue's arguments: the result rounded to the dtype, then its operands.
+    fn epilogue_args<'i>(&self, inputs: &[&'i [f64]], result: &'i [f64]) -> Vec<&'i [f64]> {
+        let mut args = vec![result];
+        args.extend(&inputs[self.prologue.inputs.len()..]);
+        args
+    }
+
+    /// Per result element, in units of `u`, what the reduction may be off by (the
+    /// allowance of the unfused reduction of the prologue, as a magnitude).
+    fn result_error(&self, inputs: &[&[f64]]) -> Vec<f64> {
+        match self.reduce.func {
+            ReduceFn::Sum | ReduceFn::Mean => self.sum_condition(inputs),
+            ReduceFn::Max
+            | ReduceFn::Min
+            | ReduceFn::MaxNan
+            | ReduceFn::MinNan
+            | ReduceFn::ArgMax
+            | ReduceFn::ArgMin => {
+                // p ULPs of the compute type and one of the dtype, each at most
+                // 2u·|y| of its type: within 2(e + 1)·|y| in units of u.
+                let e = prologue_error(&self.prologue);
+                self.result(inputs)
+                    .into_iter()
+                    .map(|y| 2.0 * (e + 1.0) * y.abs())
+                    .collect()
+            }
+        }
+    }
+
+    /// A sum's `Σ|tᵢ|·(n + 1 + e)` (see [`Op::condition`]).
+    fn sum_condition(&self, i: &[&[f64]]) -> Vec<f64> {
+        let magnitudes: Vec<f64> = self.x(i).iter().map(|t| t.abs()).collect();
+        let sum = ReduceSpec {
+            func: ReduceFn::Sum,
+            keepdim: true,
+            ..self.reduce.clone()
+        };
+        let n = self.reduced() as f64;
+        let per_term = n + 1.0 + prologue_error(&self.prologue);
+        let divide = if self.reduce.func == ReduceFn::Mean {
+            n.max(1.0)
+        } else {
+            1.0
+        };
+        sum.reference(&[&magnitudes])
+            .swap_remove(0)
+            .into_iter()
+            .map(|s| s * per_term / divide)
+            .collect()
     }
 }
 
@@ -62,10 +137,27 @@ impl Op for FusedReduceSpec {
                 "a fused reduction writes a fresh output",
             ));
         }
+        if let Some(epilogue) = &self.epilogue {
+            check_epilogue(epilogue, self.reduce.dtype, &self.reduce.out_shape())?;
+            if self.reduce.reduces_nothing() {
+                return Err(SpecError::bad_attr(
+                    "epilogue",
+                    "present",
+                    "a reduction over an empty axis takes no epilogue (apply it to the identity as its own op)",
+                ));
+            }
+        }
         Ok(())
     }
     fn inputs(&self) -> Vec<TensorSig> {
-        self.prologue.inputs()
+        let mut inputs = self.prologue.inputs();
+        if let Some(epilogue) = &self.epilogue {
+            inputs.extend(epilogue.inputs().into_iter().skip(1).map(|mut sig| {
+                sig.name = sig.name.replacen('x', "e", 1);
+                sig
+            }));
+        }
+        inputs
     }
     fn outputs(&self) -> Vec<TensorSig> {
         self.reduce.outputs()
@@ -73,57 +165,84 @@ impl Op for FusedReduceSpec {
     fn detail(&self) -> Option<String> {
         Some(format!("fused_reduce_{}", self.reduce.func.name()))
     }
+    /// The prologue's, then the epilogue's (named `epilogue_…`).
     fn uniforms(&self) -> Vec<Uniform> {
-        self.prologue.uniforms()
+        let mut uniforms = self.prologue.uniforms();
+        if let Some(epilogue) = &self.epilogue {
+            uniforms.extend(epilogue.uniforms().into_iter().map(|mut u| {
+                u.name = format!("epilogue_{}", u.name);
+                u
+            }));
+        }
+        uniforms
     }
     fn structural(&self) -> Self {
         FusedReduceSpec {
             prologue: self.prologue.structural(),
             reduce: self.reduce.clone(),
+            epilogue: self.epilogue.as_ref().map(FusedSpec::structural),
         }
     }
     fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
-        self.reduce.reference(&[&self.x(i)])
+        let result = self.result(i);
+        let Some(epilogue) = &self.epilogue else {
+            return vec![result];
+        };
+        // Stored between the nodes: rounded to the dtype.
+        let stored: Vec<f64> = result
+            .iter()
+            .map(|&y| round_to(self.reduce.dtype, y))
+            .collect();
+        epilogue.reference(&self.epilogue_args(i, &stored))
     }
-    /// Sums: `Σ|tᵢ|·(n + 1 + e)` over the output's terms `tᵢ` (the prologue's values),
-    /// `n + 1` for the sum's (and a mean's division's) roundings and `e` for each
-    /// term's own error ([`prologue_error`]); a mean's divided by `n`.
+    /// Sums without an epilogue: `Σ|tᵢ|·(n + 1 + e)` over the output's terms `tᵢ`
+    /// (the prologue's values), `n + 1` for the sum's (and a mean's division's)
+    /// roundings and `e` for each term's own error ([`prologue_error`]); a mean's
+    /// divided by `n`. With an epilogue: the reduction's error carried through it
+    /// ([`epilogue_condition`]).
     fn condition(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
-        let magnitudes: Vec<f64> = self.x(i).iter().map(|t| t.abs()).collect();
-        let sum = ReduceSpec {
-            func: ReduceFn::Sum,
-            keepdim: true,
-            ..self.reduce.clone()
+        let Some(epilogue) = &self.epilogue else {
+            return vec![self.sum_condition(i)];
         };
-        let n = self.reduced() as f64;
-        let per_term = n + 1.0 + prologue_error(&self.prologue);
-        let divide = if self.reduce.func == ReduceFn::Mean {
-            n.max(1.0)
-        } else {
-            1.0
-        };
-        sum.reference(&[&magnitudes])
-            .into_iter()
-            .map(|o| o.into_iter().map(|s| s * per_term / divide).collect())
-            .collect()
+        let stored: Vec<f64> = self
+            .result(i)
+            .iter()
+            .map(|&y| round_to(self.reduce.dtype, y))
+            .collect();
+        let error = self.result_error(i);
+        vec![epilogue_condition(
+            epilogue,
+            &self.epilogue_args(i, &stored),
+            &error,
+        )]
     }
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         let op = OpSpec::FusedReduce(self.clone());
-        lower::reduce_of(&op, &self.reduce, XSource::fused(&self.prologue), caps)
+        let source = XSource::fused(&self.prologue);
+        lower::reduce_of(&op, &self.reduce, source, self.lowered_epilogue(), caps)
     }
     fn lower_empty(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
-        self.reduce.lower_empty(caps)
+        match &self.epilogue {
+            None => self.reduce.lower_empty(caps),
+            Some(_) => Err(LowerError::Internal(
+                "a fused reduction with an epilogue over an empty axis passed validation",
+            )),
+        }
     }
     fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
-        Some(materialized(
-            caps,
-            &self.prologue,
-            OpSpec::Reduce(self.reduce.clone()),
-        ))
+        let reduce = OpSpec::Reduce(self.reduce.clone());
+        Some(match self.lowered_epilogue() {
+            None => materialized(caps, &self.prologue, reduce),
+            Some(epilogue) => materialized_with_epilogue(caps, &self.prologue, reduce, epilogue),
+        })
     }
-    /// A sum's error is conditioned on its terms' magnitudes ([`Op::condition`]); an
-    /// extremum is one of the terms, off by the prologue's own error.
+    /// Without an epilogue, a sum's error is conditioned on its terms' magnitudes
+    /// ([`Op::condition`]) and an extremum is one of the terms, off by the prologue's
+    /// own error; with one, both are carried through it ([`Op::condition`]).
     fn tolerance(&self) -> Tolerance {
+        if self.epilogue.is_some() {
+            return Tolerance::conditioned(1.0);
+        }
         match self.reduce.func {
             ReduceFn::Sum | ReduceFn::Mean => Tolerance::conditioned(1.0),
             ReduceFn::Max
@@ -155,6 +274,7 @@ impl Op for FusedReduceSpec {
                     index_dtype: None,
                     accumulate: false,
                 },
+                epilogue: None,
             }
         };
         let bin = |func, a, b| Binary { func, a, b };
@@ -244,6 +364,7 @@ impl Op for FusedReduceSpec {
                         bin(BinaryFn::Mul, 2, 2),
                     ],
                 },
+                epilogue: None,
                 reduce: ReduceSpec {
                     func: ReduceFn::Sum,
                     dtype: F32,
@@ -271,6 +392,77 @@ impl Op for FusedReduceSpec {
                     index_dtype: None,
                     accumulate: false,
                 },
+                epilogue: None,
+            },
+            // An RMS: √(mean x² + ε) along rows.
+            FusedReduceSpec {
+                epilogue: Some(FusedSpec {
+                    dtype: F32,
+                    inputs: vec![vec![6]],
+                    nodes: vec![
+                        Input(0),
+                        sc(BinaryFn::Add, 0, 1e-5),
+                        Unary {
+                            func: UnaryFn::Sqrt,
+                            x: 1,
+                        },
+                    ],
+                }),
+                ..case(
+                    ReduceFn::Mean,
+                    F32,
+                    vec![6, 64],
+                    vec![1],
+                    1,
+                    vec![Input(0), bin(BinaryFn::Mul, 0, 0)],
+                )
+            },
+            // Per-call values in both (`scalar1`, `epilogue_scalar3`) and an epilogue
+            // operand broadcast over the result: Σ (2x) over a middle axis, then
+            // (y·w)·0.5, f16.
+            FusedReduceSpec {
+                epilogue: Some(FusedSpec {
+                    dtype: F16,
+                    inputs: vec![vec![4, 5], vec![5]],
+                    nodes: vec![
+                        Input(0),
+                        Input(1),
+                        bin(BinaryFn::Mul, 0, 1),
+                        sc(BinaryFn::Mul, 2, 0.5),
+                    ],
+                }),
+                ..case(
+                    ReduceFn::Sum,
+                    F16,
+                    vec![4, 9, 5],
+                    vec![1],
+                    1,
+                    vec![Input(0), sc(BinaryFn::Mul, 0, 2.0)],
+                )
+            },
+            // A whole-tensor max (split into parts on GPUs: the epilogue runs in the
+            // combining launch), then tanh(y − 0.5).
+            FusedReduceSpec {
+                epilogue: Some(FusedSpec {
+                    dtype: F32,
+                    inputs: vec![vec![]],
+                    nodes: vec![
+                        Input(0),
+                        sc(BinaryFn::Sub, 0, 0.5),
+                        Unary {
+                            func: UnaryFn::Tanh,
+                            x: 1,
+                        },
+                    ],
+                }),
+                ..case(
+                    ReduceFn::MaxNan,
+                    F32,
+                    vec![20000],
+                    vec![0],
+                    1,
+                    vec![Input(0)],
+                )
             },
             // min of e^{x/2} over a middle axis (kept axis innermost), f64.
             case(
@@ -313,6 +505,7 @@ impl Op for FusedReduceSpec {
                 index_dtype: None,
                 accumulate: false,
             },
+            epilogue: None,
         }
     }
 }

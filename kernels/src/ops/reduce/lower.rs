@@ -14,7 +14,7 @@ use crate::lower::reduction::{
     fold_plan, ArgExtremum, Buf, Extremum, Fold, FoldFns, Item, Monoid, Slices, Sum, View,
 };
 use crate::lower::{LowerError, Plan, PlanBuilder, TargetCaps};
-use crate::ops::elementwise::XSource;
+use crate::ops::elementwise::{Epilogue, XSource};
 use crate::spec::{OpSpec, ReduceFn, ReduceSpec};
 use kernelc_ir::builder::*;
 use kernelc_ir::ScalarType;
@@ -34,15 +34,17 @@ fn monoid_of(func: ReduceFn, ty: ScalarType) -> Box<dyn Monoid> {
 
 pub(super) fn reduce(spec: &ReduceSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
     let op = OpSpec::Reduce(spec.clone());
-    reduce_of(&op, spec, XSource::plain(spec.dtype), caps)
+    reduce_of(&op, spec, XSource::plain(spec.dtype), None, caps)
 }
 
 /// The plan of `op`, which reduces as `spec` the `x` that `source` reads (its first
-/// inputs; `prior` follows them).
+/// inputs; `prior` follows them) and applies `epilogue` to the result (its operands
+/// after those).
 pub(super) fn reduce_of(
     op: &OpSpec,
     spec: &ReduceSpec,
     source: XSource,
+    epilogue: Option<Epilogue>,
     caps: &TargetCaps,
 ) -> Result<Plan, LowerError> {
     let (ins, outs) = (op.inputs(), op.outputs());
@@ -57,6 +59,15 @@ pub(super) fn reduce_of(
         finals.push(Buf::input(&ins, source.count()));
     }
     finals.push(Buf::output(&outs, 0));
+    // The epilogue's operands follow `y` (at `operands`).
+    let operands = finals.len();
+    if let Some(e) = &epilogue {
+        finals.extend(e.bufs(&ins));
+    }
+    let uniforms = match &epilogue {
+        Some(e) => e.params(&op.uniforms())?,
+        None => Vec::new(),
+    };
     let fold = Fold {
         name: op.name(),
         view,
@@ -64,7 +75,7 @@ pub(super) fn reduce_of(
         monoid: monoid.as_ref(),
         items: source.bufs(&ins),
         finals,
-        uniforms: Vec::new(),
+        uniforms,
         item_uniforms: source.params(&op.uniforms())?,
     };
     let mut plan = PlanBuilder::default();
@@ -78,7 +89,7 @@ pub(super) fn reduce_of(
             item: |f: &mut Body, it: &Item| {
                 vec![source.load(f, &it.num(num.ty), it.mems, it.uniforms, it.off.clone())]
             },
-            epilogue: |f: &mut Body, m: &[Mem], _: &[E], q: &E, total: &[E]| {
+            epilogue: |f: &mut Body, m: &[Mem], uni: &[E], q: &E, total: &[E]| {
                 let value = match spec.func {
                     ReduceFn::Mean => total[0].clone() / num.lit(len as f64),
                     ReduceFn::ArgMax | ReduceFn::ArgMin => {
@@ -100,6 +111,10 @@ pub(super) fn reduce_of(
                     (prior + value, m[1])
                 } else {
                     (value, m[0])
+                };
+                let value = match &epilogue {
+                    Some(e) => e.apply(f, &num, value, &m[operands..], uni, q),
+                    None => value,
                 };
                 let value = if spec.func.is_arg() {
                     value

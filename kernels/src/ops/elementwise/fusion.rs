@@ -1,9 +1,14 @@
-//! Elementwise prologues: a [`FusedSpec`] computing the input `x` of a row op (a
-//! reduction, softmax) from tensors of `x`'s shape inside the row op's own kernel, as
-//! a graph compiler fuses `Σ x·x` or `softmax(x·s + b)`: `x` is never stored. The
-//! prologue's value is rounded to the dtype, as the stored `x` would be, so the fused
-//! op equals the pair it replaces under the row op's tolerance widened by the
-//! prologue's own error ([`prologue_error`]).
+//! Elementwise prologues and epilogues of row ops.
+//!
+//! A prologue is a [`FusedSpec`] computing the input `x` of a row op (a reduction,
+//! softmax) from tensors broadcast to `x`'s shape inside the row op's own kernel, as
+//! a graph compiler fuses `Σ x·x` or `softmax(x·s + b)`: `x` is never stored. An
+//! epilogue is one applied to a reduction's result (its input 0) and tensors
+//! broadcast to the result's shape before the result is stored, as in
+//! `√(mean x² + ε)`. Each value is rounded to the dtype where storing it would round
+//! it, so the fused op equals the nodes it replaces under the row op's tolerance
+//! widened by the prologue's and epilogue's own errors ([`prologue_error`],
+//! [`epilogue_condition`]).
 
 use kernelc_ir::builder::{vector, Body, Mem, E};
 use kernelc_ir::ScalarType;
@@ -216,4 +221,144 @@ pub(crate) fn materialized(
         uniforms: PieceUniforms::Own,
     };
     assemble(caps, vec![x], vec![first, second])
+}
+
+/// An epilogue as one lowering sees it: its spec, the op input its operand 1 is (its
+/// operand 0 is the row op's result), and the op uniform its first per-call value is.
+#[derive(Clone, Copy)]
+pub(crate) struct Epilogue<'a> {
+    pub spec: &'a FusedSpec,
+    pub first_input: usize,
+    pub first_uniform: usize,
+}
+
+impl Epilogue<'_> {
+    /// Its operands after the first, as read-only buffers.
+    pub fn bufs(&self, ins: &[TensorSig]) -> Vec<Buf> {
+        (1..self.spec.inputs.len())
+            .map(|j| Buf::input(ins, self.first_input + j - 1))
+            .collect()
+    }
+
+    /// Its per-call values among the op's `uniforms`.
+    pub fn params(&self, uniforms: &[Uniform]) -> Result<Vec<ScalarParam>, LowerError> {
+        let own = self.spec.uniforms().len();
+        let all = Uniforms::new(uniforms).params()?;
+        all.get(self.first_uniform..self.first_uniform + own)
+            .map(<[ScalarParam]>::to_vec)
+            .ok_or(LowerError::Internal(
+                "a fused op lists fewer per-call values than its epilogue",
+            ))
+    }
+
+    /// The epilogue's value at result element `q` from the result `value` (`n`, one
+    /// lane, in the compute type; rounded here to the dtype first, as storing it
+    /// would), the operands' buffers `mems` and the declared `params`.
+    pub fn apply(&self, f: &mut Body, n: &Num, value: E, mems: &[Mem], params: &[E], q: &E) -> E {
+        let spec = self.spec;
+        let out = spec.out_shape();
+        let mut inputs = vec![n.round_trip(value, spec.dtype)];
+        for (&m, shape) in mems.iter().zip(&spec.inputs[1..]) {
+            inputs.push(load_operand(n, m, spec.dtype, shape, &out, q));
+        }
+        spec.value(f, n, inputs, params, false)
+    }
+}
+
+/// Checks that `epilogue` maps a result of `dtype` and `shape` (its input 0) to a
+/// value of that shape.
+pub(crate) fn check_epilogue(
+    epilogue: &FusedSpec,
+    dtype: ScalarType,
+    shape: &[usize],
+) -> Result<(), SpecError> {
+    epilogue.validate()?;
+    let out = epilogue.out_shape();
+    let first = epilogue.inputs.first().map(Vec::as_slice);
+    if epilogue.dtype != dtype || first != Some(shape) || out != shape {
+        return Err(SpecError::bad_attr(
+            "epilogue",
+            format!("{} {:?} → {out:?}", epilogue.dtype, epilogue.inputs),
+            &format!("must take the result ({dtype} {shape:?}) as input 0 and give that shape"),
+        ));
+    }
+    Ok(())
+}
+
+/// Per result element, in units of the compute type's roundoff, what `epilogue`'s
+/// value may be off by when the result `y` it reads (`inputs[0]`, with the other
+/// operands after it) is off by `error` (the same units): the error carried through
+/// the epilogue's slope (a central difference of its f64 reference), the result's
+/// rounding to the dtype, and the epilogue's own error.
+pub(crate) fn epilogue_condition(epilogue: &FusedSpec, inputs: &[&[f64]], error: &[f64]) -> Vec<f64> {
+    let exact = FusedSpec {
+        dtype: ScalarType::F64,
+        ..epilogue.clone()
+    };
+    let y = inputs[0];
+    let at = |shift: f64| {
+        let moved: Vec<f64> = y.iter().map(|v| v + shift * v.abs().max(1.0)).collect();
+        let mut args: Vec<&[f64]> = vec![&moved];
+        args.extend(&inputs[1..]);
+        exact.reference(&args).swap_remove(0)
+    };
+    const H: f64 = 1e-7;
+    let (up, down) = (at(H), at(-H));
+    let value = epilogue.reference(inputs).swap_remove(0);
+    let compute = unit_roundoff(compute_type(epilogue.dtype));
+    let flip = if compute == 0.0 {
+        0.0
+    } else {
+        2.0 * unit_roundoff(epilogue.dtype) / compute
+    };
+    let own = prologue_error(epilogue);
+    (0..value.len())
+        .map(|k| {
+            let step = 2.0 * H * y[k].abs().max(1.0);
+            let slope = ((up[k] - down[k]) / step).abs();
+            let carried = slope * (error[k] + flip * y[k].abs());
+            let total = carried + own * value[k].abs();
+            if total.is_nan() { f64::INFINITY } else { total }
+        })
+        .collect()
+}
+
+/// [`materialized`] with an epilogue: the row op's result into a second temporary,
+/// then the epilogue from it (and its operands, the fused op's inputs from
+/// `epilogue.first_input`) into the op's output, with its per-call values.
+pub(crate) fn materialized_with_epilogue(
+    caps: &TargetCaps,
+    prologue: &FusedSpec,
+    then: OpSpec,
+    epilogue: Epilogue,
+) -> Result<Plan, LowerError> {
+    let temp = |spec: &FusedSpec| TempBuffer {
+        dtype: spec.dtype,
+        len: crate::shape::numel(&spec.out_shape()) as u64,
+    };
+    let temps = vec![temp(prologue), temp(epilogue.spec)];
+    let whole = |w| Place::whole(w);
+    let operands = (1..epilogue.spec.inputs.len())
+        .map(|j| whole(Whole::Input(epilogue.first_input + j - 1)));
+    let pieces = vec![
+        Piece {
+            spec: OpSpec::Fused(prologue.clone()),
+            inputs: (0..prologue.inputs.len()).map(|i| whole(Whole::Input(i))).collect(),
+            outputs: vec![whole(Whole::Temp(0))],
+            uniforms: PieceUniforms::Shared,
+        },
+        Piece {
+            spec: then,
+            inputs: vec![whole(Whole::Temp(0))],
+            outputs: vec![whole(Whole::Temp(1))],
+            uniforms: PieceUniforms::Own,
+        },
+        Piece {
+            spec: OpSpec::Fused(epilogue.spec.clone()),
+            inputs: std::iter::once(whole(Whole::Temp(1))).chain(operands).collect(),
+            outputs: vec![whole(Whole::Output(0))],
+            uniforms: PieceUniforms::From(epilogue.first_uniform),
+        },
+    ];
+    assemble(caps, temps, pieces)
 }

@@ -1,0 +1,217 @@
+//! [`fuse_prologues`] and [`fuse_reduce_epilogues`]: an elementwise node, or a fused
+//! chain, folded into the reduction or softmax that reads it as its prologue, or into
+//! the reduction it reads as its epilogue.
+
+use std::collections::HashMap;
+
+use super::elementwise::{as_fused, fusable};
+use super::splice::{read_once, rewrite_all, Found, Replacement};
+use super::{Graph, GraphError, Node, ValueId};
+use crate::ops::{FusedNode, FusedReduceSpec, FusedSoftmaxSpec, FusedSpec, ReduceSpec};
+use crate::shape::numel;
+use crate::spec::OpSpec;
+
+/// `graph` with, until none is left, `reduce(e(x₀, x₁, …))` and
+/// `softmax(e(x₀, x₁, …))` as one [`FusedReduceSpec`] or [`FusedSoftmaxSpec`] node,
+/// where `e` is a `unary`, `binary`, `scalar` or `fused` node of the row op's dtype
+/// whose value nothing else reads (its operands may be broadcast, as an attention
+/// mask is). Arg reductions and accumulating ones are left alone.
+/// The fused node rounds `e`'s value to the dtype as storing it would: equal under
+/// the row op's tolerance and `e`'s own.
+pub fn fuse_prologues(graph: &Graph) -> Result<Graph, GraphError> {
+    rewrite_all(graph, prologue_into)
+}
+
+/// Node `k`, a reduction or softmax of a prologue's value read by it alone, as the
+/// fused op: the nodes it removes and the fused node.
+fn prologue_into(graph: &Graph, readers: &HashMap<ValueId, usize>, k: usize) -> Option<Found> {
+    let node = &graph.nodes[k];
+    let (dtype, shape) = match &node.spec {
+        OpSpec::Reduce(r) if !r.func.is_arg() && !r.accumulate => (r.dtype, &r.shape),
+        OpSpec::Softmax(s) => (s.dtype, &s.shape),
+        _ => return None,
+    };
+    let x = *node.inputs.first()?;
+    let ValueId::Node { node: p, output: 0 } = x else {
+        return None;
+    };
+    if !read_once(graph, readers, x) {
+        return None;
+    }
+    let producer = &graph.nodes[p];
+    let (nodes, reads, wants) = prologue_nodes(producer)?;
+    let producer_dtype = match &producer.spec {
+        OpSpec::Fused(f) => Some(f.dtype),
+        other => fusable(other),
+    };
+    if producer_dtype != Some(dtype) {
+        return None;
+    }
+    // Inputs none of which is broadcast are read as `x`'s shape (the same elements
+    // in the same order, whatever reshape lies between); broadcast ones keep their
+    // shapes, which must then broadcast to `x`'s (the fused spec's validation).
+    let unbroadcast = wants.iter().all(|w| numel(w) == numel(shape));
+    let inputs = if unbroadcast {
+        vec![shape.clone(); reads.len()]
+    } else {
+        wants
+    };
+    let prologue = FusedSpec {
+        dtype,
+        inputs,
+        nodes,
+    };
+    let spec = match &node.spec {
+        OpSpec::Reduce(r) => OpSpec::FusedReduce(FusedReduceSpec {
+            prologue,
+            reduce: r.clone(),
+            epilogue: None,
+        }),
+        OpSpec::Softmax(s) => OpSpec::FusedSoftmax(FusedSoftmaxSpec {
+            prologue,
+            softmax: s.clone(),
+        }),
+        _ => return None,
+    };
+    spec.validate().ok()?;
+    Some((
+        vec![p, k],
+        Replacement {
+            at: k,
+            node: Node {
+                spec,
+                inputs: reads,
+            },
+            gives: vec![(ValueId::Node { node: k, output: 0 }, 0)],
+        },
+    ))
+}
+
+/// The producer as prologue nodes, the values they read and the shape each is read
+/// under (a value read twice under one shape, as in `x·x`, is one input).
+type Prologue = (Vec<FusedNode>, Vec<ValueId>, Vec<Vec<usize>>);
+
+fn prologue_nodes(producer: &Node) -> Option<Prologue> {
+    if let OpSpec::Fused(f) = &producer.spec {
+        return Some((f.nodes.clone(), producer.inputs.clone(), f.inputs.clone()));
+    }
+    let mut reads: Vec<(ValueId, Vec<usize>)> = Vec::new();
+    let mut nodes = Vec::new();
+    let mut at = Vec::new();
+    for (&v, want) in producer.inputs.iter().zip(producer.spec.inputs()) {
+        let read = (v, want.shape);
+        let i = match reads.iter().position(|r| *r == read) {
+            Some(i) => i,
+            None => {
+                reads.push(read);
+                reads.len() - 1
+            }
+        };
+        nodes.push(FusedNode::Input(i));
+        at.push(nodes.len() - 1);
+    }
+    nodes.push(as_fused(&producer.spec, &at)?);
+    let (values, shapes) = reads.into_iter().unzip();
+    Some((nodes, values, shapes))
+}
+
+/// `graph` with, until none is left, `e(reduce(x), y₁, …)` as the reduction with
+/// the epilogue `e` (a [`FusedReduceSpec`]), where `e` is a `unary`, `binary`,
+/// `scalar` or `fused` node of the reduction's dtype, the reduction's result has no
+/// other reader and `e` reads it unbroadcast as its value's shape (the other operands
+/// may be broadcast). A reduction whose result `e` reads with or without its kept
+/// axes of extent 1 takes `e`'s shape (its `keepdim` set to match).
+pub fn fuse_reduce_epilogues(graph: &Graph) -> Result<Graph, GraphError> {
+    rewrite_all(graph, epilogue_onto)
+}
+
+/// Node `k`, an elementwise node reading a reduction's result read by it alone, as
+/// that reduction with `k` its epilogue: the nodes it removes and the fused node.
+fn epilogue_onto(graph: &Graph, readers: &HashMap<ValueId, usize>, k: usize) -> Option<Found> {
+    let node = &graph.nodes[k];
+    let (nodes, reads, wants) = prologue_nodes(node)?;
+    let dtype = match &node.spec {
+        OpSpec::Fused(f) => f.dtype,
+        other => fusable(other)?,
+    };
+    let out = node.spec.outputs().first()?.shape.clone();
+    let slot = reads.iter().position(|&v| {
+        matches!(v, ValueId::Node { node: p, output: 0 } if reducible(&graph.nodes[p].spec).is_some())
+            && read_once(graph, readers, v)
+    })?;
+    let ValueId::Node { node: p, .. } = reads[slot] else {
+        return None;
+    };
+    let (prologue, reduce) = reducible(&graph.nodes[p].spec)?;
+    let reduce = [false, true]
+        .into_iter()
+        .map(|flip| ReduceSpec {
+            keepdim: reduce.keepdim != flip,
+            ..reduce.clone()
+        })
+        .find(|r| r.out_shape() == out)?;
+    if reduce.dtype != dtype || wants[slot] != out {
+        return None;
+    }
+    // The result becomes the epilogue's input 0, the others follow in order.
+    let place = |i: usize| match i {
+        i if i == slot => 0,
+        i if i < slot => i + 1,
+        i => i,
+    };
+    let nodes = nodes
+        .into_iter()
+        .map(|n| match n {
+            FusedNode::Input(i) => FusedNode::Input(place(i)),
+            other => other,
+        })
+        .collect();
+    let mut inputs = vec![out.clone()];
+    let mut operands = Vec::new();
+    for (i, (v, want)) in reads.iter().zip(&wants).enumerate() {
+        if i != slot {
+            inputs.push(want.clone());
+            operands.push(*v);
+        }
+    }
+    let spec = OpSpec::FusedReduce(FusedReduceSpec {
+        prologue,
+        reduce,
+        epilogue: Some(FusedSpec {
+            dtype,
+            inputs,
+            nodes,
+        }),
+    });
+    spec.validate().ok()?;
+    let mut all = graph.nodes[p].inputs.clone();
+    all.extend(operands);
+    Some((
+        vec![p, k],
+        Replacement {
+            at: k,
+            node: Node { spec, inputs: all },
+            gives: vec![(ValueId::Node { node: k, output: 0 }, 0)],
+        },
+    ))
+}
+
+/// A reduction an epilogue can join: its prologue (the identity for a plain one) and
+/// its reduction, where it has no epilogue, is not an arg reduction, does not
+/// accumulate and reduces something.
+fn reducible(spec: &OpSpec) -> Option<(FusedSpec, &ReduceSpec)> {
+    let (prologue, reduce) = match spec {
+        OpSpec::Reduce(r) => (
+            FusedSpec {
+                dtype: r.dtype,
+                inputs: vec![r.shape.clone()],
+                nodes: vec![FusedNode::Input(0)],
+            },
+            r,
+        ),
+        OpSpec::FusedReduce(f) if f.epilogue.is_none() => (f.prologue.clone(), &f.reduce),
+        _ => return None,
+    };
+    let joins = !reduce.func.is_arg() && !reduce.accumulate && !reduce.reduces_nothing();
+    joins.then_some((prologue, reduce))
+}
