@@ -18,7 +18,8 @@
 //!   folded on the host; reshapes free), fused (`kernelc_kernels::graph::fuse`:
 //!   permutes read in place as GEMM operands, GEMM bias, residual, activation and
 //!   scale epilogues, layer-norm residual prologues, attention patterns as one
-//!   attention kernel on GPUs, elementwise chains into one kernel) and compiled once
+//!   attention kernel on GPUs, elementwise chains into one kernel, elementwise
+//!   prologues into reductions and softmaxes, epilogues onto reductions) and compiled once
 //!   per graph and input signatures; later calls run the kept plan.
 //! - `dispatch` is the contract's `Now(execute(..))`, and `execute` itself returns
 //!   once the plan's launches are queued: on a GPU the outputs are device tensors

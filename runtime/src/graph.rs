@@ -1,7 +1,8 @@
 //! Graphs on the runtime ([`kernelc_kernels::graph`]): [`Runtime::compile_graph`]
 //! validates a graph, fuses it ([`graph::fuse`]: permutes folded into GEMM operands,
 //! epilogues into GEMMs and norms, attention patterns into attention nodes,
-//! elementwise chains into single kernels), compiles every kernel once and plans its
+//! elementwise chains into single kernels, prologues into reductions and softmaxes,
+//! epilogues onto reductions), compiles every kernel once and plans its
 //! memory; [`CompiledGraph::run`] (tensors) and [`CompiledGraph::run_views`] (views)
 //! then run it any number of times, compiling nothing.
 //!
