@@ -197,9 +197,9 @@ impl Op for FusedReduceSpec {
     }
     /// Sums without an epilogue: `Σ|tᵢ|·(n + 1 + e)` over the output's terms `tᵢ`
     /// (the prologue's values), `n + 1` for the sum's (and a mean's division's)
-    /// roundings and `e` for each term's own error ([`prologue_error`]); a mean's
-    /// divided by `n`. With an epilogue: the reduction's error carried through it
-    /// ([`epilogue_condition`]).
+    /// roundings and `e` for each term's own error (the prologue's ULPs); a mean's
+    /// divided by `n`. With an epilogue: the reduction's error carried through its
+    /// slope (docs/semantics.md, "Graph fusion").
     fn condition(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
         let Some(epilogue) = &self.epilogue else {
             return vec![self.sum_condition(i)];

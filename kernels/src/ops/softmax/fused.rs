@@ -62,8 +62,9 @@ impl Op for FusedSoftmaxSpec {
         self.softmax.reference(&[&self.x(i)])
     }
     /// The softmax's own condition on the logits, plus what the logits' errors
-    /// `|δxⱼ| ≤ e·u·|xⱼ|` ([`prologue_error`]) move an output by: `yᵢ(δxᵢ − Σ yⱼδxⱼ)`,
-    /// at most `|yᵢ|·e·(|xᵢ| + maxⱼ|xⱼ|)` (log-softmax: without the `|yᵢ|`).
+    /// `|δxⱼ| ≤ e·u·|xⱼ|` (`e` the prologue's) move an output by:
+    /// `yᵢ(δxᵢ − Σ yⱼδxⱼ)`, at most `|yᵢ|·e·(|xᵢ| + maxⱼ|xⱼ|)` (log-softmax: without
+    /// the `|yᵢ|`).
     fn condition(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
         let x = self.x(i);
         let mut out = self.softmax.condition(&[&x]);
