@@ -5,6 +5,8 @@
 //!
 //! This facade re-exports the workspace crates. See `docs/ARCHITECTURE.md`.
 
+pub mod aot;
+
 pub use kernelc_codegen as codegen;
 pub use kernelc_ir as ir;
 pub use kernelc_kernels as kernels;

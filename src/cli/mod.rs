@@ -1,6 +1,7 @@
 //! Subcommands, one module each.
 
 mod bench;
+mod emit;
 mod info;
 mod ir;
 mod lower;
@@ -57,6 +58,8 @@ enum Command {
     Info(info::InfoArgs),
     /// The disk cache: list, clear or count its artifacts.
     Cache(info::CacheArgs),
+    /// Write an op's kernels as WGSL, SPIR-V, PTX or object files with a manifest.
+    Emit(emit::EmitArgs),
 }
 
 /// Any error a subcommand reports; printed once by `main`.
@@ -83,6 +86,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Ops(args) => ops::run(args),
         Command::Info(args) => info::info(args),
         Command::Cache(args) => info::cache(args),
+        Command::Emit(args) => emit::run(args),
     }
 }
 

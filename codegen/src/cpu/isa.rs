@@ -47,6 +47,30 @@ pub(crate) fn host_isa(pic: bool) -> Result<(OwnedTargetIsa, Features), CodegenE
     Ok((isa, features))
 }
 
+/// The ISA of `triple` (an ahead-of-time target), with its baseline extensions only
+/// (the host's are not assumed), `opt_level=speed`, position-independent code.
+pub(crate) fn isa_for(triple: &str) -> Result<(OwnedTargetIsa, Features), CodegenError> {
+    let mut flags = settings::builder();
+    for (name, value) in [
+        ("opt_level", "speed"),
+        ("is_pic", "true"),
+        ("use_colocated_libcalls", "false"),
+    ] {
+        flags
+            .set(name, value)
+            .map_err(|e| backend(format!("setting `{name}={value}`: {e}")))?;
+    }
+    let parsed: target_lexicon::Triple = triple
+        .parse()
+        .map_err(|e| backend(format!("the target triple `{triple}`: {e}")))?;
+    let isa = cranelift_codegen::isa::lookup(parsed)
+        .map_err(|e| backend(format!("the target `{triple}`: {e} (this build has Cranelift's backend for the host's architecture)")))?
+        .finish(settings::Flags::new(flags))
+        .map_err(|e| backend(format!("building the ISA of `{triple}`: {e}")))?;
+    let features = features_of(&isa);
+    Ok((isa, features))
+}
+
 fn features_of(isa: &OwnedTargetIsa) -> Features {
     // The ISA is the host's, so the host's architecture decides.
     let flag = |name: &str| {

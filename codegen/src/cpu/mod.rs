@@ -259,23 +259,42 @@ pub fn compile_cached(
 /// Mach-O on macOS, COFF on Windows) that exports the kernel's function under
 /// [`symbol_name`] (see the module documentation for the ABI and the imports).
 pub fn emit_object(kernel: &Kernel) -> Result<Vec<u8>, CodegenError> {
-    let (module, _) = object_module(kernel, false)?;
+    let (module, _) = object_module(kernel, false, None)?;
     module.finish().emit().map_err(backend)
+}
+
+/// [`emit_object`] for the target `triple` (`x86_64-unknown-linux-gnu`, ...) with that
+/// architecture's baseline extensions, for ahead-of-time builds; the host's, with all
+/// its extensions, when `None`. A triple whose architecture this build of Cranelift
+/// lacks is an error naming it.
+pub fn emit_object_for(kernel: &Kernel, triple: Option<&str>) -> Result<Vec<u8>, CodegenError> {
+    let (module, _) = object_module(kernel, false, triple)?;
+    module.finish().emit().map_err(backend)
+}
+
+/// The bytes of shared scratch a call of the kernel's function needs (the `shared`
+/// argument of the ABI above): its shared arrays at 16-byte-aligned offsets.
+pub fn shared_bytes(kernel: &Kernel) -> u64 {
+    lower::shared_layout(kernel).1
 }
 
 /// The Cranelift IR of the kernel's function, as text (before Cranelift's
 /// optimisations), for reading and for snapshot tests.
 pub fn emit_clif(kernel: &Kernel) -> Result<String, CodegenError> {
-    let (_, text) = object_module(kernel, true)?;
+    let (_, text) = object_module(kernel, true, None)?;
     text.ok_or_else(|| backend("no CLIF text was produced"))
 }
 
 fn object_module(
     kernel: &Kernel,
     want_text: bool,
+    triple: Option<&str>,
 ) -> Result<(ObjectModule, Option<String>), CodegenError> {
     check_supported(kernel)?;
-    let (isa, features) = isa::host_isa(true)?;
+    let (isa, features) = match triple {
+        Some(triple) => isa::isa_for(triple)?,
+        None => isa::host_isa(true)?,
+    };
     let symbol = symbol_name(kernel);
     let builder =
         ObjectBuilder::new(isa, symbol.clone(), default_libcall_names()).map_err(backend)?;

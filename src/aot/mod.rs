@@ -1,0 +1,518 @@
+//! Ahead-of-time emission: an op's kernels as files (`.wgsl`, `.spv`, `.ptx`, `.o`)
+//! plus `manifest.json`, which tells a program that does not link kernelc how to bind
+//! and launch them (docs/manifest.md).
+//!
+//! Each target's kernels are what its device in the runtime compiles: the op lowered
+//! for the target's caps (WebGPU's defaults for the shader targets, sm_90 for PTX, the
+//! CPU's), every kernel put through [`passes::for_target`] with the target's math
+//! expansion, then emitted. Files are written whole or not at all (a temporary file
+//! renamed into place); the manifest is read, updated and rewritten the same way, so
+//! several `emit` calls into one directory accumulate.
+
+pub mod manifest;
+
+use std::path::{Path, PathBuf};
+
+use kernelc_codegen::abi::{ShaderLayout, ParamSlot, ENTRY_POINT};
+use kernelc_ir::passes::{self, MathExpansion};
+use kernelc_ir::{Kernel, Param, ScalarType};
+use kernelc_kernels::lower::{lower, Binding, Launch, PrefillSource, TargetCaps, Whole};
+use kernelc_kernels::spec::{OpSpec, TensorSig};
+
+use manifest::*;
+
+/// A target of ahead-of-time emission.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Target {
+    /// WGSL through naga (WebGPU's default caps).
+    Wgsl,
+    /// SPIR-V through rspirv (WebGPU's default caps).
+    Spirv,
+    /// CUDA PTX through LLVM (sm_90 caps).
+    Ptx,
+    /// A relocatable object through Cranelift.
+    Cpu,
+}
+
+impl Target {
+    pub const ALL: [Target; 4] = [Target::Wgsl, Target::Spirv, Target::Ptx, Target::Cpu];
+
+    /// Its name in the manifest and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Target::Wgsl => "wgsl",
+            Target::Spirv => "spirv",
+            Target::Ptx => "ptx",
+            Target::Cpu => "cpu",
+        }
+    }
+
+    /// The extension of its artifacts.
+    pub fn extension(self) -> &'static str {
+        match self {
+            Target::Wgsl => "wgsl",
+            Target::Spirv => "spv",
+            Target::Ptx => "ptx",
+            Target::Cpu => "o",
+        }
+    }
+
+    fn caps(self) -> TargetCaps {
+        match self {
+            Target::Wgsl | Target::Spirv => TargetCaps::gpu_baseline(),
+            Target::Ptx => TargetCaps::cuda_sm90(),
+            Target::Cpu => TargetCaps::cpu(),
+        }
+    }
+
+    /// Whether its kernels bind parameters by the shader layout (`abi`).
+    fn is_shader(self) -> bool {
+        matches!(self, Target::Wgsl | Target::Spirv)
+    }
+
+    fn expansion(self) -> Result<MathExpansion, AotError> {
+        match self {
+            Target::Cpu => Ok(MathExpansion::all_transcendental()),
+            #[cfg(feature = "wgpu")]
+            Target::Wgsl => Ok(kernelc_codegen::wgsl::required_expansion()),
+            #[cfg(feature = "wgpu")]
+            // The device is unknown: its driver may contract or reassociate, so the
+            // error-free sums go through opaque values (as WGSL's always do).
+            Target::Spirv => Ok(kernelc_codegen::spirv::required_expansion(false).with_opaque_sums(true)),
+            #[cfg(feature = "cuda")]
+            Target::Ptx => Ok(kernelc_codegen::ptx::required_expansion()),
+            #[allow(unreachable_patterns)]
+            other => Err(other.missing()),
+        }
+    }
+
+    fn missing(self) -> AotError {
+        let feature = match self {
+            Target::Ptx => "cuda",
+            Target::Wgsl | Target::Spirv | Target::Cpu => "wgpu",
+        };
+        AotError::Missing {
+            target: self.name(),
+            feature,
+        }
+    }
+
+    /// `kernel`'s artifact.
+    fn emit(self, kernel: &Kernel, options: &EmitOptions) -> Result<Vec<u8>, AotError> {
+        let codegen = |e: kernelc_codegen::CodegenError| AotError::Codegen {
+            target: self.name(),
+            kernel: kernel.name.clone(),
+            message: e.to_string(),
+        };
+        match self {
+            Target::Cpu => {
+                kernelc_codegen::cpu::emit_object_for(kernel, options.triple.as_deref())
+                    .map_err(codegen)
+            }
+            #[cfg(feature = "wgpu")]
+            Target::Wgsl => kernelc_codegen::wgsl::wgsl_text(kernel)
+                .map(String::into_bytes)
+                .map_err(codegen),
+            #[cfg(feature = "wgpu")]
+            Target::Spirv => kernelc_codegen::spirv::emit(kernel)
+                .map(|words| words.iter().flat_map(|w| w.to_le_bytes()).collect())
+                .map_err(codegen),
+            #[cfg(feature = "cuda")]
+            Target::Ptx => {
+                let ptx = kernelc_codegen::ptx::PtxOptions {
+                    sm: options.sm,
+                    ptx_isa: options.ptx_isa,
+                    ..Default::default()
+                };
+                kernelc_codegen::ptx::emit(kernel, &ptx)
+                    .map(String::into_bytes)
+                    .map_err(codegen)
+            }
+            #[allow(unreachable_patterns)]
+            other => Err(other.missing()),
+        }
+    }
+}
+
+impl std::str::FromStr for Target {
+    type Err = AotError;
+    fn from_str(s: &str) -> Result<Target, AotError> {
+        Target::ALL
+            .into_iter()
+            .find(|t| t.name() == s)
+            .ok_or_else(|| AotError::UnknownTarget(s.to_string()))
+    }
+}
+
+/// Options of [`emit_op`].
+#[derive(Clone, Debug)]
+pub struct EmitOptions {
+    /// PTX: the SM architecture (`.target sm_{sm}`).
+    pub sm: u32,
+    /// PTX: the ISA version times ten (`.version`).
+    pub ptx_isa: u32,
+    /// cpu: the target triple of the object (the host, with all its extensions, when
+    /// unset).
+    pub triple: Option<String>,
+    /// Shader targets: fit every kernel's loops under this many iterations per
+    /// invocation (a driver that cuts longer loops short, as lavapipe's does at
+    /// 65,535: docs/semantics.md).
+    pub max_loop_iterations: Option<u64>,
+}
+
+impl Default for EmitOptions {
+    fn default() -> Self {
+        EmitOptions {
+            sm: 90,
+            ptx_isa: 90,
+            triple: None,
+            max_loop_iterations: None,
+        }
+    }
+}
+
+/// What went wrong emitting, with the file, op or kernel it concerns.
+#[derive(Debug, thiserror::Error)]
+pub enum AotError {
+    #[error("unknown target `{0}` (targets: wgsl, spirv, ptx, cpu)")]
+    UnknownTarget(String),
+    #[error("this kernelc was built without the {target} target (feature `{feature}`)")]
+    Missing {
+        target: &'static str,
+        feature: &'static str,
+    },
+    #[error("the name `{0}` must be 1 to 64 ASCII letters, digits, `_` or `-`")]
+    BadName(String),
+    #[error("{op} for {target}: {message}")]
+    Lower {
+        op: String,
+        target: &'static str,
+        message: String,
+    },
+    #[error("{target}: kernel `{kernel}`: {message}")]
+    Codegen {
+        target: &'static str,
+        kernel: String,
+        message: String,
+    },
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}: {message}", path.display())]
+    Manifest { path: PathBuf, message: String },
+}
+
+/// Emits `spec`'s kernels for `target` into `dir` as `{name}.{launch}.{ext}` and
+/// returns its manifest entry (not yet written: see [`update_manifest`]).
+pub fn emit_op(
+    spec: &OpSpec,
+    name: &str,
+    target: Target,
+    options: &EmitOptions,
+    dir: &Path,
+) -> Result<OpEntry, AotError> {
+    check_name(name)?;
+    let lowering = |message: String| AotError::Lower {
+        op: spec.name(),
+        target: target.name(),
+        message,
+    };
+    spec.validate().map_err(|e| lowering(e.to_string()))?;
+    // Lowering sees the structural spec, as the runtime's does: per-call values are
+    // uniform bindings, so the files serve every value.
+    let plan = lower(&spec.structural(), &target.caps()).map_err(|e| lowering(e.to_string()))?;
+    let expansion = target.expansion()?;
+    let mut launches = Vec::with_capacity(plan.launches.len());
+    let mut features = Vec::new();
+    for (i, launch) in plan.launches.iter().enumerate() {
+        let mut kernel = passes::for_target(&launch.kernel, &expansion);
+        // One symbol per launch, so that objects of one op link together.
+        kernel.name = format!("{name}_{i}");
+        if let (true, Some(iterations)) = (target.is_shader(), options.max_loop_iterations) {
+            let budget = passes::LoopBudget {
+                iterations,
+                max_workgroups: [u32::MAX; 3],
+                max_unrolled_nodes: 1 << 16,
+            };
+            kernel = passes::fit_loop_budget(&kernel, &budget).map_err(|e| AotError::Codegen {
+                target: target.name(),
+                kernel: kernel.name.clone(),
+                message: e.to_string(),
+            })?;
+        }
+        let file = format!("{name}.{i}.{}", target.extension());
+        write_atomically(&dir.join(&file), &target.emit(&kernel, options)?)?;
+        if target.is_shader() {
+            for feature in shader_features(&kernel) {
+                if !features.contains(&feature) {
+                    features.push(feature);
+                }
+            }
+        }
+        launches.push(launch_entry(target, launch, &kernel, file, &launch.kernel.name)?);
+    }
+    Ok(OpEntry {
+        name: name.to_string(),
+        target: target.name().to_string(),
+        op: spec.clone(),
+        inputs: spec.inputs().iter().map(tensor_entry).collect(),
+        outputs: spec.outputs().iter().map(tensor_entry).collect(),
+        uniforms: spec
+            .uniforms()
+            .into_iter()
+            .map(|u| UniformEntry {
+                name: u.name,
+                dtype: u.value.ty(),
+                value: u.value.to_f64(),
+                bits: u.value.to_bits(),
+            })
+            .collect(),
+        temps: plan
+            .temps
+            .iter()
+            .map(|t| TempEntry {
+                dtype: t.dtype,
+                elements: t.len,
+                bytes: t.len * t.dtype.size_bytes() as u64,
+            })
+            .collect(),
+        prefills: plan
+            .prefills
+            .iter()
+            .map(|p| match &p.source {
+                PrefillSource::Value(v) => PrefillEntry {
+                    output: p.output,
+                    value: Some(v.to_f64()),
+                    input: None,
+                },
+                PrefillSource::Input(i) => PrefillEntry {
+                    output: p.output,
+                    value: None,
+                    input: Some(*i),
+                },
+            })
+            .collect(),
+        features,
+        launches,
+    })
+}
+
+/// Reads `dir/manifest.json` (a new manifest when there is none), puts `entries` in it
+/// (replacing entries of the same name and target) and writes it back whole.
+pub fn update_manifest(dir: &Path, entries: Vec<OpEntry>) -> Result<Manifest, AotError> {
+    let path = dir.join("manifest.json");
+    let mut manifest = match std::fs::read(&path) {
+        Ok(bytes) => parse_manifest(&path, &bytes)?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Manifest::new(),
+        Err(e) => {
+            return Err(AotError::Manifest {
+                path,
+                message: e.to_string(),
+            })
+        }
+    };
+    for entry in entries {
+        manifest.put(entry);
+    }
+    let text = serde_json::to_vec_pretty(&manifest).map_err(|e| AotError::Manifest {
+        path: path.clone(),
+        message: e.to_string(),
+    })?;
+    write_atomically(&path, &text)?;
+    Ok(manifest)
+}
+
+/// A manifest from its bytes, checked to be one of this schema and version.
+pub fn parse_manifest(path: &Path, bytes: &[u8]) -> Result<Manifest, AotError> {
+    let bad = |message: String| AotError::Manifest {
+        path: path.to_path_buf(),
+        message,
+    };
+    let value: serde_json::Value =
+        serde_json::from_slice(bytes).map_err(|e| bad(format!("not JSON: {e}")))?;
+    if value.get("schema").and_then(|s| s.as_str()) != Some(SCHEMA) {
+        return Err(bad(format!("not a kernelc manifest (no \"schema\": \"{SCHEMA}\")")));
+    }
+    let version = value.get("version").and_then(|v| v.as_u64());
+    if version != Some(SCHEMA_VERSION as u64) {
+        return Err(bad(format!(
+            "manifest version {version:?}; this kernelc reads version {SCHEMA_VERSION}"
+        )));
+    }
+    serde_json::from_value(value).map_err(|e| bad(e.to_string()))
+}
+
+/// Checks `name` can name files and a manifest entry: 1 to 64 ASCII letters, digits,
+/// `_` or `-`.
+pub fn check_name(name: &str) -> Result<(), AotError> {
+    let fine = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if fine {
+        Ok(())
+    } else {
+        Err(AotError::BadName(name.to_string()))
+    }
+}
+
+/// Writes `bytes` to `path` through a temporary file renamed into place: a reader
+/// sees the old file or the new one, never part of one.
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), AotError> {
+    let failed = |source| AotError::Write {
+        path: path.to_path_buf(),
+        source,
+    };
+    let tmp = path.with_extension(format!(
+        "{}.tmp{}",
+        path.extension().and_then(|e| e.to_str()).unwrap_or(""),
+        std::process::id()
+    ));
+    std::fs::write(&tmp, bytes).map_err(failed)?;
+    std::fs::rename(&tmp, path).map_err(|e| {
+        // Nothing half-written stays behind.
+        let _ = std::fs::remove_file(&tmp);
+        failed(e)
+    })
+}
+
+fn tensor_entry(sig: &TensorSig) -> TensorEntry {
+    let elements = sig.numel() as u64;
+    TensorEntry {
+        name: sig.name.clone(),
+        dtype: sig.dtype,
+        shape: sig.shape.clone(),
+        elements,
+        bytes: elements * sig.dtype.size_bytes() as u64,
+    }
+}
+
+/// The features a device must enable for a shader kernel, by the types it uses.
+fn shader_features(kernel: &Kernel) -> Vec<String> {
+    let mut types: Vec<ScalarType> = kernel
+        .params
+        .iter()
+        .map(|p| match p {
+            Param::Buffer { elem, .. } => *elem,
+            Param::Scalar { ty, .. } => *ty,
+        })
+        .collect();
+    types.extend(kernel.shared.iter().map(|s| s.elem));
+    types.extend(kernel.locals.iter().map(|l| l.ty.scalar));
+    let mut features = Vec::new();
+    for (ty, feature) in [
+        (ScalarType::F16, "shader-f16"),
+        (ScalarType::F64, "shader-f64"),
+        (ScalarType::I64, "shader-int64"),
+    ] {
+        if types.contains(&ty) {
+            features.push(feature.to_string());
+        }
+    }
+    features
+}
+
+/// The manifest entry of `launch`, emitted as `kernel` into `file`.
+fn launch_entry(
+    target: Target,
+    launch: &Launch,
+    kernel: &Kernel,
+    file: String,
+    lowered_name: &str,
+) -> Result<LaunchEntry, AotError> {
+    let layout = ShaderLayout::of(kernel);
+    let shader = target.is_shader();
+    let internal = |message: &str| AotError::Codegen {
+        target: target.name(),
+        kernel: lowered_name.to_string(),
+        message: message.to_string(),
+    };
+    let mut params = Vec::with_capacity(kernel.params.len());
+    for ((param, binding), slot) in kernel.params.iter().zip(&launch.bindings).zip(&layout.params) {
+        params.push(match (param, binding) {
+            (Param::Buffer { name, elem, len, access }, binding) => {
+                let source = buffer_source(binding)
+                    .ok_or_else(|| internal("a buffer parameter bound to a scalar"))?;
+                let ParamSlot::Buffer { binding } = slot else {
+                    return Err(internal("a buffer parameter in a scalar slot"));
+                };
+                ParamEntry::Buffer {
+                    name: name.clone(),
+                    dtype: *elem,
+                    access: *access,
+                    elements: *len,
+                    bytes: len * elem.size_bytes() as u64,
+                    binding: shader.then_some(*binding),
+                    source,
+                }
+            }
+            (Param::Scalar { name, ty }, binding) => {
+                let source = match binding {
+                    Binding::Uniform(i) => ScalarSource::Uniform(*i),
+                    Binding::Scalar(s) => ScalarSource::Constant {
+                        value: s.to_f64(),
+                        bits: s.to_bits(),
+                    },
+                    Binding::Input(_)
+                    | Binding::Output(_)
+                    | Binding::Temp(_)
+                    | Binding::Part { .. } => {
+                        return Err(internal("a scalar parameter bound to a tensor"))
+                    }
+                };
+                let ParamSlot::Scalar { word } = slot else {
+                    return Err(internal("a scalar parameter in a buffer slot"));
+                };
+                ParamEntry::Scalar {
+                    name: name.clone(),
+                    dtype: *ty,
+                    word: shader.then_some(*word),
+                    source,
+                }
+            }
+        });
+    }
+    let entry_point = match target {
+        Target::Cpu => kernelc_codegen::cpu::symbol_name(kernel),
+        Target::Wgsl | Target::Spirv | Target::Ptx => ENTRY_POINT.to_string(),
+    };
+    Ok(LaunchEntry {
+        file,
+        entry_point,
+        kernel: lowered_name.to_string(),
+        workgroup_size: kernel.workgroup_size,
+        grid: launch.grid,
+        params,
+        scalar_block: match (shader, layout.scalar_binding) {
+            (true, Some(binding)) => Some(ScalarBlock {
+                binding,
+                words: layout.scalar_words,
+            }),
+            _ => None,
+        },
+        status_binding: shader.then_some(layout.status_binding),
+        shared_bytes: (target == Target::Cpu).then(|| kernelc_codegen::cpu::shared_bytes(kernel)),
+    })
+}
+
+/// Where a buffer binding points, or `None` for a scalar binding.
+fn buffer_source(binding: &Binding) -> Option<BufferSource> {
+    let whole = |w: &Whole| match w {
+        Whole::Input(i) => Tensor::Input(*i),
+        Whole::Output(i) => Tensor::Output(*i),
+        Whole::Temp(i) => Tensor::Temp(*i),
+    };
+    match binding {
+        Binding::Input(i) => Some(BufferSource::Input(*i)),
+        Binding::Output(i) => Some(BufferSource::Output(*i)),
+        Binding::Temp(i) => Some(BufferSource::Temp(*i)),
+        Binding::Part { of, start } => Some(BufferSource::Part {
+            of: whole(of),
+            start: *start,
+        }),
+        Binding::Scalar(_) | Binding::Uniform(_) => None,
+    }
+}

@@ -1,0 +1,71 @@
+//! `kernelc emit SPEC --target … --out DIR`: an op's kernels as files plus
+//! `manifest.json` (docs/manifest.md), for programs that do not link kernelc.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use kernelc::aot::{check_name, emit_op, update_manifest, EmitOptions, Target};
+use kernelc_kernels::spec::OpSpec;
+
+use super::{CliError, UsageError};
+
+#[derive(Args, Debug)]
+#[command(after_help = "Example:\n  kernelc emit '{\"op\":\"softmax\",\"dtype\":\"f32\",\"shape\":[4,8],\"axis\":1}' \\\n      --target wgsl,spirv --out kernels/\n  writes kernels/softmax.0.wgsl, kernels/softmax.0.spv and kernels/manifest.json")]
+pub struct EmitArgs {
+    /// The op as OpSpec JSON, inline, a file holding it, or `-` for standard input.
+    spec: String,
+    /// Targets, comma-separated: wgsl, spirv, ptx, cpu.
+    #[arg(long, value_delimiter = ',', default_value = "wgsl,spirv,ptx,cpu")]
+    target: Vec<String>,
+    /// The directory to write into (created if missing; an existing manifest there is
+    /// updated).
+    #[arg(long)]
+    out: PathBuf,
+    /// The name files and the manifest entry take (default: the op's name).
+    #[arg(long)]
+    name: Option<String>,
+    /// PTX: the SM architecture.
+    #[arg(long, default_value_t = 90)]
+    sm: u32,
+    /// PTX: the ISA version times ten (90 is PTX 9.0).
+    #[arg(long, default_value_t = 90)]
+    ptx_isa: u32,
+    /// cpu: the object's target triple (default: the host, with all its extensions).
+    #[arg(long)]
+    triple: Option<String>,
+    /// Shader targets: fit loops under this many iterations per invocation (65535 for
+    /// lavapipe).
+    #[arg(long)]
+    max_loop_iterations: Option<u64>,
+}
+
+pub fn run(args: EmitArgs) -> Result<(), CliError> {
+    let targets = args
+        .target
+        .iter()
+        .map(|t| t.parse::<Target>().map_err(|e| UsageError(e.to_string())))
+        .collect::<Result<Vec<_>, _>>()?;
+    let text = super::read_json_arg(&args.spec)?;
+    let spec: OpSpec = serde_json::from_str(&text).map_err(|e| format!("invalid op spec: {e}"))?;
+    let name = args.name.clone().unwrap_or_else(|| spec.kind_name().to_string());
+    check_name(&name).map_err(|e| UsageError(e.to_string()))?;
+    std::fs::create_dir_all(&args.out)
+        .map_err(|e| format!("cannot create {}: {e}", args.out.display()))?;
+    let options = EmitOptions {
+        sm: args.sm,
+        ptx_isa: args.ptx_isa,
+        triple: args.triple.clone(),
+        max_loop_iterations: args.max_loop_iterations,
+    };
+    let mut entries = Vec::new();
+    for target in targets {
+        let entry = emit_op(&spec, &name, target, &options, &args.out)?;
+        for launch in &entry.launches {
+            println!("{}", args.out.join(&launch.file).display());
+        }
+        entries.push(entry);
+    }
+    update_manifest(&args.out, entries)?;
+    println!("{}", args.out.join("manifest.json").display());
+    Ok(())
+}

@@ -1,0 +1,363 @@
+//! `kernelc emit` as a user runs it: the files and the manifest of every target, the
+//! manifest accumulating over calls, a clear error for each kind of bad input, and
+//! programs that do not link kernelc running what it wrote: `examples/aot_wgpu.rs`
+//! (plain wgpu, on lavapipe in CI) and a C harness linking the emitted objects.
+
+#[path = "../examples/aot_wgpu.rs"]
+#[allow(dead_code)]
+mod loader;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use kernelc::aot::manifest::{BufferSource, Manifest, OpEntry, ParamEntry, ScalarSource};
+use kernelc::aot::parse_manifest;
+use kernelc::kernels::reference::reference;
+use kernelc::kernels::spec::OpSpec;
+
+const SOFTMAX: &str = r#"{"op":"softmax","dtype":"f32","shape":[4,8],"axis":1}"#;
+const GEMM: &str = r#"{"op":"gemm","dtype":"f32","m":5,"n":7,"k":9,"alpha":1.5,"beta":0.0,"trans_a":false,"trans_b":true,"bias":true}"#;
+const SCALE: &str = r#"{"op":"scalar","func":"mul","dtype":"f32","shape":[8],"scalar":2.5}"#;
+
+fn kernelc(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kernelc"))
+        .args(args)
+        .env("KERNELC_CACHE", "off")
+        .output()
+        .expect("kernelc runs")
+}
+
+fn emit(spec: &str, targets: &str, dir: &Path, name: &str) -> String {
+    let out = kernelc(&[
+        "emit",
+        spec,
+        "--target",
+        targets,
+        "--name",
+        name,
+        "--out",
+        dir.to_str().expect("utf-8 path"),
+    ]);
+    assert!(
+        out.status.success(),
+        "emit failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+fn manifest(dir: &Path) -> Manifest {
+    let path = dir.join("manifest.json");
+    parse_manifest(&path, &std::fs::read(&path).expect("manifest written")).expect("valid")
+}
+
+fn entry<'m>(m: &'m Manifest, name: &str, target: &str) -> &'m OpEntry {
+    m.kernels
+        .iter()
+        .find(|e| e.name == name && e.target == target)
+        .unwrap_or_else(|| panic!("no {name} for {target} in {m:#?}"))
+}
+
+/// Inputs of `spec`: `0.1·((7i + 3k) mod 11) − 0.5`.
+fn inputs(spec: &OpSpec) -> Vec<Vec<f64>> {
+    spec.inputs()
+        .iter()
+        .enumerate()
+        .map(|(k, s)| {
+            (0..s.numel())
+                .map(|i| 0.1 * ((7 * i + 3 * k) % 11) as f64 - 0.5)
+                .collect()
+        })
+        .collect()
+}
+
+fn want(spec: &OpSpec) -> Vec<Vec<f64>> {
+    let data = inputs(spec);
+    let refs: Vec<&[f64]> = data.iter().map(Vec::as_slice).collect();
+    reference(spec, &refs).expect("reference")
+}
+
+fn assert_close(got: &[f32], want: &[f64], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}");
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g as f64 - w).abs() <= 1e-5 * (1.0 + w.abs()),
+            "{what}[{i}]: {g} vs {w}"
+        );
+    }
+}
+
+#[test]
+fn emit_writes_every_targets_files_and_a_manifest() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let printed = emit(SOFTMAX, "wgsl,spirv,ptx,cpu", dir.path(), "softmax");
+    let m = manifest(dir.path());
+    assert_eq!((m.schema.as_str(), m.version), ("kernelc-manifest", 1));
+    assert_eq!(m.kernels.len(), 4);
+    for e in &m.kernels {
+        assert_eq!(e.inputs[0].shape, vec![4, 8]);
+        assert_eq!((e.inputs[0].elements, e.inputs[0].bytes), (32, 128));
+        assert!(!e.launches.is_empty());
+        for l in &e.launches {
+            let path = dir.path().join(&l.file);
+            assert!(printed.contains(&l.file), "{printed}");
+            let bytes = std::fs::read(&path).expect("artifact written");
+            match e.target.as_str() {
+                "wgsl" => assert!(String::from_utf8_lossy(&bytes).contains("@compute")),
+                "spirv" => assert_eq!(bytes[..4], 0x0723_0203u32.to_le_bytes()),
+                "ptx" => assert!(String::from_utf8_lossy(&bytes).contains(".entry main")),
+                "cpu" => {
+                    assert!(l.entry_point.starts_with("softmax_"), "{}", l.entry_point);
+                    assert!(l.shared_bytes.is_some());
+                    #[cfg(target_os = "linux")]
+                    assert_eq!(bytes[..4], *b"\x7fELF");
+                }
+                other => panic!("target {other}"),
+            }
+        }
+    }
+    // The shader targets' bindings: x read at 0, y written at 1, the status word last.
+    let wgsl = entry(&m, "softmax", "wgsl");
+    let params = &wgsl.launches[0].params;
+    match (&params[0], &params[1]) {
+        (
+            ParamEntry::Buffer {
+                binding: Some(0),
+                source: BufferSource::Input(0),
+                elements: 32,
+                ..
+            },
+            ParamEntry::Buffer {
+                binding: Some(1),
+                source: BufferSource::Output(0),
+                ..
+            },
+        ) => {}
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(wgsl.launches[0].status_binding, Some(2));
+    assert_eq!(wgsl.launches[0].entry_point, "main");
+    // ptxas assembles the PTX where it is installed (CI has it).
+    if let Some(ptxas) = std::env::var_os("PTXAS").filter(|p| Path::new(p).exists()) {
+        let ptx = dir.path().join(&entry(&m, "softmax", "ptx").launches[0].file);
+        let out = Command::new(ptxas)
+            .args(["-arch=sm_90", "-o", "/dev/null"])
+            .arg(&ptx)
+            .output()
+            .expect("ptxas runs");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+}
+
+/// `--triple`: an object for the host's architecture without the host's extensions.
+#[test]
+#[cfg(target_os = "linux")]
+fn a_triple_picks_the_objects_target() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let triple = format!("{}-unknown-linux-gnu", std::env::consts::ARCH);
+    let out = kernelc(&[
+        "emit",
+        GEMM,
+        "--target",
+        "cpu",
+        "--triple",
+        &triple,
+        "--out",
+        dir.path().to_str().expect("utf-8"),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let bytes = std::fs::read(dir.path().join("gemm.0.o")).expect("object written");
+    assert_eq!(bytes[..4], *b"\x7fELF");
+}
+
+#[test]
+fn per_call_values_are_uniforms_and_the_manifest_accumulates() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    emit(SCALE, "wgsl", dir.path(), "scale");
+    emit(GEMM, "wgsl,cpu", dir.path(), "gemm");
+    let m = manifest(dir.path());
+    assert_eq!(m.kernels.len(), 3, "{m:#?}");
+    let scale = entry(&m, "scale", "wgsl");
+    assert_eq!(scale.uniforms.len(), 1);
+    assert_eq!(scale.uniforms[0].value, 2.5);
+    assert_eq!(scale.uniforms[0].bits, 2.5f32.to_bits() as u64);
+    let reads_uniform = scale.launches[0].params.iter().any(|p| {
+        matches!(
+            p,
+            ParamEntry::Scalar {
+                source: ScalarSource::Uniform(0),
+                word: Some(_),
+                ..
+            }
+        )
+    });
+    assert!(reads_uniform, "{scale:#?}");
+    assert!(scale.launches[0].scalar_block.is_some());
+    // Emitting again replaces the entry (no duplicate).
+    emit(SCALE, "wgsl", dir.path(), "scale");
+    assert_eq!(manifest(dir.path()).kernels.len(), 3);
+}
+
+/// The command failed with exit code `code` and a message naming `expected`.
+fn assert_fails(out: &Output, code: i32, expected: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "{stderr}");
+    assert!(stderr.contains(expected), "{stderr:?} should name {expected:?}");
+}
+
+#[test]
+fn bad_emit_arguments_name_the_problem() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = dir.path().to_str().expect("utf-8");
+    let run = |args: &[&str]| kernelc(&[&["emit"], args].concat());
+    assert_fails(&run(&[SOFTMAX, "--target", "vulkan", "--out", out]), 2, "unknown target `vulkan`");
+    assert_fails(&run(&[SOFTMAX, "--name", "a/b", "--out", out]), 2, "`a/b`");
+    assert_fails(&run(&[SOFTMAX]), 2, "--out");
+    assert_fails(&run(&["{\"op\":\"softmax\"", "--out", out]), 1, "invalid op spec");
+    let bad_axis = r#"{"op":"softmax","dtype":"f32","shape":[4,8],"axis":5}"#;
+    assert_fails(&run(&[bad_axis, "--target", "wgsl", "--out", out]), 1, "axis");
+    let bf16 = r#"{"op":"softmax","dtype":"bf16","shape":[4,8],"axis":1}"#;
+    assert_fails(&run(&[bf16, "--target", "wgsl", "--out", out]), 1, "bf16");
+    assert_fails(
+        &run(&[SOFTMAX, "--target", "cpu", "--triple", "nonsense", "--out", out]),
+        1,
+        "`nonsense`",
+    );
+    // An --out under a regular file cannot be created.
+    let file = dir.path().join("file");
+    std::fs::write(&file, "x").expect("file written");
+    let under = file.join("sub");
+    let under = under.to_str().expect("utf-8");
+    assert_fails(&run(&[SOFTMAX, "--target", "wgsl", "--out", under]), 1, "cannot create");
+    // A corrupt manifest is reported, not overwritten.
+    std::fs::write(dir.path().join("manifest.json"), "{ not json").expect("written");
+    assert_fails(&run(&[SOFTMAX, "--target", "wgsl", "--out", out]), 1, "manifest.json");
+    let kept = std::fs::read_to_string(dir.path().join("manifest.json")).expect("kept");
+    assert_eq!(kept, "{ not json");
+}
+
+/// `examples/aot_wgpu.rs` (no kernelc inside) runs softmax and GEMM from their WGSL and
+/// SPIR-V files on the first wgpu adapter (lavapipe in CI, which must have one).
+#[test]
+fn plain_wgpu_runs_the_emitted_shaders() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    emit(SOFTMAX, "wgsl,spirv", dir.path(), "softmax");
+    emit(GEMM, "wgsl,spirv", dir.path(), "gemm");
+    let gpu = match loader::open_gpu(&[]) {
+        Ok(gpu) => gpu,
+        Err(e) if std::env::var_os("CI").is_none() => {
+            eprintln!("NOT RUN: {e}");
+            return;
+        }
+        Err(e) => panic!("CI has lavapipe: {e}"),
+    };
+    let m = loader::read_manifest(dir.path()).expect("manifest");
+    for (name, spec) in [("softmax", SOFTMAX), ("gemm", GEMM)] {
+        let spec: OpSpec = serde_json::from_str(spec).expect("spec");
+        let data: Vec<Vec<u8>> = inputs(&spec)
+            .iter()
+            .map(|v| loader::f32_bytes(&v.iter().map(|&x| x as f32).collect::<Vec<_>>()))
+            .collect();
+        let want = want(&spec);
+        for target in ["wgsl", "spirv"] {
+            let e = loader::find(&m, name, target).expect("entry");
+            let got = loader::run_op(&gpu, dir.path(), e, &data).expect("runs");
+            assert_close(&loader::f32_values(&got[0]), &want[0], &format!("{name} {target} on {}", gpu.adapter));
+        }
+    }
+}
+
+/// A C program linking the emitted objects runs softmax and GEMM (the manifest's
+/// launches, each workgroup a call) and prints the outputs.
+#[test]
+fn a_c_harness_links_the_emitted_objects() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    emit(SOFTMAX, "cpu", dir.path(), "softmax");
+    emit(GEMM, "cpu", dir.path(), "gemm");
+    let m = manifest(dir.path());
+    for (name, spec) in [("softmax", SOFTMAX), ("gemm", GEMM)] {
+        let spec: OpSpec = serde_json::from_str(spec).expect("spec");
+        let e = entry(&m, name, "cpu");
+        let c = dir.path().join(format!("{name}.c"));
+        std::fs::write(&c, c_harness(e, &inputs(&spec))).expect("harness written");
+        let exe = dir.path().join(name);
+        let mut cc = Command::new("cc");
+        cc.arg("-O1").arg("-o").arg(&exe).arg(&c);
+        for l in &e.launches {
+            cc.arg(dir.path().join(&l.file));
+        }
+        let built = cc.arg("-lm").output().expect("cc runs");
+        assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
+        let run = Command::new(&exe).output().expect("harness runs");
+        assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+        let got: Vec<f32> = String::from_utf8_lossy(&run.stdout)
+            .split_whitespace()
+            .map(|v| v.parse().expect("a float"))
+            .collect();
+        assert_close(&got, &want(&spec)[0], &format!("{name} through C"));
+    }
+}
+
+/// C source running `e`'s launches on `data` (f32 inputs) and printing output 0.
+fn c_harness(e: &OpEntry, data: &[Vec<f64>]) -> String {
+    let mut c = String::from("#include <stdint.h>\n#include <stdio.h>\n\n");
+    let array = |name: String, bytes: u64| {
+        format!("static _Alignas(64) uint8_t {name}[{}];\n", bytes.max(4))
+    };
+    for (i, (sig, values)) in e.inputs.iter().zip(data).enumerate() {
+        let list: Vec<String> = values.iter().map(|v| format!("{v:?}f")).collect();
+        c += &format!(
+            "static _Alignas(64) float in{i}[{}] = {{{}}};\n",
+            sig.elements.max(1),
+            list.join(", ")
+        );
+    }
+    for (i, o) in e.outputs.iter().enumerate() {
+        c += &array(format!("out{i}"), o.bytes);
+    }
+    for (i, t) in e.temps.iter().enumerate() {
+        c += &array(format!("temp{i}"), t.bytes);
+    }
+    for l in &e.launches {
+        c += &format!("extern uint32_t {}(uint8_t **, const uint64_t *, const uint32_t *, const uint32_t *, uint8_t *);\n", l.entry_point);
+    }
+    let base = |s: &BufferSource| match s {
+        BufferSource::Input(i) => format!("(uint8_t *)in{i}"),
+        BufferSource::Output(i) => format!("out{i}"),
+        BufferSource::Temp(i) => format!("temp{i}"),
+        BufferSource::Part { .. } => unreachable!("these ops are not split"),
+    };
+    c += "\nint main(void) {\n";
+    for (k, l) in e.launches.iter().enumerate() {
+        let mut buffers = Vec::new();
+        let mut scalars = Vec::new();
+        for p in &l.params {
+            match p {
+                ParamEntry::Buffer { source, .. } => {
+                    buffers.push(base(source));
+                    scalars.push("0".to_string());
+                }
+                ParamEntry::Scalar { source, .. } => {
+                    buffers.push("0".to_string());
+                    scalars.push(match source {
+                        ScalarSource::Uniform(i) => format!("{}ull", e.uniforms[*i].bits),
+                        ScalarSource::Constant { bits, .. } => format!("{bits}ull"),
+                    });
+                }
+            }
+        }
+        let [gx, gy, gz] = l.grid;
+        c += &format!(
+            "  {{\n    uint8_t *b[] = {{{}, 0}};\n    uint64_t s[] = {{{}, 0}};\n    static _Alignas(16) uint8_t shared[{}];\n    uint32_t n[3] = {{{gx}, {gy}, {gz}}};\n    for (uint32_t z = 0; z < {gz}; z++) for (uint32_t y = 0; y < {gy}; y++) for (uint32_t x = 0; x < {gx}; x++) {{\n      uint32_t w[3] = {{x, y, z}};\n      if ({}(b, s, w, n, shared)) {{ fprintf(stderr, \"launch {k}: status\\n\"); return 1; }}\n    }}\n  }}\n",
+            buffers.join(", "),
+            scalars.join(", "),
+            l.shared_bytes.unwrap_or(0).max(16),
+            l.entry_point
+        );
+    }
+    c += &format!(
+        "  for (int i = 0; i < {}; i++) printf(\"%.9g\\n\", ((float *)out0)[i]);\n  return 0;\n}}\n",
+        e.outputs[0].elements
+    );
+    c
+}
