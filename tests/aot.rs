@@ -361,3 +361,34 @@ fn c_harness(e: &OpEntry, data: &[Vec<f64>]) -> String {
     );
     c
 }
+
+/// `kernelc check` accepts what `emit` wrote and names what is wrong with damaged
+/// files: a truncated SPIR-V module, a manifest whose bindings no longer fit, a file
+/// the manifest names that is gone.
+#[test]
+#[cfg(feature = "wgpu")]
+fn check_accepts_emitted_files_and_names_damage() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    emit(SOFTMAX, "wgsl,spirv,ptx,cpu", dir.path(), "softmax");
+    let path = dir.path().to_str().expect("utf-8");
+    let ok = kernelc(&["check", path, "--json"]);
+    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    let rows: serde_json::Value = serde_json::from_slice(&ok.stdout).expect("JSON");
+    let rows = rows.as_array().expect("rows");
+    assert_eq!(rows.len(), 5, "the manifest and four files: {rows:?}");
+    assert!(rows.iter().all(|r| r["status"] != "invalid"), "{rows:?}");
+    let spv = dir.path().join("softmax.0.spv");
+    let words = std::fs::read(&spv).expect("spv");
+    std::fs::write(&spv, &words[..words.len() / 2]).expect("truncated");
+    assert_fails(&kernelc(&["check", path]), 1, "softmax.0.spv");
+    std::fs::write(&spv, &words).expect("restored");
+    let manifest_path = dir.path().join("manifest.json");
+    let text = std::fs::read_to_string(&manifest_path).expect("manifest");
+    let moved = text.replace("\"status_binding\": 2", "\"status_binding\": 7");
+    assert_ne!(moved, text);
+    std::fs::write(&manifest_path, moved).expect("written");
+    assert_fails(&kernelc(&["check", path]), 1, "status 7");
+    std::fs::write(&manifest_path, &text).expect("restored");
+    std::fs::remove_file(dir.path().join("softmax.0.o")).expect("removed");
+    assert_fails(&kernelc(&["check", path]), 1, "cannot read");
+}

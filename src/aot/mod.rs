@@ -9,6 +9,8 @@
 //! renamed into place); the manifest is read, updated and rewritten the same way, so
 //! several `emit` calls into one directory accumulate.
 
+#[cfg(feature = "wgpu")]
+pub mod check;
 pub mod manifest;
 
 use std::path::{Path, PathBuf};

@@ -1,6 +1,8 @@
 //! Subcommands, one module each.
 
 mod bench;
+#[cfg(feature = "wgpu")]
+mod check;
 mod emit;
 mod info;
 mod ir;
@@ -60,6 +62,9 @@ enum Command {
     Cache(info::CacheArgs),
     /// Write an op's kernels as WGSL, SPIR-V, PTX or object files with a manifest.
     Emit(emit::EmitArgs),
+    /// Validate emitted files: a manifest and its files, or one WGSL, SPIR-V, PTX or object file.
+    #[cfg(feature = "wgpu")]
+    Check(check::CheckArgs),
 }
 
 /// Any error a subcommand reports; printed once by `main`.
@@ -87,6 +92,8 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Info(args) => info::info(args),
         Command::Cache(args) => info::cache(args),
         Command::Emit(args) => emit::run(args),
+        #[cfg(feature = "wgpu")]
+        Command::Check(args) => check::run(args),
     }
 }
 
