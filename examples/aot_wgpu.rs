@@ -47,7 +47,10 @@ pub fn open_gpu(needs: &[String]) -> Result<Gpu, String> {
         };
     }
     if !adapter.features().contains(features) {
-        return Err(format!("the adapter lacks {:?}", features - adapter.features()));
+        return Err(format!(
+            "the adapter lacks {:?}",
+            features - adapter.features()
+        ));
     }
     let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
         label: Some("aot"),
@@ -67,9 +70,13 @@ pub fn open_gpu(needs: &[String]) -> Result<Gpu, String> {
 pub fn read_manifest(dir: &Path) -> Result<Value, String> {
     let path = dir.join("manifest.json");
     let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let manifest: Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let manifest: Value =
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
     if manifest["schema"] != "kernelc-manifest" || manifest["version"] != 1 {
-        return Err(format!("{}: not a version-1 kernelc manifest", path.display()));
+        return Err(format!(
+            "{}: not a version-1 kernelc manifest",
+            path.display()
+        ));
     }
     Ok(manifest)
 }
@@ -78,12 +85,16 @@ pub fn read_manifest(dir: &Path) -> Result<Value, String> {
 pub fn find<'m>(manifest: &'m Value, name: &str, target: &str) -> Result<&'m Value, String> {
     manifest["kernels"]
         .as_array()
-        .and_then(|k| k.iter().find(|e| e["name"] == name && e["target"] == target))
+        .and_then(|k| {
+            k.iter()
+                .find(|e| e["name"] == name && e["target"] == target)
+        })
         .ok_or_else(|| format!("no `{name}` for {target} in the manifest"))
 }
 
 fn num(v: &Value, what: &str) -> Result<u64, String> {
-    v.as_u64().ok_or_else(|| format!("the manifest's {what} is not a number: {v}"))
+    v.as_u64()
+        .ok_or_else(|| format!("the manifest's {what} is not a number: {v}"))
 }
 
 /// A storage buffer of at least `bytes` (rounded up to whole words).
@@ -91,18 +102,29 @@ fn storage(gpu: &Gpu, bytes: u64, label: &str) -> wgpu::Buffer {
     gpu.device.create_buffer(&wgpu::BufferDescriptor {
         label: Some(label),
         size: bytes.max(4).next_multiple_of(4),
-        usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC,
+        usage: wgpu::BufferUsages::STORAGE
+            | wgpu::BufferUsages::COPY_DST
+            | wgpu::BufferUsages::COPY_SRC,
         mapped_at_creation: false,
     })
 }
 
 /// Runs `entry` (one op of the manifest in `dir`) on `inputs` (each input's bytes,
 /// little-endian) and returns each output's bytes.
-pub fn run_op(gpu: &Gpu, dir: &Path, entry: &Value, inputs: &[Vec<u8>]) -> Result<Vec<Vec<u8>>, String> {
+pub fn run_op(
+    gpu: &Gpu,
+    dir: &Path,
+    entry: &Value,
+    inputs: &[Vec<u8>],
+) -> Result<Vec<Vec<u8>>, String> {
     let list = |key: &str| entry[key].as_array().cloned().unwrap_or_default();
     let (ins, outs, temps) = (list("inputs"), list("outputs"), list("temps"));
     if inputs.len() != ins.len() {
-        return Err(format!("{} inputs given, the op takes {}", inputs.len(), ins.len()));
+        return Err(format!(
+            "{} inputs given, the op takes {}",
+            inputs.len(),
+            ins.len()
+        ));
     }
     if !list("prefills").is_empty() {
         return Err("this example does not run ops with prefilled outputs".into());
@@ -110,7 +132,10 @@ pub fn run_op(gpu: &Gpu, dir: &Path, entry: &Value, inputs: &[Vec<u8>]) -> Resul
     let mut in_bufs = Vec::new();
     for (data, sig) in inputs.iter().zip(&ins) {
         if data.len() as u64 != num(&sig["bytes"], "input bytes")? {
-            return Err(format!("input `{}` needs {} bytes", sig["name"], sig["bytes"]));
+            return Err(format!(
+                "input `{}` needs {} bytes",
+                sig["name"], sig["bytes"]
+            ));
         }
         let buf = storage(gpu, data.len() as u64, "input");
         let mut padded = data.clone();
@@ -129,7 +154,12 @@ pub fn run_op(gpu: &Gpu, dir: &Path, entry: &Value, inputs: &[Vec<u8>]) -> Resul
     let status = storage(gpu, 4, "status");
     gpu.queue.write_buffer(&status, 0, &[0; 4]);
     let tensor = |src: &Value| -> Result<&wgpu::Buffer, String> {
-        let pick = |bufs: &'_ [wgpu::Buffer], key: &str| -> Option<usize> { src[key].as_u64().map(|i| i as usize).filter(|&i| i < bufs.len()) };
+        let pick = |bufs: &'_ [wgpu::Buffer], key: &str| -> Option<usize> {
+            src[key]
+                .as_u64()
+                .map(|i| i as usize)
+                .filter(|&i| i < bufs.len())
+        };
         if let Some(i) = pick(&in_bufs, "input") {
             return Ok(&in_bufs[i]);
         }
@@ -148,24 +178,38 @@ pub fn run_op(gpu: &Gpu, dir: &Path, entry: &Value, inputs: &[Vec<u8>]) -> Resul
         let file = dir.join(launch["file"].as_str().ok_or("a launch without a file")?);
         let bytes = std::fs::read(&file).map_err(|e| format!("{}: {e}", file.display()))?;
         let source = if entry["target"] == "spirv" {
-            let words = bytes.chunks_exact(4).map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]])).collect();
+            let words = bytes
+                .chunks_exact(4)
+                .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+                .collect();
             wgpu::ShaderSource::SpirV(Cow::Owned(words))
         } else {
-            wgpu::ShaderSource::Wgsl(Cow::Owned(String::from_utf8(bytes).map_err(|e| e.to_string())?))
+            wgpu::ShaderSource::Wgsl(Cow::Owned(
+                String::from_utf8(bytes).map_err(|e| e.to_string())?,
+            ))
         };
-        let module = gpu.device.create_shader_module(wgpu::ShaderModuleDescriptor { label: None, source });
+        let module = gpu
+            .device
+            .create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: None,
+                source,
+            });
         // Bind group 0: buffers at their bindings, the scalar block, the status word.
         let mut layout = Vec::new();
         let mut binds: Vec<(u32, &wgpu::Buffer, u64, u64)> = Vec::new();
         let scalar_words = num(&launch["scalar_block"]["words"], "scalar words").unwrap_or(0);
         let mut words = vec![0u32; scalar_words as usize];
-        for p in launch["params"].as_array().ok_or("a launch without params")? {
+        for p in launch["params"]
+            .as_array()
+            .ok_or("a launch without params")?
+        {
             if p["kind"] == "buffer" {
                 let binding = num(&p["binding"], "binding")? as u32;
                 let bytes = num(&p["bytes"], "param bytes")?.max(4).next_multiple_of(4);
                 let (buf, offset) = match p["source"].get("part") {
                     Some(part) => {
-                        let elem = num(&p["bytes"], "bytes")? / num(&p["elements"], "elements")?.max(1);
+                        let elem =
+                            num(&p["bytes"], "bytes")? / num(&p["elements"], "elements")?.max(1);
                         (tensor(&part["of"])?, num(&part["start"], "start")? * elem)
                     }
                     None => (tensor(&p["source"])?, 0),
@@ -181,7 +225,8 @@ pub fn run_op(gpu: &Gpu, dir: &Path, entry: &Value, inputs: &[Vec<u8>]) -> Resul
                 let wide = matches!(p["dtype"].as_str(), Some("f64" | "i64"));
                 *words.get_mut(word).ok_or("a scalar past its block")? = bits as u32;
                 if wide {
-                    *words.get_mut(word + 1).ok_or("a scalar past its block")? = (bits >> 32) as u32;
+                    *words.get_mut(word + 1).ok_or("a scalar past its block")? =
+                        (bits >> 32) as u32;
                 }
             }
         }
@@ -207,34 +252,64 @@ pub fn run_op(gpu: &Gpu, dir: &Path, entry: &Value, inputs: &[Vec<u8>]) -> Resul
                 count: None,
             })
             .collect();
-        let bgl = gpu.device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: None, entries: &entries });
-        let pl = gpu.device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-            label: None,
-            bind_group_layouts: &[Some(&bgl)],
-            immediate_size: 0,
-        });
-        let pipeline = gpu.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-            label: launch["kernel"].as_str(),
-            layout: Some(&pl),
-            module: &module,
-            entry_point: launch["entry_point"].as_str(),
-            compilation_options: Default::default(),
-            cache: None,
-        });
-        let block = keep.last().filter(|k| Some(k.0 as u64) == launch["scalar_block"]["binding"].as_u64());
+        let bgl = gpu
+            .device
+            .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+                label: None,
+                entries: &entries,
+            });
+        let pl = gpu
+            .device
+            .create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+                label: None,
+                bind_group_layouts: &[Some(&bgl)],
+                immediate_size: 0,
+            });
+        let pipeline = gpu
+            .device
+            .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: launch["kernel"].as_str(),
+                layout: Some(&pl),
+                module: &module,
+                entry_point: launch["entry_point"].as_str(),
+                compilation_options: Default::default(),
+                cache: None,
+            });
+        let block = keep
+            .last()
+            .filter(|k| Some(k.0 as u64) == launch["scalar_block"]["binding"].as_u64());
         let mut group: Vec<wgpu::BindGroupEntry> = binds
             .iter()
             .map(|&(binding, buf, offset, size)| wgpu::BindGroupEntry {
                 binding,
-                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer: buf, offset, size: wgpu::BufferSize::new(size) }),
+                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                    buffer: buf,
+                    offset,
+                    size: wgpu::BufferSize::new(size),
+                }),
             })
             .collect();
         if let Some((binding, buf, _)) = block {
-            group.push(wgpu::BindGroupEntry { binding: *binding, resource: buf.as_entire_binding() });
+            group.push(wgpu::BindGroupEntry {
+                binding: *binding,
+                resource: buf.as_entire_binding(),
+            });
         }
-        group.push(wgpu::BindGroupEntry { binding: status_binding, resource: status.as_entire_binding() });
-        let bind_group = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout: &bgl, entries: &group });
-        let grid: Vec<u32> = launch["grid"].as_array().ok_or("a launch without a grid")?.iter().map(|g| g.as_u64().unwrap_or(1) as u32).collect();
+        group.push(wgpu::BindGroupEntry {
+            binding: status_binding,
+            resource: status.as_entire_binding(),
+        });
+        let bind_group = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: None,
+            layout: &bgl,
+            entries: &group,
+        });
+        let grid: Vec<u32> = launch["grid"]
+            .as_array()
+            .ok_or("a launch without a grid")?
+            .iter()
+            .map(|g| g.as_u64().unwrap_or(1) as u32)
+            .collect();
         let mut pass = encoder.begin_compute_pass(&Default::default());
         pass.set_pipeline(&pipeline);
         pass.set_bind_group(0, &bind_group, &[]);
@@ -242,7 +317,11 @@ pub fn run_op(gpu: &Gpu, dir: &Path, entry: &Value, inputs: &[Vec<u8>]) -> Resul
     }
     // Read the outputs and the status word back.
     let mut reads = Vec::new();
-    for (buf, bytes) in out_bufs.iter().zip(outs.iter().map(|o| num(&o["bytes"], "bytes"))).chain(std::iter::once((&status, Ok(4)))) {
+    for (buf, bytes) in out_bufs
+        .iter()
+        .zip(outs.iter().map(|o| num(&o["bytes"], "bytes")))
+        .chain(std::iter::once((&status, Ok(4))))
+    {
         let bytes = bytes?;
         let staging = gpu.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("read"),
@@ -256,19 +335,33 @@ pub fn run_op(gpu: &Gpu, dir: &Path, entry: &Value, inputs: &[Vec<u8>]) -> Resul
     gpu.queue.submit([encoder.finish()]);
     let mut results = Vec::new();
     for (staging, bytes) in reads {
-        staging.slice(..).map_async(wgpu::MapMode::Read, |r| r.expect("map"));
-        gpu.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| e.to_string())?;
+        staging
+            .slice(..)
+            .map_async(wgpu::MapMode::Read, |r| r.expect("map"));
+        gpu.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| e.to_string())?;
         let mapped = staging
             .slice(..)
             .get_mapped_range()
             .map_err(|e| format!("cannot read back: {e}"))?;
-        let data = mapped.get(..bytes as usize).ok_or("a short readback")?.to_vec();
+        let data = mapped
+            .get(..bytes as usize)
+            .ok_or("a short readback")?
+            .to_vec();
         results.push(data);
     }
     let status_word = results.pop().ok_or("no status")?;
-    let status = u32::from_le_bytes([status_word[0], status_word[1], status_word[2], status_word[3]]);
+    let status = u32::from_le_bytes([
+        status_word[0],
+        status_word[1],
+        status_word[2],
+        status_word[3],
+    ]);
     if status != 0 {
-        return Err(format!("a kernel reported run-time errors (status {status:#x})"));
+        return Err(format!(
+            "a kernel reported run-time errors (status {status:#x})"
+        ));
     }
     Ok(results)
 }
@@ -279,7 +372,9 @@ pub fn f32_bytes(v: &[f32]) -> Vec<u8> {
 }
 
 pub fn f32_values(b: &[u8]) -> Vec<f32> {
-    b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+    b.chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
 }
 
 #[allow(dead_code)]
@@ -291,7 +386,8 @@ fn main() -> Result<(), String> {
     let dir = Path::new(dir);
     let manifest = read_manifest(dir)?;
     let entry = find(&manifest, name, target)?;
-    let features: Vec<String> = serde_json::from_value(entry["features"].clone()).map_err(|e| e.to_string())?;
+    let features: Vec<String> =
+        serde_json::from_value(entry["features"].clone()).map_err(|e| e.to_string())?;
     let gpu = open_gpu(&features)?;
     let inputs: Vec<Vec<u8>> = entry["inputs"]
         .as_array()
@@ -299,15 +395,27 @@ fn main() -> Result<(), String> {
         .iter()
         .map(|sig| {
             if sig["dtype"] != "f32" {
-                return Err(format!("input `{}` is {}: this example fills f32 only", sig["name"], sig["dtype"]));
+                return Err(format!(
+                    "input `{}` is {}: this example fills f32 only",
+                    sig["name"], sig["dtype"]
+                ));
             }
             let n = num(&sig["elements"], "elements")? as usize;
-            Ok(f32_bytes(&(0..n).map(|i| 0.1 * ((7 * i) % 11) as f32 - 0.5).collect::<Vec<_>>()))
+            Ok(f32_bytes(
+                &(0..n)
+                    .map(|i| 0.1 * ((7 * i) % 11) as f32 - 0.5)
+                    .collect::<Vec<_>>(),
+            ))
         })
         .collect::<Result<_, String>>()?;
     let outputs = run_op(&gpu, dir, entry, &inputs)?;
     println!("{name} ({target}) on {}", gpu.adapter);
-    for (sig, out) in entry["outputs"].as_array().ok_or("no outputs")?.iter().zip(&outputs) {
+    for (sig, out) in entry["outputs"]
+        .as_array()
+        .ok_or("no outputs")?
+        .iter()
+        .zip(&outputs)
+    {
         let values = f32_values(out);
         println!("{}: {:?}", sig["name"], &values[..values.len().min(8)]);
     }

@@ -139,13 +139,19 @@ fn emit_writes_every_targets_files_and_a_manifest() {
     assert_eq!(wgsl.launches[0].entry_point, "main");
     // ptxas assembles the PTX where it is installed (CI has it).
     if let Some(ptxas) = std::env::var_os("PTXAS").filter(|p| Path::new(p).exists()) {
-        let ptx = dir.path().join(&entry(&m, "softmax", "ptx").launches[0].file);
+        let ptx = dir
+            .path()
+            .join(&entry(&m, "softmax", "ptx").launches[0].file);
         let out = Command::new(ptxas)
             .args(["-arch=sm_90", "-o", "/dev/null"])
             .arg(&ptx)
             .output()
             .expect("ptxas runs");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }
 
@@ -165,7 +171,11 @@ fn a_triple_picks_the_objects_target() {
         "--out",
         dir.path().to_str().expect("utf-8"),
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let bytes = std::fs::read(dir.path().join("gemm.0.o")).expect("object written");
     assert_eq!(bytes[..4], *b"\x7fELF");
 }
@@ -202,7 +212,10 @@ fn per_call_values_are_uniforms_and_the_manifest_accumulates() {
 fn assert_fails(out: &Output, code: i32, expected: &str) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(code), "{stderr}");
-    assert!(stderr.contains(expected), "{stderr:?} should name {expected:?}");
+    assert!(
+        stderr.contains(expected),
+        "{stderr:?} should name {expected:?}"
+    );
 }
 
 #[test]
@@ -210,16 +223,30 @@ fn bad_emit_arguments_name_the_problem() {
     let dir = tempfile::tempdir().expect("temp dir");
     let out = dir.path().to_str().expect("utf-8");
     let run = |args: &[&str]| kernelc(&[&["emit"], args].concat());
-    assert_fails(&run(&[SOFTMAX, "--target", "vulkan", "--out", out]), 2, "unknown target `vulkan`");
+    assert_fails(
+        &run(&[SOFTMAX, "--target", "vulkan", "--out", out]),
+        2,
+        "unknown target `vulkan`",
+    );
     assert_fails(&run(&[SOFTMAX, "--name", "a/b", "--out", out]), 2, "`a/b`");
     assert_fails(&run(&[SOFTMAX]), 2, "--out");
-    assert_fails(&run(&["{\"op\":\"softmax\"", "--out", out]), 1, "invalid op spec");
+    assert_fails(
+        &run(&["{\"op\":\"softmax\"", "--out", out]),
+        1,
+        "invalid op spec",
+    );
     let bad_axis = r#"{"op":"softmax","dtype":"f32","shape":[4,8],"axis":5}"#;
-    assert_fails(&run(&[bad_axis, "--target", "wgsl", "--out", out]), 1, "axis");
+    assert_fails(
+        &run(&[bad_axis, "--target", "wgsl", "--out", out]),
+        1,
+        "axis",
+    );
     let bf16 = r#"{"op":"softmax","dtype":"bf16","shape":[4,8],"axis":1}"#;
     assert_fails(&run(&[bf16, "--target", "wgsl", "--out", out]), 1, "bf16");
     assert_fails(
-        &run(&[SOFTMAX, "--target", "cpu", "--triple", "nonsense", "--out", out]),
+        &run(&[
+            SOFTMAX, "--target", "cpu", "--triple", "nonsense", "--out", out,
+        ]),
         1,
         "`nonsense`",
     );
@@ -228,10 +255,18 @@ fn bad_emit_arguments_name_the_problem() {
     std::fs::write(&file, "x").expect("file written");
     let under = file.join("sub");
     let under = under.to_str().expect("utf-8");
-    assert_fails(&run(&[SOFTMAX, "--target", "wgsl", "--out", under]), 1, "cannot create");
+    assert_fails(
+        &run(&[SOFTMAX, "--target", "wgsl", "--out", under]),
+        1,
+        "cannot create",
+    );
     // A corrupt manifest is reported, not overwritten.
     std::fs::write(dir.path().join("manifest.json"), "{ not json").expect("written");
-    assert_fails(&run(&[SOFTMAX, "--target", "wgsl", "--out", out]), 1, "manifest.json");
+    assert_fails(
+        &run(&[SOFTMAX, "--target", "wgsl", "--out", out]),
+        1,
+        "manifest.json",
+    );
     let kept = std::fs::read_to_string(dir.path().join("manifest.json")).expect("kept");
     assert_eq!(kept, "{ not json");
 }
@@ -262,7 +297,11 @@ fn plain_wgpu_runs_the_emitted_shaders() {
         for target in ["wgsl", "spirv"] {
             let e = loader::find(&m, name, target).expect("entry");
             let got = loader::run_op(&gpu, dir.path(), e, &data).expect("runs");
-            assert_close(&loader::f32_values(&got[0]), &want[0], &format!("{name} {target} on {}", gpu.adapter));
+            assert_close(
+                &loader::f32_values(&got[0]),
+                &want[0],
+                &format!("{name} {target} on {}", gpu.adapter),
+            );
         }
     }
 }
@@ -287,9 +326,17 @@ fn a_c_harness_links_the_emitted_objects() {
             cc.arg(dir.path().join(&l.file));
         }
         let built = cc.arg("-lm").output().expect("cc runs");
-        assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
+        assert!(
+            built.status.success(),
+            "{}",
+            String::from_utf8_lossy(&built.stderr)
+        );
         let run = Command::new(&exe).output().expect("harness runs");
-        assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+        assert!(
+            run.status.success(),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
         let got: Vec<f32> = String::from_utf8_lossy(&run.stdout)
             .split_whitespace()
             .map(|v| v.parse().expect("a float"))
@@ -372,7 +419,11 @@ fn check_accepts_emitted_files_and_names_damage() {
     emit(SOFTMAX, "wgsl,spirv,ptx,cpu", dir.path(), "softmax");
     let path = dir.path().to_str().expect("utf-8");
     let ok = kernelc(&["check", path, "--json"]);
-    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
     let rows: serde_json::Value = serde_json::from_slice(&ok.stdout).expect("JSON");
     let rows = rows.as_array().expect("rows");
     assert_eq!(rows.len(), 5, "the manifest and four files: {rows:?}");

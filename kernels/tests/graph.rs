@@ -358,7 +358,13 @@ fn elementwise_nodes_before_a_reduction_or_softmax_become_its_prologue() {
     let kinds: Vec<&str> = fused.nodes.iter().map(|n| n.spec.kind_name()).collect();
     assert_eq!(
         kinds,
-        ["fused_reduce", "fused_softmax", "fused_softmax", "unary", "reduce"],
+        [
+            "fused_reduce",
+            "fused_softmax",
+            "fused_softmax",
+            "unary",
+            "reduce"
+        ],
         "{fused:#?}"
     );
     let OpSpec::FusedReduce(r) = &fused.nodes[0].spec else {

@@ -97,8 +97,17 @@ fn a_graph_compiles_once_and_equals_its_reference_on_every_device() {
     let want = g.reference(&refs).expect("reference");
     for rt in common::runtimes_on("graphs", common::ALL_PATHS) {
         let compiled = rt.compile_graph(&g).expect("compiles");
-        let names: Vec<String> = compiled.graph().nodes.iter().map(|n| n.spec.name()).collect();
-        assert_eq!(names, ["gemm", "fused_softmax"], "the chain is the softmax's prologue");
+        let names: Vec<String> = compiled
+            .graph()
+            .nodes
+            .iter()
+            .map(|n| n.spec.name())
+            .collect();
+        assert_eq!(
+            names,
+            ["gemm", "fused_softmax"],
+            "the chain is the softmax's prologue"
+        );
         let tensors: Vec<_> = g
             .inputs
             .iter()

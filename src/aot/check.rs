@@ -123,7 +123,9 @@ fn entry_problems(e: &OpEntry) -> Vec<String> {
                     ..
                 } => {
                     if *bytes != n * dtype.size_bytes() as u64 {
-                        say(format!("launch {k}: `{name}` has {bytes} bytes for {n} {dtype}"));
+                        say(format!(
+                            "launch {k}: `{name}` has {bytes} bytes for {n} {dtype}"
+                        ));
                     }
                     let (tensor, start) = match source {
                         BufferSource::Input(i) => (Tensor::Input(*i), 0),
@@ -151,13 +153,18 @@ fn entry_problems(e: &OpEntry) -> Vec<String> {
                 } => {
                     if let ScalarSource::Uniform(i) = source {
                         if *i >= e.uniforms.len() {
-                            say(format!("launch {k}: `{name}` reads uniform {i} of {}", e.uniforms.len()));
+                            say(format!(
+                                "launch {k}: `{name}` reads uniform {i} of {}",
+                                e.uniforms.len()
+                            ));
                         }
                     }
                     let words = l.scalar_block.map_or(0, |b| b.words);
                     match (shader, word) {
                         (true, Some(w)) if *w < words => {}
-                        (true, _) => say(format!("launch {k}: `{name}` lies outside the scalar block")),
+                        (true, _) => say(format!(
+                            "launch {k}: `{name}` lies outside the scalar block"
+                        )),
                         (false, _) => {}
                     }
                 }
@@ -183,8 +190,9 @@ fn check_artifact(path: &Path, bytes: &[u8], features: &[String]) -> Verdict {
     let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
     match ext {
         "wgsl" => match std::str::from_utf8(bytes) {
-            Ok(text) => naga_wgsl(text, features)
-                .map_or_else(Verdict::Invalid, |()| Verdict::Valid("naga: parsed and validated".into())),
+            Ok(text) => naga_wgsl(text, features).map_or_else(Verdict::Invalid, |()| {
+                Verdict::Valid("naga: parsed and validated".into())
+            }),
             Err(e) => Verdict::Invalid(format!("not UTF-8: {e}")),
         },
         "spv" => match naga_spirv(bytes, features) {
@@ -229,7 +237,8 @@ fn validate(module: &naga::Module, features: &[String]) -> Result<(), String> {
 }
 
 fn naga_wgsl(text: &str, features: &[String]) -> Result<(), String> {
-    let module = naga::front::wgsl::parse_str(text).map_err(|e| format!("naga: {}", e.emit_to_string(text)))?;
+    let module = naga::front::wgsl::parse_str(text)
+        .map_err(|e| format!("naga: {}", e.emit_to_string(text)))?;
     validate(&module, features)
 }
 
@@ -239,7 +248,8 @@ fn naga_spirv(bytes: &[u8], features: &[String]) -> Result<(), String> {
         strict_capabilities: true,
         block_ctx_dump_prefix: None,
     };
-    let module = naga::front::spv::parse_u8_slice(bytes, &options).map_err(|e| format!("naga spv-in: {e}"))?;
+    let module = naga::front::spv::parse_u8_slice(bytes, &options)
+        .map_err(|e| format!("naga spv-in: {e}"))?;
     validate(&module, features)
 }
 

@@ -15,7 +15,7 @@ pub mod manifest;
 
 use std::path::{Path, PathBuf};
 
-use kernelc_codegen::abi::{ShaderLayout, ParamSlot, ENTRY_POINT};
+use kernelc_codegen::abi::{ParamSlot, ShaderLayout, ENTRY_POINT};
 use kernelc_ir::passes::{self, MathExpansion};
 use kernelc_ir::{Kernel, Param, ScalarType};
 use kernelc_kernels::lower::{lower, Binding, Launch, PrefillSource, TargetCaps, Whole};
@@ -80,7 +80,9 @@ impl Target {
             #[cfg(feature = "wgpu")]
             // The device is unknown: its driver may contract or reassociate, so the
             // error-free sums go through opaque values (as WGSL's always do).
-            Target::Spirv => Ok(kernelc_codegen::spirv::required_expansion(false).with_opaque_sums(true)),
+            Target::Spirv => {
+                Ok(kernelc_codegen::spirv::required_expansion(false).with_opaque_sums(true))
+            }
             #[cfg(feature = "cuda")]
             Target::Ptx => Ok(kernelc_codegen::ptx::required_expansion()),
             #[allow(unreachable_patterns)]
@@ -107,10 +109,8 @@ impl Target {
             message: e.to_string(),
         };
         match self {
-            Target::Cpu => {
-                kernelc_codegen::cpu::emit_object_for(kernel, options.triple.as_deref())
-                    .map_err(codegen)
-            }
+            Target::Cpu => kernelc_codegen::cpu::emit_object_for(kernel, options.triple.as_deref())
+                .map_err(codegen),
             #[cfg(feature = "wgpu")]
             Target::Wgsl => kernelc_codegen::wgsl::wgsl_text(kernel)
                 .map(String::into_bytes)
@@ -253,7 +253,13 @@ pub fn emit_op(
                 }
             }
         }
-        launches.push(launch_entry(target, launch, &kernel, file, &launch.kernel.name)?);
+        launches.push(launch_entry(
+            target,
+            launch,
+            &kernel,
+            file,
+            &launch.kernel.name,
+        )?);
     }
     Ok(OpEntry {
         name: name.to_string(),
@@ -335,7 +341,9 @@ pub fn parse_manifest(path: &Path, bytes: &[u8]) -> Result<Manifest, AotError> {
     let value: serde_json::Value =
         serde_json::from_slice(bytes).map_err(|e| bad(format!("not JSON: {e}")))?;
     if value.get("schema").and_then(|s| s.as_str()) != Some(SCHEMA) {
-        return Err(bad(format!("not a kernelc manifest (no \"schema\": \"{SCHEMA}\")")));
+        return Err(bad(format!(
+            "not a kernelc manifest (no \"schema\": \"{SCHEMA}\")"
+        )));
     }
     let version = value.get("version").and_then(|v| v.as_u64());
     if version != Some(SCHEMA_VERSION as u64) {
@@ -433,9 +441,22 @@ fn launch_entry(
         message: message.to_string(),
     };
     let mut params = Vec::with_capacity(kernel.params.len());
-    for ((param, binding), slot) in kernel.params.iter().zip(&launch.bindings).zip(&layout.params) {
+    for ((param, binding), slot) in kernel
+        .params
+        .iter()
+        .zip(&launch.bindings)
+        .zip(&layout.params)
+    {
         params.push(match (param, binding) {
-            (Param::Buffer { name, elem, len, access }, binding) => {
+            (
+                Param::Buffer {
+                    name,
+                    elem,
+                    len,
+                    access,
+                },
+                binding,
+            ) => {
                 let source = buffer_source(binding)
                     .ok_or_else(|| internal("a buffer parameter bound to a scalar"))?;
                 let ParamSlot::Buffer { binding } = slot else {

@@ -9,7 +9,9 @@ use kernelc::aot::check::{check_path, Verdict};
 use super::CliError;
 
 #[derive(Args, Debug)]
-#[command(after_help = "Example:\n  kernelc check kernels/            # the manifest and every file it names\n  kernelc check kernels/softmax.0.spv")]
+#[command(
+    after_help = "Example:\n  kernelc check kernels/            # the manifest and every file it names\n  kernelc check kernels/softmax.0.spv"
+)]
 pub struct CheckArgs {
     /// A directory holding manifest.json, a manifest, or a .wgsl, .spv, .ptx or .o file.
     path: PathBuf,

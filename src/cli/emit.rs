@@ -10,7 +10,9 @@ use kernelc_kernels::spec::OpSpec;
 use super::{CliError, UsageError};
 
 #[derive(Args, Debug)]
-#[command(after_help = "Example:\n  kernelc emit '{\"op\":\"softmax\",\"dtype\":\"f32\",\"shape\":[4,8],\"axis\":1}' \\\n      --target wgsl,spirv --out kernels/\n  writes kernels/softmax.0.wgsl, kernels/softmax.0.spv and kernels/manifest.json")]
+#[command(
+    after_help = "Example:\n  kernelc emit '{\"op\":\"softmax\",\"dtype\":\"f32\",\"shape\":[4,8],\"axis\":1}' \\\n      --target wgsl,spirv --out kernels/\n  writes kernels/softmax.0.wgsl, kernels/softmax.0.spv and kernels/manifest.json"
+)]
 pub struct EmitArgs {
     /// The op as OpSpec JSON, inline, a file holding it, or `-` for standard input.
     spec: String,
@@ -47,7 +49,10 @@ pub fn run(args: EmitArgs) -> Result<(), CliError> {
         .collect::<Result<Vec<_>, _>>()?;
     let text = super::read_json_arg(&args.spec)?;
     let spec: OpSpec = serde_json::from_str(&text).map_err(|e| format!("invalid op spec: {e}"))?;
-    let name = args.name.clone().unwrap_or_else(|| spec.kind_name().to_string());
+    let name = args
+        .name
+        .clone()
+        .unwrap_or_else(|| spec.kind_name().to_string());
     check_name(&name).map_err(|e| UsageError(e.to_string()))?;
     std::fs::create_dir_all(&args.out)
         .map_err(|e| format!("cannot create {}: {e}", args.out.display()))?;

@@ -7,7 +7,9 @@ mod emit;
 mod info;
 mod ir;
 mod lower;
+mod npy;
 mod ops;
+mod run;
 
 use clap::{Parser, Subcommand};
 
@@ -62,6 +64,8 @@ enum Command {
     Cache(info::CacheArgs),
     /// Write an op's kernels as WGSL, SPIR-V, PTX or object files with a manifest.
     Emit(emit::EmitArgs),
+    /// Run an op on a device with NumPy .npy inputs and outputs (or random inputs).
+    Run(run::RunArgs),
     /// Validate emitted files: a manifest and its files, or one WGSL, SPIR-V, PTX or object file.
     #[cfg(feature = "wgpu")]
     Check(check::CheckArgs),
@@ -92,6 +96,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Info(args) => info::info(args),
         Command::Cache(args) => info::cache(args),
         Command::Emit(args) => emit::run(args),
+        Command::Run(args) => run::run(args),
         #[cfg(feature = "wgpu")]
         Command::Check(args) => check::run(args),
     }

@@ -113,10 +113,13 @@ fn load_operand(n: &Num, mem: Mem, dtype: ScalarType, shape: &[usize], x: &[usiz
     match strides.last() {
         _ if lanes == 1 => one.load(mem, dtype, operand_offset(x, &strides, off.clone())),
         Some(1) if along_last => n.load(mem, dtype, operand_offset(x, &strides, off.clone())),
-        Some(0) if along_last => n.splat(one.load(mem, dtype, operand_offset(x, &strides, off.clone()))),
-        _ => vector((0..lanes as u32).map(|l| {
-            one.load(mem, dtype, operand_offset(x, &strides, off.clone() + l))
-        })),
+        Some(0) if along_last => {
+            n.splat(one.load(mem, dtype, operand_offset(x, &strides, off.clone())))
+        }
+        _ => vector(
+            (0..lanes as u32)
+                .map(|l| one.load(mem, dtype, operand_offset(x, &strides, off.clone() + l))),
+        ),
     }
 }
 
@@ -136,7 +139,11 @@ fn operand_offset(x: &[usize], strides: &[usize], index: E) -> E {
         if d != 0 {
             coord = coord % extent as u32;
         }
-        terms.push(if stride == 1 { coord } else { coord * stride as u32 });
+        terms.push(if stride == 1 {
+            coord
+        } else {
+            coord * stride as u32
+        });
     }
     terms
         .into_iter()
@@ -290,7 +297,11 @@ pub(crate) fn check_epilogue(
 /// operands after it) is off by `error` (the same units): the error carried through
 /// the epilogue's slope (a central difference of its f64 reference), the result's
 /// rounding to the dtype, and the epilogue's own error.
-pub(crate) fn epilogue_condition(epilogue: &FusedSpec, inputs: &[&[f64]], error: &[f64]) -> Vec<f64> {
+pub(crate) fn epilogue_condition(
+    epilogue: &FusedSpec,
+    inputs: &[&[f64]],
+    error: &[f64],
+) -> Vec<f64> {
     let exact = FusedSpec {
         dtype: ScalarType::F64,
         ..epilogue.clone()
@@ -318,7 +329,11 @@ pub(crate) fn epilogue_condition(epilogue: &FusedSpec, inputs: &[&[f64]], error:
             let slope = ((up[k] - down[k]) / step).abs();
             let carried = slope * (error[k] + flip * y[k].abs());
             let total = carried + own * value[k].abs();
-            if total.is_nan() { f64::INFINITY } else { total }
+            if total.is_nan() {
+                f64::INFINITY
+            } else {
+                total
+            }
         })
         .collect()
 }
@@ -338,12 +353,14 @@ pub(crate) fn materialized_with_epilogue(
     };
     let temps = vec![temp(prologue), temp(epilogue.spec)];
     let whole = |w| Place::whole(w);
-    let operands = (1..epilogue.spec.inputs.len())
-        .map(|j| whole(Whole::Input(epilogue.first_input + j - 1)));
+    let operands =
+        (1..epilogue.spec.inputs.len()).map(|j| whole(Whole::Input(epilogue.first_input + j - 1)));
     let pieces = vec![
         Piece {
             spec: OpSpec::Fused(prologue.clone()),
-            inputs: (0..prologue.inputs.len()).map(|i| whole(Whole::Input(i))).collect(),
+            inputs: (0..prologue.inputs.len())
+                .map(|i| whole(Whole::Input(i)))
+                .collect(),
             outputs: vec![whole(Whole::Temp(0))],
             uniforms: PieceUniforms::Shared,
         },
@@ -355,7 +372,9 @@ pub(crate) fn materialized_with_epilogue(
         },
         Piece {
             spec: OpSpec::Fused(epilogue.spec.clone()),
-            inputs: std::iter::once(whole(Whole::Temp(1))).chain(operands).collect(),
+            inputs: std::iter::once(whole(Whole::Temp(1)))
+                .chain(operands)
+                .collect(),
             outputs: vec![whole(Whole::Output(0))],
             uniforms: PieceUniforms::From(epilogue.first_uniform),
         },

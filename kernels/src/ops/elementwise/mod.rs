@@ -38,9 +38,9 @@
 mod cases;
 mod condition;
 mod fused;
+mod fusion;
 mod hardswish;
 mod lower;
-mod fusion;
 pub(crate) mod reference;
 mod softplus;
 mod spec;
@@ -51,9 +51,9 @@ pub use softplus::SoftplusSpec;
 pub use spec::*;
 
 pub(crate) use condition::activation_terms;
-pub(crate) use lower::activation_value;
 pub(crate) use fusion::{
     check_epilogue, check_prologue, epilogue_condition, materialized, materialized_with_epilogue,
     prologue_error, Epilogue, XSource,
 };
+pub(crate) use lower::activation_value;
 pub(crate) use reference::apply_activation;

@@ -18,8 +18,8 @@ use crate::ops::elementwise::{
     check_epilogue, check_prologue, epilogue_condition, materialized, materialized_with_epilogue,
     prologue_error, Epilogue, XSource,
 };
-use crate::reference::round_to;
 use crate::ops::{BinaryFn, FusedNode, FusedSpec, UnaryFn};
+use crate::reference::round_to;
 use crate::spec::{OpSpec, TensorSig};
 use crate::tolerance::Tolerance;
 
@@ -50,7 +50,9 @@ impl FusedReduceSpec {
 
     /// The prologue's value on `inputs` (the reduction's `x`).
     fn x(&self, inputs: &[&[f64]]) -> Vec<f64> {
-        self.prologue.reference(&inputs[..self.prologue.inputs.len()]).swap_remove(0)
+        self.prologue
+            .reference(&inputs[..self.prologue.inputs.len()])
+            .swap_remove(0)
     }
 
     /// The reduction's result on `inputs`, before any epilogue.
@@ -258,8 +260,8 @@ impl Op for FusedReduceSpec {
     }
     fn cases() -> Vec<Self> {
         use FusedNode::*;
-        let case = |func, dtype: ScalarType, shape: Vec<usize>, axes, inputs, nodes| {
-            FusedReduceSpec {
+        let case =
+            |func, dtype: ScalarType, shape: Vec<usize>, axes, inputs, nodes| FusedReduceSpec {
                 prologue: FusedSpec {
                     dtype,
                     inputs: vec![shape.clone(); inputs],
@@ -275,8 +277,7 @@ impl Op for FusedReduceSpec {
                     accumulate: false,
                 },
                 epilogue: None,
-            }
-        };
+            };
         let bin = |func, a, b| Binary { func, a, b };
         let sc = |func, x, scalar| Scalar {
             func,

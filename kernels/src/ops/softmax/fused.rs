@@ -47,7 +47,14 @@ impl Op for FusedSoftmaxSpec {
         self.softmax.outputs()
     }
     fn detail(&self) -> Option<String> {
-        Some(if self.softmax.log { "fused_log_softmax" } else { "fused_softmax" }.to_string())
+        Some(
+            if self.softmax.log {
+                "fused_log_softmax"
+            } else {
+                "fused_softmax"
+            }
+            .to_string(),
+        )
     }
     fn uniforms(&self) -> Vec<Uniform> {
         self.prologue.uniforms()
@@ -101,8 +108,8 @@ impl Op for FusedSoftmaxSpec {
     }
     fn cases() -> Vec<Self> {
         use FusedNode::*;
-        let case = |dtype: ScalarType, shape: Vec<usize>, axis, log, inputs, nodes| {
-            FusedSoftmaxSpec {
+        let case =
+            |dtype: ScalarType, shape: Vec<usize>, axis, log, inputs, nodes| FusedSoftmaxSpec {
                 prologue: FusedSpec {
                     dtype,
                     inputs: vec![shape.clone(); inputs],
@@ -114,8 +121,7 @@ impl Op for FusedSoftmaxSpec {
                     axis,
                     log,
                 },
-            }
-        };
+            };
         let bin = |func, a, b| Binary { func, a, b };
         let sc = |func, x, scalar| Scalar {
             func,
@@ -131,7 +137,12 @@ impl Op for FusedSoftmaxSpec {
                 1,
                 false,
                 2,
-                vec![Input(0), Input(1), sc(BinaryFn::Mul, 0, 3.0), bin(BinaryFn::Add, 2, 1)],
+                vec![
+                    Input(0),
+                    Input(1),
+                    sc(BinaryFn::Mul, 0, 3.0),
+                    bin(BinaryFn::Add, 2, 1),
+                ],
             ),
             // Short rows (kept in registers): x + b.
             case(

@@ -51,46 +51,54 @@ pub(super) fn softmax_of(
     bufs.push(Buf::output(&outs, 0));
     let scalars = source.params(&op.uniforms())?;
     let dtype = spec.dtype;
-    row_kernel(op, caps, view, &stats, &bufs, &scalars, |f, m, uni, g, tree| {
-        let (xs, y) = (&m[..source.count()], m[source.count()]);
-        let x = Input { source, xs, uni };
-        if let Some(steps) = g.resident_steps(f, RESIDENT_ELEMENTS) {
-            return softmax_resident(f, spec, (x, y), g, tree, &steps);
-        }
-        let vn = g.num(num.ty);
-        let acc = g.fold(f, &stats, |f, j| {
-            let off = bind(f, "off", g.offset(j));
-            vec![x.load(f, &vn, off)]
-        });
-        let total = tree.reduce(f, g, &stats, &acc, true);
-        let (max, sum) = (total[0].clone(), total[1].clone());
-        let sn = g.stat_num(num.ty);
-        // A slice of −∞ only (fully masked) gives 0 (log-softmax: −∞ = max); a NaN
-        // among them (the maximum skips it) has made the sum NaN, and the slice NaN.
-        let dead = f.let_("dead", masked(max.clone(), sum.clone(), &sn));
-        let dead = bind(f, "dead_v", g.splat(dead));
-        // Log-softmax is (x − m) − ln s, never x − (m + ln s): m + ln s rounds at
-        // m's magnitude and loses ln s's digits when |m| ≫ ln s.
-        let scale = if spec.log {
-            sum.log()
-        } else {
-            sn.lit(1.0) / sum
-        };
-        let scale = f.let_("scale", g.splat(scale));
-        let max = bind(f, "max", g.splat(max));
-        g.for_each(f, |f, j| {
-            let off = bind(f, "off", g.offset(&j));
-            let v = x.load(f, &vn, off.clone());
-            let value = if spec.log {
-                dead.clone()
-                    .select(max.clone(), (v - max.clone()) - scale.clone())
+    row_kernel(
+        op,
+        caps,
+        view,
+        &stats,
+        &bufs,
+        &scalars,
+        |f, m, uni, g, tree| {
+            let (xs, y) = (&m[..source.count()], m[source.count()]);
+            let x = Input { source, xs, uni };
+            if let Some(steps) = g.resident_steps(f, RESIDENT_ELEMENTS) {
+                return softmax_resident(f, spec, (x, y), g, tree, &steps);
+            }
+            let vn = g.num(num.ty);
+            let acc = g.fold(f, &stats, |f, j| {
+                let off = bind(f, "off", g.offset(j));
+                vec![x.load(f, &vn, off)]
+            });
+            let total = tree.reduce(f, g, &stats, &acc, true);
+            let (max, sum) = (total[0].clone(), total[1].clone());
+            let sn = g.stat_num(num.ty);
+            // A slice of −∞ only (fully masked) gives 0 (log-softmax: −∞ = max); a NaN
+            // among them (the maximum skips it) has made the sum NaN, and the slice NaN.
+            let dead = f.let_("dead", masked(max.clone(), sum.clone(), &sn));
+            let dead = bind(f, "dead_v", g.splat(dead));
+            // Log-softmax is (x − m) − ln s, never x − (m + ln s): m + ln s rounds at
+            // m's magnitude and loses ln s's digits when |m| ≫ ln s.
+            let scale = if spec.log {
+                sum.log()
             } else {
-                let e = (v - max.clone()).exp() * scale.clone();
-                dead.clone().select(vn.lit(0.0), e)
+                sn.lit(1.0) / sum
             };
-            f.store(y, off, vn.narrow(value, dtype));
-        });
-    })
+            let scale = f.let_("scale", g.splat(scale));
+            let max = bind(f, "max", g.splat(max));
+            g.for_each(f, |f, j| {
+                let off = bind(f, "off", g.offset(&j));
+                let v = x.load(f, &vn, off.clone());
+                let value = if spec.log {
+                    dead.clone()
+                        .select(max.clone(), (v - max.clone()) - scale.clone())
+                } else {
+                    let e = (v - max.clone()).exp() * scale.clone();
+                    dead.clone().select(vn.lit(0.0), e)
+                };
+                f.store(y, off, vn.narrow(value, dtype));
+            });
+        },
+    )
     .map(PlanBuilder::finish)
 }
 
@@ -239,37 +247,45 @@ fn softmax_stashed(
     let mut bufs = source.bufs(&ins);
     bufs.push(y_buf);
     let scalars = source.params(&op.uniforms())?;
-    row_kernel(op, caps, view, &max, &bufs, &scalars, |f, m, uni, g, tree| {
-        let (xs, y) = (&m[..source.count()], m[source.count()]);
-        let x = Input { source, xs, uni };
-        let vn = g.num(num.ty);
-        let acc = g.fold(f, &max, |f, j| {
-            let off = bind(f, "off", g.offset(j));
-            vec![x.load(f, &vn, off)]
-        });
-        let top = tree.reduce(f, g, &max, &acc, true)[0].clone();
-        let sn = g.stat_num(num.ty);
-        // A slice whose maximum is −∞ shifts by 0: its −∞ elements give 0 (the
-        // fully masked slice's sum is 0, and so is its result), its NaN ones
-        // (the maximum skips them) NaN.
-        let top = bind(f, "max", g.splat(shift_of(top, &sn)));
-        let acc = g.fold(f, &sum, |f, j| {
-            let off = bind(f, "off", g.offset(j));
-            let e = (x.load(f, &vn, off.clone()) - top.clone()).exp();
-            let e = f.let_("e", e);
-            f.store(y, off, e.clone());
-            vec![e]
-        });
-        let total = tree.reduce(f, g, &sum, &acc, true)[0].clone();
-        let masked = total.clone().eq(sn.lit(0.0));
-        let scale = masked.select(sn.lit(0.0), sn.lit(1.0) / total);
-        let scale = f.let_("scale", g.splat(scale));
-        g.for_each(f, |f, j| {
-            let off = bind(f, "off", g.offset(&j));
-            let e = y.load(off.clone(), g.step_lanes());
-            f.store(y, off, e * scale.clone());
-        });
-    })
+    row_kernel(
+        op,
+        caps,
+        view,
+        &max,
+        &bufs,
+        &scalars,
+        |f, m, uni, g, tree| {
+            let (xs, y) = (&m[..source.count()], m[source.count()]);
+            let x = Input { source, xs, uni };
+            let vn = g.num(num.ty);
+            let acc = g.fold(f, &max, |f, j| {
+                let off = bind(f, "off", g.offset(j));
+                vec![x.load(f, &vn, off)]
+            });
+            let top = tree.reduce(f, g, &max, &acc, true)[0].clone();
+            let sn = g.stat_num(num.ty);
+            // A slice whose maximum is −∞ shifts by 0: its −∞ elements give 0 (the
+            // fully masked slice's sum is 0, and so is its result), its NaN ones
+            // (the maximum skips them) NaN.
+            let top = bind(f, "max", g.splat(shift_of(top, &sn)));
+            let acc = g.fold(f, &sum, |f, j| {
+                let off = bind(f, "off", g.offset(j));
+                let e = (x.load(f, &vn, off.clone()) - top.clone()).exp();
+                let e = f.let_("e", e);
+                f.store(y, off, e.clone());
+                vec![e]
+            });
+            let total = tree.reduce(f, g, &sum, &acc, true)[0].clone();
+            let masked = total.clone().eq(sn.lit(0.0));
+            let scale = masked.select(sn.lit(0.0), sn.lit(1.0) / total);
+            let scale = f.let_("scale", g.splat(scale));
+            g.for_each(f, |f, j| {
+                let off = bind(f, "off", g.offset(&j));
+                let e = y.load(off.clone(), g.step_lanes());
+                f.store(y, off, e * scale.clone());
+            });
+        },
+    )
     .map(PlanBuilder::finish)
 }
 
