@@ -443,3 +443,66 @@ fn check_accepts_emitted_files_and_names_damage() {
     std::fs::remove_file(dir.path().join("softmax.0.o")).expect("removed");
     assert_fails(&kernelc(&["check", path]), 1, "cannot read");
 }
+
+/// `kernelc build`: a TOML list with variants, incremental (unchanged entries are not
+/// written again), entries dropped from the list removed with their files, and the
+/// list's mistakes named.
+#[test]
+fn build_emits_a_list_incrementally() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let list = dir.path().join("kernels.toml");
+    let out = dir.path().join("out");
+    let write_list = |shapes: &str| {
+        std::fs::write(
+            &list,
+            format!(
+                "targets = [\"wgsl\", \"cpu\"]\n\n[[kernel]]\nname = \"softmax\"\nspec = {{ op = \"softmax\", dtype = \"f32\", shape = [4, 8], axis = 1 }}\nvary = {{ shape = {shapes} }}\n\n[[kernel]]\nname = \"gemm\"\nspec = '{GEMM}'\ntargets = [\"spirv\"]\n"
+            ),
+        )
+        .expect("list written")
+    };
+    let build = || {
+        kernelc(&[
+            "build",
+            list.to_str().expect("utf-8"),
+            "--out",
+            out.to_str().expect("utf-8"),
+        ])
+    };
+    let said = |o: &Output| {
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    write_list("[[4, 8], [16, 16]]");
+    assert!(said(&build()).starts_with("5 emitted, 0 unchanged, 0 removed"));
+    let wgsl = out.join("softmax_16x16.0.wgsl");
+    let before = std::fs::metadata(&wgsl)
+        .and_then(|m| m.modified())
+        .expect("written");
+    assert!(said(&build()).starts_with("0 emitted, 5 unchanged, 0 removed"));
+    let after = std::fs::metadata(&wgsl)
+        .and_then(|m| m.modified())
+        .expect("kept");
+    assert_eq!(before, after, "an unchanged entry is not written again");
+    write_list("[[4, 8], [32, 32]]");
+    assert!(said(&build()).starts_with("2 emitted, 3 unchanged, 2 removed"));
+    assert!(!wgsl.exists(), "a dropped entry's files go");
+    let m = manifest(&out);
+    assert_eq!(m.kernels.len(), 5);
+    entry(&m, "softmax_32x32", "cpu");
+    entry(&m, "gemm", "spirv");
+    std::fs::write(
+        &list,
+        "[[kernel]]\nname = \"x\"\nspec = { op = \"softmax\" }\n",
+    )
+    .expect("written");
+    assert_fails(&build(), 1, "kernel `x`: invalid op spec");
+    std::fs::write(&list, "[[kernel]]\nname = \"x\"\nsepc = 1\n").expect("written");
+    assert_fails(&build(), 1, "line 3");
+    std::fs::write(
+        &list,
+        format!("targets = [\"metal\"]\n[[kernel]]\nname = \"x\"\nspec = '{SOFTMAX}'\n"),
+    )
+    .expect("written");
+    assert_fails(&build(), 2, "unknown target `metal`");
+}

@@ -310,6 +310,16 @@ pub fn emit_op(
 /// Reads `dir/manifest.json` (a new manifest when there is none), puts `entries` in it
 /// (replacing entries of the same name and target) and writes it back whole.
 pub fn update_manifest(dir: &Path, entries: Vec<OpEntry>) -> Result<Manifest, AotError> {
+    edit_manifest(dir, entries, &[])
+}
+
+/// [`update_manifest`] that also drops the entries `(name, target)` of `remove` and
+/// deletes their files.
+pub fn edit_manifest(
+    dir: &Path,
+    entries: Vec<OpEntry>,
+    remove: &[(String, String)],
+) -> Result<Manifest, AotError> {
     let path = dir.join("manifest.json");
     let mut manifest = match std::fs::read(&path) {
         Ok(bytes) => parse_manifest(&path, &bytes)?,
@@ -323,6 +333,22 @@ pub fn update_manifest(dir: &Path, entries: Vec<OpEntry>) -> Result<Manifest, Ao
     };
     for entry in entries {
         manifest.put(entry);
+    }
+    let (gone, kept) = manifest
+        .kernels
+        .into_iter()
+        .partition(|e| remove.contains(&(e.name.clone(), e.target.clone())));
+    manifest.kernels = kept;
+    for launch in gone.iter().flat_map(|e: &OpEntry| &e.launches) {
+        let file = dir.join(&launch.file);
+        if let Err(e) = std::fs::remove_file(&file) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                return Err(AotError::Write {
+                    path: file,
+                    source: e,
+                });
+            }
+        }
     }
     let text = serde_json::to_vec_pretty(&manifest).map_err(|e| AotError::Manifest {
         path: path.clone(),

@@ -1,6 +1,7 @@
 //! Subcommands, one module each.
 
 mod bench;
+mod build;
 #[cfg(feature = "wgpu")]
 mod check;
 mod emit;
@@ -66,6 +67,8 @@ enum Command {
     Emit(emit::EmitArgs),
     /// Run an op on a device with NumPy .npy inputs and outputs (or random inputs).
     Run(run::RunArgs),
+    /// Emit many kernels listed in a TOML file, incrementally (for build.rs).
+    Build(build::BuildArgs),
     /// Validate emitted files: a manifest and its files, or one WGSL, SPIR-V, PTX or object file.
     #[cfg(feature = "wgpu")]
     Check(check::CheckArgs),
@@ -97,6 +100,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Cache(args) => info::cache(args),
         Command::Emit(args) => emit::run(args),
         Command::Run(args) => run::run(args),
+        Command::Build(args) => build::run(args),
         #[cfg(feature = "wgpu")]
         Command::Check(args) => check::run(args),
     }
