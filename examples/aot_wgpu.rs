@@ -10,7 +10,8 @@
 //! ```
 //!
 //! Inputs are filled with `0.1·((7·i) mod 11) − 0.5` (f32 ops only in this example);
-//! each output's first values are printed. `tests/aot.rs` runs the same code against
+//! each output's first values are printed, and with `SAVE_DIR` its bytes are saved as
+//! `{name}.{output}.bin` (what `aot_cuda` compares with). `tests/aot.rs` runs the same code against
 //! kernelc's reference.
 
 use std::borrow::Cow;
@@ -380,8 +381,10 @@ pub fn f32_values(b: &[u8]) -> Vec<f32> {
 #[allow(dead_code)]
 fn main() -> Result<(), String> {
     let args: Vec<String> = std::env::args().collect();
-    let [_, dir, name, target] = args.as_slice() else {
-        return Err("usage: aot_wgpu DIR NAME wgsl|spirv".into());
+    let (dir, name, target, save) = match args.as_slice() {
+        [_, dir, name, target] => (dir, name, target, None),
+        [_, dir, name, target, save] => (dir, name, target, Some(Path::new(save))),
+        _ => return Err("usage: aot_wgpu DIR NAME wgsl|spirv [SAVE_DIR]".into()),
     };
     let dir = Path::new(dir);
     let manifest = read_manifest(dir)?;
@@ -418,6 +421,13 @@ fn main() -> Result<(), String> {
     {
         let values = f32_values(out);
         println!("{}: {:?}", sig["name"], &values[..values.len().min(8)]);
+        if let Some(save) = save {
+            let path = save.join(format!(
+                "{name}.{}.bin",
+                sig["name"].as_str().unwrap_or("out")
+            ));
+            std::fs::write(&path, out).map_err(|e| format!("{}: {e}", path.display()))?;
+        }
     }
     Ok(())
 }
