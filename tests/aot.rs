@@ -7,6 +7,9 @@
 #[allow(dead_code)]
 mod loader;
 
+mod common;
+
+use common::{assert_fails, kernelc};
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -18,14 +21,6 @@ use kernelc::kernels::spec::OpSpec;
 const SOFTMAX: &str = r#"{"op":"softmax","dtype":"f32","shape":[4,8],"axis":1}"#;
 const GEMM: &str = r#"{"op":"gemm","dtype":"f32","m":5,"n":7,"k":9,"alpha":1.5,"beta":0.0,"trans_a":false,"trans_b":true,"bias":true}"#;
 const SCALE: &str = r#"{"op":"scalar","func":"mul","dtype":"f32","shape":[8],"scalar":2.5}"#;
-
-fn kernelc(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kernelc"))
-        .args(args)
-        .env("KERNELC_CACHE", "off")
-        .output()
-        .expect("kernelc runs")
-}
 
 fn emit(spec: &str, targets: &str, dir: &Path, name: &str) -> String {
     let out = kernelc(&[
@@ -206,16 +201,6 @@ fn per_call_values_are_uniforms_and_the_manifest_accumulates() {
     // Emitting again replaces the entry (no duplicate).
     emit(SCALE, "wgsl", dir.path(), "scale");
     assert_eq!(manifest(dir.path()).kernels.len(), 3);
-}
-
-/// The command failed with exit code `code` and a message naming `expected`.
-fn assert_fails(out: &Output, code: i32, expected: &str) {
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(code), "{stderr}");
-    assert!(
-        stderr.contains(expected),
-        "{stderr:?} should name {expected:?}"
-    );
 }
 
 #[test]

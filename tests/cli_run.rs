@@ -3,21 +3,15 @@
 //! kind of bad `.npy` (wrong dtype, truncated, Fortran order, wrong shape), a wrong
 //! number of inputs and an unwritable `--out`.
 
+mod common;
+
+use common::{assert_fails, kernelc};
 use std::path::Path;
-use std::process::{Command, Output};
 
 use kernelc::kernels::reference::reference;
 use kernelc::kernels::spec::OpSpec;
 
 const SOFTMAX: &str = r#"{"op":"softmax","dtype":"f32","shape":[4,8],"axis":1}"#;
-
-fn kernelc(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kernelc"))
-        .args(args)
-        .env("KERNELC_CACHE", "off")
-        .output()
-        .expect("kernelc runs")
-}
 
 /// A version-1.0 `.npy` file: the header dict padded to a multiple of 64 bytes.
 fn npy(descr: &str, fortran: bool, shape: &[usize], data: &[u8]) -> Vec<u8> {
@@ -126,16 +120,6 @@ fn random_inputs_are_written_and_checked_on_each_device() {
             assert!(out.join(file).exists(), "{device}: {file}");
         }
     }
-}
-
-/// The command failed with exit code `code` and a message naming `expected`.
-fn assert_fails(out: &Output, code: i32, expected: &str) {
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(code), "{stderr}");
-    assert!(
-        stderr.contains(expected),
-        "{stderr:?} should name {expected:?}"
-    );
 }
 
 #[test]

@@ -27,6 +27,7 @@ use kernelc_kernels::spec::OpSpec;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::emit::TargetOptions;
 use super::{CliError, UsageError};
 
 #[derive(Args, Debug)]
@@ -39,15 +40,8 @@ pub struct BuildArgs {
     /// The directory to write into (files, manifest.json, .kernelc-build.json).
     #[arg(long)]
     out: PathBuf,
-    /// PTX: the SM architecture.
-    #[arg(long, default_value_t = 90)]
-    sm: u32,
-    /// PTX: the ISA version times ten.
-    #[arg(long, default_value_t = 90)]
-    ptx_isa: u32,
-    /// cpu: the objects' target triple (default: the host).
-    #[arg(long)]
-    triple: Option<String>,
+    #[command(flatten)]
+    targets: TargetOptions,
 }
 
 #[derive(Deserialize)]
@@ -84,12 +78,7 @@ pub fn run(args: BuildArgs) -> Result<(), CliError> {
     let jobs = jobs(&list)?;
     std::fs::create_dir_all(&args.out)
         .map_err(|e| format!("cannot create {}: {e}", args.out.display()))?;
-    let options = EmitOptions {
-        sm: args.sm,
-        ptx_isa: args.ptx_isa,
-        triple: args.triple.clone(),
-        max_loop_iterations: None,
-    };
+    let options = args.targets.emit_options();
     let state_path = args.out.join(STATE);
     let mut state: BTreeMap<String, String> = std::fs::read(&state_path)
         .ok()
@@ -236,6 +225,7 @@ fn key_of(spec: &OpSpec, target: Target, options: &EmitOptions) -> Result<String
         "sm": options.sm,
         "ptx_isa": options.ptx_isa,
         "triple": options.triple,
+        "max_loop_iterations": options.max_loop_iterations,
         "kernelc": env!("CARGO_PKG_VERSION"),
         "abi": kernelc_codegen::abi::ABI_VERSION,
     }))?;

@@ -26,6 +26,13 @@ pub struct EmitArgs {
     /// The name files and the manifest entry take (default: the op's name).
     #[arg(long)]
     name: Option<String>,
+    #[command(flatten)]
+    targets: TargetOptions,
+}
+
+/// The targets' options, shared by `emit` and `build`.
+#[derive(Args, Debug)]
+pub struct TargetOptions {
     /// PTX: the SM architecture.
     #[arg(long, default_value_t = 90)]
     sm: u32,
@@ -39,6 +46,17 @@ pub struct EmitArgs {
     /// lavapipe).
     #[arg(long)]
     max_loop_iterations: Option<u64>,
+}
+
+impl TargetOptions {
+    pub fn emit_options(&self) -> EmitOptions {
+        EmitOptions {
+            sm: self.sm,
+            ptx_isa: self.ptx_isa,
+            triple: self.triple.clone(),
+            max_loop_iterations: self.max_loop_iterations,
+        }
+    }
 }
 
 pub fn run(args: EmitArgs) -> Result<(), CliError> {
@@ -56,12 +74,7 @@ pub fn run(args: EmitArgs) -> Result<(), CliError> {
     check_name(&name).map_err(|e| UsageError(e.to_string()))?;
     std::fs::create_dir_all(&args.out)
         .map_err(|e| format!("cannot create {}: {e}", args.out.display()))?;
-    let options = EmitOptions {
-        sm: args.sm,
-        ptx_isa: args.ptx_isa,
-        triple: args.triple.clone(),
-        max_loop_iterations: args.max_loop_iterations,
-    };
+    let options = args.targets.emit_options();
     let mut entries = Vec::new();
     for target in targets {
         let entry = emit_op(&spec, &name, target, &options, &args.out)?;

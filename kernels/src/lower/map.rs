@@ -69,31 +69,36 @@ impl Layout {
 
     /// The element offset of operand `k` for output element `index`.
     fn offset(&self, k: usize, index: &E) -> E {
-        let out_strides = row_major_strides(&self.dims);
-        let mut offset: Option<E> = None;
-        for (d, (&extent, &stride)) in self.dims.iter().zip(&self.strides[k]).enumerate() {
-            if stride == 0 {
-                continue;
-            }
-            let mut coord = index.clone();
-            if out_strides[d] != 1 {
-                coord = coord / out_strides[d] as u32;
-            }
-            if d != 0 {
-                coord = coord % extent as u32;
-            }
-            let term = if stride == 1 {
-                coord
-            } else {
-                coord * stride as u32
-            };
-            offset = Some(match offset {
-                None => term,
-                Some(o) => o + term,
-            });
-        }
-        offset.unwrap_or_else(|| E::from(0u32))
+        broadcast_offset(&self.dims, &self.strides[k], index)
     }
+}
+
+/// The element offset, in an operand with per-dimension element `strides` (0 where it
+/// is broadcast), of element `index` of a row-major tensor of `dims`.
+pub(crate) fn broadcast_offset(dims: &[usize], strides: &[usize], index: &E) -> E {
+    let out_strides = row_major_strides(dims);
+    let mut terms: Vec<E> = Vec::new();
+    for (d, (&extent, &stride)) in dims.iter().zip(strides).enumerate() {
+        if stride == 0 || extent == 1 {
+            continue;
+        }
+        let mut coord = index.clone();
+        if out_strides[d] != 1 {
+            coord = coord / out_strides[d] as u32;
+        }
+        if d != 0 {
+            coord = coord % extent as u32;
+        }
+        terms.push(if stride == 1 {
+            coord
+        } else {
+            coord * stride as u32
+        });
+    }
+    terms
+        .into_iter()
+        .reduce(|a, b| a + b)
+        .unwrap_or_else(|| E::from(0u32))
 }
 
 /// Builds the one-launch plan of a map kernel: `out[i] = f(inputs at i, params)`,

@@ -15,6 +15,7 @@ use kernelc_ir::ScalarType;
 
 use super::FusedSpec;
 use crate::error::SpecError;
+use crate::lower::map::broadcast_offset;
 use crate::lower::math::{bind, compute_type, Num};
 use crate::lower::reduction::Buf;
 use crate::lower::split::{assemble, Piece, PieceUniforms, Place};
@@ -22,7 +23,7 @@ use crate::lower::{
     LowerError, Plan, ScalarParam, TargetCaps, TempBuffer, Uniform, Uniforms, Whole,
 };
 use crate::op::Op;
-use crate::shape::{broadcast_strides, row_major_strides};
+use crate::shape::broadcast_strides;
 use crate::spec::{OpSpec, TensorSig};
 use crate::tolerance::unit_roundoff;
 
@@ -111,44 +112,17 @@ fn load_operand(n: &Num, mem: Mem, dtype: ScalarType, shape: &[usize], x: &[usiz
     let one = Num { lanes: 1, ..*n };
     let along_last = x.last().is_some_and(|&e| e % lanes == 0);
     match strides.last() {
-        _ if lanes == 1 => one.load(mem, dtype, operand_offset(x, &strides, off.clone())),
-        Some(1) if along_last => n.load(mem, dtype, operand_offset(x, &strides, off.clone())),
-        Some(0) if along_last => {
-            n.splat(one.load(mem, dtype, operand_offset(x, &strides, off.clone())))
-        }
-        _ => vector(
-            (0..lanes as u32)
-                .map(|l| one.load(mem, dtype, operand_offset(x, &strides, off.clone() + l))),
-        ),
+        _ if lanes == 1 => one.load(mem, dtype, broadcast_offset(x, &strides, off)),
+        Some(1) if along_last => n.load(mem, dtype, broadcast_offset(x, &strides, off)),
+        Some(0) if along_last => n.splat(one.load(mem, dtype, broadcast_offset(x, &strides, off))),
+        _ => vector((0..lanes as u32).map(|l| {
+            one.load(
+                mem,
+                dtype,
+                broadcast_offset(x, &strides, &(off.clone() + l)),
+            )
+        })),
     }
-}
-
-/// The element offset in an operand with per-axis `strides` over `x` (0 where it
-/// is broadcast) of `x`'s element `index`.
-fn operand_offset(x: &[usize], strides: &[usize], index: E) -> E {
-    let x_strides = row_major_strides(x);
-    let mut terms: Vec<E> = Vec::new();
-    for (d, (&extent, &stride)) in x.iter().zip(strides).enumerate() {
-        if stride == 0 || extent == 1 {
-            continue;
-        }
-        let mut coord = index.clone();
-        if x_strides[d] != 1 {
-            coord = coord / x_strides[d] as u32;
-        }
-        if d != 0 {
-            coord = coord % extent as u32;
-        }
-        terms.push(if stride == 1 {
-            coord
-        } else {
-            coord * stride as u32
-        });
-    }
-    terms
-        .into_iter()
-        .reduce(|a, b| a + b)
-        .unwrap_or_else(|| E::from(0u32))
 }
 
 /// Checks that `prologue` computes an `x` of `dtype` and `shape`: a valid fused op of
