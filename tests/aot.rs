@@ -491,3 +491,112 @@ fn build_emits_a_list_incrementally() {
     .expect("written");
     assert_fails(&build(), 2, "unknown target `metal`");
 }
+
+/// `saxpy`: `y[i] = a·x[i] + y[i]` over 100 elements, in IR (64 invocations a group).
+fn saxpy() -> kernelc::ir::Kernel {
+    use kernelc::ir::builder::*;
+    use kernelc::ir::{Access, ScalarType::F32};
+    let n = 100u32;
+    let mut k = KernelBuilder::new("saxpy", [64, 1, 1]);
+    let x = k.buffer("x", F32, n as u64, Access::Read);
+    let y = k.buffer("y", F32, n as u64, Access::ReadWrite);
+    let a = k.scalar("a", F32);
+    k.build(|f| {
+        let i = f.let_("i", global_id(0));
+        f.if_(i.clone().lt(n), |f| {
+            f.store(y, i.clone(), a * x.at(i.clone()) + y.at(i))
+        });
+    })
+    .expect("a valid kernel")
+}
+
+/// `kernelc compile`: a user's IR kernel through the emitters, into the manifest (its
+/// read-only buffer an input, the read-write one an output, its scalar a per-call
+/// value), run by the plain-wgpu loader; an invalid kernel named with the path to the
+/// node at fault.
+#[test]
+fn compile_emits_a_users_ir_kernel() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("saxpy.json");
+    let text = kernelc::ir::json::to_json(&saxpy());
+    std::fs::write(&file, &text).expect("written");
+    let out = dir.path().join("out");
+    let (file_arg, out_arg) = (file.to_str().expect("utf-8"), out.to_str().expect("utf-8"));
+    let run = kernelc(&["compile", file_arg, "--grid", "2,1,1", "--out", out_arg]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let m = manifest(&out);
+    assert_eq!(m.kernels.len(), 4);
+    let e = entry(&m, "saxpy", "wgsl");
+    assert!(e.op.is_none());
+    assert_eq!(
+        (e.inputs[0].name.as_str(), e.outputs[0].name.as_str()),
+        ("x", "y")
+    );
+    assert_eq!(e.uniforms[0].name, "a");
+    assert_eq!(e.launches[0].grid, [2, 1, 1]);
+    let check = kernelc(&["check", out_arg]);
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stdout)
+    );
+    // Run it with plain wgpu, `a` = 2.5 (a loader sets per-call values in the bits).
+    if let Ok(gpu) = loader::open_gpu(&[]) {
+        let mut manifest = loader::read_manifest(&out).expect("manifest");
+        let wgsl = manifest["kernels"]
+            .as_array_mut()
+            .and_then(|k| k.iter_mut().find(|e| e["target"] == "wgsl"))
+            .expect("wgsl entry");
+        wgsl["uniforms"][0]["bits"] = 2.5f32.to_bits().into();
+        let xs: Vec<f32> = (0..100).map(|i| i as f32 / 8.0).collect();
+        let got = loader::run_op(&gpu, &out, wgsl, &[loader::f32_bytes(&xs)]).expect("runs");
+        let want: Vec<f64> = xs.iter().map(|&v| 2.5 * v as f64).collect();
+        assert_close(&loader::f32_values(&got[0]), &want, "saxpy on wgpu");
+    } else {
+        assert!(std::env::var_os("CI").is_none(), "CI has lavapipe");
+    }
+    // A store through a parameter that does not exist: named with its path.
+    let mut kernel = saxpy();
+    kernel.params.truncate(1);
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, serde_json::to_string(&kernel).expect("json")).expect("written");
+    let run = kernelc(&["compile", bad.to_str().expect("utf-8"), "--out", out_arg]);
+    assert_fails(
+        &run,
+        1,
+        "at kernel.body[1].if.then[0].store: unknown parameter #1",
+    );
+    assert_fails(
+        &kernelc(&["compile", file_arg, "--grid", "2,1", "--out", out_arg]),
+        2,
+        "--grid",
+    );
+}
+
+/// Every subcommand's `--help` ends with an example.
+#[test]
+fn every_subcommand_help_has_an_example() {
+    let top = kernelc(&["--help"]);
+    let text = String::from_utf8_lossy(&top.stdout).to_string();
+    let commands: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .collect();
+    assert!(commands.len() >= 10, "{text}");
+    for command in commands {
+        let help = kernelc(&[command, "--help"]);
+        let help = String::from_utf8_lossy(&help.stdout);
+        assert!(
+            help.contains("Example"),
+            "`kernelc {command} --help` has no example:\n{help}"
+        );
+    }
+}

@@ -58,8 +58,9 @@ pub struct OpEntry {
     pub name: String,
     /// `wgsl`, `spirv`, `ptx` or `cpu`.
     pub target: String,
-    /// The op spec, as given.
-    pub op: OpSpec,
+    /// The op spec, as given (absent for a kernel `compile`d from IR).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub op: Option<OpSpec>,
     pub inputs: Vec<TensorEntry>,
     pub outputs: Vec<TensorEntry>,
     /// Per-call values in binding order, with the spec's values; a loader may pass

@@ -225,46 +225,23 @@ pub fn emit_op(
     // Lowering sees the structural spec, as the runtime's does: per-call values are
     // uniform bindings, so the files serve every value.
     let plan = lower(&spec.structural(), &target.caps()).map_err(|e| lowering(e.to_string()))?;
-    let expansion = target.expansion()?;
     let mut launches = Vec::with_capacity(plan.launches.len());
     let mut features = Vec::new();
     for (i, launch) in plan.launches.iter().enumerate() {
-        let mut kernel = passes::for_target(&launch.kernel, &expansion);
-        // One symbol per launch, so that objects of one op link together.
-        kernel.name = format!("{name}_{i}");
-        if let (true, Some(iterations)) = (target.is_shader(), options.max_loop_iterations) {
-            let budget = passes::LoopBudget {
-                iterations,
-                max_workgroups: [u32::MAX; 3],
-                max_unrolled_nodes: 1 << 16,
-            };
-            kernel = passes::fit_loop_budget(&kernel, &budget).map_err(|e| AotError::Codegen {
-                target: target.name(),
-                kernel: kernel.name.clone(),
-                message: e.to_string(),
-            })?;
-        }
-        let file = format!("{name}.{i}.{}", target.extension());
-        write_atomically(&dir.join(&file), &target.emit(&kernel, options)?)?;
-        if target.is_shader() {
-            for feature in shader_features(&kernel) {
-                if !features.contains(&feature) {
-                    features.push(feature);
-                }
-            }
-        }
-        launches.push(launch_entry(
+        launches.push(emit_launch(
             target,
+            options,
+            dir,
+            name,
+            i,
             launch,
-            &kernel,
-            file,
-            &launch.kernel.name,
+            &mut features,
         )?);
     }
     Ok(OpEntry {
         name: name.to_string(),
         target: target.name().to_string(),
-        op: spec.clone(),
+        op: Some(spec.clone()),
         inputs: spec.inputs().iter().map(tensor_entry).collect(),
         outputs: spec.outputs().iter().map(tensor_entry).collect(),
         uniforms: spec
@@ -304,6 +281,109 @@ pub fn emit_op(
             .collect(),
         features,
         launches,
+    })
+}
+
+/// Emits launch `i` of op `name` into `dir` as `{name}.{i}.{ext}`, adding the shader
+/// features its kernel needs to `features`, and returns its manifest entry.
+fn emit_launch(
+    target: Target,
+    options: &EmitOptions,
+    dir: &Path,
+    name: &str,
+    i: usize,
+    launch: &Launch,
+    features: &mut Vec<String>,
+) -> Result<LaunchEntry, AotError> {
+    let mut kernel = passes::for_target(&launch.kernel, &target.expansion()?);
+    // One symbol per launch, so that objects of one op link together.
+    kernel.name = format!("{name}_{i}");
+    if let (true, Some(iterations)) = (target.is_shader(), options.max_loop_iterations) {
+        let budget = passes::LoopBudget {
+            iterations,
+            max_workgroups: [u32::MAX; 3],
+            max_unrolled_nodes: 1 << 16,
+        };
+        kernel = passes::fit_loop_budget(&kernel, &budget).map_err(|e| AotError::Codegen {
+            target: target.name(),
+            kernel: kernel.name.clone(),
+            message: e.to_string(),
+        })?;
+    }
+    let file = format!("{name}.{i}.{}", target.extension());
+    write_atomically(&dir.join(&file), &target.emit(&kernel, options)?)?;
+    if target.is_shader() {
+        for feature in shader_features(&kernel) {
+            if !features.contains(&feature) {
+                features.push(feature);
+            }
+        }
+    }
+    launch_entry(target, launch, &kernel, file, &launch.kernel.name)
+}
+
+/// Emits a user's `kernel` (valid IR) for `target` into `dir` as one launch of `grid`
+/// workgroups, and returns its manifest entry: its read-only buffer parameters are
+/// the entry's inputs, the others its outputs (a read-write one is read as well), its
+/// scalar parameters its per-call values (0 in the manifest).
+pub fn emit_kernel(
+    kernel: &Kernel,
+    name: &str,
+    grid: [u32; 3],
+    target: Target,
+    options: &EmitOptions,
+    dir: &Path,
+) -> Result<OpEntry, AotError> {
+    check_name(name)?;
+    let (mut inputs, mut outputs, mut uniforms) = (Vec::new(), Vec::new(), Vec::new());
+    let bindings = kernel
+        .params
+        .iter()
+        .map(|p| match p {
+            Param::Buffer {
+                name,
+                elem,
+                len,
+                access,
+            } => {
+                let sig = TensorSig::new(name, *elem, vec![*len as usize]);
+                if *access == kernelc_ir::Access::Read {
+                    inputs.push(tensor_entry(&sig));
+                    Binding::Input(inputs.len() - 1)
+                } else {
+                    outputs.push(tensor_entry(&sig));
+                    Binding::Output(outputs.len() - 1)
+                }
+            }
+            Param::Scalar { name, ty } => {
+                uniforms.push(UniformEntry {
+                    name: name.clone(),
+                    dtype: *ty,
+                    value: 0.0,
+                    bits: 0,
+                });
+                Binding::Uniform(uniforms.len() - 1)
+            }
+        })
+        .collect();
+    let launch = Launch {
+        kernel: kernel.clone(),
+        grid,
+        bindings,
+    };
+    let mut features = Vec::new();
+    let entry = emit_launch(target, options, dir, name, 0, &launch, &mut features)?;
+    Ok(OpEntry {
+        name: name.to_string(),
+        target: target.name().to_string(),
+        op: None,
+        inputs,
+        outputs,
+        uniforms,
+        temps: Vec::new(),
+        prefills: Vec::new(),
+        features,
+        launches: vec![entry],
     })
 }
 

@@ -23,6 +23,9 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 #[derive(Args, Debug)]
+#[command(
+    after_help = "Examples:\n  kernelc bench --device cpu --specs bench/gpu/specs-small.json\n  kernelc bench --device cuda --specs bench/gpu/specs.json --compile"
+)]
 pub struct BenchArgs {
     /// cpu, cuda[:N], wgpu[:wgsl|naga|spirv|spirv-naga] or best.
     #[arg(long, default_value = "best")]

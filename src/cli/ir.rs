@@ -5,6 +5,9 @@ use clap::Args;
 use kernelc_ir::{hash, json, passes, print};
 
 #[derive(Args, Debug)]
+#[command(
+    after_help = "Examples:\n  kernelc ir kernel.json --hash      # validate, print as text and its stable hash\n  kernelc ir - --optimize --json < kernel.json"
+)]
 pub struct IrArgs {
     /// The kernel as IR JSON: a file holding it, `-` for standard input, or the JSON
     /// itself.

@@ -41,6 +41,9 @@ enum Target {
 }
 
 #[derive(Args, Debug)]
+#[command(
+    after_help = "Examples:\n  kernelc lower --caps gpu '{\"op\":\"softmax\",\"dtype\":\"f32\",\"shape\":[4,8],\"axis\":1}'\n  kernelc lower --target wgsl --emit spec.json"
+)]
 pub struct LowerArgs {
     /// The op as OpSpec JSON, inline (e.g. '{"op":"softmax","dtype":"f32","shape":[4,8],"axis":1,"log":false}'),
     /// a file holding it, or `-` for standard input.

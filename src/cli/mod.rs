@@ -4,6 +4,7 @@ mod bench;
 mod build;
 #[cfg(feature = "wgpu")]
 mod check;
+mod compile;
 mod emit;
 mod info;
 mod ir;
@@ -69,6 +70,8 @@ enum Command {
     Run(run::RunArgs),
     /// Emit many kernels listed in a TOML file, incrementally (for build.rs).
     Build(build::BuildArgs),
+    /// Emit a kernel written in IR JSON through the same emitters, with a manifest entry.
+    Compile(compile::CompileArgs),
     /// Validate emitted files: a manifest and its files, or one WGSL, SPIR-V, PTX or object file.
     #[cfg(feature = "wgpu")]
     Check(check::CheckArgs),
@@ -101,6 +104,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Emit(args) => emit::run(args),
         Command::Run(args) => run::run(args),
         Command::Build(args) => build::run(args),
+        Command::Compile(args) => compile::run(args),
         #[cfg(feature = "wgpu")]
         Command::Check(args) => check::run(args),
     }

@@ -1,0 +1,68 @@
+//! `kernelc compile kernel.json --target … --grid X,Y,Z --out DIR`: a user-written IR
+//! kernel through the same emitters as the catalogue's, into `DIR` with a manifest
+//! entry (docs/manifest.md: its read-only buffers are the inputs, the others the
+//! outputs, its scalars the per-call values). An invalid kernel is reported with the
+//! path to the node that is wrong.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use kernelc::aot::{check_name, emit_kernel, update_manifest, Target};
+use kernelc_ir::json;
+
+use super::emit::TargetOptions;
+use super::{CliError, UsageError};
+
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Example:\n  kernelc compile saxpy.json --target wgsl,ptx --grid 4,1,1 --out kernels/\n  (saxpy.json: a kernel as IR JSON, as `kernelc ir --json` prints one)"
+)]
+pub struct CompileArgs {
+    /// The kernel as IR JSON: a file holding it, `-` for standard input, or the JSON.
+    kernel: String,
+    /// Targets, comma-separated: wgsl, spirv, ptx, cpu.
+    #[arg(long, value_delimiter = ',', default_value = "wgsl,spirv,ptx,cpu")]
+    target: Vec<String>,
+    /// Workgroups along x, y, z that a launch runs.
+    #[arg(long, value_delimiter = ',', default_value = "1,1,1")]
+    grid: Vec<u32>,
+    /// The directory to write into (an existing manifest there is updated).
+    #[arg(long)]
+    out: PathBuf,
+    /// The name files and the manifest entry take (default: the kernel's name).
+    #[arg(long)]
+    name: Option<String>,
+    #[command(flatten)]
+    targets: TargetOptions,
+}
+
+pub fn run(args: CompileArgs) -> Result<(), CliError> {
+    let targets = args
+        .target
+        .iter()
+        .map(|t| t.parse::<Target>().map_err(|e| UsageError(e.to_string())))
+        .collect::<Result<Vec<_>, _>>()?;
+    let grid: [u32; 3] = args
+        .grid
+        .as_slice()
+        .try_into()
+        .map_err(|_| UsageError("--grid takes three numbers: X,Y,Z".into()))?;
+    let text = super::read_json_arg(&args.kernel)?;
+    let kernel = json::from_json(&text)?;
+    let name = args.name.clone().unwrap_or_else(|| kernel.name.clone());
+    check_name(&name).map_err(|e| UsageError(e.to_string()))?;
+    std::fs::create_dir_all(&args.out)
+        .map_err(|e| format!("cannot create {}: {e}", args.out.display()))?;
+    let options = args.targets.emit_options();
+    let mut entries = Vec::new();
+    for target in targets {
+        let entry = emit_kernel(&kernel, &name, grid, target, &options, &args.out)?;
+        for launch in &entry.launches {
+            println!("{}", args.out.join(&launch.file).display());
+        }
+        entries.push(entry);
+    }
+    update_manifest(&args.out, entries)?;
+    println!("{}", args.out.join("manifest.json").display());
+    Ok(())
+}
