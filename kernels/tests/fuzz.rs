@@ -77,3 +77,37 @@ fn a_target_runs_the_cases_its_caps_promise() {
         assert!(!runs_on(&loose, c), "{c:?}");
     }
 }
+
+/// Found by `fuzz_cpu` (seed 1795849314096929647, inputs with special values): a fused
+/// softmax's bound was `0·∞ = NaN` on a slice holding a masked (−∞) logit, so every
+/// element of it failed its allowance. Masked logits move nothing and an exact prologue
+/// adds nothing now; every live element's bound stays finite, and the cases conform on
+/// the interpreter.
+#[test]
+fn masked_logits_keep_the_fused_softmax_bound_finite() {
+    use kernelc_kernels::conformance::{case_data_from_values, check_data};
+    use kernelc_kernels::op::Op;
+    use kernelc_kernels::spec::OpSpec;
+    let exact = r#"{"op":"fused_softmax","prologue":{"dtype":"f32","inputs":[[5,8],[5,8]],"nodes":[{"input":0},{"input":1}]},"softmax":{"dtype":"f32","shape":[5,8],"axis":1,"log":false}}"#;
+    let scaled = r#"{"op":"fused_softmax","prologue":{"dtype":"f32","inputs":[[5,8],[5,8]],"nodes":[{"input":0},{"input":1},{"unary":{"func":"tanh","x":1}}]},"softmax":{"dtype":"f32","shape":[5,8],"axis":1,"log":true}}"#;
+    for json in [exact, scaled] {
+        let spec: OpSpec = serde_json::from_str(json).expect("spec");
+        let OpSpec::FusedSoftmax(fused) = &spec else {
+            unreachable!()
+        };
+        let x0 = vec![0.5; 40];
+        let mut x1: Vec<f64> = (0..40).map(|i| (i % 7) as f64 / 4.0).collect();
+        x1[9] = f64::NEG_INFINITY;
+        x1[12] = f64::NEG_INFINITY;
+        let bounds = fused.condition(&[&x0, &x1]);
+        // A masked element is exactly 0 (its own bound, the softmax's, does not matter).
+        let live = bounds[0].iter().zip(&x1).filter(|(_, x)| x.is_finite());
+        assert!(
+            live.clone().all(|(b, _)| b.is_finite()),
+            "{json}: {bounds:?}"
+        );
+        let exec = Interpreter::new("interp/cpu-caps", TargetCaps::cpu());
+        let data = case_data_from_values(&spec, vec![x0, x1]);
+        check_data(&exec, &spec, &data).expect("the fused softmax conforms");
+    }
+}

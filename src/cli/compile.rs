@@ -7,10 +7,10 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use kernelc::aot::{check_name, emit_kernel, update_manifest, Target};
+use kernelc::aot::emit_kernel;
 use kernelc_ir::json;
 
-use super::emit::TargetOptions;
+use super::emit::{emit_each, parse_targets, TargetOptions};
 use super::{CliError, UsageError};
 
 #[derive(Args, Debug)]
@@ -37,11 +37,7 @@ pub struct CompileArgs {
 }
 
 pub fn run(args: CompileArgs) -> Result<(), CliError> {
-    let targets = args
-        .target
-        .iter()
-        .map(|t| t.parse::<Target>().map_err(|e| UsageError(e.to_string())))
-        .collect::<Result<Vec<_>, _>>()?;
+    let targets = parse_targets(&args.target)?;
     let grid: [u32; 3] = args
         .grid
         .as_slice()
@@ -50,19 +46,8 @@ pub fn run(args: CompileArgs) -> Result<(), CliError> {
     let text = super::read_json_arg(&args.kernel)?;
     let kernel = json::from_json(&text)?;
     let name = args.name.clone().unwrap_or_else(|| kernel.name.clone());
-    check_name(&name).map_err(|e| UsageError(e.to_string()))?;
-    std::fs::create_dir_all(&args.out)
-        .map_err(|e| format!("cannot create {}: {e}", args.out.display()))?;
     let options = args.targets.emit_options();
-    let mut entries = Vec::new();
-    for target in targets {
-        let entry = emit_kernel(&kernel, &name, grid, target, &options, &args.out)?;
-        for launch in &entry.launches {
-            println!("{}", args.out.join(&launch.file).display());
-        }
-        entries.push(entry);
-    }
-    update_manifest(&args.out, entries)?;
-    println!("{}", args.out.join("manifest.json").display());
-    Ok(())
+    emit_each(&args.out, &name, &targets, |target| {
+        emit_kernel(&kernel, &name, grid, target, &options, &args.out)
+    })
 }

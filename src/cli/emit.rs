@@ -1,10 +1,11 @@
 //! `kernelc emit SPEC --target … --out DIR`: an op's kernels as files plus
 //! `manifest.json` (docs/manifest.md), for programs that do not link kernelc.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
-use kernelc::aot::{check_name, emit_op, update_manifest, EmitOptions, Target};
+use kernelc::aot::manifest::OpEntry;
+use kernelc::aot::{check_name, emit_op, update_manifest, AotError, EmitOptions, Target};
 use kernelc_kernels::spec::OpSpec;
 
 use super::{CliError, UsageError};
@@ -60,30 +61,50 @@ impl TargetOptions {
 }
 
 pub fn run(args: EmitArgs) -> Result<(), CliError> {
-    let targets = args
-        .target
-        .iter()
-        .map(|t| t.parse::<Target>().map_err(|e| UsageError(e.to_string())))
-        .collect::<Result<Vec<_>, _>>()?;
+    let targets = parse_targets(&args.target)?;
     let text = super::read_json_arg(&args.spec)?;
     let spec: OpSpec = serde_json::from_str(&text).map_err(|e| format!("invalid op spec: {e}"))?;
     let name = args
         .name
         .clone()
         .unwrap_or_else(|| spec.kind_name().to_string());
-    check_name(&name).map_err(|e| UsageError(e.to_string()))?;
-    std::fs::create_dir_all(&args.out)
-        .map_err(|e| format!("cannot create {}: {e}", args.out.display()))?;
     let options = args.targets.emit_options();
+    emit_each(&args.out, &name, &targets, |target| {
+        emit_op(&spec, &name, target, &options, &args.out)
+    })
+}
+
+/// Target names (`wgsl`, `spirv`, `ptx`, `cpu`) as targets; an unknown one is a usage
+/// error.
+pub fn parse_targets(names: &[String]) -> Result<Vec<Target>, CliError> {
+    names
+        .iter()
+        .map(|t| {
+            t.parse::<Target>()
+                .map_err(|e| UsageError(e.to_string()).into())
+        })
+        .collect()
+}
+
+/// Checks `name`, creates `out`, emits one entry per target with `emit`, printing
+/// each file, then merges the entries into `out`'s manifest.
+pub fn emit_each(
+    out: &Path,
+    name: &str,
+    targets: &[Target],
+    emit: impl Fn(Target) -> Result<OpEntry, AotError>,
+) -> Result<(), CliError> {
+    check_name(name).map_err(|e| UsageError(e.to_string()))?;
+    std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
     let mut entries = Vec::new();
-    for target in targets {
-        let entry = emit_op(&spec, &name, target, &options, &args.out)?;
+    for &target in targets {
+        let entry = emit(target)?;
         for launch in &entry.launches {
-            println!("{}", args.out.join(&launch.file).display());
+            println!("{}", out.join(&launch.file).display());
         }
         entries.push(entry);
     }
-    update_manifest(&args.out, entries)?;
-    println!("{}", args.out.join("manifest.json").display());
+    update_manifest(out, entries)?;
+    println!("{}", out.join("manifest.json").display());
     Ok(())
 }

@@ -78,10 +78,13 @@ impl Op for FusedSoftmaxSpec {
         let y = self.softmax.reference(&[&x]).swap_remove(0);
         let e = prologue_error(&self.prologue);
         let s = &self.softmax;
-        if let Some(cond) = out.first_mut() {
+        // An exact prologue adds nothing; a masked logit (−∞) gives exactly 0 and
+        // moves nothing (0·∞ must not make a bound NaN).
+        if let (Some(cond), true) = (out.first_mut(), e > 0.0) {
             slices(&s.shape, s.axis, |at| {
-                let widest = at.iter().map(|&k| x[k].abs()).fold(0.0, f64::max);
-                for &k in at {
+                let finite = at.iter().map(|&k| x[k]).filter(|v| v.is_finite());
+                let widest = finite.map(f64::abs).fold(0.0, f64::max);
+                for &k in at.iter().filter(|&&k| x[k].is_finite()) {
                     let moved = e * (x[k].abs() + widest);
                     cond[k] += if s.log { moved } else { y[k].abs() * moved };
                 }
