@@ -27,7 +27,7 @@ use kernelc_kernels::spec::OpSpec;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::emit::TargetOptions;
+use super::emit::{parse_targets, TargetOptions};
 use super::{CliError, UsageError};
 
 #[derive(Args, Debug)]
@@ -142,15 +142,6 @@ pub fn run(args: BuildArgs) -> Result<(), CliError> {
 
 /// The jobs of `list`: every entry's variants, with their targets.
 fn jobs(list: &List) -> Result<Vec<Job>, CliError> {
-    let parse_targets = |names: &[String]| -> Result<Vec<Target>, CliError> {
-        names
-            .iter()
-            .map(|t| {
-                t.parse::<Target>()
-                    .map_err(|e| UsageError(e.to_string()).into())
-            })
-            .collect()
-    };
     let defaults = if list.targets.is_empty() {
         Target::ALL.to_vec()
     } else {

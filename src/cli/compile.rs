@@ -4,13 +4,11 @@
 //! outputs, its scalars the per-call values). An invalid kernel is reported with the
 //! path to the node that is wrong.
 
-use std::path::PathBuf;
-
 use clap::Args;
 use kernelc::aot::emit_kernel;
 use kernelc_ir::json;
 
-use super::emit::{emit_each, parse_targets, TargetOptions};
+use super::emit::Destination;
 use super::{CliError, UsageError};
 
 #[derive(Args, Debug)]
@@ -20,24 +18,14 @@ use super::{CliError, UsageError};
 pub struct CompileArgs {
     /// The kernel as IR JSON: a file holding it, `-` for standard input, or the JSON.
     kernel: String,
-    /// Targets, comma-separated: wgsl, spirv, ptx, cpu.
-    #[arg(long, value_delimiter = ',', default_value = "wgsl,spirv,ptx,cpu")]
-    target: Vec<String>,
     /// Workgroups along x, y, z that a launch runs.
     #[arg(long, value_delimiter = ',', default_value = "1,1,1")]
     grid: Vec<u32>,
-    /// The directory to write into (an existing manifest there is updated).
-    #[arg(long)]
-    out: PathBuf,
-    /// The name files and the manifest entry take (default: the kernel's name).
-    #[arg(long)]
-    name: Option<String>,
     #[command(flatten)]
-    targets: TargetOptions,
+    to: Destination,
 }
 
 pub fn run(args: CompileArgs) -> Result<(), CliError> {
-    let targets = parse_targets(&args.target)?;
     let grid: [u32; 3] = args
         .grid
         .as_slice()
@@ -45,9 +33,8 @@ pub fn run(args: CompileArgs) -> Result<(), CliError> {
         .map_err(|_| UsageError("--grid takes three numbers: X,Y,Z".into()))?;
     let text = super::read_json_arg(&args.kernel)?;
     let kernel = json::from_json(&text)?;
-    let name = args.name.clone().unwrap_or_else(|| kernel.name.clone());
-    let options = args.targets.emit_options();
-    emit_each(&args.out, &name, &targets, |target| {
-        emit_kernel(&kernel, &name, grid, target, &options, &args.out)
-    })
+    args.to
+        .emit_each(&kernel.name, |name, target, options, out| {
+            emit_kernel(&kernel, name, grid, target, options, out)
+        })
 }

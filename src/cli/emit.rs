@@ -17,6 +17,13 @@ use super::{CliError, UsageError};
 pub struct EmitArgs {
     /// The op as OpSpec JSON, inline, a file holding it, or `-` for standard input.
     spec: String,
+    #[command(flatten)]
+    to: Destination,
+}
+
+/// Where `emit` and `compile` write, for which targets, under which name.
+#[derive(Args, Debug)]
+pub struct Destination {
     /// Targets, comma-separated: wgsl, spirv, ptx, cpu.
     #[arg(long, value_delimiter = ',', default_value = "wgsl,spirv,ptx,cpu")]
     target: Vec<String>,
@@ -24,14 +31,14 @@ pub struct EmitArgs {
     /// updated).
     #[arg(long)]
     out: PathBuf,
-    /// The name files and the manifest entry take (default: the op's name).
+    /// The name files and the manifest entry take (default: the op's or kernel's name).
     #[arg(long)]
     name: Option<String>,
     #[command(flatten)]
     targets: TargetOptions,
 }
 
-/// The targets' options, shared by `emit` and `build`.
+/// The targets' options, shared by `emit`, `compile` and `build`.
 #[derive(Args, Debug)]
 pub struct TargetOptions {
     /// PTX: the SM architecture.
@@ -61,17 +68,12 @@ impl TargetOptions {
 }
 
 pub fn run(args: EmitArgs) -> Result<(), CliError> {
-    let targets = parse_targets(&args.target)?;
     let text = super::read_json_arg(&args.spec)?;
     let spec: OpSpec = serde_json::from_str(&text).map_err(|e| format!("invalid op spec: {e}"))?;
-    let name = args
-        .name
-        .clone()
-        .unwrap_or_else(|| spec.kind_name().to_string());
-    let options = args.targets.emit_options();
-    emit_each(&args.out, &name, &targets, |target| {
-        emit_op(&spec, &name, target, &options, &args.out)
-    })
+    args.to
+        .emit_each(spec.kind_name(), |name, target, options, out| {
+            emit_op(&spec, name, target, options, out)
+        })
 }
 
 /// Target names (`wgsl`, `spirv`, `ptx`, `cpu`) as targets; an unknown one is a usage
@@ -86,25 +88,32 @@ pub fn parse_targets(names: &[String]) -> Result<Vec<Target>, CliError> {
         .collect()
 }
 
-/// Checks `name`, creates `out`, emits one entry per target with `emit`, printing
-/// each file, then merges the entries into `out`'s manifest.
-pub fn emit_each(
-    out: &Path,
-    name: &str,
-    targets: &[Target],
-    emit: impl Fn(Target) -> Result<OpEntry, AotError>,
-) -> Result<(), CliError> {
-    check_name(name).map_err(|e| UsageError(e.to_string()))?;
-    std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
-    let mut entries = Vec::new();
-    for &target in targets {
-        let entry = emit(target)?;
-        for launch in &entry.launches {
-            println!("{}", out.join(&launch.file).display());
+impl Destination {
+    /// Checks the name (`default_name` unless `--name`) and the targets, creates the
+    /// directory, emits one entry per target with `emit(name, target, options, dir)`,
+    /// printing each file, then merges the entries into the directory's manifest.
+    pub fn emit_each(
+        &self,
+        default_name: &str,
+        emit: impl Fn(&str, Target, &EmitOptions, &Path) -> Result<OpEntry, AotError>,
+    ) -> Result<(), CliError> {
+        let targets = parse_targets(&self.target)?;
+        let name = self.name.as_deref().unwrap_or(default_name);
+        check_name(name).map_err(|e| UsageError(e.to_string()))?;
+        let out = &self.out;
+        std::fs::create_dir_all(out)
+            .map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+        let options = self.targets.emit_options();
+        let mut entries = Vec::new();
+        for target in targets {
+            let entry = emit(name, target, &options, out)?;
+            for launch in &entry.launches {
+                println!("{}", out.join(&launch.file).display());
+            }
+            entries.push(entry);
         }
-        entries.push(entry);
+        update_manifest(out, entries)?;
+        println!("{}", out.join("manifest.json").display());
+        Ok(())
     }
-    update_manifest(out, entries)?;
-    println!("{}", out.join("manifest.json").display());
-    Ok(())
 }

@@ -40,11 +40,7 @@ fn prologue_into(graph: &Graph, readers: &HashMap<ValueId, usize>, k: usize) -> 
     }
     let producer = &graph.nodes[p];
     let (nodes, reads, wants) = prologue_nodes(producer)?;
-    let producer_dtype = match &producer.spec {
-        OpSpec::Fused(f) => Some(f.dtype),
-        other => fusable(other),
-    };
-    if producer_dtype != Some(dtype) {
+    if elementwise_dtype(&producer.spec) != Some(dtype) {
         return None;
     }
     // Inputs none of which is broadcast are read as `x`'s shape (the same elements
@@ -85,6 +81,15 @@ fn prologue_into(graph: &Graph, readers: &HashMap<ValueId, usize>, k: usize) -> 
             gives: vec![(ValueId::Node { node: k, output: 0 }, 0)],
         },
     ))
+}
+
+/// The dtype of an elementwise node a prologue or epilogue can take: a `fused` one,
+/// or one [`fusable`] makes a single fused node of.
+fn elementwise_dtype(spec: &OpSpec) -> Option<kernelc_ir::ScalarType> {
+    match spec {
+        OpSpec::Fused(f) => Some(f.dtype),
+        other => fusable(other),
+    }
 }
 
 /// The producer as prologue nodes, the values they read and the shape each is read
@@ -130,10 +135,7 @@ pub fn fuse_reduce_epilogues(graph: &Graph) -> Result<Graph, GraphError> {
 fn epilogue_onto(graph: &Graph, readers: &HashMap<ValueId, usize>, k: usize) -> Option<Found> {
     let node = &graph.nodes[k];
     let (nodes, reads, wants) = prologue_nodes(node)?;
-    let dtype = match &node.spec {
-        OpSpec::Fused(f) => f.dtype,
-        other => fusable(other)?,
-    };
+    let dtype = elementwise_dtype(&node.spec)?;
     let out = node.spec.outputs().first()?.shape.clone();
     let slot = reads.iter().position(|&v| {
         matches!(v, ValueId::Node { node: p, output: 0 } if reducible(&graph.nodes[p].spec).is_some())

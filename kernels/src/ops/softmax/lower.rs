@@ -20,7 +20,7 @@
 use crate::lower::index::resolve_index;
 use crate::lower::math::{bind, compute_type, Num};
 use crate::lower::reduction::{
-    lowest_finite, row_kernel, Buf, Extremum, Group, LogSumExp, Step, Sum, Tree, View,
+    lowest_finite, row_kernel, Buf, Extremum, Group, LogSumExp, Monoid, Step, Sum, Tree, View,
 };
 use crate::lower::{LowerError, Plan, PlanBuilder, TargetCaps, Uniforms};
 use crate::ops::elementwise::XSource;
@@ -43,24 +43,19 @@ pub(super) fn softmax_of(
     if stash_exponentials(spec, caps) {
         return softmax_stashed(op, spec, source, caps);
     }
-    let (ins, outs) = (op.inputs(), op.outputs());
+    let outs = op.outputs();
     let view = View::of_shape(&spec.shape, |d| d == spec.axis)?;
     let num = Num::scalar(compute_type(spec.dtype));
     let stats = LogSumExp { ty: num.ty };
-    let mut bufs = source.bufs(&ins);
-    bufs.push(Buf::output(&outs, 0));
-    let scalars = source.params(&op.uniforms())?;
     let dtype = spec.dtype;
-    row_kernel(
+    x_kernel(
         op,
         caps,
         view,
         &stats,
-        &bufs,
-        &scalars,
-        |f, m, uni, g, tree| {
-            let (xs, y) = (&m[..source.count()], m[source.count()]);
-            let x = Input { source, xs, uni };
+        source,
+        Buf::output(&outs, 0),
+        |f, x, y, g, tree| {
             if let Some(steps) = g.resident_steps(f, RESIDENT_ELEMENTS) {
                 return softmax_resident(f, spec, (x, y), g, tree, &steps);
             }
@@ -115,6 +110,34 @@ impl Input<'_> {
     fn load(&self, f: &mut Body, n: &Num, off: E) -> E {
         self.source.load(f, n, self.xs, self.uni, off)
     }
+}
+
+/// The one launch of a softmax of `op` ([`row_kernel`]): `source`'s buffers and
+/// per-call values, then `y`; `body(f, x, y, group, tree)` writes the slice.
+fn x_kernel(
+    op: &OpSpec,
+    caps: &TargetCaps,
+    view: View,
+    monoid: &dyn Monoid,
+    source: XSource,
+    y: Buf,
+    body: impl FnOnce(&mut Body, Input, Mem, &Group, &Tree),
+) -> Result<PlanBuilder, LowerError> {
+    let mut bufs = source.bufs(&op.inputs());
+    bufs.push(y);
+    let scalars = source.params(&op.uniforms())?;
+    row_kernel(
+        op,
+        caps,
+        view,
+        monoid,
+        &bufs,
+        &scalars,
+        |f, m, uni, g, tree| {
+            let (xs, y) = (&m[..source.count()], m[source.count()]);
+            body(f, Input { source, xs, uni }, y, g, tree)
+        },
+    )
 }
 
 /// Elements one invocation keeps in registers for [`softmax_resident`]: short rows
@@ -237,55 +260,42 @@ fn softmax_stashed(
     source: XSource,
     caps: &TargetCaps,
 ) -> Result<Plan, LowerError> {
-    let (ins, outs) = (op.inputs(), op.outputs());
+    let outs = op.outputs();
     let view = View::of_shape(&spec.shape, |d| d == spec.axis)?;
     let num = Num::scalar(compute_type(spec.dtype));
     let max = Extremum::ignoring_nan(num.ty, true);
     let sum = Sum { ty: num.ty, n: 1 };
     let mut y_buf = Buf::output(&outs, 0);
     y_buf.access = Access::ReadWrite;
-    let mut bufs = source.bufs(&ins);
-    bufs.push(y_buf);
-    let scalars = source.params(&op.uniforms())?;
-    row_kernel(
-        op,
-        caps,
-        view,
-        &max,
-        &bufs,
-        &scalars,
-        |f, m, uni, g, tree| {
-            let (xs, y) = (&m[..source.count()], m[source.count()]);
-            let x = Input { source, xs, uni };
-            let vn = g.num(num.ty);
-            let acc = g.fold(f, &max, |f, j| {
-                let off = bind(f, "off", g.offset(j));
-                vec![x.load(f, &vn, off)]
-            });
-            let top = tree.reduce(f, g, &max, &acc, true)[0].clone();
-            let sn = g.stat_num(num.ty);
-            // A slice whose maximum is −∞ shifts by 0: its −∞ elements give 0 (the
-            // fully masked slice's sum is 0, and so is its result), its NaN ones
-            // (the maximum skips them) NaN.
-            let top = bind(f, "max", g.splat(shift_of(top, &sn)));
-            let acc = g.fold(f, &sum, |f, j| {
-                let off = bind(f, "off", g.offset(j));
-                let e = (x.load(f, &vn, off.clone()) - top.clone()).exp();
-                let e = f.let_("e", e);
-                f.store(y, off, e.clone());
-                vec![e]
-            });
-            let total = tree.reduce(f, g, &sum, &acc, true)[0].clone();
-            let masked = total.clone().eq(sn.lit(0.0));
-            let scale = masked.select(sn.lit(0.0), sn.lit(1.0) / total);
-            let scale = f.let_("scale", g.splat(scale));
-            g.for_each(f, |f, j| {
-                let off = bind(f, "off", g.offset(&j));
-                let e = y.load(off.clone(), g.step_lanes());
-                f.store(y, off, e * scale.clone());
-            });
-        },
-    )
+    x_kernel(op, caps, view, &max, source, y_buf, |f, x, y, g, tree| {
+        let vn = g.num(num.ty);
+        let acc = g.fold(f, &max, |f, j| {
+            let off = bind(f, "off", g.offset(j));
+            vec![x.load(f, &vn, off)]
+        });
+        let top = tree.reduce(f, g, &max, &acc, true)[0].clone();
+        let sn = g.stat_num(num.ty);
+        // A slice whose maximum is −∞ shifts by 0: its −∞ elements give 0 (the
+        // fully masked slice's sum is 0, and so is its result), its NaN ones
+        // (the maximum skips them) NaN.
+        let top = bind(f, "max", g.splat(shift_of(top, &sn)));
+        let acc = g.fold(f, &sum, |f, j| {
+            let off = bind(f, "off", g.offset(j));
+            let e = (x.load(f, &vn, off.clone()) - top.clone()).exp();
+            let e = f.let_("e", e);
+            f.store(y, off, e.clone());
+            vec![e]
+        });
+        let total = tree.reduce(f, g, &sum, &acc, true)[0].clone();
+        let masked = total.clone().eq(sn.lit(0.0));
+        let scale = masked.select(sn.lit(0.0), sn.lit(1.0) / total);
+        let scale = f.let_("scale", g.splat(scale));
+        g.for_each(f, |f, j| {
+            let off = bind(f, "off", g.offset(&j));
+            let e = y.load(off.clone(), g.step_lanes());
+            f.store(y, off, e * scale.clone());
+        });
+    })
     .map(PlanBuilder::finish)
 }
 
