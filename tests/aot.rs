@@ -492,6 +492,73 @@ fn build_emits_a_list_incrementally() {
     assert_fails(&build(), 2, "unknown target `metal`");
 }
 
+/// The shader targets stay on WebGPU's baseline unless asked: an f16 op is refused
+/// with the feature to enable, and emitted (the feature in its entry) once enabled.
+#[test]
+fn shader_features_are_opt_in_and_named_in_the_manifest() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = dir.path().to_str().expect("utf-8 path");
+    let f16 = r#"{"op":"softmax","dtype":"f16","shape":[4,8],"axis":1}"#;
+    let base = ["emit", f16, "--target", "wgsl,spirv", "--out", out];
+    assert_fails(
+        &kernelc(&base),
+        1,
+        "enable `shader-f16` with --shader-features",
+    );
+    let bogus = [&base[..], &["--shader-features", "shader-f8"]].concat();
+    assert_fails(&kernelc(&bogus), 2, "unknown shader feature `shader-f8`");
+    let enabled = [&base[..], &["--shader-features", "shader-f16"]].concat();
+    let ran = kernelc(&enabled);
+    assert!(
+        ran.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    let m = manifest(dir.path());
+    for target in ["wgsl", "spirv"] {
+        let e = entry(&m, "softmax", target);
+        assert_eq!(e.features, ["shader-f16"], "{target}");
+    }
+    let checked = kernelc(&["check", out]);
+    assert!(
+        checked.status.success(),
+        "{}",
+        String::from_utf8_lossy(&checked.stdout)
+    );
+}
+
+/// The 50-entry list the build timing uses (bench/aot) builds for all four targets,
+/// its files pass `check`, and a second build emits nothing.
+#[test]
+fn the_benchmark_list_builds_whole_and_then_not_at_all() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = dir.path().to_str().expect("utf-8 path");
+    let list = concat!(env!("CARGO_MANIFEST_DIR"), "/bench/aot/kernels.toml");
+    let build = || {
+        kernelc(&[
+            "build",
+            list,
+            "--out",
+            out,
+            "--shader-features",
+            "shader-f16",
+        ])
+    };
+    let said = |o: &Output| {
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    assert!(said(&build()).starts_with("200 emitted, 0 unchanged"));
+    assert_eq!(manifest(dir.path()).kernels.len(), 200);
+    let checked = kernelc(&["check", out]);
+    assert!(
+        checked.status.success(),
+        "{}",
+        String::from_utf8_lossy(&checked.stdout)
+    );
+    assert!(said(&build()).starts_with("0 emitted, 200 unchanged, 0 removed"));
+}
+
 /// `saxpy`: `y[i] = a·x[i] + y[i]` over 100 elements, in IR (64 invocations a group).
 fn saxpy() -> kernelc::ir::Kernel {
     use kernelc::ir::builder::*;

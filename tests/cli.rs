@@ -46,6 +46,16 @@ fn assert_error(out: &Output, expected: &str) {
     );
 }
 
+/// The command was refused as a usage error (exit code 2) naming `expected`.
+fn assert_usage_error(out: &Output, expected: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(expected),
+        "{stderr:?} should name {expected:?}"
+    );
+}
+
 #[test]
 fn lower_reads_inline_json_a_file_and_stdin_alike() {
     let inline = stdout(&kernelc(&["lower", SOFTMAX], None));
@@ -214,33 +224,94 @@ fn bench_times_cases_on_the_cpu_and_writes_json() {
     let specs = dir.path().join("cases.json");
     let cases = format!(
         r#"[{{"name":"softmax small","spec":{SOFTMAX},"bytes":256}},
-            {{"name":"add","spec":{{"op":"binary","func":"add","dtype":"f32","lhs":[1000],"rhs":[1000]}},"bytes":12000}}]"#
+            {{"name":"add","spec":{{"op":"binary","func":"add","dtype":"f32","lhs":[1000],"rhs":[1000]}}}},
+            {{"name":"gemm 64","spec":{{"op":"gemm","dtype":"f32","layout":"row_major","m":64,"n":64,"k":64,"trans_a":false,"trans_b":false,"batch":[],"alpha":1.0,"beta":0.0,"bias":false}},"flops":524288}}]"#
     );
     std::fs::write(&specs, cases).expect("cases written");
     let json_path = dir.path().join("out.json");
+    let plot_path = dir.path().join("roofline.svg");
     let args = [
         "bench",
         "--device",
         "cpu",
         "--runs",
         "3",
+        "--probe-mib",
+        "8",
         "--specs",
         specs.to_str().expect("utf-8 path"),
         "--json",
         json_path.to_str().expect("utf-8 path"),
+        "--plot",
+        plot_path.to_str().expect("utf-8 path"),
     ];
     let text = stdout(&kernelc(&args, None));
     assert!(text.contains("| softmax small |"), "{text}");
+    assert!(text.contains("roofline: copy "), "{text}");
     let results: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json_path).expect("json written"))
             .expect("valid JSON");
+    let roof = &results["roofline"];
+    let copy = roof["copy_gb_per_s"].as_f64().expect("copy roof");
+    let fma = roof["fma_gflop_per_s"].as_f64().expect("FMA roof");
+    assert!(copy > 0.0 && fma > 0.0, "{roof}");
     let cases = results["cases"].as_array().expect("cases");
-    assert_eq!(cases.len(), 2);
+    assert_eq!(cases.len(), 3);
     for case in cases {
-        assert!(case["seconds"].as_f64().expect("seconds") > 0.0);
-        assert!(case["gb_per_s"].as_f64().expect("rate") > 0.0);
+        let seconds = case["seconds"].as_f64().expect("seconds");
+        let rate = case["gb_per_s"].as_f64().expect("rate");
+        assert!(seconds > 0.0 && rate > 0.0, "{case}");
+        let share = case["roofline"]["share"].as_f64().expect("share");
+        assert!(share > 0.0, "{case}");
     }
+    // The add's bytes were not given: its compulsory traffic, 3 × 1000 f32.
+    assert_eq!(cases[1]["bytes"].as_f64(), Some(12000.0));
+    // The GEMM gives both: its share is of the roof at its intensity.
+    let gemm = &cases[2]["roofline"];
+    let intensity = gemm["intensity"].as_f64().expect("intensity");
+    assert!((intensity - 2.0 * 64f64.powi(3) / (3.0 * 64.0 * 64.0 * 4.0)).abs() < 1e-9);
+    assert_eq!(
+        gemm["attainable"].as_f64(),
+        Some(fma.min(intensity * copy)),
+        "{gemm}"
+    );
     assert_eq!(results["failures"].as_array().map(Vec::len), Some(0));
+    let svg = std::fs::read_to_string(&plot_path).expect("plot written");
+    assert!(
+        svg.starts_with("<svg") && svg.contains("measured roofline"),
+        "{svg}"
+    );
+    assert!(svg.contains("gemm 64"), "the GEMM is drawn: {svg}");
+    assert!(
+        !svg.contains("\nadd\n"),
+        "a case without FLOPs is not drawn"
+    );
+}
+
+#[test]
+fn bench_without_roofline_skips_the_probes_and_refuses_a_plot() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let specs = dir.path().join("cases.json");
+    let add = r#"{"op":"binary","func":"add","dtype":"f32","lhs":[64],"rhs":[64]}"#;
+    std::fs::write(&specs, format!(r#"[{{"name":"add","spec":{add}}}]"#)).expect("written");
+    let specs = specs.to_str().expect("utf-8 path");
+    let json_path = dir.path().join("out.json");
+    let json = json_path.to_str().expect("utf-8 path");
+    let base = ["bench", "--device", "cpu", "--runs", "1", "--specs", specs];
+    let text = stdout(&kernelc(
+        &[&base[..], &["--no-roofline", "--json", json]].concat(),
+        None,
+    ));
+    assert!(!text.contains("roofline: copy"), "{text}");
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json_path).expect("json written"))
+            .expect("valid JSON");
+    assert!(results["roofline"].is_null(), "{results}");
+    assert!(results["cases"][0]["roofline"].is_null(), "{results}");
+    let both = [&base[..], &["--no-roofline", "--plot", "x.svg"]].concat();
+    assert_usage_error(&kernelc(&both, None), "--plot");
+    let empty = [&base[..], &["--probe-mib", "0"]].concat();
+    assert_usage_error(&kernelc(&empty, None), "--probe-mib");
 }
 
 /// `kernelc bench --device cpu` over a case list written to a temporary file.

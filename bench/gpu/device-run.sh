@@ -120,7 +120,7 @@ for stage in $stages; do
     python3 bench/gpu/torch_bench.py bench/gpu/specs.json "$OUT/torch.json" > "$OUT/torch.txt" 2>&1
     note "torch baseline: exit $?"
     timeout 400 kernelc bench --device cuda --specs bench/gpu/specs.json --compile \
-      --json "$OUT/kernelc-cuda.json" > "$OUT/kernelc-cuda.txt" 2>&1
+      --json "$OUT/kernelc-cuda.json" --plot "$OUT/roofline-cuda.svg" > "$OUT/kernelc-cuda.txt" 2>&1
     note "kernelc bench cuda: exit $?"
     python3 bench/gpu/report.py "$OUT/torch.json" "$OUT/kernelc-cuda.json" > "$OUT/report.md"
     ;;

@@ -8,12 +8,17 @@ import json
 import sys
 
 
-def rate(case):
-    if case.get("tflop_per_s") is not None:
-        return case["tflop_per_s"], "TFLOP/s"
-    if case.get("gb_per_s") is not None:
-        return case["gb_per_s"], "GB/s"
+def rate(case, other):
+    """The case's rate in a unit both runs report (FLOP/s first), else runs/s."""
+    for key, unit in (("tflop_per_s", "TFLOP/s"), ("gb_per_s", "GB/s")):
+        if case.get(key) is not None and (other is None or other.get(key) is not None):
+            return case[key], unit
     return 1.0 / case["seconds"], "runs/s"
+
+
+def share(case):
+    roof = case.get("roofline")
+    return f"{roof['share']:.0%} ({roof['bound']})" if roof else "-"
 
 
 def main():
@@ -22,16 +27,19 @@ def main():
     for path in sys.argv[2:]:
         ours = json.load(open(path))
         print(f"\n### kernelc on {ours['device']} [{ours['target']}] vs {torch_run['target']} on {torch_run['device']}\n")
-        print("| case | kernelc | torch | kernelc / torch |")
-        print("| --- | --- | --- | --- |")
+        roof = ours.get("roofline")
+        if roof:
+            print(f"measured roofline: copy {roof['copy_gb_per_s']:.1f} GB/s, f32 FMA {roof['fma_gflop_per_s']:.1f} GFLOP/s\n")
+        print("| case | kernelc | torch | kernelc / torch | kernelc of roofline |")
+        print("| --- | --- | --- | --- | --- |")
         for c in ours["cases"]:
             b = base.get(c["name"])
-            r, unit = rate(c)
+            r, unit = rate(c, b)
             if b is None:
-                print(f"| {c['name']} | {r:.2f} {unit} | - | - |")
+                print(f"| {c['name']} | {r:.2f} {unit} | - | - | {share(c)} |")
                 continue
-            rb, _ = rate(b)
-            print(f"| {c['name']} | {r:.2f} {unit} ({c['seconds']*1e3:.3f} ms) | {rb:.2f} {unit} ({b['seconds']*1e3:.3f} ms) | {r / rb:.0%} |")
+            rb, _ = rate(b, c)
+            print(f"| {c['name']} | {r:.2f} {unit} ({c['seconds']*1e3:.3f} ms) | {rb:.2f} {unit} ({b['seconds']*1e3:.3f} ms) | {r / rb:.0%} | {share(c)} |")
         comp = ours.get("compile_seconds") or []
         if comp:
             med = comp[len(comp) // 2]

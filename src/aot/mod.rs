@@ -59,9 +59,19 @@ impl Target {
         }
     }
 
-    fn caps(self) -> TargetCaps {
+    /// The caps its kernels are lowered for: the shader targets get WebGPU's
+    /// defaults plus the optional features asked for.
+    fn caps(self, options: &EmitOptions) -> TargetCaps {
         match self {
-            Target::Wgsl | Target::Spirv => TargetCaps::gpu_baseline(),
+            Target::Wgsl | Target::Spirv => {
+                let features = options.shader_features;
+                TargetCaps {
+                    f16: features.f16,
+                    f64: features.f64,
+                    i64: features.int64,
+                    ..TargetCaps::gpu_baseline()
+                }
+            }
             Target::Ptx => TargetCaps::cuda_sm90(),
             Target::Cpu => TargetCaps::cpu(),
         }
@@ -160,6 +170,49 @@ pub struct EmitOptions {
     /// invocation (a driver that cuts longer loops short, as lavapipe's does at
     /// 65,535: docs/semantics.md).
     pub max_loop_iterations: Option<u64>,
+    /// Shader targets: the optional capabilities kernels may use (none by default:
+    /// WebGPU's baseline). A kernel that uses one lists it in its manifest entry's
+    /// `features`, which its loader must enable on the device.
+    pub shader_features: ShaderFeatures,
+}
+
+/// Optional shader capabilities, by their manifest names: `shader-f16` (WebGPU's
+/// `shader-f16`, Vulkan's `shaderFloat16` with 16-bit storage), `shader-f64`,
+/// `shader-int64`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ShaderFeatures {
+    pub f16: bool,
+    pub f64: bool,
+    pub int64: bool,
+}
+
+impl ShaderFeatures {
+    /// The manifest names of every feature.
+    pub const NAMES: [&'static str; 3] = ["shader-f16", "shader-f64", "shader-int64"];
+
+    /// The features named (manifest names); an unknown name is an error naming it.
+    pub fn parse<S: AsRef<str>>(names: &[S]) -> Result<ShaderFeatures, AotError> {
+        let mut features = ShaderFeatures::default();
+        for name in names {
+            match name.as_ref() {
+                "shader-f16" => features.f16 = true,
+                "shader-f64" => features.f64 = true,
+                "shader-int64" => features.int64 = true,
+                other => return Err(AotError::UnknownFeature(other.to_string())),
+            }
+        }
+        Ok(features)
+    }
+
+    /// The manifest names of the features set.
+    pub fn names(self) -> Vec<&'static str> {
+        let set = [self.f16, self.f64, self.int64];
+        ShaderFeatures::NAMES
+            .into_iter()
+            .zip(set)
+            .filter_map(|(name, on)| on.then_some(name))
+            .collect()
+    }
 }
 
 impl Default for EmitOptions {
@@ -169,6 +222,7 @@ impl Default for EmitOptions {
             ptx_isa: 90,
             triple: None,
             max_loop_iterations: None,
+            shader_features: ShaderFeatures::default(),
         }
     }
 }
@@ -178,6 +232,8 @@ impl Default for EmitOptions {
 pub enum AotError {
     #[error("unknown target `{0}` (targets: wgsl, spirv, ptx, cpu)")]
     UnknownTarget(String),
+    #[error("unknown shader feature `{0}` (features: shader-f16, shader-f64, shader-int64)")]
+    UnknownFeature(String),
     #[error("this kernelc was built without the {target} target (feature `{feature}`)")]
     Missing {
         target: &'static str,
@@ -206,6 +262,44 @@ pub enum AotError {
     Manifest { path: PathBuf, message: String },
 }
 
+/// For a shader target, the optional features `spec`'s tensors need that `options`
+/// leave off, as advice appended to a lowering error ("" when none).
+fn feature_hint(spec: &OpSpec, target: Target, options: &EmitOptions) -> String {
+    if !target.is_shader() {
+        return String::new();
+    }
+    let tensors = spec.inputs().into_iter().chain(spec.outputs());
+    let mut needed = ShaderFeatures::default();
+    for sig in tensors {
+        match sig.dtype {
+            ScalarType::F16 => needed.f16 = true,
+            ScalarType::F64 => needed.f64 = true,
+            ScalarType::I64 => needed.int64 = true,
+            ScalarType::Bool
+            | ScalarType::I32
+            | ScalarType::U32
+            | ScalarType::Bf16
+            | ScalarType::F32
+            | ScalarType::U8
+            | ScalarType::I8
+            | ScalarType::U16
+            | ScalarType::I16 => {}
+        }
+    }
+    let have = options.shader_features;
+    let missing = ShaderFeatures {
+        f16: needed.f16 && !have.f16,
+        f64: needed.f64 && !have.f64,
+        int64: needed.int64 && !have.int64,
+    };
+    match missing.names().join(",") {
+        names if names.is_empty() => String::new(),
+        names => format!(
+            " (the shader targets have WebGPU's baseline only; enable `{names}` with --shader-features, or EmitOptions::shader_features, if the devices you load on have it)"
+        ),
+    }
+}
+
 /// Emits `spec`'s kernels for `target` into `dir` as `{name}.{launch}.{ext}` and
 /// returns its manifest entry (not yet written: see [`update_manifest`]).
 pub fn emit_op(
@@ -224,7 +318,8 @@ pub fn emit_op(
     spec.validate().map_err(|e| lowering(e.to_string()))?;
     // Lowering sees the structural spec, as the runtime's does: per-call values are
     // uniform bindings, so the files serve every value.
-    let plan = lower(&spec.structural(), &target.caps()).map_err(|e| lowering(e.to_string()))?;
+    let plan = lower(&spec.structural(), &target.caps(options))
+        .map_err(|e| lowering(e.to_string() + &feature_hint(spec, target, options)))?;
     let mut launches = Vec::with_capacity(plan.launches.len());
     let mut features = Vec::new();
     for (i, launch) in plan.launches.iter().enumerate() {

@@ -3,9 +3,15 @@
 //!
 //! The cases come from a JSON file: a list of `{"name", "spec", "bytes"?, "flops"?}`,
 //! where `spec` is an op spec as `kernelc lower` reads it, `bytes` the memory traffic
-//! and `flops` the floating-point work of one run (to print GB/s or TFLOP/s). Each
-//! case's time is the median wall time of `--runs` calls of `Runtime::run` after one
-//! warm-up call, each call including its own completion (`Runtime::synchronize`).
+//! and `flops` the floating-point work of one run (to print GB/s or TFLOP/s). `bytes`
+//! defaults to the op's compulsory traffic: each input read once, each output written
+//! once. Each case's time is the median wall time of `--runs` calls of `Runtime::run`
+//! after one warm-up call, each call including its own completion
+//! (`Runtime::synchronize`).
+//!
+//! Before the cases, a copy probe and an f32 FMA probe measure the device's roofline
+//! (`roofline.rs`); each case's rate is then reported as a share of the roof at its
+//! arithmetic intensity, and `--plot out.svg` draws the cases on that roofline.
 //!
 //! `--chain N` times the per-op cost of a dependent chain instead: `x ← op(x, …)` N
 //! times with no synchronisation between, then one `synchronize`; the time is the
@@ -13,6 +19,7 @@
 //! eager frameworks pay per op). A case is chainable when its first input has its
 //! output's dtype and shape.
 
+use super::roofline::{self, Point, Roofline, Share};
 use super::{read_input, CliError};
 use clap::Args;
 use kernelc::kernels::conformance::{catalogue_kernels, inputs};
@@ -24,7 +31,7 @@ use std::time::{Duration, Instant};
 
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Examples:\n  kernelc bench --device cpu --specs bench/gpu/specs-small.json\n  kernelc bench --device cuda --specs bench/gpu/specs.json --compile"
+    after_help = "Examples:\n  kernelc bench --device cpu --specs bench/gpu/specs-small.json\n  kernelc bench --device cuda --specs bench/gpu/specs.json --json out.json --plot roofline.svg\n  kernelc bench --device cuda --compile"
 )]
 pub struct BenchArgs {
     /// cpu, cuda[:N], wgpu[:wgsl|naga|spirv|spirv-naga] or best.
@@ -46,6 +53,16 @@ pub struct BenchArgs {
     /// Write the results as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Draw the cases on the measured roofline as an SVG file here (cases that give
+    /// FLOPs; bytes default to the compulsory traffic).
+    #[arg(long, conflicts_with = "no_roofline")]
+    plot: Option<PathBuf>,
+    /// Skip the copy and FMA probes (no roofline shares).
+    #[arg(long)]
+    no_roofline: bool,
+    /// MiB of each of the copy probe's two buffers (larger than the device's caches).
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    probe_mib: u64,
 }
 
 #[derive(Deserialize, Debug)]
@@ -62,14 +79,20 @@ struct Case {
 struct Timing {
     name: String,
     seconds: f64,
+    bytes: Option<f64>,
+    flops: Option<f64>,
     gb_per_s: Option<f64>,
     tflop_per_s: Option<f64>,
+    /// The case against the measured roofline (absent with `--no-roofline`).
+    roofline: Option<Share>,
 }
 
 #[derive(Serialize, Debug, Default)]
 struct Results {
     device: String,
     target: String,
+    /// The probes' roofs (absent with `--no-roofline` or without cases).
+    roofline: Option<Roofline>,
     cases: Vec<Timing>,
     /// Cold compile per catalogue kernel, in seconds (sorted).
     compile_seconds: Vec<f64>,
@@ -92,19 +115,33 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
     if let Some(path) = &args.specs {
         let cases: Vec<Case> = serde_json::from_str(&read_input(path)?)
             .map_err(|e| format!("{}: not a list of bench cases: {e}", path.display()))?;
-        println!("| case | time | rate |\n| --- | --- | --- |");
+        if !args.no_roofline {
+            let roof = roofline::measure(&rt, args.probe_mib << 20, args.runs)?;
+            println!(
+                "roofline: copy {:.1} GB/s, f32 FMA {:.1} GFLOP/s (ridge {:.2} FLOP/byte)",
+                roof.copy_gb_per_s,
+                roof.fma_gflop_per_s,
+                roof.ridge()
+            );
+            results.roofline = Some(roof);
+        }
+        println!("| case | time | rate | of roofline |\n| --- | --- | --- | --- |");
         for case in &cases {
             let timed = match args.chain {
                 Some(n) => time_chain(&rt, case, args.runs.max(1), n.max(1)),
                 None => time_case(&rt, case, args.runs.max(1)),
             };
             match timed {
-                Ok(t) => {
+                Ok(mut t) => {
+                    t.roofline = results
+                        .roofline
+                        .and_then(|r| r.share(t.bytes, t.flops, t.seconds));
                     println!(
-                        "| {} | {} | {} |",
+                        "| {} | {} | {} | {} |",
                         t.name,
                         show_time(t.seconds),
-                        show_rate(&t)
+                        show_rate(&t),
+                        show_share(t.roofline.as_ref())
                     );
                     results.cases.push(t);
                 }
@@ -114,6 +151,22 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
                 }
             }
         }
+    }
+    if let (Some(path), Some(roof)) = (&args.plot, &results.roofline) {
+        let points: Vec<Point<'_>> = results
+            .cases
+            .iter()
+            .filter_map(|t| {
+                Some(Point {
+                    name: &t.name,
+                    intensity: t.roofline?.intensity?,
+                    gflop_per_s: t.flops? / t.seconds / 1e9,
+                })
+            })
+            .collect();
+        let title = format!("kernelc on {} [{}]", results.device, results.target);
+        roofline::plot(path, &title, roof, &points)?;
+        println!("plot: {} ({} cases drawn)", path.display(), points.len());
     }
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&results)?)
@@ -158,12 +211,28 @@ fn upload_inputs(rt: &Runtime, case: &Case) -> Result<Vec<Tensor>, CliError> {
 }
 
 fn timing(case: &Case, seconds: f64) -> Timing {
+    let bytes = case.bytes.or_else(|| compulsory_bytes(&case.spec));
     Timing {
         name: case.name.clone(),
         seconds,
-        gb_per_s: case.bytes.map(|b| b / seconds / 1e9),
+        bytes,
+        flops: case.flops,
+        gb_per_s: bytes.map(|b| b / seconds / 1e9),
         tflop_per_s: case.flops.map(|f| f / seconds / 1e12),
+        roofline: None,
     }
+}
+
+/// Each input read once and each output written once, in bytes.
+fn compulsory_bytes(spec: &OpSpec) -> Option<f64> {
+    let signatures = spec.inputs().into_iter().chain(spec.outputs());
+    let bytes: f64 = signatures
+        .map(|sig| {
+            let elements: f64 = sig.shape.iter().map(|&d| d as f64).product();
+            elements * f64::from(sig.dtype.size_bytes())
+        })
+        .sum();
+    (bytes > 0.0).then_some(bytes)
 }
 
 /// The per-op time of `length` dependent calls with one synchronisation at the end
@@ -242,6 +311,17 @@ fn show_time(seconds: f64) -> String {
         format!("{:.1} µs", seconds * 1e6)
     } else {
         format!("{:.3} ms", seconds * 1e3)
+    }
+}
+
+fn show_share(share: Option<&Share>) -> String {
+    match share {
+        Some(s) => {
+            let digits = if s.share < 0.1 { 1 } else { 0 };
+            let bound = format!("{:?}", s.bound).to_lowercase();
+            format!("{:.*}% ({bound}-bound)", digits, 100.0 * s.share)
+        }
+        None => String::new(),
     }
 }
 

@@ -78,7 +78,7 @@ pub fn run(args: BuildArgs) -> Result<(), CliError> {
     let jobs = jobs(&list)?;
     std::fs::create_dir_all(&args.out)
         .map_err(|e| format!("cannot create {}: {e}", args.out.display()))?;
-    let options = args.targets.emit_options();
+    let options = args.targets.emit_options()?;
     let state_path = args.out.join(STATE);
     let mut state: BTreeMap<String, String> = std::fs::read(&state_path)
         .ok()
@@ -217,6 +217,7 @@ fn key_of(spec: &OpSpec, target: Target, options: &EmitOptions) -> Result<String
         "ptx_isa": options.ptx_isa,
         "triple": options.triple,
         "max_loop_iterations": options.max_loop_iterations,
+        "shader_features": options.shader_features.names(),
         "kernelc": env!("CARGO_PKG_VERSION"),
         "abi": kernelc_codegen::abi::ABI_VERSION,
     }))?;

@@ -5,7 +5,9 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 use kernelc::aot::manifest::OpEntry;
-use kernelc::aot::{check_name, emit_op, update_manifest, AotError, EmitOptions, Target};
+use kernelc::aot::{
+    check_name, emit_op, update_manifest, AotError, EmitOptions, ShaderFeatures, Target,
+};
 use kernelc_kernels::spec::OpSpec;
 
 use super::{CliError, UsageError};
@@ -54,16 +56,25 @@ pub struct TargetOptions {
     /// lavapipe).
     #[arg(long)]
     max_loop_iterations: Option<u64>,
+    /// Shader targets: optional capabilities kernels may use, comma-separated
+    /// (shader-f16, shader-f64, shader-int64); the manifest lists each kernel's, for
+    /// its loader to enable. Default: WebGPU's baseline (f32, i32, u32).
+    #[arg(long, value_delimiter = ',')]
+    shader_features: Vec<String>,
 }
 
 impl TargetOptions {
-    pub fn emit_options(&self) -> EmitOptions {
-        EmitOptions {
+    /// The options; an unknown shader feature is a usage error.
+    pub fn emit_options(&self) -> Result<EmitOptions, CliError> {
+        let shader_features =
+            ShaderFeatures::parse(&self.shader_features).map_err(|e| UsageError(e.to_string()))?;
+        Ok(EmitOptions {
             sm: self.sm,
             ptx_isa: self.ptx_isa,
             triple: self.triple.clone(),
             max_loop_iterations: self.max_loop_iterations,
-        }
+            shader_features,
+        })
     }
 }
 
@@ -103,7 +114,7 @@ impl Destination {
         let out = &self.out;
         std::fs::create_dir_all(out)
             .map_err(|e| format!("cannot create {}: {e}", out.display()))?;
-        let options = self.targets.emit_options();
+        let options = self.targets.emit_options()?;
         let mut entries = Vec::new();
         for target in targets {
             let entry = emit(name, target, &options, out)?;

@@ -11,6 +11,7 @@ mod ir;
 mod lower;
 mod npy;
 mod ops;
+mod roofline;
 mod run;
 
 use clap::{Parser, Subcommand};
