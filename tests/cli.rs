@@ -247,12 +247,14 @@ fn bench_times_cases_on_the_cpu_and_writes_json() {
     ];
     let text = stdout(&kernelc(&args, None));
     assert!(text.contains("| softmax small |"), "{text}");
-    assert!(text.contains("roofline: copy "), "{text}");
+    assert!(text.contains("roofline: memory "), "{text}");
     let results: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json_path).expect("json written"))
             .expect("valid JSON");
     let roof = &results["roofline"];
-    let copy = roof["copy_gb_per_s"].as_f64().expect("copy roof");
+    let copy = roof["memory_gb_per_s"].as_f64().expect("memory roof");
+    let probes = [&roof["copy_gb_per_s"], &roof["add_gb_per_s"]].map(|p| p.as_f64());
+    assert_eq!(Some(copy), probes.into_iter().flatten().reduce(f64::max), "{roof}");
     let fma = roof["fma_gflop_per_s"].as_f64().expect("FMA roof");
     assert!(copy > 0.0 && fma > 0.0, "{roof}");
     let cases = results["cases"].as_array().expect("cases");
@@ -302,7 +304,7 @@ fn bench_without_roofline_skips_the_probes_and_refuses_a_plot() {
         &[&base[..], &["--no-roofline", "--json", json]].concat(),
         None,
     ));
-    assert!(!text.contains("roofline: copy"), "{text}");
+    assert!(!text.contains("roofline: memory"), "{text}");
     let results: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json_path).expect("json written"))
             .expect("valid JSON");
@@ -503,4 +505,30 @@ fn verbosity_shows_runtime_events_and_kernelc_dump_writes_each_kernel() {
     );
     let text = std::fs::read_to_string(dump.join(ir)).expect("IR text");
     assert!(text.starts_with("kernel softmax"), "{text}");
+}
+
+/// `kernelc ops | head -1`: a reader that closes the pipe early ends the tool as it
+/// ends any Unix filter (SIGPIPE), with no panic message.
+#[cfg(unix)]
+#[test]
+fn a_closed_output_pipe_ends_quietly() {
+    use std::io::Read;
+    use std::os::unix::process::ExitStatusExt;
+    // Over 64 KiB, more than a pipe holds.
+    let spec = r#"{"op":"softmax","dtype":"f32","shape":[64,1000],"axis":1}"#;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kernelc"))
+        .args(["lower", "--target", "spirv", "--emit", spec])
+        .env("KERNELC_CACHE", "off")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kernelc starts");
+    let mut stdout = child.stdout.take().expect("stdout is piped");
+    let mut first = [0u8; 1];
+    stdout.read_exact(&mut first).expect("some output");
+    drop(stdout);
+    let out = child.wait_with_output().expect("kernelc ends");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "{:?}", out.status);
 }

@@ -8,9 +8,13 @@ import json
 import sys
 
 
-def rate(case, other):
-    """The case's rate in a unit both runs report (FLOP/s first), else runs/s."""
-    for key, unit in (("tflop_per_s", "TFLOP/s"), ("gb_per_s", "GB/s")):
+def rate(case, other, memory_bound):
+    """The case's rate in a unit both runs report (GB/s first for a memory-bound case,
+    else FLOP/s first), else runs/s."""
+    units = [("tflop_per_s", "TFLOP/s"), ("gb_per_s", "GB/s")]
+    if memory_bound:
+        units.reverse()
+    for key, unit in units:
         if case.get(key) is not None and (other is None or other.get(key) is not None):
             return case[key], unit
     return 1.0 / case["seconds"], "runs/s"
@@ -29,16 +33,17 @@ def main():
         print(f"\n### kernelc on {ours['device']} [{ours['target']}] vs {torch_run['target']} on {torch_run['device']}\n")
         roof = ours.get("roofline")
         if roof:
-            print(f"measured roofline: copy {roof['copy_gb_per_s']:.1f} GB/s, f32 FMA {roof['fma_gflop_per_s']:.1f} GFLOP/s\n")
+            print(f"measured roofline: memory {roof['memory_gb_per_s']:.1f} GB/s (copy {roof['copy_gb_per_s']:.1f}, add {roof['add_gb_per_s']:.1f}), f32 FMA {roof['fma_gflop_per_s']:.1f} GFLOP/s\n")
         print("| case | kernelc | torch | kernelc / torch | kernelc of roofline |")
         print("| --- | --- | --- | --- | --- |")
         for c in ours["cases"]:
             b = base.get(c["name"])
-            r, unit = rate(c, b)
+            memory_bound = (c.get("roofline") or {}).get("bound") == "memory"
+            r, unit = rate(c, b, memory_bound)
             if b is None:
                 print(f"| {c['name']} | {r:.2f} {unit} | - | - | {share(c)} |")
                 continue
-            rb, _ = rate(b, c)
+            rb, _ = rate(b, c, memory_bound)
             print(f"| {c['name']} | {r:.2f} {unit} ({c['seconds']*1e3:.3f} ms) | {rb:.2f} {unit} ({b['seconds']*1e3:.3f} ms) | {r / rb:.0%} | {share(c)} |")
         comp = ours.get("compile_seconds") or []
         if comp:

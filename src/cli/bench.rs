@@ -9,7 +9,7 @@
 //! after one warm-up call, each call including its own completion
 //! (`Runtime::synchronize`).
 //!
-//! Before the cases, a copy probe and an f32 FMA probe measure the device's roofline
+//! Before the cases, streaming (copy, add) and f32 FMA probes measure the device's roofline
 //! (`roofline.rs`); each case's rate is then reported as a share of the roof at its
 //! arithmetic intensity, and `--plot out.svg` draws the cases on that roofline.
 //!
@@ -57,10 +57,10 @@ pub struct BenchArgs {
     /// FLOPs; bytes default to the compulsory traffic).
     #[arg(long, conflicts_with = "no_roofline")]
     plot: Option<PathBuf>,
-    /// Skip the copy and FMA probes (no roofline shares).
+    /// Skip the memory and FMA probes (no roofline shares).
     #[arg(long)]
     no_roofline: bool,
-    /// MiB of each of the copy probe's two buffers (larger than the device's caches).
+    /// MiB of each of the memory probes' buffers (larger than the device's caches).
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
     probe_mib: u64,
 }
@@ -118,8 +118,10 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
         if !args.no_roofline {
             let roof = roofline::measure(&rt, args.probe_mib << 20, args.runs)?;
             println!(
-                "roofline: copy {:.1} GB/s, f32 FMA {:.1} GFLOP/s (ridge {:.2} FLOP/byte)",
+                "roofline: memory {:.1} GB/s (copy {:.1}, add {:.1}), f32 FMA {:.1} GFLOP/s (ridge {:.2} FLOP/byte)",
+                roof.memory_gb_per_s,
                 roof.copy_gb_per_s,
+                roof.add_gb_per_s,
                 roof.fma_gflop_per_s,
                 roof.ridge()
             );

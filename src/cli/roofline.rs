@@ -1,13 +1,15 @@
-//! The device's measured roofline for `kernelc bench`: a copy probe (the memory roof,
-//! GB/s) and an FMA probe (the f32 compute roof, GFLOP/s), both IR kernels run through
-//! the same runtime and device path as the cases, so a case's rate reads as a share of
-//! what this device reaches on this path, not of a data-sheet number.
+//! The device's measured roofline for `kernelc bench`: streaming probes (the memory
+//! roof, GB/s) and an FMA probe (the f32 compute roof, GFLOP/s), all IR kernels run
+//! through the same runtime and device path as the cases, so a case's rate reads as a
+//! share of what this device reaches on this path, not of a data-sheet number.
 //!
 //! Each probe is timed like a case: one warm-up launch, then the median of `runs`
-//! synchronised launches. The copy probe moves `2 × bytes` (each element read once and
-//! written once, 16-byte vectors); the FMA probe runs eight independent 4-lane FMA
-//! chains per invocation (enough to cover the FMA latency of a GPU lane or a CPU core),
-//! with its grid grown until one launch takes ≥ 20 ms.
+//! synchronised launches. The memory roof is the better of two STREAM-style probes in
+//! 16-byte vectors: copy (`b = a`, one read per write) and add (`c = a + b`, two reads
+//! per write; many memory systems read faster than they write, so a read-heavy op
+//! could otherwise beat a copy-only roof). The FMA probe runs eight independent 4-lane
+//! FMA chains per invocation (enough to cover the FMA latency of a GPU lane or a CPU
+//! core), with its grid grown until one launch takes ≥ 20 ms.
 
 use super::CliError;
 use kernelc::ir::builder::*;
@@ -19,12 +21,16 @@ use std::time::{Duration, Instant};
 /// The two roofs of one device.
 #[derive(Serialize, Debug, Clone, Copy)]
 pub struct Roofline {
-    /// The copy probe's rate: bytes read plus bytes written per second, over 1e9.
-    pub copy_gb_per_s: f64,
+    /// The memory roof: the better of the two streaming probes, GB/s.
+    pub memory_gb_per_s: f64,
     /// The FMA probe's f32 rate (an FMA counts as two FLOPs), over 1e9.
     pub fma_gflop_per_s: f64,
-    /// Bytes of each of the copy probe's two buffers.
-    pub copy_buffer_bytes: u64,
+    /// The copy probe's rate: bytes read plus bytes written per second, over 1e9.
+    pub copy_gb_per_s: f64,
+    /// The add probe's rate, likewise.
+    pub add_gb_per_s: f64,
+    /// Bytes of each of the streaming probes' buffers.
+    pub probe_buffer_bytes: u64,
 }
 
 /// Where a case stands against the roofline.
@@ -51,12 +57,12 @@ pub enum Bound {
 impl Roofline {
     /// The ridge point: the intensity (FLOP/byte) where the two roofs meet.
     pub fn ridge(&self) -> f64 {
-        self.fma_gflop_per_s / self.copy_gb_per_s
+        self.fma_gflop_per_s / self.memory_gb_per_s
     }
 
     /// The roof at `intensity` FLOP/byte, in GFLOP/s.
     pub fn attainable_gflop_per_s(&self, intensity: f64) -> f64 {
-        self.fma_gflop_per_s.min(intensity * self.copy_gb_per_s)
+        self.fma_gflop_per_s.min(intensity * self.memory_gb_per_s)
     }
 
     /// A case's share of the roof: against `min(peak, intensity × bandwidth)` when it
@@ -83,8 +89,8 @@ impl Roofline {
             }
             (Some(b), _) => Some(Share {
                 intensity: None,
-                attainable: self.copy_gb_per_s,
-                share: b / seconds / 1e9 / self.copy_gb_per_s,
+                attainable: self.memory_gb_per_s,
+                share: b / seconds / 1e9 / self.memory_gb_per_s,
                 bound: Bound::Memory,
             }),
             (None, Some(f)) => Some(Share {
@@ -98,16 +104,37 @@ impl Roofline {
     }
 }
 
-/// Runs both probes on `rt`'s device: the copy over two buffers of about
+/// Runs the probes on `rt`'s device: the streaming ones over buffers of about
 /// `buffer_bytes` each, `runs` timed launches per probe.
 pub fn measure(rt: &Runtime, buffer_bytes: u64, runs: usize) -> Result<Roofline, CliError> {
-    let (copy_gb_per_s, copy_buffer_bytes) = copy_probe(rt, buffer_bytes, runs)?;
+    let (copy_gb_per_s, probe_buffer_bytes) = stream_probe(rt, Stream::Copy, buffer_bytes, runs)?;
+    let (add_gb_per_s, _) = stream_probe(rt, Stream::Add, buffer_bytes, runs)?;
     let fma_gflop_per_s = fma_probe(rt, runs)?;
     Ok(Roofline {
-        copy_gb_per_s,
+        memory_gb_per_s: copy_gb_per_s.max(add_gb_per_s),
         fma_gflop_per_s,
-        copy_buffer_bytes,
+        copy_gb_per_s,
+        add_gb_per_s,
+        probe_buffer_bytes,
     })
+}
+
+/// A streaming probe: what it computes per element.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stream {
+    /// `b = a`.
+    Copy,
+    /// `c = a + b`.
+    Add,
+}
+
+impl Stream {
+    fn inputs(self) -> usize {
+        match self {
+            Stream::Copy => 1,
+            Stream::Add => 2,
+        }
+    }
 }
 
 /// Invocations per probe workgroup: the device's preferred count (one on a CPU, whose
@@ -121,13 +148,17 @@ fn max_workgroups(rt: &Runtime) -> u32 {
     rt.caps().max_workgroups_per_dimension.min(65_535)
 }
 
-/// How a copy probe's invocations walk the buffer: GPUs interleave invocations
+/// Vectors one loop trip of a streaming probe moves: all its loads are issued before
+/// its stores, so each invocation keeps several loads in flight.
+const UNROLL: u32 = 4;
+
+/// How a streaming probe's invocations walk the buffers: GPUs interleave invocations
 /// (neighbouring lanes touch neighbouring vectors), a CPU gives each invocation one
 /// contiguous chunk.
 struct CopyShape {
     workgroup: u32,
     groups: u32,
-    /// Vectors per invocation.
+    /// Loop trips per invocation, each of `UNROLL` vectors.
     iterations: u32,
     interleaved: bool,
 }
@@ -139,19 +170,19 @@ impl CopyShape {
         let interleaved = workgroup > 1;
         // A CPU needs a few chunks per core; a GPU many resident workgroups.
         let wanted_groups: u64 = if interleaved { 16_384 } else { 256 };
-        let groups = (vectors / u64::from(workgroup))
+        let groups = (vectors / u64::from(workgroup * UNROLL))
             .min(wanted_groups)
             .min(u64::from(max_workgroups(rt)));
         if groups == 0 {
             return Err(
-                format!("--probe-mib: {buffer_bytes} bytes are too few for a copy probe").into(),
+                format!("--probe-mib: {buffer_bytes} bytes are too few for a memory probe").into(),
             );
         }
-        let iterations = vectors / (groups * u64::from(workgroup));
+        let iterations = vectors / (groups * u64::from(workgroup * UNROLL));
         let budget = rt.caps().max_loop_iterations.unwrap_or(u64::MAX);
         if iterations > budget {
             return Err(format!(
-                "--probe-mib: {iterations} copy iterations per invocation exceed this device's loop budget ({budget}); use a smaller probe"
+                "--probe-mib: {iterations} probe iterations per invocation exceed this device's loop budget ({budget}); use a smaller probe"
             )
             .into());
         }
@@ -164,49 +195,71 @@ impl CopyShape {
     }
 
     fn elements(&self) -> u64 {
-        4 * u64::from(self.workgroup) * u64::from(self.groups) * u64::from(self.iterations)
+        let vectors = u64::from(self.workgroup * UNROLL) * u64::from(self.groups);
+        4 * vectors * u64::from(self.iterations)
     }
 
-    fn kernel(&self) -> Result<Kernel, CliError> {
+    fn kernel(&self, stream: Stream) -> Result<Kernel, CliError> {
         let n = self.elements();
         let invocations = self.workgroup * self.groups;
-        let (per_invocation, per_iteration) = if self.interleaved {
-            (1, invocations)
+        // Vector `u` of trip `j`: `gid·per_invocation + j·per_trip + u·per_unroll`.
+        let (per_invocation, per_trip, per_unroll) = if self.interleaved {
+            (1, invocations * UNROLL, invocations)
         } else {
-            (self.iterations, 1)
+            (self.iterations * UNROLL, UNROLL, 1)
         };
-        let mut k = KernelBuilder::new("roofline_copy", [self.workgroup, 1, 1]);
-        let src = k.buffer("src", F32, n, Access::Read);
-        let dst = k.buffer("dst", F32, n, Access::Write);
+        let mut k = KernelBuilder::new("roofline_stream", [self.workgroup, 1, 1]);
+        let a = k.buffer("a", F32, n, Access::Read);
+        let b = (stream == Stream::Add).then(|| k.buffer("b", F32, n, Access::Read));
+        let out = k.buffer("out", F32, n, Access::Write);
         Ok(k.build(|f| {
             let gid = f.let_("gid", global_id(0));
+            let first = f.let_("first", gid.clone() * per_invocation);
             f.for_("j", 0u32, self.iterations, 1, |f, j| {
-                let vector = gid.clone() * per_invocation + j * per_iteration;
-                let i = f.let_("i", vector * 4u32);
-                f.store(dst, i.clone(), src.load(i, 4));
+                let trip = f.let_("trip", first.clone() + j * per_trip);
+                let mut moved = Vec::with_capacity(UNROLL as usize);
+                for u in 0..UNROLL {
+                    let i = f.let_(&format!("i{u}"), (trip.clone() + u * per_unroll) * 4u32);
+                    let value = match b {
+                        Some(b) => a.load(i.clone(), 4) + b.load(i.clone(), 4),
+                        None => a.load(i.clone(), 4),
+                    };
+                    moved.push((i, f.let_(&format!("v{u}"), value)));
+                }
+                for (i, value) in moved {
+                    f.store(out, i, value);
+                }
             });
         })?)
     }
 }
 
-/// The copy probe's GB/s and the bytes of each buffer it used.
-fn copy_probe(rt: &Runtime, buffer_bytes: u64, runs: usize) -> Result<(f64, u64), CliError> {
+/// A streaming probe's GB/s and the bytes of each buffer it used.
+fn stream_probe(
+    rt: &Runtime,
+    stream: Stream,
+    buffer_bytes: u64,
+    runs: usize,
+) -> Result<(f64, u64), CliError> {
     let shape = CopyShape::of(rt, buffer_bytes)?;
-    let kernel = rt.load_kernel(&shape.kernel()?)?;
+    let kernel = rt.load_kernel(&shape.kernel(stream)?)?;
     let n = shape.elements();
     let bytes = n * 4;
-    let view = |what: &str| -> Result<View, CliError> {
-        let len = usize::try_from(bytes).map_err(|_| format!("{what}: {bytes} bytes"))?;
-        let buffer = rt
-            .alloc_buffer(len)
-            .map_err(|e| format!("copy probe: cannot allocate {what} ({bytes} bytes): {e}"))?;
+    let view = || -> Result<View, CliError> {
+        let len = usize::try_from(bytes).map_err(|_| format!("probe of {bytes} bytes"))?;
+        let buffer = rt.alloc_buffer(len).map_err(|e| {
+            format!("memory probe: cannot allocate a buffer of {bytes} bytes: {e}")
+        })?;
         Ok(buffer.view(0, F32, &[n as usize])?)
     };
-    let (src, dst) = (view("source")?, view("destination")?);
-    let args = [KernelArg::View(&src), KernelArg::View(&dst)];
+    let views = (0..=stream.inputs())
+        .map(|_| view())
+        .collect::<Result<Vec<View>, CliError>>()?;
+    let args: Vec<KernelArg<'_>> = views.iter().map(KernelArg::View).collect();
     let grid = [shape.groups, 1, 1];
     let seconds = median_launch(rt, &kernel, grid, &args, runs)?.as_secs_f64();
-    Ok((2.0 * bytes as f64 / seconds / 1e9, bytes))
+    let moved = (stream.inputs() + 1) as f64 * bytes as f64;
+    Ok((moved / seconds / 1e9, bytes))
 }
 
 /// Loop trips of the FMA probe; each runs `CHAINS` 4-lane FMAs.
@@ -340,8 +393,8 @@ pub fn plot(
         .map_err(|e| failed(&e))?;
     let roof_line = [x0, roof.ridge(), x1].map(|x| (x, roof.attainable_gflop_per_s(x)));
     let label = format!(
-        "measured roofline: copy {:.1} GB/s, f32 FMA {:.1} GFLOP/s",
-        roof.copy_gb_per_s, roof.fma_gflop_per_s
+        "measured roofline: memory {:.1} GB/s, f32 FMA {:.1} GFLOP/s",
+        roof.memory_gb_per_s, roof.fma_gflop_per_s
     );
     chart
         .draw_series(LineSeries::new(roof_line, BLUE.stroke_width(2)))
@@ -371,9 +424,11 @@ mod tests {
     use super::*;
 
     const ROOF: Roofline = Roofline {
-        copy_gb_per_s: 100.0,
+        memory_gb_per_s: 100.0,
         fma_gflop_per_s: 1000.0,
-        copy_buffer_bytes: 0,
+        copy_gb_per_s: 90.0,
+        add_gb_per_s: 100.0,
+        probe_buffer_bytes: 0,
     };
 
     #[test]
