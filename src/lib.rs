@@ -6,6 +6,8 @@
 //! This facade re-exports the workspace crates. See `docs/ARCHITECTURE.md`.
 
 pub mod aot;
+#[cfg(feature = "fuzz")]
+pub mod fuzz;
 
 pub use kernelc_codegen as codegen;
 pub use kernelc_ir as ir;

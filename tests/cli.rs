@@ -254,7 +254,11 @@ fn bench_times_cases_on_the_cpu_and_writes_json() {
     let roof = &results["roofline"];
     let copy = roof["memory_gb_per_s"].as_f64().expect("memory roof");
     let probes = [&roof["copy_gb_per_s"], &roof["add_gb_per_s"]].map(|p| p.as_f64());
-    assert_eq!(Some(copy), probes.into_iter().flatten().reduce(f64::max), "{roof}");
+    assert_eq!(
+        Some(copy),
+        probes.into_iter().flatten().reduce(f64::max),
+        "{roof}"
+    );
     let fma = roof["fma_gflop_per_s"].as_f64().expect("FMA roof");
     assert!(copy > 0.0 && fma > 0.0, "{roof}");
     let cases = results["cases"].as_array().expect("cases");

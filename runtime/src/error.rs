@@ -30,6 +30,10 @@ pub enum RuntimeError {
         device: String,
         kernel: String,
         message: String,
+        /// The run-time faults the kernel raised, as `kernelc_codegen::abi::status`
+        /// bits (out of bounds, unaligned, division by zero, shift overflow); 0 for
+        /// a launch that failed otherwise (refused, or the driver's error).
+        status: u32,
     },
     #[error("{op} takes {expected} input tensors, got {found}")]
     InputCount {

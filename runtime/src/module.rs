@@ -194,6 +194,7 @@ impl Runtime {
                     views.len(),
                     module.bindings.len()
                 ),
+                status: 0,
             });
         }
         let writable: Vec<bool> = module
@@ -295,6 +296,7 @@ impl Runtime {
             device: self.device_name(),
             kernel: module.entry.clone(),
             message,
+            status: 0,
         };
         if args.len() != module.params.len() {
             return Err(bad(format!(

@@ -139,6 +139,7 @@ impl Runtime {
             device: self.device_name(),
             kernel: kernel.name.clone(),
             message,
+            status: 0,
         };
         if args.len() != kernel.params.len() {
             return Err(bad(format!(

@@ -443,6 +443,7 @@ impl Runtime {
                     device: self.device_name(),
                     kernel: launch.kernel.name.clone(),
                     message: "the plan binds a buffer the op does not have".into(),
+                    status: 0,
                 })?;
             launches.push(LaunchRef {
                 exe,

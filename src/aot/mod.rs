@@ -77,6 +77,23 @@ impl Target {
         }
     }
 
+    /// Whether this build has its emitter (features `wgpu` and `cuda`).
+    pub fn is_compiled_in(self) -> bool {
+        match self {
+            Target::Cpu => true,
+            Target::Wgsl | Target::Spirv => cfg!(feature = "wgpu"),
+            Target::Ptx => cfg!(feature = "cuda"),
+        }
+    }
+
+    /// `kernel`'s artifact for this target, as `emit` writes it: the kernel through
+    /// the target's expansions, then its emitter (`.wgsl` text, `.spv` words, `.ptx`
+    /// text, a relocatable object).
+    pub fn artifact(self, kernel: &Kernel, options: &EmitOptions) -> Result<Vec<u8>, AotError> {
+        let expanded = passes::for_target(kernel, &self.expansion()?);
+        self.emit(&expanded, options)
+    }
+
     /// Whether its kernels bind parameters by the shader layout (`abi`).
     fn is_shader(self) -> bool {
         matches!(self, Target::Wgsl | Target::Spirv)

@@ -6,6 +6,8 @@ mod build;
 mod check;
 mod compile;
 mod emit;
+#[cfg(feature = "fuzz")]
+mod fuzz;
 mod info;
 mod ir;
 mod lower;
@@ -76,6 +78,10 @@ enum Command {
     /// Validate emitted files: a manifest and its files, or one WGSL, SPIR-V, PTX or object file.
     #[cfg(feature = "wgpu")]
     Check(check::CheckArgs),
+    /// Fuzz op semantics on devices against the f64 reference (and, with --programs,
+    /// random IR kernels against the interpreter).
+    #[cfg(feature = "fuzz")]
+    Fuzz(fuzz::FuzzArgs),
 }
 
 /// Any error a subcommand reports; printed once by `main`.
@@ -108,6 +114,8 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Compile(args) => compile::run(args),
         #[cfg(feature = "wgpu")]
         Command::Check(args) => check::run(args),
+        #[cfg(feature = "fuzz")]
+        Command::Fuzz(args) => fuzz::run(args),
     }
 }
 

@@ -174,9 +174,10 @@ impl CopyShape {
             .min(wanted_groups)
             .min(u64::from(max_workgroups(rt)));
         if groups == 0 {
-            return Err(
-                format!("--probe-mib: {buffer_bytes} bytes are too few for a memory probe").into(),
-            );
+            return Err(format!(
+                "--probe-mib: {buffer_bytes} bytes are too few for a memory probe"
+            )
+            .into());
         }
         let iterations = vectors / (groups * u64::from(workgroup * UNROLL));
         let budget = rt.caps().max_loop_iterations.unwrap_or(u64::MAX);
@@ -247,9 +248,9 @@ fn stream_probe(
     let bytes = n * 4;
     let view = || -> Result<View, CliError> {
         let len = usize::try_from(bytes).map_err(|_| format!("probe of {bytes} bytes"))?;
-        let buffer = rt.alloc_buffer(len).map_err(|e| {
-            format!("memory probe: cannot allocate a buffer of {bytes} bytes: {e}")
-        })?;
+        let buffer = rt
+            .alloc_buffer(len)
+            .map_err(|e| format!("memory probe: cannot allocate a buffer of {bytes} bytes: {e}"))?;
         Ok(buffer.view(0, F32, &[n as usize])?)
     };
     let views = (0..=stream.inputs())

@@ -133,7 +133,11 @@ pub fn check(exec: &dyn Executor, spec: &OpSpec, seed: u64) -> Result<(), Failur
 
 /// [`check`] on given inputs.
 pub fn check_data(exec: &dyn Executor, spec: &OpSpec, data: &CaseData) -> Result<(), Failure> {
-    let run = run_data(exec, spec, data)?;
+    check_run(&run_data(exec, spec, data)?)
+}
+
+/// Every output of `run` against the reference under the run's tolerance.
+fn check_run(run: &Run) -> Result<(), Failure> {
     for (k, out) in run.outputs.iter().enumerate() {
         let s = run
             .scales
@@ -151,10 +155,25 @@ pub fn check_data(exec: &dyn Executor, spec: &OpSpec, data: &CaseData) -> Result
 /// row), whether or not it is within the row's `ulps`: the measure behind the table's
 /// "worst error" column. Errors only when the run itself fails.
 pub fn measure_data(exec: &dyn Executor, spec: &OpSpec, data: &CaseData) -> Result<f64, Failure> {
+    Ok(worst_units(&run_data(exec, spec, data)?))
+}
+
+/// [`check_data`] and [`measure_data`] from one run: the worst error's units when
+/// every output is within the table.
+pub fn check_and_measure(
+    exec: &dyn Executor,
+    spec: &OpSpec,
+    data: &CaseData,
+) -> Result<f64, Failure> {
     let run = run_data(exec, spec, data)?;
+    check_run(&run)?;
+    Ok(worst_units(&run))
+}
+
+fn worst_units(run: &Run) -> f64 {
     let mut worst = 0.0f64;
     if run.tolerance.scale == crate::tolerance::Scale::Exact {
-        return Ok(worst);
+        return worst;
     }
     for (k, out) in run.outputs.iter().enumerate() {
         let s = run.scales.as_ref().and_then(|m| m.get(k));
@@ -169,7 +188,7 @@ pub fn measure_data(exec: &dyn Executor, spec: &OpSpec, data: &CaseData) -> Resu
             ));
         }
     }
-    Ok(worst)
+    worst
 }
 
 /// One output of a run, beside the reference rounded to its dtype.

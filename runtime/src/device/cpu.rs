@@ -215,6 +215,7 @@ impl CpuDevice {
             device: self.name(),
             kernel: kernel.name().to_string(),
             message,
+            status: 0,
         };
         if args.len() != kernel.params().len() {
             return Err(Failure::Refused(refused(format!(
@@ -269,13 +270,14 @@ impl CpuDevice {
         // updates in place through a copy, so no bound range is written while another
         // parameter reads it. The IR forbids two invocations writing one element, so
         // the threads never race.
-        unsafe { kernel.launch_raw(grid, &raw) }.map_err(|e| {
-            let error = refused(e.to_string());
-            if e.status() != 0 {
-                Failure::Status(error)
-            } else {
-                Failure::Refused(error)
-            }
+        unsafe { kernel.launch_raw(grid, &raw) }.map_err(|e| match e.status() {
+            0 => Failure::Refused(refused(e.to_string())),
+            bits => Failure::Status(RuntimeError::Launch {
+                device: self.name(),
+                kernel: kernel.name().to_string(),
+                message: e.to_string(),
+                status: bits,
+            }),
         })
     }
 }

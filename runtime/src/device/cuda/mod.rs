@@ -447,6 +447,7 @@ impl CudaDevice {
             device: self.name(),
             kernel: kernel.name.clone(),
             message,
+            status: 0,
         }
     }
 }
@@ -890,6 +891,7 @@ impl StatusRing {
                 device: self.device_name.clone(),
                 kernel,
                 message: status::describe(bits),
+                status: bits,
             }),
             None => Ok(()),
         }

@@ -86,6 +86,7 @@ impl CudaDevice {
             device: self.name(),
             kernel: module.name.clone(),
             message,
+            status: 0,
         };
         let l = self.limits;
         if block.contains(&0)

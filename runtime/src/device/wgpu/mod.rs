@@ -124,6 +124,7 @@ impl Gpu {
                 device: self.name.clone(),
                 kernel: ring.kernels.get(first..).unwrap_or_default().join(", "),
                 message: format!("wgpu rejected the launches: {error}"),
+                status: 0,
             }),
         }
     }
@@ -134,6 +135,7 @@ impl Gpu {
             device: self.name.clone(),
             kernel,
             message,
+            status: 0,
         };
         if ring.kernels.is_empty() {
             return self
@@ -161,7 +163,12 @@ impl Gpu {
             (bits != 0).then_some((kernel, bits))
         });
         match failed {
-            Some((kernel, bits)) => Err(error(kernel, abi::status::describe(bits))),
+            Some((kernel, bits)) => Err(RuntimeError::Launch {
+                device: self.name.clone(),
+                kernel,
+                message: abi::status::describe(bits),
+                status: bits,
+            }),
             None => Ok(()),
         }
     }
@@ -669,6 +676,7 @@ impl WgpuDevice {
                 .get(index)
                 .map_or_else(String::new, |k| k.name.clone()),
             message,
+            status: 0,
         }
     }
 
@@ -699,6 +707,7 @@ impl WgpuDevice {
             device: self.name(),
             kernel: kernel.name.clone(),
             message: e.to_string(),
+            status: 0,
         })
     }
 
@@ -717,6 +726,7 @@ impl WgpuDevice {
                 device: self.name(),
                 kernel: kernel.name.clone(),
                 message,
+                status: 0,
             })
     }
 
@@ -1250,6 +1260,7 @@ impl WgpuStorage {
             device: self.device_name.clone(),
             kernel: String::new(),
             message,
+            status: 0,
         }
     }
 

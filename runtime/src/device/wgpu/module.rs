@@ -133,6 +133,7 @@ impl WgpuDevice {
             device: self.name(),
             kernel: module.name.clone(),
             message,
+            status: 0,
         };
         if immediates.len() as u64 != u64::from(module.immediate_bytes) || immediates.len() % 4 != 0
         {
