@@ -253,7 +253,12 @@ fn bench_times_cases_on_the_cpu_and_writes_json() {
             .expect("valid JSON");
     let roof = &results["roofline"];
     let copy = roof["memory_gb_per_s"].as_f64().expect("memory roof");
-    let probes = [&roof["copy_gb_per_s"], &roof["add_gb_per_s"]].map(|p| p.as_f64());
+    let probes = [
+        &roof["copy_gb_per_s"],
+        &roof["add_gb_per_s"],
+        &roof["catalogue_add_gb_per_s"],
+    ]
+    .map(|p| p.as_f64());
     assert_eq!(
         Some(copy),
         probes.into_iter().flatten().reduce(f64::max),

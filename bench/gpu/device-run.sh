@@ -3,7 +3,7 @@
 # torch on the same GPU, in one command. Built and packed here by bench/gpu/pack.sh;
 # run there from the repository root:
 #
-#   . .device/setup.sh && bash bench/gpu/device-run.sh [conformance] [memory] [large] [random] [fuzz] [adapters] [sanitize] [bench] [chain] [wgpu-bench]
+#   . .device/setup.sh && bash bench/gpu/device-run.sh [conformance] [memory] [large] [random] [fuzz] [programs] [adapters] [sanitize] [bench] [chain] [wgpu-bench]
 #
 # (no stage named: all six). FUZZ_CASES sets the op fuzzer's cases per executor. Results go to $OUT (the device tool brings them back);
 # the last lines printed are the summary.
@@ -73,6 +73,20 @@ for stage in $stages; do
     lib_tests=$(ls $bin/kernelc_runtime-* 2>/dev/null | head -1)
     CI=1 KERNELC_WGPU_FUZZ_CASES=${WGPU_FUZZ_CASES:-300} timeout 300 "$lib_tests" random --test-threads=1 --nocapture > "$OUT/random.txt" 2>&1
     note "wgpu random kernels (NVIDIA Vulkan): exit $? -- $(grep -E '^test result' "$OUT/random.txt" | tail -1)"
+    ;;
+  programs)
+    # kernelc fuzz as a user runs it: the op fuzzer and the program fuzzer (random IR
+    # kernels against the interpreter, bit for bit) on CUDA, then on NVIDIA's Vulkan
+    # through kernelc's SPIR-V and through WGSL; tables and JSON per run.
+    seed=${FUZZ_SEED:-$(date +%s)}
+    timeout 240 kernelc fuzz --targets cuda --programs --cases ${PROGRAM_CASES:-400} --seed $seed \
+      --json "$OUT/fuzz-cuda.json" --failures "$OUT/failures" > "$OUT/fuzz-cuda.txt" 2>&1
+    note "kernelc fuzz cuda --programs (seed $seed): exit $? -- $(tail -1 "$OUT/fuzz-cuda.txt" | cut -c1-200)"
+    grep -E '^\| cuda \| (floats|integers)' "$OUT/fuzz-cuda.txt" | sed 's/^/   /'
+    timeout 240 kernelc fuzz --targets wgpu:spirv,wgpu:wgsl --programs --cases ${VULKAN_PROGRAM_CASES:-150} --seed $seed \
+      --json "$OUT/fuzz-vulkan.json" --failures "$OUT/failures" > "$OUT/fuzz-vulkan.txt" 2>&1
+    note "kernelc fuzz wgpu:spirv,wgpu:wgsl --programs (seed $seed): exit $? -- $(tail -1 "$OUT/fuzz-vulkan.txt" | cut -c1-200)"
+    grep -E '^\| wgpu:(spirv|wgsl) \| (floats|integers)' "$OUT/fuzz-vulkan.txt" | sed 's/^/   /'
     ;;
   fuzz)
     # The op fuzzer on CUDA and on NVIDIA's Vulkan driver (every wgpu path), one seed

@@ -33,7 +33,7 @@ def main():
         print(f"\n### kernelc on {ours['device']} [{ours['target']}] vs {torch_run['target']} on {torch_run['device']}\n")
         roof = ours.get("roofline")
         if roof:
-            print(f"measured roofline: memory {roof['memory_gb_per_s']:.1f} GB/s (copy {roof['copy_gb_per_s']:.1f}, add {roof['add_gb_per_s']:.1f}), f32 FMA {roof['fma_gflop_per_s']:.1f} GFLOP/s\n")
+            print(f"measured roofline: memory {roof['memory_gb_per_s']:.1f} GB/s (copy {roof['copy_gb_per_s']:.1f}, add {roof['add_gb_per_s']:.1f}, catalogue add {roof.get('catalogue_add_gb_per_s', 0):.1f}), f32 FMA {roof['fma_gflop_per_s']:.1f} GFLOP/s\n")
         print("| case | kernelc | torch | kernelc / torch | kernelc of roofline |")
         print("| --- | --- | --- | --- | --- |")
         for c in ours["cases"]:

@@ -118,10 +118,11 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
         if !args.no_roofline {
             let roof = roofline::measure(&rt, args.probe_mib << 20, args.runs)?;
             println!(
-                "roofline: memory {:.1} GB/s (copy {:.1}, add {:.1}), f32 FMA {:.1} GFLOP/s (ridge {:.2} FLOP/byte)",
+                "roofline: memory {:.1} GB/s (copy {:.1}, add {:.1}, catalogue add {:.1}), f32 FMA {:.1} GFLOP/s (ridge {:.2} FLOP/byte)",
                 roof.memory_gb_per_s,
                 roof.copy_gb_per_s,
                 roof.add_gb_per_s,
+                roof.catalogue_add_gb_per_s,
                 roof.fma_gflop_per_s,
                 roof.ridge()
             );

@@ -7,7 +7,9 @@
 //! synchronised launches. The memory roof is the better of two STREAM-style probes in
 //! 16-byte vectors: copy (`b = a`, one read per write) and add (`c = a + b`, two reads
 //! per write; many memory systems read faster than they write, so a read-heavy op
-//! could otherwise beat a copy-only roof). The FMA probe runs eight independent 4-lane
+//! could otherwise beat a copy-only roof), and the catalogue's own tuned `binary
+//! add` over the same buffers (a roof must not sit below what an op reaches). The
+//! FMA probe runs eight independent 4-lane
 //! FMA chains per invocation (enough to cover the FMA latency of a GPU lane or a CPU
 //! core), with its grid grown until one launch takes ≥ 20 ms.
 
@@ -29,6 +31,9 @@ pub struct Roofline {
     pub copy_gb_per_s: f64,
     /// The add probe's rate, likewise.
     pub add_gb_per_s: f64,
+    /// The catalogue's own f32 `binary add` over the same buffers, likewise: the
+    /// tuned elementwise kernel every op of its family runs.
+    pub catalogue_add_gb_per_s: f64,
     /// Bytes of each of the streaming probes' buffers.
     pub probe_buffer_bytes: u64,
 }
@@ -109,12 +114,14 @@ impl Roofline {
 pub fn measure(rt: &Runtime, buffer_bytes: u64, runs: usize) -> Result<Roofline, CliError> {
     let (copy_gb_per_s, probe_buffer_bytes) = stream_probe(rt, Stream::Copy, buffer_bytes, runs)?;
     let (add_gb_per_s, _) = stream_probe(rt, Stream::Add, buffer_bytes, runs)?;
+    let catalogue_add_gb_per_s = catalogue_add_probe(rt, probe_buffer_bytes, runs)?;
     let fma_gflop_per_s = fma_probe(rt, runs)?;
     Ok(Roofline {
-        memory_gb_per_s: copy_gb_per_s.max(add_gb_per_s),
+        memory_gb_per_s: copy_gb_per_s.max(add_gb_per_s).max(catalogue_add_gb_per_s),
         fma_gflop_per_s,
         copy_gb_per_s,
         add_gb_per_s,
+        catalogue_add_gb_per_s,
         probe_buffer_bytes,
     })
 }
@@ -233,6 +240,31 @@ impl CopyShape {
             });
         })?)
     }
+}
+
+/// The catalogue's f32 `binary add` over buffers of `buffer_bytes`, in GB/s (two
+/// reads and a write per element), timed as a case is.
+fn catalogue_add_probe(rt: &Runtime, buffer_bytes: u64, runs: usize) -> Result<f64, CliError> {
+    let n = usize::try_from(buffer_bytes / 4).map_err(|_| "probe too large")?;
+    let spec: kernelc::kernels::spec::OpSpec = serde_json::from_value(serde_json::json!({
+        "op": "binary", "func": "add", "dtype": "f32", "lhs": [n], "rhs": [n]
+    }))?;
+    let a = rt.zeros(&[n], F32)?;
+    let b = rt.zeros(&[n], F32)?;
+    let time_one = || -> Result<Duration, CliError> {
+        let started = Instant::now();
+        let out = rt.run(&spec, &[&a, &b])?;
+        rt.synchronize()?;
+        drop(out);
+        Ok(started.elapsed())
+    };
+    time_one()?;
+    let mut samples = (0..runs.max(1))
+        .map(|_| time_one())
+        .collect::<Result<Vec<Duration>, CliError>>()?;
+    samples.sort();
+    let seconds = samples[samples.len() / 2].as_secs_f64();
+    Ok(3.0 * buffer_bytes as f64 / seconds / 1e9)
 }
 
 /// A streaming probe's GB/s and the bytes of each buffer it used.
@@ -429,6 +461,7 @@ mod tests {
         fma_gflop_per_s: 1000.0,
         copy_gb_per_s: 90.0,
         add_gb_per_s: 100.0,
+        catalogue_add_gb_per_s: 95.0,
         probe_buffer_bytes: 0,
     };
 

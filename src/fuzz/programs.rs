@@ -89,8 +89,12 @@ fn float_config(rt: &Runtime) -> GenConfig {
         .into_iter()
         .filter(|t| caps.supports(*t))
         .collect();
+    let cpu = caps.preferred_invocations <= 1;
     GenConfig {
         math: exact_math(rt, caps, &types),
+        // A NaN's sign and payload are unspecified: only the CPU forms them as the
+        // interpreter does (docs/fuzzing.md).
+        float_bitcasts: cpu,
         memory_types: types.clone(),
         types,
         workgroup_size: 4,

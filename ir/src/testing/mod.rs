@@ -93,6 +93,12 @@ pub struct GenConfig {
     pub math: Vec<MathFn>,
     /// Float `%`.
     pub float_rem: bool,
+    /// Bitcasts of float values. A bitcast shows a NaN's sign and payload, which
+    /// neither the IR nor hardware promises (docs/semantics.md), so its bits may
+    /// differ between two correct targets; a target compared bit for bit with the
+    /// interpreter turns them off unless it forms NaNs exactly as the interpreter does
+    /// (the CPU target).
+    pub float_bitcasts: bool,
     /// Whether kernels may fail at run time: loads at indices out of bounds or
     /// unaligned, stores out of bounds, integer division by zero, shifts by the bit
     /// width or more. Without, indices are masked into bounds, divisors are odd and
@@ -120,6 +126,7 @@ impl GenConfig {
             vectors: true,
             math: MathFn::ALL.to_vec(),
             float_rem: true,
+            float_bitcasts: true,
             runtime_errors: true,
             returns: true,
             shared: true,

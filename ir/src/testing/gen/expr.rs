@@ -48,6 +48,7 @@ impl Gen<'_> {
                     .iter()
                     .copied()
                     .filter(|t| *t != ScalarType::Bool && t.size_bytes() == s.size_bytes())
+                    .filter(|t| self.config.float_bitcasts || !t.is_float())
                     .collect();
                 let from = self.pick_of(&same).unwrap_or(s);
                 Expr::Bitcast {

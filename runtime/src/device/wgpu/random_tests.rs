@@ -41,6 +41,7 @@ fn config(shared_and_barriers: bool) -> GenConfig {
         vectors: true,
         math: vec![MathFn::Abs, MathFn::Min, MathFn::Max],
         float_rem: false,
+        float_bitcasts: false,
         runtime_errors: true,
         returns: true,
         shared: shared_and_barriers,
