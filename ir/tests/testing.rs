@@ -260,6 +260,7 @@ fn a_restricted_config_generates_nothing_else() {
         vectors: false,
         math: vec![MathFn::Sqrt, MathFn::Min],
         float_rem: false,
+        float_bitcasts: false,
         runtime_errors: false,
         returns: false,
         shared: false,

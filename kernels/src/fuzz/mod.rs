@@ -130,16 +130,12 @@ impl Default for FuzzLimits {
 /// The case `choices` make (see the module documentation): kind, base case, input
 /// mode, seed, then up to four changes to the spec. Deterministic.
 pub fn case_from_choices(choices: &[u32], limits: &FuzzLimits) -> FuzzCase {
-    case_among(&OpKind::ALL, choices, limits)
+    case_among(OpKind::ALL, choices, limits)
 }
 
 /// [`case_from_choices`] with the kind drawn from `kinds` (all of them when empty).
 pub fn case_among(kinds: &[OpKind], choices: &[u32], limits: &FuzzLimits) -> FuzzCase {
-    let kinds = if kinds.is_empty() {
-        &OpKind::ALL[..]
-    } else {
-        kinds
-    };
+    let kinds = if kinds.is_empty() { OpKind::ALL } else { kinds };
     let mut c = Choices::new(choices);
     let kind = kinds[c.below(kinds.len())];
     let cases = kind.cases();
