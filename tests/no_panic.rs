@@ -5,69 +5,12 @@
 //! inputs). `PROPTEST_CASES` raises the budget.
 
 use kernelc::fuzz::entry;
-use kernelc::ir::testing::{proptest_config, Case, GenConfig, Shape};
+use kernelc::fuzz::no_panic::{ir_seed, mutate, spec_seeds, Edit, GRAPH_SEED as GRAPH};
+use kernelc::ir::testing::proptest_config;
 use proptest::prelude::*;
 
-/// Valid inputs to mutate: a random kernel's JSON, an op spec of every kind, a graph.
-fn ir_seed(words: &[u32]) -> Vec<u8> {
-    let split = words.len() / 2;
-    let case = Case::from_words(
-        &GenConfig::full(),
-        Shape::Statements,
-        &words[..split],
-        &words[split..],
-    );
-    kernelc::ir::json::to_json(&case.kernel).into_bytes()
-}
-
-fn spec_seeds() -> Vec<Vec<u8>> {
-    kernelc::kernels::spec::OpKind::ALL
-        .iter()
-        .flat_map(|k| k.cases())
-        .map(|s| serde_json::to_vec(&s).expect("a spec serialises"))
-        .collect()
-}
-
-const GRAPH: &str = r#"{
-  "inputs": [
-    {"name": "x", "dtype": "f32", "shape": [4, 8]},
-    {"name": "b", "dtype": "f32", "shape": [8]}
-  ],
-  "nodes": [
-    {"spec": {"op": "binary", "func": "add", "dtype": "f32", "lhs": [4, 8], "rhs": [8]},
-     "inputs": [{"input": 0}, {"input": 1}]},
-    {"spec": {"op": "softmax", "dtype": "f32", "shape": [4, 8], "axis": 1, "log": false},
-     "inputs": [{"node": {"node": 0, "output": 0}}]}
-  ],
-  "outputs": [{"node": {"node": 1, "output": 0}}]
-}"#;
-
-/// `bytes` with `edits` applied: a byte replaced, inserted or removed, or a JSON
-/// punctuation mark or digit swapped in (which reaches deeper than noise).
-fn mutate(mut bytes: Vec<u8>, edits: &[(prop::sample::Index, u8, u8)]) -> Vec<u8> {
-    const PUNCTUATION: &[u8] = b"{}[]\":,-.0123456789e";
-    for (at, byte, how) in edits {
-        if bytes.is_empty() {
-            break;
-        }
-        let i = at.index(bytes.len());
-        match how % 4 {
-            0 => bytes[i] = *byte,
-            1 => bytes.insert(i, *byte),
-            2 => {
-                bytes.remove(i);
-            }
-            _ => bytes[i] = PUNCTUATION[*byte as usize % PUNCTUATION.len()],
-        }
-    }
-    bytes
-}
-
-fn edits() -> impl Strategy<Value = Vec<(prop::sample::Index, u8, u8)>> {
-    prop::collection::vec(
-        (any::<prop::sample::Index>(), any::<u8>(), any::<u8>()),
-        1..6,
-    )
+fn edits() -> impl Strategy<Value = Vec<Edit>> {
+    prop::collection::vec((any::<usize>(), any::<u8>(), any::<u8>()), 1..6)
 }
 
 #[test]

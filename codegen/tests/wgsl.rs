@@ -356,6 +356,25 @@ fn non_finite_literals_are_bitcasts() {
     );
 }
 
+/// Found by the program fuzzer: a math call on constants outside the function's
+/// domain (`sqrt` of a negative literal vector) is an error WGSL raises when it
+/// creates the shader; the IR means its run-time value (NaN), so the call must not be
+/// a constant expression.
+#[test]
+fn math_on_constants_outside_the_domain_is_not_evaluated_by_wgsl() {
+    let k = unary_kernel("domain", F32, F32, |x| {
+        let v = vector([
+            lit(F32, -59947327000.0),
+            lit(F32, 65520.0),
+            lit(F32, 0.0),
+            lit(F32, -1.0),
+        ]);
+        x + v.sqrt().lane(0) + lit(F32, -2.0).log()
+    });
+    let s = emit(&k);
+    reparse(&s.text).unwrap_or_else(|e| panic!("{e}\n{}", s.text));
+}
+
 #[test]
 fn barrier_orders_shared_and_storage_memory() {
     let mut k = KernelBuilder::new("barrier", [64, 1, 1]);

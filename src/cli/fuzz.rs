@@ -44,6 +44,13 @@ pub struct FuzzArgs {
     /// Run one saved op case (a failure's JSON file) on the targets instead.
     #[arg(long, conflicts_with_all = ["cases", "time", "programs"])]
     replay: Option<PathBuf>,
+    /// Feed --cases inputs (default 100000) to one no-panic entry point instead:
+    /// ir_json, op_spec_json, graph_json or random_program (no device needed).
+    #[arg(long, value_name = "ENTRY", conflicts_with_all = ["time", "programs", "replay"])]
+    no_panic: Option<String>,
+    /// Threads for --no-panic (default: all).
+    #[arg(long)]
+    jobs: Option<usize>,
     /// Where failing op cases are saved (default: kernelc-fuzz-failures in the
     /// temporary directory).
     #[arg(long)]
@@ -76,6 +83,9 @@ struct TargetPrograms {
 }
 
 pub fn run(args: FuzzArgs) -> Result<(), CliError> {
+    if let Some(name) = &args.no_panic {
+        return no_panic(name, &args);
+    }
     let kinds = parse_kinds(&args.ops)?;
     let runtimes = open_targets(&args.targets)?;
     let targets: Vec<Target<'_>> = args
@@ -145,6 +155,51 @@ pub fn run(args: FuzzArgs) -> Result<(), CliError> {
         Ok(())
     } else {
         Err(format!("{failed} failures (seed {seed})").into())
+    }
+}
+
+/// `--no-panic ENTRY`: many inputs into one entry point, a panic reported with its
+/// input.
+fn no_panic(name: &str, args: &FuzzArgs) -> Result<(), CliError> {
+    use kernelc::fuzz::no_panic::{run, Entry};
+    let entry = Entry::from_name(name).ok_or_else(|| {
+        let all: Vec<&str> = Entry::ALL.iter().map(|e| e.name()).collect();
+        UsageError(format!(
+            "unknown entry point `{name}` (entry points: {})",
+            all.join(", ")
+        ))
+    })?;
+    let seed = args.seed.unwrap_or_else(kernelc::fuzz::fresh_seed);
+    let inputs = args.cases.unwrap_or(100_000);
+    let jobs = args
+        .jobs
+        .or_else(|| std::thread::available_parallelism().ok().map(|n| n.get()))
+        .unwrap_or(1);
+    println!("kernelc fuzz --no-panic {name} --seed {seed}: {inputs} inputs on {jobs} threads");
+    let bar = progress(name, inputs, None);
+    let started = Instant::now();
+    let report = run(entry, inputs, seed, jobs, |done| bar.set_position(done));
+    bar.finish_and_clear();
+    println!(
+        "{name}: {} inputs in {:.1} s, {} panics",
+        report.inputs,
+        started.elapsed().as_secs_f64(),
+        report.panic_count
+    );
+    for p in &report.panics {
+        println!(
+            "PANIC at input {}: {}
+  input (hex): {}",
+            p.index, p.message, p.input_hex
+        );
+    }
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&report)?)
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    match report.panic_count {
+        0 => Ok(()),
+        n => Err(format!("{n} panics (seed {seed})").into()),
     }
 }
 

@@ -15,6 +15,8 @@ mod npy;
 mod ops;
 mod roofline;
 mod run;
+#[cfg(feature = "fuzz")]
+mod sweep;
 
 use clap::{Parser, Subcommand};
 
@@ -82,6 +84,10 @@ enum Command {
     /// random IR kernels against the interpreter).
     #[cfg(feature = "fuzz")]
     Fuzz(fuzz::FuzzArgs),
+    /// Run each f32 unary function on every f32 input (or a sample) against the f64
+    /// reference: the measured worst error beside its bound.
+    #[cfg(feature = "fuzz")]
+    Sweep(sweep::SweepArgs),
 }
 
 /// Any error a subcommand reports; printed once by `main`.
@@ -116,6 +122,8 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Check(args) => check::run(args),
         #[cfg(feature = "fuzz")]
         Command::Fuzz(args) => fuzz::run(args),
+        #[cfg(feature = "fuzz")]
+        Command::Sweep(args) => sweep::run(args),
     }
 }
 

@@ -9,11 +9,16 @@
 //!   the reference interpreter, bit for bit.
 //! * [`entry`]: the no-panic entry points (IR JSON, op-spec JSON, graph JSON, random
 //!   programs through every emitter) that the cargo-fuzz targets in `fuzz/` and the
-//!   proptest budget in `tests/no_panic.rs` call.
+//!   proptest budget in `tests/no_panic.rs` call; [`no_panic`] feeds them many
+//!   inputs on several threads (`kernelc fuzz --no-panic`).
+//! * [`sweep`]: the exhaustive unary sweep (`kernelc sweep`): an f32 function on every
+//!   f32 input against the f64 reference.
 
 pub mod entry;
+pub mod no_panic;
 pub mod ops;
 pub mod programs;
+pub mod sweep;
 
 use proptest::test_runner::{RngAlgorithm, TestRng};
 

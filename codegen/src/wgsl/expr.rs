@@ -128,6 +128,12 @@ impl Lower<'_> {
                 for a in args {
                     vals.push(self.expr(a)?);
                 }
+                if let (true, Some(first)) = (args.iter().all(literal_tree), vals.first_mut()) {
+                    // WGSL evaluates a call on constants when the shader is created and
+                    // refuses one outside the function's domain (`sqrt(-1.0)`); the IR
+                    // means the run-time value (NaN): keep it from evaluating.
+                    *first = self.opaque(*first)?;
+                }
                 let ty = vals
                     .first()
                     .map(|v| v.ty)

@@ -1,0 +1,202 @@
+//! The exhaustive unary sweep: an f32 unary function of the catalogue run by a device
+//! on every f32 bit pattern (or every `stride`-th one, for a sampled sweep), each
+//! result against the f64 reference: the worst error as a share of the tolerance
+//! table's bound (at most 1 meets it), the largest error in f32 ULPs of the exact
+//! value, and NaN/∞ mismatches. The op runs as `Runtime::run` runs it (the catalogue's
+//! own kernel, after the device's math expansion); the reference and comparison run
+//! on `threads` host threads, a chunk at a time.
+
+use kernelc_ir::ScalarType;
+use kernelc_kernels::conformance::error_scales;
+use kernelc_kernels::ops::elementwise::{UnaryFn, UnarySpec};
+use kernelc_kernels::reference::{reference, round_to};
+use kernelc_kernels::spec::OpSpec;
+use kernelc_kernels::tolerance::{error_units, tolerance, ulp, OVERFLOWS};
+use kernelc_runtime::Runtime;
+
+/// What to sweep: the f32 bit patterns `start, start + stride, …` (`count` of them,
+/// wrapping at 2³²), `chunk` per launch.
+#[derive(Clone, Copy, Debug)]
+pub struct SweepRange {
+    pub start: u64,
+    pub count: u64,
+    pub stride: u64,
+    pub chunk: usize,
+    pub threads: usize,
+}
+
+impl SweepRange {
+    /// Every f32 bit pattern.
+    pub fn exhaustive(threads: usize) -> SweepRange {
+        SweepRange {
+            start: 0,
+            count: 1 << 32,
+            stride: 1,
+            chunk: 1 << 24,
+            threads,
+        }
+    }
+}
+
+/// One function's sweep on one device.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct SweepRow {
+    pub func: String,
+    pub inputs: u64,
+    /// The tolerance table's bound for the row, in ULPs of its unit.
+    pub bound_ulps: f64,
+    /// The worst error as a share of the bound (≤ 1 meets the table), and its input.
+    pub worst: f64,
+    pub worst_input: u32,
+    /// The largest `|got − exact| / ulp_f32(exact)` over finite results, and its input.
+    pub max_ulp: f64,
+    pub max_ulp_input: u32,
+    /// Inputs past the bound (NaN/∞ mismatches included).
+    pub failures: u64,
+    /// Inputs where one side is NaN or ±∞ and the other differs.
+    pub nonfinite_mismatches: u64,
+    /// Inputs where the table accepts any result (outside the range an argument
+    /// reduction is exact for, an overflowing intermediate): not in `max_ulp`.
+    pub unspecified: u64,
+}
+
+/// The f32 unary functions with an error bound (the exact ones — neg, abs, floor,
+/// ceil, round, relu — are held to 0 ULP by the conformance table).
+pub const SWEPT: [UnaryFn; 12] = [
+    UnaryFn::Sqrt,
+    UnaryFn::Rsqrt,
+    UnaryFn::Exp,
+    UnaryFn::Log,
+    UnaryFn::Sin,
+    UnaryFn::Cos,
+    UnaryFn::Tan,
+    UnaryFn::Sigmoid,
+    UnaryFn::Tanh,
+    UnaryFn::GeluErf,
+    UnaryFn::GeluTanh,
+    UnaryFn::Silu,
+];
+
+fn unary(func: UnaryFn, n: usize) -> OpSpec {
+    OpSpec::Unary(UnarySpec {
+        func,
+        dtype: ScalarType::F32,
+        shape: vec![n],
+    })
+}
+
+/// Sweeps `func` on `rt` over `range`; `tick(done)` after each chunk.
+pub fn sweep(
+    rt: &Runtime,
+    func: UnaryFn,
+    range: SweepRange,
+    tick: impl Fn(u64),
+) -> Result<SweepRow, String> {
+    let mut row = SweepRow {
+        func: func.name().to_string(),
+        bound_ulps: tolerance(&unary(func, 1)).ulps,
+        ..SweepRow::default()
+    };
+    let chunk = range.chunk.max(1) as u64;
+    let mut done = 0u64;
+    while done < range.count {
+        let n = (range.count - done).min(chunk) as usize;
+        let bits: Vec<u32> = (0..n as u64)
+            .map(|i| (range.start + (done + i) * range.stride) as u32)
+            .collect();
+        let got = run_chunk(rt, func, &bits)?;
+        if got.len() != bits.len() {
+            return Err(format!("{} results for {} inputs", got.len(), bits.len()));
+        }
+        merge(&mut row, check_chunk(func, &bits, &got, range.threads)?);
+        done += n as u64;
+        tick(done);
+    }
+    row.inputs = done;
+    Ok(row)
+}
+
+/// The device's results for the inputs `bits`.
+fn run_chunk(rt: &Runtime, func: UnaryFn, bits: &[u32]) -> Result<Vec<f32>, String> {
+    let xs: Vec<f32> = bits.iter().map(|&b| f32::from_bits(b)).collect();
+    let x = rt.tensor(&[xs.len()], &xs).map_err(|e| e.to_string())?;
+    let out = rt
+        .run(&unary(func, bits.len()), &[&x])
+        .map_err(|e| e.to_string())?;
+    let y = out.first().ok_or("no output")?;
+    y.to_vec::<f32>().map_err(|e| e.to_string())
+}
+
+/// Checks a chunk on `threads` threads, each a contiguous piece.
+fn check_chunk(
+    func: UnaryFn,
+    bits: &[u32],
+    got: &[f32],
+    threads: usize,
+) -> Result<SweepRow, String> {
+    let piece = bits.len().div_ceil(threads.max(1)).max(1);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = bits
+            .chunks(piece)
+            .zip(got.chunks(piece))
+            .map(|(b, g)| s.spawn(move || check_piece(func, b, g)))
+            .collect();
+        let mut row = SweepRow::default();
+        for h in handles {
+            let piece = h.join().map_err(|_| "a checking thread panicked")??;
+            merge(&mut row, piece);
+        }
+        Ok(row)
+    })
+}
+
+fn check_piece(func: UnaryFn, bits: &[u32], got: &[f32]) -> Result<SweepRow, String> {
+    let spec = unary(func, bits.len());
+    let values: Vec<f64> = bits.iter().map(|&b| f64::from(f32::from_bits(b))).collect();
+    let exact = reference(&spec, &[&values]).map_err(|e| e.to_string())?;
+    let exact = exact.first().ok_or("no reference output")?;
+    let scales = error_scales(&spec, std::slice::from_ref(&values)).map_err(|e| e.to_string())?;
+    let scales = scales.as_ref().and_then(|s| s.first());
+    let tol = tolerance(&spec);
+    let mut row = SweepRow::default();
+    for (i, (&g, &w)) in got.iter().zip(exact).enumerate() {
+        let g = f64::from(g);
+        let s = scales.and_then(|s| s.get(i)).copied().unwrap_or(0.0);
+        if s == OVERFLOWS {
+            row.unspecified += 1;
+            continue;
+        }
+        let units = error_units(&tol, ScalarType::F32, g, round_to(ScalarType::F32, w), s);
+        if units > row.worst {
+            row.worst = units;
+            row.worst_input = bits[i];
+        }
+        if units > 1.0 {
+            row.failures += 1;
+        }
+        if g.is_finite() && w.is_finite() {
+            let e = (g - w).abs() / ulp(ScalarType::F32, w);
+            if e > row.max_ulp {
+                row.max_ulp = e;
+                row.max_ulp_input = bits[i];
+            }
+        } else if !(g.is_nan() && w.is_nan()) && g != round_to(ScalarType::F32, w) {
+            row.nonfinite_mismatches += 1;
+        }
+    }
+    Ok(row)
+}
+
+fn merge(into: &mut SweepRow, part: SweepRow) {
+    if part.worst > into.worst {
+        into.worst = part.worst;
+        into.worst_input = part.worst_input;
+    }
+    if part.max_ulp > into.max_ulp {
+        into.max_ulp = part.max_ulp;
+        into.max_ulp_input = part.max_ulp_input;
+    }
+    into.failures += part.failures;
+    into.nonfinite_mismatches += part.nonfinite_mismatches;
+    into.unspecified += part.unspecified;
+}
