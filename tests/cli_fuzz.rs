@@ -151,3 +151,74 @@ fn a_time_budget_ends_the_run() {
     assert!(started.elapsed() < std::time::Duration::from_secs(30));
     assert!(text.contains("| cpu |"), "{text}");
 }
+
+/// `--no-panic ENTRY` feeds many inputs to one entry point on several threads.
+#[test]
+fn no_panic_runs_an_entry_point() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let json = dir.path().join("n.json");
+    let json = json.to_str().expect("utf-8");
+    for entry in ["ir_json", "op_spec_json", "graph_json"] {
+        let args = [
+            "fuzz",
+            "--no-panic",
+            entry,
+            "--cases",
+            "300",
+            "--seed",
+            "2",
+            "--jobs",
+            "2",
+        ];
+        let text = ok(&kernelc(&[&args[..], &["--json", json]].concat()));
+        assert!(text.contains(&format!("{entry}: 300 inputs")), "{text}");
+        let report = json_of(std::path::Path::new(json));
+        assert_eq!(report["inputs"], 300);
+        assert_eq!(report["panic_count"], 0, "{report}");
+    }
+    assert_fails(
+        &kernelc(&["fuzz", "--no-panic", "nope"]),
+        2,
+        "unknown entry point `nope`",
+    );
+}
+
+/// `kernelc sweep` on a sample of f32 inputs: a row per function, within its bound.
+#[test]
+fn a_sampled_sweep_reports_each_function() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let json = dir.path().join("s.json");
+    let args = [
+        "sweep",
+        "--device",
+        "cpu",
+        "--stride",
+        "1048573",
+        "--funcs",
+        "exp,sin,tanh",
+        "--json",
+    ];
+    let text = ok(&kernelc(
+        &[&args[..], &[json.to_str().expect("utf-8")]].concat(),
+    ));
+    assert!(
+        text.contains("| function | inputs | bound (ULP) |"),
+        "{text}"
+    );
+    let rows = json_of(&json)["rows"].clone();
+    let rows = rows.as_array().expect("rows");
+    assert_eq!(rows.len(), 3);
+    for row in rows {
+        assert_eq!(row["inputs"], 4097, "{row}");
+        assert_eq!(row["failures"], 0, "{row}");
+        assert!(row["max_ulp"].as_f64().expect("max ulp") < 2.0, "{row}");
+    }
+    // sin beyond the range its reduction is exact for is unspecified, and counted so.
+    assert!(rows[1]["unspecified"].as_u64().expect("count") > 0);
+    assert_fails(
+        &kernelc(&["sweep", "--funcs", "cbrt"]),
+        2,
+        "unknown function `cbrt`",
+    );
+    assert_fails(&kernelc(&["sweep", "--stride", "0"]), 2, "--stride");
+}

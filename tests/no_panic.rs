@@ -61,3 +61,22 @@ proptest! {
         entry::random_program(&bytes);
     }
 }
+
+/// Found by `kernelc fuzz --no-panic ir_json` (seed 20261128, input 73707): a valid
+/// kernel testing a bf16 for zero through an f16 bitcast
+/// (`cast<bool>(bitcast<f16>(cast<bf16>(v)))`) made LLVM's NVPTX back end abort
+/// ("Cannot select: bf16 = and"), killing the process. Every target now emits it.
+#[test]
+fn the_bf16_abs_that_aborted_llvm_emits() {
+    use kernelc::fuzz::no_panic::{input, Entry};
+    let bytes = input(Entry::IrJson, &spec_seeds(), 20261128, 73707);
+    let text = std::str::from_utf8(&bytes).expect("the input is JSON");
+    let kernel = kernelc::ir::from_json(text).expect("the input parses");
+    kernelc::ir::validate(&kernel).expect("the input is a valid kernel");
+    for (target, artifact) in entry::emit_everywhere(&kernel) {
+        if let Err(e) = artifact {
+            // A typed refusal (a type the target lacks) is an answer; PTX must emit.
+            assert_ne!(target, kernelc::aot::Target::Ptx, "{e}");
+        }
+    }
+}

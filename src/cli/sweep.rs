@@ -62,6 +62,8 @@ pub fn run(args: SweepArgs) -> Result<(), CliError> {
         range.count,
         args.stride
     );
+    println!("| function | inputs | bound (ULP) | worst (of bound) | at | max ULP | at | past the bound | NaN/∞ mismatches | unspecified |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     let mut rows = Vec::new();
     for func in funcs {
         let bar = ProgressBar::new(range.count);
@@ -71,14 +73,10 @@ pub fn run(args: SweepArgs) -> Result<(), CliError> {
         )) {
             bar.set_style(style);
         }
-        let row = sweep(&rt, func, range, |done| bar.set_position(done))
+        let r = sweep(&rt, func, range, |done| bar.set_position(done))
             .map_err(|e| format!("{}: {e}", func.name()))?;
         bar.finish_and_clear();
-        rows.push(row);
-    }
-    println!("| function | inputs | bound (ULP) | worst (of bound) | at | max ULP | at | past the bound | NaN/∞ mismatches | unspecified |");
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
-    for r in &rows {
+        // Each row as it is done: a long sweep cut short keeps what it measured.
         println!(
             "| {} | {} | {} | {:.3} | {:#010x} ({:e}) | {:.3} | {:#010x} ({:e}) | {} | {} | {} |",
             r.func,
@@ -94,6 +92,7 @@ pub fn run(args: SweepArgs) -> Result<(), CliError> {
             r.nonfinite_mismatches,
             r.unspecified
         );
+        rows.push(r);
     }
     let failures: u64 = rows.iter().map(|r| r.failures).sum();
     if let Some(path) = &args.json {

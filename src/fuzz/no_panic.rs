@@ -131,10 +131,10 @@ impl Words {
     }
 }
 
-/// Input `index` of the run from `seed`: a quarter arbitrary bytes, the rest a valid
+/// Input `index` of the run from `seed` (`specs`: [`spec_seeds`]): a quarter arbitrary bytes, the rest a valid
 /// input of the entry changed by one to five edits (random programs: bytes only, all
 /// of which the generator reads).
-fn input(entry: Entry, specs: &[Vec<u8>], seed: u64, index: u64) -> Vec<u8> {
+pub fn input(entry: Entry, specs: &[Vec<u8>], seed: u64, index: u64) -> Vec<u8> {
     let mut w = Words(seed ^ index.wrapping_mul(0xD134_2543_DE82_EF95));
     if entry == Entry::RandomProgram {
         let n = w.below(2400) as usize;
@@ -194,6 +194,7 @@ pub fn run(
     let hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(|_| {}));
     let threads = threads.max(1) as u64;
+    let trace = std::env::var_os("KERNELC_FUZZ_TRACE").is_some();
     std::thread::scope(|s| {
         for t in 0..threads {
             let (specs, done, panics, count, tick) = (&specs, &done, &panics, &count, &tick);
@@ -201,6 +202,11 @@ pub fn run(
                 let mut index = t;
                 while index < inputs {
                     let bytes = input(entry, specs, seed, index);
+                    if trace {
+                        // A crash no panic hook sees (an abort in LLVM): the last index
+                        // printed is the input that caused it.
+                        eprintln!("input {index}");
+                    }
                     if let Err(payload) = catch_unwind(AssertUnwindSafe(|| entry.call(&bytes))) {
                         count.fetch_add(1, Ordering::Relaxed);
                         let message = payload

@@ -70,8 +70,16 @@ impl<'ctx> Lower<'_, 'ctx> {
             Expr::Bitcast { to, arg } => {
                 let a = self.expr(arg)?;
                 let llvm = self.scalar_type(*to);
+                let between_halves = a.ty.scalar != *to
+                    && [a.ty.scalar, *to]
+                        .iter()
+                        .all(|s| matches!(s, ScalarType::F16 | ScalarType::Bf16));
                 self.lanewise(a.ty.with_scalar(*to), &[&a], |l, x| {
-                    l.b.build_bit_cast(x[0], llvm, "").or_internal()
+                    if between_halves {
+                        l.opaque_half_bitcast(x[0], llvm)
+                    } else {
+                        l.b.build_bit_cast(x[0], llvm, "").or_internal()
+                    }
                 })
             }
             Expr::Vector(items) => {
