@@ -67,7 +67,7 @@ proptest! {
 /// (`cast<bool>(bitcast<f16>(cast<bf16>(v)))`) made LLVM's NVPTX back end abort
 /// ("Cannot select: bf16 = and"), killing the process. Every target now emits it.
 #[test]
-fn the_bf16_abs_that_aborted_llvm_emits() {
+fn the_bf16_bitcast_that_aborted_llvm_emits() {
     use kernelc::fuzz::no_panic::{input, Entry};
     let bytes = input(Entry::IrJson, &spec_seeds(), 20261128, 73707);
     let text = std::str::from_utf8(&bytes).expect("the input is JSON");
