@@ -68,11 +68,11 @@ for stage in $stages; do
     grep -E 'NOT RUN|error|every element' "$OUT/large.txt" | sed 's/^/   /'
     ;;
   random)
-    # Random integer kernels (narrow packed types) against the interpreter on every
-    # wgpu path through NVIDIA's Vulkan driver.
-    lib_tests=$(ls $bin/kernelc_runtime-* 2>/dev/null | head -1)
-    CI=1 KERNELC_WGPU_FUZZ_CASES=${WGPU_FUZZ_CASES:-300} timeout 300 "$lib_tests" random --test-threads=1 --nocapture > "$OUT/random.txt" 2>&1
-    note "wgpu random kernels (NVIDIA Vulkan): exit $? -- $(grep -E '^test result' "$OUT/random.txt" | tail -1)"
+    # Random kernels against the interpreter on every wgpu path through NVIDIA's
+    # Vulkan driver (integer programs, narrow packed types included).
+    timeout 300 kernelc fuzz --targets wgpu:wgsl,wgpu:naga,wgpu:spirv,wgpu:spirv-naga --time 240s \
+      --programs --seed ${FUZZ_SEED:-$(date +%s)} > "$OUT/random.txt" 2>&1
+    note "wgpu random kernels (NVIDIA Vulkan): exit $? -- $(tail -1 "$OUT/random.txt" | cut -c1-200)"
     ;;
   programs)
     # kernelc fuzz as a user runs it: the op fuzzer and the program fuzzer (random IR

@@ -3,7 +3,7 @@
 # and packs it into .device/ with ../shared/tools/device-pack: the kernelc CLI, the
 # root conformance and op-fuzzer test binaries and the runtime's CUDA, wgpu, per-call
 # memory-model, raw-kernel, host-slice, native-module, zero-size, strided-view and
-# large-tensor tests, and its library tests (the wgpu random-kernel test).
+# large-tensor tests, and its library tests.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 cargo build --release --bin kernelc

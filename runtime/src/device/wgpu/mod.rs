@@ -1377,6 +1377,4 @@ impl Drop for WgpuStorage {
 }
 
 #[cfg(test)]
-mod random_tests;
-#[cfg(test)]
 mod tests;
