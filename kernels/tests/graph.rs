@@ -4,7 +4,8 @@
 
 use kernelc_ir::ScalarType::F32;
 use kernelc_kernels::graph::{
-    fold_permutes, fuse, fuse_elementwise, fuse_epilogues, Graph, GraphError, Node, ValueId,
+    fold_output_permutes, fold_permutes, fuse, fuse_elementwise, fuse_epilogues, Graph, GraphError,
+    Node, ValueId,
 };
 use kernelc_kernels::lower::TargetCaps;
 use kernelc_kernels::spec::*;
@@ -260,10 +261,11 @@ fn softmax_of_scaled_scores_times_v_becomes_one_attention_node() {
     );
     assert_close(&reference(&fused), &reference(&g));
     // A serial target (the CPU) keeps the two GEMMs and the softmax, the mask's
-    // addition (broadcast over batch and heads) its prologue.
+    // addition (broadcast over batch and heads) its prologue, and the head merge in
+    // the strides the second GEMM writes C with.
     let serial = fuse(&g, &TargetCaps::cpu()).expect("fuses");
     let names: Vec<String> = serial.nodes.iter().map(|n| n.spec.name()).collect();
-    assert_eq!(names, ["gemm", "fused_softmax", "gemm", "permute"]);
+    assert_eq!(names, ["gemm", "fused_softmax", "gemm"]);
     assert_close(&reference(&serial), &reference(&g));
 }
 
@@ -475,6 +477,54 @@ fn permutes_read_by_a_gemm_fold_into_its_strides() {
     let mut kept = g.clone();
     kept.outputs.push(out(0));
     assert_eq!(fold_permutes(&kept).expect("valid").nodes.len(), 2);
+}
+
+/// Attention's `[b, h, s, d] → [b, s, h, d]` after `P·V`: the GEMM writes C in the
+/// permuted layout itself (`ldc = h·d`, batch strides `[s·h·d, d]`), the copy gone;
+/// a permute that moves C's columns, or a GEMM that reads C, keeps its node.
+#[test]
+fn a_permute_of_a_gemms_result_folds_into_c_strides() {
+    let (b, h, s, d) = (2, 3, 5, 4);
+    let (gemm, _) = GemmSpec::matmul(F32, &[b, h, s, s], &[b, h, s, d]).expect("matmul");
+    let graph_with = |perm: &[usize], gemm: GemmSpec| Graph {
+        inputs: vec![
+            TensorSig::new("p", F32, vec![b, h, s, s]),
+            TensorSig::new("v", F32, vec![b, h, s, d]),
+        ],
+        nodes: vec![
+            node(OpSpec::Gemm(gemm), &[input(0), input(1)]),
+            node(
+                OpSpec::Permute(PermuteSpec {
+                    dtype: F32,
+                    shape: vec![b, h, s, d],
+                    perm: perm.to_vec(),
+                }),
+                &[out(0)],
+            ),
+        ],
+        outputs: vec![out(1)],
+    };
+    let g = graph_with(&[0, 2, 1, 3], gemm.clone());
+    let folded = fold_output_permutes(&g).expect("folds");
+    assert_eq!(folded.nodes.len(), 1, "{folded:#?}");
+    let OpSpec::Gemm(f) = &folded.nodes[0].spec else {
+        panic!("{folded:#?}");
+    };
+    assert_eq!(
+        (f.ldc, f.stride_c.clone()),
+        (Some(h * d), Some(vec![s * h * d, d]))
+    );
+    assert_eq!(
+        reference(&folded),
+        reference(&g),
+        "the same values, stored elsewhere"
+    );
+    // The whole pipeline on a serial target (no attention fusion) folds it too.
+    let cpu = fuse(&g, &TargetCaps::cpu()).expect("fuses");
+    assert_eq!(cpu.nodes.len(), 1, "{cpu:#?}");
+    // The last dim moved: C's columns would not be contiguous.
+    let kept = graph_with(&[0, 1, 3, 2], gemm.clone());
+    assert_eq!(fold_output_permutes(&kept).expect("valid").nodes.len(), 2);
 }
 
 /// A node reads a value under any shape of its element count (a reshape is free);

@@ -79,13 +79,14 @@ pub use attention::fuse_attention;
 pub use elementwise::fuse_elementwise;
 pub use epilogue::fuse_epilogues;
 pub use rows::{fuse_prologues, fuse_reduce_epilogues};
-pub use views::fold_permutes;
+pub use views::{fold_output_permutes, fold_permutes};
 
 /// The whole fusion pipeline for a target of `caps`: [`fold_permutes`],
 /// [`fuse_epilogues`], [`fuse_attention`] (not on a serial target: there two GEMMs
 /// on the CPU's GEMM schedule and a softmax beat the attention kernel; a transformer
 /// block's plan with it ran at 0.87x of node by node on the H100 host's CPU), then
-/// [`fuse_elementwise`], [`fuse_prologues`] and [`fuse_reduce_epilogues`]. Each pattern
+/// [`fold_output_permutes`], [`fuse_elementwise`], [`fuse_prologues`] and
+/// [`fuse_reduce_epilogues`]. Each pattern
 /// is matched on what the one before left: permutes folded first show an attention's
 /// layout, and elementwise chains merge last so that the ops the other rewrites fold
 /// are still single nodes.
@@ -96,7 +97,8 @@ pub fn fuse(graph: &Graph, caps: &TargetCaps) -> Result<Graph, GraphError> {
     } else {
         fuse_attention(&epilogues)?
     };
-    fuse_reduce_epilogues(&fuse_prologues(&fuse_elementwise(&attention)?)?)
+    let outputs = fold_output_permutes(&attention)?;
+    fuse_reduce_epilogues(&fuse_prologues(&fuse_elementwise(&outputs)?)?)
 }
 
 use serde::{Deserialize, Serialize};

@@ -1,5 +1,6 @@
 //! [`fold_permutes`]: a permute whose only reader is a GEMM, as that GEMM's operand
-//! strides.
+//! strides; [`fold_output_permutes`]: a permute that is a GEMM's only reader, as the
+//! strides the GEMM writes C with.
 
 use std::collections::HashMap;
 
@@ -108,4 +109,85 @@ fn folded(gemm: &GemmSpec, operand: usize, shape: &[usize], perm: &[usize]) -> O
     // What the GEMM now reads must be exactly the permute's input.
     let placement = if operand == 0 { g.a() } else { g.b() };
     (g.validate().is_ok() && placement.extent(&g.batch) == crate::shape::numel(shape)).then_some(g)
+}
+
+/// `graph` with every permute that alone reads a GEMM's result (C written packed,
+/// `beta = 0`) folded into the strides the GEMM writes C with: the GEMM stores each
+/// element where the permute would have put it, and the copy is gone (attention's
+/// `[b, h, s, d] → [b, s, h, d]` after `P·V`, a head split after a projection). Only
+/// where C's columns stay contiguous (the permute keeps the last dim last). Equal bit
+/// for bit: the same values, stored elsewhere.
+pub fn fold_output_permutes(graph: &Graph) -> Result<Graph, GraphError> {
+    rewrite_all(graph, fold_output_at)
+}
+
+/// Node `k`, a permute reading only a GEMM's result that nothing else reads, with the
+/// GEMM writing the permuted layout in its place.
+fn fold_output_at(graph: &Graph, readers: &HashMap<ValueId, usize>, k: usize) -> Option<Found> {
+    let node = &graph.nodes[k];
+    let OpSpec::Permute(permute) = &node.spec else {
+        return None;
+    };
+    let value = *node.inputs.first()?;
+    let ValueId::Node { node: p, output: 0 } = value else {
+        return None;
+    };
+    let OpSpec::Gemm(gemm) = &graph.nodes[p].spec else {
+        return None;
+    };
+    if !read_once(graph, readers, value) {
+        return None;
+    }
+    let folded = written_permuted(gemm, &permute.shape, &permute.perm)?;
+    Some((
+        vec![p, k],
+        Replacement {
+            at: k,
+            node: Node {
+                spec: OpSpec::Gemm(folded),
+                inputs: graph.nodes[p].inputs.clone(),
+            },
+            gives: vec![(ValueId::Node { node: k, output: 0 }, 0)],
+        },
+    ))
+}
+
+/// `gemm` storing C as the permute of `shape` by `perm` lays its input out, or `None`
+/// where C is read (`beta ≠ 0`), not written packed `[batch…, m, n]` row-major, or the
+/// permute moves C's columns off unit stride.
+fn written_permuted(gemm: &GemmSpec, shape: &[usize], perm: &[usize]) -> Option<GemmSpec> {
+    let rank = shape.len();
+    let packed_batch: Vec<usize> = row_major_strides(&gemm.batch)
+        .iter()
+        .map(|s| s * gemm.m * gemm.n)
+        .collect();
+    let writes_packed = gemm.beta == 0.0
+        && gemm.layout == Layout::RowMajor
+        && gemm.ldc.is_none_or(|ld| ld == gemm.n)
+        && gemm.stride_c.as_ref().is_none_or(|s| {
+            // A dim of extent 1 is written at any stride.
+            s.len() == packed_batch.len()
+                && (0..s.len()).all(|d| gemm.batch[d] <= 1 || s[d] == packed_batch[d])
+        })
+        && rank == gemm.batch.len() + 2
+        && shape[..rank - 2] == gemm.batch[..]
+        && shape[rank - 2..] == [gemm.m, gemm.n];
+    if !writes_packed {
+        return None;
+    }
+    // Source dim `d` lands at output position `q` with `perm[q] = d`.
+    let out: Vec<usize> = perm.iter().map(|&d| shape[d]).collect();
+    let out_strides = row_major_strides(&out);
+    let mut stride_of = vec![0usize; rank];
+    for (q, &d) in perm.iter().enumerate() {
+        stride_of[d] = out_strides[q];
+    }
+    if stride_of[rank - 1] != 1 {
+        return None;
+    }
+    let mut g = gemm.clone();
+    g.ldc = Some(stride_of[rank - 2]);
+    g.stride_c = Some(stride_of[..rank - 2].to_vec());
+    // What the GEMM now writes must be exactly the permute's output.
+    (g.validate().is_ok() && g.c().extent(&g.batch) == crate::shape::numel(shape)).then_some(g)
 }

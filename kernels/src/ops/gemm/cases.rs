@@ -54,6 +54,14 @@ pub(super) fn gemm_cases() -> Vec<GemmSpec> {
     s.stride_c = Some(vec![3 * 40, 40]);
     s.beta = 0.5;
     v.push(s);
+    // Interleaved C (a permuted result, attention's `[b, h, s, d] → [b, s, h, d]`):
+    // each head's rows between the other heads', `ldc = h·n`.
+    let mut s = g(F32, 5, 4, 6);
+    s.batch = vec![2, 3];
+    s.ldc = Some(3 * 4);
+    s.stride_c = Some(vec![5 * 3 * 4, 4]);
+    s.bias = true;
+    v.push(s);
     let mut s = g(F32, 6, 10, 4);
     s.batch = vec![3];
     s.trans_b = true;

@@ -416,23 +416,31 @@ impl Op for GemmSpec {
         self.check_placement("a", &a, self.lda, &self.stride_a)?;
         self.check_placement("b", &b, self.ldb, &self.stride_b)?;
         self.check_placement("c", &c, self.ldc, &self.stride_c)?;
-        // C batches must nest without overlap.
+        // No two elements of C at one address: every dimension of C (its batch dims,
+        // rows and columns), sorted by stride, steps over the whole span of those
+        // below it. Batches may nest (each matrix a block) or interleave (a permuted
+        // result: heads between the rows of each matrix).
+        let (row_stride, col_stride) = match self.layout {
+            Layout::RowMajor => (c.ld, 1),
+            Layout::ColMajor => (1, c.ld),
+        };
         let mut dims: Vec<(usize, usize)> = self
             .batch
             .iter()
             .zip(&c.batch_strides)
-            .filter(|(&b, _)| b > 1)
             .map(|(&b, &s)| (s, b))
+            .chain([(row_stride, c.rows), (col_stride, c.cols)])
+            .filter(|&(_, count)| count > 1)
             .collect();
         dims.sort();
-        let mut covered = c.span();
+        let mut covered = 1usize;
         for (stride, count) in dims {
             if stride < covered {
                 return Err(SpecError::bad_attr(
                     "stride_c",
                     format!("{:?}", c.batch_strides),
                     &format!(
-                        "batches of C overlap: stride {stride} is below the span {covered} of the batches it steps over"
+                        "elements of C overlap: stride {stride} is below the span {covered} of the dimensions it steps over"
                     ),
                 ));
             }
