@@ -160,18 +160,8 @@ fn random_programs_emit_valid_artifacts_for_every_target() {
     let dir = tempfile::tempdir().expect("temp dir");
     let require_ptxas = std::env::var_os("CI").is_some();
     let mut counts = std::collections::BTreeMap::<(&str, &str), u32>::new();
-    let mut rng = seed;
     for i in 0..cases {
-        let words: Vec<u32> = (0..600)
-            .map(|_| {
-                // splitmix64: a word stream from the seed.
-                rng = rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
-                let mut z = rng;
-                z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-                z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-                ((z ^ (z >> 31)) >> 32) as u32
-            })
-            .collect();
+        let words = kernelc::fuzz::no_panic::words(seed ^ i, 600);
         let shape = [
             Shape::Statements,
             Shape::Expression,

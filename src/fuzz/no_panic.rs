@@ -131,6 +131,13 @@ impl Words {
     }
 }
 
+/// `n` words of the splitmix64 stream from `seed` (the high half of each step):
+/// random choices that a seed reproduces.
+pub fn words(seed: u64, n: usize) -> Vec<u32> {
+    let mut w = Words(seed);
+    (0..n).map(|_| (w.next() >> 32) as u32).collect()
+}
+
 /// Input `index` of the run from `seed` (`specs`: [`spec_seeds`]): a quarter arbitrary bytes, the rest a valid
 /// input of the entry changed by one to five edits (random programs: bytes only, all
 /// of which the generator reads).

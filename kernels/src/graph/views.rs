@@ -66,23 +66,8 @@ fn folded(gemm: &GemmSpec, operand: usize, shape: &[usize], perm: &[usize]) -> O
     };
     let out: Vec<usize> = perm.iter().map(|&d| shape[d]).collect();
     let rank = out.len();
-    let (rows, cols) = (placement.rows, placement.cols);
     // The GEMM reads the permute's output as packed `[batch…, rows, cols]`.
-    let packed_batch: Vec<usize> = row_major_strides(&gemm.batch)
-        .iter()
-        .map(|s| s * rows * cols)
-        .collect();
-    let reads_packed = gemm.layout == Layout::RowMajor
-        && rank == gemm.batch.len() + 2
-        && out[..rank - 2] == gemm.batch[..]
-        && out[rank - 2..] == [rows, cols]
-        && ld.is_none_or(|ld| ld == cols)
-        && strides.as_ref().is_none_or(|s| {
-            // A dim of extent 1 is read at any stride.
-            s.len() == packed_batch.len()
-                && (0..s.len()).all(|d| gemm.batch[d] <= 1 || s[d] == packed_batch[d])
-        });
-    if !reads_packed {
+    if !packed_as(gemm, &out, placement.rows, placement.cols, ld, strides) {
         return None;
     }
     let source = row_major_strides(shape);
@@ -157,21 +142,8 @@ fn fold_output_at(graph: &Graph, readers: &HashMap<ValueId, usize>, k: usize) ->
 /// permute moves C's columns off unit stride.
 fn written_permuted(gemm: &GemmSpec, shape: &[usize], perm: &[usize]) -> Option<GemmSpec> {
     let rank = shape.len();
-    let packed_batch: Vec<usize> = row_major_strides(&gemm.batch)
-        .iter()
-        .map(|s| s * gemm.m * gemm.n)
-        .collect();
-    let writes_packed = gemm.beta == 0.0
-        && gemm.layout == Layout::RowMajor
-        && gemm.ldc.is_none_or(|ld| ld == gemm.n)
-        && gemm.stride_c.as_ref().is_none_or(|s| {
-            // A dim of extent 1 is written at any stride.
-            s.len() == packed_batch.len()
-                && (0..s.len()).all(|d| gemm.batch[d] <= 1 || s[d] == packed_batch[d])
-        })
-        && rank == gemm.batch.len() + 2
-        && shape[..rank - 2] == gemm.batch[..]
-        && shape[rank - 2..] == [gemm.m, gemm.n];
+    let writes_packed =
+        gemm.beta == 0.0 && packed_as(gemm, shape, gemm.m, gemm.n, gemm.ldc, &gemm.stride_c);
     if !writes_packed {
         return None;
     }
@@ -190,4 +162,31 @@ fn written_permuted(gemm: &GemmSpec, shape: &[usize], perm: &[usize]) -> Option<
     g.stride_c = Some(stride_of[..rank - 2].to_vec());
     // What the GEMM now writes must be exactly the permute's output.
     (g.validate().is_ok() && g.c().extent(&g.batch) == crate::shape::numel(shape)).then_some(g)
+}
+
+/// Whether `gemm` places one of its `rows × cols` matrices (leading dimension `ld`,
+/// batch strides `strides`) as the packed row-major tensor `dims = [batch…, rows,
+/// cols]`. A batch dim of extent 1 may have any stride.
+fn packed_as(
+    gemm: &GemmSpec,
+    dims: &[usize],
+    rows: usize,
+    cols: usize,
+    ld: Option<usize>,
+    strides: &Option<Vec<usize>>,
+) -> bool {
+    let rank = dims.len();
+    let packed_batch: Vec<usize> = row_major_strides(&gemm.batch)
+        .iter()
+        .map(|s| s * rows * cols)
+        .collect();
+    gemm.layout == Layout::RowMajor
+        && rank == gemm.batch.len() + 2
+        && dims[..rank - 2] == gemm.batch[..]
+        && dims[rank - 2..] == [rows, cols]
+        && ld.is_none_or(|ld| ld == cols)
+        && strides.as_ref().is_none_or(|s| {
+            s.len() == packed_batch.len()
+                && (0..s.len()).all(|d| gemm.batch[d] <= 1 || s[d] == packed_batch[d])
+        })
 }
