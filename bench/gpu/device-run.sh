@@ -3,7 +3,7 @@
 # torch on the same GPU, in one command. Built and packed here by bench/gpu/pack.sh;
 # run there from the repository root:
 #
-#   . .device/setup.sh && bash bench/gpu/device-run.sh [conformance] [memory] [large] [random] [fuzz] [programs] [adapters] [sanitize] [bench] [chain] [wgpu-bench]
+#   . .device/setup.sh && bash bench/gpu/device-run.sh [conformance] [memory] [large] [random] [fuzz] [programs] [sweep] [no-panic] [adapters] [sanitize] [bench] [chain] [wgpu-bench]
 #
 # (no stage named: all six). FUZZ_CASES sets the op fuzzer's cases per executor. Results go to $OUT (the device tool brings them back);
 # the last lines printed are the summary.
@@ -87,6 +87,32 @@ for stage in $stages; do
       --json "$OUT/fuzz-vulkan.json" --failures "$OUT/failures" > "$OUT/fuzz-vulkan.txt" 2>&1
     note "kernelc fuzz wgpu:spirv,wgpu:wgsl --programs (seed $seed): exit $? -- $(tail -1 "$OUT/fuzz-vulkan.txt" | cut -c1-200)"
     grep -E '^\| wgpu:(spirv|wgsl) \| (floats|integers)' "$OUT/fuzz-vulkan.txt" | sed 's/^/   /'
+    ;;
+  sweep)
+    # The exhaustive f32 unary sweep (every bit pattern) on SWEEP_DEVICE (default
+    # NVIDIA's Vulkan through kernelc's SPIR-V), SWEEP_FUNCS (default all twelve), one
+    # function at a time so that a run cut short keeps the rows it finished.
+    device=${SWEEP_DEVICE:-wgpu:spirv}
+    start=$SECONDS
+    for func in ${SWEEP_FUNCS:-sqrt rsqrt exp log sin cos tan sigmoid tanh gelu_erf gelu_tanh silu}; do
+      [ $((SECONDS - start)) -lt ${SWEEP_BUDGET:-480} ] || { note "sweep: out of time before $func"; break; }
+      t0=$SECONDS
+      timeout 300 kernelc sweep --device $device --funcs $func > "$OUT/sweep-one.txt" 2>&1
+      rc=$?
+      [ -s "$OUT/sweep.txt" ] || grep -E '^(device|\| function|\| ---)' "$OUT/sweep-one.txt" > "$OUT/sweep.txt"
+      grep -E "^\| $func \|" "$OUT/sweep-one.txt" >> "$OUT/sweep.txt"
+      note "kernelc sweep $device $func: exit $rc, $((SECONDS - t0)) s"
+    done
+    rm -f "$OUT/sweep-one.txt"
+    grep -E '^\| [a-z_]+ \| [0-9]' "$OUT/sweep.txt" | sed 's/^/   /'
+    ;;
+  no-panic)
+    # Random valid kernels into every emitter on all host threads (NO_PANIC_CASES,
+    # NO_PANIC_SEED): typed errors only; KERNELC_FUZZ_TRACE names an abort's input.
+    KERNELC_FUZZ_TRACE=1 timeout ${NO_PANIC_TIMEOUT:-500} kernelc fuzz --no-panic random_program \
+      --cases ${NO_PANIC_CASES:-100000} --seed ${NO_PANIC_SEED:-20261200} > "$OUT/no-panic.txt" 2> "$OUT/no-panic-trace.txt"
+    note "kernelc fuzz --no-panic random_program: exit $? -- $(tail -1 "$OUT/no-panic.txt")"
+    tail -3 "$OUT/no-panic-trace.txt" | cut -c1-200 | sed 's/^/   /'
     ;;
   fuzz)
     # The op fuzzer on CUDA and on NVIDIA's Vulkan driver (every wgpu path), one seed

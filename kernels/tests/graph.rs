@@ -413,6 +413,62 @@ fn elementwise_nodes_after_a_reduction_become_its_epilogue() {
     assert_close(&reference(&fused), &reference(&g));
 }
 
+/// Attention probabilities with dropout as exporters write it,
+/// `softmax(x·0.125 + mask)·keep·1.25`: one fused softmax, the scaled sum its
+/// prologue and the two products its epilogue, reading `keep` after the prologue's
+/// inputs. A second reader of the probabilities keeps them stored.
+#[test]
+fn elementwise_nodes_after_a_softmax_become_its_epilogue() {
+    let s = [4, 3, 24];
+    let softmax = OpSpec::Softmax(SoftmaxSpec {
+        dtype: F32,
+        shape: s.to_vec(),
+        axis: 2,
+        log: false,
+    });
+    let g = Graph {
+        inputs: vec![
+            TensorSig::new("x", F32, s.to_vec()),
+            TensorSig::new("mask", F32, vec![3, 24]),
+            TensorSig::new("keep", F32, s.to_vec()),
+        ],
+        nodes: vec![
+            node(scalar(BinaryFn::Mul, &s, 0.125), &[input(0)]),
+            node(binary(BinaryFn::Add, &s, &[3, 24]), &[out(0), input(1)]),
+            node(softmax, &[out(1)]),
+            node(binary(BinaryFn::Mul, &s, &s), &[out(2), input(2)]),
+            node(scalar(BinaryFn::Mul, &s, 1.25), &[out(3)]),
+        ],
+        outputs: vec![out(4)],
+    };
+    for caps in [TargetCaps::cpu(), TargetCaps::cuda_sm90()] {
+        let fused = fuse(&g, &caps).expect("fuses");
+        assert_eq!(fused.nodes.len(), 1, "{fused:#?}");
+        let OpSpec::FusedSoftmax(f) = &fused.nodes[0].spec else {
+            panic!("{fused:#?}")
+        };
+        assert_eq!(f.prologue.inputs, vec![s.to_vec(), vec![3, 24]]);
+        let epilogue = f.epilogue.as_ref().expect("an epilogue");
+        assert_eq!(epilogue.inputs, vec![s.to_vec(), s.to_vec()]);
+        assert_eq!(fused.nodes[0].inputs, vec![input(0), input(1), input(2)]);
+        assert_close(&reference(&fused), &reference(&g));
+    }
+    // The probabilities also an output: the softmax stays unfused with its epilogue.
+    let both = Graph {
+        outputs: vec![out(2), out(4)],
+        ..g.clone()
+    };
+    let fused = fuse(&both, &TargetCaps::cpu()).expect("fuses");
+    assert!(
+        fused
+            .nodes
+            .iter()
+            .all(|n| !matches!(&n.spec, OpSpec::FusedSoftmax(f) if f.epilogue.is_some())),
+        "{fused:#?}"
+    );
+    assert_close(&reference(&fused), &reference(&both));
+}
+
 #[test]
 fn permutes_read_by_a_gemm_fold_into_its_strides() {
     let (b, s, h, d) = (2, 5, 3, 4);

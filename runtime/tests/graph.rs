@@ -13,9 +13,9 @@ fn out(node: usize) -> ValueId {
     ValueId::Node { node, output: 0 }
 }
 
-/// `y = (sigmoid(x·w + b) − 0.25)·x`, then a row softmax of `y`: a GEMM, an
-/// elementwise chain of five nodes, a softmax: a GEMM and a softmax with the chain
-/// as its prologue once fused.
+/// `y = (sigmoid(x·w + b) − 0.25)·x`, then a row softmax of `y` times `x`: a GEMM,
+/// an elementwise chain of five nodes, a softmax, a product: a GEMM and a softmax
+/// with the chain as its prologue and the product as its epilogue once fused.
 fn block() -> Graph {
     let (m, k, n) = (6, 10, 10);
     let sig = |name: &str, shape: &[usize]| TensorSig::new(name, F32, shape.to_vec());
@@ -75,8 +75,12 @@ fn block() -> Graph {
                 }),
                 &[out(4)],
             ),
+            node(
+                ew(BinaryFn::Mul, &[m, n], &[m, k]),
+                &[out(5), ValueId::Input(0)],
+            ),
         ],
-        outputs: vec![out(5), out(0)],
+        outputs: vec![out(6), out(0)],
     }
 }
 
@@ -106,7 +110,12 @@ fn a_graph_compiles_once_and_equals_its_reference_on_every_device() {
         assert_eq!(
             names,
             ["gemm", "fused_softmax"],
-            "the chain is the softmax's prologue"
+            "the chain is the softmax's prologue, the product its epilogue"
+        );
+        assert!(
+            matches!(&compiled.graph().nodes[1].spec, OpSpec::FusedSoftmax(f) if f.epilogue.is_some()),
+            "{:?}",
+            compiled.graph().nodes[1]
         );
         let tensors: Vec<_> = g
             .inputs

@@ -55,15 +55,21 @@ pub fn run(args: SweepArgs) -> Result<(), CliError> {
         stride: args.stride,
         ..SweepRange::exhaustive(threads)
     };
+    let flushes = !rt.caps().keeps_subnormals;
     println!(
-        "device: {} [{}], {} inputs per function (stride {})",
+        "device: {} [{}], {} inputs per function (stride {}){}",
         rt.device_name(),
         rt.target_name(),
         range.count,
-        args.stride
+        args.stride,
+        if flushes {
+            "; it may flush subnormals (keeps_subnormals false): a result within the bound once they read as zero counts as flushed"
+        } else {
+            ""
+        }
     );
-    println!("| function | inputs | bound (ULP) | worst (of bound) | at | max ULP | at | past the bound | NaN/∞ mismatches | unspecified |");
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    println!("| function | inputs | bound (ULP) | worst (of bound) | at | max ULP | at | past the bound | NaN/∞ mismatches | unspecified | flushed |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     let mut rows = Vec::new();
     for func in funcs {
         let bar = ProgressBar::new(range.count);
@@ -78,7 +84,7 @@ pub fn run(args: SweepArgs) -> Result<(), CliError> {
         bar.finish_and_clear();
         // Each row as it is done: a long sweep cut short keeps what it measured.
         println!(
-            "| {} | {} | {} | {:.3} | {:#010x} ({:e}) | {:.3} | {:#010x} ({:e}) | {} | {} | {} |",
+            "| {} | {} | {} | {:.3} | {:#010x} ({:e}) | {:.3} | {:#010x} ({:e}) | {} | {} | {} | {} |",
             r.func,
             r.inputs,
             r.bound_ulps,
@@ -90,7 +96,8 @@ pub fn run(args: SweepArgs) -> Result<(), CliError> {
             f32::from_bits(r.max_ulp_input),
             r.failures,
             r.nonfinite_mismatches,
-            r.unspecified
+            r.unspecified,
+            r.flushed
         );
         rows.push(r);
     }

@@ -1,13 +1,15 @@
 //! [`fuse_prologues`] and [`fuse_reduce_epilogues`]: an elementwise node, or a fused
 //! chain, folded into the reduction or softmax that reads it as its prologue, or into
-//! the reduction it reads as its epilogue.
+//! the reduction or softmax it reads as its epilogue.
 
 use std::collections::HashMap;
 
 use super::elementwise::{as_fused, fusable};
 use super::splice::{read_once, rewrite_all, Found, Replacement};
 use super::{Graph, GraphError, Node, ValueId};
-use crate::ops::{FusedNode, FusedReduceSpec, FusedSoftmaxSpec, FusedSpec, ReduceSpec};
+use crate::ops::{
+    FusedNode, FusedReduceSpec, FusedSoftmaxSpec, FusedSpec, ReduceSpec, SoftmaxSpec,
+};
 use crate::shape::numel;
 use crate::spec::OpSpec;
 
@@ -66,6 +68,7 @@ fn prologue_into(graph: &Graph, readers: &HashMap<ValueId, usize>, k: usize) -> 
         OpSpec::Softmax(s) => OpSpec::FusedSoftmax(FusedSoftmaxSpec {
             prologue,
             softmax: s.clone(),
+            epilogue: None,
         }),
         _ => return None,
     };
@@ -120,39 +123,33 @@ fn prologue_nodes(producer: &Node) -> Option<Prologue> {
     Some((nodes, values, shapes))
 }
 
-/// `graph` with, until none is left, `e(reduce(x), y₁, …)` as the reduction with
-/// the epilogue `e` (a [`FusedReduceSpec`]), where `e` is a `unary`, `binary`,
-/// `scalar` or `fused` node of the reduction's dtype, the reduction's result has no
-/// other reader and `e` reads it unbroadcast as its value's shape (the other operands
-/// may be broadcast). A reduction whose result `e` reads with or without its kept
-/// axes of extent 1 takes `e`'s shape (its `keepdim` set to match).
+/// `graph` with, until none is left, `e(reduce(x), y₁, …)` and `e(softmax(x), y₁, …)`
+/// as the row op with the epilogue `e` (a [`FusedReduceSpec`] or
+/// [`FusedSoftmaxSpec`]), where `e` is a `unary`, `binary`, `scalar` or `fused` node
+/// of the row op's dtype, the row op's result has no other reader and `e` reads it
+/// unbroadcast as its value's shape (the other operands may be broadcast). A
+/// reduction whose result `e` reads with or without its kept axes of extent 1 takes
+/// `e`'s shape (its `keepdim` set to match).
 pub fn fuse_reduce_epilogues(graph: &Graph) -> Result<Graph, GraphError> {
     rewrite_all(graph, epilogue_onto)
 }
 
-/// Node `k`, an elementwise node reading a reduction's result read by it alone, as
-/// that reduction with `k` its epilogue: the nodes it removes and the fused node.
+/// Node `k`, an elementwise node reading a row op's result read by it alone, as that
+/// row op with `k` its epilogue: the nodes it removes and the fused node.
 fn epilogue_onto(graph: &Graph, readers: &HashMap<ValueId, usize>, k: usize) -> Option<Found> {
     let node = &graph.nodes[k];
     let (nodes, reads, wants) = prologue_nodes(node)?;
     let dtype = elementwise_dtype(&node.spec)?;
     let out = node.spec.outputs().first()?.shape.clone();
     let slot = reads.iter().position(|&v| {
-        matches!(v, ValueId::Node { node: p, output: 0 } if reducible(&graph.nodes[p].spec).is_some())
+        matches!(v, ValueId::Node { node: p, output: 0 } if RowOp::of(&graph.nodes[p].spec).is_some())
             && read_once(graph, readers, v)
     })?;
     let ValueId::Node { node: p, .. } = reads[slot] else {
         return None;
     };
-    let (prologue, reduce) = reducible(&graph.nodes[p].spec)?;
-    let reduce = [false, true]
-        .into_iter()
-        .map(|flip| ReduceSpec {
-            keepdim: reduce.keepdim != flip,
-            ..reduce.clone()
-        })
-        .find(|r| r.out_shape() == out)?;
-    if reduce.dtype != dtype || wants[slot] != out {
+    let row = RowOp::of(&graph.nodes[p].spec)?;
+    if row.dtype() != dtype || wants[slot] != out {
         return None;
     }
     // The result becomes the epilogue's input 0, the others follow in order.
@@ -176,15 +173,12 @@ fn epilogue_onto(graph: &Graph, readers: &HashMap<ValueId, usize>, k: usize) -> 
             operands.push(*v);
         }
     }
-    let spec = OpSpec::FusedReduce(FusedReduceSpec {
-        prologue,
-        reduce,
-        epilogue: Some(FusedSpec {
-            dtype,
-            inputs,
-            nodes,
-        }),
-    });
+    let epilogue = FusedSpec {
+        dtype,
+        inputs,
+        nodes,
+    };
+    let spec = row.with_epilogue(&out, epilogue)?;
     spec.validate().ok()?;
     let mut all = graph.nodes[p].inputs.clone();
     all.extend(operands);
@@ -198,22 +192,70 @@ fn epilogue_onto(graph: &Graph, readers: &HashMap<ValueId, usize>, k: usize) -> 
     ))
 }
 
-/// A reduction an epilogue can join: its prologue (the identity for a plain one) and
-/// its reduction, where it has no epilogue, is not an arg reduction, does not
-/// accumulate and reduces something.
-fn reducible(spec: &OpSpec) -> Option<(FusedSpec, &ReduceSpec)> {
-    let (prologue, reduce) = match spec {
-        OpSpec::Reduce(r) => (
-            FusedSpec {
-                dtype: r.dtype,
-                inputs: vec![r.shape.clone()],
-                nodes: vec![FusedNode::Input(0)],
-            },
-            r,
-        ),
-        OpSpec::FusedReduce(f) if f.epilogue.is_none() => (f.prologue.clone(), &f.reduce),
-        _ => return None,
-    };
-    let joins = !reduce.func.is_arg() && !reduce.accumulate && !reduce.reduces_nothing();
-    joins.then_some((prologue, reduce))
+/// A row op an epilogue can join, with its prologue (the identity for a plain one):
+/// a reduction or a softmax without an epilogue yet; a reduction that is not an arg
+/// reduction, does not accumulate and reduces something.
+enum RowOp<'a> {
+    Reduce(FusedSpec, &'a ReduceSpec),
+    Softmax(FusedSpec, &'a SoftmaxSpec),
+}
+
+impl<'a> RowOp<'a> {
+    fn of(spec: &'a OpSpec) -> Option<RowOp<'a>> {
+        let identity = |dtype, shape: &[usize]| FusedSpec {
+            dtype,
+            inputs: vec![shape.to_vec()],
+            nodes: vec![FusedNode::Input(0)],
+        };
+        let row = match spec {
+            OpSpec::Reduce(r) => RowOp::Reduce(identity(r.dtype, &r.shape), r),
+            OpSpec::FusedReduce(f) if f.epilogue.is_none() => {
+                RowOp::Reduce(f.prologue.clone(), &f.reduce)
+            }
+            OpSpec::Softmax(s) => RowOp::Softmax(identity(s.dtype, &s.shape), s),
+            OpSpec::FusedSoftmax(f) if f.epilogue.is_none() => {
+                RowOp::Softmax(f.prologue.clone(), &f.softmax)
+            }
+            _ => return None,
+        };
+        match row {
+            RowOp::Reduce(_, r) if r.func.is_arg() || r.accumulate || r.reduces_nothing() => None,
+            RowOp::Reduce(..) | RowOp::Softmax(..) => Some(row),
+        }
+    }
+
+    fn dtype(&self) -> kernelc_ir::ScalarType {
+        match self {
+            RowOp::Reduce(_, r) => r.dtype,
+            RowOp::Softmax(_, s) => s.dtype,
+        }
+    }
+
+    /// The fused op with `epilogue`, its result of shape `out` (a reduction's
+    /// `keepdim` set to give it), if it can give that shape.
+    fn with_epilogue(self, out: &[usize], epilogue: FusedSpec) -> Option<OpSpec> {
+        match self {
+            RowOp::Reduce(prologue, reduce) => {
+                let reduce = [false, true]
+                    .into_iter()
+                    .map(|flip| ReduceSpec {
+                        keepdim: reduce.keepdim != flip,
+                        ..reduce.clone()
+                    })
+                    .find(|r| r.out_shape() == out)?;
+                Some(OpSpec::FusedReduce(FusedReduceSpec {
+                    prologue,
+                    reduce,
+                    epilogue: Some(epilogue),
+                }))
+            }
+            RowOp::Softmax(prologue, softmax) => (softmax.shape == out).then(|| {
+                OpSpec::FusedSoftmax(FusedSoftmaxSpec {
+                    prologue,
+                    softmax: softmax.clone(),
+                    epilogue: Some(epilogue),
+                })
+            }),
+        }
+    }
 }

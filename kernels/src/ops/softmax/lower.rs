@@ -23,25 +23,27 @@ use crate::lower::reduction::{
     lowest_finite, row_kernel, Buf, Extremum, Group, LogSumExp, Monoid, Step, Sum, Tree, View,
 };
 use crate::lower::{LowerError, Plan, PlanBuilder, TargetCaps, Uniforms};
-use crate::ops::elementwise::XSource;
+use crate::ops::elementwise::{Epilogue, XSource};
 use crate::spec::{CrossEntropySpec, OpSpec, SoftmaxBackwardSpec, SoftmaxSpec};
 use kernelc_ir::builder::*;
 use kernelc_ir::{Access, ScalarType};
 
 pub(super) fn softmax(spec: &SoftmaxSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
     let op = OpSpec::Softmax(spec.clone());
-    softmax_of(&op, spec, XSource::plain(spec.dtype), caps)
+    softmax_of(&op, spec, XSource::plain(spec.dtype), None, caps)
 }
 
-/// The plan of `op`, the softmax `spec` of the `x` that `source` reads.
+/// The plan of `op`, the softmax `spec` of the `x` that `source` reads (its first
+/// inputs), with `epilogue` applied to each probability (its operands after those).
 pub(super) fn softmax_of(
     op: &OpSpec,
     spec: &SoftmaxSpec,
     source: XSource,
+    epilogue: Option<Epilogue>,
     caps: &TargetCaps,
 ) -> Result<Plan, LowerError> {
     if stash_exponentials(spec, caps) {
-        return softmax_stashed(op, spec, source, caps);
+        return softmax_stashed(op, spec, source, epilogue, caps);
     }
     let outs = op.outputs();
     let view = View::of_shape(&spec.shape, |d| d == spec.axis)?;
@@ -55,6 +57,7 @@ pub(super) fn softmax_of(
         &stats,
         source,
         Buf::output(&outs, 0),
+        epilogue,
         |f, x, y, g, tree| {
             if let Some(steps) = g.resident_steps(f, RESIDENT_ELEMENTS) {
                 return softmax_resident(f, spec, (x, y), g, tree, &steps);
@@ -90,7 +93,7 @@ pub(super) fn softmax_of(
                     let e = (v - max.clone()).exp() * scale.clone();
                     dead.clone().select(vn.lit(0.0), e)
                 };
-                f.store(y, off, vn.narrow(value, dtype));
+                y.store(f, &vn, off, value, dtype);
             });
         },
     )
@@ -112,8 +115,30 @@ impl Input<'_> {
     }
 }
 
-/// The one launch of a softmax of `op` ([`row_kernel`]): `source`'s buffers and
-/// per-call values, then `y`; `body(f, x, y, group, tree)` writes the slice.
+/// Where a softmax's probabilities go: `y`, through the epilogue when there is one
+/// (its operands' buffers and per-call values).
+#[derive(Clone, Copy)]
+struct Output<'a> {
+    y: Mem,
+    epilogue: Option<(Epilogue<'a>, &'a [Mem], &'a [E])>,
+}
+
+impl Output<'_> {
+    /// Stores the probabilities `value` (`n`, in the compute type) at `off`: the
+    /// epilogue's value of them where there is one, narrowed to `dtype`.
+    fn store(&self, f: &mut Body, n: &Num, off: E, value: E, dtype: ScalarType) {
+        let value = match self.epilogue {
+            Some((e, mems, uni)) => e.apply(f, n, value, mems, uni, &off),
+            None => value,
+        };
+        f.store(self.y, off, n.narrow(value, dtype));
+    }
+}
+
+/// The one launch of a softmax of `op` ([`row_kernel`]): `source`'s buffers, then
+/// `y`, then `epilogue`'s operands; the per-call values of both; `body(f, x, y,
+/// group, tree)` writes the slice.
+#[allow(clippy::too_many_arguments)]
 fn x_kernel(
     op: &OpSpec,
     caps: &TargetCaps,
@@ -121,11 +146,18 @@ fn x_kernel(
     monoid: &dyn Monoid,
     source: XSource,
     y: Buf,
-    body: impl FnOnce(&mut Body, Input, Mem, &Group, &Tree),
+    epilogue: Option<Epilogue>,
+    body: impl FnOnce(&mut Body, Input, Output, &Group, &Tree),
 ) -> Result<PlanBuilder, LowerError> {
-    let mut bufs = source.bufs(&op.inputs());
+    let (ins, uniforms) = (op.inputs(), op.uniforms());
+    let mut bufs = source.bufs(&ins);
     bufs.push(y);
-    let scalars = source.params(&op.uniforms())?;
+    let mut scalars = source.params(&uniforms)?;
+    let own = scalars.len();
+    if let Some(e) = &epilogue {
+        bufs.extend(e.bufs(&ins));
+        scalars.extend(e.params(&uniforms)?);
+    }
     row_kernel(
         op,
         caps,
@@ -135,7 +167,13 @@ fn x_kernel(
         &scalars,
         |f, m, uni, g, tree| {
             let (xs, y) = (&m[..source.count()], m[source.count()]);
-            body(f, Input { source, xs, uni }, y, g, tree)
+            let epilogue = epilogue.map(|e| (e, &m[source.count() + 1..], &uni[own..]));
+            let x = Input {
+                source,
+                xs,
+                uni: &uni[..own],
+            };
+            body(f, x, Output { y, epilogue }, g, tree)
         },
     )
 }
@@ -152,7 +190,7 @@ const RESIDENT_ELEMENTS: u32 = 32;
 fn softmax_resident(
     f: &mut Body,
     spec: &SoftmaxSpec,
-    (x, y): (Input, Mem),
+    (x, y): (Input, Output),
     g: &Group,
     tree: &Tree,
     steps: &[Step],
@@ -220,8 +258,8 @@ fn softmax_resident(
     };
     let (whole, ragged): (Vec<_>, Vec<_>) = steps.iter().zip(values).partition(|(s, _)| !s.ragged);
     let store = |f: &mut Body, s: &Step, v: E| {
-        let off = g.offset(&s.j);
-        f.store(y, off, vn.narrow(v, spec.dtype));
+        let off = bind(f, "off", g.offset(&s.j));
+        y.store(f, &vn, off, v, spec.dtype);
     };
     f.if_(g.valid.clone(), |f| {
         for (s, v) in whole {
@@ -258,6 +296,7 @@ fn softmax_stashed(
     op: &OpSpec,
     spec: &SoftmaxSpec,
     source: XSource,
+    epilogue: Option<Epilogue>,
     caps: &TargetCaps,
 ) -> Result<Plan, LowerError> {
     let outs = op.outputs();
@@ -267,7 +306,7 @@ fn softmax_stashed(
     let sum = Sum { ty: num.ty, n: 1 };
     let mut y_buf = Buf::output(&outs, 0);
     y_buf.access = Access::ReadWrite;
-    x_kernel(op, caps, view, &max, source, y_buf, |f, x, y, g, tree| {
+    let kernel = |f: &mut Body, x: Input, y: Output, g: &Group, tree: &Tree| {
         let vn = g.num(num.ty);
         let acc = g.fold(f, &max, |f, j| {
             let off = bind(f, "off", g.offset(j));
@@ -283,7 +322,7 @@ fn softmax_stashed(
             let off = bind(f, "off", g.offset(j));
             let e = (x.load(f, &vn, off.clone()) - top.clone()).exp();
             let e = f.let_("e", e);
-            f.store(y, off, e.clone());
+            f.store(y.y, off, e.clone());
             vec![e]
         });
         let total = tree.reduce(f, g, &sum, &acc, true)[0].clone();
@@ -292,11 +331,11 @@ fn softmax_stashed(
         let scale = f.let_("scale", g.splat(scale));
         g.for_each(f, |f, j| {
             let off = bind(f, "off", g.offset(&j));
-            let e = y.load(off.clone(), g.step_lanes());
-            f.store(y, off, e * scale.clone());
+            let e = y.y.load(off.clone(), g.step_lanes());
+            y.store(f, &vn, off, e * scale.clone(), spec.dtype);
         });
-    })
-    .map(PlanBuilder::finish)
+    };
+    x_kernel(op, caps, view, &max, source, y_buf, epilogue, kernel).map(PlanBuilder::finish)
 }
 
 /// Whether a slice with online statistics `(max, sum)` is fully masked (every element
