@@ -112,7 +112,10 @@ pub fn sweep(
             return Err(format!("{} results for {} inputs", got.len(), xs.len()));
         }
         let flushes = !rt.caps().keeps_subnormals;
-        merge(&mut row, check_chunk(func, &xs, &got, flushes, range.threads)?);
+        merge(
+            &mut row,
+            check_chunk(func, &xs, &got, flushes, range.threads)?,
+        );
         done += n as u64;
         tick(done);
     }
@@ -287,11 +290,22 @@ mod tests {
     fn flushed_subnormals_are_counted_apart_where_the_device_may_flush() {
         let tiny = f32::from_bits(1);
         let (xs, got) = (vec![-tiny, tiny], vec![-0.0f32, 0.0]);
-        for (func, got) in [(UnaryFn::Sqrt, got), (UnaryFn::Log, vec![f32::NEG_INFINITY; 2])] {
+        for (func, got) in [
+            (UnaryFn::Sqrt, got),
+            (UnaryFn::Log, vec![f32::NEG_INFINITY; 2]),
+        ] {
             let keeps = check_piece(func, &xs, &got, false).expect("checked");
-            assert_eq!((keeps.failures, keeps.flushed), (2, 0), "{func:?} {keeps:?}");
+            assert_eq!(
+                (keeps.failures, keeps.flushed),
+                (2, 0),
+                "{func:?} {keeps:?}"
+            );
             let flushes = check_piece(func, &xs, &got, true).expect("checked");
-            assert_eq!((flushes.failures, flushes.flushed), (0, 2), "{func:?} {flushes:?}");
+            assert_eq!(
+                (flushes.failures, flushes.flushed),
+                (0, 2),
+                "{func:?} {flushes:?}"
+            );
         }
         // exp(−100) is subnormal: 0 is within the bound; exp(−80) is normal: 0 is
         // wrong, flushing or not.

@@ -213,7 +213,25 @@ pub(crate) struct Epilogue<'a> {
     pub first_uniform: usize,
 }
 
-impl Epilogue<'_> {
+impl<'a> Epilogue<'a> {
+    /// `spec` applied to the result of an op that reads `prologue`'s value: its
+    /// operands follow the prologue's inputs, its per-call values the prologue's.
+    pub fn after(prologue: &FusedSpec, spec: &'a FusedSpec) -> Epilogue<'a> {
+        Epilogue {
+            spec,
+            first_input: prologue.inputs.len(),
+            first_uniform: prologue.uniforms().len(),
+        }
+    }
+
+    /// Its arguments in a reference: the op's `result`, then its operands among the
+    /// op's `inputs`.
+    pub fn args<'i>(&self, inputs: &[&'i [f64]], result: &'i [f64]) -> Vec<&'i [f64]> {
+        let mut args = vec![result];
+        args.extend(inputs.iter().skip(self.first_input));
+        args
+    }
+
     /// Its operands after the first, as read-only buffers.
     pub fn bufs(&self, ins: &[TensorSig]) -> Vec<Buf> {
         (1..self.spec.inputs.len())
@@ -244,6 +262,32 @@ impl Epilogue<'_> {
         }
         spec.value(f, n, inputs, params, false)
     }
+}
+
+/// The inputs of a row op with `prologue` and `epilogue`: the prologue's (`x0`,
+/// ...), then the epilogue's after its first (`e1`, ...).
+pub(crate) fn row_op_inputs(prologue: &FusedSpec, epilogue: Option<&FusedSpec>) -> Vec<TensorSig> {
+    let mut inputs = prologue.inputs();
+    if let Some(epilogue) = epilogue {
+        inputs.extend(epilogue.inputs().into_iter().skip(1).map(|mut sig| {
+            sig.name = sig.name.replacen('x', "e", 1);
+            sig
+        }));
+    }
+    inputs
+}
+
+/// The per-call values of a row op with `prologue` and `epilogue`: the prologue's,
+/// then the epilogue's (named `epilogue_…`).
+pub(crate) fn row_op_uniforms(prologue: &FusedSpec, epilogue: Option<&FusedSpec>) -> Vec<Uniform> {
+    let mut uniforms = prologue.uniforms();
+    if let Some(epilogue) = epilogue {
+        uniforms.extend(epilogue.uniforms().into_iter().map(|mut u| {
+            u.name = format!("epilogue_{}", u.name);
+            u
+        }));
+    }
+    uniforms
 }
 
 /// Checks that `epilogue` maps a result of `dtype` and `shape` (its input 0) to a

@@ -16,7 +16,7 @@ use crate::lower::{LowerError, Plan, TargetCaps, Uniform};
 use crate::op::Op;
 use crate::ops::elementwise::{
     check_epilogue, check_prologue, epilogue_condition, materialized, materialized_with_epilogue,
-    prologue_error, Epilogue, XSource,
+    prologue_error, row_op_inputs, row_op_uniforms, Epilogue, XSource,
 };
 use crate::ops::{BinaryFn, FusedNode, FusedSpec, UnaryFn};
 use crate::reference::round_to;
@@ -62,18 +62,18 @@ impl FusedReduceSpec {
 
     /// The epilogue as the lowering sees it.
     fn lowered_epilogue(&self) -> Option<Epilogue<'_>> {
-        self.epilogue.as_ref().map(|spec| Epilogue {
-            spec,
-            first_input: self.prologue.inputs.len(),
-            first_uniform: self.prologue.uniforms().len(),
-        })
+        let prologue = &self.prologue;
+        self.epilogue
+            .as_ref()
+            .map(|spec| Epilogue::after(prologue, spec))
     }
 
     /// The epilogue's arguments: the result rounded to the dtype, then its operands.
     fn epilogue_args<'i>(&self, inputs: &[&'i [f64]], result: &'i [f64]) -> Vec<&'i [f64]> {
-        let mut args = vec![result];
-        args.extend(&inputs[self.prologue.inputs.len()..]);
-        args
+        match self.lowered_epilogue() {
+            Some(e) => e.args(inputs, result),
+            None => vec![result],
+        }
     }
 
     /// Per result element, in units of `u`, what the reduction may be off by (the
@@ -152,14 +152,7 @@ impl Op for FusedReduceSpec {
         Ok(())
     }
     fn inputs(&self) -> Vec<TensorSig> {
-        let mut inputs = self.prologue.inputs();
-        if let Some(epilogue) = &self.epilogue {
-            inputs.extend(epilogue.inputs().into_iter().skip(1).map(|mut sig| {
-                sig.name = sig.name.replacen('x', "e", 1);
-                sig
-            }));
-        }
-        inputs
+        row_op_inputs(&self.prologue, self.epilogue.as_ref())
     }
     fn outputs(&self) -> Vec<TensorSig> {
         self.reduce.outputs()
@@ -169,14 +162,7 @@ impl Op for FusedReduceSpec {
     }
     /// The prologue's, then the epilogue's (named `epilogue_…`).
     fn uniforms(&self) -> Vec<Uniform> {
-        let mut uniforms = self.prologue.uniforms();
-        if let Some(epilogue) = &self.epilogue {
-            uniforms.extend(epilogue.uniforms().into_iter().map(|mut u| {
-                u.name = format!("epilogue_{}", u.name);
-                u
-            }));
-        }
-        uniforms
+        row_op_uniforms(&self.prologue, self.epilogue.as_ref())
     }
     fn structural(&self) -> Self {
         FusedReduceSpec {

@@ -19,10 +19,10 @@ use crate::lower::{LowerError, Plan, TargetCaps, Uniform};
 use crate::op::Op;
 use crate::ops::elementwise::{
     check_epilogue, check_prologue, epilogue_condition, materialized, materialized_with_epilogue,
-    prologue_error, Epilogue, XSource,
+    prologue_error, row_op_inputs, row_op_uniforms, Epilogue, XSource,
 };
-use crate::reference::round_to;
 use crate::ops::{BinaryFn, FusedNode, FusedSpec, UnaryFn};
+use crate::reference::round_to;
 use crate::spec::{OpSpec, TensorSig};
 use crate::tolerance::Tolerance;
 
@@ -59,18 +59,18 @@ impl FusedSoftmaxSpec {
 
     /// The epilogue as the lowering sees it.
     fn lowered_epilogue(&self) -> Option<Epilogue<'_>> {
-        self.epilogue.as_ref().map(|spec| Epilogue {
-            spec,
-            first_input: self.prologue.inputs.len(),
-            first_uniform: self.prologue.uniforms().len(),
-        })
+        let prologue = &self.prologue;
+        self.epilogue
+            .as_ref()
+            .map(|spec| Epilogue::after(prologue, spec))
     }
 
     /// The epilogue's arguments: the probabilities, then its operands.
     fn epilogue_args<'i>(&self, inputs: &[&'i [f64]], y: &'i [f64]) -> Vec<&'i [f64]> {
-        let mut args = vec![y];
-        args.extend(&inputs[self.prologue.inputs.len()..]);
-        args
+        match self.lowered_epilogue() {
+            Some(e) => e.args(inputs, y),
+            None => vec![y],
+        }
     }
 
     /// The softmax's own condition on the logits, plus what the logits' errors
@@ -110,14 +110,7 @@ impl Op for FusedSoftmaxSpec {
     }
     /// The prologue's, then the epilogue's after its first (named `e1`, ...).
     fn inputs(&self) -> Vec<TensorSig> {
-        let mut inputs = self.prologue.inputs();
-        if let Some(epilogue) = &self.epilogue {
-            inputs.extend(epilogue.inputs().into_iter().skip(1).map(|mut sig| {
-                sig.name = sig.name.replacen('x', "e", 1);
-                sig
-            }));
-        }
-        inputs
+        row_op_inputs(&self.prologue, self.epilogue.as_ref())
     }
     fn outputs(&self) -> Vec<TensorSig> {
         self.softmax.outputs()
@@ -134,14 +127,7 @@ impl Op for FusedSoftmaxSpec {
     }
     /// The prologue's, then the epilogue's (named `epilogue_…`).
     fn uniforms(&self) -> Vec<Uniform> {
-        let mut uniforms = self.prologue.uniforms();
-        if let Some(epilogue) = &self.epilogue {
-            uniforms.extend(epilogue.uniforms().into_iter().map(|mut u| {
-                u.name = format!("epilogue_{}", u.name);
-                u
-            }));
-        }
-        uniforms
+        row_op_uniforms(&self.prologue, self.epilogue.as_ref())
     }
     fn structural(&self) -> Self {
         FusedSoftmaxSpec {
@@ -157,9 +143,9 @@ impl Op for FusedSoftmaxSpec {
         let stored = self.stored(i);
         epilogue.reference(&self.epilogue_args(i, &stored))
     }
-    /// Without an epilogue, [`Self::softmax_condition`]; with one, the softmax's
-    /// allowance (its tolerance times that condition) carried through the epilogue's
-    /// slope (docs/semantics.md, "Graph fusion").
+    /// Without an epilogue, the softmax's condition with the prologue's error added;
+    /// with one, the softmax's allowance (its tolerance times that condition) carried
+    /// through the epilogue's slope (docs/semantics.md, "Graph fusion").
     fn condition(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
         let condition = self.softmax_condition(i);
         let Some(epilogue) = &self.epilogue else {

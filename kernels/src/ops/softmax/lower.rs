@@ -127,9 +127,13 @@ impl Output<'_> {
     /// Stores the probabilities `value` (`n`, in the compute type) at `off`: the
     /// epilogue's value of them where there is one, narrowed to `dtype`.
     fn store(&self, f: &mut Body, n: &Num, off: E, value: E, dtype: ScalarType) {
-        let value = match self.epilogue {
-            Some((e, mems, uni)) => e.apply(f, n, value, mems, uni, &off),
-            None => value,
+        let (value, off) = match self.epilogue {
+            Some((e, mems, uni)) => {
+                // The epilogue reads its operands at `off` too.
+                let off = bind(f, "off", off);
+                (e.apply(f, n, value, mems, uni, &off), off)
+            }
+            None => (value, off),
         };
         f.store(self.y, off, n.narrow(value, dtype));
     }
@@ -258,8 +262,7 @@ fn softmax_resident(
     };
     let (whole, ragged): (Vec<_>, Vec<_>) = steps.iter().zip(values).partition(|(s, _)| !s.ragged);
     let store = |f: &mut Body, s: &Step, v: E| {
-        let off = bind(f, "off", g.offset(&s.j));
-        y.store(f, &vn, off, v, spec.dtype);
+        y.store(f, &vn, g.offset(&s.j), v, spec.dtype);
     };
     f.if_(g.valid.clone(), |f| {
         for (s, v) in whole {
