@@ -103,6 +103,7 @@ pub fn sweep(
         ..SweepRow::default()
     };
     let chunk = range.chunk.max(1) as u64;
+    let flushes = !rt.caps().keeps_subnormals;
     let mut done = 0u64;
     while done < range.count {
         let n = (range.count - done).min(chunk) as usize;
@@ -111,7 +112,6 @@ pub fn sweep(
         if got.len() != xs.len() {
             return Err(format!("{} results for {} inputs", got.len(), xs.len()));
         }
-        let flushes = !rt.caps().keeps_subnormals;
         merge(
             &mut row,
             check_chunk(func, &xs, &got, flushes, range.threads)?,

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use super::splice::{read_once, rewrite_all, Found, Replacement};
+use super::splice::{pair_replaced, producer_read_once, rewrite_all, Found, Replacement};
 use super::{Graph, GraphError, Node, ValueId};
 use crate::op::Op;
 use crate::ops::{BinaryFn, GemmSpec, LayerNormSpec, Layout};
@@ -103,29 +103,17 @@ fn dense_gemm_read_once<'g>(
     readers: &HashMap<ValueId, usize>,
     value: ValueId,
 ) -> Option<(usize, &'g GemmSpec)> {
-    let ValueId::Node { node: p, output: 0 } = value else {
-        return None;
-    };
+    let p = producer_read_once(graph, readers, value)?;
     let OpSpec::Gemm(gemm) = &graph.nodes[p].spec else {
         return None;
     };
-    (read_once(graph, readers, value) && c_is_row_major(gemm)).then_some((p, gemm))
+    c_is_row_major(gemm).then_some((p, gemm))
 }
 
 /// The rewrite removing GEMM node `p` and node `k` after it, `spec` reading `inputs`
 /// taking `k`'s place and giving its value.
 fn gemm_in_place_of(p: usize, k: usize, spec: GemmSpec, inputs: Vec<ValueId>) -> Found {
-    (
-        vec![p, k],
-        Replacement {
-            at: k,
-            node: Node {
-                spec: OpSpec::Gemm(spec),
-                inputs,
-            },
-            gives: vec![(ValueId::Node { node: k, output: 0 }, 0)],
-        },
-    )
+    pair_replaced(p, k, OpSpec::Gemm(spec), inputs)
 }
 
 /// Node `k`, an activation of a GEMM's value read by it alone, as that GEMM with the

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use super::elementwise::{as_fused, fusable};
-use super::splice::{read_once, rewrite_all, Found, Replacement};
+use super::splice::{pair_replaced, producer_read_once, rewrite_all, Found};
 use super::{Graph, GraphError, Node, ValueId};
 use crate::ops::{
     FusedNode, FusedReduceSpec, FusedSoftmaxSpec, FusedSpec, ReduceSpec, SoftmaxSpec,
@@ -33,13 +33,7 @@ fn prologue_into(graph: &Graph, readers: &HashMap<ValueId, usize>, k: usize) -> 
         OpSpec::Softmax(s) => (s.dtype, &s.shape),
         _ => return None,
     };
-    let x = *node.inputs.first()?;
-    let ValueId::Node { node: p, output: 0 } = x else {
-        return None;
-    };
-    if !read_once(graph, readers, x) {
-        return None;
-    }
+    let p = producer_read_once(graph, readers, *node.inputs.first()?)?;
     let producer = &graph.nodes[p];
     let (nodes, reads, wants) = prologue_nodes(producer)?;
     if elementwise_dtype(&producer.spec) != Some(dtype) {
@@ -73,17 +67,7 @@ fn prologue_into(graph: &Graph, readers: &HashMap<ValueId, usize>, k: usize) -> 
         _ => return None,
     };
     spec.validate().ok()?;
-    Some((
-        vec![p, k],
-        Replacement {
-            at: k,
-            node: Node {
-                spec,
-                inputs: reads,
-            },
-            gives: vec![(ValueId::Node { node: k, output: 0 }, 0)],
-        },
-    ))
+    Some(pair_replaced(p, k, spec, reads))
 }
 
 /// The dtype of an elementwise node a prologue or epilogue can take: a `fused` one,
@@ -141,14 +125,10 @@ fn epilogue_onto(graph: &Graph, readers: &HashMap<ValueId, usize>, k: usize) -> 
     let (nodes, reads, wants) = prologue_nodes(node)?;
     let dtype = elementwise_dtype(&node.spec)?;
     let out = node.spec.outputs().first()?.shape.clone();
-    let slot = reads.iter().position(|&v| {
-        matches!(v, ValueId::Node { node: p, output: 0 } if RowOp::of(&graph.nodes[p].spec).is_some())
-            && read_once(graph, readers, v)
+    let (slot, p, row) = reads.iter().enumerate().find_map(|(slot, &v)| {
+        let p = producer_read_once(graph, readers, v)?;
+        Some((slot, p, RowOp::of(&graph.nodes[p].spec)?))
     })?;
-    let ValueId::Node { node: p, .. } = reads[slot] else {
-        return None;
-    };
-    let row = RowOp::of(&graph.nodes[p].spec)?;
     if row.dtype() != dtype || wants[slot] != out {
         return None;
     }
@@ -182,14 +162,7 @@ fn epilogue_onto(graph: &Graph, readers: &HashMap<ValueId, usize>, k: usize) -> 
     spec.validate().ok()?;
     let mut all = graph.nodes[p].inputs.clone();
     all.extend(operands);
-    Some((
-        vec![p, k],
-        Replacement {
-            at: k,
-            node: Node { spec, inputs: all },
-            gives: vec![(ValueId::Node { node: k, output: 0 }, 0)],
-        },
-    ))
+    Some(pair_replaced(p, k, spec, all))
 }
 
 /// A row op an epilogue can join, with its prologue (the identity for a plain one):

@@ -109,8 +109,39 @@ pub(super) fn read_once(graph: &Graph, readers: &HashMap<ValueId, usize>, value:
     readers.get(&value) == Some(&1) && !graph.outputs.contains(&value)
 }
 
+/// The node whose output 0 `value` is, where that value is [`read_once`]: a producer
+/// its one reader may absorb.
+pub(super) fn producer_read_once(
+    graph: &Graph,
+    readers: &HashMap<ValueId, usize>,
+    value: ValueId,
+) -> Option<usize> {
+    match value {
+        ValueId::Node { node, output: 0 } if read_once(graph, readers, value) => Some(node),
+        ValueId::Node { .. } | ValueId::Input(_) => None,
+    }
+}
+
 /// A rewrite found at one node: the old nodes it removes and the node replacing them.
 pub(super) type Found = (Vec<usize>, Replacement);
+
+/// The rewrite removing node `p` and node `k` after it: one node of `spec` reading
+/// `inputs` takes `k`'s place and gives its value.
+pub(super) fn pair_replaced(
+    p: usize,
+    k: usize,
+    spec: crate::spec::OpSpec,
+    inputs: Vec<ValueId>,
+) -> Found {
+    (
+        vec![p, k],
+        Replacement {
+            at: k,
+            node: Node { spec, inputs },
+            gives: vec![(ValueId::Node { node: k, output: 0 }, 0)],
+        },
+    )
+}
 
 /// `graph` validated, then rewritten one `find` at a time (tried at each node `k`,
 /// given the value readers) until none is found.

@@ -4,8 +4,8 @@
 
 use std::collections::HashMap;
 
-use super::splice::{read_once, rewrite_all, Found, Replacement};
-use super::{Graph, GraphError, Node, ValueId};
+use super::splice::{pair_replaced, producer_read_once, rewrite_all, Found};
+use super::{Graph, GraphError, ValueId};
 use crate::op::Op;
 use crate::ops::{GemmSpec, Layout};
 use crate::shape::row_major_strides;
@@ -29,30 +29,14 @@ fn fold_at(graph: &Graph, readers: &HashMap<ValueId, usize>, k: usize) -> Option
         return None;
     };
     (0..2).find_map(|operand| {
-        let value = node.inputs[operand];
-        let ValueId::Node { node: p, output: 0 } = value else {
-            return None;
-        };
+        let p = producer_read_once(graph, readers, node.inputs[operand])?;
         let OpSpec::Permute(permute) = &graph.nodes[p].spec else {
             return None;
         };
-        if !read_once(graph, readers, value) {
-            return None;
-        }
         let folded = folded(gemm, operand, &permute.shape, &permute.perm)?;
         let mut inputs = node.inputs.clone();
         inputs[operand] = graph.nodes[p].inputs[0];
-        Some((
-            vec![p, k],
-            Replacement {
-                at: k,
-                node: Node {
-                    spec: OpSpec::Gemm(folded),
-                    inputs,
-                },
-                gives: vec![(ValueId::Node { node: k, output: 0 }, 0)],
-            },
-        ))
+        Some(pair_replaced(p, k, OpSpec::Gemm(folded), inputs))
     })
 }
 
@@ -113,28 +97,13 @@ fn fold_output_at(graph: &Graph, readers: &HashMap<ValueId, usize>, k: usize) ->
     let OpSpec::Permute(permute) = &node.spec else {
         return None;
     };
-    let value = *node.inputs.first()?;
-    let ValueId::Node { node: p, output: 0 } = value else {
-        return None;
-    };
+    let p = producer_read_once(graph, readers, *node.inputs.first()?)?;
     let OpSpec::Gemm(gemm) = &graph.nodes[p].spec else {
         return None;
     };
-    if !read_once(graph, readers, value) {
-        return None;
-    }
     let folded = written_permuted(gemm, &permute.shape, &permute.perm)?;
-    Some((
-        vec![p, k],
-        Replacement {
-            at: k,
-            node: Node {
-                spec: OpSpec::Gemm(folded),
-                inputs: graph.nodes[p].inputs.clone(),
-            },
-            gives: vec![(ValueId::Node { node: k, output: 0 }, 0)],
-        },
-    ))
+    let inputs = graph.nodes[p].inputs.clone();
+    Some(pair_replaced(p, k, OpSpec::Gemm(folded), inputs))
 }
 
 /// `gemm` storing C as the permute of `shape` by `perm` lays its input out, or `None`

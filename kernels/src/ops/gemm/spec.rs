@@ -419,7 +419,10 @@ impl Op for GemmSpec {
         // No two elements of C at one address: every dimension of C (its batch dims,
         // rows and columns), sorted by stride, steps over the whole span of those
         // below it. Batches may nest (each matrix a block) or interleave (a permuted
-        // result: heads between the rows of each matrix).
+        // result: heads between the rows of each matrix). An empty C has no elements.
+        if c.rows == 0 || c.cols == 0 || self.batch.contains(&0) {
+            return Ok(());
+        }
         let (row_stride, col_stride) = match self.layout {
             Layout::RowMajor => (c.ld, 1),
             Layout::ColMajor => (1, c.ld),
@@ -433,9 +436,8 @@ impl Op for GemmSpec {
             .filter(|&(_, count)| count > 1)
             .collect();
         dims.sort();
-        let empty = c.rows == 0 || c.cols == 0 || self.batch.contains(&0);
         let mut covered = 1usize;
-        for (stride, count) in dims.into_iter().filter(|_| !empty) {
+        for (stride, count) in dims {
             if stride < covered {
                 return Err(SpecError::bad_attr(
                     "stride_c",
