@@ -36,6 +36,7 @@ fn ops() -> Vec<(&'static str, OpSpec)> {
                 bias: true,
                 residual: false,
                 save_stats: false,
+                epilogue: None,
             }),
         ),
         (

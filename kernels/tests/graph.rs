@@ -4,8 +4,8 @@
 
 use kernelc_ir::ScalarType::F32;
 use kernelc_kernels::graph::{
-    fold_output_permutes, fold_permutes, fuse, fuse_elementwise, fuse_epilogues, Graph, GraphError,
-    Node, ValueId,
+    fold_output_permutes, fold_permutes, fuse, fuse_elementwise, fuse_epilogues,
+    fuse_reduce_epilogues, Graph, GraphError, Node, ValueId,
 };
 use kernelc_kernels::lower::TargetCaps;
 use kernelc_kernels::spec::*;
@@ -467,6 +467,116 @@ fn elementwise_nodes_after_a_softmax_become_its_epilogue() {
         "{fused:#?}"
     );
     assert_close(&reference(&fused), &reference(&both));
+}
+
+/// A transformer's `x + r → layer_norm → ·(1 + s) + t` (adaLN): the addition becomes
+/// the norm's residual and the modulation its epilogue, one node whose `sum` output
+/// the next residual reads. An epilogue that would read that sum, or a reader of the
+/// sum between the norm and the modulation, keeps the modulation a node of its own.
+#[test]
+fn elementwise_nodes_after_a_layer_norm_become_its_epilogue() {
+    let s = [5, 16];
+    let sig = |name: &str, shape: &[usize]| TensorSig::new(name, F32, shape.to_vec());
+    let norm = OpSpec::LayerNorm(LayerNormSpec {
+        weight: true,
+        ..LayerNormSpec::new(F32, &s, 1e-5)
+    });
+    let g = Graph {
+        inputs: vec![
+            sig("x", &s),
+            sig("r", &s),
+            sig("w", &[16]),
+            sig("scale", &[5, 1]),
+            sig("shift", &[16]),
+        ],
+        nodes: vec![
+            node(binary(BinaryFn::Add, &s, &s), &[input(0), input(1)]),
+            node(norm, &[out(0), input(2)]),
+            node(scalar(BinaryFn::Add, &[5, 1], 1.0), &[input(3)]),
+            node(binary(BinaryFn::Mul, &s, &[5, 1]), &[out(1), out(2)]),
+            node(binary(BinaryFn::Add, &s, &[16]), &[out(3), input(4)]),
+            // The next block's residual reads the sum (and the modulated value, also
+            // returned).
+            node(binary(BinaryFn::Add, &s, &s), &[out(4), out(0)]),
+        ],
+        outputs: vec![out(5), out(4)],
+    };
+    for caps in [TargetCaps::cpu(), TargetCaps::cuda_sm90()] {
+        let fused = fuse(&g, &caps).expect("fuses");
+        let norms: Vec<&LayerNormSpec> = fused
+            .nodes
+            .iter()
+            .filter_map(|n| match &n.spec {
+                OpSpec::LayerNorm(n) => Some(n),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(norms.len(), 1, "{fused:#?}");
+        assert!(norms[0].residual, "{fused:#?}");
+        let epilogue = norms[0].epilogue.as_ref().expect("an epilogue");
+        assert_eq!(epilogue.inputs[0], s.to_vec(), "{fused:#?}");
+        // The scale's `+ 1` (of the scale's shape, not y's) stays a node the epilogue
+        // reads; the last addition reads the epilogue's value and the norm's sum.
+        assert_eq!(epilogue.inputs, vec![s.to_vec(), vec![5, 1], vec![16]]);
+        assert_eq!(fused.nodes.len(), 3, "{fused:#?}");
+        assert_close(&reference(&fused), &reference(&g));
+    }
+    // Returned alone, the chain takes in the final addition, which reads the norm's
+    // own sum: not an epilogue (the fused node would read itself).
+    let chained = Graph {
+        outputs: vec![out(5)],
+        ..g.clone()
+    };
+    let fused = fuse(&chained, &TargetCaps::cpu()).expect("fuses");
+    assert!(
+        fused
+            .nodes
+            .iter()
+            .all(|n| !matches!(&n.spec, OpSpec::LayerNorm(n) if n.epilogue.is_some())),
+        "{fused:#?}"
+    );
+    assert_close(&reference(&fused), &reference(&chained));
+    // A norm with its `sum` output: folded where the sum's readers come after the
+    // epilogue's node, not where one comes between.
+    let residual_norm = OpSpec::LayerNorm(LayerNormSpec {
+        residual: true,
+        weight: true,
+        ..LayerNormSpec::new(F32, &s, 1e-5)
+    });
+    let sum = ValueId::Node { node: 0, output: 1 };
+    let modulate = node(binary(BinaryFn::Mul, &s, &[5, 1]), &[out(0), input(3)]);
+    let double = |sum| node(binary(BinaryFn::Add, &s, &s), &[sum, sum]);
+    let after = Graph {
+        nodes: vec![
+            node(residual_norm.clone(), &[input(0), input(1), input(2)]),
+            modulate.clone(),
+            double(sum),
+        ],
+        outputs: vec![out(1), out(2)],
+        ..g.clone()
+    };
+    let fused = fuse_reduce_epilogues(&after).expect("valid");
+    assert_eq!(fused.nodes.len(), 2, "{fused:#?}");
+    assert_eq!(
+        fused.nodes[1].inputs,
+        vec![ValueId::Node { node: 0, output: 1 }; 2]
+    );
+    assert_close(&reference(&fused), &reference(&after));
+    let between = Graph {
+        nodes: vec![
+            node(residual_norm, &[input(0), input(1), input(2)]),
+            double(sum),
+            Node {
+                inputs: vec![out(0), input(3)],
+                ..modulate
+            },
+        ],
+        outputs: vec![out(2), out(1)],
+        ..g.clone()
+    };
+    let fused = fuse_reduce_epilogues(&between).expect("valid");
+    assert_eq!(fused.nodes.len(), 3, "{fused:#?}");
+    assert_close(&reference(&fused), &reference(&between));
 }
 
 #[test]

@@ -350,6 +350,7 @@ impl Gen {
                 bias: self.flag(),
                 residual: self.flag(),
                 save_stats: self.flag(),
+                epilogue: None,
             }),
             5 => {
                 let (weight, bias) = (self.flag(), self.flag());

@@ -522,6 +522,7 @@ fn layer_norm_of_a_small_row() {
         bias: true,
         residual: false,
         save_stats: true,
+        epilogue: None,
     });
     let out = run(
         &spec,
@@ -545,6 +546,7 @@ fn layer_norm_of_a_small_row() {
         bias: false,
         residual: true,
         save_stats: false,
+        epilogue: None,
     });
     let out = run(&rms, &[&[1.0, 2.0], &[2.0, 2.0]]);
     let r = 1.0 / 12.5f64.sqrt(); // mean of [9, 16] = 12.5
@@ -565,6 +567,7 @@ fn layer_norm_backward_matches_finite_differences() {
             bias: true,
             residual: false,
             save_stats: true,
+            epilogue: None,
         });
         let bwd = OpSpec::LayerNormBackward(LayerNormBackwardSpec {
             dtype: F32,

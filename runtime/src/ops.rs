@@ -103,6 +103,7 @@ impl Runtime {
             bias: true,
             residual: false,
             save_stats: false,
+            epilogue: None,
         });
         single(self.run(&spec, &[x, weight, bias])?)
     }

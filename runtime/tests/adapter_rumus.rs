@@ -401,6 +401,7 @@ fn cases() -> Vec<(&'static str, OpSpec)> {
             bias: true,
             residual: false,
             save_stats: true,
+            epilogue: None,
         };
         v.push(("layer_norm_forward", ln.into()));
         let lnb = LayerNormBackwardSpec {

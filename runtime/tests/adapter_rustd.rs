@@ -208,6 +208,7 @@ fn cases() -> Vec<(&'static str, OpSpec)> {
             bias: true,
             residual: false,
             save_stats: false,
+            epilogue: None,
         };
         v.push(("layer_norm", ln.into()));
         for index_dtype in [I64, I32] {

@@ -75,6 +75,9 @@ pub fn split() -> Vec<OpSpec> {
         r#"{"op":"softmax_backward","dtype":"f32","shape":[9,256,1],"axis":1,"log":true}"#,
         r#"{"op":"layer_norm","dtype":"f32","shape":[5,256],"eps":0.00001,"weight":true,"bias":true}"#,
         r#"{"op":"layer_norm","dtype":"f32","shape":[300,8],"eps":0.00001,"rms":true,"weight":true,"save_stats":true}"#,
+        // A layer norm with an epilogue: y into a temporary, then the epilogue; its
+        // other outputs (sum, stats) straight from the norm.
+        r#"{"op":"layer_norm","dtype":"f32","shape":[6,256],"eps":0.00001,"weight":true,"residual":true,"save_stats":true,"epilogue":{"dtype":"f32","inputs":[[6,256],[256]],"nodes":[{"input":0},{"input":1},{"scalar":{"func":"add","x":1,"scalar":1.0}},{"binary":{"func":"mul","a":0,"b":2}}]}}"#,
         r#"{"op":"layer_norm_backward","dtype":"f32","shape":[300,8],"weight":true}"#,
         r#"{"op":"attention","dtype":"f32","batch":5,"heads":2,"kv_heads":1,"seq_q":16,"seq_k":16,"head_dim":8,"scale":0.35,"causal":true,"mask":[5,1,16,16]}"#,
         r#"{"op":"attention","dtype":"f32","layout":"bshd","batch":3,"heads":2,"kv_heads":2,"seq_q":16,"seq_k":32,"head_dim":8,"scale":0.35,"mask":[16,32]}"#,

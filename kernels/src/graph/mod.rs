@@ -25,8 +25,8 @@
 //! intermediate as a stored one would be); [`fuse_prologues`] folds such a node (or a
 //! single elementwise one) into the reduction or softmax reading it (`Σ x·x`,
 //! `softmax(x·s + b)`: one kernel, the row op's input never stored), and
-//! [`fuse_reduce_epilogues`] one reading a reduction's result into that reduction
-//! (`√(mean x² + ε)`).
+//! [`fuse_reduce_epilogues`] one reading a reduction's, softmax's or layer norm's
+//! result into that op (`√(mean x² + ε)`, `softmax(x)·keep`, `norm(x)·(1 + s) + t`).
 //!
 //! ```
 //! use kernelc_kernels::graph::{fuse_elementwise, Graph, Node, ValueId};

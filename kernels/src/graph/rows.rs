@@ -1,6 +1,6 @@
 //! [`fuse_prologues`] and [`fuse_reduce_epilogues`]: an elementwise node, or a fused
 //! chain, folded into the reduction or softmax that reads it as its prologue, or into
-//! the reduction or softmax it reads as its epilogue.
+//! the reduction, softmax or layer norm it reads as its epilogue.
 
 use std::collections::HashMap;
 
@@ -8,7 +8,7 @@ use super::elementwise::{as_fused, fusable};
 use super::splice::{pair_replaced, producer_read_once, rewrite_all, Found};
 use super::{Graph, GraphError, Node, ValueId};
 use crate::ops::{
-    FusedNode, FusedReduceSpec, FusedSoftmaxSpec, FusedSpec, ReduceSpec, SoftmaxSpec,
+    FusedNode, FusedReduceSpec, FusedSoftmaxSpec, FusedSpec, LayerNormSpec, ReduceSpec, SoftmaxSpec,
 };
 use crate::shape::numel;
 use crate::spec::OpSpec;
@@ -107,9 +107,10 @@ fn prologue_nodes(producer: &Node) -> Option<Prologue> {
     Some((nodes, values, shapes))
 }
 
-/// `graph` with, until none is left, `e(reduce(x), y₁, …)` and `e(softmax(x), y₁, …)`
-/// as the row op with the epilogue `e` (a [`FusedReduceSpec`] or
-/// [`FusedSoftmaxSpec`]), where `e` is a `unary`, `binary`, `scalar` or `fused` node
+/// `graph` with, until none is left, `e(reduce(x), y₁, …)`, `e(softmax(x), y₁, …)`
+/// and `e(layer_norm(x), y₁, …)` as the row op with the epilogue `e` (a
+/// [`FusedReduceSpec`], a [`FusedSoftmaxSpec`] or a [`LayerNormSpec`] with its
+/// `epilogue`), where `e` is a `unary`, `binary`, `scalar` or `fused` node
 /// of the row op's dtype, the row op's result has no other reader and `e` reads it
 /// unbroadcast as its value's shape (the other operands may be broadcast). A
 /// reduction whose result `e` reads with or without its kept axes of extent 1 takes
@@ -160,17 +161,31 @@ fn epilogue_onto(graph: &Graph, readers: &HashMap<ValueId, usize>, k: usize) -> 
     };
     let spec = row.with_epilogue(&out, epilogue)?;
     spec.validate().ok()?;
+    // The row op's other outputs (a layer norm's `sum`, `stats`) come from the fused
+    // node, placed at `k`: neither the epilogue nor a node before `k` may read them.
+    let others: Vec<ValueId> = (1..spec.outputs().len())
+        .map(|output| ValueId::Node { node: p, output })
+        .collect();
+    let read_early = graph.nodes[p + 1..=k]
+        .iter()
+        .any(|n| n.inputs.iter().any(|v| others.contains(v)));
+    if read_early {
+        return None;
+    }
     let mut all = graph.nodes[p].inputs.clone();
     all.extend(operands);
-    Some(pair_replaced(p, k, spec, all))
+    let (removed, mut replacement) = pair_replaced(p, k, spec, all);
+    replacement.gives.extend(others.into_iter().zip(1..));
+    Some((removed, replacement))
 }
 
 /// A row op an epilogue can join, with its prologue (the identity for a plain one):
-/// a reduction or a softmax without an epilogue yet; a reduction that is not an arg
-/// reduction, does not accumulate and reduces something.
+/// a reduction, a softmax or a layer norm without an epilogue yet; a reduction that
+/// is not an arg reduction, does not accumulate and reduces something.
 enum RowOp<'a> {
     Reduce(FusedSpec, &'a ReduceSpec),
     Softmax(FusedSpec, &'a SoftmaxSpec),
+    LayerNorm(&'a LayerNormSpec),
 }
 
 impl<'a> RowOp<'a> {
@@ -189,11 +204,12 @@ impl<'a> RowOp<'a> {
             OpSpec::FusedSoftmax(f) if f.epilogue.is_none() => {
                 RowOp::Softmax(f.prologue.clone(), &f.softmax)
             }
+            OpSpec::LayerNorm(n) if n.epilogue.is_none() => RowOp::LayerNorm(n),
             _ => return None,
         };
         match row {
             RowOp::Reduce(_, r) if r.func.is_arg() || r.accumulate || r.reduces_nothing() => None,
-            RowOp::Reduce(..) | RowOp::Softmax(..) => Some(row),
+            RowOp::Reduce(..) | RowOp::Softmax(..) | RowOp::LayerNorm(_) => Some(row),
         }
     }
 
@@ -201,6 +217,7 @@ impl<'a> RowOp<'a> {
         match self {
             RowOp::Reduce(_, r) => r.dtype,
             RowOp::Softmax(_, s) => s.dtype,
+            RowOp::LayerNorm(n) => n.dtype,
         }
     }
 
@@ -227,6 +244,12 @@ impl<'a> RowOp<'a> {
                     prologue,
                     softmax: softmax.clone(),
                     epilogue: Some(epilogue),
+                })
+            }),
+            RowOp::LayerNorm(norm) => (norm.shape == out).then(|| {
+                OpSpec::LayerNorm(LayerNormSpec {
+                    epilogue: Some(epilogue),
+                    ..norm.clone()
                 })
             }),
         }

@@ -668,6 +668,7 @@ impl<S: DeviceSlot> ::rumus::backend::Backend for RumusBackend<S> {
             bias: true,
             residual: false,
             save_stats: true,
+            epilogue: None,
         };
         let r = Self::run(
             spec,

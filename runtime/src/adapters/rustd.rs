@@ -598,6 +598,7 @@ impl Backend for RustdBackend {
             bias: true,
             residual: false,
             save_stats: false,
+            epilogue: None,
         };
         let flat = [rows, cols];
         let inputs = vec![

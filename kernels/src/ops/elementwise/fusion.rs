@@ -180,10 +180,7 @@ pub(crate) fn materialized(
     then: OpSpec,
 ) -> Result<Plan, LowerError> {
     let k = prologue.inputs.len();
-    let x = TempBuffer {
-        dtype: prologue.dtype,
-        len: crate::shape::numel(&prologue.out_shape()) as u64,
-    };
+    let x = temp_of(prologue);
     let first = Piece {
         spec: OpSpec::Fused(prologue.clone()),
         inputs: (0..k).map(|i| Place::whole(Whole::Input(i))).collect(),
@@ -265,29 +262,38 @@ impl<'a> Epilogue<'a> {
 }
 
 /// The inputs of a row op with `prologue` and `epilogue`: the prologue's (`x0`,
-/// ...), then the epilogue's after its first (`e1`, ...).
+/// ...), then the epilogue's after its first ([`epilogue_inputs`]).
 pub(crate) fn row_op_inputs(prologue: &FusedSpec, epilogue: Option<&FusedSpec>) -> Vec<TensorSig> {
     let mut inputs = prologue.inputs();
-    if let Some(epilogue) = epilogue {
-        inputs.extend(epilogue.inputs().into_iter().skip(1).map(|mut sig| {
-            sig.name = sig.name.replacen('x', "e", 1);
-            sig
-        }));
-    }
+    inputs.extend(epilogue.map(epilogue_inputs).unwrap_or_default());
     inputs
 }
 
+/// An epilogue's inputs after its first (the result), as the op that runs it lists
+/// them: `e1`, ...
+pub(crate) fn epilogue_inputs(epilogue: &FusedSpec) -> Vec<TensorSig> {
+    let renamed = |mut sig: TensorSig| {
+        sig.name = sig.name.replacen('x', "e", 1);
+        sig
+    };
+    epilogue.inputs().into_iter().skip(1).map(renamed).collect()
+}
+
 /// The per-call values of a row op with `prologue` and `epilogue`: the prologue's,
-/// then the epilogue's (named `epilogue_…`).
+/// then the epilogue's ([`epilogue_uniforms`]).
 pub(crate) fn row_op_uniforms(prologue: &FusedSpec, epilogue: Option<&FusedSpec>) -> Vec<Uniform> {
     let mut uniforms = prologue.uniforms();
-    if let Some(epilogue) = epilogue {
-        uniforms.extend(epilogue.uniforms().into_iter().map(|mut u| {
-            u.name = format!("epilogue_{}", u.name);
-            u
-        }));
-    }
+    uniforms.extend(epilogue.map(epilogue_uniforms).unwrap_or_default());
     uniforms
+}
+
+/// An epilogue's per-call values as the op that runs it lists them: `epilogue_…`.
+pub(crate) fn epilogue_uniforms(epilogue: &FusedSpec) -> Vec<Uniform> {
+    let renamed = |mut u: Uniform| {
+        u.name = format!("epilogue_{}", u.name);
+        u
+    };
+    epilogue.uniforms().into_iter().map(renamed).collect()
 }
 
 /// Checks that `epilogue` maps a result of `dtype` and `shape` (its input 0) to a
@@ -365,14 +371,8 @@ pub(crate) fn materialized_with_epilogue(
     then: OpSpec,
     epilogue: Epilogue,
 ) -> Result<Plan, LowerError> {
-    let temp = |spec: &FusedSpec| TempBuffer {
-        dtype: spec.dtype,
-        len: crate::shape::numel(&spec.out_shape()) as u64,
-    };
-    let temps = vec![temp(prologue), temp(epilogue.spec)];
+    let temps = vec![temp_of(prologue), temp_of(epilogue.spec)];
     let whole = |w| Place::whole(w);
-    let operands =
-        (1..epilogue.spec.inputs.len()).map(|j| whole(Whole::Input(epilogue.first_input + j - 1)));
     let pieces = vec![
         Piece {
             spec: OpSpec::Fused(prologue.clone()),
@@ -388,14 +388,61 @@ pub(crate) fn materialized_with_epilogue(
             outputs: vec![whole(Whole::Temp(1))],
             uniforms: PieceUniforms::Own,
         },
-        Piece {
-            spec: OpSpec::Fused(epilogue.spec.clone()),
-            inputs: std::iter::once(whole(Whole::Temp(1)))
-                .chain(operands)
-                .collect(),
-            outputs: vec![whole(Whole::Output(0))],
-            uniforms: PieceUniforms::From(epilogue.first_uniform),
-        },
+        epilogue_piece(epilogue, Whole::Temp(1)),
     ];
     assemble(caps, temps, pieces)
+}
+
+/// The plan of an op that is `row` (reading the op's inputs before the epilogue's,
+/// with the op's first per-call values) with `epilogue` on its output 0, whose
+/// tensors pass one kernel's indices: `row` with that output in a temporary (its
+/// other outputs the op's), then the epilogue from it. Both are split as their own
+/// ops are; one extra pass over the output at this size.
+pub(crate) fn epilogue_after(
+    caps: &TargetCaps,
+    row: OpSpec,
+    epilogue: Epilogue,
+) -> Result<Plan, LowerError> {
+    let whole = |w| Place::whole(w);
+    let outputs = std::iter::once(whole(Whole::Temp(0)))
+        .chain((1..row.outputs().len()).map(|o| whole(Whole::Output(o))))
+        .collect();
+    let first = Piece {
+        spec: row,
+        inputs: (0..epilogue.first_input)
+            .map(|i| whole(Whole::Input(i)))
+            .collect(),
+        outputs,
+        uniforms: PieceUniforms::Shared,
+    };
+    let temps = vec![temp_of(epilogue.spec)];
+    assemble(
+        caps,
+        temps,
+        vec![first, epilogue_piece(epilogue, Whole::Temp(0))],
+    )
+}
+
+/// A temporary holding `spec`'s value.
+fn temp_of(spec: &FusedSpec) -> TempBuffer {
+    TempBuffer {
+        dtype: spec.dtype,
+        len: crate::shape::numel(&spec.out_shape()) as u64,
+    }
+}
+
+/// The piece applying `epilogue` to the result in `result` (its operands the op's
+/// inputs from `epilogue.first_input`, its per-call values the op's from
+/// `epilogue.first_uniform`), writing the op's output 0.
+fn epilogue_piece(epilogue: Epilogue, result: Whole) -> Piece {
+    let operands = (1..epilogue.spec.inputs.len())
+        .map(|j| Place::whole(Whole::Input(epilogue.first_input + j - 1)));
+    Piece {
+        spec: OpSpec::Fused(epilogue.spec.clone()),
+        inputs: std::iter::once(Place::whole(result))
+            .chain(operands)
+            .collect(),
+        outputs: vec![Place::whole(Whole::Output(0))],
+        uniforms: PieceUniforms::From(epilogue.first_uniform),
+    }
 }

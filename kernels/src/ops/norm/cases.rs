@@ -31,9 +31,93 @@ pub(super) fn layer_norm() -> Vec<LayerNormSpec> {
             bias,
             residual,
             save_stats,
+            epilogue: None,
         },
     )
+    .chain(layer_norm_epilogues())
     .collect()
+}
+
+/// Layer norms with an elementwise epilogue on `y` (a graph's fused `layer_norm(x)`
+/// followed by elementwise nodes).
+fn layer_norm_epilogues() -> Vec<LayerNormSpec> {
+    use crate::ops::{BinaryFn, FusedNode::*, FusedSpec, UnaryFn};
+    let epilogue = |dtype, inputs, nodes| {
+        Some(FusedSpec {
+            dtype,
+            inputs,
+            nodes,
+        })
+    };
+    vec![
+        // adaLN: y·(1 + s) + t, the scale per row, the shift per column.
+        LayerNormSpec {
+            weight: true,
+            bias: true,
+            epilogue: epilogue(
+                F32,
+                vec![vec![6, 40], vec![6, 1], vec![40]],
+                vec![
+                    Input(0),
+                    Input(1),
+                    Input(2),
+                    Scalar {
+                        func: BinaryFn::Add,
+                        x: 1,
+                        scalar: 1.0,
+                        reversed: false,
+                    },
+                    Binary {
+                        func: BinaryFn::Mul,
+                        a: 0,
+                        b: 3,
+                    },
+                    Binary {
+                        func: BinaryFn::Add,
+                        a: 4,
+                        b: 2,
+                    },
+                ],
+            ),
+            ..LayerNormSpec::new(F32, &[6, 40], 1e-5)
+        },
+        // RMS norm of x + residual then SiLU, bf16, with `sum` and `stats` beside y.
+        LayerNormSpec {
+            rms: true,
+            residual: true,
+            save_stats: true,
+            epilogue: epilogue(
+                Bf16,
+                vec![vec![3, 5, 24]],
+                vec![
+                    Input(0),
+                    Unary {
+                        func: UnaryFn::Silu,
+                        x: 0,
+                    },
+                ],
+            ),
+            ..LayerNormSpec::new(Bf16, &[3, 5, 24], 1e-5)
+        },
+        // Short ragged rows, f16: y·g with g of y's shape (a gate), a per-call eps.
+        LayerNormSpec {
+            weight: true,
+            epilogue: epilogue(
+                F16,
+                vec![vec![7, 3], vec![7, 3]],
+                vec![
+                    Input(0),
+                    Input(1),
+                    Binary {
+                        func: BinaryFn::Mul,
+                        a: 0,
+                        b: 1,
+                    },
+                ],
+            ),
+            ..LayerNormSpec::new(F16, &[7, 3], 1e-3)
+        },
+    ]
 }
 
 pub(super) fn layer_norm_backward() -> Vec<LayerNormBackwardSpec> {

@@ -78,14 +78,18 @@ pub(super) fn layer_norm(spec: &LayerNormSpec, caps: &TargetCaps) -> Result<Plan
     let monoid: &dyn Monoid = if spec.rms { &squares } else { &welford };
     let spec_uniforms = op.uniforms();
     let uniforms = Uniforms::new(&spec_uniforms);
-    let eps = [uniforms.param("eps")?];
+    let epilogue = spec.lowered_epilogue();
+    let mut scalars = vec![uniforms.param("eps")?];
+    if let Some(e) = &epilogue {
+        scalars.extend(e.params(&spec_uniforms)?);
+    }
     row_kernel(
         &op,
         caps,
         view,
         monoid,
         &bufs,
-        &eps,
+        &scalars,
         |f, m, uni, g, tree| {
             // The normalised value: x, or x + residual rounded to the dtype (`sum` is
             // an output of the dtype and y normalises it; a no-op for f32 and f64).
@@ -155,6 +159,11 @@ pub(super) fn layer_norm(spec: &LayerNormSpec, caps: &TargetCaps) -> Result<Plan
                 }
                 if let Some(b) = b {
                     out = out + vn.load(m[b], dtype, j.clone());
+                }
+                if let Some(e) = &epilogue {
+                    // Its operands are the inputs after the layer norm's own.
+                    let operands = &m[e.first_input..y];
+                    out = e.apply(f, &vn, out, operands, &uni[e.first_uniform..], &off);
                 }
                 f.store(m[y], off, vn.narrow(out, dtype));
             });

@@ -10,6 +10,12 @@ use crate::lower::math::compute_type;
 use crate::lower::Uniform;
 use crate::lower::{LowerError, Plan, TargetCaps};
 use crate::op::Op;
+use crate::ops::elementwise::{
+    check_epilogue, epilogue_after, epilogue_condition, epilogue_inputs, epilogue_uniforms,
+    Epilogue,
+};
+use crate::ops::FusedSpec;
+use crate::reference::round_to;
 use crate::shape::{check_shape, numel};
 use crate::spec::{check_dtype, check_non_negative, Alias, TensorSig, FLOATS};
 use crate::tolerance::Tolerance;
@@ -49,6 +55,12 @@ pub struct LayerNormSpec {
     pub residual: bool,
     #[serde(default)]
     pub save_stats: bool,
+    /// Applied to each `y` (its input 0, `y` rounded to the dtype as a stored one
+    /// would be) before it is stored: a graph's `layer_norm(x)·(1 + s) + t`. Its
+    /// other inputs follow the layer norm's (`e1`, ...), its per-call values `eps`
+    /// (`epilogue_…`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epilogue: Option<FusedSpec>,
 }
 
 impl LayerNormSpec {
@@ -64,6 +76,7 @@ impl LayerNormSpec {
             bias: false,
             residual: false,
             save_stats: false,
+            epilogue: None,
         }
     }
 
@@ -71,7 +84,35 @@ impl LayerNormSpec {
     pub fn rows_cols(&self) -> (usize, usize) {
         rows_cols(&self.shape)
     }
+
+    /// The layer norm's own inputs (`x`, then `residual`, `weight`, `bias` as
+    /// enabled), before the epilogue's.
+    fn own_inputs(&self) -> usize {
+        1 + usize::from(self.residual) + usize::from(self.weight) + usize::from(self.bias)
+    }
+
+    /// The epilogue as the lowering sees it: its operands after the layer norm's
+    /// inputs, its per-call values after `eps`.
+    pub(super) fn lowered_epilogue(&self) -> Option<Epilogue<'_>> {
+        self.epilogue.as_ref().map(|spec| Epilogue {
+            spec,
+            first_input: self.own_inputs(),
+            first_uniform: 1,
+        })
+    }
+
+    /// `y` as the reference stores it before any epilogue, with the other outputs.
+    fn stored(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
+        let mut out = reference::layer_norm(self, i);
+        for v in &mut out[0] {
+            *v = round_to(self.dtype, *v);
+        }
+        out
+    }
 }
+
+/// [`LayerNormSpec`]'s allowance in ulps of its condition (its [`Op::tolerance`]).
+const LAYER_NORM_ULPS: f64 = 2.0;
 
 fn validate_rows(op: &str, dtype: ScalarType, shape: &[usize]) -> Result<(), SpecError> {
     check_dtype(op, dtype, FLOATS)?;
@@ -85,8 +126,14 @@ impl Op for LayerNormSpec {
     fn validate(&self) -> Result<(), SpecError> {
         validate_rows("layer_norm", self.dtype, &self.shape)?;
         check_shape("stats", &[self.rows_cols().0, 2])?;
-        check_non_negative("eps", self.eps)
+        check_non_negative("eps", self.eps)?;
+        match &self.epilogue {
+            Some(epilogue) => check_epilogue(epilogue, self.dtype, &self.shape),
+            None => Ok(()),
+        }
     }
+    /// `x`, then `residual`, `weight`, `bias` as enabled, then the epilogue's
+    /// operands after its first (`e1`, ...).
     fn inputs(&self) -> Vec<TensorSig> {
         let (_, cols) = self.rows_cols();
         let mut v = vec![TensorSig::new("x", self.dtype, self.shape.clone())];
@@ -99,6 +146,12 @@ impl Op for LayerNormSpec {
         if self.bias {
             v.push(TensorSig::new("bias", self.dtype, vec![cols]));
         }
+        v.extend(
+            self.epilogue
+                .as_ref()
+                .map(epilogue_inputs)
+                .unwrap_or_default(),
+        );
         v
     }
     fn outputs(&self) -> Vec<TensorSig> {
@@ -115,12 +168,21 @@ impl Op for LayerNormSpec {
     fn detail(&self) -> Option<String> {
         Some(if self.rms { "rms_norm" } else { "layer_norm" }.to_string())
     }
+    /// `eps`, then the epilogue's (named `epilogue_…`).
     fn uniforms(&self) -> Vec<Uniform> {
-        vec![Uniform::new("eps", compute_type(self.dtype), self.eps)]
+        let mut uniforms = vec![Uniform::new("eps", compute_type(self.dtype), self.eps)];
+        uniforms.extend(
+            self.epilogue
+                .as_ref()
+                .map(epilogue_uniforms)
+                .unwrap_or_default(),
+        );
+        uniforms
     }
     fn structural(&self) -> Self {
         LayerNormSpec {
             eps: 0.0,
+            epilogue: self.epilogue.as_ref().map(FusedSpec::structural),
             ..self.clone()
         }
     }
@@ -131,17 +193,43 @@ impl Op for LayerNormSpec {
         Ok(Plan::filled(stats, Scalar::from_f64(self.dtype, f64::NAN)))
     }
     fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
-        reference::layer_norm(self, i)
+        let Some(epilogue) = self.lowered_epilogue() else {
+            return reference::layer_norm(self, i);
+        };
+        let mut out = self.stored(i);
+        out[0] = epilogue
+            .spec
+            .reference(&epilogue.args(i, &out[0]))
+            .swap_remove(0);
+        out
     }
+    /// With an epilogue, `y`'s allowance (the tolerance times its condition) carried
+    /// through the epilogue's slope (docs/semantics.md, "Graph fusion"), in units of
+    /// that tolerance; the other outputs' as without one.
     fn condition(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
-        condition::layer_norm(self, i)
+        let mut condition = condition::layer_norm(self, i);
+        if let Some(epilogue) = self.lowered_epilogue() {
+            let error: Vec<f64> = condition[0].iter().map(|c| LAYER_NORM_ULPS * c).collect();
+            let stored = self.stored(i);
+            let carried = epilogue_condition(epilogue.spec, &epilogue.args(i, &stored[0]), &error);
+            condition[0] = carried.into_iter().map(|c| c / LAYER_NORM_ULPS).collect();
+        }
+        condition
     }
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         lower::layer_norm(self, caps)
     }
 
-    /// Pieces of rows; weight and bias whole.
+    /// Pieces of rows; weight and bias whole. With an epilogue, `y` goes through a
+    /// temporary that the epilogue then reads (one more pass at this size).
     fn lower_large(&self, caps: &TargetCaps) -> Option<Result<Plan, LowerError>> {
+        if let Some(epilogue) = self.lowered_epilogue() {
+            let plain = LayerNormSpec {
+                epilogue: None,
+                ..self.clone()
+            };
+            return Some(epilogue_after(caps, plain.into(), epilogue));
+        }
         let (rows, cols) = self.rows_cols();
         if cols as u64 > caps.kernel_limit() {
             return Some(super::long_rows::layer_norm_long_rows(self, caps));
@@ -165,7 +253,7 @@ impl Op for LayerNormSpec {
         cases::layer_norm()
     }
     fn tolerance(&self) -> Tolerance {
-        Tolerance::conditioned(2.0)
+        Tolerance::conditioned(LAYER_NORM_ULPS)
     }
     fn example() -> Self {
         LayerNormSpec {
@@ -177,6 +265,7 @@ impl Op for LayerNormSpec {
             bias: true,
             residual: false,
             save_stats: true,
+            epilogue: None,
         }
     }
 }

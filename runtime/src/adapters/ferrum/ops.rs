@@ -136,6 +136,7 @@ fn norm(
         bias: bias.is_some(),
         residual: residual.is_some(),
         save_stats: false,
+        epilogue: None,
     };
     ctx.run(spec, &inputs.iter().collect::<Vec<_>>())
 }
