@@ -1,7 +1,7 @@
 //! Fusion pays: a graph of 8 elementwise ops on 16M f32 elements compiled into its
 //! fused plan (`Runtime::compile_graph`: one kernel) against the same graph run node
 //! by node (`compile_graph_with(.., false)`: 8 kernels), on the same device in the
-//! same run (the CPU always; CUDA too where a CUDA device is present).
+//! same run (the CPU on both tiers always; CUDA too where a CUDA device is present).
 //!
 //! `cargo bench --bench fusion` (add `-- quick` for 1M elements). Prints one table:
 //! time per chain, the memory each moves (each op reads its inputs and writes its
@@ -18,7 +18,9 @@ use common::random;
 use kernelc::kernels::graph::{Graph, Node, ValueId};
 use kernelc::kernels::spec::{BinaryFn, BinarySpec, OpSpec, ScalarSpec, TensorSig};
 use kernelc::kernels::spec::{UnaryFn, UnarySpec};
-use kernelc::runtime::{cache::DiskCache, CompiledGraph, Device, DeviceChoice, Runtime, Tensor};
+use kernelc::runtime::{
+    cache::DiskCache, CompiledGraph, CpuTier, Device, DeviceChoice, Runtime, Tensor,
+};
 use kernelc_ir::ScalarType::F32;
 use std::time::{Duration, Instant};
 
@@ -201,9 +203,13 @@ fn main() {
         ("with sigmoid", &SIGMOID_CHAIN),
         ("arithmetic", &ARITHMETIC_CHAIN),
     ];
-    let cpu = Runtime::with_device(Device::cpu(), DiskCache::off());
-    for (chain_name, chain) in chains {
-        bench(&cpu.device_name(), chain_name, chain, &cpu, n);
+    // Both CPU tiers (`KERNELC_CPU_TIER`): Cranelift's 128-bit code and LLVM's for
+    // the host's full vector width.
+    for tier in [CpuTier::Cranelift, CpuTier::Llvm] {
+        let cpu = Runtime::with_device(Device::cpu_with_tier(tier), DiskCache::off());
+        for (chain_name, chain) in chains {
+            bench(&cpu.device_name(), chain_name, chain, &cpu, n);
+        }
     }
     match Device::open(DeviceChoice::Cuda { ordinal: 0 }) {
         Ok(cuda) => {

@@ -64,6 +64,19 @@ fn cpu_device() {
     run_split(rt);
 }
 
+/// The CPU device on its LLVM tier (`KERNELC_CPU_TIER=llvm`): the same table through
+/// LLVM's code for the host's full vector width (f64 transcendentals and float `%`
+/// expanded into IR, as the tier requires).
+#[test]
+fn cpu_device_llvm_tier() {
+    use kernelc::runtime::{cache::DiskCache, CpuTier, Device, Runtime};
+    let mut rt = Runtime::with_device(Device::cpu_with_tier(CpuTier::Llvm), DiskCache::off());
+    rt.set_poison_outputs(true);
+    let caps = rt.caps().clone();
+    run(&rt, &caps, &lowered_cases());
+    run_split(rt);
+}
+
 /// A runtime on `choice`, or `None` (after saying so) when the device is absent and
 /// `required` is false.
 fn device_runtime(

@@ -72,7 +72,7 @@ pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-pub use device::{Device, DeviceChoice, ShaderPath, WgpuOptions};
+pub use device::{CpuTier, Device, DeviceChoice, ShaderPath, WgpuOptions};
 pub use element::{AnyBitsElement, Element};
 pub use error::{Result, RuntimeError};
 pub use graph::CompiledGraph;

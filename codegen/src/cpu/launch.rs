@@ -164,7 +164,7 @@ impl LaunchError {
 /// concurrently from several threads.
 pub struct CpuKernel {
     /// Owns the executable memory of `func`; freed on drop.
-    module: Option<Mutex<JITModule>>,
+    module: Option<Code>,
     func: KernelFn,
     name: String,
     params: Vec<Param>,
@@ -182,9 +182,18 @@ impl std::fmt::Debug for CpuKernel {
     }
 }
 
+/// Whose memory a kernel's function is in: a tier's loaded code.
+enum Code {
+    Cranelift(Mutex<JITModule>),
+    /// Freed by its own drop.
+    #[cfg(feature = "ptx")]
+    #[allow(dead_code)] // Held for its drop.
+    Llvm(super::llvm::Loaded),
+}
+
 impl Drop for CpuKernel {
     fn drop(&mut self) {
-        if let Some(module) = self.module.take() {
+        if let Some(Code::Cranelift(module)) = self.module.take() {
             let module = module.into_inner().unwrap_or_else(|e| e.into_inner());
             // SAFETY: `func` points into this module's memory and is only called by
             // `launch`, which borrows `self` and joins its threads before returning;
@@ -196,10 +205,29 @@ impl Drop for CpuKernel {
 }
 
 impl CpuKernel {
+    /// A kernel of the LLVM tier: `func` lives in `loaded`, its shared arrays take
+    /// `shared_bytes`.
+    #[cfg(feature = "ptx")]
+    pub(crate) fn from_llvm(
+        loaded: super::llvm::Loaded,
+        func: KernelFn,
+        kernel: &Kernel,
+        shared_bytes: usize,
+    ) -> Self {
+        CpuKernel {
+            module: Some(Code::Llvm(loaded)),
+            func,
+            name: kernel.name.clone(),
+            params: kernel.params.clone(),
+            workgroup_size: kernel.workgroup_size,
+            shared_bytes,
+        }
+    }
+
     pub(crate) fn new(module: JITModule, func: KernelFn, kernel: &Kernel) -> Self {
         let (_, shared) = super::lower::shared_layout(kernel);
         CpuKernel {
-            module: Some(Mutex::new(module)),
+            module: Some(Code::Cranelift(Mutex::new(module))),
             func,
             name: kernel.name.clone(),
             params: kernel.params.clone(),

@@ -89,6 +89,8 @@ mod bytes;
 pub mod helpers;
 mod isa;
 mod launch;
+#[cfg(feature = "ptx")]
+pub mod llvm;
 mod lower;
 mod repr;
 

@@ -81,8 +81,8 @@
 //! random and special inputs each. The tests in `codegen/tests/ptx.rs` check the PTX
 //! text and assemble every catalogue kernel with `ptxas`; they do not run kernels.
 
-mod lower;
-mod target;
+pub(crate) mod lower;
+pub(crate) mod target;
 
 use crate::CodegenError;
 use kernelc_ir::passes::MathExpansion;

@@ -63,7 +63,9 @@ const LLVM_ARGS: [&str; 2] = ["kernelc", "-nvptx-fma-level=0"];
 static INIT: Once = Once::new();
 
 /// Registers the NVPTX target with LLVM and sets [`LLVM_ARGS`], once per process.
-fn init() {
+/// Every user of LLVM in kernelc (the CPU tier too) calls it before creating a target
+/// machine: LLVM's options must not change while one compiles.
+pub(crate) fn init() {
     INIT.call_once(|| {
         use inkwell::llvm_sys::support::LLVMParseCommandLineOptions;
         use inkwell::llvm_sys::target::{
@@ -179,7 +181,8 @@ pub(super) fn compile(
     init();
     let tm = target_machine(options)?;
     let context = Context::create();
-    let module = lower::build_module(&context, kernel, &tm)?;
+    let entry = crate::abi::ENTRY_POINT;
+    let module = lower::build_module(&context, kernel, &tm, lower::Flavor::Ptx, entry)?;
     module
         .verify()
         .map_err(|e| internal(format!("LLVM rejected the generated IR: {e}")))?;

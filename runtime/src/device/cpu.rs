@@ -1,4 +1,5 @@
-//! The host CPU: kernels JIT-compiled by Cranelift, run on host threads.
+//! The host CPU: kernels JIT-compiled by Cranelift (or, on the LLVM tier, by LLVM),
+//! run on host threads.
 
 use super::BindingRef;
 use super::{next_device_id, Faults, LaunchRef, Storage};
@@ -38,6 +39,40 @@ fn cpu_compile(
     };
     let exe = cpu::compile_cached(kernel, &mut store).map_err(|e| e.to_string())?;
     Ok((exe, store.all_from_disk()))
+}
+
+/// Compiles `kernel` with LLVM, or with Cranelift (through the disk cache) when the
+/// LLVM tier does not take it (a workgroup of several invocations).
+#[cfg(feature = "llvm")]
+fn llvm_compile(
+    kernel: &Kernel,
+    key: &CacheKey,
+    disk: &DiskCache,
+) -> std::result::Result<(CpuKernel, bool), String> {
+    match cpu::llvm::compile(kernel) {
+        Ok(exe) => Ok((exe, false)),
+        Err(kernelc_codegen::CodegenError::Unsupported { .. }) => cpu_compile(kernel, key, disk),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+#[cfg(not(feature = "llvm"))]
+fn llvm_compile(
+    _: &Kernel,
+    _: &CacheKey,
+    _: &DiskCache,
+) -> std::result::Result<(CpuKernel, bool), String> {
+    Err("the LLVM CPU tier (KERNELC_CPU_TIER=llvm) needs kernelc built with the `llvm` feature".into())
+}
+
+#[cfg(feature = "llvm")]
+fn llvm_description() -> String {
+    cpu::llvm::host_description()
+}
+
+#[cfg(not(feature = "llvm"))]
+fn llvm_description() -> String {
+    "llvm (not built)".into()
 }
 
 /// Cranelift's compiled-code cache, kept in the disk cache under the kernel's key.
@@ -85,11 +120,45 @@ fn entry_kind(function_key: &[u8]) -> String {
     format!("clif-{}", &h.to_hex()[..16])
 }
 
+/// Which compiler makes the CPU device's kernels (`KERNELC_CPU_TIER`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CpuTier {
+    /// Cranelift: compiles in about a millisecond; 128-bit vectors (the default).
+    #[default]
+    Cranelift,
+    /// LLVM (`kernelc_codegen::cpu::llvm`): the host's full vector width and LLVM's
+    /// optimisations, tens of milliseconds a kernel. Every kernel it takes (those of
+    /// one invocation per workgroup: every op's); others stay with Cranelift. Its
+    /// compiled code is not kept in the disk cache yet. Needs the `llvm` feature.
+    Llvm,
+}
+
+impl CpuTier {
+    /// The tier `KERNELC_CPU_TIER` names (`cranelift` or `llvm`; unset: Cranelift),
+    /// or the error saying what it holds instead.
+    pub fn from_env() -> std::result::Result<CpuTier, String> {
+        match std::env::var("KERNELC_CPU_TIER") {
+            Err(std::env::VarError::NotPresent) => Ok(CpuTier::default()),
+            Ok(v) if v == "cranelift" => Ok(CpuTier::Cranelift),
+            Ok(v) if v == "llvm" => Ok(CpuTier::Llvm),
+            Ok(v) => Err(format!(
+                "KERNELC_CPU_TIER={v:?}: expected `cranelift` or `llvm`"
+            )),
+            Err(std::env::VarError::NotUnicode(v)) => Err(format!(
+                "KERNELC_CPU_TIER={v:?}: expected `cranelift` or `llvm`"
+            )),
+        }
+    }
+}
+
 /// The host CPU.
 pub struct CpuDevice {
     id: u64,
-    /// The host ISA and its extensions, as compiled code depends on them (asked once:
-    /// building the ISA description is not free).
+    /// The compiler of its kernels, or why `KERNELC_CPU_TIER` names none (reported
+    /// by every compile).
+    tier: std::result::Result<CpuTier, String>,
+    /// The host ISA and its extensions, and the tier's compiler, as compiled code
+    /// depends on them (asked once: building the description is not free).
     isa: String,
     pool: Arc<Pool<Vec<Word>>>,
     threads: usize,
@@ -98,9 +167,18 @@ pub struct CpuDevice {
 
 impl CpuDevice {
     pub(crate) fn new() -> CpuDevice {
+        CpuDevice::with_tier(CpuTier::from_env())
+    }
+
+    pub(crate) fn with_tier(tier: std::result::Result<CpuTier, String>) -> CpuDevice {
+        let isa = match tier {
+            Ok(CpuTier::Llvm) => format!("{} | {}", cpu::host_isa_description(), llvm_description()),
+            Ok(CpuTier::Cranelift) | Err(_) => cpu::host_isa_description(),
+        };
         CpuDevice {
             id: next_device_id(),
-            isa: cpu::host_isa_description(),
+            tier,
+            isa,
             pool: Arc::new(Pool::default()),
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             faults: Arc::new(Faults::default()),
@@ -112,7 +190,11 @@ impl CpuDevice {
     }
 
     pub(crate) fn name(&self) -> String {
-        format!("cpu ({}, {} threads)", std::env::consts::ARCH, self.threads)
+        let tier = match self.tier {
+            Ok(CpuTier::Llvm) => ", llvm",
+            Ok(CpuTier::Cranelift) | Err(_) => "",
+        };
+        format!("cpu ({}, {} threads{tier})", std::env::consts::ARCH, self.threads)
     }
 
     pub(crate) fn target_name(&self) -> &'static str {
@@ -124,9 +206,19 @@ impl CpuDevice {
     }
 
     /// Every f32 transcendental through kernelc's IR math: that replaces a scalar f64
-    /// library call per lane with straight-line SIMD code.
+    /// library call per lane with straight-line SIMD code. The LLVM tier also takes
+    /// f64's and float `%` as IR (it calls no library), and so do the kernels it
+    /// leaves to Cranelift, so that both tiers run the same expansions.
     pub(crate) fn math_expansion(&self) -> MathExpansion {
-        MathExpansion::all_transcendental()
+        match self.tier {
+            Ok(CpuTier::Llvm) => MathExpansion::all_transcendental_with_f64().with_float_rem(true),
+            Ok(CpuTier::Cranelift) | Err(_) => MathExpansion::all_transcendental(),
+        }
+    }
+
+    /// The tier compiling this device's kernels.
+    pub fn tier(&self) -> std::result::Result<CpuTier, String> {
+        self.tier.clone()
     }
 
     pub(crate) fn caps(&self) -> TargetCaps {
@@ -152,7 +244,11 @@ impl CpuDevice {
         key: &CacheKey,
         disk: &DiskCache,
     ) -> std::result::Result<(CpuKernel, bool), String> {
-        cpu_compile(kernel, key, disk)
+        match &self.tier {
+            Ok(CpuTier::Cranelift) => cpu_compile(kernel, key, disk),
+            Ok(CpuTier::Llvm) => llvm_compile(kernel, key, disk),
+            Err(why) => Err(why.clone()),
+        }
     }
 
     /// Runs the launches now, in order. A kernel's run-time failure stops the op and

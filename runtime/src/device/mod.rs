@@ -21,7 +21,7 @@ use kernelc_kernels::lower::TargetCaps;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use choice::{DeviceChoice, ShaderPath, WgpuOptions};
-pub use cpu::{CpuDevice, CpuKernel, CpuStorage};
+pub use cpu::{CpuDevice, CpuKernel, CpuStorage, CpuTier};
 #[cfg(feature = "cuda")]
 pub use cuda::{CudaDevice, CudaKernel, CudaPtxModule, CudaStorage};
 #[cfg(feature = "wgpu")]
@@ -238,6 +238,12 @@ impl Device {
 
     pub fn cpu() -> Device {
         Device::Cpu(CpuDevice::new())
+    }
+
+    /// The host CPU with its kernels compiled by `tier` (whatever
+    /// `KERNELC_CPU_TIER` says).
+    pub fn cpu_with_tier(tier: CpuTier) -> Device {
+        Device::Cpu(CpuDevice::with_tier(Ok(tier)))
     }
 
     fn best_available() -> Device {

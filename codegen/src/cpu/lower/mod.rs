@@ -58,18 +58,7 @@ pub(crate) fn kernel_signature<M: Module>(module: &M) -> Signature {
     sig
 }
 
-/// Byte offsets of the shared arrays in the scratch area (each 16-byte aligned), and
-/// the total size.
-pub(crate) fn shared_layout(kernel: &Kernel) -> (Vec<u64>, u64) {
-    let mut offsets = Vec::with_capacity(kernel.shared.len());
-    let mut at = 0u64;
-    for s in &kernel.shared {
-        offsets.push(at);
-        let bytes = s.len as u64 * s.elem.size_bytes() as u64;
-        at = (at + bytes).div_ceil(16) * 16;
-    }
-    (offsets, at)
-}
+pub(crate) use crate::abi::cpu_shared_layout as shared_layout;
 
 /// Builds the kernel's function and defines it as `func_id` in `module`. Returns the
 /// CLIF text of the function when `want_text` is set (before Cranelift optimises it).

@@ -125,11 +125,7 @@ impl<'ctx> Lower<'_, 'ctx> {
             // Via f64, as the interpreter.
             _ => {
                 let wide = convert(self, self.ctx.f64_type())?;
-                Ok(self
-                    .b
-                    .build_float_trunc(wide, self.float_type(to)?, "")
-                    .or_internal()?
-                    .into())
+                Ok(self.round_float(wide, self.float_type(to)?)?.into())
             }
         }
     }
@@ -159,11 +155,7 @@ impl<'ctx> Lower<'_, 'ctx> {
         if from == F64 {
             // One rounding straight from f64, also to f16/bf16 (as `Scalar::from_f64`).
             let t = self.float_type(to)?;
-            return Ok(self
-                .b
-                .build_float_trunc(float(x)?, t, "")
-                .or_internal()?
-                .into());
+            return Ok(self.round_float(float(x)?, t)?.into());
         }
         // f32, f16 and bf16 all widen exactly to f32.
         let v = self.widen_float(from, x)?;

@@ -13,7 +13,7 @@
 //! of `lanes` by then, and buffers and shared arrays are at least 16-byte aligned.
 
 use super::value::{int, Val};
-use super::{internal, Lower, OrInternal, BUFFER_ALIGN, SHARED_ALIGN};
+use super::{internal, Flavor, Lower, OrInternal, BUFFER_ALIGN, SHARED_ALIGN};
 use crate::abi::status;
 use crate::CodegenError;
 use inkwell::basic_block::BasicBlock;
@@ -44,6 +44,12 @@ impl<'ctx> Lower<'_, 'ctx> {
                 BUFFER_ALIGN,
             ),
             Memory::Shared(s) => (self.shared.get(s.0 as usize).copied(), SHARED_ALIGN),
+        };
+        // The CPU ABI promises buffers aligned to their element only (a view may
+        // start anywhere); x86 and AArch64 vector accesses need no more.
+        let align = match self.flavor {
+            Flavor::Ptx => align,
+            Flavor::Cpu => elem.size_bytes().max(1),
         };
         let base = base.ok_or_else(|| internal(format!("no base pointer for {mem:?}")))?;
         Ok(Target {

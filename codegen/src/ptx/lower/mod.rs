@@ -16,9 +16,13 @@
 
 mod cast;
 mod expr;
+mod flavor;
 mod memory;
+mod narrow;
 mod scalar;
 pub(super) mod value;
+
+pub(crate) use flavor::{check_cpu_supported, shared_offsets, Flavor};
 
 use super::{internal, unsupported};
 use crate::abi::ENTRY_POINT;
@@ -98,16 +102,28 @@ pub(super) fn check_supported(kernel: &Kernel) -> Result<(), CodegenError> {
     Ok(())
 }
 
-/// The LLVM module of `kernel` (validated and checked by [`check_supported`]).
-pub(super) fn build_module<'ctx>(
+/// The LLVM module of `kernel` (validated and checked by [`check_supported`] or
+/// [`check_cpu_supported`]) for `tm`'s machine, as `flavor`'s function named `entry`
+/// (the PTX form is always [`ENTRY_POINT`]).
+pub(crate) fn build_module<'ctx>(
     context: &'ctx Context,
     kernel: &Kernel,
     tm: &TargetMachine,
+    flavor: Flavor,
+    entry: &str,
 ) -> Result<Module<'ctx>, CodegenError> {
     let module = context.create_module(&kernel.name);
     module.set_triple(&tm.get_triple());
     module.set_data_layout(&tm.get_target_data().get_data_layout());
-    Lower::new(context, &module, kernel)?.build_body()?;
+    let func = match flavor {
+        Flavor::Ptx => declare_kernel(context, &module, kernel)?,
+        Flavor::Cpu => {
+            let cpu = tm.get_cpu().to_string();
+            let features = tm.get_feature_string().to_string_lossy().into_owned();
+            flavor::declare_cpu_kernel(context, &module, entry, (&cpu, &features))
+        }
+    };
+    Lower::new(context, &module, kernel, func, flavor)?.build_body()?;
     Ok(module)
 }
 
@@ -136,15 +152,17 @@ pub(super) struct Lower<'a, 'ctx> {
     pub(super) buffers: Vec<Option<PointerValue<'ctx>>>,
     /// The value of each scalar parameter (by parameter index).
     scalars: Vec<Option<Val<'ctx>>>,
-    /// The `addrspace(3)` global of each shared array.
+    /// The `addrspace(3)` global of each shared array (the CPU form: its place in
+    /// the scratch).
     pub(super) shared: Vec<PointerValue<'ctx>>,
     /// One `alloca` per lane of each IR local.
     locals: Vec<Vec<PointerValue<'ctx>>>,
     /// The invocation's status bits so far (an `i32` alloca).
     status: PointerValue<'ctx>,
-    /// The status word (the last kernel parameter).
-    status_out: PointerValue<'ctx>,
+    /// The status word (the last kernel parameter; the CPU form returns the bits).
+    status_out: Option<PointerValue<'ctx>>,
     exit: BasicBlock<'ctx>,
+    pub(super) flavor: Flavor,
 }
 
 impl<'a, 'ctx> Lower<'a, 'ctx> {
@@ -152,8 +170,9 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
         ctx: &'ctx Context,
         module: &'a Module<'ctx>,
         kernel: &'a Kernel,
+        func: FunctionValue<'ctx>,
+        flavor: Flavor,
     ) -> Result<Self, CodegenError> {
-        let func = declare_kernel(ctx, module, kernel)?;
         let entry = ctx.append_basic_block(func, "entry");
         let exit = ctx.append_basic_block(func, "exit");
         let allocas = ctx.create_builder();
@@ -166,10 +185,14 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
         allocas
             .build_store(status, ctx.i32_type().const_zero())
             .or_internal()?;
-        let status_out = func
-            .get_nth_param(kernel.params.len() as u32)
-            .ok_or_else(|| internal("the kernel function lacks its status parameter"))?
-            .into_pointer_value_checked()?;
+        let status_out = match flavor {
+            Flavor::Ptx => Some(
+                func.get_nth_param(kernel.params.len() as u32)
+                    .ok_or_else(|| internal("the kernel function lacks its status parameter"))?
+                    .into_pointer_value_checked()?,
+            ),
+            Flavor::Cpu => None,
+        };
         let mut lower = Lower {
             ctx,
             module,
@@ -186,9 +209,18 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
             status,
             status_out,
             exit,
+            flavor,
         };
-        lower.bind_params()?;
-        lower.declare_shared();
+        match flavor {
+            Flavor::Ptx => {
+                lower.bind_params()?;
+                lower.declare_shared();
+            }
+            Flavor::Cpu => {
+                lower.bind_cpu_params()?;
+                lower.bind_cpu_shared()?;
+            }
+        }
         lower.declare_locals()?;
         Ok(lower)
     }
@@ -313,8 +345,18 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
         self.build_exit()
     }
 
-    /// `if (status != 0) atomicOr(status_out, status); return;`
+    /// `if (status != 0) atomicOr(status_out, status); return;` (the CPU form:
+    /// `return status;`).
     fn build_exit(&mut self) -> Result<(), CodegenError> {
+        let Some(status_out) = self.status_out else {
+            self.b.position_at_end(self.exit);
+            let status = self
+                .b
+                .build_load(self.ctx.i32_type(), self.status, "status")
+                .or_internal()?;
+            self.b.build_return(Some(&status)).or_internal()?;
+            return Ok(());
+        };
         let report = self.ctx.append_basic_block(self.func, "report");
         let done = self.ctx.append_basic_block(self.func, "done");
         let i32t = self.ctx.i32_type();
@@ -334,7 +376,7 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
         self.b
             .build_atomicrmw(
                 AtomicRMWBinOp::Or,
-                self.status_out,
+                status_out,
                 status,
                 AtomicOrdering::Monotonic,
             )
@@ -484,8 +526,12 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
     }
 
     /// Workgroup execution and memory barrier: `bar.sync 0` (also orders the
-    /// block's shared and global memory accesses).
+    /// block's shared and global memory accesses). Nothing in the CPU form, whose
+    /// workgroups are one invocation.
     fn barrier(&mut self) -> Result<(), CodegenError> {
+        if self.flavor == Flavor::Cpu {
+            return Ok(());
+        }
         let zero = self.ctx.i32_type().const_zero();
         self.call_intrinsic_void(
             "llvm.nvvm.barrier.cta.sync.aligned.all",
@@ -548,6 +594,9 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
 
     /// A special register: `tid`, `ctaid`, `nctaid` along `axis`.
     fn sreg(&self, name: &str, axis: u8) -> Result<IntValue<'ctx>, CodegenError> {
+        if self.flavor == Flavor::Cpu {
+            return self.cpu_id(name, axis);
+        }
         let axis = match axis {
             0 => "x",
             1 => "y",
@@ -647,6 +696,9 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
     ) -> Result<BasicValueEnum<'ctx>, CodegenError> {
         let i16t = self.ctx.i16_type();
         let bits = self.b.build_bit_cast(x, i16t, "").or_internal()?;
+        if self.flavor == Flavor::Cpu {
+            return self.b.build_bit_cast(bits, to, "").or_internal();
+        }
         let move_type = i16t.fn_type(&[i16t.into()], false);
         let asm = self.ctx.create_inline_asm(
             move_type,
@@ -730,7 +782,7 @@ fn declare_kernel<'ctx>(
 }
 
 /// A checked `into_pointer_value` (the inkwell one panics on other values).
-trait IntoPointerChecked<'ctx> {
+pub(super) trait IntoPointerChecked<'ctx> {
     fn into_pointer_value_checked(self) -> Result<PointerValue<'ctx>, CodegenError>;
 }
 

@@ -50,11 +50,9 @@ impl<'ctx> Lower<'_, 'ctx> {
         v: FloatValue<'ctx>,
     ) -> Result<BasicValueEnum<'ctx>, CodegenError> {
         match s {
-            ScalarType::F16 | ScalarType::Bf16 => Ok(self
-                .b
-                .build_float_trunc(v, self.float_type(s)?, "")
-                .or_internal()?
-                .into()),
+            ScalarType::F16 | ScalarType::Bf16 => {
+                Ok(self.round_float(v, self.float_type(s)?)?.into())
+            }
             _ => Ok(v.into()),
         }
     }
@@ -370,7 +368,7 @@ impl<'ctx> Lower<'_, 'ctx> {
         if is64 {
             Ok(r)
         } else {
-            self.b.build_float_trunc(r, x.get_type(), "").or_internal()
+            self.round_float(r, x.get_type())
         }
     }
 
@@ -388,10 +386,6 @@ impl<'ctx> Lower<'_, 'ctx> {
             wide.push(self.b.build_float_ext(f, f64t, "").or_internal()?.into());
         }
         let r = float(self.call_intrinsic("llvm.fma", &[f64t.into()], &wide)?)?;
-        Ok(self
-            .b
-            .build_float_trunc(r, self.float_type(s)?, "")
-            .or_internal()?
-            .into())
+        Ok(self.round_float(r, self.float_type(s)?)?.into())
     }
 }

@@ -1,0 +1,134 @@
+//! Loading LLVM-compiled object code into this process: one ORC `LLJIT` for the
+//! process (thread-safe), each kernel's object added under its own resource tracker
+//! (removed, and its memory freed, when the kernel is dropped). Symbols the object
+//! imports (`memset`, `memcpy`, which LLVM may call for loops it recognises) resolve
+//! against the process.
+
+use super::backend;
+use crate::CodegenError;
+use inkwell::llvm_sys::core::LLVMCreateMemoryBufferWithMemoryRangeCopy;
+use inkwell::llvm_sys::error::{LLVMDisposeErrorMessage, LLVMErrorRef, LLVMGetErrorMessage};
+use inkwell::llvm_sys::orc2::lljit::{
+    LLVMOrcCreateLLJIT, LLVMOrcCreateLLJITBuilder, LLVMOrcLLJITAddObjectFileWithRT,
+    LLVMOrcLLJITGetGlobalPrefix, LLVMOrcLLJITGetMainJITDylib, LLVMOrcLLJITLookup, LLVMOrcLLJITRef,
+};
+use inkwell::llvm_sys::orc2::{
+    LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess, LLVMOrcJITDylibAddGenerator,
+    LLVMOrcJITDylibCreateResourceTracker, LLVMOrcReleaseResourceTracker,
+    LLVMOrcResourceTrackerRef, LLVMOrcResourceTrackerRemove,
+};
+use std::ffi::{CStr, CString};
+use std::sync::OnceLock;
+
+/// The process's JIT. `LLJIT` is thread-safe; the pointer is never freed (it lives as
+/// long as the process, as the code it holds may).
+struct Jit(LLVMOrcLLJITRef);
+
+// SAFETY: ORC's `LLJIT` may be used from any thread and from several at once (its
+// execution session serialises what needs it); the pointer is never freed.
+unsafe impl Send for Jit {}
+// SAFETY: as above.
+unsafe impl Sync for Jit {}
+
+static JIT: OnceLock<Result<Jit, String>> = OnceLock::new();
+
+/// The message of an LLVM error (consumed), or `None` for success.
+fn take_error(err: LLVMErrorRef) -> Option<String> {
+    if err.is_null() {
+        return None;
+    }
+    // SAFETY: `err` is a live error LLVM handed us; getting its message consumes it,
+    // and the message is a NUL-terminated string we free exactly once after copying.
+    unsafe {
+        let msg = LLVMGetErrorMessage(err);
+        let text = CStr::from_ptr(msg).to_string_lossy().into_owned();
+        LLVMDisposeErrorMessage(msg);
+        Some(text)
+    }
+}
+
+fn create() -> Result<Jit, String> {
+    let mut jit: LLVMOrcLLJITRef = std::ptr::null_mut();
+    // SAFETY: the builder is consumed by `LLVMOrcCreateLLJIT`; `jit` is written on
+    // success. The generator is handed to the main JITDylib, which owns it after.
+    unsafe {
+        let builder = LLVMOrcCreateLLJITBuilder();
+        if let Some(e) = take_error(LLVMOrcCreateLLJIT(&mut jit, builder)) {
+            return Err(format!("creating the JIT: {e}"));
+        }
+        let mut generator = std::ptr::null_mut();
+        let prefix = LLVMOrcLLJITGetGlobalPrefix(jit);
+        let err = LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess(
+            &mut generator,
+            prefix,
+            None,
+            std::ptr::null_mut(),
+        );
+        if let Some(e) = take_error(err) {
+            return Err(format!("resolving the process's symbols: {e}"));
+        }
+        LLVMOrcJITDylibAddGenerator(LLVMOrcLLJITGetMainJITDylib(jit), generator);
+    }
+    Ok(Jit(jit))
+}
+
+fn jit() -> Result<&'static Jit, CodegenError> {
+    JIT.get_or_init(create).as_ref().map_err(backend)
+}
+
+/// Object code loaded into the process, freed on drop.
+pub(crate) struct Loaded {
+    tracker: LLVMOrcResourceTrackerRef,
+}
+
+// SAFETY: a resource tracker is a handle the JIT's session synchronises; removing it
+// from another thread than the one that created it is allowed.
+unsafe impl Send for Loaded {}
+// SAFETY: `Loaded` exposes nothing but its drop.
+unsafe impl Sync for Loaded {}
+
+impl Drop for Loaded {
+    fn drop(&mut self) {
+        // SAFETY: the tracker is ours (created in `load`), removed and released once.
+        // Its code is no longer called (the kernel owning `self` is being dropped, and
+        // launches borrow the kernel).
+        unsafe {
+            // A failure to free leaks the code's memory; nothing else can go wrong.
+            let _ = take_error(LLVMOrcResourceTrackerRemove(self.tracker));
+            LLVMOrcReleaseResourceTracker(self.tracker);
+        }
+    }
+}
+
+/// Loads `object` (a relocatable object for the host) and returns the address of its
+/// symbol `entry` with the handle that keeps it loaded. `entry` must be unique in the
+/// process (the JIT has one namespace).
+pub(crate) fn load(object: &[u8], entry: &str) -> Result<(Loaded, usize), CodegenError> {
+    let jit = jit()?;
+    let name = CString::new(entry).map_err(|_| backend("a symbol name holds a NUL byte"))?;
+    let buffer_name = c"kernelc-kernel";
+    // SAFETY: the main JITDylib lives as long as the JIT (forever); the tracker is
+    // released by `Loaded`'s drop. The memory buffer is a copy of `object`, owned by
+    // the JIT once added. `addr` is written on success.
+    unsafe {
+        let dylib = LLVMOrcLLJITGetMainJITDylib(jit.0);
+        let tracker = LLVMOrcJITDylibCreateResourceTracker(dylib);
+        let loaded = Loaded { tracker };
+        let buffer = LLVMCreateMemoryBufferWithMemoryRangeCopy(
+            object.as_ptr().cast(),
+            object.len(),
+            buffer_name.as_ptr(),
+        );
+        if let Some(e) = take_error(LLVMOrcLLJITAddObjectFileWithRT(jit.0, tracker, buffer)) {
+            return Err(backend(format!("loading the object: {e}")));
+        }
+        let mut addr = 0u64;
+        if let Some(e) = take_error(LLVMOrcLLJITLookup(jit.0, &mut addr, name.as_ptr())) {
+            return Err(backend(format!("linking `{entry}`: {e}")));
+        }
+        if addr == 0 {
+            return Err(backend(format!("`{entry}` has no address")));
+        }
+        Ok((loaded, addr as usize))
+    }
+}

@@ -1,0 +1,171 @@
+//! The CPU target's second tier: the same kernel IR through LLVM (the lowering the
+//! PTX target uses, in its CPU form) to machine code for the host CPU with all its
+//! extensions (AVX-512 where present), `default<O3>` with LLVM's vectorisers, loaded
+//! by ORC ([`jit`]). The function has [`crate::cpu`]'s ABI, so a [`CpuKernel`] from
+//! either tier launches the same way.
+//!
+//! What it takes: kernels of one invocation per workgroup (what the CPU caps lower
+//! every op to; others stay with Cranelift: [`CodegenError::Unsupported`]) whose
+//! transcendental functions and float `%` are expanded into IR
+//! ([`required_expansion`], as for PTX: the same expansions the interpreter runs,
+//! so both tiers agree with it bit for bit). Semantics are the PTX target's
+//! (`crate::ptx`): checked accesses, status bits, saturating casts, IEEE
+//! minNum/maxNum, no contraction of `a * b + c` (LLVM contracts only what it is
+//! told to), f16/bf16 computed in f32 and rounded after every operation.
+//!
+//! Behind the `ptx` feature, which brings LLVM; a build without it has the Cranelift
+//! tier alone.
+
+mod jit;
+
+pub(crate) use jit::Loaded;
+
+use super::launch::CpuKernel;
+use crate::ptx::lower::{build_module, check_cpu_supported, shared_offsets, Flavor};
+use crate::CodegenError;
+use inkwell::context::Context;
+use inkwell::passes::PassBuilderOptions;
+use inkwell::targets::{
+    CodeModel, FileType, InitializationConfig, RelocMode, Target, TargetMachine,
+};
+use inkwell::OptimizationLevel;
+use kernelc_ir::passes::MathExpansion;
+use kernelc_ir::Kernel;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The name of this tier in errors.
+pub const TARGET: &str = "cpu-llvm";
+
+pub(crate) fn backend(what: impl std::fmt::Display) -> CodegenError {
+    CodegenError::Backend {
+        target: TARGET,
+        message: what.to_string(),
+    }
+}
+
+/// What kernels must have expanded into IR before this tier takes them: every
+/// transcendental (f32 and f64) and float `%`, as for PTX.
+pub fn required_expansion() -> MathExpansion {
+    crate::ptx::required_expansion()
+}
+
+/// The host CPU LLVM compiles for: its name and feature string (e.g. `znver4`,
+/// `+avx512f,+fma,...`) and LLVM's version. Machine code from [`compile`] depends on
+/// exactly this, so it belongs in cache keys of compiled artifacts.
+pub fn host_description() -> String {
+    let (cpu, features) = host_cpu();
+    format!("llvm-22 {} {cpu} {features}", TargetMachine::get_default_triple())
+}
+
+fn host_cpu() -> (String, String) {
+    (
+        TargetMachine::get_host_cpu_name().to_string(),
+        TargetMachine::get_host_cpu_features().to_string(),
+    )
+}
+
+/// A target machine for the host with every extension it has.
+fn host_machine() -> Result<TargetMachine, CodegenError> {
+    crate::ptx::target::init();
+    Target::initialize_native(&InitializationConfig::default()).map_err(backend)?;
+    let triple = TargetMachine::get_default_triple();
+    let target = Target::from_triple(&triple).map_err(|e| backend(e.to_string()))?;
+    let (cpu, features) = host_cpu();
+    target
+        .create_target_machine(
+            &triple,
+            &cpu,
+            &features,
+            OptimizationLevel::Aggressive,
+            // Position-independent: the JIT places code anywhere, far from libc.
+            RelocMode::PIC,
+            CodeModel::Small,
+        )
+        .ok_or_else(|| backend("LLVM could not create a target machine for the host"))
+}
+
+/// Errors of the shared lowering named for this tier.
+fn as_tier(e: CodegenError) -> CodegenError {
+    match e {
+        CodegenError::Backend { message, .. } => CodegenError::Backend {
+            target: TARGET,
+            message,
+        },
+        CodegenError::Unsupported { construct, .. } => CodegenError::Unsupported {
+            target: TARGET,
+            construct,
+        },
+        other => other,
+    }
+}
+
+/// A process-unique symbol for a kernel's function (the JIT has one namespace).
+fn entry_symbol() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!("kernelc_cpu_{}", NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+/// What the host must have: on x86-64, F16C, whose conversions the f16 arithmetic
+/// uses (without it LLVM would call compiler-rt, which a JIT-loaded kernel cannot
+/// count on).
+fn check_host() -> Result<(), CodegenError> {
+    let (_, features) = host_cpu();
+    if cfg!(target_arch = "x86_64") && !features.split(',').any(|f| f == "+f16c") {
+        return Err(CodegenError::Unsupported {
+            target: TARGET,
+            construct: "a host CPU without F16C".into(),
+        });
+    }
+    Ok(())
+}
+
+/// Validates `kernel` and checks what this tier cannot run.
+fn check(kernel: &Kernel) -> Result<(), CodegenError> {
+    kernelc_ir::validate(kernel)?;
+    check_host()?;
+    check_cpu_supported(kernel).map_err(as_tier)
+}
+
+/// `kernel` as a relocatable object for the host, exporting `entry`.
+fn object(kernel: &Kernel, entry: &str) -> Result<Vec<u8>, CodegenError> {
+    check(kernel)?;
+    let tm = host_machine()?;
+    let context = Context::create();
+    let module = build_module(&context, kernel, &tm, Flavor::Cpu, entry).map_err(as_tier)?;
+    module
+        .verify()
+        .map_err(|e| backend(format!("internal error: LLVM rejected the generated IR: {e}")))?;
+    module
+        .run_passes("default<O3>", &tm, PassBuilderOptions::create())
+        .map_err(|e| backend(format!("LLVM pipeline: {e}")))?;
+    let buffer = tm
+        .write_to_memory_buffer(&module, FileType::Object)
+        .map_err(|e| backend(format!("code generation: {e}")))?;
+    Ok(buffer.as_slice().to_vec())
+}
+
+/// The optimised LLVM IR of `kernel`'s CPU function, as text (for reading).
+pub fn emit_llvm_ir(kernel: &Kernel) -> Result<String, CodegenError> {
+    check(kernel)?;
+    let tm = host_machine()?;
+    let context = Context::create();
+    let module = build_module(&context, kernel, &tm, Flavor::Cpu, "kernel").map_err(as_tier)?;
+    module
+        .run_passes("default<O3>", &tm, PassBuilderOptions::create())
+        .map_err(|e| backend(format!("LLVM pipeline: {e}")))?;
+    Ok(module.print_to_string().to_string())
+}
+
+/// JIT-compiles `kernel` for the host through LLVM.
+pub fn compile(kernel: &Kernel) -> Result<CpuKernel, CodegenError> {
+    let entry = entry_symbol();
+    let object = object(kernel, &entry)?;
+    let (loaded, addr) = jit::load(&object, &entry)?;
+    // SAFETY: `addr` is the entry of the function `build_module` declared with the
+    // type of `KernelFn` (five pointers in, an i32 out, the C calling convention of
+    // the host), linked and made executable by the JIT; it stays valid as long as
+    // `loaded`, which the kernel owns and frees only on drop.
+    let func = unsafe { std::mem::transmute::<usize, super::KernelFn>(addr) };
+    let (_, shared) = shared_offsets(kernel);
+    Ok(CpuKernel::from_llvm(loaded, func, kernel, shared as usize))
+}
