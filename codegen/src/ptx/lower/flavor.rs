@@ -86,17 +86,23 @@ pub(super) fn declare_cpu_kernel<'ctx>(
             ctx.create_string_attribute(attribute, value),
         );
     }
-    let kind = inkwell::attributes::Attribute::get_named_enum_kind_id;
-    func.add_attribute(AttributeLoc::Function, ctx.create_enum_attribute(kind("nounwind"), 0));
+    // LLVM answers kind 0 for a name it does not know (an attribute of another
+    // version); one of those in the IR crashes its verifier, so it is left out.
+    let attribute = |name: &str| {
+        let kind = inkwell::attributes::Attribute::get_named_enum_kind_id(name);
+        (kind != 0).then(|| ctx.create_enum_attribute(kind, 0))
+    };
+    if let Some(nounwind) = attribute("nounwind") {
+        func.add_attribute(AttributeLoc::Function, nounwind);
+    }
     // The four argument arrays are only read, and nothing else the kernel touches
     // overlaps them: their values (ids, buffer bases) load once, whatever the kernel
     // stores.
     for arg in 0..4 {
-        for attribute in ["noalias", "readonly", "nocapture"] {
-            func.add_attribute(
-                AttributeLoc::Param(arg),
-                ctx.create_enum_attribute(kind(attribute), 0),
-            );
+        for name in ["noalias", "readonly"] {
+            if let Some(a) = attribute(name) {
+                func.add_attribute(AttributeLoc::Param(arg), a);
+            }
         }
     }
     for (i, name) in CPU_ARGS.iter().enumerate() {
