@@ -30,10 +30,15 @@ fn fuzz_on(test: &str, choice: DeviceChoice, required: bool, cases: u32) {
         }
         Err(e) => panic!("{test}: {choice:?} is required here but unavailable: {e}"),
     };
+    fuzz_runtime(test, &rt, cases);
+}
+
+/// Fuzzes every configuration `rt`'s device is held to with `cases` cases each.
+fn fuzz_runtime(test: &str, rt: &Runtime, cases: u32) {
     let cases = env_u64("KERNELC_PROGRAM_CASES").map_or(cases, |n| n as u32);
     let seed = seed();
-    for program in programs_for(&rt) {
-        let count = fuzz_program(&rt, &program, cases, seed, || {});
+    for program in programs_for(rt) {
+        let count = fuzz_program(rt, &program, cases, seed, || {});
         println!(
             "{test} [{}]: {} {:?}: {} cases agree, {} refused by the loop budget (KERNELC_FUZZ_SEED={seed})",
             rt.device_name(),
@@ -59,6 +64,17 @@ fn fuzz_on(test: &str, choice: DeviceChoice, required: bool, cases: u32) {
 #[test]
 fn programs_cpu() {
     fuzz_on("programs_cpu", DeviceChoice::Cpu, true, 1000);
+}
+
+/// The CPU device's LLVM tier: every program of one invocation per workgroup, so that
+/// LLVM compiles each.
+#[test]
+fn programs_cpu_llvm_tier() {
+    let rt = Runtime::with_device(
+        Device::cpu_with_tier(kernelc::runtime::CpuTier::Llvm),
+        DiskCache::off(),
+    );
+    fuzz_runtime("programs_cpu_llvm_tier", &rt, 300);
 }
 
 #[cfg(feature = "wgpu")]

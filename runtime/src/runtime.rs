@@ -133,6 +133,15 @@ impl Runtime {
         self.device.name()
     }
 
+    /// The tier compiling a CPU device's kernels (`None` on other devices, or when
+    /// `KERNELC_CPU_TIER` names none).
+    pub fn cpu_tier(&self) -> Option<crate::device::CpuTier> {
+        match &self.device {
+            crate::device::Device::Cpu(d) => d.tier().ok(),
+            _ => None,
+        }
+    }
+
     /// The math functions this device compiles through kernelc's own IR
     /// implementations (see `kernelc_ir::passes::math`).
     pub fn math_expansion(&self) -> passes::MathExpansion {

@@ -45,11 +45,15 @@ pub fn programs_for(rt: &Runtime) -> Vec<Program> {
     };
     let kind = if exact_floats { "floats" } else { "integers" };
     // A CPU runs a workgroup's invocations one after another: barriers only in
-    // workgroups of one invocation there.
+    // workgroups of one invocation there. Its LLVM tier takes only workgroups of one
+    // invocation (it leaves others to Cranelift): every program has them there.
     let one_at_a_time = caps.preferred_invocations <= 1;
+    let llvm = rt.cpu_tier() == Some(kernelc_runtime::CpuTier::Llvm);
     let plain = GenConfig {
         shared: !one_at_a_time,
         barriers: !one_at_a_time,
+        workgroup_size: if llvm { 1 } else { base.workgroup_size },
+        grid: if llvm { 8 } else { base.grid },
         ..base.clone()
     };
     let barriers = GenConfig {
@@ -90,11 +94,13 @@ fn float_config(rt: &Runtime) -> GenConfig {
         .filter(|t| caps.supports(*t))
         .collect();
     let cpu = caps.preferred_invocations <= 1;
+    let llvm = rt.cpu_tier() == Some(kernelc_runtime::CpuTier::Llvm);
     GenConfig {
         math: exact_math(rt, caps, &types),
-        // A NaN's sign and payload are unspecified: only the CPU forms them as the
-        // interpreter does (docs/fuzzing.md).
-        float_bitcasts: cpu,
+        // A NaN's sign and payload are unspecified: only the CPU's Cranelift tier forms
+        // them as the interpreter does (LLVM folds `-x` of a widened f16 to a bare sign
+        // flip, which keeps a signalling NaN signalling; docs/fuzzing.md).
+        float_bitcasts: cpu && !llvm,
         memory_types: types.clone(),
         types,
         workgroup_size: 4,

@@ -62,7 +62,10 @@ fn llvm_compile(
     _: &CacheKey,
     _: &DiskCache,
 ) -> std::result::Result<(CpuKernel, bool), String> {
-    Err("the LLVM CPU tier (KERNELC_CPU_TIER=llvm) needs kernelc built with the `llvm` feature".into())
+    Err(
+        "the LLVM CPU tier (KERNELC_CPU_TIER=llvm) needs kernelc built with the `llvm` feature"
+            .into(),
+    )
 }
 
 #[cfg(feature = "llvm")]
@@ -172,7 +175,9 @@ impl CpuDevice {
 
     pub(crate) fn with_tier(tier: std::result::Result<CpuTier, String>) -> CpuDevice {
         let isa = match tier {
-            Ok(CpuTier::Llvm) => format!("{} | {}", cpu::host_isa_description(), llvm_description()),
+            Ok(CpuTier::Llvm) => {
+                format!("{} | {}", cpu::host_isa_description(), llvm_description())
+            }
             Ok(CpuTier::Cranelift) | Err(_) => cpu::host_isa_description(),
         };
         CpuDevice {
@@ -194,7 +199,11 @@ impl CpuDevice {
             Ok(CpuTier::Llvm) => ", llvm",
             Ok(CpuTier::Cranelift) | Err(_) => "",
         };
-        format!("cpu ({}, {} threads{tier})", std::env::consts::ARCH, self.threads)
+        format!(
+            "cpu ({}, {} threads{tier})",
+            std::env::consts::ARCH,
+            self.threads
+        )
     }
 
     pub(crate) fn target_name(&self) -> &'static str {

@@ -1,8 +1,8 @@
 //! Loading LLVM-compiled object code into this process: one ORC `LLJIT` for the
 //! process (thread-safe), each kernel's object added under its own resource tracker
 //! (removed, and its memory freed, when the kernel is dropped). Symbols the object
-//! imports (`memset`, `memcpy`, which LLVM may call for loops it recognises) resolve
-//! against the process.
+//! imports resolve against the process (`memset`, `memcpy`, which LLVM may call for
+//! loops it recognises) or against kernelc's own bf16 roundings (compiler-rt's names).
 
 use super::backend;
 use crate::CodegenError;
@@ -10,12 +10,14 @@ use inkwell::llvm_sys::core::LLVMCreateMemoryBufferWithMemoryRangeCopy;
 use inkwell::llvm_sys::error::{LLVMDisposeErrorMessage, LLVMErrorRef, LLVMGetErrorMessage};
 use inkwell::llvm_sys::orc2::lljit::{
     LLVMOrcCreateLLJIT, LLVMOrcCreateLLJITBuilder, LLVMOrcLLJITAddObjectFileWithRT,
-    LLVMOrcLLJITGetGlobalPrefix, LLVMOrcLLJITGetMainJITDylib, LLVMOrcLLJITLookup, LLVMOrcLLJITRef,
+    LLVMOrcLLJITGetGlobalPrefix, LLVMOrcLLJITGetMainJITDylib, LLVMOrcLLJITLookup,
+    LLVMOrcLLJITMangleAndIntern, LLVMOrcLLJITRef,
 };
 use inkwell::llvm_sys::orc2::{
-    LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess, LLVMOrcJITDylibAddGenerator,
-    LLVMOrcJITDylibCreateResourceTracker, LLVMOrcReleaseResourceTracker,
-    LLVMOrcResourceTrackerRef, LLVMOrcResourceTrackerRemove,
+    LLVMJITEvaluatedSymbol, LLVMJITSymbolFlags, LLVMJITSymbolGenericFlags, LLVMOrcAbsoluteSymbols,
+    LLVMOrcCSymbolMapPair, LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess,
+    LLVMOrcJITDylibAddGenerator, LLVMOrcJITDylibCreateResourceTracker, LLVMOrcJITDylibDefine,
+    LLVMOrcReleaseResourceTracker, LLVMOrcResourceTrackerRef, LLVMOrcResourceTrackerRemove,
 };
 use std::ffi::{CStr, CString};
 use std::sync::OnceLock;
@@ -68,8 +70,66 @@ fn create() -> Result<Jit, String> {
             return Err(format!("resolving the process's symbols: {e}"));
         }
         LLVMOrcJITDylibAddGenerator(LLVMOrcLLJITGetMainJITDylib(jit), generator);
+        define_runtime_symbols(jit)?;
     }
     Ok(Jit(jit))
+}
+
+/// compiler-rt's f32/f64 → bf16 roundings (`__truncsfbf2`, `__truncdfbf2`), which
+/// LLVM calls on a host without bf16 instructions (or with only flushing ones, which
+/// this tier leaves out). Its ABI returns the `__bf16` in the low 16 bits of the
+/// first SSE register, where an `f32` result goes.
+extern "C" fn trunc_sf_bf2(x: f32) -> f32 {
+    trunc_df_bf2(f64::from(x))
+}
+
+/// See [`trunc_sf_bf2`]; one rounding to nearest even, as the interpreter's.
+extern "C" fn trunc_df_bf2(x: f64) -> f32 {
+    let bits = kernelc_ir::Scalar::from_f64(kernelc_ir::ScalarType::Bf16, x).to_bits();
+    f32::from_bits(bits as u32)
+}
+
+/// Defines the [`trunc_sf_bf2`] symbols in the main JITDylib.
+///
+/// # Safety
+/// `jit` is a live LLJIT.
+unsafe fn define_runtime_symbols(jit: LLVMOrcLLJITRef) -> Result<(), String> {
+    let symbols: [(&CStr, usize); 2] = [
+        (
+            c"__truncsfbf2",
+            trunc_sf_bf2 as extern "C" fn(f32) -> f32 as usize,
+        ),
+        (
+            c"__truncdfbf2",
+            trunc_df_bf2 as extern "C" fn(f64) -> f32 as usize,
+        ),
+    ];
+    // SAFETY: the caller's `jit` is live; the names are NUL-terminated literals, the
+    // addresses those of functions with the C ABI that live as long as the process.
+    // `LLVMOrcAbsoluteSymbols` takes the interned names, and the JITDylib takes the
+    // materialization unit.
+    unsafe {
+        let mut pairs: Vec<LLVMOrcCSymbolMapPair> = symbols
+            .iter()
+            .map(|(name, address)| LLVMOrcCSymbolMapPair {
+                Name: LLVMOrcLLJITMangleAndIntern(jit, name.as_ptr()),
+                Sym: LLVMJITEvaluatedSymbol {
+                    Address: *address as u64,
+                    Flags: LLVMJITSymbolFlags {
+                        GenericFlags: LLVMJITSymbolGenericFlags::LLVMJITSymbolGenericFlagsExported
+                            as u8,
+                        TargetFlags: 0,
+                    },
+                },
+            })
+            .collect();
+        let unit = LLVMOrcAbsoluteSymbols(pairs.as_mut_ptr(), pairs.len());
+        let err = LLVMOrcJITDylibDefine(LLVMOrcLLJITGetMainJITDylib(jit), unit);
+        match take_error(err) {
+            Some(e) => Err(format!("defining the bf16 roundings: {e}")),
+            None => Ok(()),
+        }
+    }
 }
 
 fn jit() -> Result<&'static Jit, CodegenError> {

@@ -54,14 +54,33 @@ pub fn required_expansion() -> MathExpansion {
 /// exactly this, so it belongs in cache keys of compiled artifacts.
 pub fn host_description() -> String {
     let (cpu, features) = host_cpu();
-    format!("llvm-22 {} {cpu} {features}", TargetMachine::get_default_triple())
+    format!(
+        "llvm-22 {} {cpu} {features}",
+        TargetMachine::get_default_triple()
+    )
 }
 
 fn host_cpu() -> (String, String) {
+    let features = TargetMachine::get_host_cpu_features().to_string();
     (
         TargetMachine::get_host_cpu_name().to_string(),
-        TargetMachine::get_host_cpu_features().to_string(),
+        without_flushing_bf16(&features),
     )
+}
+
+/// The host's features without the bf16 conversions that flush subnormals
+/// (`vcvtneps2bf16` of AVX512-BF16 and AVX-NE-CONVERT): LLVM would use them for every
+/// f32 → bf16 rounding, also where it widens a bf16 value it only moves.
+fn without_flushing_bf16(features: &str) -> String {
+    const FLUSHING: [&str; 2] = ["avx512bf16", "avxneconvert"];
+    features
+        .split(',')
+        .map(|f| match f.strip_prefix('+') {
+            Some(name) if FLUSHING.contains(&name) => format!("-{name}"),
+            _ => f.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// A target machine for the host with every extension it has.
@@ -132,9 +151,11 @@ fn object(kernel: &Kernel, entry: &str) -> Result<Vec<u8>, CodegenError> {
     let tm = host_machine()?;
     let context = Context::create();
     let module = build_module(&context, kernel, &tm, Flavor::Cpu, entry).map_err(as_tier)?;
-    module
-        .verify()
-        .map_err(|e| backend(format!("internal error: LLVM rejected the generated IR: {e}")))?;
+    module.verify().map_err(|e| {
+        backend(format!(
+            "internal error: LLVM rejected the generated IR: {e}"
+        ))
+    })?;
     module
         .run_passes("default<O3>", &tm, PassBuilderOptions::create())
         .map_err(|e| backend(format!("LLVM pipeline: {e}")))?;

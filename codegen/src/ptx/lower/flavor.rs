@@ -152,8 +152,7 @@ impl<'ctx> Lower<'_, 'ctx> {
                     let bits = int(self.cpu_slot(1, self.ctx.i64_type().into(), i as u64)?)?;
                     let v = self.scalar_from_bits(*ty, bits)?;
                     self.buffers.push(None);
-                    self.scalars
-                        .push(Some(super::value::Val::scalar(*ty, v)));
+                    self.scalars.push(Some(super::value::Val::scalar(*ty, v)));
                 }
             }
         }
@@ -169,8 +168,7 @@ impl<'ctx> Lower<'_, 'ctx> {
             let at = self.ctx.i64_type().const_int(offset, false);
             // SAFETY (of the generated code): the offset lies inside the scratch the ABI
             // requires (`shared_offsets`' total).
-            let p = unsafe { self.b.build_in_bounds_gep(i8t, scratch, &[at], "") }
-                .or_internal()?;
+            let p = unsafe { self.b.build_in_bounds_gep(i8t, scratch, &[at], "") }.or_internal()?;
             self.shared.push(p);
         }
         Ok(())

@@ -47,7 +47,11 @@ impl<'ctx> Lower<'_, 'ctx> {
     /// An f64 as the f32 truncated toward zero with its last bit set when inexact.
     fn round_to_odd_f32(&self, x: FloatValue<'ctx>) -> Result<FloatValue<'ctx>, CodegenError> {
         let b = &self.b;
-        let (f64t, f32t, i32t) = (self.ctx.f64_type(), self.ctx.f32_type(), self.ctx.i32_type());
+        let (f64t, f32t, i32t) = (
+            self.ctx.f64_type(),
+            self.ctx.f32_type(),
+            self.ctx.i32_type(),
+        );
         let nearest = b.build_float_trunc(x, f32t, "").or_internal()?;
         let back = b.build_float_ext(nearest, f64t, "").or_internal()?;
         // Ordered and unequal: a NaN is exact (and stays a NaN).
@@ -82,12 +86,17 @@ impl<'ctx> Lower<'_, 'ctx> {
         let b = &self.b;
         let (i32t, i16t) = (self.ctx.i32_type(), self.ctx.i16_type());
         let c = |n: u64| i32t.const_int(n, false);
-        let bits = b.build_bit_cast(v, i32t, "").or_internal()?.into_int_value();
+        let bits = b
+            .build_bit_cast(v, i32t, "")
+            .or_internal()?
+            .into_int_value();
         let upper = b.build_right_shift(bits, c(16), false, "").or_internal()?;
         let lsb = b.build_and(upper, c(1), "").or_internal()?;
         let bias = b.build_int_add(lsb, c(0x7fff), "").or_internal()?;
         let rounded = b.build_int_add(bits, bias, "").or_internal()?;
-        let rounded = b.build_right_shift(rounded, c(16), false, "").or_internal()?;
+        let rounded = b
+            .build_right_shift(rounded, c(16), false, "")
+            .or_internal()?;
         let quiet = b.build_or(upper, c(0x40), "").or_internal()?;
         let nan = b
             .build_float_compare(FloatPredicate::UNO, v, v, "nan")

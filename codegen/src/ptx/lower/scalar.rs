@@ -317,6 +317,30 @@ impl<'ctx> Lower<'_, 'ctx> {
         self.call_intrinsic(name, &[ty], &[x, args[1]])
     }
 
+    /// IEEE minNum/maxNum as the interpreter (Rust's `f32::min`) and the Cranelift
+    /// tier compute it: a NaN `x` yields `y`, otherwise `y` where it is strictly
+    /// better, else `x` (equal operands, `-0` and `+0`, yield the first). `llvm.minnum`
+    /// leaves the zero open, and LLVM swaps its operands at will.
+    fn cpu_minmax(
+        &self,
+        is_min: bool,
+        x: FloatValue<'ctx>,
+        y: FloatValue<'ctx>,
+    ) -> Result<FloatValue<'ctx>, CodegenError> {
+        let b = &self.b;
+        let better = if is_min {
+            FloatPredicate::OLT
+        } else {
+            FloatPredicate::OGT
+        };
+        let y_better = b.build_float_compare(better, y, x, "").or_internal()?;
+        let t = b.build_select(y_better, y, x, "").or_internal()?;
+        let x_nan = b
+            .build_float_compare(FloatPredicate::UNO, x, x, "")
+            .or_internal()?;
+        float(b.build_select(x_nan, y.into(), t, "").or_internal()?)
+    }
+
     /// A non-transcendental math function on f32 or f64 values.
     fn float_math(
         &mut self,
@@ -334,6 +358,9 @@ impl<'ctx> Lower<'_, 'ctx> {
             MathFn::Ceil => unary(self, "llvm.ceil"),
             MathFn::Round => unary(self, "llvm.roundeven"),
             MathFn::Abs => unary(self, "llvm.fabs"),
+            MathFn::Min | MathFn::Max if self.flavor == super::Flavor::Cpu => {
+                self.cpu_minmax(func == MathFn::Min, x, v[1])
+            }
             MathFn::Min | MathFn::Max => {
                 let name = if func == MathFn::Min {
                     "llvm.minnum"
