@@ -184,7 +184,7 @@ impl std::fmt::Debug for CpuKernel {
 
 /// Whose memory a kernel's function is in: a tier's loaded code.
 enum Code {
-    Cranelift(Mutex<JITModule>),
+    Cranelift(Box<Mutex<JITModule>>),
     /// Freed by its own drop.
     #[cfg(feature = "ptx")]
     #[allow(dead_code)] // Held for its drop.
@@ -194,7 +194,7 @@ enum Code {
 impl Drop for CpuKernel {
     fn drop(&mut self) {
         if let Some(Code::Cranelift(module)) = self.module.take() {
-            let module = module.into_inner().unwrap_or_else(|e| e.into_inner());
+            let module = (*module).into_inner().unwrap_or_else(|e| e.into_inner());
             // SAFETY: `func` points into this module's memory and is only called by
             // `launch`, which borrows `self` and joins its threads before returning;
             // `raw_function` documents that its result dies with `self`. Nothing can
@@ -227,7 +227,7 @@ impl CpuKernel {
     pub(crate) fn new(module: JITModule, func: KernelFn, kernel: &Kernel) -> Self {
         let (_, shared) = super::lower::shared_layout(kernel);
         CpuKernel {
-            module: Some(Code::Cranelift(Mutex::new(module))),
+            module: Some(Code::Cranelift(Box::new(Mutex::new(module)))),
             func,
             name: kernel.name.clone(),
             params: kernel.params.clone(),

@@ -1,7 +1,7 @@
 //! The CPU target's second tier: the same kernel IR through LLVM (the lowering the
 //! PTX target uses, in its CPU form) to machine code for the host CPU with all its
 //! extensions (AVX-512 where present), `default<O3>` with LLVM's vectorisers, loaded
-//! by ORC ([`jit`]). The function has [`crate::cpu`]'s ABI, so a [`CpuKernel`] from
+//! by ORC (`jit.rs`). The function has [`crate::cpu`]'s ABI, so a [`CpuKernel`] from
 //! either tier launches the same way.
 //!
 //! What it takes: kernels of one invocation per workgroup (what the CPU caps lower
