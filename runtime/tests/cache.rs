@@ -5,7 +5,7 @@
 use kernelc_ir::{stable_hash, ScalarType};
 use kernelc_kernels::spec::{BinaryFn, BinarySpec, OpSpec, SoftmaxSpec};
 use kernelc_runtime::cache::{decode, encode, CacheKey, DiskCache};
-use kernelc_runtime::{Device, Runtime, Tensor};
+use kernelc_runtime::{CpuTier, Device, Runtime, Tensor};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Barrier, Mutex};
@@ -80,11 +80,16 @@ fn cache_files(dir: &Path) -> Vec<PathBuf> {
 
 /// Every file in `dir` is a well-formed cache file (and there is at least one).
 fn assert_all_intact(dir: &Path) -> Vec<PathBuf> {
+    assert_all_intact_of(dir, ".clif-")
+}
+
+/// [`assert_all_intact`] for files whose name holds `kind` (the CPU tier's artifacts).
+fn assert_all_intact_of(dir: &Path, kind: &str) -> Vec<PathBuf> {
     let files = cache_files(dir);
     assert!(!files.is_empty(), "the disk cache is empty");
     for f in &files {
         let name = f.file_name().unwrap().to_string_lossy().into_owned();
-        assert!(name.contains(".clif-"), "unexpected file {name}");
+        assert!(name.contains(kind), "unexpected file {name}");
         let bytes = std::fs::read(f).unwrap();
         assert!(decode(&bytes).is_ok(), "{name} is not a valid cache file");
     }
@@ -138,6 +143,42 @@ fn disk_artifact_is_reused_by_another_runtime() {
     assert_eq!(stats.disk_hits, kernels);
     // Nothing new was written.
     assert_eq!(cache_files(dir.path()), files);
+}
+
+/// The CPU's LLVM tier keeps one object file per kernel: a second runtime (after the
+/// first and its loaded code are gone) loads them and compiles nothing; an object
+/// file LLVM cannot load (well-formed cache file, not an object) is compiled again,
+/// counted as a compile, and replaced.
+#[test]
+fn llvm_tier_objects_are_reused_and_unusable_ones_recompiled() {
+    let dir = tempfile::tempdir().unwrap();
+    let llvm_at =
+        |dir: &Path| Runtime::with_device(Device::cpu_with_tier(CpuTier::Llvm), DiskCache::at(dir));
+    let (kernels, files) = {
+        let first = llvm_at(dir.path());
+        let (kernels, _) = kernels_and_launches(&first, &softmax_spec());
+        run_softmax_checked(&first);
+        assert_eq!(
+            (first.stats().compiles, first.stats().disk_hits),
+            (kernels, 0)
+        );
+        (kernels, assert_all_intact_of(dir.path(), ".o"))
+    };
+    assert_eq!(files.len() as u64, kernels, "one object per kernel");
+    {
+        let second = llvm_at(dir.path());
+        run_softmax_checked(&second);
+        let stats = second.stats();
+        assert_eq!((stats.compiles, stats.disk_hits), (0, kernels), "{stats:?}");
+    }
+    for f in &files {
+        std::fs::write(f, encode(b"not an object file")).unwrap();
+    }
+    let third = llvm_at(dir.path());
+    run_softmax_checked(&third);
+    let stats = third.stats();
+    assert_eq!((stats.compiles, stats.disk_hits), (kernels, 0), "{stats:?}");
+    assert_eq!(assert_all_intact_of(dir.path(), ".o"), files);
 }
 
 /// Populates `dir` with softmax's artifacts, damages every file with `damage`, and

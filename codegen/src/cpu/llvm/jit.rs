@@ -19,8 +19,9 @@ use inkwell::llvm_sys::orc2::{
     LLVMOrcJITDylibAddGenerator, LLVMOrcJITDylibCreateResourceTracker, LLVMOrcJITDylibDefine,
     LLVMOrcReleaseResourceTracker, LLVMOrcResourceTrackerRef, LLVMOrcResourceTrackerRemove,
 };
+use std::collections::BTreeMap;
 use std::ffi::{CStr, CString};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 /// The process's JIT. `LLJIT` is thread-safe; the pointer is never freed (it lives as
 /// long as the process, as the code it holds may).
@@ -136,59 +137,99 @@ fn jit() -> Result<&'static Jit, CodegenError> {
     JIT.get_or_init(create).as_ref().map_err(backend)
 }
 
-/// Object code loaded into the process, freed on drop.
-pub(crate) struct Loaded {
-    tracker: LLVMOrcResourceTrackerRef,
-}
+/// A resource tracker: the handle of one object's code in the JIT.
+struct Tracker(LLVMOrcResourceTrackerRef);
 
-// SAFETY: a resource tracker is a handle the JIT's session synchronises; removing it
-// from another thread than the one that created it is allowed.
-unsafe impl Send for Loaded {}
-// SAFETY: `Loaded` exposes nothing but its drop.
-unsafe impl Sync for Loaded {}
+// SAFETY: a resource tracker is a handle the JIT's session synchronises; it is used
+// (removed) only under `LOADED`'s lock, from whichever thread drops the last user.
+unsafe impl Send for Tracker {}
+
+/// The objects loaded now, by symbol: their tracker, entry address and users. One
+/// symbol is loaded once however many kernels use it (the JIT has one namespace), and
+/// every load and unload happens under this lock.
+static LOADED: Mutex<BTreeMap<String, (Tracker, usize, usize)>> = Mutex::new(BTreeMap::new());
+
+/// One user of a loaded object; the object is unloaded (its memory freed) when the
+/// last user drops.
+pub(crate) struct Loaded {
+    symbol: String,
+}
 
 impl Drop for Loaded {
     fn drop(&mut self) {
-        // SAFETY: the tracker is ours (created in `load`), removed and released once.
-        // Its code is no longer called (the kernel owning `self` is being dropped, and
-        // launches borrow the kernel).
-        unsafe {
-            // A failure to free leaks the code's memory; nothing else can go wrong.
-            let _ = take_error(LLVMOrcResourceTrackerRemove(self.tracker));
-            LLVMOrcReleaseResourceTracker(self.tracker);
+        let mut loaded = LOADED.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(entry) = loaded.get_mut(&self.symbol) else {
+            return;
+        };
+        entry.2 -= 1;
+        if entry.2 > 0 {
+            return;
+        }
+        if let Some((tracker, _, _)) = loaded.remove(&self.symbol) {
+            // SAFETY: the tracker was created by `load` and is removed and released
+            // once, here; no kernel calls its code any more (this was the last user,
+            // and launches borrow their kernel).
+            unsafe {
+                // A failure to free leaks the code's memory; nothing else can go wrong.
+                let _ = take_error(LLVMOrcResourceTrackerRemove(tracker.0));
+                LLVMOrcReleaseResourceTracker(tracker.0);
+            }
         }
     }
 }
 
-/// Loads `object` (a relocatable object for the host) and returns the address of its
-/// symbol `entry` with the handle that keeps it loaded. `entry` must be unique in the
-/// process (the JIT has one namespace).
+/// Loads `object` (a relocatable object for the host exporting `entry`) unless an
+/// object exporting `entry` is loaded already (equal symbols name equal code: the
+/// caller derives them from the kernel and the host), and returns the address of
+/// `entry` with a handle that keeps it loaded.
 pub(crate) fn load(object: &[u8], entry: &str) -> Result<(Loaded, usize), CodegenError> {
     let jit = jit()?;
+    let mut loaded = LOADED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(existing) = loaded.get_mut(entry) {
+        existing.2 += 1;
+        let addr = existing.1;
+        return Ok((
+            Loaded {
+                symbol: entry.to_string(),
+            },
+            addr,
+        ));
+    }
     let name = CString::new(entry).map_err(|_| backend("a symbol name holds a NUL byte"))?;
     let buffer_name = c"kernelc-kernel";
     // SAFETY: the main JITDylib lives as long as the JIT (forever); the tracker is
-    // released by `Loaded`'s drop. The memory buffer is a copy of `object`, owned by
-    // the JIT once added. `addr` is written on success.
+    // released when its last user drops (or here, on failure). The memory buffer is a
+    // copy of `object`, owned by the JIT once added. `addr` is written on success.
     unsafe {
         let dylib = LLVMOrcLLJITGetMainJITDylib(jit.0);
         let tracker = LLVMOrcJITDylibCreateResourceTracker(dylib);
-        let loaded = Loaded { tracker };
+        let unload = |why: String| {
+            let _ = take_error(LLVMOrcResourceTrackerRemove(tracker));
+            LLVMOrcReleaseResourceTracker(tracker);
+            backend(why)
+        };
         let buffer = LLVMCreateMemoryBufferWithMemoryRangeCopy(
             object.as_ptr().cast(),
             object.len(),
             buffer_name.as_ptr(),
         );
         if let Some(e) = take_error(LLVMOrcLLJITAddObjectFileWithRT(jit.0, tracker, buffer)) {
-            return Err(backend(format!("loading the object: {e}")));
+            return Err(unload(format!("loading the object: {e}")));
         }
         let mut addr = 0u64;
         if let Some(e) = take_error(LLVMOrcLLJITLookup(jit.0, &mut addr, name.as_ptr())) {
-            return Err(backend(format!("linking `{entry}`: {e}")));
+            return Err(unload(format!("linking `{entry}`: {e}")));
         }
         if addr == 0 {
-            return Err(backend(format!("`{entry}` has no address")));
+            return Err(unload(format!("`{entry}` has no address")));
         }
-        Ok((loaded, addr as usize))
+        let addr = addr as usize;
+        loaded.insert(entry.to_string(), (Tracker(tracker), addr, 1));
+        Ok((
+            Loaded {
+                symbol: entry.to_string(),
+            },
+            addr,
+        ))
     }
 }

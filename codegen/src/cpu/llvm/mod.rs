@@ -31,7 +31,6 @@ use inkwell::targets::{
 use inkwell::OptimizationLevel;
 use kernelc_ir::passes::MathExpansion;
 use kernelc_ir::Kernel;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The name of this tier in errors.
 pub const TARGET: &str = "cpu-llvm";
@@ -118,10 +117,11 @@ fn as_tier(e: CodegenError) -> CodegenError {
     }
 }
 
-/// A process-unique symbol for a kernel's function (the JIT has one namespace).
-fn entry_symbol() -> String {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    format!("kernelc_cpu_{}", NEXT.fetch_add(1, Ordering::Relaxed))
+/// The symbol of `kernel`'s function, from its content: equal kernels (on one host,
+/// the only one a process compiles for) share one, and one loaded copy.
+fn entry_symbol(kernel: &Kernel) -> String {
+    let hash = kernelc_ir::hash::stable_hash(kernel).to_hex();
+    format!("kernelc_{}", &hash[..32])
 }
 
 /// What the host must have: on x86-64, F16C, whose conversions the f16 arithmetic
@@ -179,9 +179,23 @@ pub fn emit_llvm_ir(kernel: &Kernel) -> Result<String, CodegenError> {
 
 /// JIT-compiles `kernel` for the host through LLVM.
 pub fn compile(kernel: &Kernel) -> Result<CpuKernel, CodegenError> {
-    let entry = entry_symbol();
-    let object = object(kernel, &entry)?;
-    let (loaded, addr) = jit::load(&object, &entry)?;
+    load_object(kernel, &compile_object(kernel)?)
+}
+
+/// `kernel` compiled for this host: the relocatable object [`load_object`] takes (what
+/// a disk cache keeps, under a key holding [`host_description`]).
+pub fn compile_object(kernel: &Kernel) -> Result<Vec<u8>, CodegenError> {
+    object(kernel, &entry_symbol(kernel))
+}
+
+/// Loads `object`, made by [`compile_object`] for `kernel` on this host (e.g. read
+/// back from a disk cache). An object that does not export `kernel`'s function, or
+/// that LLVM cannot link, is an error (compile it again); if `kernel`'s function is
+/// loaded already, that copy is shared.
+pub fn load_object(kernel: &Kernel, object: &[u8]) -> Result<CpuKernel, CodegenError> {
+    check(kernel)?;
+    let entry = entry_symbol(kernel);
+    let (loaded, addr) = jit::load(object, &entry)?;
     // SAFETY: `addr` is the entry of the function `build_module` declared with the
     // type of `KernelFn` (five pointers in, an i32 out, the C calling convention of
     // the host), linked and made executable by the JIT; it stays valid as long as
