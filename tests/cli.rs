@@ -99,6 +99,12 @@ fn lower_for_a_target_prints_what_its_device_compiles() {
             "function",
         ),
         (
+            "cpu-llvm",
+            TargetCaps::cpu(),
+            kernelc::codegen::cpu::llvm::required_expansion(),
+            "@kernel(ptr noalias readonly",
+        ),
+        (
             "ptx",
             TargetCaps::cuda_sm90(),
             kernelc::codegen::ptx::required_expansion(),

@@ -32,6 +32,9 @@ enum Caps {
 enum Target {
     /// Native code through Cranelift.
     Cpu,
+    /// Native code through LLVM (the CPU's LLVM tier; `--emit` prints its optimised
+    /// LLVM IR).
+    CpuLlvm,
     /// CUDA PTX through LLVM (sm_90 caps).
     Ptx,
     /// WGSL through naga (WebGPU's default caps).
@@ -158,6 +161,11 @@ fn target_setup(target: Target) -> Result<(TargetCaps, MathExpansion), CliError>
             Ok((cpu.caps(), cpu.math_expansion()))
         }
         #[cfg(feature = "cuda")]
+        Target::CpuLlvm => {
+            let cpu = Device::cpu_with_tier(kernelc::runtime::CpuTier::Llvm);
+            Ok((cpu.caps(), cpu.math_expansion()))
+        }
+        #[cfg(feature = "cuda")]
         Target::Ptx => Ok((
             TargetCaps::cuda_sm90(),
             kernelc_codegen::ptx::required_expansion(),
@@ -180,7 +188,7 @@ fn target_setup(target: Target) -> Result<(TargetCaps, MathExpansion), CliError>
 /// The error for a target this build was made without.
 fn missing(target: Target) -> CliError {
     let feature = match target {
-        Target::Ptx => "cuda",
+        Target::Ptx | Target::CpuLlvm => "cuda",
         Target::Cpu | Target::Wgsl | Target::Spirv => "wgpu",
     };
     format!("this kernelc was built without the {target:?} target (feature `{feature}`)").into()
@@ -202,6 +210,10 @@ fn emitter(target: Target) -> Result<Emitter, CliError> {
     match target {
         Target::Cpu => Ok(Box::new(|k: &Kernel| {
             kernelc_codegen::cpu::emit_clif(k).map_err(|e| e.to_string().into())
+        })),
+        #[cfg(feature = "cuda")]
+        Target::CpuLlvm => Ok(Box::new(|k: &Kernel| {
+            kernelc_codegen::cpu::llvm::emit_llvm_ir(k).map_err(|e| e.to_string().into())
         })),
         #[cfg(feature = "cuda")]
         Target::Ptx => Ok(Box::new(|k: &Kernel| {
