@@ -1,0 +1,112 @@
+//! The CPU target's LLVM tier (`cpu::llvm`) against the reference interpreter, bit
+//! for bit (NaN payloads aside), on what its code does itself rather than what it
+//! shares with the PTX target: f16/bf16 rounding without compiler-rt (f32 → bf16 on
+//! the bits, f64 → f16/bf16 through f32 rounded to odd), float min/max of signed
+//! zeros, arithmetic and comparisons on every float type and vector width; and what it
+//! refuses. Float `%` goes through its IR expansion first, as the tier requires (exact,
+//! so the interpreter's unexpanded `%` is the same value).
+
+#![cfg(feature = "ptx")]
+
+mod common;
+
+use common::*;
+use kernelc_codegen::cpu::{self, CpuKernel};
+use kernelc_codegen::CodegenError;
+use kernelc_ir::builder::*;
+use kernelc_ir::passes::{expand_math, MathExpansion};
+use kernelc_ir::{Access, Kernel, ScalarType, Type};
+use ScalarType::{Bf16, Bool, F16, F32, F64};
+
+fn compile(kernel: &Kernel) -> CpuKernel {
+    let expanded = expand_math(kernel, &MathExpansion::none().with_float_rem(true));
+    match cpu::llvm::compile(&expanded) {
+        Ok(k) => k,
+        Err(e) => panic!("cpu::llvm::compile failed: {e}\n{kernel}"),
+    }
+}
+
+#[test]
+fn all_f16_patterns_round_trip_like_half() {
+    common::all_f16_patterns_round_trip_like_half(false);
+}
+
+#[test]
+fn all_bf16_patterns_round_trip_like_half() {
+    common::all_bf16_patterns_round_trip_like_half(false);
+}
+
+#[test]
+fn f32_and_f64_to_half_types_round_once_bit_for_bit() {
+    common::f32_and_f64_to_half_types_round_once_bit_for_bit(false);
+}
+
+/// `min(−0, +0)` is the first operand, a NaN operand yields the other, on every float
+/// type (f16/bf16 through f32) and vector width: what the interpreter computes, which
+/// `llvm.minnum` alone leaves open.
+#[test]
+fn min_and_max_keep_the_interpreters_zero_and_nan_rules() {
+    let mut rng = Lcg(31);
+    for scalar in [F32, F64, F16, Bf16] {
+        for lanes in [1u8, 4] {
+            let ty = Type::vector(scalar, lanes);
+            check_elementwise("min", &[ty, ty], scalar, 120, &mut rng, |a| {
+                a[0].clone().min(a[1].clone())
+            });
+            check_elementwise("max", &[ty, ty], scalar, 120, &mut rng, |a| {
+                a[0].clone().max(a[1].clone())
+            });
+        }
+    }
+}
+
+#[test]
+fn float_arithmetic_and_comparisons_on_every_type() {
+    let mut rng = Lcg(32);
+    type Op = fn(E, E) -> E;
+    let ops: [(&str, Op); 9] = [
+        ("add", |a, b| a + b),
+        ("sub", |a, b| a - b),
+        ("mul", |a, b| a * b),
+        ("div", |a, b| a / b),
+        ("rem", |a, b| a % b),
+        ("fma", |a, b| a.clone().fma(b.clone(), a)),
+        ("sqrt", |a, _| a.sqrt()),
+        ("lt", |a, b| a.lt(b)),
+        ("ne", |a, b| a.ne(b)),
+    ];
+    for scalar in [F32, F64, F16, Bf16] {
+        for lanes in [1u8, 2, 4] {
+            let ty = Type::vector(scalar, lanes);
+            for (name, op) in ops {
+                let out = if matches!(name, "lt" | "ne") {
+                    Bool
+                } else {
+                    scalar
+                };
+                check_elementwise(name, &[ty, ty], out, 60, &mut rng, |a| {
+                    op(a[0].clone(), a[1].clone())
+                });
+            }
+        }
+    }
+}
+
+/// A workgroup of several invocations and an unexpanded transcendental are
+/// `Unsupported` (the runtime leaves such kernels to Cranelift), never a panic.
+#[test]
+fn what_the_tier_does_not_take_is_unsupported() {
+    let wide = {
+        let mut k = KernelBuilder::new("wide", [4, 1, 1]);
+        let out = k.buffer("out", F32, 4, Access::Write);
+        k.build(|b| b.store(out, local_id(0), 1.0f32))
+            .expect("valid")
+    };
+    let exp = elementwise("exp", &[Type::scalar(F32)], F32, 8, |a| a[0].clone().exp());
+    for kernel in [wide, exp] {
+        match cpu::llvm::compile(&kernel) {
+            Err(CodegenError::Unsupported { target, .. }) => assert_eq!(target, "cpu-llvm"),
+            other => panic!("{}: {other:?}", kernel.name),
+        }
+    }
+}
