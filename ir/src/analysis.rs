@@ -400,8 +400,14 @@ impl Ranges {
     /// The values a loop counter of `kind` takes in `start..end` by `step`.
     fn counter(&self, kind: Option<Kind>, start: &Expr, end: &Expr, step: u32) -> Option<Ranged> {
         let kind = kind?;
-        let (sk, s) = self.eval(start)?;
         let (ek, e) = self.eval(end)?;
+        // A u32 counter runs `start <= i < end`: with `start` unknown (a workgroup's
+        // first item, the grid not known), it is still in `0..end`.
+        let (sk, s) = match self.eval(start) {
+            Some(known) => known,
+            None if kind == Kind::U32 && e.hi > 0 => (Kind::U32, Interval::new(0, e.hi - 1, 1)?),
+            None => return None,
+        };
         if sk != kind || ek != kind || step == 0 || e.hi == 0 {
             return None;
         }
@@ -832,5 +838,31 @@ mod vector_width_tests {
             .unwrap()
         });
         assert_eq!(w, vec![Some(4), Some(4)]);
+    }
+
+    #[test]
+    fn a_u32_counter_with_an_unknown_start_stays_below_its_end() {
+        // A CPU schedule's chunk: `i` from `workgroup_id * 4096` (the grid unknown) to
+        // `min(base + 4096, 250)`: `i * 4` reads 4 lanes in bounds of 1000, aligned.
+        let mut k = KernelBuilder::new("k", [1, 1, 1]);
+        let a = k.buffer("a", F32, 1000, Access::Read);
+        let out = k.buffer("out", F32, 1000, Access::Write);
+        let kernel = k
+            .build(|f| {
+                let base = f.let_("base", workgroup_id(0) * 4096u32);
+                let end = f.let_("end", (base.clone() + 4096u32).min(250u32));
+                f.for_("i", base, end, 1, |f, i| {
+                    let index = f.let_("index", i * 4u32);
+                    f.store(out, index.clone(), a.load(index, 4));
+                });
+            })
+            .unwrap();
+        let ranges = Ranges::of(&kernel);
+        let index = Expr::Local(LocalId(3));
+        assert_eq!(kernel.locals[3].name, "index");
+        let proof = ranges.access(&index, 4, 1000);
+        assert!(proof.in_bounds && proof.aligned, "{proof:?}");
+        // One more lane than fits: not proven.
+        assert!(!ranges.access(&index, 4, 999).in_bounds);
     }
 }

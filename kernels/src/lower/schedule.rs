@@ -90,14 +90,22 @@ impl Grid1d {
         } else {
             base.clone() + local_id(0)
         };
-        // `items - base` cannot wrap: it is only used when base < items.
-        let end = f.let_(
-            "end",
-            base.clone().lt(self.items).select(
-                base.clone() + (E::from(self.items) - base).min(self.chunk),
-                0u32,
-            ),
-        );
+        // Where no workgroup's `base + chunk` can wrap (the grid's workgroups times the
+        // chunk fit in u32), `min(base + chunk, items)`: its range ends at `items`, so
+        // the value-range analysis (and LLVM) see every item in bounds. Otherwise the
+        // form that cannot wrap (`items - base` is only used when base < items).
+        let grid_items = self.grid.iter().map(|&g| g as u64).product::<u64>() * self.chunk as u64;
+        let end = if grid_items <= u32::MAX as u64 {
+            f.let_("end", (base.clone() + self.chunk).min(self.items))
+        } else {
+            f.let_(
+                "end",
+                base.clone().lt(self.items).select(
+                    base.clone() + (E::from(self.items) - base).min(self.chunk),
+                    0u32,
+                ),
+            )
+        };
         f.for_("i", start, end, self.invocations, body);
     }
 
