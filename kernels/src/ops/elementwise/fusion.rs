@@ -10,6 +10,7 @@
 //! widened by the prologue's and epilogue's own errors ([`prologue_error`],
 //! [`epilogue_condition`]).
 
+use crate::reference::round_to;
 use kernelc_ir::builder::{vector, Body, Mem, E};
 use kernelc_ir::ScalarType;
 
@@ -223,10 +224,35 @@ impl<'a> Epilogue<'a> {
 
     /// Its arguments in a reference: the op's `result`, then its operands among the
     /// op's `inputs`.
-    pub fn args<'i>(&self, inputs: &[&'i [f64]], result: &'i [f64]) -> Vec<&'i [f64]> {
+    fn args<'i>(&self, inputs: &[&'i [f64]], result: &'i [f64]) -> Vec<&'i [f64]> {
         let mut args = vec![result];
         args.extend(inputs.iter().skip(self.first_input));
         args
+    }
+
+    /// The row op's `result` as the epilogue reads it: rounded to the dtype, as
+    /// storing it between the nodes would.
+    fn stored(&self, result: &[f64]) -> Vec<f64> {
+        result
+            .iter()
+            .map(|&v| round_to(self.spec.dtype, v))
+            .collect()
+    }
+
+    /// Its f64 reference on the row op's `result` (stored first) and its operands
+    /// among the op's `inputs`.
+    pub fn reference(&self, inputs: &[&[f64]], result: &[f64]) -> Vec<f64> {
+        let stored = self.stored(result);
+        self.spec
+            .reference(&self.args(inputs, &stored))
+            .swap_remove(0)
+    }
+
+    /// Per element, what its value may be off by when the row op's `result` is off by
+    /// `error` ([`epilogue_condition`] on the stored result).
+    pub fn condition(&self, inputs: &[&[f64]], result: &[f64], error: &[f64]) -> Vec<f64> {
+        let stored = self.stored(result);
+        epilogue_condition(self.spec, &self.args(inputs, &stored), error)
     }
 
     /// Its operands after the first, as read-only buffers.
@@ -321,11 +347,7 @@ pub(crate) fn check_epilogue(
 /// operands after it) is off by `error` (the same units): the error carried through
 /// the epilogue's slope (a central difference of its f64 reference), the result's
 /// rounding to the dtype, and the epilogue's own error.
-pub(crate) fn epilogue_condition(
-    epilogue: &FusedSpec,
-    inputs: &[&[f64]],
-    error: &[f64],
-) -> Vec<f64> {
+fn epilogue_condition(epilogue: &FusedSpec, inputs: &[&[f64]], error: &[f64]) -> Vec<f64> {
     let exact = FusedSpec {
         dtype: ScalarType::F64,
         ..epilogue.clone()

@@ -52,9 +52,9 @@ pub use spec::*;
 
 pub(crate) use condition::activation_terms;
 pub(crate) use fusion::{
-    check_epilogue, check_prologue, epilogue_after, epilogue_condition, epilogue_inputs,
-    epilogue_uniforms, materialized, materialized_with_epilogue, prologue_error, row_op_inputs,
-    row_op_uniforms, Epilogue, XSource,
+    check_epilogue, check_prologue, epilogue_after, epilogue_inputs, epilogue_uniforms,
+    materialized, materialized_with_epilogue, prologue_error, row_op_inputs, row_op_uniforms,
+    Epilogue, XSource,
 };
 pub(crate) use lower::activation_value;
 pub(crate) use reference::apply_activation;

@@ -11,11 +11,9 @@ use crate::lower::Uniform;
 use crate::lower::{LowerError, Plan, TargetCaps};
 use crate::op::Op;
 use crate::ops::elementwise::{
-    check_epilogue, epilogue_after, epilogue_condition, epilogue_inputs, epilogue_uniforms,
-    Epilogue,
+    check_epilogue, epilogue_after, epilogue_inputs, epilogue_uniforms, Epilogue,
 };
 use crate::ops::FusedSpec;
-use crate::reference::round_to;
 use crate::shape::{check_shape, numel};
 use crate::spec::{check_dtype, check_non_negative, Alias, TensorSig, FLOATS};
 use crate::tolerance::Tolerance;
@@ -99,15 +97,6 @@ impl LayerNormSpec {
             first_input: self.own_inputs(),
             first_uniform: 1,
         })
-    }
-
-    /// `y` as the reference stores it before any epilogue, with the other outputs.
-    fn stored(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
-        let mut out = reference::layer_norm(self, i);
-        for v in &mut out[0] {
-            *v = round_to(self.dtype, *v);
-        }
-        out
     }
 }
 
@@ -193,14 +182,10 @@ impl Op for LayerNormSpec {
         Ok(Plan::filled(stats, Scalar::from_f64(self.dtype, f64::NAN)))
     }
     fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
-        let Some(epilogue) = self.lowered_epilogue() else {
-            return reference::layer_norm(self, i);
-        };
-        let mut out = self.stored(i);
-        out[0] = epilogue
-            .spec
-            .reference(&epilogue.args(i, &out[0]))
-            .swap_remove(0);
+        let mut out = reference::layer_norm(self, i);
+        if let Some(epilogue) = self.lowered_epilogue() {
+            out[0] = epilogue.reference(i, &out[0]);
+        }
         out
     }
     /// With an epilogue, `y`'s allowance (the tolerance times its condition) carried
@@ -210,8 +195,8 @@ impl Op for LayerNormSpec {
         let mut condition = condition::layer_norm(self, i);
         if let Some(epilogue) = self.lowered_epilogue() {
             let error: Vec<f64> = condition[0].iter().map(|c| LAYER_NORM_ULPS * c).collect();
-            let stored = self.stored(i);
-            let carried = epilogue_condition(epilogue.spec, &epilogue.args(i, &stored[0]), &error);
+            let y = reference::layer_norm(self, i).swap_remove(0);
+            let carried = epilogue.condition(i, &y, &error);
             condition[0] = carried.into_iter().map(|c| c / LAYER_NORM_ULPS).collect();
         }
         condition

@@ -15,11 +15,10 @@ use crate::error::SpecError;
 use crate::lower::{LowerError, Plan, TargetCaps, Uniform};
 use crate::op::Op;
 use crate::ops::elementwise::{
-    check_epilogue, check_prologue, epilogue_condition, materialized, materialized_with_epilogue,
-    prologue_error, row_op_inputs, row_op_uniforms, Epilogue, XSource,
+    check_epilogue, check_prologue, materialized, materialized_with_epilogue, prologue_error,
+    row_op_inputs, row_op_uniforms, Epilogue, XSource,
 };
 use crate::ops::{BinaryFn, FusedNode, FusedSpec, UnaryFn};
-use crate::reference::round_to;
 use crate::spec::{OpSpec, TensorSig};
 use crate::tolerance::Tolerance;
 
@@ -66,14 +65,6 @@ impl FusedReduceSpec {
         self.epilogue
             .as_ref()
             .map(|spec| Epilogue::after(prologue, spec))
-    }
-
-    /// The epilogue's arguments: the result rounded to the dtype, then its operands.
-    fn epilogue_args<'i>(&self, inputs: &[&'i [f64]], result: &'i [f64]) -> Vec<&'i [f64]> {
-        match self.lowered_epilogue() {
-            Some(e) => e.args(inputs, result),
-            None => vec![result],
-        }
     }
 
     /// Per result element, in units of `u`, what the reduction may be off by (the
@@ -173,15 +164,10 @@ impl Op for FusedReduceSpec {
     }
     fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
         let result = self.result(i);
-        let Some(epilogue) = &self.epilogue else {
-            return vec![result];
-        };
-        // Stored between the nodes: rounded to the dtype.
-        let stored: Vec<f64> = result
-            .iter()
-            .map(|&y| round_to(self.reduce.dtype, y))
-            .collect();
-        epilogue.reference(&self.epilogue_args(i, &stored))
+        match self.lowered_epilogue() {
+            Some(epilogue) => vec![epilogue.reference(i, &result)],
+            None => vec![result],
+        }
     }
     /// Sums without an epilogue: `Σ|tᵢ|·(n + 1 + e)` over the output's terms `tᵢ`
     /// (the prologue's values), `n + 1` for the sum's (and a mean's division's)
@@ -189,20 +175,10 @@ impl Op for FusedReduceSpec {
     /// divided by `n`. With an epilogue: the reduction's error carried through its
     /// slope (docs/semantics.md, "Graph fusion").
     fn condition(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
-        let Some(epilogue) = &self.epilogue else {
+        let Some(epilogue) = self.lowered_epilogue() else {
             return vec![self.sum_condition(i)];
         };
-        let stored: Vec<f64> = self
-            .result(i)
-            .iter()
-            .map(|&y| round_to(self.reduce.dtype, y))
-            .collect();
-        let error = self.result_error(i);
-        vec![epilogue_condition(
-            epilogue,
-            &self.epilogue_args(i, &stored),
-            &error,
-        )]
+        vec![epilogue.condition(i, &self.result(i), &self.result_error(i))]
     }
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         let op = OpSpec::FusedReduce(self.clone());

@@ -18,11 +18,10 @@ use crate::error::SpecError;
 use crate::lower::{LowerError, Plan, TargetCaps, Uniform};
 use crate::op::Op;
 use crate::ops::elementwise::{
-    check_epilogue, check_prologue, epilogue_condition, materialized, materialized_with_epilogue,
-    prologue_error, row_op_inputs, row_op_uniforms, Epilogue, XSource,
+    check_epilogue, check_prologue, materialized, materialized_with_epilogue, prologue_error,
+    row_op_inputs, row_op_uniforms, Epilogue, XSource,
 };
 use crate::ops::{BinaryFn, FusedNode, FusedSpec, UnaryFn};
-use crate::reference::round_to;
 use crate::spec::{OpSpec, TensorSig};
 use crate::tolerance::Tolerance;
 
@@ -48,13 +47,9 @@ impl FusedSoftmaxSpec {
             .swap_remove(0)
     }
 
-    /// The softmax's value on `inputs` before any epilogue, rounded to the dtype as
-    /// storing it between the nodes would.
-    fn stored(&self, inputs: &[&[f64]]) -> Vec<f64> {
-        let y = self.softmax.reference(&[&self.x(inputs)]).swap_remove(0);
-        y.into_iter()
-            .map(|v| round_to(self.softmax.dtype, v))
-            .collect()
+    /// The softmax's value on `inputs` before any epilogue.
+    fn probabilities(&self, inputs: &[&[f64]]) -> Vec<f64> {
+        self.softmax.reference(&[&self.x(inputs)]).swap_remove(0)
     }
 
     /// The epilogue as the lowering sees it.
@@ -63,14 +58,6 @@ impl FusedSoftmaxSpec {
         self.epilogue
             .as_ref()
             .map(|spec| Epilogue::after(prologue, spec))
-    }
-
-    /// The epilogue's arguments: the probabilities, then its operands.
-    fn epilogue_args<'i>(&self, inputs: &[&'i [f64]], y: &'i [f64]) -> Vec<&'i [f64]> {
-        match self.lowered_epilogue() {
-            Some(e) => e.args(inputs, y),
-            None => vec![y],
-        }
     }
 
     /// The softmax's own condition on the logits, plus what the logits' errors
@@ -137,28 +124,23 @@ impl Op for FusedSoftmaxSpec {
         }
     }
     fn reference(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
-        let Some(epilogue) = &self.epilogue else {
-            return self.softmax.reference(&[&self.x(i)]);
-        };
-        let stored = self.stored(i);
-        epilogue.reference(&self.epilogue_args(i, &stored))
+        let y = self.probabilities(i);
+        match self.lowered_epilogue() {
+            Some(epilogue) => vec![epilogue.reference(i, &y)],
+            None => vec![y],
+        }
     }
     /// Without an epilogue, the softmax's condition with the prologue's error added;
     /// with one, the softmax's allowance (its tolerance times that condition) carried
     /// through the epilogue's slope (docs/semantics.md, "Graph fusion").
     fn condition(&self, i: &[&[f64]]) -> Vec<Vec<f64>> {
         let condition = self.softmax_condition(i);
-        let Some(epilogue) = &self.epilogue else {
+        let Some(epilogue) = self.lowered_epilogue() else {
             return vec![condition];
         };
         let ulps = self.softmax.tolerance().ulps;
         let error: Vec<f64> = condition.iter().map(|c| ulps * c).collect();
-        let stored = self.stored(i);
-        vec![epilogue_condition(
-            epilogue,
-            &self.epilogue_args(i, &stored),
-            &error,
-        )]
+        vec![epilogue.condition(i, &self.probabilities(i), &error)]
     }
     fn lower(&self, caps: &TargetCaps) -> Result<Plan, LowerError> {
         let op = OpSpec::FusedSoftmax(self.clone());
