@@ -225,7 +225,7 @@ impl CpuKernel {
     }
 
     pub(crate) fn new(module: JITModule, func: KernelFn, kernel: &Kernel) -> Self {
-        let (_, shared) = super::lower::shared_layout(kernel);
+        let (_, shared) = crate::abi::cpu_shared_layout(kernel);
         CpuKernel {
             module: Some(Code::Cranelift(Box::new(Mutex::new(module)))),
             func,

@@ -171,7 +171,7 @@ fn check_supported(kernel: &Kernel) -> Result<(), CodegenError> {
             ),
         });
     }
-    let (_, shared) = lower::shared_layout(kernel);
+    let (_, shared) = crate::abi::cpu_shared_layout(kernel);
     if shared > MAX_SHARED_BYTES {
         return Err(CodegenError::Unsupported {
             target: TARGET,
@@ -277,7 +277,7 @@ pub fn emit_object_for(kernel: &Kernel, triple: Option<&str>) -> Result<Vec<u8>,
 /// The bytes of shared scratch a call of the kernel's function needs (the `shared`
 /// argument of the ABI above): its shared arrays at 16-byte-aligned offsets.
 pub fn shared_bytes(kernel: &Kernel) -> u64 {
-    lower::shared_layout(kernel).1
+    crate::abi::cpu_shared_layout(kernel).1
 }
 
 /// The Cranelift IR of the kernel's function, as text (before Cranelift's

@@ -97,6 +97,17 @@ fn llvm_description() -> String {
     "llvm (not built)".into()
 }
 
+#[cfg(feature = "llvm")]
+fn llvm_expansion() -> MathExpansion {
+    cpu::llvm::required_expansion()
+}
+
+/// What the tier would need, were it built (its compiles fail without it).
+#[cfg(not(feature = "llvm"))]
+fn llvm_expansion() -> MathExpansion {
+    MathExpansion::all_transcendental_with_f64().with_float_rem(true)
+}
+
 /// Cranelift's compiled-code cache, kept in the disk cache under the kernel's key.
 struct DiskStore<'a> {
     disk: &'a DiskCache,
@@ -159,15 +170,14 @@ impl CpuTier {
     /// The tier `KERNELC_CPU_TIER` names (`cranelift` or `llvm`; unset: Cranelift),
     /// or the error saying what it holds instead.
     pub fn from_env() -> std::result::Result<CpuTier, String> {
-        match std::env::var("KERNELC_CPU_TIER") {
-            Err(std::env::VarError::NotPresent) => Ok(CpuTier::default()),
-            Ok(v) if v == "cranelift" => Ok(CpuTier::Cranelift),
-            Ok(v) if v == "llvm" => Ok(CpuTier::Llvm),
-            Ok(v) => Err(format!(
-                "KERNELC_CPU_TIER={v:?}: expected `cranelift` or `llvm`"
-            )),
-            Err(std::env::VarError::NotUnicode(v)) => Err(format!(
-                "KERNELC_CPU_TIER={v:?}: expected `cranelift` or `llvm`"
+        let Some(value) = std::env::var_os("KERNELC_CPU_TIER") else {
+            return Ok(CpuTier::default());
+        };
+        match value.to_str() {
+            Some("cranelift") => Ok(CpuTier::Cranelift),
+            Some("llvm") => Ok(CpuTier::Llvm),
+            _ => Err(format!(
+                "KERNELC_CPU_TIER={value:?}: expected `cranelift` or `llvm`"
             )),
         }
     }
@@ -239,7 +249,7 @@ impl CpuDevice {
     /// leaves to Cranelift, so that both tiers run the same expansions.
     pub(crate) fn math_expansion(&self) -> MathExpansion {
         match self.tier {
-            Ok(CpuTier::Llvm) => MathExpansion::all_transcendental_with_f64().with_float_rem(true),
+            Ok(CpuTier::Llvm) => llvm_expansion(),
             Ok(CpuTier::Cranelift) | Err(_) => MathExpansion::all_transcendental(),
         }
     }

@@ -21,16 +21,18 @@ mod jit;
 pub(crate) use jit::Loaded;
 
 use super::launch::CpuKernel;
-use crate::ptx::lower::{build_module, check_cpu_supported, shared_offsets, Flavor};
+use crate::ptx::lower::{build_module, check_cpu_supported, Flavor};
 use crate::CodegenError;
 use inkwell::context::Context;
+use inkwell::module::Module;
 use inkwell::passes::PassBuilderOptions;
 use inkwell::targets::{
-    CodeModel, FileType, InitializationConfig, RelocMode, Target, TargetMachine,
+    CodeModel, FileType, InitializationConfig, RelocMode, Target, TargetMachine, TargetTriple,
 };
 use inkwell::OptimizationLevel;
 use kernelc_ir::passes::MathExpansion;
 use kernelc_ir::Kernel;
+use std::sync::OnceLock;
 
 /// The name of this tier in errors.
 pub const TARGET: &str = "cpu-llvm";
@@ -52,19 +54,37 @@ pub fn required_expansion() -> MathExpansion {
 /// `+avx512f,+fma,...`) and LLVM's version. Machine code from [`compile`] depends on
 /// exactly this, so it belongs in cache keys of compiled artifacts.
 pub fn host_description() -> String {
-    let (cpu, features) = host_cpu();
-    format!(
-        "llvm-22 {} {cpu} {features}",
-        TargetMachine::get_default_triple()
-    )
+    match host() {
+        Ok(h) => format!("llvm-22 {} {} {}", h.triple, h.cpu, h.features),
+        Err(e) => format!("llvm-22 (no host target: {e})"),
+    }
 }
 
-fn host_cpu() -> (String, String) {
-    let features = TargetMachine::get_host_cpu_features().to_string();
-    (
-        TargetMachine::get_host_cpu_name().to_string(),
-        without_flushing_bf16(&features),
-    )
+/// The host as LLVM targets it, asked once per process (with LLVM's native target
+/// initialised): its triple, CPU name and the features the tier compiles with.
+struct Host {
+    triple: String,
+    cpu: String,
+    features: String,
+}
+
+fn host() -> Result<&'static Host, CodegenError> {
+    static HOST: OnceLock<Result<Host, String>> = OnceLock::new();
+    HOST.get_or_init(|| {
+        crate::ptx::target::init();
+        Target::initialize_native(&InitializationConfig::default())?;
+        let features = TargetMachine::get_host_cpu_features().to_string();
+        Ok(Host {
+            triple: TargetMachine::get_default_triple()
+                .as_str()
+                .to_string_lossy()
+                .into_owned(),
+            cpu: TargetMachine::get_host_cpu_name().to_string(),
+            features: without_flushing_bf16(&features),
+        })
+    })
+    .as_ref()
+    .map_err(backend)
 }
 
 /// The host's features without the bf16 conversions that flush subnormals
@@ -84,16 +104,14 @@ fn without_flushing_bf16(features: &str) -> String {
 
 /// A target machine for the host with every extension it has.
 fn host_machine() -> Result<TargetMachine, CodegenError> {
-    crate::ptx::target::init();
-    Target::initialize_native(&InitializationConfig::default()).map_err(backend)?;
-    let triple = TargetMachine::get_default_triple();
+    let host = host()?;
+    let triple = TargetTriple::create(&host.triple);
     let target = Target::from_triple(&triple).map_err(|e| backend(e.to_string()))?;
-    let (cpu, features) = host_cpu();
     target
         .create_target_machine(
             &triple,
-            &cpu,
-            &features,
+            &host.cpu,
+            &host.features,
             OptimizationLevel::Aggressive,
             // Position-independent: the JIT places code anywhere, far from libc.
             RelocMode::PIC,
@@ -128,7 +146,7 @@ fn entry_symbol(kernel: &Kernel) -> String {
 /// uses (without it LLVM would call compiler-rt, which a JIT-loaded kernel cannot
 /// count on).
 fn check_host() -> Result<(), CodegenError> {
-    let (_, features) = host_cpu();
+    let features = &host()?.features;
     if cfg!(target_arch = "x86_64") && !features.split(',').any(|f| f == "+f16c") {
         return Err(CodegenError::Unsupported {
             target: TARGET,
@@ -145,20 +163,32 @@ fn check(kernel: &Kernel) -> Result<(), CodegenError> {
     check_cpu_supported(kernel).map_err(as_tier)
 }
 
-/// `kernel` as a relocatable object for the host, exporting `entry`.
-fn object(kernel: &Kernel, entry: &str) -> Result<Vec<u8>, CodegenError> {
+/// `kernel` checked, lowered as the function `entry` for `tm` (the host), verified
+/// and optimised (`default<O3>`).
+fn optimised<'ctx>(
+    context: &'ctx Context,
+    kernel: &Kernel,
+    tm: &TargetMachine,
+    entry: &str,
+) -> Result<Module<'ctx>, CodegenError> {
     check(kernel)?;
-    let tm = host_machine()?;
-    let context = Context::create();
-    let module = build_module(&context, kernel, &tm, Flavor::Cpu, entry).map_err(as_tier)?;
+    let module = build_module(context, kernel, tm, Flavor::Cpu, entry).map_err(as_tier)?;
     module.verify().map_err(|e| {
         backend(format!(
             "internal error: LLVM rejected the generated IR: {e}"
         ))
     })?;
     module
-        .run_passes("default<O3>", &tm, PassBuilderOptions::create())
+        .run_passes("default<O3>", tm, PassBuilderOptions::create())
         .map_err(|e| backend(format!("LLVM pipeline: {e}")))?;
+    Ok(module)
+}
+
+/// `kernel` as a relocatable object for the host, exporting `entry`.
+fn object(kernel: &Kernel, entry: &str) -> Result<Vec<u8>, CodegenError> {
+    let tm = host_machine()?;
+    let context = Context::create();
+    let module = optimised(&context, kernel, &tm, entry)?;
     let buffer = tm
         .write_to_memory_buffer(&module, FileType::Object)
         .map_err(|e| backend(format!("code generation: {e}")))?;
@@ -167,19 +197,16 @@ fn object(kernel: &Kernel, entry: &str) -> Result<Vec<u8>, CodegenError> {
 
 /// The optimised LLVM IR of `kernel`'s CPU function, as text (for reading).
 pub fn emit_llvm_ir(kernel: &Kernel) -> Result<String, CodegenError> {
-    check(kernel)?;
     let tm = host_machine()?;
     let context = Context::create();
-    let module = build_module(&context, kernel, &tm, Flavor::Cpu, "kernel").map_err(as_tier)?;
-    module
-        .run_passes("default<O3>", &tm, PassBuilderOptions::create())
-        .map_err(|e| backend(format!("LLVM pipeline: {e}")))?;
+    let module = optimised(&context, kernel, &tm, "kernel")?;
     Ok(module.print_to_string().to_string())
 }
 
 /// JIT-compiles `kernel` for the host through LLVM.
 pub fn compile(kernel: &Kernel) -> Result<CpuKernel, CodegenError> {
-    load_object(kernel, &compile_object(kernel)?)
+    let entry = entry_symbol(kernel);
+    load(kernel, &object(kernel, &entry)?, &entry)
 }
 
 /// `kernel` compiled for this host: the relocatable object [`load_object`] takes (what
@@ -194,13 +221,17 @@ pub fn compile_object(kernel: &Kernel) -> Result<Vec<u8>, CodegenError> {
 /// loaded already, that copy is shared.
 pub fn load_object(kernel: &Kernel, object: &[u8]) -> Result<CpuKernel, CodegenError> {
     check(kernel)?;
-    let entry = entry_symbol(kernel);
-    let (loaded, addr) = jit::load(object, &entry)?;
+    load(kernel, object, &entry_symbol(kernel))
+}
+
+/// Loads `object` of the checked `kernel`, exporting `entry`.
+fn load(kernel: &Kernel, object: &[u8], entry: &str) -> Result<CpuKernel, CodegenError> {
+    let (loaded, addr) = jit::load(object, entry)?;
     // SAFETY: `addr` is the entry of the function `build_module` declared with the
     // type of `KernelFn` (five pointers in, an i32 out, the C calling convention of
     // the host), linked and made executable by the JIT; it stays valid as long as
     // `loaded`, which the kernel owns and frees only on drop.
     let func = unsafe { std::mem::transmute::<usize, super::KernelFn>(addr) };
-    let (_, shared) = shared_offsets(kernel);
+    let (_, shared) = crate::abi::cpu_shared_layout(kernel);
     Ok(CpuKernel::from_llvm(loaded, func, kernel, shared as usize))
 }

@@ -58,8 +58,6 @@ pub(crate) fn kernel_signature<M: Module>(module: &M) -> Signature {
     sig
 }
 
-pub(crate) use crate::abi::cpu_shared_layout as shared_layout;
-
 /// Builds the kernel's function and defines it as `func_id` in `module`. Returns the
 /// CLIF text of the function when `want_text` is set (before Cranelift optimises it).
 pub(crate) fn define_kernel<M: Module>(
@@ -314,7 +312,7 @@ impl<'a, 'f, M: Module> Lower<'a, 'f, M> {
                 .ins()
                 .load(types::I32, Self::arg_flags(), nwg_ptr, off);
         }
-        let (offsets, _) = shared_layout(self.kernel);
+        let (offsets, _) = crate::abi::cpu_shared_layout(self.kernel);
         for off in offsets {
             let base = self.b.ins().iadd_imm_u(shared_ptr, off as i64);
             self.shared.push(base);

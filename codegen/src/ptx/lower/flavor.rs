@@ -38,8 +38,6 @@ const CPU_ARGS: [&str; 5] = [
     "shared",
 ];
 
-pub(crate) use crate::abi::cpu_shared_layout as shared_offsets;
-
 /// What a valid kernel may still ask for that the CPU form cannot give: it runs one
 /// invocation per workgroup (the CPU caps lower every op that way; a kernel of more
 /// stays with the Cranelift tier, which runs them one after the other).
@@ -50,7 +48,7 @@ pub(crate) fn check_cpu_supported(kernel: &Kernel) -> Result<(), CodegenError> {
             "a workgroup of {x}x{y}x{z} invocations (the LLVM CPU tier runs one per workgroup)"
         )));
     }
-    let (_, shared) = shared_offsets(kernel);
+    let (_, shared) = crate::abi::cpu_shared_layout(kernel);
     if shared > MAX_CPU_SHARED_BYTES {
         return Err(unsupported(format!(
             "{shared} bytes of shared memory (at most {MAX_CPU_SHARED_BYTES})"
@@ -162,12 +160,12 @@ impl<'ctx> Lower<'_, 'ctx> {
     /// Each shared array's pointer into the CPU form's scratch.
     pub(super) fn bind_cpu_shared(&mut self) -> Result<(), CodegenError> {
         let scratch = self.cpu_arg(4)?;
-        let (offsets, _) = shared_offsets(self.kernel);
+        let (offsets, _) = crate::abi::cpu_shared_layout(self.kernel);
         for offset in offsets {
             let i8t = self.ctx.i8_type();
             let at = self.ctx.i64_type().const_int(offset, false);
             // SAFETY (of the generated code): the offset lies inside the scratch the ABI
-            // requires (`shared_offsets`' total).
+            // requires (`abi::cpu_shared_layout`'s total).
             let p = unsafe { self.b.build_in_bounds_gep(i8t, scratch, &[at], "") }.or_internal()?;
             self.shared.push(p);
         }

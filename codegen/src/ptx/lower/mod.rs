@@ -22,7 +22,7 @@ mod narrow;
 mod scalar;
 pub(super) mod value;
 
-pub(crate) use flavor::{check_cpu_supported, shared_offsets, Flavor};
+pub(crate) use flavor::{check_cpu_supported, Flavor};
 
 use super::{internal, unsupported};
 use crate::abi::ENTRY_POINT;
