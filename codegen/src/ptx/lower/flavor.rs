@@ -76,7 +76,7 @@ pub(super) fn declare_cpu_kernel<'ctx>(
     for (attribute, value) in [
         ("target-cpu", cpu),
         ("target-features", features),
-        // A kernel never unwinds.
+        // A leaf function: no frame pointer to keep (one more register).
         ("frame-pointer", "none"),
     ] {
         func.add_attribute(
