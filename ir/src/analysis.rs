@@ -673,7 +673,7 @@ fn collect_defs<'k>(block: &'k [Stmt], defs: &mut [Vec<Def<'k>>], opaque: &mut [
                 }
                 collect_defs(body, defs, opaque);
             }
-            Stmt::Store { .. } | Stmt::Return | Stmt::Barrier => {}
+            Stmt::Store { .. } | Stmt::Return | Stmt::Barrier | Stmt::Fragment(_) => {}
         }
     }
 }
@@ -782,6 +782,17 @@ fn visit_accesses(kernel: &Kernel, block: &[Stmt], f: &mut impl FnMut(Memory, &E
                 expr(start, f);
                 expr(end, f);
                 visit_accesses(kernel, body, f);
+            }
+            Stmt::Fragment(op) => {
+                // Element by element: no vector view of the memory covers it.
+                if let Some(mem) = op.memory() {
+                    for (_, e) in op.exprs() {
+                        f(mem, e, 1);
+                    }
+                }
+                for (_, e) in op.exprs() {
+                    expr(e, f);
+                }
             }
             Stmt::Return | Stmt::Barrier => {}
         }

@@ -18,6 +18,9 @@
 //! assert_eq!(kernel.params.len(), 3);
 //! ```
 
+use crate::fragment::{
+    FragmentDecl, FragmentId, FragmentLayout, FragmentOp, FragmentRole, MmaShape,
+};
 use crate::kernel::*;
 use crate::scalar::Scalar;
 use crate::types::{ScalarType, Type};
@@ -322,6 +325,7 @@ impl KernelBuilder {
                 params: Vec::new(),
                 shared: Vec::new(),
                 locals: Vec::new(),
+                fragments: Vec::new(),
                 body: Vec::new(),
             },
         }
@@ -534,5 +538,84 @@ impl Body {
 
     pub fn barrier(&mut self) {
         self.push(Stmt::Barrier);
+    }
+
+    /// Declares a matrix fragment ([`crate::fragment`]) with a fresh name.
+    pub fn fragment(
+        &mut self,
+        name: &str,
+        role: FragmentRole,
+        shape: MmaShape,
+        elem: ScalarType,
+    ) -> FragmentId {
+        let id = FragmentId(self.kernel.fragments.len() as u32);
+        let taken: HashSet<&str> = self
+            .kernel
+            .fragments
+            .iter()
+            .map(|f| f.name.as_str())
+            .collect();
+        let mut unique = name.to_string();
+        let mut n = 1;
+        while taken.contains(unique.as_str()) {
+            unique = format!("{name}_{n}");
+            n += 1;
+        }
+        self.kernel.fragments.push(FragmentDecl {
+            name: unique,
+            role,
+            shape,
+            elem,
+        });
+        id
+    }
+
+    /// Every element of accumulator `frag` becomes `value`.
+    pub fn fill_fragment(&mut self, frag: FragmentId, value: impl Into<E>) {
+        self.push(Stmt::Fragment(FragmentOp::Fill {
+            frag,
+            value: value.into().0,
+        }));
+    }
+
+    /// Loads `frag` from `mem` at `index`, `stride` apart along `layout`.
+    pub fn load_fragment(
+        &mut self,
+        frag: FragmentId,
+        mem: Mem,
+        index: impl Into<E>,
+        stride: impl Into<E>,
+        layout: FragmentLayout,
+    ) {
+        self.push(Stmt::Fragment(FragmentOp::Load {
+            frag,
+            mem: mem.0,
+            index: index.into().0,
+            stride: stride.into().0,
+            layout,
+        }));
+    }
+
+    /// Stores accumulator `frag` to `mem` at `index`, `stride` apart along `layout`.
+    pub fn store_fragment(
+        &mut self,
+        frag: FragmentId,
+        mem: Mem,
+        index: impl Into<E>,
+        stride: impl Into<E>,
+        layout: FragmentLayout,
+    ) {
+        self.push(Stmt::Fragment(FragmentOp::Store {
+            frag,
+            mem: mem.0,
+            index: index.into().0,
+            stride: stride.into().0,
+            layout,
+        }));
+    }
+
+    /// `d = a·b + c`.
+    pub fn mma(&mut self, d: FragmentId, a: FragmentId, b: FragmentId, c: FragmentId) {
+        self.push(Stmt::Fragment(FragmentOp::Mma { d, a, b, c }));
     }
 }

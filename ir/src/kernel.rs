@@ -5,6 +5,7 @@
 //! only fail (out of bounds), never change state. Shapes are constants: every buffer
 //! has a static length, so index arithmetic folds and bounds are checkable.
 
+use crate::fragment::{FragmentDecl, FragmentId, FragmentOp};
 use crate::scalar::Scalar;
 use crate::types::{ScalarType, Type};
 use serde::{Deserialize, Serialize};
@@ -385,6 +386,9 @@ pub enum Stmt {
     Return,
     /// Workgroup execution and shared-memory barrier. Must be in uniform control flow.
     Barrier,
+    /// A statement on matrix fragments ([`crate::fragment`]), executed by every warp.
+    /// Must be in uniform control flow.
+    Fragment(FragmentOp),
 }
 
 /// One compute kernel, i.e. one launch.
@@ -395,6 +399,10 @@ pub struct Kernel {
     pub params: Vec<Param>,
     pub shared: Vec<SharedDecl>,
     pub locals: Vec<LocalDecl>,
+    /// Matrix fragments ([`crate::fragment`]); absent from the JSON when empty, so
+    /// kernels without them keep their stable hash.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fragments: Vec<FragmentDecl>,
     pub body: Block,
 }
 
@@ -407,6 +415,35 @@ impl Kernel {
     }
     pub fn local(&self, id: LocalId) -> Option<&LocalDecl> {
         self.locals.get(id.0 as usize)
+    }
+    pub fn fragment(&self, id: FragmentId) -> Option<&FragmentDecl> {
+        self.fragments.get(id.0 as usize)
+    }
+
+    pub fn fragment_name(&self, id: FragmentId) -> String {
+        self.fragment(id)
+            .map_or_else(|| format!("fragment#{}", id.0), |f| f.name.clone())
+    }
+
+    /// Whether the body has a fragment statement.
+    pub fn uses_fragments(&self) -> bool {
+        fn any(block: &[Stmt]) -> bool {
+            block.iter().any(|s| match s {
+                Stmt::Fragment(_) => true,
+                Stmt::If {
+                    then_body,
+                    else_body,
+                    ..
+                } => any(then_body) || any(else_body),
+                Stmt::For { body, .. } => any(body),
+                Stmt::Let { .. }
+                | Stmt::Assign { .. }
+                | Stmt::Store { .. }
+                | Stmt::Return
+                | Stmt::Barrier => false,
+            })
+        }
+        !self.fragments.is_empty() || any(&self.body)
     }
 
     /// Invocations per workgroup.
@@ -539,7 +576,7 @@ impl Stmt {
                     s.written_locals(out);
                 }
             }
-            Stmt::Store { .. } | Stmt::Return | Stmt::Barrier => {}
+            Stmt::Store { .. } | Stmt::Return | Stmt::Barrier | Stmt::Fragment(_) => {}
         }
     }
 
@@ -557,6 +594,7 @@ impl Stmt {
                 start, end, body, ..
             } => start.size() + end.size() + block_size(body),
             Stmt::Return | Stmt::Barrier => 0,
+            Stmt::Fragment(op) => op.exprs().iter().map(|(_, e)| e.size()).sum(),
         }
     }
 }

@@ -5,6 +5,7 @@
 //! * [`types`] and [`scalar`](mod@scalar): the type system and constant values.
 //! * [`kernel`]: the IR itself — a [`Kernel`] is one launch with typed parameters, shared
 //!   arrays, locals and a structured body of statements over pure expression trees.
+//! * [`fragment`]: matrix fragments, tiles of a multiply held by a warp (tensor cores).
 //! * [`builder`]: a DSL in which a kernel reads like its math.
 //! * [`validate`](mod@validate): the checker every backend relies on; errors name the offending node.
 //! * [`eval`]: the meaning of each operator on values (shared by the interpreter and
@@ -21,6 +22,7 @@ pub mod analysis;
 pub mod args;
 pub mod builder;
 pub mod eval;
+pub mod fragment;
 pub mod hash;
 pub mod interp;
 pub mod json;
@@ -33,6 +35,7 @@ pub mod testing;
 pub mod types;
 pub mod validate;
 
+pub use fragment::{FragmentDecl, FragmentId, FragmentLayout, FragmentOp, FragmentRole, MmaShape};
 pub use hash::{stable_hash, KernelHash};
 pub use interp::{Arg, HostBuffer, InterpError, Invocation, MemorySpace, RaceKind, Site};
 pub use json::{from_json, to_json, IrJsonError};

@@ -18,6 +18,18 @@
 //! }
 //! ```
 //!
+//! Matrix fragments print as declarations and four statements:
+//!
+//! ```text
+//! kernel mma workgroup(32, 1, 1) {
+//!   fragment acc: accumulator<f32, m16n8k16>
+//!   fill acc = 0.0f
+//!   load a = sa[w * 256u; stride 16u, row_major]
+//!   mma acc = a * b + acc
+//!   store c[0u; stride 8u, row_major] = acc
+//! }
+//! ```
+//!
 //! * `let x: T = e` gives an immutable local its value, `var x: T = e` a mutable one;
 //!   `x = e` assigns. `for` prints its counter's type and omits `step 1`.
 //! * Literals carry a type suffix ([`Scalar`]'s `Display`). Expressions are
@@ -32,6 +44,7 @@
 //! `local#3`, `param#1`, `shared#0`), so error messages can show what was rejected.
 //! The output depends only on the kernel, so it is deterministic.
 
+use crate::fragment::{FragmentId, FragmentOp, MmaShape};
 use crate::kernel::*;
 use crate::scalar::Scalar;
 use crate::validate::type_of;
@@ -220,9 +233,72 @@ impl<'k> Printer<'k> {
                 s.len
             ));
         }
+        for f in &k.fragments {
+            let MmaShape { m, n, k } = f.shape;
+            self.line(&format!(
+                "fragment {}: {}<{}, m{m}n{n}k{k}>",
+                name_text(&f.name),
+                f.role.name(),
+                f.elem
+            ));
+        }
         self.block(&k.body);
         self.indent -= 1;
         self.line("}");
+    }
+
+    fn fragment_text(&self, id: FragmentId) -> String {
+        self.kernel
+            .fragment(id)
+            .map_or_else(|| format!("fragment#{}", id.0), |f| name_text(&f.name))
+    }
+
+    fn fragment_op(&mut self, op: &FragmentOp) {
+        let text = match op {
+            FragmentOp::Fill { frag, value } => {
+                format!(
+                    "fill {} = {}",
+                    self.fragment_text(*frag),
+                    self.expr_text(value)
+                )
+            }
+            FragmentOp::Load {
+                frag,
+                mem,
+                index,
+                stride,
+                layout,
+            } => format!(
+                "load {} = {}[{}; stride {}, {}]",
+                self.fragment_text(*frag),
+                self.memory(*mem),
+                self.expr_text(index),
+                self.expr_text(stride),
+                layout.name()
+            ),
+            FragmentOp::Store {
+                frag,
+                mem,
+                index,
+                stride,
+                layout,
+            } => format!(
+                "store {}[{}; stride {}, {}] = {}",
+                self.memory(*mem),
+                self.expr_text(index),
+                self.expr_text(stride),
+                layout.name(),
+                self.fragment_text(*frag)
+            ),
+            FragmentOp::Mma { d, a, b, c } => format!(
+                "mma {} = {} * {} + {}",
+                self.fragment_text(*d),
+                self.fragment_text(*a),
+                self.fragment_text(*b),
+                self.fragment_text(*c)
+            ),
+        };
+        self.line(&text);
     }
 
     fn block(&mut self, block: &[Stmt]) {
@@ -296,6 +372,7 @@ impl<'k> Printer<'k> {
             }
             Stmt::Return => self.line("return"),
             Stmt::Barrier => self.line("barrier"),
+            Stmt::Fragment(op) => self.fragment_op(op),
         }
     }
 

@@ -5,6 +5,7 @@
 //! flow. Each error names the offending node by its path from the kernel root, e.g.
 //! `body[2].if.then[0].store.value.lhs`.
 
+use crate::fragment::*;
 use crate::kernel::*;
 use crate::scalar::Scalar;
 use crate::types::{ScalarType, Type};
@@ -114,12 +115,23 @@ pub enum ValidationErrorKind {
     StorageOnlyType { what: String, ty: ScalarType },
     #[error("barrier in non-uniform control flow ({0})")]
     NonUniformBarrier(&'static str),
+    #[error("unknown fragment #{0}")]
+    UnknownFragment(u32),
+    #[error("fragment `{name}`: {why}")]
+    BadFragment { name: String, why: String },
+    #[error("workgroup size {0:?} is not a whole number of warps of 32 invocations, which fragments need")]
+    WorkgroupNotWarps([u32; 3]),
+    #[error("fragment `{0}` is read before it is definitely written")]
+    FragmentUseBeforeAssign(String),
+    #[error("fragment statement in non-uniform control flow ({0})")]
+    NonUniformFragment(&'static str),
 }
 
 /// Checks a kernel; `Ok` means every backend may take it.
 pub fn validate(kernel: &Kernel) -> Result<(), ValidationError> {
     let mut v = Validator::new(kernel);
     v.check_decls()?;
+    v.check_fragment_decls()?;
     let mut assigned = HashSet::new();
     v.check_block(&kernel.body, &mut assigned, "body")?;
     check_uniformity(kernel)
@@ -133,6 +145,8 @@ pub fn type_of(kernel: &Kernel, expr: &Expr) -> Result<Type, ValidationError> {
 struct Validator<'k> {
     kernel: &'k Kernel,
     path: NodePath,
+    /// Fragments definitely written at this point (as `assigned` is for locals).
+    fragments_written: HashSet<FragmentId>,
 }
 
 impl<'k> Validator<'k> {
@@ -140,6 +154,7 @@ impl<'k> Validator<'k> {
         Validator {
             kernel,
             path: NodePath::root("kernel"),
+            fragments_written: HashSet::new(),
         }
     }
 
@@ -297,10 +312,13 @@ impl<'k> Validator<'k> {
             } => self.at("if", |v| {
                 let ty = v.at("cond", |v| v.expr_type(cond, Some(assigned)))?;
                 v.at("cond", |v| v.expect(ty, Type::BOOL, "an if condition"))?;
+                let written_before = v.fragments_written.clone();
                 let mut then_assigned = assigned.clone();
                 v.check_block(then_body, &mut then_assigned, "then")?;
+                let then_written = std::mem::replace(&mut v.fragments_written, written_before);
                 let mut else_assigned = assigned.clone();
                 v.check_block(else_body, &mut else_assigned, "else")?;
+                v.fragments_written.retain(|f| then_written.contains(f));
                 // A branch that returns contributes nothing after the if; keep it simple
                 // and conservative: only what both branches assign is definitely assigned.
                 assigned.extend(then_assigned.intersection(&else_assigned).copied());
@@ -334,9 +352,14 @@ impl<'k> Validator<'k> {
                 }
                 let mut body_assigned = assigned.clone();
                 body_assigned.insert(*var);
-                v.check_block(body, &mut body_assigned, "body")
+                // The body may run no time: what it writes is not written after it.
+                let written_before = v.fragments_written.clone();
+                v.check_block(body, &mut body_assigned, "body")?;
+                v.fragments_written = written_before;
+                Ok(())
             }),
             Stmt::Return | Stmt::Barrier => Ok(()),
+            Stmt::Fragment(op) => self.at(op.name(), |v| v.check_fragment_op(op, assigned)),
         }
     }
 
@@ -625,6 +648,194 @@ impl<'k> Validator<'k> {
     }
 }
 
+// Matrix fragments.
+impl<'k> Validator<'k> {
+    fn check_fragment_decls(&mut self) -> Result<(), ValidationError> {
+        let k = self.kernel;
+        let mut names = HashSet::new();
+        for (i, f) in k.fragments.iter().enumerate() {
+            self.at(format!("fragments[{i}]"), |v| {
+                if !names.insert(&f.name) {
+                    return v.err(ValidationErrorKind::DuplicateName(f.name.clone()));
+                }
+                let known = MMA_KINDS.iter().any(|&(shape, input, acc)| {
+                    shape == f.shape
+                        && match f.role {
+                            FragmentRole::A | FragmentRole::B => input == f.elem,
+                            FragmentRole::Accumulator => acc == f.elem,
+                        }
+                });
+                if !known {
+                    let MmaShape { m, n, k } = f.shape;
+                    return v.err(ValidationErrorKind::BadFragment {
+                        name: f.name.clone(),
+                        why: format!(
+                            "no multiply has {} fragments of {} and shape m{m}n{n}k{k} \
+                             (the kinds: fragment::MMA_KINDS)",
+                            f.role.name(),
+                            f.elem
+                        ),
+                    });
+                }
+                Ok(())
+            })?;
+        }
+        if k.uses_fragments() && k.invocations_per_workgroup() % WARP as u64 != 0 {
+            return self.at("workgroup_size", |v| {
+                v.err(ValidationErrorKind::WorkgroupNotWarps(k.workgroup_size))
+            });
+        }
+        Ok(())
+    }
+
+    fn fragment_decl(
+        &self,
+        id: FragmentId,
+        role: FragmentRole,
+    ) -> Result<&'k FragmentDecl, ValidationError> {
+        let kernel: &'k Kernel = self.kernel;
+        let Some(decl) = kernel.fragment(id) else {
+            return self.err(ValidationErrorKind::UnknownFragment(id.0));
+        };
+        if decl.role != role {
+            return self.err(ValidationErrorKind::BadFragment {
+                name: decl.name.clone(),
+                why: format!(
+                    "used as {} fragment but declared {}",
+                    role.name(),
+                    decl.role.name()
+                ),
+            });
+        }
+        Ok(decl)
+    }
+
+    fn fragment_read(&self, id: FragmentId) -> Result<(), ValidationError> {
+        if self.fragments_written.contains(&id) {
+            Ok(())
+        } else {
+            self.err(ValidationErrorKind::FragmentUseBeforeAssign(
+                self.kernel.fragment_name(id),
+            ))
+        }
+    }
+
+    fn u32_operand(
+        &mut self,
+        name: &'static str,
+        e: &Expr,
+        assigned: &HashSet<LocalId>,
+    ) -> Result<(), ValidationError> {
+        self.at(name, |v| {
+            let ty = v.expr_type(e, Some(assigned))?;
+            v.expect(ty, Type::U32, &format!("a fragment's {name}"))
+        })
+    }
+
+    fn check_fragment_op(
+        &mut self,
+        op: &FragmentOp,
+        assigned: &HashSet<LocalId>,
+    ) -> Result<(), ValidationError> {
+        use ValidationErrorKind as K;
+        match op {
+            FragmentOp::Fill { frag, value } => {
+                let decl = self.fragment_decl(*frag, FragmentRole::Accumulator)?;
+                let ty = self.at("value", |v| v.expr_type(value, Some(assigned)))?;
+                self.at("value", |v| {
+                    v.expect(ty, Type::scalar(decl.elem), "an accumulator's fill value")
+                })?;
+                self.fragments_written.insert(*frag);
+            }
+            FragmentOp::Load {
+                frag,
+                mem,
+                index,
+                stride,
+                ..
+            } => {
+                let kernel: &'k Kernel = self.kernel;
+                let Some(decl) = kernel.fragment(*frag) else {
+                    return self.err(K::UnknownFragment(frag.0));
+                };
+                let (elem, _) = self.memory(*mem)?;
+                if let Memory::Buffer(p) = mem {
+                    if let Some(Param::Buffer { access, name, .. }) = self.kernel.param(*p) {
+                        if !access.can_read() {
+                            return self.err(K::LoadFromWriteOnly(name.clone()));
+                        }
+                    }
+                }
+                if elem != decl.elem {
+                    return self.err(K::BadFragment {
+                        name: decl.name.clone(),
+                        why: format!(
+                            "a fragment of {} loads from memory of {}, not of {elem}",
+                            decl.elem, decl.elem
+                        ),
+                    });
+                }
+                self.u32_operand("index", index, assigned)?;
+                self.u32_operand("stride", stride, assigned)?;
+                self.fragments_written.insert(*frag);
+            }
+            FragmentOp::Store {
+                frag,
+                mem,
+                index,
+                stride,
+                ..
+            } => {
+                let decl = self.fragment_decl(*frag, FragmentRole::Accumulator)?;
+                self.fragment_read(*frag)?;
+                let (elem, _) = self.memory(*mem)?;
+                if let Memory::Buffer(p) = mem {
+                    if let Some(Param::Buffer { access, name, .. }) = self.kernel.param(*p) {
+                        if !access.can_write() {
+                            return self.err(K::StoreToReadOnly(name.clone()));
+                        }
+                    }
+                }
+                if !elem.is_float() {
+                    return self.err(K::BadFragment {
+                        name: decl.name.clone(),
+                        why: format!("stored to memory of {elem}; only float memory takes it"),
+                    });
+                }
+                self.u32_operand("index", index, assigned)?;
+                self.u32_operand("stride", stride, assigned)?;
+            }
+            FragmentOp::Mma { d, a, b, c } => {
+                let dd = self.at("d", |v| v.fragment_decl(*d, FragmentRole::Accumulator))?;
+                let ad = self.at("a", |v| v.fragment_decl(*a, FragmentRole::A))?;
+                let bd = self.at("b", |v| v.fragment_decl(*b, FragmentRole::B))?;
+                let cd = self.at("c", |v| v.fragment_decl(*c, FragmentRole::Accumulator))?;
+                for (seg, f) in [("a", a), ("b", b), ("c", c)] {
+                    self.at(seg, |v| v.fragment_read(*f))?;
+                }
+                let same_shape = [ad, bd, cd].iter().all(|f| f.shape == dd.shape);
+                let why = if !same_shape {
+                    Some("its four fragments have different shapes".to_string())
+                } else if ad.elem != bd.elem || cd.elem != dd.elem {
+                    Some("a and b, or c and d, have different element types".to_string())
+                } else if !is_mma_kind(dd.shape, ad.elem, dd.elem) {
+                    Some(format!("no multiply takes {} into {}", ad.elem, dd.elem))
+                } else {
+                    None
+                };
+                if let Some(why) = why {
+                    return self.err(K::BadFragment {
+                        name: dd.name.clone(),
+                        why,
+                    });
+                }
+                self.fragments_written.insert(*d);
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Uniformity: a barrier must be reached by every invocation of a workgroup or by none.
 ///
 /// Values that derive from local/global ids, from loads other than read-only buffers at
@@ -650,10 +861,10 @@ fn check_uniformity(kernel: &Kernel) -> Result<(), ValidationError> {
         }
     }
     match analysis.error {
-        Some((path, why)) => Err(ValidationError {
+        Some((path, kind)) => Err(ValidationError {
             kernel: kernel.name.clone(),
             path,
-            kind: ValidationErrorKind::NonUniformBarrier(why),
+            kind,
         }),
         None => Ok(()),
     }
@@ -665,7 +876,7 @@ struct Uniformity<'k> {
     /// Some invocation may have returned under non-uniform control flow.
     diverged: bool,
     path: NodePath,
-    error: Option<(NodePath, &'static str)>,
+    error: Option<(NodePath, ValidationErrorKind)>,
 }
 
 impl Uniformity<'_> {
@@ -753,14 +964,18 @@ impl Uniformity<'_> {
                     self.diverged = true;
                 }
             }
-            Stmt::Barrier => {
+            Stmt::Barrier | Stmt::Fragment(_) => {
                 if self.error.is_none() && !uniform_cf {
                     let why = if self.diverged {
                         "some invocations may have returned before it"
                     } else {
                         "it is under a condition or loop that differs between invocations"
                     };
-                    self.error = Some((self.path.clone(), why));
+                    let kind = match s {
+                        Stmt::Fragment(_) => ValidationErrorKind::NonUniformFragment(why),
+                        _ => ValidationErrorKind::NonUniformBarrier(why),
+                    };
+                    self.error = Some((self.path.clone(), kind));
                 }
             }
         }

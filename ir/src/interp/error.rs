@@ -207,6 +207,29 @@ pub enum InterpError {
     #[error("{site}: local `{local}` is read before it is assigned")]
     UnsetLocal { site: Site, local: String },
 
+    /// A fragment statement that some invocations of the workgroup did not reach (the
+    /// site has no invocation).
+    #[error("{site}: fragment statement reached by {arrived} of {total} invocations; every warp must run it whole")]
+    DivergentFragment {
+        site: Site,
+        arrived: usize,
+        total: usize,
+    },
+
+    /// A fragment load's or store's index or stride that differs between the
+    /// invocations of one warp (the site's invocation differs from its warp's first).
+    #[error("{site}: the fragment {operand} is {found} here but {expected} in the first invocation of its warp; one warp must agree on it")]
+    FragmentOperandDiffers {
+        site: Site,
+        operand: &'static str,
+        expected: String,
+        found: String,
+    },
+
+    /// A read of a fragment before any write to it.
+    #[error("{site}: fragment `{fragment}` is read before it is written")]
+    UnsetFragment { site: Site, fragment: String },
+
     /// Something the validator rules out (only reachable through
     /// [`run_unvalidated`](super::run_unvalidated)).
     #[error("{site}: malformed IR: {what}")]
@@ -230,6 +253,9 @@ macro_rules! site_of {
             | InterpError::Race { site, .. }
             | InterpError::DivergentBarrier { site, .. }
             | InterpError::UnsetLocal { site, .. }
+            | InterpError::DivergentFragment { site, .. }
+            | InterpError::FragmentOperandDiffers { site, .. }
+            | InterpError::UnsetFragment { site, .. }
             | InterpError::Malformed { site, .. } => Some(site),
         }
     };

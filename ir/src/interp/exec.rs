@@ -66,6 +66,8 @@ pub(super) struct Ctx<'k, 'a> {
 
     pub(super) mask_pool: Vec<Vec<u32>>,
     pub(super) loop_pool: Vec<Vec<LoopLane>>,
+    /// `fragment_values[warp * fragments + fragment]` of the running workgroup.
+    pub(super) fragment_values: Vec<Option<super::fragment::FragmentValue>>,
 }
 
 impl<'k, 'a> Ctx<'k, 'a> {
@@ -128,6 +130,11 @@ impl<'k, 'a> Ctx<'k, 'a> {
             wg_starts: Vec::new(),
             mask_pool: Vec::new(),
             loop_pool: Vec::new(),
+            fragment_values: vec![
+                None;
+                n_inv.div_ceil(crate::fragment::WARP as usize)
+                    * kernel.fragments.len()
+            ],
         }
     }
 
@@ -155,6 +162,7 @@ impl<'k, 'a> Ctx<'k, 'a> {
         self.locals.fill(None);
         self.returned.fill(false);
         self.returned_count = 0;
+        self.fragment_values.fill(None);
     }
 
     fn take_mask(&mut self) -> Vec<u32> {
@@ -281,6 +289,7 @@ impl<'k, 'a> Ctx<'k, 'a> {
                 self.epoch = self.epoch.wrapping_add(1);
                 Ok(())
             }
+            Stmt::Fragment(op) => self.exec_fragment(op, mask),
         }
     }
 

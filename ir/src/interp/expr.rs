@@ -215,6 +215,20 @@ impl Ctx<'_, '_> {
     }
 
     fn load(&mut self, mem: Memory, index: u32, lanes: u8, inv: u32, out: &mut Value) -> Res<()> {
+        self.load_as(mem, index, lanes, inv, inv, out)
+    }
+
+    /// [`Self::load`] recorded in the access history as by `who` (an invocation, or
+    /// a warp: `track::WARP_ACCESS`); errors name `inv`.
+    pub(super) fn load_as(
+        &mut self,
+        mem: Memory,
+        index: u32,
+        lanes: u8,
+        inv: u32,
+        who: u32,
+        out: &mut Value,
+    ) -> Res<()> {
         let mut out_lanes = [Scalar::Bool(false); 4];
         let (epoch, wg_start) = (self.epoch, self.wg_start);
         match mem {
@@ -238,7 +252,7 @@ impl Ctx<'_, '_> {
                     // A narrow element reads as its low bits, whatever the host put there.
                     *out = Scalar::stored(elem, data[i]);
                     if let Some(track) = track {
-                        if let Some(c) = track[i].buffer_read(inv, epoch, wg_start) {
+                        if let Some(c) = track[i].buffer_read(who, epoch, wg_start) {
                             return Err(race(mem, i, c, inv));
                         }
                     }
@@ -263,7 +277,7 @@ impl Ctx<'_, '_> {
                             index: i as u64,
                         }));
                     }
-                    if let Some(c) = t.shared_read(inv, epoch) {
+                    if let Some(c) = t.shared_read(who, epoch) {
                         return Err(race(mem, i, c, inv));
                     }
                     *out = sh.data[i];
@@ -275,6 +289,18 @@ impl Ctx<'_, '_> {
     }
 
     pub(super) fn store(&mut self, mem: Memory, index: u32, value: Value, inv: u32) -> Res<()> {
+        self.store_as(mem, index, value, inv, inv)
+    }
+
+    /// [`Self::store`] recorded in the access history as by `who`.
+    pub(super) fn store_as(
+        &mut self,
+        mem: Memory,
+        index: u32,
+        value: Value,
+        inv: u32,
+        who: u32,
+    ) -> Res<()> {
         let lanes = value.lane_count();
         let (epoch, wg_start) = (self.epoch, self.wg_start);
         let vty = value.ty().scalar;
@@ -308,7 +334,7 @@ impl Ctx<'_, '_> {
                 };
                 for (lane, s) in value.lanes().iter().enumerate() {
                     let i = start + lane;
-                    if let Some(c) = track[i].buffer_write(inv, epoch, wg_start) {
+                    if let Some(c) = track[i].buffer_write(who, epoch, wg_start) {
                         return Err(race(mem, i, c, inv));
                     }
                     data[i] = Scalar::stored(elem, *s);
@@ -328,7 +354,7 @@ impl Ctx<'_, '_> {
                 };
                 for (lane, s) in value.lanes().iter().enumerate() {
                     let i = start + lane;
-                    if let Some(c) = sh.track[i].shared_write(inv, epoch) {
+                    if let Some(c) = sh.track[i].shared_write(who, epoch) {
                         return Err(race(mem, i, c, inv));
                     }
                     sh.data[i] = *s;

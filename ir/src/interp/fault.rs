@@ -56,6 +56,19 @@ pub(super) enum FaultKind {
         inv: u32,
         local: LocalId,
     },
+    DivergentFragment {
+        arrived: usize,
+    },
+    FragmentOperandDiffers {
+        inv: u32,
+        operand: &'static str,
+        expected: String,
+        found: String,
+    },
+    UnsetFragment {
+        inv: u32,
+        fragment: crate::fragment::FragmentId,
+    },
     Malformed {
         inv: u32,
         what: String,
@@ -108,6 +121,7 @@ pub(super) fn stmt_seg(s: &Stmt) -> Option<Seg> {
         Stmt::Store { .. } => "store",
         Stmt::If { .. } => "if",
         Stmt::For { .. } => "for",
+        Stmt::Fragment(op) => op.name(),
         Stmt::Return | Stmt::Barrier => return None,
     }))
 }
@@ -237,7 +251,7 @@ impl Ctx<'_, '_> {
                     kind,
                     first: Invocation {
                         workgroup: self.workgroup_of_epoch(first_epoch),
-                        local: self.local_id(first_local),
+                        local: self.local_id(super::track::invocation_of(first_local)),
                     },
                 }
             }
@@ -251,6 +265,26 @@ impl Ctx<'_, '_> {
             FaultKind::UnsetLocal { inv, local } => InterpError::UnsetLocal {
                 site: site(Some(inv)),
                 local: self.kernel.local_name(local),
+            },
+            FaultKind::DivergentFragment { arrived } => InterpError::DivergentFragment {
+                site: site(None),
+                arrived,
+                total: self.n_inv,
+            },
+            FaultKind::FragmentOperandDiffers {
+                inv,
+                operand,
+                expected,
+                found,
+            } => InterpError::FragmentOperandDiffers {
+                site: site(Some(inv)),
+                operand,
+                expected,
+                found,
+            },
+            FaultKind::UnsetFragment { inv, fragment } => InterpError::UnsetFragment {
+                site: site(Some(inv)),
+                fragment: self.kernel.fragment_name(fragment),
             },
             FaultKind::Malformed { inv, what } => InterpError::Malformed {
                 site: site(Some(inv)),

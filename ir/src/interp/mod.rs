@@ -34,6 +34,7 @@ mod error;
 mod exec;
 mod expr;
 mod fault;
+mod fragment;
 mod host;
 mod track;
 

@@ -5,6 +5,37 @@ use super::error::RaceKind;
 /// No invocation (a local index no workgroup reaches).
 const NONE: u32 = u32::MAX;
 
+/// Marks an access by a warp (a fragment load or store). Such an identity differs
+/// from every single invocation's local index (below 2^16, the interpreter's
+/// workgroup limit), so a warp's access conflicts with any single invocation's.
+pub(super) const WARP_ACCESS: u32 = 1 << 31;
+/// With [`WARP_ACCESS`]: an accumulator element, bits 19 to 29 naming the element
+/// `(r, c)` of one multiply shape. On every target one invocation holds the
+/// element `(r, c)` of every accumulator of a shape, so a warp's loads and stores of
+/// it at those coordinates are that invocation's and never race with each other
+/// (a warp may update C in place); any other fragment access is the whole warp's.
+const ACCUMULATOR: u32 = 1 << 30;
+
+/// The identity of `warp`'s access to an element of an `A` or `B` fragment.
+pub(super) fn warp_access(warp: u32) -> u32 {
+    WARP_ACCESS | (warp & 0x7FF)
+}
+
+/// The identity of `warp`'s access to element `element` (`r·n + c`, below 256) of an
+/// accumulator of the multiply shape numbered `shape` (below 8).
+pub(super) fn accumulator_access(warp: u32, shape: u32, element: u32) -> u32 {
+    WARP_ACCESS | ACCUMULATOR | ((shape & 7) << 27) | ((element & 0xFF) << 19) | (warp & 0x7FF)
+}
+
+/// The invocation an access-history identity names (a warp's first invocation).
+pub(super) fn invocation_of(who: u32) -> u32 {
+    if who & WARP_ACCESS != 0 {
+        (who & 0x7FF) * crate::fragment::WARP
+    } else {
+        who
+    }
+}
+
 /// Access history of one element. Epochs are numbered across the whole dispatch (each
 /// workgroup starts a new one, and so does each barrier), so an epoch identifies its
 /// workgroup too, and "earlier workgroup" is `epoch < current workgroup's first epoch`.

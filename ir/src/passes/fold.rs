@@ -144,6 +144,13 @@ impl Folder<'_> {
                     body,
                 });
             }
+            Stmt::Fragment(op) => {
+                let mut op = op.clone();
+                for e in op.exprs_mut() {
+                    *e = self.expr(e, env);
+                }
+                out.push(Stmt::Fragment(op));
+            }
             Stmt::Return | Stmt::Barrier => out.push(s.clone()),
         }
     }

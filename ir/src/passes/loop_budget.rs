@@ -218,7 +218,8 @@ fn survey<'k>(
             | Stmt::Assign { .. }
             | Stmt::Store { .. }
             | Stmt::Return
-            | Stmt::Barrier => {}
+            | Stmt::Barrier
+            | Stmt::Fragment(_) => {}
         }
     }
 }
@@ -490,7 +491,7 @@ fn count_definitions<'k>(block: &'k [Stmt], lets: &mut [Vec<&'k Expr>], other: &
                 count_definitions(then_body, lets, other);
                 count_definitions(else_body, lets, other);
             }
-            Stmt::Store { .. } | Stmt::Return | Stmt::Barrier => {}
+            Stmt::Store { .. } | Stmt::Return | Stmt::Barrier | Stmt::Fragment(_) => {}
         }
     }
 }
@@ -508,9 +509,11 @@ fn locals_in(e: &Expr, out: &mut Vec<LocalId>) {
     }
 }
 
+/// Whether a statement that must run in uniform control flow (a barrier or a
+/// fragment statement) is in `block`.
 fn contains_barrier(block: &[Stmt]) -> bool {
     block.iter().any(|s| match s {
-        Stmt::Barrier => true,
+        Stmt::Barrier | Stmt::Fragment(_) => true,
         Stmt::For { body, .. } => contains_barrier(body),
         Stmt::If {
             then_body,
@@ -572,7 +575,8 @@ impl Rewriter {
                 | Stmt::Assign { .. }
                 | Stmt::Store { .. }
                 | Stmt::Return
-                | Stmt::Barrier => out.push(s.clone()),
+                | Stmt::Barrier
+                | Stmt::Fragment(_) => out.push(s.clone()),
             }
         }
         out

@@ -12,6 +12,10 @@
 //!   them ([`expand_math`]), for targets whose native math is too loose or too slow.
 //!   Not part of [`optimize`]: a target chooses it.
 //!
+//! * [`fragments`](mod@fragments): matrix fragments as plain per-invocation code
+//!   ([`expand_fragments`]), for targets without matrix units. Not part of
+//!   [`optimize`]: a target chooses it.
+//!
 //! [`optimize`] chains them: unroll, then fold and simplify to a fixpoint, repeated while
 //! unrolling still finds loops whose bounds folding has just made literal.
 //!
@@ -28,11 +32,13 @@
 //!   literal); such an index keeps its original form.
 
 pub mod fold;
+pub mod fragments;
 pub mod loop_budget;
 pub mod math;
 pub mod simplify;
 pub mod unroll;
 
+pub use fragments::expand_fragments;
 pub use loop_budget::{fit_loop_budget, worst_case_loop_iterations, LoopBudget, LoopBudgetError};
 pub use math::{expand_math, MathExpansion};
 
@@ -270,6 +276,7 @@ pub(crate) fn with_body(k: &Kernel, body: Block) -> Kernel {
         params: k.params.clone(),
         shared: k.shared.clone(),
         locals: k.locals.clone(),
+        fragments: k.fragments.clone(),
         body,
     }
 }

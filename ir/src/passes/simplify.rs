@@ -83,6 +83,13 @@ fn stmt(k: &Kernel, s: &Stmt) -> Stmt {
             step: *step,
             body: block(k, body),
         },
+        Stmt::Fragment(op) => {
+            let mut op = op.clone();
+            for e in op.exprs_mut() {
+                *e = simplify_expr(k, e);
+            }
+            Stmt::Fragment(op)
+        }
         Stmt::Return | Stmt::Barrier => s.clone(),
     }
 }

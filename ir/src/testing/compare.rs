@@ -193,6 +193,9 @@ impl InterpRun {
                 | InterpError::Race { .. }
                 | InterpError::DivergentBarrier { .. }
                 | InterpError::UnsetLocal { .. }
+                | InterpError::DivergentFragment { .. }
+                | InterpError::FragmentOperandDiffers { .. }
+                | InterpError::UnsetFragment { .. }
                 | InterpError::Malformed { .. } => return Err(NotComparable(e.clone())),
             },
         };

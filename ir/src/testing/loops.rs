@@ -159,7 +159,8 @@ impl Counter {
                 | Stmt::Assign { .. }
                 | Stmt::Store { .. }
                 | Stmt::Return
-                | Stmt::Barrier => s.clone(),
+                | Stmt::Barrier
+                | Stmt::Fragment(_) => s.clone(),
             })
             .collect()
     }

@@ -12,7 +12,9 @@
 //! ([`piece_caps`]).
 
 use kernelc_ir::validate::type_of;
-use kernelc_ir::{BinaryOp, Block, Expr, Kernel, Memory, Param, ParamId, Scalar, ScalarType, Stmt};
+use kernelc_ir::{
+    BinaryOp, Block, Expr, FragmentOp, Kernel, Memory, Param, ParamId, Scalar, ScalarType, Stmt,
+};
 
 use super::{Binding, Launch, LowerError, TargetCaps};
 use crate::spec::OpSpec;
@@ -135,6 +137,11 @@ fn widest_access(kernel: &Kernel, id: ParamId) -> Result<u8, LowerError> {
             visit_expr(start, &mut widest);
             visit_expr(end, &mut widest);
         }
+        // Element by element: one lane.
+        Stmt::Fragment(op) => op
+            .exprs()
+            .into_iter()
+            .for_each(|(_, e)| visit_expr(e, &mut widest)),
         Stmt::Return | Stmt::Barrier => {}
     });
     match error {
@@ -161,7 +168,8 @@ fn walk_stmts(block: &Block, f: &mut impl FnMut(&Stmt)) {
             | Stmt::Assign { .. }
             | Stmt::Store { .. }
             | Stmt::Return
-            | Stmt::Barrier => {}
+            | Stmt::Barrier
+            | Stmt::Fragment(_) => {}
         }
     }
 }
@@ -200,6 +208,17 @@ fn offset_block(block: &mut Block, id: ParamId, base: ParamId) {
                 offset_expr(start, id, base);
                 offset_expr(end, id, base);
                 offset_block(body, id, base);
+            }
+            Stmt::Fragment(op) => {
+                let addresses_id = op.memory() == Some(Memory::Buffer(id));
+                for e in op.exprs_mut() {
+                    offset_expr(e, id, base);
+                }
+                if let FragmentOp::Load { index, .. } | FragmentOp::Store { index, .. } = op {
+                    if addresses_id {
+                        shift(index, base);
+                    }
+                }
             }
             Stmt::Return | Stmt::Barrier => {}
         }

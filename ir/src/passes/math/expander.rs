@@ -82,6 +82,13 @@ impl Expander<'_> {
                     body: self.block(body),
                 }
             }
+            Stmt::Fragment(op) => {
+                let mut op = op.clone();
+                for e in op.exprs_mut() {
+                    *e = self.expr(e, out);
+                }
+                Stmt::Fragment(op)
+            }
             Stmt::Return | Stmt::Barrier => s.clone(),
         };
         out.push(rewritten);

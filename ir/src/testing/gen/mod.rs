@@ -225,6 +225,7 @@ impl<'a> Gen<'a> {
             params: self.layout.params(),
             shared,
             locals: self.locals,
+            fragments: Vec::new(),
             body,
         }
     }

@@ -1,0 +1,232 @@
+//! Matrix fragments: tiles of a matrix multiply held by a *warp* of invocations
+//! together, the IR's form of tensor cores (`mma.sync` on NVIDIA, cooperative
+//! matrices on Vulkan).
+//!
+//! A kernel declares fragments ([`FragmentDecl`]) beside its locals. Each is one
+//! operand of an `m × n × k` multiply: `A` (`m × k`), `B` (`k × n`) or an accumulator
+//! (`m × n`). Four statements ([`FragmentOp`]) use them: fill an accumulator, load a
+//! fragment from memory, store an accumulator, and multiply-accumulate `D = A·B + C`.
+//!
+//! **Who holds a fragment.** The invocations of a workgroup, in order of their flat
+//! local index (`x + y·X + z·X·Y`), form warps of [`WARP`] consecutive invocations;
+//! every warp holds its own value of every fragment. How a warp spreads a fragment's
+//! elements over its invocations is the target's business (the interpreter holds the
+//! whole matrix per warp), so a kernel only reaches the elements through memory.
+//!
+//! **Rules** (the validator checks the static ones):
+//! * a kernel with fragments has a multiple of [`WARP`] invocations per workgroup, and
+//!   its fragment statements sit in uniform control flow, as barriers do;
+//! * a fragment statement's index and stride may differ between warps but must be the
+//!   same for every invocation of one warp (the interpreter reports a difference);
+//! * for race purposes a load or store touches each element on behalf of the whole
+//!   warp, which no single invocation is: plain stores to shared memory need a
+//!   barrier before a warp loads them as a fragment, a fragment stored to shared
+//!   memory needs one before plain loads (or another fragment load) read it. The one
+//!   exception: on every target one invocation holds element `(r, c)` of every
+//!   accumulator of a shape, so a warp's accumulator loads and stores of one element
+//!   at the same `(r, c)` are that invocation's and need no barrier between them (a
+//!   warp may update C in place);
+//! * `mma` computes every element of `D` as `C[i][j]` followed by
+//!   `fma(A[i][p], B[p][j], ·)` for `p = 0, 1, …, k − 1`, in the accumulator's type
+//!   (A's and B's elements widened exactly). That is the interpreter's definition and
+//!   the expansion's; tensor cores sum in another order and within a bound
+//!   (docs/semantics.md, "Matrix fragments").
+
+use crate::kernel::{Expr, Memory};
+use crate::types::ScalarType;
+use serde::{Deserialize, Serialize};
+
+/// Invocations in one warp, the group that holds a fragment.
+pub const WARP: u32 = 32;
+
+/// Index into [`Kernel::fragments`](crate::Kernel::fragments).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct FragmentId(pub u32);
+
+/// Which operand of `D = A·B + C` a fragment is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FragmentRole {
+    /// `m × k`.
+    A,
+    /// `k × n`.
+    B,
+    /// `m × n`: `C` and `D`.
+    Accumulator,
+}
+
+impl FragmentRole {
+    pub fn name(self) -> &'static str {
+        match self {
+            FragmentRole::A => "a",
+            FragmentRole::B => "b",
+            FragmentRole::Accumulator => "accumulator",
+        }
+    }
+}
+
+/// The shape of one multiply: `(m × k) · (k × n)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct MmaShape {
+    pub m: u32,
+    pub n: u32,
+    pub k: u32,
+}
+
+impl MmaShape {
+    pub const M16N8K16: MmaShape = MmaShape { m: 16, n: 8, k: 16 };
+    pub const M16N8K8: MmaShape = MmaShape { m: 16, n: 8, k: 8 };
+    pub const M8N8K4: MmaShape = MmaShape { m: 8, n: 8, k: 4 };
+
+    /// `(rows, cols)` of a fragment of this shape in `role`.
+    pub fn dims(self, role: FragmentRole) -> (u32, u32) {
+        match role {
+            FragmentRole::A => (self.m, self.k),
+            FragmentRole::B => (self.k, self.n),
+            FragmentRole::Accumulator => (self.m, self.n),
+        }
+    }
+}
+
+/// The multiplies the IR has: a shape, the element type of `A` and `B`, and that of
+/// the accumulators. Every one of them runs everywhere (natively or expanded).
+pub const MMA_KINDS: [(MmaShape, ScalarType, ScalarType); 5] = [
+    (MmaShape::M16N8K16, ScalarType::F16, ScalarType::F32),
+    (MmaShape::M16N8K16, ScalarType::Bf16, ScalarType::F32),
+    (MmaShape::M16N8K8, ScalarType::F16, ScalarType::F32),
+    (MmaShape::M16N8K8, ScalarType::Bf16, ScalarType::F32),
+    (MmaShape::M8N8K4, ScalarType::F64, ScalarType::F64),
+];
+
+/// Whether `(shape, input type, accumulator type)` is one of [`MMA_KINDS`].
+pub fn is_mma_kind(shape: MmaShape, input: ScalarType, acc: ScalarType) -> bool {
+    MMA_KINDS.contains(&(shape, input, acc))
+}
+
+/// How a fragment's `rows × cols` elements lie in memory from `index` on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FragmentLayout {
+    /// Element `(r, c)` at `index + r·stride + c`.
+    RowMajor,
+    /// Element `(r, c)` at `index + c·stride + r`.
+    ColMajor,
+}
+
+impl FragmentLayout {
+    pub fn name(self) -> &'static str {
+        match self {
+            FragmentLayout::RowMajor => "row_major",
+            FragmentLayout::ColMajor => "col_major",
+        }
+    }
+}
+
+/// A fragment declaration: the operand it is of one multiply shape, and its element
+/// type (`A`/`B`: the inputs' type; accumulators: the sums' type).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FragmentDecl {
+    pub name: String,
+    pub role: FragmentRole,
+    pub shape: MmaShape,
+    pub elem: ScalarType,
+}
+
+impl FragmentDecl {
+    /// `(rows, cols)`.
+    pub fn dims(&self) -> (u32, u32) {
+        self.shape.dims(self.role)
+    }
+    pub fn len(&self) -> u32 {
+        let (r, c) = self.dims();
+        r * c
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A statement on fragments, executed by every warp of the workgroup.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum FragmentOp {
+    /// Every element of an accumulator becomes `value` (a scalar of its type).
+    Fill { frag: FragmentId, value: Expr },
+    /// Reads a fragment's elements (memory of its element type) at `index` (u32) with
+    /// `stride` (u32) between rows (row-major) or columns (column-major).
+    Load {
+        frag: FragmentId,
+        mem: Memory,
+        index: Expr,
+        stride: Expr,
+        layout: FragmentLayout,
+    },
+    /// Writes an accumulator's elements, each rounded to the memory's element type (a
+    /// float type), as a load would read them.
+    Store {
+        frag: FragmentId,
+        mem: Memory,
+        index: Expr,
+        stride: Expr,
+        layout: FragmentLayout,
+    },
+    /// `d = a·b + c` (`d` may be `c`).
+    Mma {
+        d: FragmentId,
+        a: FragmentId,
+        b: FragmentId,
+        c: FragmentId,
+    },
+}
+
+impl FragmentOp {
+    /// The expressions, in evaluation order, with their path segment names.
+    pub fn exprs(&self) -> Vec<(&'static str, &Expr)> {
+        match self {
+            FragmentOp::Fill { value, .. } => vec![("value", value)],
+            FragmentOp::Load { index, stride, .. } | FragmentOp::Store { index, stride, .. } => {
+                vec![("index", index), ("stride", stride)]
+            }
+            FragmentOp::Mma { .. } => vec![],
+        }
+    }
+
+    /// The expressions, mutably, in evaluation order.
+    pub fn exprs_mut(&mut self) -> Vec<&mut Expr> {
+        match self {
+            FragmentOp::Fill { value, .. } => vec![value],
+            FragmentOp::Load { index, stride, .. } | FragmentOp::Store { index, stride, .. } => {
+                vec![index, stride]
+            }
+            FragmentOp::Mma { .. } => vec![],
+        }
+    }
+
+    /// The path segment of the statement (as in the validator).
+    pub fn name(&self) -> &'static str {
+        match self {
+            FragmentOp::Fill { .. } => "fragment_fill",
+            FragmentOp::Load { .. } => "fragment_load",
+            FragmentOp::Store { .. } => "fragment_store",
+            FragmentOp::Mma { .. } => "mma",
+        }
+    }
+
+    /// The memory a load or store addresses.
+    pub fn memory(&self) -> Option<Memory> {
+        match self {
+            FragmentOp::Load { mem, .. } | FragmentOp::Store { mem, .. } => Some(*mem),
+            FragmentOp::Fill { .. } | FragmentOp::Mma { .. } => None,
+        }
+    }
+}
+
+/// The offset of element `(r, c)` from a fragment access's index, in u32 arithmetic
+/// as every index (it wraps).
+pub fn element_offset(layout: FragmentLayout, stride: u32, r: u32, c: u32) -> u32 {
+    match layout {
+        FragmentLayout::RowMajor => r.wrapping_mul(stride).wrapping_add(c),
+        FragmentLayout::ColMajor => c.wrapping_mul(stride).wrapping_add(r),
+    }
+}

@@ -1,0 +1,327 @@
+//! Expansion of matrix fragments into plain per-invocation code, for targets without
+//! matrix units (the CPU tiers, WGSL, SPIR-V without cooperative matrices), so that
+//! every kernel written with fragments runs everywhere.
+//!
+//! Each invocation becomes one lane of its warp (`lane = flat local id mod 32`) and
+//! owns `P = m·n / 32` consecutive elements of every accumulator of an `m × n × k`
+//! shape: row `lane·P / n`, columns `(lane·P mod n) + 0..P` (every shape of
+//! [`MMA_KINDS`] has `P` dividing `n`, so they lie in one row). It keeps in mutable
+//! locals what its elements need: that row of every `A` fragment (`k` values), those
+//! columns of every `B` fragment (`k·P` values) and its accumulator elements (`P`).
+//! A load reads exactly those elements from memory (lanes sharing a row read it
+//! alike), a store writes the lane's own, and `mma` is the defining `fma` chain per
+//! element, so a kernel that runs without error computes bit for bit what the
+//! interpreter computes on the original. (One that fails still fails, perhaps at
+//! another element or invocation first.)
+
+use super::with_body;
+use crate::builder::{local_id, E};
+use crate::fragment::*;
+use crate::kernel::*;
+use crate::scalar::Scalar;
+use crate::types::{ScalarType, Type};
+
+/// The kernel with its fragments replaced by plain locals, loads, stores and `fma`s;
+/// a kernel without fragments is returned unchanged.
+pub fn expand_fragments(kernel: &Kernel) -> Kernel {
+    if !kernel.uses_fragments() {
+        return kernel.clone();
+    }
+    let mut x = Expander {
+        kernel: kernel.clone(),
+        lanes: Vec::new(),
+        geometry: Vec::new(),
+    };
+    x.kernel.fragments.clear();
+    x.declare_lanes(kernel);
+    let lane_id = x.local("fragment_lane", Type::U32, false);
+    let mut body = vec![Stmt::Let {
+        local: lane_id,
+        value: (flat_local_id(kernel.workgroup_size) % WARP).0,
+    }];
+    for (shape, geometry) in x.geometry.clone() {
+        body.push(Stmt::Let {
+            local: geometry.row,
+            value: ((local(lane_id) * per_lane(shape)) / shape.n).0,
+        });
+        body.push(Stmt::Let {
+            local: geometry.col,
+            value: ((local(lane_id) * per_lane(shape)) % shape.n).0,
+        });
+    }
+    body.extend(x.block(&kernel.body));
+    with_body(&x.kernel, body)
+}
+
+/// Accumulator elements per lane.
+fn per_lane(shape: MmaShape) -> u32 {
+    shape.m * shape.n / WARP
+}
+
+/// Where a lane's elements of one shape lie: its row and first column.
+#[derive(Clone, Copy)]
+struct Geometry {
+    row: LocalId,
+    col: LocalId,
+}
+
+struct Expander {
+    kernel: Kernel,
+    /// The locals standing for each fragment, by fragment id (see the module docs
+    /// for their order: `A` by `p`, `B` by `p` then column, accumulators by column).
+    lanes: Vec<(FragmentDecl, Vec<LocalId>)>,
+    geometry: Vec<(MmaShape, Geometry)>,
+}
+
+impl Expander {
+    fn local(&mut self, name: &str, ty: Type, mutable: bool) -> LocalId {
+        let id = LocalId(self.kernel.locals.len() as u32);
+        self.kernel.locals.push(LocalDecl {
+            name: format!("{name}_{}", id.0),
+            ty,
+            mutable,
+        });
+        id
+    }
+
+    fn declare_lanes(&mut self, original: &Kernel) {
+        for f in &original.fragments {
+            let p = per_lane(f.shape);
+            let count = match f.role {
+                FragmentRole::A => f.shape.k,
+                FragmentRole::B => f.shape.k * p,
+                FragmentRole::Accumulator => p,
+            };
+            let ty = Type::scalar(f.elem.value_type());
+            let locals = (0..count)
+                .map(|i| self.local(&format!("{}_{i}", f.name), ty, true))
+                .collect();
+            self.lanes.push((f.clone(), locals));
+            if !self.geometry.iter().any(|(s, _)| *s == f.shape) {
+                let MmaShape { m, n, k } = f.shape;
+                let row = self.local(&format!("fragment_row_m{m}n{n}k{k}"), Type::U32, false);
+                let col = self.local(&format!("fragment_col_m{m}n{n}k{k}"), Type::U32, false);
+                self.geometry.push((f.shape, Geometry { row, col }));
+            }
+        }
+    }
+
+    fn geometry(&self, shape: MmaShape) -> Geometry {
+        // Every declared shape has one (declare_lanes).
+        self.geometry
+            .iter()
+            .find(|(s, _)| *s == shape)
+            .map(|(_, g)| *g)
+            .unwrap_or(Geometry {
+                row: LocalId(u32::MAX),
+                col: LocalId(u32::MAX),
+            })
+    }
+
+    fn fragment(&self, id: FragmentId) -> (FragmentDecl, Vec<LocalId>) {
+        // The validator checked every id.
+        self.lanes.get(id.0 as usize).cloned().unwrap_or_else(|| {
+            (
+                FragmentDecl {
+                    name: String::new(),
+                    role: FragmentRole::Accumulator,
+                    shape: MmaShape::M16N8K16,
+                    elem: ScalarType::F32,
+                },
+                Vec::new(),
+            )
+        })
+    }
+
+    fn block(&mut self, block: &[Stmt]) -> Block {
+        let mut out = Vec::with_capacity(block.len());
+        for s in block {
+            match s {
+                Stmt::Fragment(op) => self.op(op, &mut out),
+                Stmt::If {
+                    cond,
+                    then_body,
+                    else_body,
+                } => {
+                    let then_body = self.block(then_body);
+                    let else_body = self.block(else_body);
+                    out.push(Stmt::If {
+                        cond: cond.clone(),
+                        then_body,
+                        else_body,
+                    });
+                }
+                Stmt::For {
+                    var,
+                    start,
+                    end,
+                    step,
+                    body,
+                } => {
+                    let body = self.block(body);
+                    out.push(Stmt::For {
+                        var: *var,
+                        start: start.clone(),
+                        end: end.clone(),
+                        step: *step,
+                        body,
+                    });
+                }
+                Stmt::Let { .. }
+                | Stmt::Assign { .. }
+                | Stmt::Store { .. }
+                | Stmt::Return
+                | Stmt::Barrier => out.push(s.clone()),
+            }
+        }
+        out
+    }
+
+    /// The `(r, c)` of each of a lane's locals of fragment `decl`.
+    fn coordinates(&self, decl: &FragmentDecl) -> Vec<(Expr, Expr)> {
+        let g = self.geometry(decl.shape);
+        let row = Expr::Local(g.row);
+        let p = per_lane(decl.shape);
+        let col_at = |j: u32| (local(g.col) + j).0;
+        match decl.role {
+            FragmentRole::A => (0..decl.shape.k).map(|q| (row.clone(), lit(q))).collect(),
+            FragmentRole::B => (0..decl.shape.k)
+                .flat_map(|q| (0..p).map(move |j| (q, j)))
+                .map(|(q, j)| (lit(q), col_at(j)))
+                .collect(),
+            FragmentRole::Accumulator => (0..p).map(|j| (row.clone(), col_at(j))).collect(),
+        }
+    }
+
+    fn op(&mut self, op: &FragmentOp, out: &mut Block) {
+        match op {
+            FragmentOp::Fill { frag, value } => {
+                let (_, locals) = self.fragment(*frag);
+                let v = self.local("fill", Type::scalar(self.fragment(*frag).0.elem), false);
+                out.push(Stmt::Let {
+                    local: v,
+                    value: value.clone(),
+                });
+                for l in locals {
+                    out.push(Stmt::Let {
+                        local: l,
+                        value: Expr::Local(v),
+                    });
+                }
+            }
+            FragmentOp::Load {
+                frag,
+                mem,
+                index,
+                stride,
+                layout,
+            } => {
+                let (decl, locals) = self.fragment(*frag);
+                let (base, stride) = self.address(index, stride, out);
+                for (l, (r, c)) in locals.into_iter().zip(self.coordinates(&decl)) {
+                    out.push(Stmt::Let {
+                        local: l,
+                        value: Expr::Load {
+                            mem: *mem,
+                            index: Box::new(element(*layout, base, stride, r, c)),
+                            lanes: 1,
+                        },
+                    });
+                }
+            }
+            FragmentOp::Store {
+                frag,
+                mem,
+                index,
+                stride,
+                layout,
+            } => {
+                let (decl, locals) = self.fragment(*frag);
+                let to = self
+                    .kernel
+                    .memory(*mem)
+                    .map_or(decl.elem, |(elem, _)| elem.value_type());
+                let (base, stride) = self.address(index, stride, out);
+                for (l, (r, c)) in locals.into_iter().zip(self.coordinates(&decl)) {
+                    let value = if to == decl.elem {
+                        Expr::Local(l)
+                    } else {
+                        Expr::Cast {
+                            to,
+                            arg: Box::new(Expr::Local(l)),
+                        }
+                    };
+                    out.push(Stmt::Store {
+                        mem: *mem,
+                        index: element(*layout, base, stride, r, c),
+                        value,
+                    });
+                }
+            }
+            FragmentOp::Mma { d, a, b, c } => {
+                let (dd, d_locals) = self.fragment(*d);
+                let (_, a_locals) = self.fragment(*a);
+                let (_, b_locals) = self.fragment(*b);
+                let (_, c_locals) = self.fragment(*c);
+                let acc = dd.elem;
+                let widen = |l: LocalId| Expr::Cast {
+                    to: acc,
+                    arg: Box::new(Expr::Local(l)),
+                };
+                let p = per_lane(dd.shape) as usize;
+                // Element j of d reads only element j of c, so d may be c.
+                for (j, (&dl, &cl)) in d_locals.iter().zip(&c_locals).enumerate() {
+                    let mut sum = Expr::Local(cl);
+                    for (q, &al) in a_locals.iter().enumerate() {
+                        let bl = b_locals.get(q * p + j).copied().unwrap_or(al);
+                        sum = Expr::Math {
+                            func: MathFn::Fma,
+                            args: vec![widen(al), widen(bl), sum],
+                        };
+                    }
+                    out.push(Stmt::Let {
+                        local: dl,
+                        value: sum,
+                    });
+                }
+            }
+        }
+    }
+
+    /// Binds a load's or store's index and stride once.
+    fn address(&mut self, index: &Expr, stride: &Expr, out: &mut Block) -> (LocalId, LocalId) {
+        let base = self.local("fragment_index", Type::U32, false);
+        out.push(Stmt::Let {
+            local: base,
+            value: index.clone(),
+        });
+        let step = self.local("fragment_stride", Type::U32, false);
+        out.push(Stmt::Let {
+            local: step,
+            value: stride.clone(),
+        });
+        (base, step)
+    }
+}
+
+/// `base + offset(r, c)` (u32, wrapping as every index).
+fn element(layout: FragmentLayout, base: LocalId, stride: LocalId, r: Expr, c: Expr) -> Expr {
+    let (major, minor) = match layout {
+        FragmentLayout::RowMajor => (r, c),
+        FragmentLayout::ColMajor => (c, r),
+    };
+    (local(base) + (E(major) * local(stride) + E(minor))).0
+}
+
+fn local(id: LocalId) -> E {
+    E(Expr::Local(id))
+}
+
+/// `x + y·X + z·X·Y`.
+fn flat_local_id([x, y, _]: [u32; 3]) -> E {
+    local_id(0) + local_id(1) * x + local_id(2) * x.wrapping_mul(y)
+}
+
+fn lit(v: u32) -> Expr {
+    Expr::Lit(Scalar::U32(v))
+}
