@@ -29,6 +29,20 @@ pub enum CodegenError {
 }
 
 impl CodegenError {
+    /// A matrix fragment reached an emitter that has no matrix units (or, for PTX, an
+    /// SM before 8.0). The runtime expands fragments into plain code for such targets
+    /// (`MathExpansion::native_fragments` off).
+    pub fn unexpanded_fragments(target: &'static str) -> Self {
+        CodegenError::Unsupported {
+            target,
+            construct: format!(
+                "matrix fragments here (expand them first with kernelc_ir::passes::for_target \
+                 and an expansion without native_fragments, or \
+                 kernelc_ir::passes::expand_fragments); the {target} target has no matrix units"
+            ),
+        }
+    }
+
     /// A float `%` reached a GPU emitter. Their targets' own float remainders round
     /// (`x − y·trunc(x/y)`), so kernelc expands float `%` into exact integer arithmetic
     /// in the IR instead (`MathExpansion::float_rem`), as the runtime's devices do.

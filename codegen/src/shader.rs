@@ -36,6 +36,7 @@ pub(crate) fn for_each_expr(block: &[Stmt], f: &mut dyn FnMut(&Expr)) {
                 walk(end, f);
                 for_each_expr(body, f);
             }
+            Stmt::Fragment(op) => op.exprs().into_iter().for_each(|(_, e)| walk(e, f)),
             Stmt::Return | Stmt::Barrier => {}
         }
     }

@@ -802,3 +802,61 @@ fn every_optimisation_level_emits_valid_ptx() {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Matrix fragments
+// ---------------------------------------------------------------------------------------
+
+/// One warp: loads A (row-major), B (column-major) and C, one multiply, stores D.
+fn mma_kernel(shape: kernelc_ir::MmaShape, input: ScalarType, acc: ScalarType) -> Kernel {
+    use kernelc_ir::fragment::FragmentLayout::{ColMajor, RowMajor};
+    use kernelc_ir::FragmentRole;
+    let (m, n, k) = (shape.m, shape.n, shape.k);
+    let mut kb = KernelBuilder::new(format!("mma_{input}_m{m}n{n}k{k}"), [64, 1, 1]);
+    let a = kb.buffer("a", input, (2 * m * k) as u64, Access::Read);
+    let b = kb.buffer("b", input, (k * n) as u64, Access::Read);
+    let c = kb.buffer("c", acc, (2 * m * n) as u64, Access::ReadWrite);
+    kb.build(|f| {
+        let fa = f.fragment("fa", FragmentRole::A, shape, input);
+        let fb = f.fragment("fb", FragmentRole::B, shape, input);
+        let fc = f.fragment("fc", FragmentRole::Accumulator, shape, acc);
+        let warp = f.let_("warp", local_id(0) / 32u32);
+        f.load_fragment(fa, a, warp.clone() * (m * k), k, RowMajor);
+        f.load_fragment(fb, b, 0u32, k, ColMajor);
+        f.load_fragment(fc, c, warp.clone() * (m * n), n, RowMajor);
+        f.mma(fc, fa, fb, fc);
+        f.store_fragment(fc, c, warp * (m * n), n, RowMajor);
+    })
+    .unwrap()
+}
+
+#[test]
+fn every_multiply_kind_is_one_mma_sync_that_ptxas_assembles() {
+    for (shape, input, acc) in kernelc_ir::fragment::MMA_KINDS {
+        let kernel = mma_kernel(shape, input, acc);
+        let ptx = emit_checked(&kernel);
+        let (m, n, k) = (shape.m, shape.n, shape.k);
+        let want = format!("mma.sync.aligned.m{m}n{n}k{k}.row.col.{acc}.{input}.{input}.{acc}");
+        let count = ptx.matches(&want).count();
+        assert_eq!(count, 1, "{want} x{count} in\n{ptx}");
+    }
+}
+
+#[test]
+fn fragments_are_refused_before_sm_80_and_by_targets_without_matrix_units() {
+    let kernel = mma_kernel(kernelc_ir::MmaShape::M16N8K16, Bf16, F32);
+    let old = PtxOptions {
+        sm: 75,
+        ptx_isa: 78,
+        ..PtxOptions::default()
+    };
+    let err = ptx::emit(&kernel, &old).unwrap_err();
+    assert!(
+        matches!(err, CodegenError::Unsupported { ref construct, .. } if construct.contains("expand")),
+        "{err}"
+    );
+    // Expanded, it compiles for sm_75 too (and has no mma).
+    let expanded = kernelc_ir::passes::expand_fragments(&kernel);
+    let ptx = ptx::emit(&expanded, &old).unwrap();
+    assert!(!ptx.contains("mma"));
+}

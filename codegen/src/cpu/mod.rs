@@ -151,7 +151,11 @@ fn has_barrier(block: &[Stmt]) -> bool {
             ..
         } => has_barrier(then_body) || has_barrier(else_body),
         Stmt::For { body, .. } => has_barrier(body),
-        _ => false,
+        Stmt::Let { .. }
+        | Stmt::Assign { .. }
+        | Stmt::Store { .. }
+        | Stmt::Return
+        | Stmt::Fragment(_) => false,
     })
 }
 
@@ -161,6 +165,9 @@ const MAX_SHARED_BYTES: u64 = 1 << 30;
 /// Validates the kernel and checks what this target cannot run.
 fn check_supported(kernel: &Kernel) -> Result<(), CodegenError> {
     validate(kernel)?;
+    if kernel.uses_fragments() {
+        return Err(CodegenError::unexpanded_fragments(TARGET));
+    }
     let n = kernel.invocations_per_workgroup();
     if n > 1 && has_barrier(&kernel.body) {
         return Err(CodegenError::Unsupported {

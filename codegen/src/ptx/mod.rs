@@ -133,6 +133,11 @@ pub fn required_expansion() -> MathExpansion {
     MathExpansion::all_transcendental_with_f64().with_float_rem(true)
 }
 
+/// The oldest SM whose `mma.sync` takes every multiply of
+/// [`kernelc_ir::fragment::MMA_KINDS`]: older ones need fragments expanded
+/// (`MathExpansion::native_fragments` off).
+pub const FRAGMENTS_MIN_SM: u32 = 80;
+
 /// Compiles `kernel` to PTX text (see the module documentation for the ABI).
 pub fn emit(kernel: &Kernel, options: &PtxOptions) -> Result<String, CodegenError> {
     target::compile(kernel, options, target::Output::Ptx)

@@ -178,6 +178,9 @@ pub(super) fn compile(
     kernelc_ir::validate(kernel)?;
     check_options(options)?;
     lower::check_supported(kernel)?;
+    if kernel.uses_fragments() && options.sm < super::FRAGMENTS_MIN_SM {
+        return Err(CodegenError::unexpanded_fragments(super::TARGET));
+    }
     init();
     let tm = target_machine(options)?;
     let context = Context::create();

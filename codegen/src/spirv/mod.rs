@@ -154,6 +154,9 @@ pub fn disassemble(words: &[u32]) -> String {
 
 /// Refuses what this target cannot express, before any code is built.
 fn check_supported(kernel: &Kernel) -> Result<(), CodegenError> {
+    if kernel.uses_fragments() {
+        return Err(CodegenError::unexpanded_fragments(TARGET));
+    }
     if crate::shader::first_memory_of(kernel, ScalarType::Bf16).is_some() {
         return Err(emitter::bf16_unsupported());
     }

@@ -71,6 +71,7 @@ fn stmt(e: &mut Emitter, s: &Stmt) -> R<Flow> {
             e.b.control_barrier(workgroup, workgroup, semantics)
                 .map_err(build_error)?;
         }
+        Stmt::Fragment(_) => return Err(crate::CodegenError::unexpanded_fragments(super::TARGET)),
     }
     Ok(Flow::Continue)
 }

@@ -375,6 +375,7 @@ impl<'k> Lower<'k> {
                 return Ok(Flow::Returned);
             }
             Stmt::Barrier => self.f.stmt(Statement::ControlBarrier(self.barrier)),
+            Stmt::Fragment(_) => return Err(CodegenError::unexpanded_fragments(super::TARGET)),
         }
         Ok(Flow::Continue)
     }

@@ -130,6 +130,9 @@ pub fn capabilities(kernel: &Kernel) -> Capabilities {
 /// Builds and validates the naga module of `kernel`.
 pub fn emit_module(kernel: &Kernel) -> Result<(naga::Module, ModuleInfo), CodegenError> {
     validate(kernel)?;
+    if kernel.uses_fragments() {
+        return Err(CodegenError::unexpanded_fragments(TARGET));
+    }
     support::check(kernel)?;
     let module = lower::build(kernel)?;
     let info = validate_module(&module, capabilities(kernel))?;

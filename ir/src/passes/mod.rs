@@ -115,7 +115,9 @@ pub fn optimize(kernel: &Kernel, opts: &PassOptions) -> Kernel {
     k
 }
 
-/// The kernel as a target compiles it: [`optimize`], then kernelc's own math
+/// The kernel as a target compiles it: its matrix fragments expanded unless the
+/// target runs them ([`expand_fragments`], `MathExpansion::native_fragments`), then
+/// [`optimize`], then kernelc's own math
 /// ([`expand_math`]) for the functions `expansion` names (those whose native
 /// versions miss the tolerance table or are slow on the target) and for float `%` if
 /// it says so, then [`optimize`]
@@ -123,7 +125,11 @@ pub fn optimize(kernel: &Kernel, opts: &PassOptions) -> Kernel {
 /// and the emitters' tests both use this, so a test compiles what a device runs.
 pub fn for_target(kernel: &Kernel, expansion: &MathExpansion) -> Kernel {
     let options = PassOptions::default();
-    let optimized = optimize(kernel, &options);
+    let optimized = if expansion.native_fragments || !kernel.uses_fragments() {
+        optimize(kernel, &options)
+    } else {
+        optimize(&expand_fragments(kernel), &options)
+    };
     if expansion.expands_nothing() {
         return optimized;
     }

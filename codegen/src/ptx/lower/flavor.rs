@@ -42,6 +42,9 @@ const CPU_ARGS: [&str; 5] = [
 /// invocation per workgroup (the CPU caps lower every op that way; a kernel of more
 /// stays with the Cranelift tier, which runs them one after the other).
 pub(crate) fn check_cpu_supported(kernel: &Kernel) -> Result<(), CodegenError> {
+    if kernel.uses_fragments() {
+        return Err(CodegenError::unexpanded_fragments(crate::cpu::llvm::TARGET));
+    }
     if kernel.invocations_per_workgroup() != 1 {
         let [x, y, z] = kernel.workgroup_size;
         return Err(unsupported(format!(

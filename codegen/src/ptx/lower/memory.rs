@@ -267,6 +267,56 @@ impl<'ctx> Lower<'_, 'ctx> {
         Ok(out)
     }
 
+    /// One element at `index`, checked against the memory's length when `checked`
+    /// (a fragment's element, whose index the range analysis has not seen).
+    pub(super) fn load_element(
+        &mut self,
+        mem: Memory,
+        index: IntValue<'ctx>,
+        checked: bool,
+    ) -> Result<BasicValueEnum<'ctx>, CodegenError> {
+        let t = self.memory_of(mem)?;
+        if !checked {
+            return first(self.raw_load(&t, index, 1)?);
+        }
+        let proven = Proven {
+            in_bounds: false,
+            aligned: true,
+        };
+        let (loaded, ok_b, fail_b) = self.guarded("load", index, 1, t.len, proven, |l| {
+            l.raw_load(&t, index, 1)
+        })?;
+        let value = t.elem.value_type();
+        let phi = self
+            .b
+            .build_phi(self.scalar_type(value), "")
+            .or_internal()?;
+        phi.add_incoming(&[(&first(loaded)?, ok_b), (&self.zero(value), fail_b)]);
+        Ok(phi.as_basic_value())
+    }
+
+    /// [`Self::load_element`]'s store.
+    pub(super) fn store_element(
+        &mut self,
+        mem: Memory,
+        index: IntValue<'ctx>,
+        value: &Val<'ctx>,
+        checked: bool,
+    ) -> Result<(), CodegenError> {
+        let t = self.memory_of(mem)?;
+        if !checked {
+            return self.raw_store(&t, index, value);
+        }
+        let proven = Proven {
+            in_bounds: false,
+            aligned: true,
+        };
+        self.guarded("store", index, 1, t.len, proven, |l| {
+            l.raw_store(&t, index, value)
+        })?;
+        Ok(())
+    }
+
     pub(super) fn store(
         &mut self,
         mem: Memory,
@@ -355,4 +405,11 @@ fn vector_type(
         T::FloatType(t) => t.vec_type(n),
         other => return Err(internal(format!("vector of {other:?}"))),
     })
+}
+
+fn first<'ctx>(lanes: Vec<BasicValueEnum<'ctx>>) -> Result<BasicValueEnum<'ctx>, CodegenError> {
+    lanes
+        .into_iter()
+        .next()
+        .ok_or_else(|| internal("an access of no lanes"))
 }

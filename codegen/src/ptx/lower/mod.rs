@@ -17,6 +17,7 @@
 mod cast;
 mod expr;
 mod flavor;
+mod fragment;
 mod memory;
 mod narrow;
 mod scalar;
@@ -157,6 +158,8 @@ pub(super) struct Lower<'a, 'ctx> {
     pub(super) shared: Vec<PointerValue<'ctx>>,
     /// One `alloca` per lane of each IR local.
     locals: Vec<Vec<PointerValue<'ctx>>>,
+    /// One `alloca` per element of this thread's share of each fragment.
+    fragments: Vec<Vec<PointerValue<'ctx>>>,
     /// The invocation's status bits so far (an `i32` alloca).
     status: PointerValue<'ctx>,
     /// The status word (the last kernel parameter; the CPU form returns the bits).
@@ -206,6 +209,7 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
             scalars: Vec::new(),
             shared: Vec::new(),
             locals: Vec::new(),
+            fragments: Vec::new(),
             status,
             status_out,
             exit,
@@ -222,6 +226,7 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
             }
         }
         lower.declare_locals()?;
+        lower.declare_fragments()?;
         Ok(lower)
     }
 
@@ -427,6 +432,7 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
                 return Ok(Flow::Returned);
             }
             Stmt::Barrier => self.barrier()?,
+            Stmt::Fragment(op) => self.fragment_op(op)?,
         }
         Ok(Flow::Continue)
     }

@@ -172,6 +172,10 @@ pub struct MathExpansion {
     /// always 0 but unknown to the compiler, so no algebra reaches across it; so do
     /// f64 `log1p`'s exact `2 + f` split and the emulated `fma`'s rounded product.
     pub opaque_sums: bool,
+    /// Whether the target runs matrix fragments itself (tensor cores). When not,
+    /// [`for_target`](crate::passes::for_target) expands them into plain code
+    /// ([`expand_fragments`](crate::passes::expand_fragments)) first.
+    pub native_fragments: bool,
 }
 
 impl MathExpansion {
@@ -207,6 +211,16 @@ impl MathExpansion {
             float_rem: false,
             fused_fma: true,
             opaque_sums: false,
+            native_fragments: false,
+        }
+    }
+
+    /// The same selection, for a target that runs matrix fragments itself (`true`)
+    /// or needs them expanded.
+    pub fn with_native_fragments(self, native_fragments: bool) -> Self {
+        MathExpansion {
+            native_fragments,
+            ..self
         }
     }
 

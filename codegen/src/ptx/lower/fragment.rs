@@ -1,0 +1,382 @@
+//! Matrix fragments on tensor cores: `mma.sync` (sm_80 and later).
+//!
+//! Each thread holds its share of a fragment in the layout `mma.sync` defines for its
+//! shape (PTX ISA, "Matrix Fragments for mma.m16n8k16" and neighbours): with
+//! `g = lane / 4` and `t = lane mod 4`, element `i` of the thread's share lies at a
+//! row and column of the form `g·G + t·T + C` ([`Coord`], [`share`]). The share lives
+//! in one `alloca` per element (promoted to registers by LLVM). A load reads the
+//! share's elements, a store writes them (each rounded to the memory's type), and
+//! `mma` packs the `A` and `B` shares into the registers the instruction takes
+//! (`i32` pairs for bf16, `<2 x half>` for f16, the element itself for f64).
+//!
+//! Loads and stores check bounds once per fragment: where the largest element index
+//! (without wrapping) is below the memory's length, every element is accessed
+//! unchecked; otherwise each element is checked on its own, raising the status bit
+//! and skipping the access as every access does.
+
+use super::value::{int, Val};
+use super::{internal, Lower, OrInternal};
+use crate::CodegenError;
+use inkwell::attributes::{Attribute, AttributeLoc};
+use inkwell::types::BasicTypeEnum;
+use inkwell::values::{BasicValueEnum, IntValue, PointerValue};
+use inkwell::IntPredicate;
+use kernelc_ir::fragment::*;
+use kernelc_ir::{Expr, Memory, ScalarType, Type};
+
+/// `g·G + t·T + C`.
+#[derive(Clone, Copy)]
+struct Coord {
+    g: u32,
+    t: u32,
+    c: u32,
+}
+
+const fn at(g: u32, t: u32, c: u32) -> Coord {
+    Coord { g, t, c }
+}
+
+/// The `(row, col)` of each element of a thread's share of a fragment, in register
+/// order (the lower-numbered element of a packed pair first).
+fn share(role: FragmentRole, shape: MmaShape) -> Vec<(Coord, Coord)> {
+    let accumulator = |i: u32| (at(1, 0, 8 * (i >> 1)), at(0, 2, i & 1));
+    match (shape, role) {
+        (MmaShape::M16N8K16, FragmentRole::A) => (0..8)
+            .map(|i| {
+                (
+                    at(1, 0, 8 * ((i >> 1) & 1)),
+                    at(0, 2, (i & 1) + 8 * (i >> 2)),
+                )
+            })
+            .collect(),
+        (MmaShape::M16N8K16, FragmentRole::B) => (0..4)
+            .map(|i| (at(0, 2, (i & 1) + 8 * (i >> 1)), at(1, 0, 0)))
+            .collect(),
+        (MmaShape::M16N8K8, FragmentRole::A) => (0..4)
+            .map(|i| (at(1, 0, 8 * (i >> 1)), at(0, 2, i & 1)))
+            .collect(),
+        (MmaShape::M16N8K8, FragmentRole::B) => {
+            (0..2).map(|i| (at(0, 2, i), at(1, 0, 0))).collect()
+        }
+        (MmaShape::M8N8K4, FragmentRole::A) => vec![(at(1, 0, 0), at(0, 1, 0))],
+        (MmaShape::M8N8K4, FragmentRole::B) => vec![(at(0, 1, 0), at(1, 0, 0))],
+        (MmaShape::M8N8K4, FragmentRole::Accumulator) => {
+            (0..2).map(|i| (at(1, 0, 0), at(0, 2, i))).collect()
+        }
+        (_, FragmentRole::Accumulator) => (0..4).map(accumulator).collect(),
+        // Shapes the validator rejects.
+        _ => Vec::new(),
+    }
+}
+
+/// The LLVM intrinsic of one multiply kind.
+fn intrinsic(shape: MmaShape, input: ScalarType) -> Option<&'static str> {
+    Some(match (shape, input) {
+        (MmaShape::M16N8K16, ScalarType::Bf16) => "llvm.nvvm.mma.m16n8k16.row.col.bf16",
+        (MmaShape::M16N8K16, ScalarType::F16) => "llvm.nvvm.mma.m16n8k16.row.col.f32.f32",
+        (MmaShape::M16N8K8, ScalarType::Bf16) => "llvm.nvvm.mma.m16n8k8.row.col.bf16",
+        (MmaShape::M16N8K8, ScalarType::F16) => "llvm.nvvm.mma.m16n8k8.row.col.f32.f32",
+        (MmaShape::M8N8K4, ScalarType::F64) => "llvm.nvvm.mma.m8n8k4.row.col.f64",
+        _ => return None,
+    })
+}
+
+impl<'ctx> Lower<'_, 'ctx> {
+    /// One zero-initialised `alloca` per element of each fragment's share.
+    pub(super) fn declare_fragments(&mut self) -> Result<(), CodegenError> {
+        for (i, f) in self.kernel.fragments.iter().enumerate() {
+            let ty = self.scalar_type(f.elem);
+            let mut slots = Vec::new();
+            for e in 0..share(f.role, f.shape).len() {
+                let slot = self.alloca(ty, &format!("f{i}.{e}"))?;
+                self.allocas
+                    .build_store(slot, self.zero(f.elem))
+                    .or_internal()?;
+                slots.push(slot);
+            }
+            self.fragments.push(slots);
+        }
+        Ok(())
+    }
+
+    pub(super) fn fragment_op(&mut self, op: &FragmentOp) -> Result<(), CodegenError> {
+        match op {
+            FragmentOp::Fill { frag, value } => {
+                let v = self.expr(value)?;
+                let v = *v
+                    .lanes
+                    .first()
+                    .ok_or_else(|| internal("an empty fill value"))?;
+                for slot in self.fragment_slots(*frag)? {
+                    self.b.build_store(slot, v).or_internal()?;
+                }
+                Ok(())
+            }
+            FragmentOp::Load {
+                frag,
+                mem,
+                index,
+                stride,
+                layout,
+            } => self.fragment_access(*frag, *mem, index, stride, *layout, false),
+            FragmentOp::Store {
+                frag,
+                mem,
+                index,
+                stride,
+                layout,
+            } => self.fragment_access(*frag, *mem, index, stride, *layout, true),
+            FragmentOp::Mma { d, a, b, c } => self.mma(*d, *a, *b, *c),
+        }
+    }
+
+    fn fragment_decl(&self, id: FragmentId) -> Result<FragmentDecl, CodegenError> {
+        self.kernel
+            .fragment(id)
+            .cloned()
+            .ok_or_else(|| internal(format!("unknown fragment #{}", id.0)))
+    }
+
+    fn fragment_slots(&self, id: FragmentId) -> Result<Vec<PointerValue<'ctx>>, CodegenError> {
+        self.fragments
+            .get(id.0 as usize)
+            .cloned()
+            .ok_or_else(|| internal(format!("unknown fragment #{}", id.0)))
+    }
+
+    /// `(g, t)` of this thread: its lane's quad and place in the quad.
+    fn lane_quad(&self) -> Result<(IntValue<'ctx>, IntValue<'ctx>), CodegenError> {
+        let i32t = self.ctx.i32_type();
+        let [x, y, _] = self.kernel.workgroup_size;
+        let mut flat = self.builtin(kernelc_ir::Builtin::LocalId, 0)?;
+        for (axis, scale) in [(1, x), (2, x.wrapping_mul(y))] {
+            if self.kernel.workgroup_size[axis as usize] > 1 {
+                let id = self.builtin(kernelc_ir::Builtin::LocalId, axis)?;
+                let scaled = self
+                    .b
+                    .build_int_mul(id, i32t.const_int(scale as u64, false), "")
+                    .or_internal()?;
+                flat = self.b.build_int_add(flat, scaled, "").or_internal()?;
+            }
+        }
+        let lane = self
+            .b
+            .build_and(flat, i32t.const_int(31, false), "lane")
+            .or_internal()?;
+        let g = self
+            .b
+            .build_right_shift(lane, i32t.const_int(2, false), false, "g")
+            .or_internal()?;
+        let t = self
+            .b
+            .build_and(lane, i32t.const_int(3, false), "t")
+            .or_internal()?;
+        Ok((g, t))
+    }
+
+    fn coord(
+        &self,
+        c: Coord,
+        g: IntValue<'ctx>,
+        t: IntValue<'ctx>,
+    ) -> Result<IntValue<'ctx>, CodegenError> {
+        let i32t = self.ctx.i32_type();
+        let mut v = i32t.const_int(c.c as u64, false);
+        for (coef, x) in [(c.g, g), (c.t, t)] {
+            if coef != 0 {
+                let term = self
+                    .b
+                    .build_int_mul(x, i32t.const_int(coef as u64, false), "")
+                    .or_internal()?;
+                v = self.b.build_int_add(v, term, "").or_internal()?;
+            }
+        }
+        Ok(v)
+    }
+
+    /// A fragment load (or, with `store`, an accumulator store).
+    fn fragment_access(
+        &mut self,
+        frag: FragmentId,
+        mem: Memory,
+        index: &Expr,
+        stride: &Expr,
+        layout: FragmentLayout,
+        store: bool,
+    ) -> Result<(), CodegenError> {
+        let decl = self.fragment_decl(frag)?;
+        let slots = self.fragment_slots(frag)?;
+        let index = int(self.expr(index)?.first()?)?;
+        let stride = int(self.expr(stride)?.first()?)?;
+        let (g, t) = self.lane_quad()?;
+        let mut elements = Vec::new();
+        for (r, c) in share(decl.role, decl.shape) {
+            let (r, c) = (self.coord(r, g, t)?, self.coord(c, g, t)?);
+            let (major, minor) = match layout {
+                FragmentLayout::RowMajor => (r, c),
+                FragmentLayout::ColMajor => (c, r),
+            };
+            let offset = self.b.build_int_mul(major, stride, "").or_internal()?;
+            let offset = self.b.build_int_add(offset, minor, "").or_internal()?;
+            elements.push(self.b.build_int_add(index, offset, "").or_internal()?);
+        }
+        let (elem, len) = self
+            .kernel
+            .memory(mem)
+            .ok_or_else(|| internal(format!("unknown memory {mem:?}")))?;
+        // Whole fragment in bounds: index + (rows − 1, cols − 1)'s offset < len,
+        // computed in 64 bits so that nothing wraps.
+        let i64t = self.ctx.i64_type();
+        let (rows, cols) = decl.dims();
+        let (major, minor) = match layout {
+            FragmentLayout::RowMajor => (rows - 1, cols - 1),
+            FragmentLayout::ColMajor => (cols - 1, rows - 1),
+        };
+        let wide = |v: IntValue<'ctx>| self.b.build_int_z_extend(v, i64t, "").or_internal();
+        let last = self
+            .b
+            .build_int_mul(wide(stride)?, i64t.const_int(major as u64, false), "")
+            .or_internal()?;
+        let last = self.b.build_int_add(last, wide(index)?, "").or_internal()?;
+        let last = self
+            .b
+            .build_int_add(last, i64t.const_int(minor as u64, false), "")
+            .or_internal()?;
+        let fits = self
+            .b
+            .build_int_compare(IntPredicate::ULT, last, i64t.const_int(len, false), "fits")
+            .or_internal()?;
+        let func = self.func;
+        let fast = self.ctx.append_basic_block(func, "fragment.fast");
+        let slow = self.ctx.append_basic_block(func, "fragment.checked");
+        let done = self.ctx.append_basic_block(func, "fragment.end");
+        self.b
+            .build_conditional_branch(fits, fast, slow)
+            .or_internal()?;
+        for (block, checked) in [(fast, false), (slow, true)] {
+            self.b.position_at_end(block);
+            for (&slot, &at) in slots.iter().zip(&elements) {
+                if store {
+                    let v = self
+                        .b
+                        .build_load(self.scalar_type(decl.elem), slot, "")
+                        .or_internal()?;
+                    let v = self.cast_scalar(decl.elem, elem.value_type(), v)?;
+                    let v = Val {
+                        ty: Type::scalar(elem.value_type()),
+                        lanes: vec![v],
+                    };
+                    self.store_element(mem, at, &v, checked)?;
+                } else {
+                    let v = self.load_element(mem, at, checked)?;
+                    self.b.build_store(slot, v).or_internal()?;
+                }
+            }
+            self.b.build_unconditional_branch(done).or_internal()?;
+        }
+        self.b.position_at_end(done);
+        Ok(())
+    }
+
+    /// `d = a·b + c` by the shape's `mma.sync`.
+    fn mma(
+        &mut self,
+        d: FragmentId,
+        a: FragmentId,
+        b: FragmentId,
+        c: FragmentId,
+    ) -> Result<(), CodegenError> {
+        let (dd, ad) = (self.fragment_decl(d)?, self.fragment_decl(a)?);
+        let name = intrinsic(dd.shape, ad.elem)
+            .ok_or_else(|| internal(format!("no mma for {:?} of {}", dd.shape, ad.elem)))?;
+        let mut args = Vec::new();
+        for f in [a, b] {
+            let values = self.read_fragment(f, ad.elem)?;
+            args.extend(self.pack(ad.elem, &values)?);
+        }
+        args.extend(self.read_fragment(c, dd.elem)?);
+        let func = inkwell::intrinsics::Intrinsic::find(name)
+            .and_then(|i| i.get_declaration(self.module, &[]))
+            .ok_or_else(|| internal(format!("LLVM does not know the intrinsic `{name}`")))?;
+        let args: Vec<inkwell::values::BasicMetadataValueEnum<'ctx>> =
+            args.iter().map(|&a| a.into()).collect();
+        let call = self.b.build_call(func, &args, "mma").or_internal()?;
+        // The instruction needs the whole warp: LLVM must not move it into or out of
+        // control flow, and its intrinsic is not marked convergent.
+        let convergent = Attribute::get_named_enum_kind_id("convergent");
+        call.add_attribute(
+            AttributeLoc::Function,
+            self.ctx.create_enum_attribute(convergent, 0),
+        );
+        let result = call
+            .try_as_basic_value()
+            .basic()
+            .ok_or_else(|| internal(format!("`{name}` returned nothing")))?
+            .into_struct_value();
+        for (i, slot) in self.fragment_slots(d)?.into_iter().enumerate() {
+            let v = self
+                .b
+                .build_extract_value(result, i as u32, "")
+                .or_internal()?;
+            self.b.build_store(slot, v).or_internal()?;
+        }
+        Ok(())
+    }
+
+    fn read_fragment(
+        &self,
+        id: FragmentId,
+        elem: ScalarType,
+    ) -> Result<Vec<BasicValueEnum<'ctx>>, CodegenError> {
+        let ty: BasicTypeEnum<'ctx> = self.scalar_type(elem);
+        self.fragment_slots(id)?
+            .into_iter()
+            .map(|slot| self.b.build_load(ty, slot, "").or_internal())
+            .collect()
+    }
+
+    /// The registers `mma` takes for `values` of an `A` or `B` share: pairs of bf16
+    /// in an `i32` (the first in the low half), pairs of f16 in a `<2 x half>`, f64
+    /// as they are.
+    fn pack(
+        &self,
+        elem: ScalarType,
+        values: &[BasicValueEnum<'ctx>],
+    ) -> Result<Vec<BasicValueEnum<'ctx>>, CodegenError> {
+        let i32t = self.ctx.i32_type();
+        let i16t = self.ctx.i16_type();
+        match elem {
+            ScalarType::Bf16 => values
+                .chunks(2)
+                .map(|pair| {
+                    let half = |v: BasicValueEnum<'ctx>| -> Result<IntValue<'ctx>, CodegenError> {
+                        let bits = self.b.build_bit_cast(v, i16t, "").or_internal()?;
+                        self.b
+                            .build_int_z_extend(bits.into_int_value(), i32t, "")
+                            .or_internal()
+                    };
+                    let lo = half(pair[0])?;
+                    let hi = half(*pair.get(1).unwrap_or(&pair[0]))?;
+                    let hi = self
+                        .b
+                        .build_left_shift(hi, i32t.const_int(16, false), "")
+                        .or_internal()?;
+                    Ok(self.b.build_or(lo, hi, "").or_internal()?.into())
+                })
+                .collect(),
+            ScalarType::F16 => values
+                .chunks(2)
+                .map(|pair| {
+                    let vec_t = self.ctx.f16_type().vec_type(2);
+                    let mut v = vec_t.get_poison();
+                    for (l, &x) in pair.iter().enumerate() {
+                        let i = i32t.const_int(l as u64, false);
+                        v = self.b.build_insert_element(v, x, i, "").or_internal()?;
+                    }
+                    Ok(v.into())
+                })
+                .collect(),
+            _ => Ok(values.to_vec()),
+        }
+    }
+}
