@@ -69,6 +69,12 @@ pub struct TargetCaps {
     /// multiple below and indexed from there (`lower::rebase`).
     #[serde(default = "TargetCaps::default_binding_alignment")]
     pub binding_alignment: u32,
+    /// Whether the device runs matrix fragments itself (tensor cores: CUDA sm_80 and
+    /// later). GEMMs of f16 and bf16 then lower onto fragments (`tile::mma`); the
+    /// expansion makes such kernels run on any device, but slowly, so other devices
+    /// keep the SIMT tiles.
+    #[serde(default)]
+    pub matrix_fragments: bool,
 }
 
 impl TargetCaps {
@@ -110,6 +116,7 @@ impl TargetCaps {
             keeps_subnormals: true,
             max_kernel_elements: TargetCaps::MAX_KERNEL_ELEMENTS,
             binding_alignment: 1,
+            matrix_fragments: false,
         }
     }
 
@@ -134,6 +141,7 @@ impl TargetCaps {
             keeps_subnormals: true,
             max_kernel_elements: TargetCaps::MAX_KERNEL_ELEMENTS,
             binding_alignment: 256,
+            matrix_fragments: false,
         }
     }
 
@@ -157,6 +165,7 @@ impl TargetCaps {
             keeps_subnormals: true,
             max_kernel_elements: TargetCaps::MAX_KERNEL_ELEMENTS,
             binding_alignment: 1,
+            matrix_fragments: true,
         }
     }
 

@@ -271,7 +271,7 @@ impl<'a> TileKernel<'a> {
     }
 
     /// Workgroup placement: which tile, batch and split this workgroup computes.
-    fn place(&self, f: &mut Body, grid: [u32; 3]) -> Place {
+    pub(super) fn place(&self, f: &mut Body, grid: [u32; 3]) -> Place {
         let t = self.tile;
         let core = self.core;
         let nt = t.invocations();

@@ -170,7 +170,28 @@ pub(crate) fn emit_gemm(
     caps: &TargetCaps,
     plan: &mut PlanBuilder,
 ) -> Result<(), LowerError> {
+    if let Some(mt) = super::mma::choose(core, caps) {
+        let kernel = TileKernel::for_fragments(core, caps, mt);
+        push_gap_launch(core, caps, plan)?;
+        plan.launches.push(kernel.build_mma(caps, mt)?);
+        return Ok(());
+    }
     emit_gemm_with(core, caps, choose_tile(core, caps), plan)
+}
+
+/// The gap fill, where C's buffer has elements outside every matrix.
+fn push_gap_launch(
+    core: &GemmCore,
+    caps: &TargetCaps,
+    plan: &mut PlanBuilder,
+) -> Result<(), LowerError> {
+    if core.fill_gaps {
+        let covered = core.batch_count() as u64 * core.m as u64 * core.n as u64;
+        if covered < core.c.len {
+            plan.launches.push(gap_launch(core, caps)?);
+        }
+    }
+    Ok(())
 }
 
 /// [`emit_gemm`] with a given starting tile (tests force the other configurations).
@@ -195,12 +216,7 @@ pub(crate) fn emit_gemm_with(
         });
     }
     kernel.choose_split(caps);
-    if core.fill_gaps {
-        let covered = core.batch_count() as u64 * core.m as u64 * core.n as u64;
-        if covered < core.c.len {
-            plan.launches.push(gap_launch(core, caps)?);
-        }
-    }
+    push_gap_launch(core, caps, plan)?;
     match kernel.split {
         Some(split) => {
             let len =

@@ -72,6 +72,7 @@
 mod exact;
 mod kernel;
 mod launches;
+mod mma;
 mod schedule;
 mod stage;
 

@@ -81,6 +81,31 @@ pub(super) fn gemm_cases() -> Vec<GemmSpec> {
     s.trans_a = true;
     s.layout = Layout::ColMajor;
     v.push(s);
+    // Matrix fragments (tensor cores on CUDA caps): ragged in every dimension across
+    // several 64 × 64 tiles and 32-deep slabs, every transpose, a batch, bias,
+    // activation, beta, and gaps in C.
+    let mut s = g(Bf16, 70, 136, 45);
+    s.trans_b = true;
+    s.bias = true;
+    s.activation = Some(Activation::Relu);
+    v.push(s);
+    let mut s = g(F16, 129, 67, 70);
+    s.trans_a = true;
+    s.beta = -0.5;
+    s.alpha = 0.75;
+    v.push(s);
+    let mut s = g(Bf16, 33, 40, 17);
+    s.trans_a = true;
+    s.trans_b = true;
+    s.layout = Layout::ColMajor;
+    s.batch = vec![3];
+    s.stride_b = Some(vec![0]);
+    s.bias = true;
+    v.push(s);
+    let mut s = g(F16, 17, 9, 64);
+    s.ldc = Some(12);
+    s.beta = 1.0;
+    v.push(s);
     let mut s = g(F32, 16, 24, 32);
     s.input_rounding = Some(F16);
     v.push(s);

@@ -162,7 +162,7 @@ impl CudaDevice {
     /// NVIDIA's libdevice (which kernelc does not ship), and its `frem` rounds: every
     /// transcendental, f64 included, and float `%` go through kernelc's IR math.
     pub(crate) fn math_expansion(&self) -> MathExpansion {
-        kernelc_codegen::ptx::required_expansion()
+        kernelc_codegen::ptx::required_expansion().with_native_fragments(self.caps.matrix_fragments)
     }
 
     pub(crate) fn caps(&self) -> TargetCaps {
@@ -559,6 +559,7 @@ impl DeviceProperties {
             bf16: true,
             f64: true,
             i64: true,
+            matrix_fragments: self.sm >= kernelc_codegen::ptx::FRAGMENTS_MIN_SM,
             ..TargetCaps::cuda_sm90()
         }
     }

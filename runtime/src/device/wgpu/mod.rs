@@ -1069,6 +1069,8 @@ fn caps_from(
         keeps_subnormals: (path == ShaderPath::SpirvPassthrough && declares_denormals) || llvmpipe,
         max_kernel_elements: TargetCaps::MAX_KERNEL_ELEMENTS,
         binding_alignment: limits.min_storage_buffer_offset_alignment.max(4),
+        // No cooperative matrices through wgpu: fragments are expanded.
+        matrix_fragments: false,
     }
 }
 
