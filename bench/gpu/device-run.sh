@@ -3,7 +3,7 @@
 # torch on the same GPU, in one command. Built and packed here by bench/gpu/pack.sh;
 # run there from the repository root:
 #
-#   . .device/setup.sh && bash bench/gpu/device-run.sh [conformance] [memory] [large] [random] [fuzz] [programs] [sweep] [no-panic] [adapters] [sanitize] [bench] [chain] [wgpu-bench]
+#   . .device/setup.sh && bash bench/gpu/device-run.sh [conformance] [memory] [large] [random] [fuzz] [programs] [sweep] [no-panic] [adapters] [sanitize] [bench] [mma] [chain] [wgpu-bench]
 #
 # (no stage named: all six). FUZZ_CASES sets the op fuzzer's cases per executor. Results go to $OUT (the device tool brings them back);
 # the last lines printed are the summary.
@@ -163,6 +163,16 @@ for stage in $stages; do
       --json "$OUT/kernelc-cuda.json" --plot "$OUT/roofline-cuda.svg" > "$OUT/kernelc-cuda.txt" 2>&1
     note "kernelc bench cuda: exit $?"
     python3 bench/gpu/report.py "$OUT/torch.json" "$OUT/kernelc-cuda.json" > "$OUT/report.md"
+    ;;
+  mma)
+    # Tensor-core GEMMs (issue #19) against torch (cuBLAS, TF32 off) on the same GPU,
+    # and the SASS of the bf16 tile kernel.
+    python3 bench/gpu/torch_bench.py bench/gpu/specs-mma.json "$OUT/torch-mma.json" > "$OUT/torch-mma.txt" 2>&1
+    note "torch mma baseline: exit $?"
+    timeout 300 kernelc bench --device cuda --specs bench/gpu/specs-mma.json --compile \
+      --json "$OUT/kernelc-mma.json" > "$OUT/kernelc-mma.txt" 2>&1
+    note "kernelc bench mma: exit $?"
+    python3 bench/gpu/report.py "$OUT/torch-mma.json" "$OUT/kernelc-mma.json" > "$OUT/report-mma.md"
     ;;
   chain)
     # Per-op cost of 1,000 dependent tiny ops with one synchronisation (launch
