@@ -860,3 +860,27 @@ fn fragments_are_refused_before_sm_80_and_by_targets_without_matrix_units() {
     let ptx = ptx::emit(&expanded, &old).unwrap();
     assert!(!ptx.contains("mma"));
 }
+
+#[test]
+fn the_half_gemm_tile_reads_shared_fragments_by_ldmatrix() {
+    use kernelc_kernels::lower::lower;
+    use kernelc_kernels::spec::{GemmSpec, OpSpec};
+    for dtype in [Bf16, F16] {
+        let spec = OpSpec::Gemm(GemmSpec::new(dtype, 256, 256, 256));
+        let plan = lower(&spec, &TargetCaps::cuda_sm90()).unwrap();
+        let tile = plan
+            .launches
+            .iter()
+            .find(|l| l.kernel.uses_fragments())
+            .expect("a fragment tile kernel");
+        let kernel = kernelc_ir::passes::for_target(&tile.kernel, &ptx::required_expansion());
+        let ptx = emit_checked(&kernel);
+        for want in [
+            "ldmatrix.sync.aligned.m8n8.x4.shared.b16",
+            "ldmatrix.sync.aligned.m8n8.x2.shared.b16",
+            "mma.sync.aligned.m16n8k16",
+        ] {
+            assert!(ptx.contains(want), "{dtype}: no {want}");
+        }
+    }
+}

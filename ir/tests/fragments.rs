@@ -3,118 +3,11 @@
 //! printing and JSON.
 
 use kernelc_ir::builder::*;
-use kernelc_ir::fragment::{FragmentLayout::*, FragmentRole, MmaShape, MMA_KINDS};
+use kernelc_ir::fragment::{FragmentLayout::*, FragmentRole, MmaShape};
 use kernelc_ir::interp::{run, Arg, HostBuffer, InterpError};
 use kernelc_ir::passes::expand_fragments;
+use kernelc_ir::testing::fragments::{every_kind, values};
 use kernelc_ir::{Access, Kernel, Scalar, ScalarType, ValidationErrorKind};
-
-/// Deterministic values in [-2, 2) with full mantissas, rounded to `ty`.
-fn values(ty: ScalarType, n: usize, seed: u64) -> Vec<Scalar> {
-    let mut s = seed
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            let unit = (s >> 11) as f64 / (1u64 << 53) as f64;
-            Scalar::from_f64(ty, unit * 4.0 - 2.0)
-        })
-        .collect()
-}
-
-/// `C (M × N, row-major) = A (M × K, row-major) · B (K × N, column-major) + C` with one
-/// warp per `m × n` tile of C, B staged through shared memory when `via_shared`.
-struct Gemm {
-    shape: MmaShape,
-    input: ScalarType,
-    acc: ScalarType,
-    tiles: (u32, u32),
-    k_steps: u32,
-    via_shared: bool,
-}
-
-impl Gemm {
-    fn dims(&self) -> (u32, u32, u32) {
-        let MmaShape { m, n, k } = self.shape;
-        (m * self.tiles.0, n * self.tiles.1, k * self.k_steps)
-    }
-
-    fn kernel(&self) -> Kernel {
-        let (mm, nn, kk) = self.dims();
-        let MmaShape { m, n, k } = self.shape;
-        let warps = self.tiles.0 * self.tiles.1;
-        let mut kb = KernelBuilder::new("fragment_gemm", [32 * warps, 1, 1]);
-        let a = kb.buffer("a", self.input, (mm * kk) as u64, Access::Read);
-        let b = kb.buffer("b", self.input, (kk * nn) as u64, Access::Read);
-        let c = kb.buffer("c", self.acc, (mm * nn) as u64, Access::ReadWrite);
-        let sb = self
-            .via_shared
-            .then(|| kb.shared("sb", self.input, kk * nn));
-        let (shape, input, acc, n_tiles, k_steps) =
-            (self.shape, self.input, self.acc, self.tiles.1, self.k_steps);
-        kb.build(|f| {
-            let fa = f.fragment("fa", FragmentRole::A, shape, input);
-            let fb = f.fragment("fb", FragmentRole::B, shape, input);
-            let fc = f.fragment("fc", FragmentRole::Accumulator, shape, acc);
-            let source = match sb {
-                Some(sb) => {
-                    let threads = 32 * warps;
-                    f.for_("e", local_id(0), kk * nn, threads, |f, e| {
-                        f.store(sb, e.clone(), b.at(e));
-                    });
-                    f.barrier();
-                    sb
-                }
-                None => b,
-            };
-            let warp = f.let_("warp", local_id(0) / 32u32);
-            let ti = f.let_("ti", warp.clone() / n_tiles);
-            let tj = f.let_("tj", warp % n_tiles);
-            let c_at = f.let_("c_at", ti.clone() * (m * nn) + tj.clone() * n);
-            f.load_fragment(fc, c, c_at.clone(), nn, RowMajor);
-            f.for_("s", 0u32, k_steps, 1, |f, s| {
-                f.load_fragment(fa, a, ti.clone() * (m * kk) + s.clone() * k, kk, RowMajor);
-                f.load_fragment(fb, source, tj.clone() * (n * kk) + s * k, kk, ColMajor);
-                f.mma(fc, fa, fb, fc);
-            });
-            f.store_fragment(fc, c, c_at, nn, RowMajor);
-        })
-        .unwrap()
-    }
-
-    fn inputs(&self) -> Vec<HostBuffer> {
-        let (mm, nn, kk) = self.dims();
-        vec![
-            HostBuffer::new(self.input, values(self.input, (mm * kk) as usize, 1)),
-            HostBuffer::new(self.input, values(self.input, (kk * nn) as usize, 2)),
-            HostBuffer::new(self.acc, values(self.acc, (mm * nn) as usize, 3)),
-        ]
-    }
-
-    /// The definition: per element, C then one `fma` per `p` in the accumulator type.
-    fn reference(&self, inputs: &[HostBuffer]) -> Vec<f64> {
-        let (mm, nn, kk) = self.dims();
-        let (a, b, c) = (inputs[0].to_f64(), inputs[1].to_f64(), inputs[2].to_f64());
-        let mut out = c.clone();
-        for i in 0..mm as usize {
-            for j in 0..nn as usize {
-                let (kk, nn) = (kk as usize, nn as usize);
-                let terms = (0..kk).map(|p| (a[i * kk + p], b[j * kk + p]));
-                out[i * nn + j] = match self.acc {
-                    ScalarType::F32 => terms
-                        .fold(c[i * nn + j] as f32, |s, (x, y)| {
-                            (x as f32).mul_add(y as f32, s)
-                        })
-                        .into(),
-                    _ => terms.fold(c[i * nn + j], |s, (x, y)| x.mul_add(y, s)),
-                };
-            }
-        }
-        out
-    }
-}
 
 fn run_kernel(kernel: &Kernel, inputs: &[HostBuffer]) -> Result<Vec<HostBuffer>, InterpError> {
     let mut args: Vec<Arg> = inputs.iter().cloned().map(Arg::Buffer).collect();
@@ -128,24 +21,9 @@ fn run_kernel(kernel: &Kernel, inputs: &[HostBuffer]) -> Result<Vec<HostBuffer>,
         .collect())
 }
 
-fn every_kind() -> Vec<Gemm> {
-    MMA_KINDS
-        .iter()
-        .enumerate()
-        .map(|(i, &(shape, input, acc))| Gemm {
-            shape,
-            input,
-            acc,
-            tiles: [(2, 1), (1, 2), (2, 2)][i % 3],
-            k_steps: 3,
-            via_shared: i % 2 == 0,
-        })
-        .collect()
-}
-
 #[test]
 fn mma_is_the_fma_chain_per_element_in_every_kind() {
-    for g in every_kind() {
+    for g in every_kind(None) {
         let inputs = g.inputs();
         let out = run_kernel(&g.kernel(), &inputs).unwrap();
         let got = out[2].to_f64();
@@ -165,7 +43,7 @@ fn mma_is_the_fma_chain_per_element_in_every_kind() {
 
 #[test]
 fn the_expansion_computes_what_the_interpreter_does_bit_for_bit() {
-    for g in every_kind() {
+    for g in every_kind(None) {
         let kernel = g.kernel();
         let expanded = expand_fragments(&kernel);
         assert!(expanded.fragments.is_empty() && !expanded.uses_fragments());
@@ -375,7 +253,7 @@ fn a_fragment_past_its_memory_is_out_of_bounds() {
 
 #[test]
 fn fragments_print_and_round_trip_through_json() {
-    let g = &every_kind()[1];
+    let g = &every_kind(None)[1];
     let kernel = g.kernel();
     let text = kernelc_ir::print::print(&kernel);
     for needle in [

@@ -72,6 +72,12 @@ impl Target {
                     ..TargetCaps::gpu_baseline()
                 }
             }
+            #[cfg(feature = "cuda")]
+            Target::Ptx => TargetCaps {
+                matrix_fragments: options.sm >= kernelc_codegen::ptx::FRAGMENTS_MIN_SM,
+                ..TargetCaps::cuda_sm90()
+            },
+            #[cfg(not(feature = "cuda"))]
             Target::Ptx => TargetCaps::cuda_sm90(),
             Target::Cpu => TargetCaps::cpu(),
         }
@@ -90,7 +96,7 @@ impl Target {
     /// the target's expansions, then its emitter (`.wgsl` text, `.spv` words, `.ptx`
     /// text, a relocatable object).
     pub fn artifact(self, kernel: &Kernel, options: &EmitOptions) -> Result<Vec<u8>, AotError> {
-        let expanded = passes::for_target(kernel, &self.expansion()?);
+        let expanded = passes::for_target(kernel, &self.expansion(options)?);
         self.emit(&expanded, options)
     }
 
@@ -99,7 +105,8 @@ impl Target {
         matches!(self, Target::Wgsl | Target::Spirv)
     }
 
-    fn expansion(self) -> Result<MathExpansion, AotError> {
+    #[cfg_attr(not(feature = "cuda"), allow(unused_variables))]
+    fn expansion(self, options: &EmitOptions) -> Result<MathExpansion, AotError> {
         match self {
             Target::Cpu => Ok(MathExpansion::all_transcendental()),
             #[cfg(feature = "wgpu")]
@@ -111,7 +118,8 @@ impl Target {
                 Ok(kernelc_codegen::spirv::required_expansion(false).with_opaque_sums(true))
             }
             #[cfg(feature = "cuda")]
-            Target::Ptx => Ok(kernelc_codegen::ptx::required_expansion()),
+            Target::Ptx => Ok(kernelc_codegen::ptx::required_expansion()
+                .with_native_fragments(options.sm >= kernelc_codegen::ptx::FRAGMENTS_MIN_SM)),
             #[allow(unreachable_patterns)]
             other => Err(other.missing()),
         }
@@ -407,7 +415,7 @@ fn emit_launch(
     launch: &Launch,
     features: &mut Vec<String>,
 ) -> Result<LaunchEntry, AotError> {
-    let mut kernel = passes::for_target(&launch.kernel, &target.expansion()?);
+    let mut kernel = passes::for_target(&launch.kernel, &target.expansion(options)?);
     // One symbol per launch, so that objects of one op link together.
     kernel.name = format!("{name}_{i}");
     if let (true, Some(iterations)) = (target.is_shader(), options.max_loop_iterations) {

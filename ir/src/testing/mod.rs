@@ -55,6 +55,7 @@
 //! node path, which passes move) and every buffer bit for bit, after an error too.
 
 mod compare;
+pub mod fragments;
 mod gen;
 mod loops;
 mod values;

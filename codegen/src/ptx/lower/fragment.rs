@@ -69,6 +69,26 @@ fn share(role: FragmentRole, shape: MmaShape) -> Vec<(Coord, Coord)> {
     }
 }
 
+/// The `8 × 8` matrices one `ldmatrix` reads for a share of `decl` loaded from
+/// `mem` along `layout`: where each thread's elements pair up along memory (`A`
+/// row-major, `B` column-major, 16-bit elements, shared memory); `None` otherwise.
+fn ldmatrix_count(decl: &FragmentDecl, mem: Memory, layout: FragmentLayout) -> Option<u32> {
+    let half = matches!(decl.elem, ScalarType::F16 | ScalarType::Bf16);
+    let paired = matches!(
+        (decl.role, layout),
+        (FragmentRole::A, FragmentLayout::RowMajor) | (FragmentRole::B, FragmentLayout::ColMajor)
+    );
+    if !half || !paired || !matches!(mem, Memory::Shared(_)) {
+        return None;
+    }
+    Some(match (decl.role, decl.shape) {
+        (FragmentRole::A, MmaShape::M16N8K16) => 4,
+        (FragmentRole::A, MmaShape::M16N8K8) | (FragmentRole::B, MmaShape::M16N8K16) => 2,
+        (FragmentRole::B, MmaShape::M16N8K8) => 1,
+        _ => return None,
+    })
+}
+
 /// The LLVM intrinsic of one multiply kind.
 fn intrinsic(shape: MmaShape, input: ScalarType) -> Option<&'static str> {
     Some(match (shape, input) {
@@ -147,6 +167,21 @@ impl<'ctx> Lower<'_, 'ctx> {
     /// `(g, t)` of this thread: its lane's quad and place in the quad.
     fn lane_quad(&self) -> Result<(IntValue<'ctx>, IntValue<'ctx>), CodegenError> {
         let i32t = self.ctx.i32_type();
+        let lane = self.lane()?;
+        let g = self
+            .b
+            .build_right_shift(lane, i32t.const_int(2, false), false, "g")
+            .or_internal()?;
+        let t = self
+            .b
+            .build_and(lane, i32t.const_int(3, false), "t")
+            .or_internal()?;
+        Ok((g, t))
+    }
+
+    /// This thread's lane in its warp: its flat local id mod 32.
+    fn lane(&self) -> Result<IntValue<'ctx>, CodegenError> {
+        let i32t = self.ctx.i32_type();
         let [x, y, _] = self.kernel.workgroup_size;
         let mut flat = self.builtin(kernelc_ir::Builtin::LocalId, 0)?;
         for (axis, scale) in [(1, x), (2, x.wrapping_mul(y))] {
@@ -159,19 +194,9 @@ impl<'ctx> Lower<'_, 'ctx> {
                 flat = self.b.build_int_add(flat, scaled, "").or_internal()?;
             }
         }
-        let lane = self
-            .b
+        self.b
             .build_and(flat, i32t.const_int(31, false), "lane")
-            .or_internal()?;
-        let g = self
-            .b
-            .build_right_shift(lane, i32t.const_int(2, false), false, "g")
-            .or_internal()?;
-        let t = self
-            .b
-            .build_and(lane, i32t.const_int(3, false), "t")
-            .or_internal()?;
-        Ok((g, t))
+            .or_internal()
     }
 
     fn coord(
@@ -255,6 +280,23 @@ impl<'ctx> Lower<'_, 'ctx> {
             .or_internal()?;
         for (block, checked) in [(fast, false), (slow, true)] {
             self.b.position_at_end(block);
+            if !checked && !store {
+                if let Some(matrices) = ldmatrix_count(&decl, mem, layout) {
+                    // Rows of 8 elements 16-byte aligned: the warp-uniform index and
+                    // stride both multiples of 8.
+                    let (index, stride) = (index, stride);
+                    self.ldmatrix_or_scalar(
+                        &decl,
+                        mem,
+                        (index, stride),
+                        matrices,
+                        &slots,
+                        &elements,
+                    )?;
+                    self.b.build_unconditional_branch(done).or_internal()?;
+                    continue;
+                }
+            }
             for (&slot, &at) in slots.iter().zip(&elements) {
                 if store {
                     let v = self
@@ -275,6 +317,150 @@ impl<'ctx> Lower<'_, 'ctx> {
             self.b.build_unconditional_branch(done).or_internal()?;
         }
         self.b.position_at_end(done);
+        Ok(())
+    }
+
+    /// The share of an `A` or `B` fragment by `ldmatrix` where its rows are aligned,
+    /// else by scalar loads (both in bounds).
+    fn ldmatrix_or_scalar(
+        &mut self,
+        decl: &FragmentDecl,
+        mem: Memory,
+        (index, stride): (IntValue<'ctx>, IntValue<'ctx>),
+        matrices: u32,
+        slots: &[PointerValue<'ctx>],
+        elements: &[IntValue<'ctx>],
+    ) -> Result<(), CodegenError> {
+        let i32t = self.ctx.i32_type();
+        let either = self.b.build_or(index, stride, "").or_internal()?;
+        let low = self
+            .b
+            .build_and(either, i32t.const_int(7, false), "")
+            .or_internal()?;
+        let aligned = self
+            .b
+            .build_int_compare(IntPredicate::EQ, low, i32t.const_zero(), "rows_aligned")
+            .or_internal()?;
+        let func = self.func;
+        let by_matrix = self.ctx.append_basic_block(func, "fragment.ldmatrix");
+        let by_element = self.ctx.append_basic_block(func, "fragment.scalar");
+        let merge = self.ctx.append_basic_block(func, "fragment.loaded");
+        self.b
+            .build_conditional_branch(aligned, by_matrix, by_element)
+            .or_internal()?;
+
+        self.b.position_at_end(by_matrix);
+        // Lane L gives row L mod 8 of matrix L / 8: for A (row-major) the rows
+        // `L mod 16` at column `8·(L / 16)`; for B (column-major, rows are B's
+        // columns) column `L mod 8` at reduction offset `8·(L / 8)`.
+        let lane = self.lane()?;
+        let (row, col) = match decl.role {
+            FragmentRole::A => (
+                self.b
+                    .build_and(lane, i32t.const_int(15, false), "")
+                    .or_internal()?,
+                self.b
+                    .build_left_shift(
+                        self.b
+                            .build_right_shift(lane, i32t.const_int(4, false), false, "")
+                            .or_internal()?,
+                        i32t.const_int(3, false),
+                        "",
+                    )
+                    .or_internal()?,
+            ),
+            FragmentRole::B | FragmentRole::Accumulator => (
+                self.b
+                    .build_and(lane, i32t.const_int(7, false), "")
+                    .or_internal()?,
+                self.b
+                    .build_left_shift(
+                        self.b
+                            .build_right_shift(lane, i32t.const_int(3, false), false, "")
+                            .or_internal()?,
+                        i32t.const_int(3, false),
+                        "",
+                    )
+                    .or_internal()?,
+            ),
+        };
+        // Lanes past the matrices' rows give an address too (ignored): keep it in
+        // the fragment, at its first row.
+        let used = self
+            .b
+            .build_int_compare(
+                IntPredicate::ULT,
+                lane,
+                i32t.const_int(8 * matrices as u64, false),
+                "",
+            )
+            .or_internal()?;
+        let row = self
+            .b
+            .build_select(used, row, i32t.const_zero(), "")
+            .or_internal()?
+            .into_int_value();
+        let col = self
+            .b
+            .build_select(used, col, i32t.const_zero(), "")
+            .or_internal()?
+            .into_int_value();
+        let at = self.b.build_int_mul(row, stride, "").or_internal()?;
+        let at = self.b.build_int_add(at, col, "").or_internal()?;
+        let at = self.b.build_int_add(at, index, "").or_internal()?;
+        let ptr = self.shared_element_ptr(mem, at)?;
+        let name = format!("llvm.nvvm.ldmatrix.sync.aligned.m8n8.x{matrices}.b16");
+        let func_decl = inkwell::intrinsics::Intrinsic::find(&name)
+            .and_then(|i| i.get_declaration(self.module, &[ptr.get_type().into()]))
+            .ok_or_else(|| internal(format!("LLVM does not know the intrinsic `{name}`")))?;
+        let call = self
+            .b
+            .build_call(func_decl, &[ptr.into()], "ldmatrix")
+            .or_internal()?;
+        let result = call
+            .try_as_basic_value()
+            .basic()
+            .ok_or_else(|| internal("ldmatrix returned nothing"))?;
+        let regs: Vec<IntValue<'ctx>> = if matrices == 1 {
+            vec![int(result)?]
+        } else {
+            let s = result.into_struct_value();
+            (0..matrices)
+                .map(|i| {
+                    self.b
+                        .build_extract_value(s, i, "")
+                        .or_internal()
+                        .and_then(int)
+                })
+                .collect::<Result<_, _>>()?
+        };
+        let elem_t = self.scalar_type(decl.elem);
+        let i16t = self.ctx.i16_type();
+        for (e, &slot) in slots.iter().enumerate() {
+            let reg = regs
+                .get(e / 2)
+                .copied()
+                .ok_or_else(|| internal("fewer ldmatrix registers than elements"))?;
+            let half = if e % 2 == 0 {
+                reg
+            } else {
+                self.b
+                    .build_right_shift(reg, i32t.const_int(16, false), false, "")
+                    .or_internal()?
+            };
+            let bits = self.b.build_int_truncate(half, i16t, "").or_internal()?;
+            let v = self.b.build_bit_cast(bits, elem_t, "").or_internal()?;
+            self.b.build_store(slot, v).or_internal()?;
+        }
+        self.b.build_unconditional_branch(merge).or_internal()?;
+
+        self.b.position_at_end(by_element);
+        for (&slot, &at) in slots.iter().zip(elements) {
+            let v = self.load_element(mem, at, false)?;
+            self.b.build_store(slot, v).or_internal()?;
+        }
+        self.b.build_unconditional_branch(merge).or_internal()?;
+        self.b.position_at_end(merge);
         Ok(())
     }
 

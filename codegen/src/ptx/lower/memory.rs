@@ -267,6 +267,16 @@ impl<'ctx> Lower<'_, 'ctx> {
         Ok(out)
     }
 
+    /// The pointer to element `index` of shared array `mem` (in bounds when used).
+    pub(super) fn shared_element_ptr(
+        &self,
+        mem: Memory,
+        index: IntValue<'ctx>,
+    ) -> Result<PointerValue<'ctx>, CodegenError> {
+        let t = self.memory_of(mem)?;
+        self.element_ptr(&t, index)
+    }
+
     /// One element at `index`, checked against the memory's length when `checked`
     /// (a fragment's element, whose index the range analysis has not seen).
     pub(super) fn load_element(

@@ -242,13 +242,44 @@ impl TileKernel<'_> {
             f.fill_fragment(c, 0f32);
         }
         let row = BK + PAD;
-        f.for_("slab", 0u32, core.k.div_ceil(BK), 1, |f, slab| {
-            let p0 = bind(f, "p0", scale(slab, BK));
-            let a_side = (&place.m0, core.m, mt.bm());
-            let b_side = (&place.n0, core.n, mt.bn());
-            self.stage_operand(f, &core.a, (m.a, m.a_sh), a_side, &p0, &place.off_a, mt);
-            self.stage_operand(f, &core.b, (m.b, m.b_sh), b_side, &p0, &place.off_b, mt);
+        let sides = [
+            Staging::new(
+                core,
+                &core.a,
+                (m.a, m.a_sh),
+                (core.m, mt.bm()),
+                &place.m0,
+                &place.off_a,
+                mt,
+            ),
+            Staging::new(
+                core,
+                &core.b,
+                (m.b, m.b_sh),
+                (core.n, mt.bn()),
+                &place.n0,
+                &place.off_b,
+                mt,
+            ),
+        ];
+        // The next slab's global loads are in flight while this slab multiplies.
+        let regs: Vec<Vec<Var>> = sides.iter().map(|s| s.registers(f)).collect();
+        for (side, regs) in sides.iter().zip(&regs) {
+            side.fetch(f, regs, &E::from(0u32));
+        }
+        let slabs = core.k.div_ceil(BK);
+        f.for_("slab", 0u32, slabs, 1, |f, slab| {
+            for (side, regs) in sides.iter().zip(&regs) {
+                side.store(f, regs);
+            }
             f.barrier();
+            let next = bind(f, "next", add(slab, E::from(1u32)));
+            f.if_(next.clone().lt(slabs), |f| {
+                let p0 = bind(f, "p0", scale(next.clone(), BK));
+                for (side, regs) in sides.iter().zip(&regs) {
+                    side.fetch(f, regs, &p0);
+                }
+            });
             for step in 0..BK / SHAPE.k {
                 let p = step * SHAPE.k;
                 for (i, &a) in fa.iter().enumerate() {
@@ -277,55 +308,10 @@ impl TileKernel<'_> {
                     }
                 }
             }
-            // Every warp is done with the slab before the next one is staged.
+            // Every warp is done with the slab before the next one is stored.
             f.barrier();
         });
         self.mma_epilogue(f, m, &place, mt, (&warp, &lane, &wr, &wc), &acc);
-    }
-
-    /// Stages the `B·K` slab of one operand (`A` or `B`) at reduction offset `p0`:
-    /// `[outer][BK + PAD]`, zero past the matrix.
-    #[allow(clippy::too_many_arguments)]
-    fn stage_operand(
-        &self,
-        f: &mut Body,
-        op: &GemmOperand,
-        (mem, sh): (Mem, Mem),
-        (origin, outer_len, outer): (&E, u32, u32),
-        p0: &E,
-        off: &E,
-        mt: MmaTile,
-    ) {
-        let core = self.core;
-        let threads = mt.invocations();
-        let along_reduction = op.gather.contiguous(outer_len, core.k) == super::Axis::Reduction;
-        let tid = local_id(0);
-        for q in 0..outer * BK / threads {
-            let e = add(tid.clone(), E::from(q * threads));
-            let (r, p) = if along_reduction {
-                (div(e.clone(), BK), rem(e, BK))
-            } else {
-                (rem(e.clone(), outer), div(e, outer))
-            };
-            let r = bind(f, "r", r);
-            let p = bind(f, "p", p);
-            let rg = bind(f, "rg", add(origin.clone(), r.clone()));
-            let pg = bind(f, "pg", add(p0.clone(), p.clone()));
-            let value = f.var(
-                "staged",
-                E(kernelc_ir::Expr::Lit(kernelc_ir::Scalar::zero(op.dtype))),
-            );
-            let inside = rg.clone().lt(outer_len) & pg.clone().lt(core.k);
-            f.if_(inside, |f| {
-                let (at, exists) = op.gather.address(f, &rg, &pg);
-                let index = add(off.clone(), at);
-                match exists {
-                    Some(cond) => f.if_(cond, |f| f.assign(value, mem.at(index))),
-                    None => f.assign(value, mem.at(index)),
-                }
-            });
-            f.store(sh, add(scale(r, BK + PAD), p), value.get());
-        }
     }
 
     /// C through the engine's epilogue, one row of each warp's fragments at a time.
@@ -454,6 +440,147 @@ mod tests {
                     continue;
                 };
                 assert!(plan.launches.iter().all(|l| !l.kernel.uses_fragments()));
+            }
+        }
+    }
+}
+
+/// How one operand's `[outer][BK]` slab goes from global memory through registers
+/// into shared memory: `lanes`-wide loads along the axis neighbouring invocations
+/// walk where the operand's strides, offsets and extents keep every vector aligned
+/// and whole inside or outside the matrix, else element by element.
+struct Staging<'s> {
+    op: &'s GemmOperand,
+    mem: Mem,
+    sh: Mem,
+    /// The operand's extent along its outer axis, and the tile's.
+    outer_len: u32,
+    outer: u32,
+    k: u32,
+    origin: &'s E,
+    off: &'s E,
+    along_reduction: bool,
+    lanes: u8,
+    threads: u32,
+}
+
+impl<'s> Staging<'s> {
+    fn new(
+        core: &GemmCore,
+        op: &'s GemmOperand,
+        (mem, sh): (Mem, Mem),
+        (outer_len, outer): (u32, u32),
+        origin: &'s E,
+        off: &'s E,
+        mt: MmaTile,
+    ) -> Staging<'s> {
+        let along_reduction = op.gather.contiguous(outer_len, core.k) == super::Axis::Reduction;
+        let aligned_offsets = op.base % 4 == 0
+            && core
+                .batch
+                .iter()
+                .zip(&op.batch_strides)
+                .all(|(&count, &s)| count == 1 || s % 4 == 0);
+        let vector = match op.gather {
+            super::Gather::Strided {
+                outer: so,
+                reduction: sr,
+            } => {
+                aligned_offsets
+                    && if along_reduction {
+                        sr == 1 && so % 4 == 0 && core.k % 4 == 0
+                    } else {
+                        so == 1 && sr % 4 == 0 && outer_len % 4 == 0
+                    }
+            }
+            super::Gather::Split { .. } | super::Gather::Custom(_) => false,
+        };
+        Staging {
+            op,
+            mem,
+            sh,
+            outer_len,
+            outer,
+            k: core.k,
+            origin,
+            off,
+            along_reduction,
+            lanes: if vector { 4 } else { 1 },
+            threads: mt.invocations(),
+        }
+    }
+
+    /// Loads of one thread per slab.
+    fn count(&self) -> u32 {
+        self.outer * BK / self.lanes as u32 / self.threads
+    }
+
+    fn zero(&self) -> E {
+        let z = E(kernelc_ir::Expr::Lit(kernelc_ir::Scalar::zero(
+            self.op.dtype,
+        )));
+        if self.lanes == 1 {
+            z
+        } else {
+            z.splat(self.lanes)
+        }
+    }
+
+    fn registers(&self, f: &mut Body) -> Vec<Var> {
+        (0..self.count())
+            .map(|_| f.var("staged", self.zero()))
+            .collect()
+    }
+
+    /// `(r, p)` in the slab of load `q` of this thread: the first element of its
+    /// vector.
+    fn coords(&self, q: u32) -> (E, E) {
+        let lanes = self.lanes as u32;
+        let v = add(local_id(0), E::from(q * self.threads));
+        if self.along_reduction {
+            let per_row = BK / lanes;
+            (div(v.clone(), per_row), scale(rem(v, per_row), lanes))
+        } else {
+            let per_col = self.outer / lanes;
+            (scale(rem(v.clone(), per_col), lanes), div(v, per_col))
+        }
+    }
+
+    /// Loads the slab at reduction offset `p0` into `regs` (zero past the matrix).
+    fn fetch(&self, f: &mut Body, regs: &[Var], p0: &E) {
+        for (q, &reg) in regs.iter().enumerate() {
+            let (r, p) = self.coords(q as u32);
+            let rg = bind(f, "rg", add(self.origin.clone(), r));
+            let pg = bind(f, "pg", add(p0.clone(), p));
+            f.assign(reg, self.zero());
+            let inside = rg.clone().lt(self.outer_len) & pg.clone().lt(self.k);
+            f.if_(inside, |f| {
+                let (at, exists) = self.op.gather.address(f, &rg, &pg);
+                let index = add(self.off.clone(), at);
+                let value = self.mem.load(index, self.lanes);
+                match exists {
+                    Some(cond) => f.if_(cond, |f| f.assign(reg, value)),
+                    None => f.assign(reg, value),
+                }
+            });
+        }
+    }
+
+    /// Stores `regs` into the shared slab `[outer][BK + PAD]`.
+    fn store(&self, f: &mut Body, regs: &[Var]) {
+        for (q, &reg) in regs.iter().enumerate() {
+            let (r, p) = self.coords(q as u32);
+            let at = bind(f, "sh_at", add(scale(r, BK + PAD), p));
+            if self.lanes == 1 {
+                f.store(self.sh, at, reg.get());
+            } else if self.along_reduction {
+                f.store(self.sh, at, reg.get());
+            } else {
+                // Neighbours along the outer axis: one row each.
+                for l in 0..self.lanes {
+                    let row_l = add(at.clone(), E::from(l as u32 * (BK + PAD)));
+                    f.store(self.sh, row_l, reg.get().lane(l));
+                }
             }
         }
     }

@@ -106,6 +106,16 @@ pub(super) fn gemm_cases() -> Vec<GemmSpec> {
     s.ldc = Some(12);
     s.beta = 1.0;
     v.push(s);
+    // Strides, offsets and extents that allow 4-wide staging loads on both axes.
+    let mut s = g(Bf16, 68, 72, 40);
+    s.batch = vec![2];
+    s.beta = 0.5;
+    v.push(s);
+    let mut s = g(F16, 36, 44, 24);
+    s.trans_a = true;
+    s.trans_b = true;
+    s.bias = true;
+    v.push(s);
     let mut s = g(F32, 16, 24, 32);
     s.input_rounding = Some(F16);
     v.push(s);

@@ -162,7 +162,8 @@ impl CudaDevice {
     /// NVIDIA's libdevice (which kernelc does not ship), and its `frem` rounds: every
     /// transcendental, f64 included, and float `%` go through kernelc's IR math.
     pub(crate) fn math_expansion(&self) -> MathExpansion {
-        kernelc_codegen::ptx::required_expansion().with_native_fragments(self.caps.matrix_fragments)
+        kernelc_codegen::ptx::required_expansion()
+            .with_native_fragments(self.ptx_options.sm >= kernelc_codegen::ptx::FRAGMENTS_MIN_SM)
     }
 
     pub(crate) fn caps(&self) -> TargetCaps {

@@ -1,0 +1,159 @@
+//! A GEMM written with matrix fragments, with its inputs and its defining result,
+//! for the tests of every executor (interpreter, expansion, devices).
+
+use crate::builder::*;
+use crate::fragment::{FragmentLayout::*, FragmentRole, MmaShape, MMA_KINDS};
+use crate::interp::HostBuffer;
+use crate::kernel::{Access, Kernel};
+use crate::scalar::Scalar;
+use crate::types::ScalarType;
+
+/// Deterministic values in [-2, 2) with full mantissas, rounded to `ty`.
+pub fn values(ty: ScalarType, n: usize, seed: u64) -> Vec<Scalar> {
+    let mut s = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let unit = (s >> 11) as f64 / (1u64 << 53) as f64;
+            Scalar::from_f64(ty, unit * 4.0 - 2.0)
+        })
+        .collect()
+}
+
+/// `C (M × N, row-major) = A (M × K, row-major) · B (K × N, column-major) + C` with one
+/// warp per `m × n` tile of C, B staged through shared memory when `via_shared`.
+pub struct FragmentGemm {
+    pub shape: MmaShape,
+    pub input: ScalarType,
+    pub acc: ScalarType,
+    /// Tiles of C along M and N, one warp each.
+    pub tiles: (u32, u32),
+    /// `k`-deep steps of the reduction.
+    pub k_steps: u32,
+    /// Whether B goes through shared memory (a barrier) or is read from its buffer.
+    pub via_shared: bool,
+}
+
+impl FragmentGemm {
+    /// `(M, N, K)`.
+    pub fn dims(&self) -> (u32, u32, u32) {
+        let MmaShape { m, n, k } = self.shape;
+        (m * self.tiles.0, n * self.tiles.1, k * self.k_steps)
+    }
+
+    /// The kernel (one workgroup).
+    pub fn kernel(&self) -> Kernel {
+        let (mm, nn, kk) = self.dims();
+        let MmaShape { m, n, k } = self.shape;
+        let warps = self.tiles.0 * self.tiles.1;
+        let mut kb = KernelBuilder::new("fragment_gemm", [32 * warps, 1, 1]);
+        let a = kb.buffer("a", self.input, (mm * kk) as u64, Access::Read);
+        let b = kb.buffer("b", self.input, (kk * nn) as u64, Access::Read);
+        let c = kb.buffer("c", self.acc, (mm * nn) as u64, Access::ReadWrite);
+        let sb = self
+            .via_shared
+            .then(|| kb.shared("sb", self.input, kk * nn));
+        let (shape, input, acc, n_tiles, k_steps) =
+            (self.shape, self.input, self.acc, self.tiles.1, self.k_steps);
+        kb.build(|f| {
+            let fa = f.fragment("fa", FragmentRole::A, shape, input);
+            let fb = f.fragment("fb", FragmentRole::B, shape, input);
+            let fc = f.fragment("fc", FragmentRole::Accumulator, shape, acc);
+            let source = match sb {
+                Some(sb) => {
+                    let threads = 32 * warps;
+                    f.for_("e", local_id(0), kk * nn, threads, |f, e| {
+                        f.store(sb, e.clone(), b.at(e));
+                    });
+                    f.barrier();
+                    sb
+                }
+                None => b,
+            };
+            let warp = f.let_("warp", local_id(0) / 32u32);
+            let ti = f.let_("ti", warp.clone() / n_tiles);
+            let tj = f.let_("tj", warp % n_tiles);
+            let c_at = f.let_("c_at", ti.clone() * (m * nn) + tj.clone() * n);
+            f.load_fragment(fc, c, c_at.clone(), nn, RowMajor);
+            f.for_("s", 0u32, k_steps, 1, |f, s| {
+                f.load_fragment(fa, a, ti.clone() * (m * kk) + s.clone() * k, kk, RowMajor);
+                f.load_fragment(fb, source, tj.clone() * (n * kk) + s * k, kk, ColMajor);
+                f.mma(fc, fa, fb, fc);
+            });
+            f.store_fragment(fc, c, c_at, nn, RowMajor);
+        })
+        .unwrap()
+    }
+
+    /// `a`, `b` and `c`'s initial values.
+    pub fn inputs(&self) -> Vec<HostBuffer> {
+        let (mm, nn, kk) = self.dims();
+        vec![
+            HostBuffer::new(self.input, values(self.input, (mm * kk) as usize, 1)),
+            HostBuffer::new(self.input, values(self.input, (kk * nn) as usize, 2)),
+            HostBuffer::new(self.acc, values(self.acc, (mm * nn) as usize, 3)),
+        ]
+    }
+
+    /// The definition: per element, C then one `fma` per `p` in the accumulator type.
+    /// How far a sum in another order (tensor cores) may lie from the definition at
+    /// element `e` of C: `(K + 1)·2u·(|C| + Σ|A·B|)` with `u` the accumulator's unit
+    /// roundoff (docs/semantics.md, "Matrix fragments").
+    pub fn accumulation_bound(&self, inputs: &[HostBuffer], e: usize) -> f64 {
+        let (_, nn, kk) = self.dims();
+        let (nn, kk) = (nn as usize, kk as usize);
+        let (i, j) = (e / nn, e % nn);
+        let (a, b, c) = (inputs[0].to_f64(), inputs[1].to_f64(), inputs[2].to_f64());
+        let magnitude: f64 = c[e].abs()
+            + (0..kk)
+                .map(|p| (a[i * kk + p] * b[j * kk + p]).abs())
+                .sum::<f64>();
+        let unit = match self.acc {
+            ScalarType::F64 => f64::EPSILON / 2.0,
+            _ => f32::EPSILON as f64 / 2.0,
+        };
+        (kk as f64 + 1.0) * 2.0 * unit * magnitude
+    }
+
+    pub fn reference(&self, inputs: &[HostBuffer]) -> Vec<f64> {
+        let (mm, nn, kk) = self.dims();
+        let (a, b, c) = (inputs[0].to_f64(), inputs[1].to_f64(), inputs[2].to_f64());
+        let mut out = c.clone();
+        for i in 0..mm as usize {
+            for j in 0..nn as usize {
+                let (kk, nn) = (kk as usize, nn as usize);
+                let terms = (0..kk).map(|p| (a[i * kk + p], b[j * kk + p]));
+                out[i * nn + j] = match self.acc {
+                    ScalarType::F32 => terms
+                        .fold(c[i * nn + j] as f32, |s, (x, y)| {
+                            (x as f32).mul_add(y as f32, s)
+                        })
+                        .into(),
+                    _ => terms.fold(c[i * nn + j], |s, (x, y)| x.mul_add(y, s)),
+                };
+            }
+        }
+        out
+    }
+}
+
+/// One GEMM of every kind of [`MMA_KINDS`], with B through shared memory or not as
+/// `via_shared` says (`None`: alternating).
+pub fn every_kind(via_shared: Option<bool>) -> Vec<FragmentGemm> {
+    MMA_KINDS
+        .iter()
+        .enumerate()
+        .map(|(i, &(shape, input, acc))| FragmentGemm {
+            shape,
+            input,
+            acc,
+            tiles: [(2, 1), (1, 2), (2, 2)][i % 3],
+            k_steps: 3,
+            via_shared: via_shared.unwrap_or(i % 2 == 0),
+        })
+        .collect()
+}
