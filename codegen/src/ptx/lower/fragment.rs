@@ -69,24 +69,30 @@ fn share(role: FragmentRole, shape: MmaShape) -> Vec<(Coord, Coord)> {
     }
 }
 
-/// The `8 × 8` matrices one `ldmatrix` reads for a share of `decl` loaded from
-/// `mem` along `layout`: where each thread's elements pair up along memory (`A`
-/// row-major, `B` column-major, 16-bit elements, shared memory); `None` otherwise.
-fn ldmatrix_count(decl: &FragmentDecl, mem: Memory, layout: FragmentLayout) -> Option<u32> {
+/// How `ldmatrix` reads a share of `decl` from `mem` along `layout`: the `8 × 8`
+/// matrices it takes and whether transposed (`.trans`), for 16-bit `A` and `B`
+/// fragments in shared memory; `None` for the rest. Row-major `A` and column-major
+/// `B` hold each thread's pairs side by side in memory; the other two layouts hold
+/// them a row apart, which `.trans` gathers.
+fn ldmatrix_kind(decl: &FragmentDecl, mem: Memory, layout: FragmentLayout) -> Option<(u32, bool)> {
     let half = matches!(decl.elem, ScalarType::F16 | ScalarType::Bf16);
-    let paired = matches!(
-        (decl.role, layout),
-        (FragmentRole::A, FragmentLayout::RowMajor) | (FragmentRole::B, FragmentLayout::ColMajor)
-    );
-    if !half || !paired || !matches!(mem, Memory::Shared(_)) {
+    if !half || !matches!(mem, Memory::Shared(_)) {
         return None;
     }
-    Some(match (decl.role, decl.shape) {
+    let transposed = match (decl.role, layout) {
+        (FragmentRole::A, FragmentLayout::RowMajor)
+        | (FragmentRole::B, FragmentLayout::ColMajor) => false,
+        (FragmentRole::A, FragmentLayout::ColMajor)
+        | (FragmentRole::B, FragmentLayout::RowMajor) => true,
+        (FragmentRole::Accumulator, _) => return None,
+    };
+    let matrices = match (decl.role, decl.shape) {
         (FragmentRole::A, MmaShape::M16N8K16) => 4,
         (FragmentRole::A, MmaShape::M16N8K8) | (FragmentRole::B, MmaShape::M16N8K16) => 2,
         (FragmentRole::B, MmaShape::M16N8K8) => 1,
         _ => return None,
-    })
+    };
+    Some((matrices, transposed))
 }
 
 /// The LLVM intrinsic of one multiply kind.
@@ -231,6 +237,7 @@ impl<'ctx> Lower<'_, 'ctx> {
     ) -> Result<(), CodegenError> {
         let decl = self.fragment_decl(frag)?;
         let slots = self.fragment_slots(frag)?;
+        let (index_expr, stride_expr) = (index, stride);
         let index = int(self.expr(index)?.first()?)?;
         let stride = int(self.expr(stride)?.first()?)?;
         let (g, t) = self.lane_quad()?;
@@ -267,10 +274,26 @@ impl<'ctx> Lower<'_, 'ctx> {
             .b
             .build_int_add(last, i64t.const_int(minor as u64, false), "")
             .or_internal()?;
+        // Proven by the value ranges of the index and the stride: no check at all.
+        let proven = self
+            .ranges
+            .range(index_expr)
+            .zip(self.ranges.range(stride_expr))
+            .is_some_and(|(i, s)| {
+                let last = i.hi as u128 + s.hi as u128 * major as u128 + minor as u128;
+                last < len as u128
+            });
+        let aligned_rows = self.ranges.alignment(index_expr) % 8 == 0
+            && self.ranges.alignment(stride_expr) % 8 == 0;
         let fits = self
             .b
             .build_int_compare(IntPredicate::ULT, last, i64t.const_int(len, false), "fits")
             .or_internal()?;
+        let fits = if proven {
+            self.ctx.bool_type().const_int(1, false)
+        } else {
+            fits
+        };
         let func = self.func;
         let fast = self.ctx.append_basic_block(func, "fragment.fast");
         let slow = self.ctx.append_basic_block(func, "fragment.checked");
@@ -280,16 +303,20 @@ impl<'ctx> Lower<'_, 'ctx> {
             .or_internal()?;
         for (block, checked) in [(fast, false), (slow, true)] {
             self.b.position_at_end(block);
+            if checked && proven {
+                // Never taken.
+                self.b.build_unreachable().or_internal()?;
+                continue;
+            }
             if !checked && !store {
-                if let Some(matrices) = ldmatrix_count(&decl, mem, layout) {
+                if let Some(kind) = ldmatrix_kind(&decl, mem, layout) {
                     // Rows of 8 elements 16-byte aligned: the warp-uniform index and
                     // stride both multiples of 8.
-                    let (index, stride) = (index, stride);
                     self.ldmatrix_or_scalar(
                         &decl,
                         mem,
-                        (index, stride),
-                        matrices,
+                        (index, stride, aligned_rows),
+                        kind,
                         &slots,
                         &elements,
                     )?;
@@ -326,8 +353,8 @@ impl<'ctx> Lower<'_, 'ctx> {
         &mut self,
         decl: &FragmentDecl,
         mem: Memory,
-        (index, stride): (IntValue<'ctx>, IntValue<'ctx>),
-        matrices: u32,
+        (index, stride, proven_aligned): (IntValue<'ctx>, IntValue<'ctx>, bool),
+        (matrices, transposed): (u32, bool),
         slots: &[PointerValue<'ctx>],
         elements: &[IntValue<'ctx>],
     ) -> Result<(), CodegenError> {
@@ -337,10 +364,13 @@ impl<'ctx> Lower<'_, 'ctx> {
             .b
             .build_and(either, i32t.const_int(7, false), "")
             .or_internal()?;
-        let aligned = self
-            .b
-            .build_int_compare(IntPredicate::EQ, low, i32t.const_zero(), "rows_aligned")
-            .or_internal()?;
+        let aligned = if proven_aligned {
+            self.ctx.bool_type().const_int(1, false)
+        } else {
+            self.b
+                .build_int_compare(IntPredicate::EQ, low, i32t.const_zero(), "rows_aligned")
+                .or_internal()?
+        };
         let func = self.func;
         let by_matrix = self.ctx.append_basic_block(func, "fragment.ldmatrix");
         let by_element = self.ctx.append_basic_block(func, "fragment.scalar");
@@ -350,39 +380,37 @@ impl<'ctx> Lower<'_, 'ctx> {
             .or_internal()?;
 
         self.b.position_at_end(by_matrix);
-        // Lane L gives row L mod 8 of matrix L / 8: for A (row-major) the rows
-        // `L mod 16` at column `8·(L / 16)`; for B (column-major, rows are B's
-        // columns) column `L mod 8` at reduction offset `8·(L / 8)`.
+        // Lane L gives row `r = L mod 8` of matrix `q = L / 8`, at `major·stride +
+        // minor` from the index. A's matrices are its 8 × 8 blocks in register order
+        // (rows `8·(q mod 2)`, columns `8·(q / 2)`), B's its blocks down the reduction
+        // (`8·q`); a row of memory is one of A's rows (row-major) or of its columns
+        // (column-major, transposed), one of B's columns (column-major) or of its rows
+        // (row-major, transposed).
         let lane = self.lane()?;
-        let (row, col) = match decl.role {
-            FragmentRole::A => (
-                self.b
-                    .build_and(lane, i32t.const_int(15, false), "")
-                    .or_internal()?,
-                self.b
-                    .build_left_shift(
-                        self.b
-                            .build_right_shift(lane, i32t.const_int(4, false), false, "")
-                            .or_internal()?,
-                        i32t.const_int(3, false),
-                        "",
-                    )
-                    .or_internal()?,
+        let c = |v: u64| i32t.const_int(v, false);
+        let q = self
+            .b
+            .build_right_shift(lane, c(3), false, "")
+            .or_internal()?;
+        let r = self.b.build_and(lane, c(7), "").or_internal()?;
+        let q_low = self.b.build_and(q, c(1), "").or_internal()?;
+        let q_high = self.b.build_right_shift(q, c(1), false, "").or_internal()?;
+        let eight = |v: IntValue<'ctx>| self.b.build_left_shift(v, c(3), "").or_internal();
+        let (row, col) = match (decl.role, transposed) {
+            // Rows 8·(q mod 2) + r, column 8·(q / 2).
+            (FragmentRole::A, false) => (
+                self.b.build_int_add(eight(q_low)?, r, "").or_internal()?,
+                eight(q_high)?,
             ),
-            FragmentRole::B | FragmentRole::Accumulator => (
-                self.b
-                    .build_and(lane, i32t.const_int(7, false), "")
-                    .or_internal()?,
-                self.b
-                    .build_left_shift(
-                        self.b
-                            .build_right_shift(lane, i32t.const_int(3, false), false, "")
-                            .or_internal()?,
-                        i32t.const_int(3, false),
-                        "",
-                    )
-                    .or_internal()?,
+            // Reduction row 8·(q / 2) + r, column 8·(q mod 2).
+            (FragmentRole::A, true) => (
+                self.b.build_int_add(eight(q_high)?, r, "").or_internal()?,
+                eight(q_low)?,
             ),
+            // Column r of B at reduction offset 8·q.
+            (FragmentRole::B | FragmentRole::Accumulator, false) => (r, eight(q)?),
+            // Reduction row 8·q + r = L.
+            (FragmentRole::B | FragmentRole::Accumulator, true) => (lane, c(0)),
         };
         // Lanes past the matrices' rows give an address too (ignored): keep it in
         // the fragment, at its first row.
@@ -409,7 +437,8 @@ impl<'ctx> Lower<'_, 'ctx> {
         let at = self.b.build_int_add(at, col, "").or_internal()?;
         let at = self.b.build_int_add(at, index, "").or_internal()?;
         let ptr = self.shared_element_ptr(mem, at)?;
-        let name = format!("llvm.nvvm.ldmatrix.sync.aligned.m8n8.x{matrices}.b16");
+        let trans = if transposed { ".trans" } else { "" };
+        let name = format!("llvm.nvvm.ldmatrix.sync.aligned.m8n8.x{matrices}{trans}.b16");
         let func_decl = inkwell::intrinsics::Intrinsic::find(&name)
             .and_then(|i| i.get_declaration(self.module, &[ptr.get_type().into()]))
             .ok_or_else(|| internal(format!("LLVM does not know the intrinsic `{name}`")))?;

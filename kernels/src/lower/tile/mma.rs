@@ -1,23 +1,26 @@
-//! The tile kernel on matrix fragments (tensor cores), for f16 and bf16 operands with
-//! f32 sums on devices whose caps say `matrix_fragments`.
+//! The tile kernel on matrix fragments (tensor cores): f16 and bf16 operands with f32
+//! sums (m16n8k16), and f64 (m8n8k4, DMMA), on devices whose caps say
+//! `matrix_fragments`.
 //!
 //! A workgroup of `WM × WN` warps computes a `BM × BN` tile of one `C_z`; each warp
-//! owns a `FM·16 × FN·8` block of it as `FM × FN` accumulator fragments of the
-//! `m16n8k16` multiply. A loop over `BK`-slabs of the reduction stages `A` as
-//! `[BM][BK + 8]` and `B` as `[BN][BK + 8]` in shared memory, in the operands' own
-//! type (the padding spreads a column's reads over the banks), neighbouring
-//! invocations walking each operand's contiguous axis and zero-filling past the
-//! matrix; after a barrier every warp loads its `A` fragments row-major and its `B`
-//! fragments column-major from there and multiplies, `BK / 16` steps per slab.
+//! owns a block of it as `FM × FN` accumulator fragments ([`MmaTile`]). A loop over
+//! `BK`-slabs of the reduction stages `A` as `[BM][BK + pad]` and `B` as
+//! `[BN][BK + pad]` in shared memory, in the operands' own type (the padding spreads a
+//! column's reads over the banks): neighbouring invocations walk each operand's
+//! contiguous axis, 4 elements per load where strides, offsets and extents allow,
+//! zero past the matrix, and the next slab's loads are in flight in registers while
+//! this one multiplies. After a barrier every warp loads its `A` fragments row-major
+//! and its `B` fragments column-major from there (PTX reads 16-bit ones by
+//! `ldmatrix`) and multiplies, `BK / k` steps per slab.
 //!
 //! The epilogue goes through shared memory, one row of a warp's fragments at a time:
-//! the warp stores them (f32) to its own `16 × FN·8` region, and after a barrier each
-//! of its invocations takes the elements of that region one row at a time (coalesced)
+//! the warp stores them to its own region, and after a barrier each of its
+//! invocations takes the elements of that region one row at a time (coalesced)
 //! through the engine's epilogue (`alpha`, `beta·C_in`, bias, activation, rounding)
 //! into C.
 //!
-//! Each element of C is `C_in`'s epilogue applied to a sum of exact products of the
-//! operands (f16 and bf16 products are exact in f32), summed by the tensor cores in
+//! Each element of C is the epilogue applied to a sum of exact products (f16 and
+//! bf16 products are exact in f32; f64's are fused), summed by the tensor cores in
 //! their own order, within the accumulation bound of docs/semantics.md ("Matrix
 //! fragments"); the interpreter and the expansion sum them in order, one `fma` at a
 //! time.
@@ -32,13 +35,6 @@ use kernelc_ir::builder::*;
 use kernelc_ir::fragment::{FragmentLayout, FragmentRole, MmaShape};
 use kernelc_ir::{Access, FragmentId, ScalarType};
 
-/// The multiply every fragment uses.
-const SHAPE: MmaShape = MmaShape::M16N8K16;
-/// Reduction elements per slab.
-const BK: u32 = 32;
-/// Padding of a staged row (elements).
-const PAD: u32 = 8;
-
 /// The warps of a workgroup and the fragments of a warp.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct MmaTile {
@@ -48,32 +44,61 @@ pub(crate) struct MmaTile {
     /// Accumulator fragments of a warp along M and N.
     pub fm: u32,
     pub fn_: u32,
+    /// The multiply, its operands' and its sums' types.
+    pub shape: MmaShape,
+    pub input: ScalarType,
+    pub acc: ScalarType,
+    /// Reduction elements per slab, and the padding of a staged row.
+    pub bk: u32,
+    pub pad: u32,
 }
 
 impl MmaTile {
-    /// 8 warps, each 64 × 32: a 128 × 128 tile.
-    const LARGE: MmaTile = MmaTile {
-        wm: 2,
-        wn: 4,
-        fm: 4,
-        fn_: 4,
-    };
-    /// 4 warps, each 32 × 32: a 64 × 64 tile.
-    const SMALL: MmaTile = MmaTile {
-        wm: 2,
-        wn: 2,
-        fm: 2,
-        fn_: 4,
-    };
+    /// f16/bf16 operands on m16n8k16: 8 warps of 64 × 32 (a 128 × 128 tile) or 4 of
+    /// 32 × 32 (64 × 64), 32-deep slabs.
+    fn half(input: ScalarType, large: bool) -> MmaTile {
+        MmaTile {
+            wm: 2,
+            wn: if large { 4 } else { 2 },
+            fm: if large { 4 } else { 2 },
+            fn_: 4,
+            shape: MmaShape::M16N8K16,
+            input,
+            acc: ScalarType::F32,
+            bk: 32,
+            pad: 8,
+        }
+    }
+
+    /// f64 on m8n8k4 (DMMA): 8 warps of 32 × 32 (a 64 × 128 tile) or 4 (64 × 64),
+    /// 16-deep slabs.
+    fn double(large: bool) -> MmaTile {
+        MmaTile {
+            wm: 2,
+            wn: if large { 4 } else { 2 },
+            fm: 4,
+            fn_: 4,
+            shape: MmaShape::M8N8K4,
+            input: ScalarType::F64,
+            acc: ScalarType::F64,
+            bk: 16,
+            pad: 4,
+        }
+    }
+
+    /// A staged row: the slab and its padding.
+    fn row(&self) -> u32 {
+        self.bk + self.pad
+    }
 
     fn warps(&self) -> u32 {
         self.wm * self.wn
     }
     fn warp_rows(&self) -> u32 {
-        self.fm * SHAPE.m
+        self.fm * self.shape.m
     }
     fn warp_cols(&self) -> u32 {
-        self.fn_ * SHAPE.n
+        self.fn_ * self.shape.n
     }
     fn bm(&self) -> u32 {
         self.wm * self.warp_rows()
@@ -90,7 +115,7 @@ impl MmaTile {
         Tile {
             bm: self.bm(),
             bn: self.bn(),
-            bk: BK,
+            bk: self.bk,
             ty: 1,
             tx: self.invocations(),
             tm: self.bm(),
@@ -101,24 +126,26 @@ impl MmaTile {
         }
     }
 
-    fn shared_bytes(&self, input: ScalarType) -> u64 {
-        let staged = (self.bm() + self.bn()) as u64 * (BK + PAD) as u64 * input.size_bytes() as u64;
-        let epilogue = self.warps() as u64 * (SHAPE.m * self.warp_cols()) as u64 * 4;
-        staged + epilogue
+    /// At most (a slab staged either way round).
+    fn shared_bytes(&self) -> u64 {
+        let staged = (self.bm() + self.bn() + 2 * self.pad) as u64 * self.row() as u64;
+        let epilogue = self.warps() as u64 * (self.shape.m * self.warp_cols()) as u64;
+        staged * self.input.size_bytes() as u64 + epilogue * self.acc.size_bytes() as u64
     }
 }
 
 /// The fragment tile for `core` on `caps`, or `None` where the SIMT tile serves: no
-/// matrix units, other operand types, `input_rounding`, or operands with absent
-/// elements (whose `0·∞` terms the SIMT engine keeps out of the sums).
+/// matrix units, other operand types, or `input_rounding`.
 pub(crate) fn choose(core: &GemmCore, caps: &TargetCaps) -> Option<MmaTile> {
-    let half = matches!(core.a.dtype, ScalarType::F16 | ScalarType::Bf16);
     let eligible = caps.matrix_fragments
-        && half
         && core.b.dtype == core.a.dtype
         && core.input_rounding.is_none()
-        && !core.has_absent()
         && core.k > 0;
+    let kind = |large| match core.a.dtype {
+        ScalarType::F16 | ScalarType::Bf16 => Some(MmaTile::half(core.a.dtype, large)),
+        ScalarType::F64 => Some(MmaTile::double(large)),
+        _ => None,
+    };
     if !eligible {
         return None;
     }
@@ -126,13 +153,14 @@ pub(crate) fn choose(core: &GemmCore, caps: &TargetCaps) -> Option<MmaTile> {
         core.m.div_ceil(t.bm()) as u64 * core.n.div_ceil(t.bn()) as u64 * core.batch_count() as u64
     };
     // The large tile where it still fills about a device's worth of workgroups.
-    let tile = if tiles(MmaTile::LARGE) >= 96 {
-        MmaTile::LARGE
+    let large = kind(true)?;
+    let tile = if tiles(large) >= 96 {
+        large
     } else {
-        MmaTile::SMALL
+        kind(false)?
     };
     let fits = tile.invocations() <= caps.max_invocations_per_workgroup
-        && tile.shared_bytes(core.a.dtype) <= caps.shared_memory_bytes as u64;
+        && tile.shared_bytes() <= caps.shared_memory_bytes as u64;
     fits.then_some(tile)
 }
 
@@ -184,14 +212,17 @@ impl TileKernel<'_> {
             bindings.push(prior.beta.clone());
             k.scalar("beta", compute)
         });
-        let row = BK + PAD;
-        let a_sh = k.shared("a_tile", core.a.dtype, mt.bm() * row);
-        let b_sh = k.shared("b_tile", core.b.dtype, mt.bn() * row);
-        let c_sh = k.shared(
-            "c_rows",
-            ScalarType::F32,
-            mt.warps() * SHAPE.m * mt.warp_cols(),
-        );
+        let staged = |op: &GemmOperand, outer_len: u32, outer: u32| {
+            let along = op.gather.contiguous(outer_len, core.k) == super::Axis::Reduction;
+            if along {
+                outer * mt.row()
+            } else {
+                mt.bk * (outer + mt.pad)
+            }
+        };
+        let a_sh = k.shared("a_tile", core.a.dtype, staged(&core.a, core.m, mt.bm()));
+        let b_sh = k.shared("b_tile", core.b.dtype, staged(&core.b, core.n, mt.bn()));
+        let c_sh = k.shared("c_rows", mt.acc, mt.warps() * mt.shape.m * mt.warp_cols());
         let mems = Mems {
             a,
             b,
@@ -228,27 +259,35 @@ impl TileKernel<'_> {
             "warp_col",
             scale(rem(warp.clone(), mt.wn), mt.warp_cols()),
         );
-        let frag = |f: &mut Body, name: &str, role| f.fragment(name, role, SHAPE, input);
+        let shape = mt.shape;
+        let frag = |f: &mut Body, name: &str, role| f.fragment(name, role, shape, input);
         let fa: Vec<FragmentId> = (0..mt.fm).map(|_| frag(f, "a", FragmentRole::A)).collect();
         let fb: Vec<FragmentId> = (0..mt.fn_).map(|_| frag(f, "b", FragmentRole::B)).collect();
         let acc: Vec<Vec<FragmentId>> = (0..mt.fm)
             .map(|_| {
                 (0..mt.fn_)
-                    .map(|_| f.fragment("acc", FragmentRole::Accumulator, SHAPE, ScalarType::F32))
+                    .map(|_| f.fragment("acc", FragmentRole::Accumulator, shape, mt.acc))
                     .collect()
             })
             .collect();
         for &c in acc.iter().flatten() {
-            f.fill_fragment(c, 0f32);
+            f.fill_fragment(
+                c,
+                E(kernelc_ir::Expr::Lit(kernelc_ir::Scalar::zero(mt.acc))),
+            );
         }
-        let row = BK + PAD;
+        // The tile's origin, clamped to the last tile (which every workgroup that
+        // gets here is at most): the value ranges then bound the staging loads.
+        let last = |tiles: u32, size: u32| E::from(tiles.saturating_sub(1) * size);
+        let m0 = bind(f, "m0c", place.m0.clone().min(last(self.tiles_m, mt.bm())));
+        let n0 = bind(f, "n0c", place.n0.clone().min(last(self.tiles_n, mt.bn())));
         let sides = [
             Staging::new(
                 core,
                 &core.a,
                 (m.a, m.a_sh),
                 (core.m, mt.bm()),
-                &place.m0,
+                &m0,
                 &place.off_a,
                 mt,
             ),
@@ -257,17 +296,19 @@ impl TileKernel<'_> {
                 &core.b,
                 (m.b, m.b_sh),
                 (core.n, mt.bn()),
-                &place.n0,
+                &n0,
                 &place.off_b,
                 mt,
             ),
         ];
+        let (row_a, row_b) = (sides[0].row, sides[1].row);
         // The next slab's global loads are in flight while this slab multiplies.
         let regs: Vec<Vec<Var>> = sides.iter().map(|s| s.registers(f)).collect();
         for (side, regs) in sides.iter().zip(&regs) {
             side.fetch(f, regs, &E::from(0u32));
         }
-        let slabs = core.k.div_ceil(BK);
+        let (bk, shape) = (mt.bk, mt.shape);
+        let slabs = core.k.div_ceil(bk);
         f.for_("slab", 0u32, slabs, 1, |f, slab| {
             for (side, regs) in sides.iter().zip(&regs) {
                 side.store(f, regs);
@@ -275,32 +316,26 @@ impl TileKernel<'_> {
             f.barrier();
             let next = bind(f, "next", add(slab, E::from(1u32)));
             f.if_(next.clone().lt(slabs), |f| {
-                let p0 = bind(f, "p0", scale(next.clone(), BK));
+                // `next` is below `slabs` here; the clamp says so to the value ranges.
+                let next = next.clone().min(E::from(slabs - 1));
+                let p0 = bind(f, "p0", scale(next, bk));
                 for (side, regs) in sides.iter().zip(&regs) {
                     side.fetch(f, regs, &p0);
                 }
             });
-            for step in 0..BK / SHAPE.k {
-                let p = step * SHAPE.k;
+            for step in 0..bk / shape.k {
+                let p = step * shape.k;
+                // A staged row-major ([outer][bk]) is read row-major as A and
+                // column-major as B; staged reduction-major ([bk][outer]), the other way.
                 for (i, &a) in fa.iter().enumerate() {
-                    let r = add(wr.clone(), E::from(i as u32 * SHAPE.m));
-                    f.load_fragment(
-                        a,
-                        m.a_sh,
-                        add(scale(r, row), E::from(p)),
-                        row,
-                        FragmentLayout::RowMajor,
-                    );
+                    let r = add(wr.clone(), E::from(i as u32 * shape.m));
+                    let (at, layout) = sides[0].fragment_at(r, p, FragmentRole::A);
+                    f.load_fragment(a, m.a_sh, at, row_a, layout);
                 }
                 for (j, &b) in fb.iter().enumerate() {
-                    let c = add(wc.clone(), E::from(j as u32 * SHAPE.n));
-                    f.load_fragment(
-                        b,
-                        m.b_sh,
-                        add(scale(c, row), E::from(p)),
-                        row,
-                        FragmentLayout::ColMajor,
-                    );
+                    let c = add(wc.clone(), E::from(j as u32 * shape.n));
+                    let (at, layout) = sides[1].fragment_at(c, p, FragmentRole::B);
+                    f.load_fragment(b, m.b_sh, at, row_b, layout);
                 }
                 for (i, &a) in fa.iter().enumerate() {
                     for (j, &b) in fb.iter().enumerate() {
@@ -327,14 +362,15 @@ impl TileKernel<'_> {
         let core = self.core;
         let Some(c_sh) = m.acc_sh else { return };
         let width = mt.warp_cols();
-        let region = bind(f, "region", scale(warp.clone(), SHAPE.m * width));
+        let shape = mt.shape;
+        let region = bind(f, "region", scale(warp.clone(), shape.m * width));
         for (i, row_of) in acc.iter().enumerate() {
             for (j, &c) in row_of.iter().enumerate() {
-                let at = add(region.clone(), E::from(j as u32 * SHAPE.n));
+                let at = add(region.clone(), E::from(j as u32 * shape.n));
                 f.store_fragment(c, c_sh, at, width, FragmentLayout::RowMajor);
             }
             f.barrier();
-            for q in 0..SHAPE.m * width / 32 {
+            for q in 0..shape.m * width / 32 {
                 let e = add(lane.clone(), E::from(q * 32));
                 let r = div(e.clone(), width);
                 let col_in = rem(e.clone(), width);
@@ -343,7 +379,7 @@ impl TileKernel<'_> {
                     "row",
                     add(
                         add(place.m0.clone(), wr.clone()),
-                        add(E::from(i as u32 * SHAPE.m), r),
+                        add(E::from(i as u32 * shape.m), r),
                     ),
                 );
                 let col = bind(f, "col", add(add(place.n0.clone(), wc.clone()), col_in));
@@ -357,7 +393,23 @@ impl TileKernel<'_> {
                             col.clone(),
                         ),
                     );
-                    let sum = c_sh.at(add(region.clone(), e));
+                    let mut sum = c_sh.at(add(region.clone(), e));
+                    if core.has_absent() {
+                        // A NaN may be a `0·∞` of an absent element: summed again
+                        // over the existing terms (the engine's "Absent elements").
+                        let s = f.var("sum", sum);
+                        f.if_(s.get().ne(s.get()), |f| {
+                            let exact = core.exact_dot(
+                                f,
+                                (m.a, m.b),
+                                (&place.off_a, &place.off_b),
+                                &row,
+                                &col,
+                            );
+                            f.assign(s, exact);
+                        });
+                        sum = s.get();
+                    }
                     let row_bias = self.row_bias(f, m, &row);
                     let v = self.finish_value(f, m, &index, &col, row_bias, sum, 1);
                     f.store(m.out, index, v);
@@ -371,7 +423,7 @@ impl TileKernel<'_> {
 
 #[cfg(test)]
 mod tests {
-    //! Every f16/bf16 GEMM case of the table through the fragment tile, in the
+    //! Every f16/bf16/f64 GEMM case of the table through the fragment tile, in the
     //! interpreter as written and as the expansion makes it for other targets.
 
     use crate::conformance::{cases, check, Executor};
@@ -408,8 +460,10 @@ mod tests {
             .into_iter()
             .filter(|s| match s {
                 OpSpec::Gemm(g) => {
-                    matches!(g.dtype, ScalarType::F16 | ScalarType::Bf16)
-                        && g.input_rounding.is_none()
+                    matches!(
+                        g.dtype,
+                        ScalarType::F16 | ScalarType::Bf16 | ScalarType::F64
+                    ) && g.input_rounding.is_none()
                         && g.k > 0
                         && s.outputs().iter().all(|o| o.numel() > 0)
                 }
@@ -421,7 +475,7 @@ mod tests {
     #[test]
     fn half_gemms_conform_on_fragments_and_expanded() {
         let specs = half_gemms();
-        assert!(specs.len() >= 5, "{} f16/bf16 GEMM cases", specs.len());
+        assert!(specs.len() >= 8, "{} f16/bf16/f64 GEMM cases", specs.len());
         for expanded in [false, true] {
             let exec = Fragments { expanded };
             for spec in &specs {
@@ -445,7 +499,7 @@ mod tests {
     }
 }
 
-/// How one operand's `[outer][BK]` slab goes from global memory through registers
+/// How one operand's `[outer][bk]` slab goes from global memory through registers
 /// into shared memory: `lanes`-wide loads along the axis neighbouring invocations
 /// walk where the operand's strides, offsets and extents keep every vector aligned
 /// and whole inside or outside the matrix, else element by element.
@@ -462,6 +516,10 @@ struct Staging<'s> {
     along_reduction: bool,
     lanes: u8,
     threads: u32,
+    bk: u32,
+    /// A staged row: `bk + pad` elements where the slab is `[outer][bk]` (neighbours
+    /// along the reduction), `outer + pad` where it is `[bk][outer]`.
+    row: u32,
 }
 
 impl<'s> Staging<'s> {
@@ -507,12 +565,18 @@ impl<'s> Staging<'s> {
             along_reduction,
             lanes: if vector { 4 } else { 1 },
             threads: mt.invocations(),
+            bk: mt.bk,
+            row: if along_reduction {
+                mt.row()
+            } else {
+                outer + mt.pad
+            },
         }
     }
 
     /// Loads of one thread per slab.
     fn count(&self) -> u32 {
-        self.outer * BK / self.lanes as u32 / self.threads
+        self.outer * self.bk / self.lanes as u32 / self.threads
     }
 
     fn zero(&self) -> E {
@@ -538,11 +602,30 @@ impl<'s> Staging<'s> {
         let lanes = self.lanes as u32;
         let v = add(local_id(0), E::from(q * self.threads));
         if self.along_reduction {
-            let per_row = BK / lanes;
+            let per_row = self.bk / lanes;
             (div(v.clone(), per_row), scale(rem(v, per_row), lanes))
         } else {
             let per_col = self.outer / lanes;
             (scale(rem(v.clone(), per_col), lanes), div(v, per_col))
+        }
+    }
+
+    /// Where a fragment whose first outer index is `outer0` at reduction step `p`
+    /// starts in the staged slab, and how its elements lie (A's rows and B's columns
+    /// are the outer axis).
+    fn fragment_at(&self, outer0: E, p: u32, role: FragmentRole) -> (E, FragmentLayout) {
+        let outer_major = match role {
+            FragmentRole::A => FragmentLayout::RowMajor,
+            FragmentRole::B | FragmentRole::Accumulator => FragmentLayout::ColMajor,
+        };
+        let reduction_major = match outer_major {
+            FragmentLayout::RowMajor => FragmentLayout::ColMajor,
+            FragmentLayout::ColMajor => FragmentLayout::RowMajor,
+        };
+        if self.along_reduction {
+            (add(scale(outer0, self.row), E::from(p)), outer_major)
+        } else {
+            (add(scale(E::from(p), self.row), outer0), reduction_major)
         }
     }
 
@@ -552,36 +635,48 @@ impl<'s> Staging<'s> {
             let (r, p) = self.coords(q as u32);
             let rg = bind(f, "rg", add(self.origin.clone(), r));
             let pg = bind(f, "pg", add(p0.clone(), p));
-            f.assign(reg, self.zero());
-            let inside = rg.clone().lt(self.outer_len) & pg.clone().lt(self.k);
-            f.if_(inside, |f| {
+            // Where the tiles and slabs divide the matrix, every element is inside.
+            let outer_edge = self.outer_len % self.outer != 0;
+            let k_edge = self.k % self.bk != 0;
+            let inside = match (outer_edge, k_edge) {
+                (false, false) => None,
+                (true, false) => Some(rg.clone().lt(self.outer_len)),
+                (false, true) => Some(pg.clone().lt(self.k)),
+                (true, true) => Some(rg.clone().lt(self.outer_len) & pg.clone().lt(self.k)),
+            };
+            let load = |f: &mut Body| {
                 let (at, exists) = self.op.gather.address(f, &rg, &pg);
                 let index = add(self.off.clone(), at);
                 let value = self.mem.load(index, self.lanes);
                 match exists {
-                    Some(cond) => f.if_(cond, |f| f.assign(reg, value)),
+                    Some(cond) => {
+                        f.assign(reg, self.zero());
+                        f.if_(cond, |f| f.assign(reg, value));
+                    }
                     None => f.assign(reg, value),
                 }
-            });
+            };
+            match inside {
+                None => load(f),
+                Some(inside) => {
+                    f.assign(reg, self.zero());
+                    f.if_(inside, load);
+                }
+            }
         }
     }
 
-    /// Stores `regs` into the shared slab `[outer][BK + PAD]`.
+    /// Stores `regs` into the shared slab.
     fn store(&self, f: &mut Body, regs: &[Var]) {
         for (q, &reg) in regs.iter().enumerate() {
             let (r, p) = self.coords(q as u32);
-            let at = bind(f, "sh_at", add(scale(r, BK + PAD), p));
-            if self.lanes == 1 {
-                f.store(self.sh, at, reg.get());
-            } else if self.along_reduction {
-                f.store(self.sh, at, reg.get());
+            // Each vector's lanes are neighbours in the staged row too.
+            let at = if self.along_reduction {
+                add(scale(r, self.row), p)
             } else {
-                // Neighbours along the outer axis: one row each.
-                for l in 0..self.lanes {
-                    let row_l = add(at.clone(), E::from(l as u32 * (BK + PAD)));
-                    f.store(self.sh, row_l, reg.get().lane(l));
-                }
-            }
+                add(scale(p, self.row), r)
+            };
+            f.store(self.sh, at, reg.get());
         }
     }
 }
