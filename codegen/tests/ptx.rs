@@ -865,8 +865,15 @@ fn fragments_are_refused_before_sm_80_and_by_targets_without_matrix_units() {
 fn the_half_gemm_tile_reads_shared_fragments_by_ldmatrix() {
     use kernelc_kernels::lower::lower;
     use kernelc_kernels::spec::{GemmSpec, OpSpec};
-    for dtype in [Bf16, F16] {
-        let spec = OpSpec::Gemm(GemmSpec::new(dtype, 256, 256, 256));
+    // Row-major A pairs its elements along memory (plain ldmatrix); row-major B a
+    // row apart (ldmatrix.trans); transposed, the other way round.
+    for (dtype, trans, a, b) in [
+        (Bf16, false, "x4.shared.b16", "x2.trans.shared.b16"),
+        (F16, true, "x4.trans.shared.b16", "x2.shared.b16"),
+    ] {
+        let mut gemm = GemmSpec::new(dtype, 256, 256, 256);
+        (gemm.trans_a, gemm.trans_b) = (trans, trans);
+        let spec = OpSpec::Gemm(gemm);
         let plan = lower(&spec, &TargetCaps::cuda_sm90()).unwrap();
         let tile = plan
             .launches
@@ -875,11 +882,11 @@ fn the_half_gemm_tile_reads_shared_fragments_by_ldmatrix() {
             .expect("a fragment tile kernel");
         let kernel = kernelc_ir::passes::for_target(&tile.kernel, &ptx::required_expansion());
         let ptx = emit_checked(&kernel);
-        for want in [
-            "ldmatrix.sync.aligned.m8n8.x4.shared.b16",
-            "ldmatrix.sync.aligned.m8n8.x2.shared.b16",
-            "mma.sync.aligned.m16n8k16",
-        ] {
+        let (a, b) = (
+            format!("ldmatrix.sync.aligned.m8n8.{a}"),
+            format!("ldmatrix.sync.aligned.m8n8.{b}"),
+        );
+        for want in [a.as_str(), b.as_str(), "mma.sync.aligned.m16n8k16"] {
             assert!(ptx.contains(want), "{dtype}: no {want}");
         }
     }
