@@ -203,6 +203,7 @@ mod tests {
             params,
             shared: vec![],
             locals: vec![],
+            fragments: vec![],
             body: vec![],
         }
     }

@@ -613,6 +613,7 @@ fn invalid_kernel_is_rejected() {
                 params: vec![],
                 shared: vec![],
                 locals: vec![],
+                fragments: vec![],
                 body: vec![],
             }
         });

@@ -149,6 +149,7 @@ fn raw_kernel(locals: Vec<LocalDecl>, body: Vec<Stmt>) -> Kernel {
         }],
         shared: vec![],
         locals,
+        fragments: vec![],
         body,
     };
     validate(&kernel).expect("valid kernel");

@@ -64,6 +64,7 @@ fn vec_add_builds_the_expected_kernel() {
             ty: Type::U32,
             mutable: false,
         }],
+        fragments: vec![],
         body: vec![
             Stmt::Let {
                 local: i,

@@ -169,6 +169,17 @@ fn the_validator_names_what_is_wrong_with_fragments() {
         32,
     );
     assert!(matches!(e, K::BadFragment { .. }), "{e}");
+    // A fragment the kernel does not declare.
+    let mut k = KernelBuilder::new("unknown", [32, 1, 1])
+        .build(|_| {})
+        .unwrap();
+    k.body
+        .push(kernelc_ir::Stmt::Fragment(kernelc_ir::FragmentOp::Fill {
+            frag: kernelc_ir::FragmentId(3),
+            value: kernelc_ir::Expr::Lit(Scalar::f32(0.0)),
+        }));
+    let e = kernelc_ir::validate(&k).unwrap_err().kind;
+    assert!(matches!(e, K::UnknownFragment(3)), "{e}");
     // Under a condition that differs between invocations.
     let e = validation_error(
         |f| {

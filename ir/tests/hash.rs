@@ -66,6 +66,7 @@ fn pinned_kernel() -> Kernel {
                 mutable: false,
             },
         ],
+        fragments: vec![],
         body: vec![
             Stmt::Let {
                 local: LocalId(0),

@@ -782,6 +782,7 @@ fn divergent_barriers() {
         params: vec![],
         shared: vec![],
         locals: vec![],
+        fragments: vec![],
         body,
     };
 
@@ -891,6 +892,7 @@ fn unvalidated_ir_gives_typed_errors_not_panics() {
             ty: Type::U32,
             mutable: true,
         }],
+        fragments: vec![],
         body,
     };
     let args = || vec![Arg::Buffer(HostBuffer::zeros(U32, 4))];

@@ -198,6 +198,11 @@ fn everything_uses_every_variant() {
                     walk_expr(end, exprs, scalars);
                     walk_block(body, exprs, stmts, scalars);
                 }
+                Stmt::Fragment(op) => {
+                    for (_, e) in op.exprs() {
+                        walk_expr(e, exprs, scalars);
+                    }
+                }
                 Stmt::Return | Stmt::Barrier => {}
             }
         }
@@ -275,6 +280,7 @@ fn literals(k: &Kernel) -> Vec<Scalar> {
                     expr(end, out);
                     block(body, out);
                 }
+                Stmt::Fragment(op) => op.exprs().into_iter().for_each(|(_, e)| expr(e, out)),
                 Stmt::Return | Stmt::Barrier => {}
             }
         }

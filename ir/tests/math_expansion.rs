@@ -214,6 +214,7 @@ fn assert_no_call(block: &Block, func: MathFn) {
                 assert_no_call(body, func);
                 expr_has(start, func) || expr_has(end, func)
             }
+            Stmt::Fragment(op) => op.exprs().iter().any(|(_, e)| expr_has(e, func)),
             Stmt::Return | Stmt::Barrier => false,
         };
         assert!(!found, "`{}` call left in {s:?}", func.name());
@@ -709,6 +710,7 @@ fn calls(block: &Block) -> Vec<(MathFn, Expr)> {
                 walk(end, &mut out);
                 out.extend(calls(body));
             }
+            Stmt::Fragment(op) => op.exprs().into_iter().for_each(|(_, e)| walk(e, &mut out)),
             Stmt::Return | Stmt::Barrier => {}
         }
     }

@@ -208,6 +208,7 @@ fn repeated_local_names_are_disambiguated() {
             local("x", Type::I32, false),
             local("t", Type::I32, false),
         ],
+        fragments: vec![],
         body: vec![
             Stmt::Let {
                 local: LocalId(0),
@@ -301,6 +302,7 @@ fn invalid_kernels_print_too() {
         params: vec![],
         shared: vec![],
         locals: vec![],
+        fragments: vec![],
         body: vec![
             Stmt::Assign {
                 local: LocalId(9),

@@ -118,6 +118,8 @@ fn census(kernel: &Kernel, counts: &mut BTreeMap<String, usize>) {
                 }
                 Stmt::Return => "return",
                 Stmt::Barrier => "barrier",
+                // The generator writes no fragments.
+                Stmt::Fragment(op) => op.name(),
             };
             *counts.entry(name.to_string()).or_default() += 1;
         }
@@ -171,7 +173,8 @@ fn accesses<'a>(block: &'a [Stmt], f: &mut dyn FnMut(Touch<'a>)) {
                 expr(end, f);
                 accesses(body, f);
             }
-            Stmt::Return | Stmt::Barrier => {}
+            // The generator writes no fragments.
+            Stmt::Return | Stmt::Barrier | Stmt::Fragment(_) => {}
         }
     }
 }

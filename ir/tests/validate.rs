@@ -20,6 +20,7 @@ fn kernel(
         params,
         shared,
         locals,
+        fragments: vec![],
         body,
     }
 }
@@ -1079,6 +1080,12 @@ fn every_variant_is_covered() {
             K::UnalignedVectorAccess { .. } => "unaligned_vector_access",
             K::StorageOnlyType { .. } => "storage_only_type",
             K::NonUniformBarrier(_) => "non_uniform_barrier_*",
+            // Tested in tests/fragments.rs.
+            K::UnknownFragment(_) => "unknown_fragment",
+            K::BadFragment { .. } => "bad_fragment",
+            K::WorkgroupNotWarps(_) => "workgroup_not_warps",
+            K::FragmentUseBeforeAssign(_) => "fragment_use_before_assign",
+            K::NonUniformFragment(_) => "non_uniform_fragment",
         }
     }
     assert_eq!(covered(&K::ZeroStep), "zero_step");
