@@ -9,6 +9,7 @@ use kernelc_ir::passes::expand_fragments;
 use kernelc_ir::testing::fragments::{every_kind, values};
 use kernelc_ir::{Access, Kernel, Scalar, ScalarType, ValidationErrorKind};
 
+#[allow(clippy::result_large_err)]
 fn run_kernel(kernel: &Kernel, inputs: &[HostBuffer]) -> Result<Vec<HostBuffer>, InterpError> {
     let mut args: Vec<Arg> = inputs.iter().cloned().map(Arg::Buffer).collect();
     run(kernel, [1, 1, 1], &mut args)?;

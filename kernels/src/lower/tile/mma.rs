@@ -421,84 +421,6 @@ impl TileKernel<'_> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    //! Every f16/bf16/f64 GEMM case of the table through the fragment tile, in the
-    //! interpreter as written and as the expansion makes it for other targets.
-
-    use crate::conformance::{cases, check, Executor};
-    use crate::lower::{lower, TargetCaps};
-    use crate::spec::{OpKind, OpSpec};
-    use kernelc_ir::interp::HostBuffer;
-    use kernelc_ir::passes::expand_fragments;
-    use kernelc_ir::ScalarType;
-
-    struct Fragments {
-        expanded: bool,
-    }
-
-    impl Executor for Fragments {
-        fn name(&self) -> String {
-            format!("fragment tiles (expanded: {})", self.expanded)
-        }
-        fn run(&self, spec: &OpSpec, inputs: &[HostBuffer]) -> Result<Vec<HostBuffer>, String> {
-            let mut plan = lower(spec, &TargetCaps::cuda_sm90()).map_err(|e| e.to_string())?;
-            if !plan.launches.iter().any(|l| l.kernel.uses_fragments()) {
-                return Err(format!("{} lowers to no fragment kernel", spec.name()));
-            }
-            if self.expanded {
-                for launch in &mut plan.launches {
-                    launch.kernel = expand_fragments(&launch.kernel);
-                }
-            }
-            crate::conformance::interpret(&plan, spec, inputs)
-        }
-    }
-
-    fn half_gemms() -> Vec<OpSpec> {
-        cases::for_kind(OpKind::Gemm)
-            .into_iter()
-            .filter(|s| match s {
-                OpSpec::Gemm(g) => {
-                    matches!(
-                        g.dtype,
-                        ScalarType::F16 | ScalarType::Bf16 | ScalarType::F64
-                    ) && g.input_rounding.is_none()
-                        && g.k > 0
-                        && s.outputs().iter().all(|o| o.numel() > 0)
-                }
-                _ => false,
-            })
-            .collect()
-    }
-
-    #[test]
-    fn half_gemms_conform_on_fragments_and_expanded() {
-        let specs = half_gemms();
-        assert!(specs.len() >= 8, "{} f16/bf16/f64 GEMM cases", specs.len());
-        for expanded in [false, true] {
-            let exec = Fragments { expanded };
-            for spec in &specs {
-                if let Err(e) = check(&exec, spec, 7) {
-                    panic!("{}: {spec:?}: {e}", exec.name());
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn other_devices_keep_the_simt_tiles() {
-        for spec in half_gemms() {
-            for caps in [TargetCaps::cpu(), TargetCaps::gpu_baseline()] {
-                let Ok(plan) = lower(&spec, &caps) else {
-                    continue;
-                };
-                assert!(plan.launches.iter().all(|l| !l.kernel.uses_fragments()));
-            }
-        }
-    }
-}
-
 /// How one operand's `[outer][bk]` slab goes from global memory through registers
 /// into shared memory: `lanes`-wide loads along the axis neighbouring invocations
 /// walk where the operand's strides, offsets and extents keep every vector aligned
@@ -677,6 +599,84 @@ impl<'s> Staging<'s> {
                 add(scale(p, self.row), r)
             };
             f.store(self.sh, at, reg.get());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Every f16/bf16/f64 GEMM case of the table through the fragment tile, in the
+    //! interpreter as written and as the expansion makes it for other targets.
+
+    use crate::conformance::{cases, check, Executor};
+    use crate::lower::{lower, TargetCaps};
+    use crate::spec::{OpKind, OpSpec};
+    use kernelc_ir::interp::HostBuffer;
+    use kernelc_ir::passes::expand_fragments;
+    use kernelc_ir::ScalarType;
+
+    struct Fragments {
+        expanded: bool,
+    }
+
+    impl Executor for Fragments {
+        fn name(&self) -> String {
+            format!("fragment tiles (expanded: {})", self.expanded)
+        }
+        fn run(&self, spec: &OpSpec, inputs: &[HostBuffer]) -> Result<Vec<HostBuffer>, String> {
+            let mut plan = lower(spec, &TargetCaps::cuda_sm90()).map_err(|e| e.to_string())?;
+            if !plan.launches.iter().any(|l| l.kernel.uses_fragments()) {
+                return Err(format!("{} lowers to no fragment kernel", spec.name()));
+            }
+            if self.expanded {
+                for launch in &mut plan.launches {
+                    launch.kernel = expand_fragments(&launch.kernel);
+                }
+            }
+            crate::conformance::interpret(&plan, spec, inputs)
+        }
+    }
+
+    fn half_gemms() -> Vec<OpSpec> {
+        cases::for_kind(OpKind::Gemm)
+            .into_iter()
+            .filter(|s| match s {
+                OpSpec::Gemm(g) => {
+                    matches!(
+                        g.dtype,
+                        ScalarType::F16 | ScalarType::Bf16 | ScalarType::F64
+                    ) && g.input_rounding.is_none()
+                        && g.k > 0
+                        && s.outputs().iter().all(|o| o.numel() > 0)
+                }
+                _ => false,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn half_gemms_conform_on_fragments_and_expanded() {
+        let specs = half_gemms();
+        assert!(specs.len() >= 8, "{} f16/bf16/f64 GEMM cases", specs.len());
+        for expanded in [false, true] {
+            let exec = Fragments { expanded };
+            for spec in &specs {
+                if let Err(e) = check(&exec, spec, 7) {
+                    panic!("{}: {spec:?}: {e}", exec.name());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn other_devices_keep_the_simt_tiles() {
+        for spec in half_gemms() {
+            for caps in [TargetCaps::cpu(), TargetCaps::gpu_baseline()] {
+                let Ok(plan) = lower(&spec, &caps) else {
+                    continue;
+                };
+                assert!(plan.launches.iter().all(|l| !l.kernel.uses_fragments()));
+            }
         }
     }
 }
