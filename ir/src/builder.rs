@@ -587,11 +587,12 @@ impl Body {
         stride: impl Into<E>,
         layout: FragmentLayout,
     ) {
+        let (index, stride) = (index.into().0, stride.into().0);
         self.push(Stmt::Fragment(FragmentOp::Load {
             frag,
             mem: mem.0,
-            index: index.into().0,
-            stride: stride.into().0,
+            index,
+            stride,
             layout,
         }));
     }
@@ -605,11 +606,12 @@ impl Body {
         stride: impl Into<E>,
         layout: FragmentLayout,
     ) {
+        let (index, stride) = (index.into().0, stride.into().0);
         self.push(Stmt::Fragment(FragmentOp::Store {
             frag,
             mem: mem.0,
-            index: index.into().0,
-            stride: stride.into().0,
+            index,
+            stride,
             layout,
         }));
     }

@@ -25,6 +25,15 @@ pub(super) struct Mems {
     pub acc_sh: Option<Mem>,
 }
 
+/// What a tile kernel's epilogue reads and writes.
+pub(super) struct EpilogueMems {
+    pub bias: Option<Mem>,
+    pub c_in: Option<Mem>,
+    pub out: Mem,
+    pub alpha: E,
+    pub beta: Option<E>,
+}
+
 /// Per-workgroup values of the tile kernel.
 pub(super) struct Place {
     pub tid: E,
@@ -49,55 +58,26 @@ impl<'a> TileKernel<'a> {
     ) -> Result<Launch, LowerError> {
         let core = self.core;
         let compute = core.compute();
-        let grid = fold_grid(
-            u32::try_from(self.workgroups()).map_err(|_| LowerError::TooLarge {
-                what: format!("{} workgroup count", core.name),
-                value: self.workgroups(),
-                limit: u32::MAX as u64,
-            })?,
-            caps,
-        )?;
+        let grid = self.grid(caps)?;
         let mut k = KernelBuilder::new(
             format!("{}_tile", core.name),
             [self.tile.invocations(), 1, 1],
         );
         let mut bindings = Vec::new();
-        let a = k.buffer(core.a.name.clone(), core.a.dtype, core.a.len, Access::Read);
-        bindings.push(core.a.binding.clone());
-        let b = k.buffer(core.b.name.clone(), core.b.dtype, core.b.len, Access::Read);
-        bindings.push(core.b.binding.clone());
-        let (mut bias, mut c_in, mut alpha, mut beta) = (None, None, None, None);
-        let out = match (partial, self.split) {
+        let (a, b) = self.operand_buffers(&mut k, &mut bindings);
+        let (bias, c_in, out, alpha, beta) = match (partial, self.split) {
             (Some(binding), Some(split)) => {
                 let len = split.splits as u64
                     * core.batch_count() as u64
                     * core.m as u64
                     * split.ld as u64;
                 bindings.push(binding.clone());
-                k.buffer("partial", compute, len, Access::Write)
+                let partial = k.buffer("partial", compute, len, Access::Write);
+                (None, None, partial, None, None)
             }
             _ => {
-                if let Some(bs) = &core.bias {
-                    let len = match bs.along {
-                        BiasAxis::Rows => core.m,
-                        BiasAxis::Cols => core.n,
-                    };
-                    bias = Some(k.buffer("bias", bs.dtype, len as u64, Access::Read));
-                    bindings.push(bs.binding.clone());
-                }
-                if let Some(prior) = &core.prior {
-                    c_in = Some(k.buffer("c_in", core.c.dtype, core.c.len, Access::Read));
-                    bindings.push(prior.c_in.clone());
-                }
-                bindings.push(core.c.binding.clone());
-                let out = k.buffer(core.c.name.clone(), core.c.dtype, core.c.len, Access::Write);
-                alpha = Some(k.scalar("alpha", compute));
-                bindings.push(core.alpha.clone());
-                if let Some(prior) = &core.prior {
-                    beta = Some(k.scalar("beta", compute));
-                    bindings.push(prior.beta.clone());
-                }
-                out
+                let e = self.epilogue_buffers(&mut k, &mut bindings);
+                (e.bias, e.c_in, e.out, Some(e.alpha), e.beta)
             }
         };
         let t = self.tile;
@@ -122,6 +102,69 @@ impl<'a> TileKernel<'a> {
             grid,
             bindings,
         })
+    }
+
+    /// The launch grid of [`Self::workgroups`] workgroups (folded onto two axes
+    /// where one is not enough).
+    pub(super) fn grid(&self, caps: &TargetCaps) -> Result<[u32; 3], LowerError> {
+        let count = u32::try_from(self.workgroups()).map_err(|_| LowerError::TooLarge {
+            what: format!("{} workgroup count", self.core.name),
+            value: self.workgroups(),
+            limit: u32::MAX as u64,
+        })?;
+        fold_grid(count, caps)
+    }
+
+    /// Declares A and B (read-only) and records their bindings.
+    pub(super) fn operand_buffers(
+        &self,
+        k: &mut KernelBuilder,
+        bindings: &mut Vec<Binding>,
+    ) -> (Mem, Mem) {
+        let core = self.core;
+        let a = k.buffer(core.a.name.clone(), core.a.dtype, core.a.len, Access::Read);
+        bindings.push(core.a.binding.clone());
+        let b = k.buffer(core.b.name.clone(), core.b.dtype, core.b.len, Access::Read);
+        bindings.push(core.b.binding.clone());
+        (a, b)
+    }
+
+    /// Declares what the epilogue reads and writes (bias, prior C, C, alpha, beta)
+    /// and records their bindings, in the order every tile kernel binds them.
+    pub(super) fn epilogue_buffers(
+        &self,
+        k: &mut KernelBuilder,
+        bindings: &mut Vec<Binding>,
+    ) -> EpilogueMems {
+        let core = self.core;
+        let compute = core.compute();
+        let bias = core.bias.as_ref().map(|bs| {
+            let len = match bs.along {
+                BiasAxis::Rows => core.m,
+                BiasAxis::Cols => core.n,
+            };
+            bindings.push(bs.binding.clone());
+            k.buffer("bias", bs.dtype, len as u64, Access::Read)
+        });
+        let c_in = core.prior.as_ref().map(|prior| {
+            bindings.push(prior.c_in.clone());
+            k.buffer("c_in", core.c.dtype, core.c.len, Access::Read)
+        });
+        bindings.push(core.c.binding.clone());
+        let out = k.buffer(core.c.name.clone(), core.c.dtype, core.c.len, Access::Write);
+        let alpha = k.scalar("alpha", compute);
+        bindings.push(core.alpha.clone());
+        let beta = core.prior.as_ref().map(|prior| {
+            bindings.push(prior.beta.clone());
+            k.scalar("beta", compute)
+        });
+        EpilogueMems {
+            bias,
+            c_in,
+            out,
+            alpha,
+            beta,
+        }
     }
 
     fn body(&self, f: &mut Body, grid: [u32; 3], m: &Mems) {

@@ -27,13 +27,12 @@
 
 use super::kernel::Mems;
 use super::schedule::{Tile, TileKernel};
-use super::{add, div, rem, scale, BiasAxis, GemmCore, GemmOperand};
+use super::{add, div, rem, scale, GemmCore, GemmOperand};
 use crate::lower::math::bind;
-use crate::lower::schedule::fold_grid;
 use crate::lower::{Launch, LowerError, TargetCaps};
 use kernelc_ir::builder::*;
 use kernelc_ir::fragment::{FragmentLayout, FragmentRole, MmaShape};
-use kernelc_ir::{Access, FragmentId, ScalarType};
+use kernelc_ir::{FragmentId, ScalarType};
 
 /// The warps of a workgroup and the fragments of a warp.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -177,41 +176,11 @@ impl TileKernel<'_> {
     /// The fragment tile kernel's launch.
     pub(super) fn build_mma(&self, caps: &TargetCaps, mt: MmaTile) -> Result<Launch, LowerError> {
         let core = self.core;
-        let compute = core.compute();
-        let grid = fold_grid(
-            u32::try_from(self.workgroups()).map_err(|_| LowerError::TooLarge {
-                what: format!("{} workgroup count", core.name),
-                value: self.workgroups(),
-                limit: u32::MAX as u64,
-            })?,
-            caps,
-        )?;
+        let grid = self.grid(caps)?;
         let mut k = KernelBuilder::new(format!("{}_mma", core.name), [mt.invocations(), 1, 1]);
         let mut bindings = Vec::new();
-        let a = k.buffer(core.a.name.clone(), core.a.dtype, core.a.len, Access::Read);
-        bindings.push(core.a.binding.clone());
-        let b = k.buffer(core.b.name.clone(), core.b.dtype, core.b.len, Access::Read);
-        bindings.push(core.b.binding.clone());
-        let bias = core.bias.as_ref().map(|bs| {
-            bindings.push(bs.binding.clone());
-            let len = match bs.along {
-                BiasAxis::Rows => core.m,
-                BiasAxis::Cols => core.n,
-            };
-            k.buffer("bias", bs.dtype, len as u64, Access::Read)
-        });
-        let c_in = core.prior.as_ref().map(|prior| {
-            bindings.push(prior.c_in.clone());
-            k.buffer("c_in", core.c.dtype, core.c.len, Access::Read)
-        });
-        bindings.push(core.c.binding.clone());
-        let out = k.buffer(core.c.name.clone(), core.c.dtype, core.c.len, Access::Write);
-        let alpha = Some(k.scalar("alpha", compute));
-        bindings.push(core.alpha.clone());
-        let beta = core.prior.as_ref().map(|prior| {
-            bindings.push(prior.beta.clone());
-            k.scalar("beta", compute)
-        });
+        let (a, b) = self.operand_buffers(&mut k, &mut bindings);
+        let e = self.epilogue_buffers(&mut k, &mut bindings);
         let staged = |op: &GemmOperand, outer_len: u32, outer: u32| {
             let along = op.gather.contiguous(outer_len, core.k) == super::Axis::Reduction;
             if along {
@@ -226,11 +195,11 @@ impl TileKernel<'_> {
         let mems = Mems {
             a,
             b,
-            bias,
-            c_in,
-            out,
-            alpha,
-            beta,
+            bias: e.bias,
+            c_in: e.c_in,
+            out: e.out,
+            alpha: Some(e.alpha),
+            beta: e.beta,
             a_sh,
             b_sh,
             acc_sh: Some(c_sh),
