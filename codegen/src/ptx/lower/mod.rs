@@ -776,6 +776,16 @@ fn declare_kernel<'ctx>(
         AttributeLoc::Function,
         ctx.create_string_attribute("nvvm.reqntid", &format!("{x},{y},{z}")),
     );
+    // Tensor-core tiles hold many accumulators: asking for two blocks per SM
+    // (`.minnctapersm 2`) caps their registers at 65536 / (2 · threads), so that the
+    // next block's loads and multiplies hide this one's latency (the bf16 tile: 157
+    // registers and one block, or 128 and two, without spills).
+    if kernel.uses_fragments() && kernel.invocations_per_workgroup() <= 512 {
+        func.add_attribute(
+            AttributeLoc::Function,
+            ctx.create_string_attribute("nvvm.minctasm", "2"),
+        );
+    }
     for (i, p) in kernel.params.iter().enumerate() {
         if let Some(v) = func.get_nth_param(i as u32) {
             v.set_name(p.name());

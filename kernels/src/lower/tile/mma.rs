@@ -9,11 +9,13 @@
 //! column's reads over the banks): neighbouring invocations walk each operand's
 //! contiguous axis, 4 elements per load where strides, offsets and extents allow,
 //! zero past the matrix, and the next slab's loads are in flight in registers while
-//! this one multiplies. After a barrier every warp loads its `A` fragments row-major
-//! and its `B` fragments column-major from there (PTX reads 16-bit ones by
-//! `ldmatrix`) and multiplies, `BK / k` steps per slab.
+//! this one multiplies. Every warp loads its `A` and `B` fragments from the staged
+//! slab (PTX reads 16-bit ones by `ldmatrix`, or `ldmatrix.trans` where the slab is
+//! staged reduction-major) and multiplies, `BK / k` steps per slab. f16/bf16 tiles
+//! stage two slabs (the next is stored while this one multiplies: one barrier per
+//! slab); f64's one (two barriers per slab: store, multiply).
 //!
-//! The epilogue goes through shared memory, one row of a warp's fragments at a time:
+//! The epilogue goes through shared memory, a few of a warp's fragments at a time:
 //! the warp stores them to its own region, and after a barrier each of its
 //! invocations takes the elements of that region one row at a time (coalesced)
 //! through the engine's epilogue (`alpha`, `beta·C_in`, bias, activation, rounding)
@@ -50,6 +52,12 @@ pub(crate) struct MmaTile {
     /// Reduction elements per slab, and the padding of a staged row.
     pub bk: u32,
     pub pad: u32,
+    /// Slabs staged at once: 2 lets one slab be stored while the other multiplies
+    /// (one barrier per slab instead of two).
+    pub stages: u32,
+    /// Accumulator fragments of a warp's row that go through shared memory at once
+    /// in the epilogue.
+    pub epilogue_frags: u32,
 }
 
 impl MmaTile {
@@ -66,6 +74,8 @@ impl MmaTile {
             acc: ScalarType::F32,
             bk: 32,
             pad: 8,
+            stages: 2,
+            epilogue_frags: if large { 1 } else { 4 },
         }
     }
 
@@ -82,7 +92,14 @@ impl MmaTile {
             acc: ScalarType::F64,
             bk: 16,
             pad: 4,
+            stages: 1,
+            epilogue_frags: 4,
         }
+    }
+
+    /// Elements of a warp's epilogue region: `epilogue_frags` fragments of a row.
+    fn epilogue_region(&self) -> u32 {
+        self.shape.m * self.shape.n * self.epilogue_frags
     }
 
     /// A staged row: the slab and its padding.
@@ -127,8 +144,9 @@ impl MmaTile {
 
     /// At most (a slab staged either way round).
     fn shared_bytes(&self) -> u64 {
-        let staged = (self.bm() + self.bn() + 2 * self.pad) as u64 * self.row() as u64;
-        let epilogue = self.warps() as u64 * (self.shape.m * self.warp_cols()) as u64;
+        let staged =
+            (self.bm() + self.bn() + 2 * self.pad) as u64 * self.row() as u64 * self.stages as u64;
+        let epilogue = self.warps() as u64 * self.epilogue_region() as u64;
         staged * self.input.size_bytes() as u64 + epilogue * self.acc.size_bytes() as u64
     }
 }
@@ -153,7 +171,7 @@ pub(crate) fn choose(core: &GemmCore, caps: &TargetCaps) -> Option<MmaTile> {
     };
     // The large tile where it still fills about a device's worth of workgroups.
     let large = kind(true)?;
-    let tile = if tiles(large) >= 96 {
+    let tile = if tiles(large) >= 96 || forced_large() {
         large
     } else {
         kind(false)?
@@ -161,6 +179,14 @@ pub(crate) fn choose(core: &GemmCore, caps: &TargetCaps) -> Option<MmaTile> {
     let fits = tile.invocations() <= caps.max_invocations_per_workgroup
         && tile.shared_bytes() <= caps.shared_memory_bytes as u64;
     fits.then_some(tile)
+}
+
+/// Tests force the large tile on small shapes.
+#[cfg(test)]
+use tests::forced_large;
+#[cfg(not(test))]
+fn forced_large() -> bool {
+    false
 }
 
 impl TileKernel<'_> {
@@ -189,9 +215,11 @@ impl TileKernel<'_> {
                 mt.bk * (outer + mt.pad)
             }
         };
-        let a_sh = k.shared("a_tile", core.a.dtype, staged(&core.a, core.m, mt.bm()));
-        let b_sh = k.shared("b_tile", core.b.dtype, staged(&core.b, core.n, mt.bn()));
-        let c_sh = k.shared("c_rows", mt.acc, mt.warps() * mt.shape.m * mt.warp_cols());
+        let a_stage = staged(&core.a, core.m, mt.bm());
+        let b_stage = staged(&core.b, core.n, mt.bn());
+        let a_sh = k.shared("a_tile", core.a.dtype, mt.stages * a_stage);
+        let b_sh = k.shared("b_tile", core.b.dtype, mt.stages * b_stage);
+        let c_sh = k.shared("c_rows", mt.acc, mt.warps() * mt.epilogue_region());
         let mems = Mems {
             a,
             b,
@@ -204,7 +232,7 @@ impl TileKernel<'_> {
             b_sh,
             acc_sh: Some(c_sh),
         };
-        let kernel = k.build(|f| self.mma_body(f, grid, &mems, mt))?;
+        let kernel = k.build(|f| self.mma_body(f, grid, &mems, mt, (a_stage, b_stage)))?;
         Ok(Launch {
             kernel,
             grid,
@@ -212,7 +240,7 @@ impl TileKernel<'_> {
         })
     }
 
-    fn mma_body(&self, f: &mut Body, grid: [u32; 3], m: &Mems, mt: MmaTile) {
+    fn mma_body(&self, f: &mut Body, grid: [u32; 3], m: &Mems, mt: MmaTile, stage_len: (u32, u32)) {
         let core = self.core;
         let place = self.place(f, grid);
         let input = core.a.dtype;
@@ -278,20 +306,24 @@ impl TileKernel<'_> {
         }
         let (bk, shape) = (mt.bk, mt.shape);
         let slabs = core.k.div_ceil(bk);
-        f.for_("slab", 0u32, slabs, 1, |f, slab| {
-            for (side, regs) in sides.iter().zip(&regs) {
-                side.store(f, regs);
+        let store = |f: &mut Body, stage: &E| {
+            let offsets = [stage_len.0, stage_len.1].map(|len| scale(stage.clone(), len));
+            for ((side, regs), off) in sides.iter().zip(&regs).zip(offsets) {
+                side.store(f, regs, &off);
             }
-            f.barrier();
-            let next = bind(f, "next", add(slab, E::from(1u32)));
-            f.if_(next.clone().lt(slabs), |f| {
-                // `next` is below `slabs` here; the clamp says so to the value ranges.
-                let next = next.clone().min(E::from(slabs - 1));
-                let p0 = bind(f, "p0", scale(next, bk));
-                for (side, regs) in sides.iter().zip(&regs) {
-                    side.fetch(f, regs, &p0);
-                }
-            });
+        };
+        let fetch_next = |f: &mut Body, next: &E| {
+            // `next` is below `slabs` where this runs; the clamp says so to the value
+            // ranges.
+            let next = next.clone().min(E::from(slabs - 1));
+            let p0 = bind(f, "p0", scale(next, bk));
+            for (side, regs) in sides.iter().zip(&regs) {
+                side.fetch(f, regs, &p0);
+            }
+        };
+        let multiply = |f: &mut Body, stage: &E| {
+            let a_off = bind(f, "a_stage", scale(stage.clone(), stage_len.0));
+            let b_off = bind(f, "b_stage", scale(stage.clone(), stage_len.1));
             for step in 0..bk / shape.k {
                 let p = step * shape.k;
                 // A staged row-major ([outer][bk]) is read row-major as A and
@@ -299,12 +331,12 @@ impl TileKernel<'_> {
                 for (i, &a) in fa.iter().enumerate() {
                     let r = add(wr.clone(), E::from(i as u32 * shape.m));
                     let (at, layout) = sides[0].fragment_at(r, p, FragmentRole::A);
-                    f.load_fragment(a, m.a_sh, at, row_a, layout);
+                    f.load_fragment(a, m.a_sh, add(a_off.clone(), at), row_a, layout);
                 }
                 for (j, &b) in fb.iter().enumerate() {
                     let c = add(wc.clone(), E::from(j as u32 * shape.n));
                     let (at, layout) = sides[1].fragment_at(c, p, FragmentRole::B);
-                    f.load_fragment(b, m.b_sh, at, row_b, layout);
+                    f.load_fragment(b, m.b_sh, add(b_off.clone(), at), row_b, layout);
                 }
                 for (i, &a) in fa.iter().enumerate() {
                     for (j, &b) in fb.iter().enumerate() {
@@ -312,9 +344,32 @@ impl TileKernel<'_> {
                     }
                 }
             }
-            // Every warp is done with the slab before the next one is stored.
+        };
+        if mt.stages == 2 {
+            // Slab s multiplies from stage s mod 2 while slab s + 1 is stored into the
+            // other; one barrier per slab orders both.
+            store(f, &E::from(0u32));
             f.barrier();
-        });
+            f.for_("slab", 0u32, slabs, 1, |f, slab| {
+                let next = bind(f, "next", add(slab.clone(), E::from(1u32)));
+                let more = next.clone().lt(slabs);
+                f.if_(more.clone(), |f| fetch_next(f, &next));
+                let stage = bind(f, "stage", rem(slab, 2));
+                multiply(f, &stage);
+                f.if_(more, |f| store(f, &rem(next.clone(), 2)));
+                f.barrier();
+            });
+        } else {
+            f.for_("slab", 0u32, slabs, 1, |f, slab| {
+                store(f, &E::from(0u32));
+                f.barrier();
+                let next = bind(f, "next", add(slab, E::from(1u32)));
+                f.if_(next.clone().lt(slabs), |f| fetch_next(f, &next));
+                multiply(f, &E::from(0u32));
+                // Every warp is done with the slab before the next one is stored.
+                f.barrier();
+            });
+        }
         self.mma_epilogue(f, m, &place, mt, (&warp, &lane, &wr, &wc), &acc);
     }
 
@@ -330,11 +385,16 @@ impl TileKernel<'_> {
     ) {
         let core = self.core;
         let Some(c_sh) = m.acc_sh else { return };
-        let width = mt.warp_cols();
         let shape = mt.shape;
-        let region = bind(f, "region", scale(warp.clone(), shape.m * width));
-        for (i, row_of) in acc.iter().enumerate() {
-            for (j, &c) in row_of.iter().enumerate() {
+        let width = mt.epilogue_frags * shape.n;
+        let region = bind(f, "region", scale(warp.clone(), mt.epilogue_region()));
+        let chunks = acc.iter().enumerate().flat_map(|(i, row)| {
+            row.chunks(mt.epilogue_frags as usize)
+                .enumerate()
+                .map(move |(j, chunk)| (i, j as u32 * width, chunk))
+        });
+        for (i, first_col, chunk) in chunks {
+            for (j, &c) in chunk.iter().enumerate() {
                 let at = add(region.clone(), E::from(j as u32 * shape.n));
                 f.store_fragment(c, c_sh, at, width, FragmentLayout::RowMajor);
             }
@@ -351,7 +411,14 @@ impl TileKernel<'_> {
                         add(E::from(i as u32 * shape.m), r),
                     ),
                 );
-                let col = bind(f, "col", add(add(place.n0.clone(), wc.clone()), col_in));
+                let col = bind(
+                    f,
+                    "col",
+                    add(
+                        add(place.n0.clone(), wc.clone()),
+                        add(E::from(first_col), col_in),
+                    ),
+                );
                 let inside = row.clone().lt(core.m) & col.clone().lt(core.n);
                 f.if_(inside, |f| {
                     let index = bind(
@@ -557,8 +624,8 @@ impl<'s> Staging<'s> {
         }
     }
 
-    /// Stores `regs` into the shared slab.
-    fn store(&self, f: &mut Body, regs: &[Var]) {
+    /// Stores `regs` into the shared slab starting at `offset` (its stage).
+    fn store(&self, f: &mut Body, regs: &[Var], offset: &E) {
         for (q, &reg) in regs.iter().enumerate() {
             let (r, p) = self.coords(q as u32);
             // Each vector's lanes are neighbours in the staged row too.
@@ -567,7 +634,7 @@ impl<'s> Staging<'s> {
             } else {
                 add(scale(p, self.row), r)
             };
-            f.store(self.sh, at, reg.get());
+            f.store(self.sh, add(offset.clone(), at), reg.get());
         }
     }
 }
@@ -583,6 +650,15 @@ mod tests {
     use kernelc_ir::interp::HostBuffer;
     use kernelc_ir::passes::expand_fragments;
     use kernelc_ir::ScalarType;
+
+    thread_local! {
+        static FORCE_LARGE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+
+    /// Whether this test thread lowers every fragment GEMM with the large tile.
+    pub(super) fn forced_large() -> bool {
+        FORCE_LARGE.with(|f| f.get())
+    }
 
     struct Fragments {
         expanded: bool,
@@ -635,6 +711,20 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The large tiles (8 warps, a one-fragment epilogue) on the table's shapes,
+    /// which pick the small ones on their own.
+    #[test]
+    fn the_large_tiles_conform_too() {
+        FORCE_LARGE.with(|f| f.set(true));
+        let exec = Fragments { expanded: false };
+        for spec in &half_gemms() {
+            if let Err(e) = check(&exec, spec, 7) {
+                panic!("large tiles: {spec:?}: {e}");
+            }
+        }
+        FORCE_LARGE.with(|f| f.set(false));
     }
 
     #[test]
