@@ -4,7 +4,7 @@
 
 use super::schedule::{TileKernel, GROUP_M};
 use super::stage::{Coord, Side};
-use super::{add, div, rem, scale, when_below, BiasAxis};
+use super::{add, div, rem, scale, when_below, BiasAxis, GemmCore};
 use crate::lower::math::{bind, Num};
 use crate::lower::schedule::{fold_grid, linear_workgroup};
 use crate::lower::{Binding, Launch, LowerError, TargetCaps};
@@ -23,6 +23,46 @@ pub(super) struct Mems {
     pub a_sh: Mem,
     pub b_sh: Mem,
     pub acc_sh: Option<Mem>,
+}
+
+impl GemmCore {
+    /// Declares what the epilogue reads and writes (bias, prior C, C, alpha, beta)
+    /// and records their bindings, in the order every tile kernel binds them.
+    pub(super) fn epilogue_buffers(
+        &self,
+        k: &mut KernelBuilder,
+        bindings: &mut Vec<Binding>,
+    ) -> EpilogueMems {
+        let core = self;
+        let compute = core.compute();
+        let bias = core.bias.as_ref().map(|bs| {
+            let len = match bs.along {
+                BiasAxis::Rows => core.m,
+                BiasAxis::Cols => core.n,
+            };
+            bindings.push(bs.binding.clone());
+            k.buffer("bias", bs.dtype, len as u64, Access::Read)
+        });
+        let c_in = core.prior.as_ref().map(|prior| {
+            bindings.push(prior.c_in.clone());
+            k.buffer("c_in", core.c.dtype, core.c.len, Access::Read)
+        });
+        bindings.push(core.c.binding.clone());
+        let out = k.buffer(core.c.name.clone(), core.c.dtype, core.c.len, Access::Write);
+        let alpha = k.scalar("alpha", compute);
+        bindings.push(core.alpha.clone());
+        let beta = core.prior.as_ref().map(|prior| {
+            bindings.push(prior.beta.clone());
+            k.scalar("beta", compute)
+        });
+        EpilogueMems {
+            bias,
+            c_in,
+            out,
+            alpha,
+            beta,
+        }
+    }
 }
 
 /// What a tile kernel's epilogue reads and writes.
@@ -76,7 +116,7 @@ impl<'a> TileKernel<'a> {
                 (None, None, partial, None, None)
             }
             _ => {
-                let e = self.epilogue_buffers(&mut k, &mut bindings);
+                let e = core.epilogue_buffers(&mut k, &mut bindings);
                 (e.bias, e.c_in, e.out, Some(e.alpha), e.beta)
             }
         };
@@ -127,44 +167,6 @@ impl<'a> TileKernel<'a> {
         let b = k.buffer(core.b.name.clone(), core.b.dtype, core.b.len, Access::Read);
         bindings.push(core.b.binding.clone());
         (a, b)
-    }
-
-    /// Declares what the epilogue reads and writes (bias, prior C, C, alpha, beta)
-    /// and records their bindings, in the order every tile kernel binds them.
-    pub(super) fn epilogue_buffers(
-        &self,
-        k: &mut KernelBuilder,
-        bindings: &mut Vec<Binding>,
-    ) -> EpilogueMems {
-        let core = self.core;
-        let compute = core.compute();
-        let bias = core.bias.as_ref().map(|bs| {
-            let len = match bs.along {
-                BiasAxis::Rows => core.m,
-                BiasAxis::Cols => core.n,
-            };
-            bindings.push(bs.binding.clone());
-            k.buffer("bias", bs.dtype, len as u64, Access::Read)
-        });
-        let c_in = core.prior.as_ref().map(|prior| {
-            bindings.push(prior.c_in.clone());
-            k.buffer("c_in", core.c.dtype, core.c.len, Access::Read)
-        });
-        bindings.push(core.c.binding.clone());
-        let out = k.buffer(core.c.name.clone(), core.c.dtype, core.c.len, Access::Write);
-        let alpha = k.scalar("alpha", compute);
-        bindings.push(core.alpha.clone());
-        let beta = core.prior.as_ref().map(|prior| {
-            bindings.push(prior.beta.clone());
-            k.scalar("beta", compute)
-        });
-        EpilogueMems {
-            bias,
-            c_in,
-            out,
-            alpha,
-            beta,
-        }
     }
 
     fn body(&self, f: &mut Body, grid: [u32; 3], m: &Mems) {

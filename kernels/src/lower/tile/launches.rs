@@ -33,27 +33,13 @@ fn reduce_launch(
         let b = k.buffer(core.b.name.clone(), core.b.dtype, core.b.len, Access::Read);
         (a, b)
     });
-    let bias = core.bias.as_ref().map(|bs| {
-        bindings.push(bs.binding.clone());
-        let len = if bs.along == BiasAxis::Rows {
-            core.m
-        } else {
-            core.n
-        };
-        k.buffer("bias", bs.dtype, len as u64, Access::Read)
-    });
-    let c_in = core.prior.as_ref().map(|prior| {
-        bindings.push(prior.c_in.clone());
-        k.buffer("c_in", core.c.dtype, core.c.len, Access::Read)
-    });
-    bindings.push(core.c.binding.clone());
-    let out = k.buffer(core.c.name.clone(), core.c.dtype, core.c.len, Access::Write);
-    let alpha = k.scalar("alpha", compute);
-    bindings.push(core.alpha.clone());
-    let beta = core.prior.as_ref().map(|prior| {
-        bindings.push(prior.beta.clone());
-        k.scalar("beta", compute)
-    });
+    let super::kernel::EpilogueMems {
+        bias,
+        c_in,
+        out,
+        alpha,
+        beta,
+    } = core.epilogue_buffers(&mut k, &mut bindings);
     let num = Num::scalar(compute);
     let kernel = k.build(|f| {
         grid.for_each_item(f, |f, e| {

@@ -206,7 +206,7 @@ impl TileKernel<'_> {
         let mut k = KernelBuilder::new(format!("{}_mma", core.name), [mt.invocations(), 1, 1]);
         let mut bindings = Vec::new();
         let (a, b) = self.operand_buffers(&mut k, &mut bindings);
-        let e = self.epilogue_buffers(&mut k, &mut bindings);
+        let e = core.epilogue_buffers(&mut k, &mut bindings);
         let staged = |op: &GemmOperand, outer_len: u32, outer: u32| {
             let along = op.gather.contiguous(outer_len, core.k) == super::Axis::Reduction;
             if along {
