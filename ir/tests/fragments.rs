@@ -282,3 +282,34 @@ fn fragments_print_and_round_trip_through_json() {
     // Kernels without fragments keep their JSON (and so their stable hash).
     assert!(!kernelc_ir::to_json(&expand_fragments(&kernel)).contains("fragments"));
 }
+
+/// The passes keep a fragment kernel's meaning: optimised (its loops unrolled, its
+/// indices folded) and fitted under a loop budget, every kind computes what it did.
+#[test]
+fn passes_keep_what_fragment_kernels_compute() {
+    use kernelc_ir::passes::{fit_loop_budget, optimize, LoopBudget, PassOptions};
+    let mut unrolled = 0;
+    for g in every_kind(None) {
+        let kernel = g.kernel();
+        let inputs = g.inputs();
+        let want = run_kernel(&kernel, &inputs).unwrap();
+        let optimized = optimize(&kernel, &PassOptions::default());
+        kernelc_ir::validate(&optimized).unwrap();
+        assert_eq!(
+            run_kernel(&optimized, &inputs).unwrap(),
+            want,
+            "{:?}",
+            g.shape
+        );
+        let budget = LoopBudget {
+            iterations: 4,
+            max_workgroups: [1, 1, 1],
+            max_unrolled_nodes: 100_000,
+        };
+        // The kernels staging B through shared memory run 9 iterations: unrolled.
+        let fitted = fit_loop_budget(&kernel, &budget).unwrap();
+        unrolled += usize::from(fitted != kernel);
+        assert_eq!(run_kernel(&fitted, &inputs).unwrap(), want, "{:?}", g.shape);
+    }
+    assert!(unrolled >= 2, "{unrolled} kernels needed fitting");
+}
