@@ -667,3 +667,31 @@ fn every_subcommand_help_has_an_example() {
         );
     }
 }
+
+/// A bf16 GEMM's PTX uses `mma.sync` for sm_90 (the default) and plain code for an SM
+/// before 8.0, which has no `mma` of bf16 (its fragments expanded, its tiles SIMT).
+#[cfg(feature = "cuda")]
+#[test]
+fn ptx_uses_tensor_cores_only_where_the_sm_has_them() {
+    use kernelc::aot::{emit_op, EmitOptions, Target};
+    let spec: OpSpec = serde_json::from_str(
+        r#"{"op":"gemm","dtype":"bf16","m":64,"n":64,"k":64,"alpha":1.0,"beta":0.0,"trans_a":false,"trans_b":false,"bias":false}"#,
+    )
+    .expect("a spec");
+    for (sm, ptx_isa, tensor_cores) in [(90, 90, true), (75, 78, false)] {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let options = EmitOptions {
+            sm,
+            ptx_isa,
+            ..EmitOptions::default()
+        };
+        let entry = emit_op(&spec, "gemm", Target::Ptx, &options, dir.path())
+            .unwrap_or_else(|e| panic!("sm_{sm}: {e}"));
+        let text: String = entry
+            .launches
+            .iter()
+            .map(|l| std::fs::read_to_string(dir.path().join(&l.file)).expect("the artifact"))
+            .collect();
+        assert_eq!(text.contains("mma.sync"), tensor_cores, "sm_{sm}");
+    }
+}
