@@ -95,6 +95,21 @@ fn ldmatrix_kind(decl: &FragmentDecl, mem: Memory, layout: FragmentLayout) -> Op
     Some((matrices, transposed))
 }
 
+/// One fragment load or store, as its elements' code needs it.
+struct Access<'a, 'ctx> {
+    decl: &'a FragmentDecl,
+    mem: Memory,
+    layout: FragmentLayout,
+    index: IntValue<'ctx>,
+    stride: IntValue<'ctx>,
+    /// Whether the rows start 16-byte aligned (index and stride multiples of 8).
+    aligned_rows: bool,
+    slots: &'a [PointerValue<'ctx>],
+    /// Each element's index, in `slots`' order.
+    elements: &'a [IntValue<'ctx>],
+    store: bool,
+}
+
 /// The LLVM intrinsic of one multiply kind.
 fn intrinsic(shape: MmaShape, input: ScalarType) -> Option<&'static str> {
     Some(match (shape, input) {
@@ -252,18 +267,42 @@ impl<'ctx> Lower<'_, 'ctx> {
             let offset = self.b.build_int_add(offset, minor, "").or_internal()?;
             elements.push(self.b.build_int_add(index, offset, "").or_internal()?);
         }
-        let (elem, len) = self
+        let (_, len) = self
             .kernel
             .memory(mem)
             .ok_or_else(|| internal(format!("unknown memory {mem:?}")))?;
-        // Whole fragment in bounds: index + (rows − 1, cols − 1)'s offset < len,
-        // computed in 64 bits so that nothing wraps.
-        let i64t = self.ctx.i64_type();
         let (rows, cols) = decl.dims();
         let (major, minor) = match layout {
             FragmentLayout::RowMajor => (rows - 1, cols - 1),
             FragmentLayout::ColMajor => (cols - 1, rows - 1),
         };
+        let aligned_rows = self.ranges.alignment(index_expr) % 8 == 0
+            && self.ranges.alignment(stride_expr) % 8 == 0;
+        let access = Access {
+            decl: &decl,
+            mem,
+            layout,
+            index,
+            stride,
+            aligned_rows,
+            slots: &slots,
+            elements: &elements,
+            store,
+        };
+        // Proven by the value ranges of the index and the stride: no check at all.
+        let proven = self
+            .ranges
+            .range(index_expr)
+            .zip(self.ranges.range(stride_expr))
+            .is_some_and(|(i, s)| {
+                i.hi as u128 + s.hi as u128 * major as u128 + (minor as u128) < len as u128
+            });
+        if proven {
+            return self.access_elements(&access, false);
+        }
+        // Whole fragment in bounds: index + (major, minor)'s offset < len, computed in
+        // 64 bits so that nothing wraps; else each element is checked.
+        let i64t = self.ctx.i64_type();
         let wide = |v: IntValue<'ctx>| self.b.build_int_z_extend(v, i64t, "").or_internal();
         let last = self
             .b
@@ -274,26 +313,10 @@ impl<'ctx> Lower<'_, 'ctx> {
             .b
             .build_int_add(last, i64t.const_int(minor as u64, false), "")
             .or_internal()?;
-        // Proven by the value ranges of the index and the stride: no check at all.
-        let proven = self
-            .ranges
-            .range(index_expr)
-            .zip(self.ranges.range(stride_expr))
-            .is_some_and(|(i, s)| {
-                let last = i.hi as u128 + s.hi as u128 * major as u128 + minor as u128;
-                last < len as u128
-            });
-        let aligned_rows = self.ranges.alignment(index_expr) % 8 == 0
-            && self.ranges.alignment(stride_expr) % 8 == 0;
         let fits = self
             .b
             .build_int_compare(IntPredicate::ULT, last, i64t.const_int(len, false), "fits")
             .or_internal()?;
-        let fits = if proven {
-            self.ctx.bool_type().const_int(1, false)
-        } else {
-            fits
-        };
         let func = self.func;
         let fast = self.ctx.append_basic_block(func, "fragment.fast");
         let slow = self.ctx.append_basic_block(func, "fragment.checked");
@@ -303,47 +326,51 @@ impl<'ctx> Lower<'_, 'ctx> {
             .or_internal()?;
         for (block, checked) in [(fast, false), (slow, true)] {
             self.b.position_at_end(block);
-            if checked && proven {
-                // Never taken.
-                self.b.build_unreachable().or_internal()?;
-                continue;
-            }
-            if !checked && !store {
-                if let Some(kind) = ldmatrix_kind(&decl, mem, layout) {
-                    // Rows of 8 elements 16-byte aligned: the warp-uniform index and
-                    // stride both multiples of 8.
-                    self.ldmatrix_or_scalar(
-                        &decl,
-                        mem,
-                        (index, stride, aligned_rows),
-                        kind,
-                        &slots,
-                        &elements,
-                    )?;
-                    self.b.build_unconditional_branch(done).or_internal()?;
-                    continue;
-                }
-            }
-            for (&slot, &at) in slots.iter().zip(&elements) {
-                if store {
-                    let v = self
-                        .b
-                        .build_load(self.scalar_type(decl.elem), slot, "")
-                        .or_internal()?;
-                    let v = self.cast_scalar(decl.elem, elem.value_type(), v)?;
-                    let v = Val {
-                        ty: Type::scalar(elem.value_type()),
-                        lanes: vec![v],
-                    };
-                    self.store_element(mem, at, &v, checked)?;
-                } else {
-                    let v = self.load_element(mem, at, checked)?;
-                    self.b.build_store(slot, v).or_internal()?;
-                }
-            }
+            self.access_elements(&access, checked)?;
             self.b.build_unconditional_branch(done).or_internal()?;
         }
         self.b.position_at_end(done);
+        Ok(())
+    }
+
+    /// The elements of one fragment load or store, each checked against the memory's
+    /// length when `checked`; unchecked 16-bit `A`/`B` loads from shared memory go
+    /// through `ldmatrix`.
+    fn access_elements(&mut self, a: &Access<'_, 'ctx>, checked: bool) -> Result<(), CodegenError> {
+        let elem = self
+            .kernel
+            .memory(a.mem)
+            .ok_or_else(|| internal(format!("unknown memory {:?}", a.mem)))?
+            .0;
+        if !checked && !a.store {
+            if let Some(kind) = ldmatrix_kind(a.decl, a.mem, a.layout) {
+                return self.ldmatrix_or_scalar(
+                    a.decl,
+                    a.mem,
+                    (a.index, a.stride, a.aligned_rows),
+                    kind,
+                    a.slots,
+                    a.elements,
+                );
+            }
+        }
+        for (&slot, &at) in a.slots.iter().zip(a.elements) {
+            if a.store {
+                let v = self
+                    .b
+                    .build_load(self.scalar_type(a.decl.elem), slot, "")
+                    .or_internal()?;
+                let v = self.cast_scalar(a.decl.elem, elem.value_type(), v)?;
+                let v = Val {
+                    ty: Type::scalar(elem.value_type()),
+                    lanes: vec![v],
+                };
+                self.store_element(a.mem, at, &v, checked)?;
+            } else {
+                let v = self.load_element(a.mem, at, checked)?;
+                self.b.build_store(slot, v).or_internal()?;
+            }
+        }
         Ok(())
     }
 

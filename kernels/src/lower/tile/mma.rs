@@ -30,7 +30,7 @@
 use super::kernel::Mems;
 use super::schedule::{Tile, TileKernel};
 use super::{add, div, rem, scale, GemmCore, GemmOperand};
-use crate::lower::math::bind;
+use crate::lower::math::{bind, Num};
 use crate::lower::{Launch, LowerError, TargetCaps};
 use kernelc_ir::builder::*;
 use kernelc_ir::fragment::{FragmentLayout, FragmentRole, MmaShape};
@@ -268,10 +268,7 @@ impl TileKernel<'_> {
             })
             .collect();
         for &c in acc.iter().flatten() {
-            f.fill_fragment(
-                c,
-                E(kernelc_ir::Expr::Lit(kernelc_ir::Scalar::zero(mt.acc))),
-            );
+            f.fill_fragment(c, Num::scalar(mt.acc).lit(0.0));
         }
         // The tile's origin, clamped to the last tile (which every workgroup that
         // gets here is at most): the value ranges then bound the staging loads.
@@ -538,14 +535,11 @@ impl<'s> Staging<'s> {
     }
 
     fn zero(&self) -> E {
-        let z = E(kernelc_ir::Expr::Lit(kernelc_ir::Scalar::zero(
-            self.op.dtype,
-        )));
-        if self.lanes == 1 {
-            z
-        } else {
-            z.splat(self.lanes)
+        Num {
+            ty: self.op.dtype,
+            lanes: self.lanes,
         }
+        .lit(0.0)
     }
 
     fn registers(&self, f: &mut Body) -> Vec<Var> {
