@@ -8,16 +8,27 @@
 //! fragment from memory, store an accumulator, and multiply-accumulate `D = A·B + C`.
 //!
 //! **Who holds a fragment.** The invocations of a workgroup, in order of their flat
-//! local index (`x + y·X + z·X·Y`), form warps of [`WARP`] consecutive invocations;
-//! every warp holds its own value of every fragment. How a warp spreads a fragment's
-//! elements over its invocations is the target's business (the interpreter holds the
-//! whole matrix per warp), so a kernel only reaches the elements through memory.
+//! local index (`x + y·X + z·X·Y`), form *groups* of consecutive invocations, the
+//! group of the fragment's shape ([`MmaShape::group`]): a warp of [`WARP`] for the
+//! `mma.sync` shapes, a warpgroup of [`WARPGROUP`] for the `m64` shapes of Hopper's
+//! `wgmma`. Every group holds its own value of every fragment. How a group spreads a
+//! fragment's elements over its invocations is the target's business (the
+//! interpreter holds the whole matrix per group), so a kernel only reaches the
+//! elements through memory. Below, "warp" means the fragment's group.
 //!
 //! **Rules** (the validator checks the static ones):
-//! * a kernel with fragments has a multiple of [`WARP`] invocations per workgroup, and
-//!   its fragment statements sit in uniform control flow, as barriers do;
+//! * a kernel with fragments has a multiple of each used shape's group of
+//!   invocations per workgroup, and its fragment statements sit in uniform control
+//!   flow, as barriers do;
 //! * a fragment statement's index and stride may differ between warps but must be the
 //!   same for every invocation of one warp (the interpreter reports a difference);
+//! * `A` and `B` fragments of the warpgroup shapes are read by the matrix units from
+//!   shared memory when the `mma` runs, not when they are loaded: they load only
+//!   from shared memory, in a tiled layout ([`FragmentLayout::RowMajorTiles`],
+//!   [`FragmentLayout::ColMajorTiles`]) with index and stride multiples of
+//!   [`TILE`], and the elements they were loaded from must still hold the same
+//!   values when an `mma` reads them (the interpreter reads them again there and
+//!   reports a change, or a misaligned load);
 //! * for race purposes a load or store touches each element on behalf of the whole
 //!   warp, which no single invocation is: plain stores to shared memory need a
 //!   barrier before a warp loads them as a fragment, a fragment stored to shared
@@ -36,8 +47,16 @@ use crate::kernel::{Expr, Memory};
 use crate::types::ScalarType;
 use serde::{Deserialize, Serialize};
 
-/// Invocations in one warp, the group that holds a fragment.
+/// Invocations in one warp, the group that holds a fragment of the `mma.sync` shapes.
 pub const WARP: u32 = 32;
+
+/// Invocations in one warpgroup (four consecutive warps), the group that holds a
+/// fragment of the `m64` shapes.
+pub const WARPGROUP: u32 = 128;
+
+/// Rows and columns of a tile of the tiled layouts (for 16-bit elements, the 8 rows
+/// of 16 bytes of a tensor-core "core matrix").
+pub const TILE: u32 = 8;
 
 /// Index into [`Kernel::fragments`](crate::Kernel::fragments).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -78,6 +97,25 @@ impl MmaShape {
     pub const M16N8K16: MmaShape = MmaShape { m: 16, n: 8, k: 16 };
     pub const M16N8K8: MmaShape = MmaShape { m: 16, n: 8, k: 8 };
     pub const M8N8K4: MmaShape = MmaShape { m: 8, n: 8, k: 4 };
+    pub const M64N64K16: MmaShape = MmaShape { m: 64, n: 64, k: 16 };
+    pub const M64N128K16: MmaShape = MmaShape { m: 64, n: 128, k: 16 };
+    pub const M64N256K16: MmaShape = MmaShape { m: 64, n: 256, k: 16 };
+
+    /// The invocations that hold a fragment of this shape together: a warpgroup for
+    /// the `m64` shapes, else a warp.
+    pub fn group(self) -> u32 {
+        if self.m == 64 {
+            WARPGROUP
+        } else {
+            WARP
+        }
+    }
+
+    /// Whether a warpgroup holds it (whose `A` and `B` are read from shared memory at
+    /// the `mma`; see the module docs).
+    pub fn is_warpgroup(self) -> bool {
+        self.group() == WARPGROUP
+    }
 
     /// `(rows, cols)` of a fragment of this shape in `role`.
     pub fn dims(self, role: FragmentRole) -> (u32, u32) {
@@ -91,12 +129,18 @@ impl MmaShape {
 
 /// The multiplies the IR has: a shape, the element type of `A` and `B`, and that of
 /// the accumulators. Every one of them runs everywhere (natively or expanded).
-pub const MMA_KINDS: [(MmaShape, ScalarType, ScalarType); 5] = [
+pub const MMA_KINDS: [(MmaShape, ScalarType, ScalarType); 11] = [
     (MmaShape::M16N8K16, ScalarType::F16, ScalarType::F32),
     (MmaShape::M16N8K16, ScalarType::Bf16, ScalarType::F32),
     (MmaShape::M16N8K8, ScalarType::F16, ScalarType::F32),
     (MmaShape::M16N8K8, ScalarType::Bf16, ScalarType::F32),
     (MmaShape::M8N8K4, ScalarType::F64, ScalarType::F64),
+    (MmaShape::M64N64K16, ScalarType::F16, ScalarType::F32),
+    (MmaShape::M64N64K16, ScalarType::Bf16, ScalarType::F32),
+    (MmaShape::M64N128K16, ScalarType::F16, ScalarType::F32),
+    (MmaShape::M64N128K16, ScalarType::Bf16, ScalarType::F32),
+    (MmaShape::M64N256K16, ScalarType::F16, ScalarType::F32),
+    (MmaShape::M64N256K16, ScalarType::Bf16, ScalarType::F32),
 ];
 
 /// Whether `(shape, input type, accumulator type)` is one of [`MMA_KINDS`].
@@ -112,6 +156,13 @@ pub enum FragmentLayout {
     RowMajor,
     /// Element `(r, c)` at `index + c·stride + r`.
     ColMajor,
+    /// [`TILE`] × [`TILE`] tiles, each row-major in `TILE²` consecutive elements;
+    /// the tiles of a band of rows lie side by side, the bands `stride` apart:
+    /// element `(r, c)` at `index + (r / 8)·stride + (c / 8)·64 + (r mod 8)·8 + c mod 8`.
+    /// (With 16-bit elements each tile is a tensor core's 8 × 16-byte "core matrix".)
+    RowMajorTiles,
+    /// The transpose: element `(r, c)` where `RowMajorTiles` puts `(c, r)`.
+    ColMajorTiles,
 }
 
 impl FragmentLayout {
@@ -119,6 +170,16 @@ impl FragmentLayout {
         match self {
             FragmentLayout::RowMajor => "row_major",
             FragmentLayout::ColMajor => "col_major",
+            FragmentLayout::RowMajorTiles => "row_major_tiles",
+            FragmentLayout::ColMajorTiles => "col_major_tiles",
+        }
+    }
+
+    /// Whether it is one of the tiled layouts.
+    pub fn is_tiled(self) -> bool {
+        match self {
+            FragmentLayout::RowMajor | FragmentLayout::ColMajor => false,
+            FragmentLayout::RowMajorTiles | FragmentLayout::ColMajorTiles => true,
         }
     }
 }
@@ -144,6 +205,10 @@ impl FragmentDecl {
     }
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+    /// The invocations holding it together ([`MmaShape::group`]).
+    pub fn group(&self) -> u32 {
+        self.shape.group()
     }
 }
 
@@ -225,8 +290,15 @@ impl FragmentOp {
 /// The offset of element `(r, c)` from a fragment access's index, in u32 arithmetic
 /// as every index (it wraps).
 pub fn element_offset(layout: FragmentLayout, stride: u32, r: u32, c: u32) -> u32 {
+    let tiled = |r: u32, c: u32| {
+        (r / TILE)
+            .wrapping_mul(stride)
+            .wrapping_add((c / TILE) * TILE * TILE + (r % TILE) * TILE + c % TILE)
+    };
     match layout {
         FragmentLayout::RowMajor => r.wrapping_mul(stride).wrapping_add(c),
         FragmentLayout::ColMajor => c.wrapping_mul(stride).wrapping_add(r),
+        FragmentLayout::RowMajorTiles => tiled(r, c),
+        FragmentLayout::ColMajorTiles => tiled(c, r),
     }
 }

@@ -119,8 +119,8 @@ pub enum ValidationErrorKind {
     UnknownFragment(u32),
     #[error("fragment `{name}`: {why}")]
     BadFragment { name: String, why: String },
-    #[error("workgroup size {0:?} is not a whole number of warps of 32 invocations, which fragments need")]
-    WorkgroupNotWarps([u32; 3]),
+    #[error("workgroup size {size:?} is not a whole number of the groups of {group} invocations its fragments need (warps of 32, warpgroups of 128)")]
+    WorkgroupNotWarps { size: [u32; 3], group: u32 },
     #[error("fragment `{0}` is read before it is definitely written")]
     FragmentUseBeforeAssign(String),
     #[error("fragment statement in non-uniform control flow ({0})")]
@@ -680,10 +680,16 @@ impl<'k> Validator<'k> {
                 Ok(())
             })?;
         }
-        if k.uses_fragments() && k.invocations_per_workgroup() % WARP as u64 != 0 {
-            return self.at("workgroup_size", |v| {
-                v.err(ValidationErrorKind::WorkgroupNotWarps(k.workgroup_size))
-            });
+        let group = k.fragments.iter().map(FragmentDecl::group).max();
+        if let Some(group) = group {
+            if k.invocations_per_workgroup() % group as u64 != 0 {
+                return self.at("workgroup_size", |v| {
+                    v.err(ValidationErrorKind::WorkgroupNotWarps {
+                        size: k.workgroup_size,
+                        group,
+                    })
+                });
+            }
         }
         Ok(())
     }
@@ -752,12 +758,28 @@ impl<'k> Validator<'k> {
                 mem,
                 index,
                 stride,
-                ..
+                layout,
             } => {
                 let kernel: &'k Kernel = self.kernel;
                 let Some(decl) = kernel.fragment(*frag) else {
                     return self.err(K::UnknownFragment(frag.0));
                 };
+                let read_at_mma = decl.shape.is_warpgroup() && decl.role != FragmentRole::Accumulator;
+                if read_at_mma && (!matches!(mem, Memory::Shared(_)) || !layout.is_tiled()) {
+                    return self.err(K::BadFragment {
+                        name: decl.name.clone(),
+                        why: format!(
+                            "a warpgroup's {} fragment loads only from shared memory in a tiled \
+                             layout (the matrix units read it there), not {} {}",
+                            decl.role.name(),
+                            match mem {
+                                Memory::Shared(_) => "shared memory",
+                                Memory::Buffer(_) => "a buffer",
+                            },
+                            layout.name()
+                        ),
+                    });
+                }
                 let (elem, _) = self.memory(*mem)?;
                 if let Memory::Buffer(p) = mem {
                     if let Some(Param::Buffer { access, name, .. }) = self.kernel.param(*p) {
@@ -770,8 +792,8 @@ impl<'k> Validator<'k> {
                     return self.err(K::BadFragment {
                         name: decl.name.clone(),
                         why: format!(
-                            "a fragment of {} loads from memory of {}, not of {elem}",
-                            decl.elem, decl.elem
+                            "a fragment of {} loads from memory of {elem}",
+                            decl.elem
                         ),
                     });
                 }

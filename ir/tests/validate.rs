@@ -1083,7 +1083,7 @@ fn every_variant_is_covered() {
             // Tested in tests/fragments.rs.
             K::UnknownFragment(_) => "unknown_fragment",
             K::BadFragment { .. } => "bad_fragment",
-            K::WorkgroupNotWarps(_) => "workgroup_not_warps",
+            K::WorkgroupNotWarps { .. } => "workgroup_not_warps",
             K::FragmentUseBeforeAssign(_) => "fragment_use_before_assign",
             K::NonUniformFragment(_) => "non_uniform_fragment",
         }

@@ -230,6 +230,21 @@ pub enum InterpError {
     #[error("{site}: fragment `{fragment}` is read before it is written")]
     UnsetFragment { site: Site, fragment: String },
 
+    /// A warpgroup's `A` or `B` fragment loaded at an index or stride that is not a
+    /// multiple of 8 (the matrix units address shared memory in 16-byte steps).
+    #[error("{site}: fragment `{fragment}` is loaded at index {index} with stride {stride}; a warpgroup's A and B need multiples of 8")]
+    MisalignedFragment {
+        site: Site,
+        fragment: String,
+        index: u32,
+        stride: u32,
+    },
+
+    /// Shared memory that a warpgroup's `A` or `B` fragment was loaded from changed
+    /// before the `mma` that reads it (the matrix units read it there).
+    #[error("{site}: the shared memory fragment `{fragment}` was loaded from changed before the mma that reads it")]
+    FragmentSourceChanged { site: Site, fragment: String },
+
     /// Something the validator rules out (only reachable through
     /// [`run_unvalidated`](super::run_unvalidated)).
     #[error("{site}: malformed IR: {what}")]
@@ -256,6 +271,8 @@ macro_rules! site_of {
             | InterpError::DivergentFragment { site, .. }
             | InterpError::FragmentOperandDiffers { site, .. }
             | InterpError::UnsetFragment { site, .. }
+            | InterpError::MisalignedFragment { site, .. }
+            | InterpError::FragmentSourceChanged { site, .. }
             | InterpError::Malformed { site, .. } => Some(site),
         }
     };

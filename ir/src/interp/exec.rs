@@ -66,8 +66,12 @@ pub(super) struct Ctx<'k, 'a> {
 
     pub(super) mask_pool: Vec<Vec<u32>>,
     pub(super) loop_pool: Vec<Vec<LoopLane>>,
-    /// `fragment_values[warp * fragments + fragment]` of the running workgroup.
+    /// `fragment_values[warp * fragments + fragment]` of the running workgroup (for a
+    /// warpgroup's fragment, `warp` is its group's first).
     pub(super) fragment_values: Vec<Option<super::fragment::FragmentValue>>,
+    /// Where each warpgroup `A`/`B` fragment of `fragment_values` was loaded from,
+    /// read again at the `mma`.
+    pub(super) fragment_sources: Vec<Option<super::fragment::FragmentSource>>,
 }
 
 impl<'k, 'a> Ctx<'k, 'a> {
@@ -135,6 +139,11 @@ impl<'k, 'a> Ctx<'k, 'a> {
                 n_inv.div_ceil(crate::fragment::WARP as usize)
                     * kernel.fragments.len()
             ],
+            fragment_sources: vec![
+                None;
+                n_inv.div_ceil(crate::fragment::WARP as usize)
+                    * kernel.fragments.len()
+            ],
         }
     }
 
@@ -163,6 +172,7 @@ impl<'k, 'a> Ctx<'k, 'a> {
         self.returned.fill(false);
         self.returned_count = 0;
         self.fragment_values.fill(None);
+        self.fragment_sources.fill(None);
     }
 
     fn take_mask(&mut self) -> Vec<u32> {

@@ -69,6 +69,16 @@ pub(super) enum FaultKind {
         inv: u32,
         fragment: crate::fragment::FragmentId,
     },
+    MisalignedFragment {
+        inv: u32,
+        fragment: crate::fragment::FragmentId,
+        index: u32,
+        stride: u32,
+    },
+    FragmentSourceChanged {
+        inv: u32,
+        fragment: crate::fragment::FragmentId,
+    },
     Malformed {
         inv: u32,
         what: String,
@@ -286,6 +296,23 @@ impl Ctx<'_, '_> {
                 site: site(Some(inv)),
                 fragment: self.kernel.fragment_name(fragment),
             },
+            FaultKind::MisalignedFragment {
+                inv,
+                fragment,
+                index,
+                stride,
+            } => InterpError::MisalignedFragment {
+                site: site(Some(inv)),
+                fragment: self.kernel.fragment_name(fragment),
+                index,
+                stride,
+            },
+            FaultKind::FragmentSourceChanged { inv, fragment } => {
+                InterpError::FragmentSourceChanged {
+                    site: site(Some(inv)),
+                    fragment: self.kernel.fragment_name(fragment),
+                }
+            }
             FaultKind::Malformed { inv, what } => InterpError::Malformed {
                 site: site(Some(inv)),
                 what,

@@ -1,5 +1,6 @@
-//! Fragment statements: each warp of the workgroup holds its own value of every
-//! fragment, the whole matrix, and runs each statement once (see `crate::fragment`).
+//! Fragment statements: each group of the workgroup (a warp, or a warpgroup for the
+//! `m64` shapes) holds its own value of every fragment, the whole matrix, and runs
+//! each statement once (see `crate::fragment`). A group is named by its first warp.
 
 use super::exec::Ctx;
 use super::expr::as_index;
@@ -13,6 +14,16 @@ use crate::scalar::Scalar;
 /// A warp's value of one fragment: its `rows × cols` elements, row by row.
 pub(super) type FragmentValue = Vec<Scalar>;
 
+/// Where a warpgroup's `A` or `B` fragment was loaded from: the matrix units read it
+/// at the `mma`, so the interpreter reads it there again.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct FragmentSource {
+    mem: Memory,
+    index: u32,
+    stride: u32,
+    layout: FragmentLayout,
+}
+
 impl Ctx<'_, '_> {
     pub(super) fn exec_fragment(&mut self, op: &FragmentOp, mask: &[u32]) -> Res<()> {
         if mask.len() != self.n_inv {
@@ -20,27 +31,35 @@ impl Ctx<'_, '_> {
                 arrived: mask.len(),
             }));
         }
-        if self.n_inv % WARP as usize != 0 {
+        let id = match op {
+            FragmentOp::Fill { frag, .. }
+            | FragmentOp::Load { frag, .. }
+            | FragmentOp::Store { frag, .. } => *frag,
+            FragmentOp::Mma { d, .. } => *d,
+        };
+        let group = self.fragment_decl(id, 0)?.group();
+        if self.n_inv % group as usize != 0 {
             return Err(malformed(
                 0,
                 format!(
-                    "fragments in a workgroup of {} invocations (not whole warps)",
+                    "fragments of groups of {group} in a workgroup of {} invocations",
                     self.n_inv
                 ),
             ));
         }
-        for warp in 0..(self.n_inv / WARP as usize) as u32 {
-            self.exec_fragment_in(op, warp)?;
+        for first in (0..self.n_inv as u32).step_by(group as usize) {
+            self.exec_fragment_in(op, first / WARP, group)?;
         }
         Ok(())
     }
 
-    fn exec_fragment_in(&mut self, op: &FragmentOp, warp: u32) -> Res<()> {
+    /// `op` for the group of `group` invocations whose first warp is `warp`.
+    fn exec_fragment_in(&mut self, op: &FragmentOp, warp: u32, group: u32) -> Res<()> {
         let leader = warp * WARP;
         match op {
             FragmentOp::Fill { frag, value } => {
                 let value = self
-                    .warp_value(value, warp, "fill value")
+                    .warp_value(value, (leader, group), "fill value")
                     .at(Name("value"))?;
                 let decl = self.fragment_decl(*frag, leader)?;
                 let value = match value.as_scalar() {
@@ -57,21 +76,28 @@ impl Ctx<'_, '_> {
                 stride,
                 layout,
             } => {
-                let (index, stride) = self.warp_address(index, stride, warp)?;
-                let decl = self.fragment_decl(*frag, leader)?;
-                let (rows, cols) = decl.dims();
-                let who = access_identity(decl, warp);
-                let mut elements = Vec::with_capacity((rows * cols) as usize);
-                let mut v = Value::scalar(Scalar::Bool(false));
-                for r in 0..rows {
-                    for c in 0..cols {
-                        let at = Self::element_index(*layout, index, stride, r, c);
-                        self.load_as(*mem, at, 1, leader, who(r * cols + c), &mut v)?;
-                        match v.as_scalar() {
-                            Some(s) => elements.push(s),
-                            None => return Err(malformed(leader, "a vector fragment element")),
-                        }
-                    }
+                let (index, stride) = self.warp_address(index, stride, (leader, group))?;
+                let decl = self.fragment_decl(*frag, leader)?.clone();
+                let source = FragmentSource {
+                    mem: *mem,
+                    index,
+                    stride,
+                    layout: *layout,
+                };
+                let read_at_mma =
+                    decl.shape.is_warpgroup() && decl.role != FragmentRole::Accumulator;
+                if read_at_mma && (index % TILE != 0 || stride % TILE != 0) {
+                    return Err(fault(FaultKind::MisalignedFragment {
+                        inv: leader,
+                        fragment: *frag,
+                        index,
+                        stride,
+                    }));
+                }
+                let elements = self.read_fragment(&decl, source, warp)?;
+                let slot = self.slot(*frag, warp);
+                if let Some(s) = self.fragment_sources.get_mut(slot) {
+                    *s = read_at_mma.then_some(source);
                 }
                 self.set_fragment(*frag, warp, elements, leader)
             }
@@ -82,7 +108,7 @@ impl Ctx<'_, '_> {
                 stride,
                 layout,
             } => {
-                let (index, stride) = self.warp_address(index, stride, warp)?;
+                let (index, stride) = self.warp_address(index, stride, (leader, group))?;
                 let decl = self.fragment_decl(*frag, leader)?;
                 let cols = decl.dims().1;
                 let who = access_identity(decl, warp);
@@ -99,6 +125,9 @@ impl Ctx<'_, '_> {
                 Ok(())
             }
             FragmentOp::Mma { d, a, b, c } => {
+                for (operand, id) in [("a", *a), ("b", *b)] {
+                    self.read_source_again(id, warp).at(Name(operand))?;
+                }
                 let shape = self.fragment_decl(*d, leader)?.shape;
                 let acc = self.fragment_decl(*d, leader)?.elem;
                 let product = {
@@ -112,11 +141,68 @@ impl Ctx<'_, '_> {
         }
     }
 
-    /// `e`, which every invocation of `warp` must compute alike.
-    fn warp_value(&mut self, e: &Expr, warp: u32, operand: &'static str) -> Res<Value> {
+    /// The elements of `decl` at `source`, row by row, read on behalf of the group
+    /// whose first warp is `warp`.
+    fn read_fragment(
+        &mut self,
+        decl: &FragmentDecl,
+        source: FragmentSource,
+        warp: u32,
+    ) -> Res<FragmentValue> {
         let leader = warp * WARP;
+        let (rows, cols) = decl.dims();
+        let who = access_identity(decl, warp);
+        let mut elements = Vec::with_capacity((rows * cols) as usize);
+        let mut v = Value::scalar(Scalar::Bool(false));
+        for r in 0..rows {
+            for c in 0..cols {
+                let at = Self::element_index(source.layout, source.index, source.stride, r, c);
+                self.load_as(source.mem, at, 1, leader, who(r * cols + c), &mut v)?;
+                match v.as_scalar() {
+                    Some(s) => elements.push(s),
+                    None => return Err(malformed(leader, "a vector fragment element")),
+                }
+            }
+        }
+        Ok(elements)
+    }
+
+    /// For a warpgroup's `A` or `B` fragment: its source read again (the matrix
+    /// units read it at the `mma`), which must still hold the loaded values.
+    fn read_source_again(&mut self, id: FragmentId, warp: u32) -> Res<()> {
+        let leader = warp * WARP;
+        let slot = self.slot(id, warp);
+        let Some(Some(source)) = self.fragment_sources.get(slot).copied() else {
+            return Ok(());
+        };
+        let decl = self.fragment_decl(id, leader)?.clone();
+        let now = self.read_fragment(&decl, source, warp)?;
+        let loaded = self.fragment_value(id, warp, leader)?;
+        let same = now.len() == loaded.len()
+            && now
+                .iter()
+                .zip(loaded)
+                .all(|(x, y)| x.ty() == y.ty() && x.to_bits() == y.to_bits());
+        if same {
+            Ok(())
+        } else {
+            Err(fault(FaultKind::FragmentSourceChanged {
+                inv: leader,
+                fragment: id,
+            }))
+        }
+    }
+
+    /// `e`, which every invocation of the group of `group` from `leader` must
+    /// compute alike.
+    fn warp_value(
+        &mut self,
+        e: &Expr,
+        (leader, group): (u32, u32),
+        operand: &'static str,
+    ) -> Res<Value> {
         let first = self.eval(e, leader)?;
-        for inv in leader + 1..leader + WARP {
+        for inv in leader + 1..leader + group {
             let v = self.eval(e, inv)?;
             if v.lanes() != first.lanes() {
                 return Err(fault(FaultKind::FragmentOperandDiffers {
@@ -130,11 +216,19 @@ impl Ctx<'_, '_> {
         Ok(first)
     }
 
-    fn warp_address(&mut self, index: &Expr, stride: &Expr, warp: u32) -> Res<(u32, u32)> {
-        let leader = warp * WARP;
-        let i = self.warp_value(index, warp, "index").at(Name("index"))?;
+    fn warp_address(
+        &mut self,
+        index: &Expr,
+        stride: &Expr,
+        (leader, group): (u32, u32),
+    ) -> Res<(u32, u32)> {
+        let i = self
+            .warp_value(index, (leader, group), "index")
+            .at(Name("index"))?;
         let i = as_index(&i, leader).at(Name("index"))?;
-        let s = self.warp_value(stride, warp, "stride").at(Name("stride"))?;
+        let s = self
+            .warp_value(stride, (leader, group), "stride")
+            .at(Name("stride"))?;
         let s = as_index(&s, leader).at(Name("stride"))?;
         Ok((i, s))
     }
@@ -212,10 +306,10 @@ fn show(v: &Value) -> String {
 /// The access-history identity of each element (`r·cols + c`) of `decl` for `warp`.
 fn access_identity(decl: &FragmentDecl, warp: u32) -> impl Fn(u32) -> u32 {
     let accumulator = decl.role == FragmentRole::Accumulator;
-    let shape = MMA_KINDS
-        .iter()
-        .position(|(s, _, _)| *s == decl.shape)
-        .unwrap_or(0) as u32;
+    // The shape's place among the distinct shapes of MMA_KINDS (fewer than 8).
+    let mut shapes: Vec<MmaShape> = MMA_KINDS.iter().map(|k| k.0).collect();
+    shapes.dedup();
+    let shape = shapes.iter().position(|s| *s == decl.shape).unwrap_or(0) as u32;
     move |element| {
         if accumulator {
             accumulator_access(warp, shape, element)

@@ -9,11 +9,12 @@ const NONE: u32 = u32::MAX;
 /// from every single invocation's local index (below 2^16, the interpreter's
 /// workgroup limit), so a warp's access conflicts with any single invocation's.
 pub(super) const WARP_ACCESS: u32 = 1 << 31;
-/// With [`WARP_ACCESS`]: an accumulator element, bits 19 to 29 naming the element
-/// `(r, c)` of one multiply shape. On every target one invocation holds the
-/// element `(r, c)` of every accumulator of a shape, so a warp's loads and stores of
-/// it at those coordinates are that invocation's and never race with each other
-/// (a warp may update C in place); any other fragment access is the whole warp's.
+/// With [`WARP_ACCESS`]: an accumulator element, bits 11 to 26 naming the element
+/// `(r, c)` and bits 27 to 29 the multiply shape. On every target one invocation
+/// holds the element `(r, c)` of every accumulator of a shape, so a warp's loads and
+/// stores of it at those coordinates are that invocation's and never race with each
+/// other (a warp may update C in place); any other fragment access is the whole
+/// warp's. (A warpgroup's accesses are named by its first warp.)
 const ACCUMULATOR: u32 = 1 << 30;
 
 /// The identity of `warp`'s access to an element of an `A` or `B` fragment.
@@ -21,10 +22,10 @@ pub(super) fn warp_access(warp: u32) -> u32 {
     WARP_ACCESS | (warp & 0x7FF)
 }
 
-/// The identity of `warp`'s access to element `element` (`r·n + c`, below 256) of an
-/// accumulator of the multiply shape numbered `shape` (below 8).
+/// The identity of `warp`'s access to element `element` (`r·n + c`, below 2^16) of
+/// an accumulator of the multiply shape numbered `shape` (below 8).
 pub(super) fn accumulator_access(warp: u32, shape: u32, element: u32) -> u32 {
-    WARP_ACCESS | ACCUMULATOR | ((shape & 7) << 27) | ((element & 0xFF) << 19) | (warp & 0x7FF)
+    WARP_ACCESS | ACCUMULATOR | ((shape & 7) << 27) | ((element & 0xFFFF) << 11) | (warp & 0x7FF)
 }
 
 /// The invocation an access-history identity names (a warp's first invocation).

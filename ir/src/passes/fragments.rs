@@ -2,10 +2,11 @@
 //! matrix units (the CPU tiers, WGSL, SPIR-V without cooperative matrices), so that
 //! every kernel written with fragments runs everywhere.
 //!
-//! Each invocation becomes one lane of its warp (`lane = flat local id mod 32`) and
-//! owns `P = m·n / 32` consecutive elements of every accumulator of an `m × n × k`
-//! shape: row `lane·P / n`, columns `(lane·P mod n) + 0..P` (every shape of
-//! [`MMA_KINDS`] has `P` dividing `n`, so they lie in one row). It keeps in mutable
+//! Each invocation becomes one lane of its group (`lane = flat local id mod G`, `G`
+//! the shape's group: 32, or 128 for a warpgroup) and owns `P = m·n / G`
+//! consecutive elements of every accumulator of an `m × n × k` shape: row
+//! `lane·P / n`, columns `(lane·P mod n) + 0..P` (every shape of [`MMA_KINDS`] has `P`
+//! dividing `n`, so they lie in one row). It keeps in mutable
 //! locals what its elements need: that row of every `A` fragment (`k` values), those
 //! columns of every `B` fragment (`k·P` values) and its accumulator elements (`P`).
 //! A load reads exactly those elements from memory (lanes sharing a row read it
@@ -34,12 +35,14 @@ pub fn expand_fragments(kernel: &Kernel) -> Kernel {
     };
     x.kernel.fragments.clear();
     x.declare_lanes(kernel);
-    let lane_id = x.local("fragment_lane", Type::U32, false);
-    let mut body = vec![Stmt::Let {
-        local: lane_id,
-        value: (flat_local_id(kernel.workgroup_size) % WARP).0,
-    }];
+    let mut body = Vec::new();
     for (shape, geometry) in x.geometry.clone() {
+        let lane = (flat_local_id(kernel.workgroup_size) % shape.group()).0;
+        let lane_id = x.local("fragment_lane", Type::U32, false);
+        body.push(Stmt::Let {
+            local: lane_id,
+            value: lane,
+        });
         body.push(Stmt::Let {
             local: geometry.row,
             value: ((local(lane_id) * per_lane(shape)) / shape.n).0,
@@ -55,7 +58,7 @@ pub fn expand_fragments(kernel: &Kernel) -> Kernel {
 
 /// Accumulator elements per lane.
 fn per_lane(shape: MmaShape) -> u32 {
-    shape.m * shape.n / WARP
+    shape.m * shape.n / shape.group()
 }
 
 /// Where a lane's elements of one shape lie: its row and first column.
@@ -304,13 +307,22 @@ impl Expander {
     }
 }
 
-/// `base + offset(r, c)` (u32, wrapping as every index).
+/// `base + offset(r, c)` (u32, wrapping as every index; [`element_offset`]).
 fn element(layout: FragmentLayout, base: LocalId, stride: LocalId, r: Expr, c: Expr) -> Expr {
-    let (major, minor) = match layout {
-        FragmentLayout::RowMajor => (r, c),
-        FragmentLayout::ColMajor => (c, r),
+    let tiled = |r: Expr, c: Expr| {
+        let (r, c) = (E(r), E(c));
+        (r.clone() / TILE) * local(stride)
+            + (c.clone() / TILE) * (TILE * TILE)
+            + (r % TILE) * TILE
+            + c % TILE
     };
-    (local(base) + (E(major) * local(stride) + E(minor))).0
+    let offset = match layout {
+        FragmentLayout::RowMajor => E(r) * local(stride) + E(c),
+        FragmentLayout::ColMajor => E(c) * local(stride) + E(r),
+        FragmentLayout::RowMajorTiles => tiled(r, c),
+        FragmentLayout::ColMajorTiles => tiled(c, r),
+    };
+    (local(base) + offset).0
 }
 
 fn local(id: LocalId) -> E {

@@ -196,6 +196,8 @@ impl InterpRun {
                 | InterpError::DivergentFragment { .. }
                 | InterpError::FragmentOperandDiffers { .. }
                 | InterpError::UnsetFragment { .. }
+                | InterpError::MisalignedFragment { .. }
+                | InterpError::FragmentSourceChanged { .. }
                 | InterpError::Malformed { .. } => return Err(NotComparable(e.clone())),
             },
         };

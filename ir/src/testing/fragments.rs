@@ -25,7 +25,9 @@ pub fn values(ty: ScalarType, n: usize, seed: u64) -> Vec<Scalar> {
 }
 
 /// `C (M × N, row-major) = A (M × K, row-major) · B (K × N, column-major) + C` with one
-/// warp per `m × n` tile of C, B staged through shared memory when `via_shared`.
+/// warp (warpgroup for the `m64` shapes) per `m × n` tile of C, B staged through
+/// shared memory when `via_shared`. A warpgroup's shapes stage A and B always, in the
+/// tiled layouts their loads need.
 pub struct FragmentGemm {
     pub shape: MmaShape,
     pub input: ScalarType,
@@ -49,11 +51,17 @@ impl FragmentGemm {
     pub fn kernel(&self) -> Kernel {
         let (mm, nn, kk) = self.dims();
         let MmaShape { m, n, k } = self.shape;
+        let group = self.shape.group();
         let warps = self.tiles.0 * self.tiles.1;
-        let mut kb = KernelBuilder::new("fragment_gemm", [32 * warps, 1, 1]);
+        let mut kb = KernelBuilder::new("fragment_gemm", [group * warps, 1, 1]);
         let a = kb.buffer("a", self.input, (mm * kk) as u64, Access::Read);
         let b = kb.buffer("b", self.input, (kk * nn) as u64, Access::Read);
         let c = kb.buffer("c", self.acc, (mm * nn) as u64, Access::ReadWrite);
+        if self.shape.is_warpgroup() {
+            let sa = kb.shared("sa", self.input, mm * kk);
+            let sb = kb.shared("sb", self.input, kk * nn);
+            return kb.build(|f| self.warpgroup_body(f, [a, b, c], [sa, sb])).unwrap();
+        }
         let sb = self
             .via_shared
             .then(|| kb.shared("sb", self.input, kk * nn));
@@ -87,6 +95,42 @@ impl FragmentGemm {
             f.store_fragment(fc, c, c_at, nn, RowMajor);
         })
         .unwrap()
+    }
+
+    /// The body for a warpgroup's shape: A and B staged in shared memory as
+    /// `RowMajorTiles` (A) and `ColMajorTiles` (B, by its columns), bands of 8 rows
+    /// (columns) `8·K` apart.
+    fn warpgroup_body(&self, f: &mut Body, [a, b, c]: [Mem; 3], [sa, sb]: [Mem; 2]) {
+        let (mm, nn, kk) = self.dims();
+        let MmaShape { m, n, k } = self.shape;
+        let threads = self.shape.group() * self.tiles.0 * self.tiles.1;
+        let tiled = |outer: E, p: E| {
+            (outer.clone() / 8u32) * (8 * kk) + (p.clone() / 8u32) * 64u32 + (outer % 8u32) * 8u32
+                + p % 8u32
+        };
+        for (src, dst, outer) in [(a, sa, mm), (b, sb, nn)] {
+            f.for_("e", local_id(0), outer * kk, threads, |f, e| {
+                let at = tiled(e.clone() / kk, e.clone() % kk);
+                f.store(dst, at, src.at(e));
+            });
+        }
+        f.barrier();
+        let fa = f.fragment("fa", FragmentRole::A, self.shape, self.input);
+        let fb = f.fragment("fb", FragmentRole::B, self.shape, self.input);
+        let fc = f.fragment("fc", FragmentRole::Accumulator, self.shape, self.acc);
+        let group = f.let_("group", local_id(0) / self.shape.group());
+        let ti = f.let_("ti", group.clone() / self.tiles.1);
+        let tj = f.let_("tj", group % self.tiles.1);
+        let c_at = f.let_("c_at", ti.clone() * (m * nn) + tj.clone() * n);
+        f.load_fragment(fc, c, c_at.clone(), nn, RowMajor);
+        f.for_("s", 0u32, self.k_steps, 1, |f, s| {
+            let a_at = tiled(ti.clone() * m, s.clone() * k);
+            f.load_fragment(fa, sa, a_at, 8 * kk, RowMajorTiles);
+            let b_at = tiled(tj.clone() * n, s * k);
+            f.load_fragment(fb, sb, b_at, 8 * kk, ColMajorTiles);
+            f.mma(fc, fa, fb, fc);
+        });
+        f.store_fragment(fc, c, c_at, nn, RowMajor);
     }
 
     /// `a`, `b` and `c`'s initial values.
