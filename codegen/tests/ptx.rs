@@ -50,13 +50,19 @@ fn require_ptxas() -> Option<PathBuf> {
     panic!("ptxas not found: set PTXAS, or KERNELC_ALLOW_MISSING_TOOLS=1 to skip assembling");
 }
 
-/// Assembles `ptx` with `ptxas -arch=sm_90`; the error output on failure.
+/// Assembles `ptx` with `ptxas -arch=sm_90` (`sm_90a` where the PTX targets it); the
+/// error output on failure.
 fn assemble(ptxas: &Path, dir: &Path, name: &str, ptx: &str) -> Result<(), String> {
     let src = dir.join(format!("{name}.ptx"));
     let out = dir.join(format!("{name}.cubin"));
     std::fs::write(&src, ptx).map_err(|e| format!("writing {}: {e}", src.display()))?;
+    let arch = if ptx.contains(".target sm_90a") {
+        "-arch=sm_90a"
+    } else {
+        "-arch=sm_90"
+    };
     let result = Command::new(ptxas)
-        .arg("-arch=sm_90")
+        .arg(arch)
         .arg(&src)
         .arg("-o")
         .arg(&out)
@@ -833,6 +839,9 @@ fn mma_kernel(shape: kernelc_ir::MmaShape, input: ScalarType, acc: ScalarType) -
 #[test]
 fn every_multiply_kind_is_one_mma_sync_that_ptxas_assembles() {
     for (shape, input, acc) in kernelc_ir::fragment::MMA_KINDS {
+        if shape.is_warpgroup() {
+            continue; // wgmma: the next test
+        }
         let kernel = mma_kernel(shape, input, acc);
         let ptx = emit_checked(&kernel);
         let (m, n, k) = (shape.m, shape.n, shape.k);
@@ -840,6 +849,49 @@ fn every_multiply_kind_is_one_mma_sync_that_ptxas_assembles() {
         let count = ptx.matches(&want).count();
         assert_eq!(count, 1, "{want} x{count} in\n{ptx}");
     }
+}
+
+/// Every warpgroup kind on sm_90a: its operands as shared-memory descriptors, the
+/// multiplies of one reduction step in one fenced and waited batch, a proxy fence
+/// before each barrier.
+#[test]
+fn warpgroup_kinds_are_wgmma_on_sm_90a_that_ptxas_assembles() {
+    use kernelc_ir::testing::fragments::every_kind;
+    for g in every_kind(None).into_iter().filter(|g| g.shape.is_warpgroup()) {
+        let ptx = emit_checked(&g.kernel());
+        assert!(ptx.contains(".target sm_90a"), "{:?}", g.shape);
+        let want = format!(
+            "wgmma.mma_async.sync.aligned.m64n{}k16.f32.{i}.{i}",
+            g.shape.n,
+            i = g.input
+        );
+        assert!(ptx.contains(&want), "no {want}");
+        // A K-major A and B: no transposition.
+        assert!(ptx.contains(", p, 1, 1, 0, 0;"), "{:?}: transposed?", g.shape);
+        for want in [
+            "wgmma.fence.sync.aligned",
+            "wgmma.commit_group.sync.aligned",
+            "wgmma.wait_group.sync.aligned 0",
+            "fence.proxy.async.shared::cta",
+        ] {
+            assert!(ptx.contains(want), "{:?}: no {want}", g.shape);
+        }
+        assert!(!ptx.contains("mma.sync"), "{:?}", g.shape);
+    }
+    // Any other SM refuses them, with the way out.
+    let g = every_kind(None)
+        .into_iter()
+        .find(|g| g.shape.is_warpgroup())
+        .unwrap();
+    let sm80 = PtxOptions {
+        sm: 80,
+        ..PtxOptions::default()
+    };
+    let err = ptx::emit(&g.kernel(), &sm80).unwrap_err();
+    assert!(
+        matches!(err, CodegenError::Unsupported { ref construct, .. } if construct.contains("sm_90a")),
+        "{err}"
+    );
 }
 
 #[test]

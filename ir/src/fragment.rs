@@ -26,7 +26,8 @@
 //!   shared memory when the `mma` runs, not when they are loaded: they load only
 //!   from shared memory, in a tiled layout ([`FragmentLayout::RowMajorTiles`],
 //!   [`FragmentLayout::ColMajorTiles`]) with index and stride multiples of
-//!   [`TILE`], and the elements they were loaded from must still hold the same
+//!   [`TILE`], each fragment in one layout throughout the kernel (the multiply
+//!   instruction carries it), and the elements they were loaded from must still hold the same
 //!   values when an `mma` reads them (the interpreter reads them again there and
 //!   reports a change, or a misaligned load);
 //! * for race purposes a load or store touches each element on behalf of the whole

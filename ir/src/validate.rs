@@ -147,6 +147,8 @@ struct Validator<'k> {
     path: NodePath,
     /// Fragments definitely written at this point (as `assigned` is for locals).
     fragments_written: HashSet<FragmentId>,
+    /// The layout each warpgroup `A`/`B` fragment is loaded in (one per fragment).
+    warpgroup_layouts: std::collections::HashMap<FragmentId, FragmentLayout>,
 }
 
 impl<'k> Validator<'k> {
@@ -155,6 +157,7 @@ impl<'k> Validator<'k> {
             kernel,
             path: NodePath::root("kernel"),
             fragments_written: HashSet::new(),
+            warpgroup_layouts: Default::default(),
         }
     }
 
@@ -779,6 +782,21 @@ impl<'k> Validator<'k> {
                             layout.name()
                         ),
                     });
+                }
+                if read_at_mma {
+                    let first = *self.warpgroup_layouts.entry(*frag).or_insert(*layout);
+                    if first != *layout {
+                        return self.err(K::BadFragment {
+                            name: decl.name.clone(),
+                            why: format!(
+                                "a warpgroup's {} fragment is loaded {} here and {} elsewhere; \
+                                 it takes one layout (the multiply instruction carries it)",
+                                decl.role.name(),
+                                layout.name(),
+                                first.name()
+                            ),
+                        });
+                    }
                 }
                 let (elem, _) = self.memory(*mem)?;
                 if let Memory::Buffer(p) = mem {

@@ -432,3 +432,22 @@ fn tiled_layouts_place_elements_in_eight_by_eight_tiles() {
     assert_eq!(element_offset(ColMajorTiles, 200, 10, 9), 200 + 64 + 8 + 2);
     assert_eq!(element_offset(RowMajorTiles, 200, 7, 7), 63);
 }
+
+#[test]
+fn a_warpgroup_operand_keeps_one_layout() {
+    let s = MmaShape::M64N64K16;
+    let mut kb = KernelBuilder::new("two_layouts", [128, 1, 1]);
+    let sh = kb.shared("sh", ScalarType::Bf16, 4096);
+    let e = kb
+        .build(|f| {
+            let fb = f.fragment("fb", FragmentRole::B, s, ScalarType::Bf16);
+            f.load_fragment(fb, sh, 0u32, 128u32, ColMajorTiles);
+            f.load_fragment(fb, sh, 0u32, 128u32, RowMajorTiles);
+        })
+        .unwrap_err()
+        .kind;
+    assert!(
+        matches!(e, ValidationErrorKind::BadFragment { ref why, .. } if why.contains("one layout")),
+        "{e}"
+    );
+}

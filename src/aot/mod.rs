@@ -75,10 +75,16 @@ impl Target {
             #[cfg(feature = "cuda")]
             Target::Ptx => TargetCaps {
                 matrix_fragments: options.sm >= kernelc_codegen::ptx::FRAGMENTS_MIN_SM,
+                // sm_90a PTX runs on compute capability 9.0 only, so ahead-of-time
+                // PTX keeps to `mma.sync` (any later GPU's driver can take it).
+                warpgroup_fragments: false,
                 ..TargetCaps::cuda_sm90()
             },
             #[cfg(not(feature = "cuda"))]
-            Target::Ptx => TargetCaps::cuda_sm90(),
+            Target::Ptx => TargetCaps {
+                warpgroup_fragments: false,
+                ..TargetCaps::cuda_sm90()
+            },
             Target::Cpu => TargetCaps::cpu(),
         }
     }

@@ -142,6 +142,13 @@ pub fn required_expansion() -> MathExpansion {
 /// (`MathExpansion::native_fragments` off).
 pub const FRAGMENTS_MIN_SM: u32 = 80;
 
+pub use lower::dynamic_shared_bytes;
+
+/// The one SM whose PTX takes warpgroup fragments (the `m64` shapes of
+/// [`kernelc_ir::fragment::MMA_KINDS`]): `wgmma` exists on sm_90a only, so a kernel
+/// with them is emitted for `.target sm_90a` and runs on compute capability 9.0.
+pub const WARPGROUP_SM: u32 = 90;
+
 /// Compiles `kernel` to PTX text (see the module documentation for the ABI).
 pub fn emit(kernel: &Kernel, options: &PtxOptions) -> Result<String, CodegenError> {
     target::compile(kernel, options, target::Output::Ptx)

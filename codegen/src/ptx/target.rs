@@ -137,13 +137,16 @@ fn codegen_level(level: PtxOptLevel) -> OptimizationLevel {
 
 /// A target machine for `sm_{sm}` with `+ptx{ptx_isa}` (without the feature LLVM
 /// picks an old default ISA, 7.8 for sm_90).
-fn target_machine(options: &PtxOptions) -> Result<TargetMachine, CodegenError> {
+/// With `arch_specific`, the `sm_{sm}a` target (Hopper's `wgmma`, which only sm_90
+/// itself runs).
+fn target_machine(options: &PtxOptions, arch_specific: bool) -> Result<TargetMachine, CodegenError> {
     let triple = TargetTriple::create(TRIPLE);
     let target = Target::from_triple(&triple).map_err(|e| backend(e.to_string()))?;
+    let suffix = if arch_specific { "a" } else { "" };
     target
         .create_target_machine(
             &triple,
-            &format!("sm_{}", options.sm),
+            &format!("sm_{}{suffix}", options.sm),
             &format!("+ptx{}", options.ptx_isa),
             codegen_level(options.opt_level),
             RelocMode::Default,
@@ -181,8 +184,20 @@ pub(super) fn compile(
     if kernel.uses_fragments() && options.sm < super::FRAGMENTS_MIN_SM {
         return Err(CodegenError::unexpanded_fragments(super::TARGET));
     }
+    let warpgroups = lower::uses_warpgroups(kernel);
+    if warpgroups && options.sm != super::WARPGROUP_SM {
+        return Err(CodegenError::Unsupported {
+            target: super::TARGET,
+            construct: format!(
+                "warpgroup fragments (the m64 shapes) on sm_{}: only sm_{}a has `wgmma`; \
+                 expand them (kernelc_ir::passes::expand_fragments) or use the m16/m8 shapes",
+                options.sm,
+                super::WARPGROUP_SM
+            ),
+        });
+    }
     init();
-    let tm = target_machine(options)?;
+    let tm = target_machine(options, warpgroups)?;
     let context = Context::create();
     let entry = crate::abi::ENTRY_POINT;
     let module = lower::build_module(&context, kernel, &tm, lower::Flavor::Ptx, entry)?;

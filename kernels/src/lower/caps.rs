@@ -18,6 +18,12 @@ pub struct TargetCaps {
     pub max_workgroups_per_dimension: u32,
     /// Bytes of workgroup-shared memory one workgroup may declare.
     pub shared_memory_bytes: u32,
+    /// Bytes of shared memory a workgroup may have by opting in (CUDA's dynamic
+    /// shared memory past 48 KiB, up to 227 KiB on sm_90), which only the
+    /// schedules written for it use (the warpgroup GEMM tile); at most
+    /// `shared_memory_bytes` elsewhere.
+    #[serde(default)]
+    pub opt_in_shared_memory_bytes: u32,
     /// Invocations per workgroup the schedules aim for (1 on a CPU).
     pub preferred_invocations: u32,
     /// Subgroup (warp, SIMD group) width, when the target exposes subgroups.
@@ -75,6 +81,10 @@ pub struct TargetCaps {
     /// keep the SIMT tiles.
     #[serde(default)]
     pub matrix_fragments: bool,
+    /// Whether warpgroup fragments (the `m64` shapes, Hopper's `wgmma`) run natively:
+    /// CUDA devices of compute capability 9.0 exactly.
+    #[serde(default)]
+    pub warpgroup_fragments: bool,
 }
 
 impl TargetCaps {
@@ -103,6 +113,7 @@ impl TargetCaps {
             max_workgroup_size: [1, 1, 1],
             max_workgroups_per_dimension: u32::MAX,
             shared_memory_bytes: 256 * 1024,
+            opt_in_shared_memory_bytes: 256 * 1024,
             preferred_invocations: 1,
             subgroup_size: None,
             f16: true,
@@ -117,6 +128,7 @@ impl TargetCaps {
             max_kernel_elements: TargetCaps::MAX_KERNEL_ELEMENTS,
             binding_alignment: 1,
             matrix_fragments: false,
+            warpgroup_fragments: false,
         }
     }
 
@@ -128,6 +140,7 @@ impl TargetCaps {
             max_workgroup_size: [256, 256, 64],
             max_workgroups_per_dimension: 65_535,
             shared_memory_bytes: 16 * 1024,
+            opt_in_shared_memory_bytes: 16 * 1024,
             preferred_invocations: 256,
             subgroup_size: None,
             f16: false,
@@ -142,6 +155,7 @@ impl TargetCaps {
             max_kernel_elements: TargetCaps::MAX_KERNEL_ELEMENTS,
             binding_alignment: 256,
             matrix_fragments: false,
+            warpgroup_fragments: false,
         }
     }
 
@@ -152,6 +166,7 @@ impl TargetCaps {
             max_workgroup_size: [1024, 1024, 64],
             max_workgroups_per_dimension: 65_535,
             shared_memory_bytes: 48 * 1024,
+            opt_in_shared_memory_bytes: 227 * 1024,
             preferred_invocations: 256,
             subgroup_size: Some(32),
             f16: true,
@@ -166,6 +181,7 @@ impl TargetCaps {
             max_kernel_elements: TargetCaps::MAX_KERNEL_ELEMENTS,
             binding_alignment: 1,
             matrix_fragments: true,
+            warpgroup_fragments: true,
         }
     }
 

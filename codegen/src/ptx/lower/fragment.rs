@@ -3,7 +3,9 @@
 //! Each thread holds its share of a fragment in the layout `mma.sync` defines for its
 //! shape (PTX ISA, "Matrix Fragments for mma.m16n8k16" and neighbours): with
 //! `g = lane / 4` and `t = lane mod 4`, element `i` of the thread's share lies at a
-//! row and column of the form `g·G + t·T + C` ([`Coord`], [`share`]). The share lives
+//! row and column of the form `w·W + g·G + t·T + C` ([`Coord`], [`share`]; `w`, the
+//! warp within its warpgroup, places the rows of `wgmma`'s accumulators, see
+//! `warpgroup.rs`, which also has the warpgroup `A`/`B` operands). The share lives
 //! in one `alloca` per element (promoted to registers by LLVM). A load reads the
 //! share's elements, a store writes them (each rounded to the memory's type), and
 //! `mma` packs the `A` and `B` shares into the registers the instruction takes
@@ -24,22 +26,40 @@ use inkwell::IntPredicate;
 use kernelc_ir::fragment::*;
 use kernelc_ir::{Expr, Memory, ScalarType, Type};
 
-/// `g·G + t·T + C`.
+/// `w·W + g·G + t·T + C`.
 #[derive(Clone, Copy)]
 struct Coord {
+    w: u32,
     g: u32,
     t: u32,
     c: u32,
 }
 
 const fn at(g: u32, t: u32, c: u32) -> Coord {
-    Coord { g, t, c }
+    Coord { w: 0, g, t, c }
 }
 
 /// The `(row, col)` of each element of a thread's share of a fragment, in register
 /// order (the lower-numbered element of a packed pair first).
 fn share(role: FragmentRole, shape: MmaShape) -> Vec<(Coord, Coord)> {
     let accumulator = |i: u32| (at(1, 0, 8 * (i >> 1)), at(0, 2, i & 1));
+    if shape.is_warpgroup() {
+        // wgmma's D: warp w has rows 16w.. as m16n8 accumulators side by side, one
+        // per 8 columns (PTX ISA, "Register Fragments" for wgmma's D).
+        return match role {
+            FragmentRole::Accumulator => (0..shape.n / 2)
+                .map(|i| {
+                    let row = Coord {
+                        w: 16,
+                        ..at(1, 0, 8 * ((i >> 1) & 1))
+                    };
+                    (row, at(0, 2, 8 * (i >> 2) + (i & 1)))
+                })
+                .collect(),
+            // Read from shared memory by the instruction (a descriptor).
+            FragmentRole::A | FragmentRole::B => Vec::new(),
+        };
+    }
     match (shape, role) {
         (MmaShape::M16N8K16, FragmentRole::A) => (0..8)
             .map(|i| {
@@ -69,6 +89,16 @@ fn share(role: FragmentRole, shape: MmaShape) -> Vec<(Coord, Coord)> {
     }
 }
 
+/// The registers a thread's shares of all accumulators of `kernel` take.
+pub(super) fn accumulator_registers(kernel: &kernelc_ir::Kernel) -> u64 {
+    kernel
+        .fragments
+        .iter()
+        .filter(|f| f.role == FragmentRole::Accumulator)
+        .map(|f| share(f.role, f.shape).len() as u64 * (f.elem.size_bytes() as u64).div_ceil(4))
+        .sum()
+}
+
 /// How `ldmatrix` reads a share of `decl` from `mem` along `layout`: the `8 × 8`
 /// matrices it takes and whether transposed (`.trans`), for 16-bit `A` and `B`
 /// fragments in shared memory; `None` for the rest. Row-major `A` and column-major
@@ -84,7 +114,9 @@ fn ldmatrix_kind(decl: &FragmentDecl, mem: Memory, layout: FragmentLayout) -> Op
         | (FragmentRole::B, FragmentLayout::ColMajor) => false,
         (FragmentRole::A, FragmentLayout::ColMajor)
         | (FragmentRole::B, FragmentLayout::RowMajor) => true,
-        (FragmentRole::Accumulator, _) => return None,
+        // Rows of 8 elements lie apart from each other: read element by element.
+        (_, FragmentLayout::RowMajorTiles | FragmentLayout::ColMajorTiles)
+        | (FragmentRole::Accumulator, _) => return None,
     };
     let matrices = match (decl.role, decl.shape) {
         (FragmentRole::A, MmaShape::M16N8K16) => 4,
@@ -93,6 +125,21 @@ fn ldmatrix_kind(decl: &FragmentDecl, mem: Memory, layout: FragmentLayout) -> Op
         _ => return None,
     };
     Some((matrices, transposed))
+}
+
+/// `(major, minor)` with the largest element offset of a `dims` fragment along
+/// `layout` being `major·stride + minor` (every offset grows with the stride).
+pub(super) fn last_element(layout: FragmentLayout, (rows, cols): (u32, u32)) -> (u32, u32) {
+    let tiled = |rows: u32, cols: u32| {
+        let within = (rows.min(TILE) - 1) * TILE + cols.min(TILE) - 1;
+        ((rows - 1) / TILE, (cols - 1) / TILE * TILE * TILE + within)
+    };
+    match layout {
+        FragmentLayout::RowMajor => (rows - 1, cols - 1),
+        FragmentLayout::ColMajor => (cols - 1, rows - 1),
+        FragmentLayout::RowMajorTiles => tiled(rows, cols),
+        FragmentLayout::ColMajorTiles => tiled(cols, rows),
+    }
 }
 
 /// One fragment load or store, as its elements' code needs it.
@@ -126,6 +173,11 @@ impl<'ctx> Lower<'_, 'ctx> {
     /// One zero-initialised `alloca` per element of each fragment's share.
     pub(super) fn declare_fragments(&mut self) -> Result<(), CodegenError> {
         for (i, f) in self.kernel.fragments.iter().enumerate() {
+            if f.shape.is_warpgroup() && f.role != FragmentRole::Accumulator {
+                let slot = self.warpgroup_operand_slot(i)?;
+                self.fragments.push(vec![slot]);
+                continue;
+            }
             let ty = self.scalar_type(f.elem);
             let mut slots = Vec::new();
             for e in 0..share(f.role, f.shape).len() {
@@ -167,27 +219,43 @@ impl<'ctx> Lower<'_, 'ctx> {
                 stride,
                 layout,
             } => self.fragment_access(*frag, *mem, index, stride, *layout, true),
-            FragmentOp::Mma { d, a, b, c } => self.mma(*d, *a, *b, *c),
+            FragmentOp::Mma { d, a, b, c } => {
+                if self.fragment_decl(*d)?.shape.is_warpgroup() {
+                    self.wgmma(&[(*d, *a, *b, *c)])
+                } else {
+                    self.mma(*d, *a, *b, *c)
+                }
+            }
         }
     }
 
-    fn fragment_decl(&self, id: FragmentId) -> Result<FragmentDecl, CodegenError> {
+    pub(super) fn fragment_decl(&self, id: FragmentId) -> Result<FragmentDecl, CodegenError> {
         self.kernel
             .fragment(id)
             .cloned()
             .ok_or_else(|| internal(format!("unknown fragment #{}", id.0)))
     }
 
-    fn fragment_slots(&self, id: FragmentId) -> Result<Vec<PointerValue<'ctx>>, CodegenError> {
+    pub(super) fn fragment_slots(&self, id: FragmentId) -> Result<Vec<PointerValue<'ctx>>, CodegenError> {
         self.fragments
             .get(id.0 as usize)
             .cloned()
             .ok_or_else(|| internal(format!("unknown fragment #{}", id.0)))
     }
 
-    /// `(g, t)` of this thread: its lane's quad and place in the quad.
-    fn lane_quad(&self) -> Result<(IntValue<'ctx>, IntValue<'ctx>), CodegenError> {
+    /// `(w, g, t)` of this thread: its warp in its warpgroup, its lane's quad and
+    /// place in the quad.
+    fn lane_quad(&self) -> Result<[IntValue<'ctx>; 3], CodegenError> {
         let i32t = self.ctx.i32_type();
+        let flat = self.flat_local_id()?;
+        let w = self
+            .b
+            .build_right_shift(flat, i32t.const_int(5, false), false, "")
+            .or_internal()?;
+        let w = self
+            .b
+            .build_and(w, i32t.const_int(3, false), "w")
+            .or_internal()?;
         let lane = self.lane()?;
         let g = self
             .b
@@ -197,11 +265,20 @@ impl<'ctx> Lower<'_, 'ctx> {
             .b
             .build_and(lane, i32t.const_int(3, false), "t")
             .or_internal()?;
-        Ok((g, t))
+        Ok([w, g, t])
     }
 
     /// This thread's lane in its warp: its flat local id mod 32.
     fn lane(&self) -> Result<IntValue<'ctx>, CodegenError> {
+        let i32t = self.ctx.i32_type();
+        let flat = self.flat_local_id()?;
+        self.b
+            .build_and(flat, i32t.const_int(31, false), "lane")
+            .or_internal()
+    }
+
+    /// `x + y·X + z·X·Y`.
+    fn flat_local_id(&self) -> Result<IntValue<'ctx>, CodegenError> {
         let i32t = self.ctx.i32_type();
         let [x, y, _] = self.kernel.workgroup_size;
         let mut flat = self.builtin(kernelc_ir::Builtin::LocalId, 0)?;
@@ -215,20 +292,13 @@ impl<'ctx> Lower<'_, 'ctx> {
                 flat = self.b.build_int_add(flat, scaled, "").or_internal()?;
             }
         }
-        self.b
-            .build_and(flat, i32t.const_int(31, false), "lane")
-            .or_internal()
+        Ok(flat)
     }
 
-    fn coord(
-        &self,
-        c: Coord,
-        g: IntValue<'ctx>,
-        t: IntValue<'ctx>,
-    ) -> Result<IntValue<'ctx>, CodegenError> {
+    fn coord(&self, c: Coord, [w, g, t]: [IntValue<'ctx>; 3]) -> Result<IntValue<'ctx>, CodegenError> {
         let i32t = self.ctx.i32_type();
         let mut v = i32t.const_int(c.c as u64, false);
-        for (coef, x) in [(c.g, g), (c.t, t)] {
+        for (coef, x) in [(c.w, w), (c.g, g), (c.t, t)] {
             if coef != 0 {
                 let term = self
                     .b
@@ -238,6 +308,41 @@ impl<'ctx> Lower<'_, 'ctx> {
             }
         }
         Ok(v)
+    }
+
+    /// The offset of element `(r, c)` along `layout` (`kernelc_ir::fragment::element_offset`).
+    fn element_offset(
+        &self,
+        layout: FragmentLayout,
+        stride: IntValue<'ctx>,
+        r: IntValue<'ctx>,
+        c: IntValue<'ctx>,
+    ) -> Result<IntValue<'ctx>, CodegenError> {
+        let i32t = self.ctx.i32_type();
+        let k = |v: u32| i32t.const_int(v as u64, false);
+        let b = &self.b;
+        let tiled = |r: IntValue<'ctx>, c: IntValue<'ctx>| -> Result<IntValue<'ctx>, CodegenError> {
+            let band = b.build_int_unsigned_div(r, k(TILE), "").or_internal()?;
+            let band = b.build_int_mul(band, stride, "").or_internal()?;
+            let tile = b.build_int_unsigned_div(c, k(TILE), "").or_internal()?;
+            let tile = b.build_int_mul(tile, k(TILE * TILE), "").or_internal()?;
+            let row = b.build_int_unsigned_rem(r, k(TILE), "").or_internal()?;
+            let row = b.build_int_mul(row, k(TILE), "").or_internal()?;
+            let col = b.build_int_unsigned_rem(c, k(TILE), "").or_internal()?;
+            let v = b.build_int_add(band, tile, "").or_internal()?;
+            let v = b.build_int_add(v, row, "").or_internal()?;
+            b.build_int_add(v, col, "").or_internal()
+        };
+        let plain = |major: IntValue<'ctx>, minor: IntValue<'ctx>| {
+            let v = b.build_int_mul(major, stride, "").or_internal()?;
+            b.build_int_add(v, minor, "").or_internal()
+        };
+        match layout {
+            FragmentLayout::RowMajor => plain(r, c),
+            FragmentLayout::ColMajor => plain(c, r),
+            FragmentLayout::RowMajorTiles => tiled(r, c),
+            FragmentLayout::ColMajorTiles => tiled(c, r),
+        }
     }
 
     /// A fragment load (or, with `store`, an accumulator store).
@@ -251,31 +356,25 @@ impl<'ctx> Lower<'_, 'ctx> {
         store: bool,
     ) -> Result<(), CodegenError> {
         let decl = self.fragment_decl(frag)?;
+        if decl.shape.is_warpgroup() && decl.role != FragmentRole::Accumulator {
+            return self.warpgroup_operand(frag, mem, (index, stride), layout);
+        }
         let slots = self.fragment_slots(frag)?;
         let (index_expr, stride_expr) = (index, stride);
         let index = int(self.expr(index)?.first()?)?;
         let stride = int(self.expr(stride)?.first()?)?;
-        let (g, t) = self.lane_quad()?;
+        let quad = self.lane_quad()?;
         let mut elements = Vec::new();
         for (r, c) in share(decl.role, decl.shape) {
-            let (r, c) = (self.coord(r, g, t)?, self.coord(c, g, t)?);
-            let (major, minor) = match layout {
-                FragmentLayout::RowMajor => (r, c),
-                FragmentLayout::ColMajor => (c, r),
-            };
-            let offset = self.b.build_int_mul(major, stride, "").or_internal()?;
-            let offset = self.b.build_int_add(offset, minor, "").or_internal()?;
+            let (r, c) = (self.coord(r, quad)?, self.coord(c, quad)?);
+            let offset = self.element_offset(layout, stride, r, c)?;
             elements.push(self.b.build_int_add(index, offset, "").or_internal()?);
         }
         let (_, len) = self
             .kernel
             .memory(mem)
             .ok_or_else(|| internal(format!("unknown memory {mem:?}")))?;
-        let (rows, cols) = decl.dims();
-        let (major, minor) = match layout {
-            FragmentLayout::RowMajor => (rows - 1, cols - 1),
-            FragmentLayout::ColMajor => (cols - 1, rows - 1),
-        };
+        let (major, minor) = last_element(layout, decl.dims());
         let aligned_rows = self.ranges.alignment(index_expr) % 8 == 0
             && self.ranges.alignment(stride_expr) % 8 == 0;
         let access = Access {

@@ -22,6 +22,9 @@ mod memory;
 mod narrow;
 mod scalar;
 pub(super) mod value;
+mod warpgroup;
+
+pub(crate) use warpgroup::uses_warpgroups;
 
 pub(crate) use flavor::{check_cpu_supported, Flavor};
 
@@ -61,6 +64,22 @@ const MAX_THREADS_PER_BLOCK: u64 = 1024;
 const MAX_BLOCK_DIM: [u32; 3] = [1024, 1024, 64];
 /// Static shared memory a kernel may declare (CUDA's limit without opt-in).
 const MAX_STATIC_SHARED_BYTES: u64 = 48 * 1024;
+/// Shared memory a block may have at all, past the static limit as dynamic shared
+/// memory the launch opts into (sm_90's limit; older SMs' drivers refuse more at
+/// load, which the runtime reports).
+const MAX_DYNAMIC_SHARED_BYTES: u64 = 227 * 1024;
+
+/// The dynamic shared memory `kernel`'s PTX declares, which its launch must pass
+/// (and opt into past 48 KiB): the padded size of its shared arrays where they
+/// exceed the static limit, else 0 (static arrays, nothing to pass).
+pub fn dynamic_shared_bytes(kernel: &Kernel) -> u32 {
+    let bytes = shared_bytes(kernel);
+    if bytes > MAX_STATIC_SHARED_BYTES {
+        bytes as u32
+    } else {
+        0
+    }
+}
 
 /// Results of LLVM builder calls: a failure is a bug in the emitter (the builder is
 /// always positioned, operands are well typed).
@@ -95,9 +114,9 @@ pub(super) fn check_supported(kernel: &Kernel) -> Result<(), CodegenError> {
         )));
     }
     let shared = shared_bytes(kernel);
-    if shared > MAX_STATIC_SHARED_BYTES {
+    if shared > MAX_DYNAMIC_SHARED_BYTES {
         return Err(unsupported(format!(
-            "{shared} bytes of shared memory (at most {MAX_STATIC_SHARED_BYTES} static bytes)"
+            "{shared} bytes of shared memory (a block has at most {MAX_DYNAMIC_SHARED_BYTES})"
         )));
     }
     Ok(())
@@ -218,7 +237,7 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
         match flavor {
             Flavor::Ptx => {
                 lower.bind_params()?;
-                lower.declare_shared();
+                lower.declare_shared()?;
             }
             Flavor::Cpu => {
                 lower.bind_cpu_params()?;
@@ -294,7 +313,13 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
     /// vector load ahead of the branch that guards the second, which must then stay
     /// inside the array (compute-sanitizer's memcheck flags it otherwise; kernels
     /// still index only `decl.len` elements, every access checked or proven).
-    fn declare_shared(&mut self) {
+    ///
+    /// Past the static limit the arrays lie one after another in the block's dynamic
+    /// shared memory (one `.extern .shared` array), at the same padded sizes.
+    fn declare_shared(&mut self) -> Result<(), CodegenError> {
+        if dynamic_shared_bytes(self.kernel) > 0 {
+            return self.declare_dynamic_shared();
+        }
         for (i, decl) in self.kernel.shared.iter().enumerate() {
             let size = decl.elem.size_bytes().max(1);
             let padded = (decl.len * size).next_multiple_of(SHARED_ALIGN) / size;
@@ -307,6 +332,33 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
             global.set_alignment(SHARED_ALIGN);
             self.shared.push(global.as_pointer_value());
         }
+        Ok(())
+    }
+
+    fn declare_dynamic_shared(&mut self) -> Result<(), CodegenError> {
+        let i8t = self.ctx.i8_type();
+        let ty = i8t.array_type(0);
+        let global =
+            self.module
+                .add_global(ty, Some(AddressSpace::from(SHARED)), "dynamic_shared");
+        global.set_linkage(Linkage::External);
+        global.set_alignment(SHARED_ALIGN);
+        let mut offset = 0u64;
+        for decl in &self.kernel.shared {
+            let at = self.ctx.i64_type().const_int(offset, false);
+            // SAFETY: `build_in_bounds_gep` is unsafe only because an out-of-bounds GEP
+            // is poison; `offset` is below the dynamic size every launch passes
+            // (`dynamic_shared_bytes`, the sum of the padded arrays).
+            let ptr = unsafe {
+                self.allocas
+                    .build_in_bounds_gep(i8t, global.as_pointer_value(), &[at], "")
+            }
+            .or_internal()?;
+            self.shared.push(ptr);
+            let bytes = decl.len as u64 * decl.elem.size_bytes() as u64;
+            offset += bytes.next_multiple_of(SHARED_ALIGN as u64);
+        }
+        Ok(())
     }
 
     /// A zero-initialised `alloca` per lane of every local.
@@ -395,10 +447,22 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
     // -- statements -------------------------------------------------------------------
 
     fn block(&mut self, stmts: &[Stmt]) -> Result<Flow, CodegenError> {
-        for s in stmts {
+        let mut rest = stmts;
+        while let Some(s) = rest.first() {
+            // Warpgroup multiplies with only operand loads between them: one batch.
+            let batch = match self.flavor {
+                Flavor::Ptx => warpgroup::batch_len(self.kernel, rest),
+                Flavor::Cpu => 0,
+            };
+            if batch > 0 {
+                self.warpgroup_batch(&rest[..batch])?;
+                rest = &rest[batch..];
+                continue;
+            }
             if self.stmt(s)? == Flow::Returned {
                 return Ok(Flow::Returned);
             }
+            rest = &rest[1..];
         }
         Ok(Flow::Continue)
     }
@@ -537,6 +601,9 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
     fn barrier(&mut self) -> Result<(), CodegenError> {
         if self.flavor == Flavor::Cpu {
             return Ok(());
+        }
+        if warpgroup::uses_warpgroups(self.kernel) {
+            self.async_proxy_fence()?;
         }
         let zero = self.ctx.i32_type().const_zero();
         self.call_intrinsic_void(
@@ -779,8 +846,10 @@ fn declare_kernel<'ctx>(
     // Tensor-core tiles hold many accumulators: asking for two blocks per SM
     // (`.minnctapersm 2`) caps their registers at 65536 / (2 · threads), so that the
     // next block's loads and multiplies hide this one's latency (the bf16 tile: 157
-    // registers and one block, or 128 and two, without spills).
-    if kernel.uses_fragments() && kernel.invocations_per_workgroup() <= 512 {
+    // registers and one block, or 128 and two, without spills). Only where the cap
+    // leaves room for the accumulators and about 48 registers of addresses besides.
+    let cap = 65536 / (2 * kernel.invocations_per_workgroup().max(1));
+    if kernel.uses_fragments() && fragment::accumulator_registers(kernel) + 48 <= cap {
         func.add_attribute(
             AttributeLoc::Function,
             ctx.create_string_attribute("nvvm.minctasm", "2"),

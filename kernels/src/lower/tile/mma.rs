@@ -33,16 +33,17 @@ use super::{add, div, rem, scale, GemmCore, GemmOperand};
 use crate::lower::math::{bind, Num};
 use crate::lower::{Launch, LowerError, TargetCaps};
 use kernelc_ir::builder::*;
-use kernelc_ir::fragment::{FragmentLayout, FragmentRole, MmaShape};
+use kernelc_ir::fragment::{FragmentLayout, FragmentRole, MmaShape, TILE};
 use kernelc_ir::{FragmentId, ScalarType};
 
-/// The warps of a workgroup and the fragments of a warp.
+/// The warps (or warpgroups: the shape's group) of a workgroup and the fragments of
+/// one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct MmaTile {
-    /// Warps along M and N.
+    /// Groups along M and N.
     pub wm: u32,
     pub wn: u32,
-    /// Accumulator fragments of a warp along M and N.
+    /// Accumulator fragments of a group along M and N.
     pub fm: u32,
     pub fn_: u32,
     /// The multiply, its operands' and its sums' types.
@@ -79,6 +80,25 @@ impl MmaTile {
         }
     }
 
+    /// f16/bf16 on Hopper's `wgmma` (m64n128k16): two warpgroups of 64 × 128 (a
+    /// 128 × 128 tile), 32-deep slabs staged in the tiled layouts the instruction
+    /// reads, two stages.
+    fn warpgroup(input: ScalarType) -> MmaTile {
+        MmaTile {
+            wm: 2,
+            wn: 1,
+            fm: 1,
+            fn_: 1,
+            shape: MmaShape::M64N128K16,
+            input,
+            acc: ScalarType::F32,
+            bk: 32,
+            pad: 0,
+            stages: 2,
+            epilogue_frags: 1,
+        }
+    }
+
     /// f64 on m8n8k4 (DMMA): 8 warps of 32 × 32 (a 64 × 128 tile) or 4 (64 × 64),
     /// 16-deep slabs.
     fn double(large: bool) -> MmaTile {
@@ -107,8 +127,17 @@ impl MmaTile {
         self.bk + self.pad
     }
 
+    /// Groups (warps or warpgroups) of the workgroup.
     fn warps(&self) -> u32 {
         self.wm * self.wn
+    }
+    /// Invocations of a group.
+    fn group(&self) -> u32 {
+        self.shape.group()
+    }
+    /// Whether slabs are staged in the tiled layouts (a warpgroup's operands).
+    fn tiled(&self) -> bool {
+        self.shape.is_warpgroup()
     }
     fn warp_rows(&self) -> u32 {
         self.fm * self.shape.m
@@ -123,7 +152,7 @@ impl MmaTile {
         self.wn * self.warp_cols()
     }
     fn invocations(&self) -> u32 {
-        self.warps() * kernelc_ir::fragment::WARP
+        self.warps() * self.group()
     }
 
     /// The engine's tile record of this shape (for placement and the epilogue).
@@ -169,24 +198,48 @@ pub(crate) fn choose(core: &GemmCore, caps: &TargetCaps) -> Option<MmaTile> {
     let tiles = |t: MmaTile| {
         core.m.div_ceil(t.bm()) as u64 * core.n.div_ceil(t.bn()) as u64 * core.batch_count() as u64
     };
-    // The large tile where it still fills about a device's worth of workgroups.
-    let large = kind(true)?;
-    let tile = if tiles(large) >= 96 || forced_large() {
+    // The large tile where it still fills about a device's worth of workgroups: on
+    // warpgroups where the device has them.
+    let warpgroups = caps.warpgroup_fragments
+        && matches!(core.a.dtype, ScalarType::F16 | ScalarType::Bf16)
+        && forced() != Forced::MmaSync;
+    let large = if warpgroups {
+        MmaTile::warpgroup(core.a.dtype)
+    } else {
+        kind(true)?
+    };
+    let tile = if tiles(large) >= 96 || forced() != Forced::None {
         large
     } else {
         kind(false)?
     };
+    // Only the warpgroup tile opts into more shared memory than the plain limit.
+    let shared = if tile.tiled() {
+        caps.opt_in_shared_memory_bytes.max(caps.shared_memory_bytes)
+    } else {
+        caps.shared_memory_bytes
+    };
     let fits = tile.invocations() <= caps.max_invocations_per_workgroup
-        && tile.shared_bytes() <= caps.shared_memory_bytes as u64;
+        && tile.shared_bytes() <= shared as u64;
     fits.then_some(tile)
 }
 
-/// Tests force the large tile on small shapes.
+/// Which large tile tests force on small shapes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(not(test), allow(dead_code))]
+enum Forced {
+    None,
+    /// The large tile of the device (warpgroups where it has them).
+    Large,
+    /// The large `mma.sync` tile, even where the device has warpgroups.
+    MmaSync,
+}
+
 #[cfg(test)]
-use tests::forced_large;
+use tests::forced;
 #[cfg(not(test))]
-fn forced_large() -> bool {
-    false
+fn forced() -> Forced {
+    Forced::None
 }
 
 impl TileKernel<'_> {
@@ -244,8 +297,8 @@ impl TileKernel<'_> {
         let core = self.core;
         let place = self.place(f, grid);
         let input = core.a.dtype;
-        let warp = f.let_("warp", div(place.tid.clone(), 32));
-        let lane = f.let_("lane", rem(place.tid.clone(), 32));
+        let warp = f.let_("warp", div(place.tid.clone(), mt.group()));
+        let lane = f.let_("lane", rem(place.tid.clone(), mt.group()));
         let wr = bind(
             f,
             "warp_row",
@@ -396,8 +449,8 @@ impl TileKernel<'_> {
                 f.store_fragment(c, c_sh, at, width, FragmentLayout::RowMajor);
             }
             f.barrier();
-            for q in 0..shape.m * width / 32 {
-                let e = add(lane.clone(), E::from(q * 32));
+            for q in 0..shape.m * width / mt.group() {
+                let e = add(lane.clone(), E::from(q * mt.group()));
                 let r = div(e.clone(), width);
                 let col_in = rem(e.clone(), width);
                 let row = bind(
@@ -473,8 +526,12 @@ struct Staging<'s> {
     threads: u32,
     bk: u32,
     /// A staged row: `bk + pad` elements where the slab is `[outer][bk]` (neighbours
-    /// along the reduction), `outer + pad` where it is `[bk][outer]`.
+    /// along the reduction), `outer + pad` where it is `[bk][outer]`; in the tiled
+    /// layouts, a band of 8 such rows (`8·bk` or `8·outer`).
     row: u32,
+    /// Whether the slab is staged in 8 × 8 tiles (`RowMajorTiles` along the
+    /// contiguous axis), each tile's elements stored by 16 neighbouring invocations.
+    tiled: bool,
 }
 
 impl<'s> Staging<'s> {
@@ -521,11 +578,34 @@ impl<'s> Staging<'s> {
             lanes: if vector { 4 } else { 1 },
             threads: mt.invocations(),
             bk: mt.bk,
-            row: if along_reduction {
-                mt.row()
-            } else {
-                outer + mt.pad
+            row: match (mt.tiled(), along_reduction) {
+                (true, true) => TILE * mt.bk,
+                (true, false) => TILE * outer,
+                (false, true) => mt.row(),
+                (false, false) => outer + mt.pad,
             },
+            tiled: mt.tiled(),
+        }
+    }
+
+    /// For a tiled slab, load `q` of this thread as `(tile, row, col)`: the tile
+    /// (numbered along the contiguous axis first), and the row and first column of
+    /// the vector in it.
+    fn tile_coords(&self, q: u32) -> (E, E, E) {
+        let lanes = self.lanes as u32;
+        let per_row = TILE / lanes;
+        let v = add(local_id(0), E::from(q * self.threads));
+        let t = div(v.clone(), TILE * per_row);
+        let w = rem(v, TILE * per_row);
+        (t, div(w.clone(), per_row), scale(rem(w, per_row), lanes))
+    }
+
+    /// Tiles of a slab along its contiguous axis.
+    fn tiles_along(&self) -> u32 {
+        if self.along_reduction {
+            self.bk / TILE
+        } else {
+            self.outer / TILE
         }
     }
 
@@ -552,6 +632,16 @@ impl<'s> Staging<'s> {
     /// vector.
     fn coords(&self, q: u32) -> (E, E) {
         let lanes = self.lanes as u32;
+        if self.tiled {
+            let (t, row, col) = self.tile_coords(q);
+            let across = add(scale(div(t.clone(), self.tiles_along()), TILE), row);
+            let along = add(scale(rem(t, self.tiles_along()), TILE), col);
+            return if self.along_reduction {
+                (across, along)
+            } else {
+                (along, across)
+            };
+        }
         let v = add(local_id(0), E::from(q * self.threads));
         if self.along_reduction {
             let per_row = self.bk / lanes;
@@ -566,13 +656,29 @@ impl<'s> Staging<'s> {
     /// starts in the staged slab, and how its elements lie (A's rows and B's columns
     /// are the outer axis).
     fn fragment_at(&self, outer0: E, p: u32, role: FragmentRole) -> (E, FragmentLayout) {
+        if self.tiled {
+            // Along the reduction: A by row tiles, B by column tiles (both "K-major");
+            // across it the other way. `outer0` and `p` are multiples of 8.
+            let (along, across) = match role {
+                FragmentRole::A => (FragmentLayout::RowMajorTiles, FragmentLayout::ColMajorTiles),
+                FragmentRole::B | FragmentRole::Accumulator => {
+                    (FragmentLayout::ColMajorTiles, FragmentLayout::RowMajorTiles)
+                }
+            };
+            let band = self.row / TILE;
+            return if self.along_reduction {
+                (add(scale(outer0, band), E::from(p * TILE)), along)
+            } else {
+                (add(scale(outer0, TILE), E::from(p * band)), across)
+            };
+        }
         let outer_major = match role {
             FragmentRole::A => FragmentLayout::RowMajor,
             FragmentRole::B | FragmentRole::Accumulator => FragmentLayout::ColMajor,
         };
-        let reduction_major = match outer_major {
-            FragmentLayout::RowMajor => FragmentLayout::ColMajor,
-            FragmentLayout::ColMajor => FragmentLayout::RowMajor,
+        let reduction_major = match role {
+            FragmentRole::A => FragmentLayout::ColMajor,
+            FragmentRole::B | FragmentRole::Accumulator => FragmentLayout::RowMajor,
         };
         if self.along_reduction {
             (add(scale(outer0, self.row), E::from(p)), outer_major)
@@ -621,6 +727,16 @@ impl<'s> Staging<'s> {
     /// Stores `regs` into the shared slab starting at `offset` (its stage).
     fn store(&self, f: &mut Body, regs: &[Var], offset: &E) {
         for (q, &reg) in regs.iter().enumerate() {
+            if self.tiled {
+                // Tile t of band t / along at `band·row + (t mod along)·64`, then its
+                // row and column: a warp's vectors fill two whole tiles.
+                let (t, row, col) = self.tile_coords(q as u32);
+                let band = scale(div(t.clone(), self.tiles_along()), self.row);
+                let tile = scale(rem(t, self.tiles_along()), TILE * TILE);
+                let at = add(add(band, tile), add(scale(row, TILE), col));
+                f.store(self.sh, add(offset.clone(), at), reg.get());
+                continue;
+            }
             let (r, p) = self.coords(q as u32);
             // Each vector's lanes are neighbours in the staged row too.
             let at = if self.along_reduction {
@@ -645,13 +761,15 @@ mod tests {
     use kernelc_ir::passes::expand_fragments;
     use kernelc_ir::ScalarType;
 
+    use super::Forced;
+
     thread_local! {
-        static FORCE_LARGE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+        static FORCE: std::cell::Cell<Forced> = const { std::cell::Cell::new(Forced::None) };
     }
 
-    /// Whether this test thread lowers every fragment GEMM with the large tile.
-    pub(super) fn forced_large() -> bool {
-        FORCE_LARGE.with(|f| f.get())
+    /// Which large tile this test thread lowers every fragment GEMM with.
+    pub(super) fn forced() -> Forced {
+        FORCE.with(|f| f.get())
     }
 
     struct Fragments {
@@ -707,18 +825,48 @@ mod tests {
         }
     }
 
-    /// The large tiles (8 warps, a one-fragment epilogue) on the table's shapes,
-    /// which pick the small ones on their own.
+    /// The large tiles (8 warps and a one-fragment epilogue on `mma.sync`, two
+    /// warpgroups on `wgmma`) on the table's shapes, which pick the small ones on
+    /// their own; the warpgroup tile expanded too.
     #[test]
     fn the_large_tiles_conform_too() {
-        FORCE_LARGE.with(|f| f.set(true));
-        let exec = Fragments { expanded: false };
-        for spec in &half_gemms() {
-            if let Err(e) = check(&exec, spec, 7) {
-                panic!("large tiles: {spec:?}: {e}");
+        for (force, expanded) in [
+            (Forced::MmaSync, false),
+            (Forced::Large, false),
+            (Forced::Large, true),
+        ] {
+            FORCE.with(|f| f.set(force));
+            let exec = Fragments { expanded };
+            for spec in &half_gemms() {
+                if let Err(e) = check(&exec, spec, 7) {
+                    FORCE.with(|f| f.set(Forced::None));
+                    panic!("{force:?} (expanded: {expanded}): {spec:?}: {e}");
+                }
             }
         }
-        FORCE_LARGE.with(|f| f.set(false));
+        FORCE.with(|f| f.set(Forced::None));
+    }
+
+    /// The warpgroup tile stages in tiles and multiplies with warpgroup shapes.
+    #[test]
+    fn half_gemms_on_sm90_caps_use_warpgroups_when_large() {
+        use crate::spec::GemmSpec;
+        let spec = OpSpec::Gemm(GemmSpec::new(ScalarType::Bf16, 2048, 2048, 256));
+        let plan = lower(&spec, &TargetCaps::cuda_sm90()).unwrap();
+        let kernel = &plan.launches[0].kernel;
+        assert!(kernel.fragments.iter().all(|f| f.shape.is_warpgroup()));
+        assert_eq!(kernel.invocations_per_workgroup(), 256);
+        // No warpgroups without the cap.
+        let caps = TargetCaps {
+            warpgroup_fragments: false,
+            ..TargetCaps::cuda_sm90()
+        };
+        let plan = lower(&spec, &caps).unwrap();
+        assert!(plan.launches[0]
+            .kernel
+            .fragments
+            .iter()
+            .all(|f| !f.shape.is_warpgroup()));
     }
 
     #[test]

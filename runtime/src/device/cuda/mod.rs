@@ -287,12 +287,34 @@ impl CudaDevice {
     fn load(&self, kernel: &Kernel, ptx: &str) -> std::result::Result<CudaKernel, String> {
         let module = LoadedModule::load(&self.ctx, ptx)?;
         let function = module.function(abi::ENTRY_POINT)?;
+        let dynamic_shared = ptx::dynamic_shared_bytes(kernel);
+        if dynamic_shared > 0 {
+            if dynamic_shared > self.caps.opt_in_shared_memory_bytes {
+                return Err(format!(
+                    "the kernel needs {dynamic_shared} bytes of shared memory; this device \
+                     gives a block at most {}",
+                    self.caps.opt_in_shared_memory_bytes
+                ));
+            }
+            use sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
+            // SAFETY: `function` was just taken from `module`, which is loaded, and
+            // `module.function` made the context current.
+            unsafe {
+                result::function::set_function_attribute(
+                    function,
+                    CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    dynamic_shared as i32,
+                )
+            }
+            .map_err(|e| format!("cannot opt into {dynamic_shared} bytes of shared memory: {}", describe(&e)))?;
+        }
         Ok(CudaKernel {
             function,
             _module: module,
             name: kernel.name.clone(),
             params: kernel.params.clone(),
             workgroup_size: kernel.workgroup_size,
+            dynamic_shared,
         })
     }
 
@@ -422,7 +444,7 @@ impl CudaDevice {
                 kernel.function,
                 (grid[0], grid[1], grid[2]),
                 (bx, by, bz),
-                0,
+                kernel.dynamic_shared,
                 self.stream.cu_stream(),
                 &mut params,
             )
@@ -501,6 +523,8 @@ struct DeviceProperties {
     driver_version: i32,
     warp_size: u32,
     shared_memory_per_block: u32,
+    /// What a block may have by opting in (dynamic shared memory).
+    opt_in_shared_memory_per_block: u32,
     limits: LaunchLimits,
 }
 
@@ -519,6 +543,9 @@ impl DeviceProperties {
             driver_version,
             warp_size: attr(CU_DEVICE_ATTRIBUTE_WARP_SIZE)?,
             shared_memory_per_block: attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)?,
+            opt_in_shared_memory_per_block: attr(
+                CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+            )?,
             limits: LaunchLimits {
                 max_threads_per_block: attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
                 max_block: [
@@ -561,6 +588,8 @@ impl DeviceProperties {
             f64: true,
             i64: true,
             matrix_fragments: self.sm >= kernelc_codegen::ptx::FRAGMENTS_MIN_SM,
+            warpgroup_fragments: self.sm == kernelc_codegen::ptx::WARPGROUP_SM,
+            opt_in_shared_memory_bytes: self.opt_in_shared_memory_per_block,
             ..TargetCaps::cuda_sm90()
         }
     }
@@ -993,6 +1022,8 @@ pub struct CudaKernel {
     name: String,
     params: Vec<Param>,
     workgroup_size: [u32; 3],
+    /// Dynamic shared memory each launch passes (`ptx::dynamic_shared_bytes`).
+    dynamic_shared: u32,
 }
 
 // SAFETY: `function` is a driver handle into `_module`, which lives as long as this
@@ -1191,6 +1222,7 @@ mod tests {
             driver_version: 13_000,
             warp_size: 32,
             shared_memory_per_block: 227 * 1024,
+            opt_in_shared_memory_per_block: 227 * 1024,
             limits: LaunchLimits {
                 max_threads_per_block: 1024,
                 max_block: [1024, 1024, 64],

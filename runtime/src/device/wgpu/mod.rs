@@ -1071,6 +1071,8 @@ fn caps_from(
         binding_alignment: limits.min_storage_buffer_offset_alignment.max(4),
         // No cooperative matrices through wgpu: fragments are expanded.
         matrix_fragments: false,
+        warpgroup_fragments: false,
+        opt_in_shared_memory_bytes: limits.max_compute_workgroup_storage_size,
     }
 }
 

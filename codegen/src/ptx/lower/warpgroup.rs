@@ -1,0 +1,479 @@
+//! Warpgroup fragments on Hopper's `wgmma` (sm_90a).
+//!
+//! A warpgroup's `A` and `B` never enter registers: a load computes the operand's
+//! 64-bit shared-memory *matrix descriptor* (PTX ISA, "Matrix Descriptor Format"),
+//! and the multiply hands it to `wgmma.mma_async`, which reads shared memory itself.
+//! The IR's tiled layouts are the descriptor's no-swizzle canonical layouts: an 8 × 8
+//! tile of 16-bit elements is one 8 × 16-byte core matrix. Loaded along the
+//! reduction (`A` by row tiles, `B` by column tiles: "K-major") the tiles next to
+//! each other along the reduction are 128 bytes apart (the leading byte offset) and
+//! the bands of 8 rows `stride` elements (the stride byte offset); loaded across it
+//! ("MN-major", the instruction's transpose flag) the two swap.
+//!
+//! The accumulators live in registers, each thread's share as `wgmma` lays it out
+//! (`share` in `fragment.rs`). A run of multiplies with nothing but warpgroup
+//! operand loads between them becomes one inline-asm statement (LLVM 22 has no
+//! `wgmma.mma_async` intrinsic): `wgmma.fence`, the multiplies, `commit_group` and
+//! `wait_group 0`, with every accumulator register tied from input to output. LLVM
+//! therefore sees the results only once the wait is done, and shared memory only
+//! changes after it. Plain stores to shared memory that `wgmma` reads later are
+//! ordered for it by `fence.proxy.async.shared::cta` ahead of every barrier of a
+//! kernel with warpgroup fragments (the IR needs a barrier between them).
+
+use super::value::int;
+use super::{internal, Lower, OrInternal};
+use crate::abi::status;
+use crate::CodegenError;
+use inkwell::attributes::{Attribute, AttributeLoc};
+use inkwell::types::BasicMetadataTypeEnum;
+use inkwell::values::{BasicMetadataValueEnum, IntValue, PointerValue};
+use inkwell::IntPredicate;
+use kernelc_ir::fragment::*;
+use kernelc_ir::{Expr, FragmentOp, Kernel, Memory, ScalarType, Stmt};
+
+/// Bytes of one 16-bit element (every warpgroup kind takes f16 or bf16).
+const ELEMENT_BYTES: u64 = 2;
+/// Bytes between core matrices next to each other in a tile band.
+const TILE_BYTES: u64 = (TILE * TILE) as u64 * ELEMENT_BYTES;
+
+/// Whether `kernel` has warpgroup fragments (and so needs sm_90a).
+pub(crate) fn uses_warpgroups(kernel: &Kernel) -> bool {
+    kernel.fragments.iter().any(|f| f.shape.is_warpgroup())
+}
+
+/// Whether `op` multiplies warpgroup fragments, and whether in place (`d = c`).
+fn warpgroup_mma(kernel: &Kernel, op: &Stmt) -> Option<bool> {
+    match op {
+        Stmt::Fragment(FragmentOp::Mma { d, c, .. }) => kernel
+            .fragment(*d)
+            .is_some_and(|f| f.shape.is_warpgroup())
+            .then_some(d == c),
+        _ => None,
+    }
+}
+
+/// Whether `op` loads a warpgroup's `A` or `B` (a descriptor, nothing read).
+fn is_warpgroup_operand_load(kernel: &Kernel, op: &Stmt) -> bool {
+    match op {
+        Stmt::Fragment(FragmentOp::Load { frag, .. }) => kernel
+            .fragment(*frag)
+            .is_some_and(|f| f.shape.is_warpgroup() && f.role != FragmentRole::Accumulator),
+        _ => false,
+    }
+}
+
+/// The statements from the first of `stmts` that go into one `wgmma` batch: a
+/// warpgroup multiply, then operand loads and in-place multiplies up to the last
+/// multiply (one into another accumulator than its `c` goes alone: its `c` is
+/// copied ahead of the batch). `0` where the first statement is no warpgroup
+/// multiply.
+pub(super) fn batch_len(kernel: &Kernel, stmts: &[Stmt]) -> usize {
+    match stmts.first().and_then(|s| warpgroup_mma(kernel, s)) {
+        None => return 0,
+        Some(false) => return 1,
+        Some(true) => {}
+    }
+    let mut len = 1;
+    for (i, s) in stmts.iter().enumerate().skip(1) {
+        match warpgroup_mma(kernel, s) {
+            Some(true) => len = i + 1,
+            Some(false) => break,
+            None if is_warpgroup_operand_load(kernel, s) => {}
+            None => break,
+        }
+    }
+    len
+}
+
+/// Whether the layout an `A`/`B` fragment is loaded in is the instruction's
+/// transposed ("MN-major") form.
+fn transposed(role: FragmentRole, layout: FragmentLayout) -> bool {
+    match (role, layout) {
+        (FragmentRole::A, FragmentLayout::RowMajorTiles)
+        | (FragmentRole::B, FragmentLayout::ColMajorTiles) => false,
+        (FragmentRole::A, FragmentLayout::ColMajorTiles)
+        | (FragmentRole::B, FragmentLayout::RowMajorTiles) => true,
+        // The validator allows no other layout for these operands.
+        (_, FragmentLayout::RowMajor | FragmentLayout::ColMajor)
+        | (FragmentRole::Accumulator, _) => false,
+    }
+}
+
+/// The layout each fragment is loaded in (the validator allows one per warpgroup
+/// operand), by fragment id.
+fn load_layouts(kernel: &Kernel) -> Vec<Option<FragmentLayout>> {
+    let mut layouts = vec![None; kernel.fragments.len()];
+    fn walk(stmts: &[Stmt], layouts: &mut Vec<Option<FragmentLayout>>) {
+        for s in stmts {
+            match s {
+                Stmt::Fragment(FragmentOp::Load { frag, layout, .. }) => {
+                    if let Some(l) = layouts.get_mut(frag.0 as usize) {
+                        *l = Some(*layout);
+                    }
+                }
+                Stmt::If {
+                    then_body,
+                    else_body,
+                    ..
+                } => {
+                    walk(then_body, layouts);
+                    walk(else_body, layouts);
+                }
+                Stmt::For { body, .. } => walk(body, layouts),
+                Stmt::Let { .. }
+                | Stmt::Assign { .. }
+                | Stmt::Store { .. }
+                | Stmt::Return
+                | Stmt::Barrier
+                | Stmt::Fragment(_) => {}
+            }
+        }
+    }
+    walk(&kernel.body, &mut layouts);
+    layouts
+}
+
+impl<'ctx> Lower<'_, 'ctx> {
+    /// The `i64` descriptor slot of warpgroup operand `i`.
+    pub(super) fn warpgroup_operand_slot(
+        &mut self,
+        i: usize,
+    ) -> Result<PointerValue<'ctx>, CodegenError> {
+        let i64t = self.ctx.i64_type();
+        let slot = self.alloca(i64t.into(), &format!("f{i}.desc"))?;
+        self.allocas
+            .build_store(slot, i64t.const_zero())
+            .or_internal()?;
+        Ok(slot)
+    }
+
+    /// A warpgroup operand's load: its descriptor. An index or stride that is not a
+    /// multiple of 8, or a fragment past the memory, raises the status bit and
+    /// describes the memory's start instead (nothing outside it is read).
+    pub(super) fn warpgroup_operand(
+        &mut self,
+        frag: FragmentId,
+        mem: Memory,
+        (index_expr, stride_expr): (&Expr, &Expr),
+        layout: FragmentLayout,
+    ) -> Result<(), CodegenError> {
+        let decl = self.fragment_decl(frag)?;
+        let slot = self
+            .fragment_slots(frag)?
+            .first()
+            .copied()
+            .ok_or_else(|| internal("a warpgroup operand without its descriptor slot"))?;
+        let index = int(self.expr(index_expr)?.first()?)?;
+        let stride = int(self.expr(stride_expr)?.first()?)?;
+        let (_, len) = self
+            .kernel
+            .memory(mem)
+            .ok_or_else(|| internal(format!("unknown memory {mem:?}")))?;
+        let (bands, rest) = super::fragment::last_element(layout, decl.dims());
+        let in_bounds = self
+            .ranges
+            .range(index_expr)
+            .zip(self.ranges.range(stride_expr))
+            .is_some_and(|(i, s)| {
+                i.hi as u128 + s.hi as u128 * bands as u128 + (rest as u128) < len as u128
+            });
+        let aligned = self.ranges.alignment(index_expr) % TILE as u64 == 0
+            && self.ranges.alignment(stride_expr) % TILE as u64 == 0;
+        let (index, stride) = if in_bounds && aligned {
+            (index, stride)
+        } else {
+            self.checked_operand(index, stride, (bands, rest), len)?
+        };
+        let i32t = self.ctx.i32_type();
+        let i64t = self.ctx.i64_type();
+        let ptr = self.shared_element_ptr(mem, index)?;
+        let address = self
+            .b
+            .build_ptr_to_int(ptr, i64t, "smem_address")
+            .or_internal()?;
+        let stride_bytes = self
+            .b
+            .build_int_mul(stride, i32t.const_int(ELEMENT_BYTES, false), "")
+            .or_internal()?;
+        let stride_bytes = self
+            .b
+            .build_int_z_extend(stride_bytes, i64t, "")
+            .or_internal()?;
+        let tile_bytes = i64t.const_int(TILE_BYTES, false);
+        // K-major: tiles along the reduction are the leading dimension; MN-major: the
+        // bands are.
+        let (leading, strided) = if transposed(decl.role, layout) {
+            (stride_bytes, tile_bytes)
+        } else {
+            (tile_bytes, stride_bytes)
+        };
+        let field = |v: IntValue<'ctx>, shift: u64| -> Result<IntValue<'ctx>, CodegenError> {
+            let v = self
+                .b
+                .build_right_shift(v, i64t.const_int(4, false), false, "")
+                .or_internal()?;
+            let v = self
+                .b
+                .build_and(v, i64t.const_int(0x3FFF, false), "")
+                .or_internal()?;
+            self.b
+                .build_left_shift(v, i64t.const_int(shift, false), "")
+                .or_internal()
+        };
+        // Bits 0-13: the address / 16; 16-29: the leading byte offset / 16; 32-45: the
+        // stride byte offset / 16; 49-51 (base offset) and 62-63 (no swizzle): zero.
+        let desc = field(address, 0)?;
+        let desc = self
+            .b
+            .build_or(desc, field(leading, 16)?, "")
+            .or_internal()?;
+        let desc = self
+            .b
+            .build_or(desc, field(strided, 32)?, "desc")
+            .or_internal()?;
+        self.b.build_store(slot, desc).or_internal()?;
+        Ok(())
+    }
+
+    /// `(index, stride)` where both are multiples of 8 and the fragment fits in
+    /// `len`, else `(0, 0)` with the status bit raised.
+    fn checked_operand(
+        &mut self,
+        index: IntValue<'ctx>,
+        stride: IntValue<'ctx>,
+        (bands, rest): (u32, u32),
+        len: u64,
+    ) -> Result<(IntValue<'ctx>, IntValue<'ctx>), CodegenError> {
+        let i32t = self.ctx.i32_type();
+        let i64t = self.ctx.i64_type();
+        let either = self.b.build_or(index, stride, "").or_internal()?;
+        let low = self
+            .b
+            .build_and(either, i32t.const_int((TILE - 1) as u64, false), "")
+            .or_internal()?;
+        let aligned = self
+            .b
+            .build_int_compare(IntPredicate::EQ, low, i32t.const_zero(), "")
+            .or_internal()?;
+        let wide = |v: IntValue<'ctx>| self.b.build_int_z_extend(v, i64t, "").or_internal();
+        let last = self
+            .b
+            .build_int_mul(wide(stride)?, i64t.const_int(bands as u64, false), "")
+            .or_internal()?;
+        let last = self.b.build_int_add(last, wide(index)?, "").or_internal()?;
+        let last = self
+            .b
+            .build_int_add(last, i64t.const_int(rest as u64, false), "")
+            .or_internal()?;
+        let fits = self
+            .b
+            .build_int_compare(IntPredicate::ULT, last, i64t.const_int(len, false), "")
+            .or_internal()?;
+        let ok = self.b.build_and(aligned, fits, "operand_ok").or_internal()?;
+        let bits = self
+            .b
+            .build_select(
+                fits,
+                i32t.const_int(status::UNALIGNED as u64, false),
+                i32t.const_int(status::OUT_OF_BOUNDS as u64, false),
+                "",
+            )
+            .or_internal()?;
+        let bits = self
+            .b
+            .build_select(ok, i32t.const_zero(), int(bits)?, "")
+            .or_internal()?;
+        self.raise(int(bits)?)?;
+        let pick = |v: IntValue<'ctx>| -> Result<IntValue<'ctx>, CodegenError> {
+            Ok(self
+                .b
+                .build_select(ok, v, i32t.const_zero(), "")
+                .or_internal()?
+                .into_int_value())
+        };
+        Ok((pick(index)?, pick(stride)?))
+    }
+
+    /// A batch of statements from [`batch_len`]: operand loads as they come, the
+    /// multiplies together in one asm statement at the end.
+    pub(super) fn warpgroup_batch(&mut self, stmts: &[Stmt]) -> Result<(), CodegenError> {
+        let mut mmas = Vec::new();
+        let i64t = self.ctx.i64_type();
+        for s in stmts {
+            match s {
+                Stmt::Fragment(FragmentOp::Mma { d, a, b, c }) => {
+                    // The descriptors as they are now (a later load may replace them).
+                    let mut descs = [i64t.const_zero(); 2];
+                    for (slot, f) in descs.iter_mut().zip([*a, *b]) {
+                        let ptr = self.fragment_slots(f)?.first().copied().ok_or_else(|| {
+                            internal("a warpgroup operand without its descriptor slot")
+                        })?;
+                        *slot = int(self.b.build_load(i64t, ptr, "").or_internal()?)?;
+                    }
+                    mmas.push(((*d, *a, *b, *c), descs));
+                }
+                Stmt::Fragment(op) => self.fragment_op(op)?,
+                _ => return Err(internal("a statement inside a wgmma batch")),
+            }
+        }
+        self.wgmma_asm(&mmas)
+    }
+
+    /// One multiply on its own (no batch around it).
+    pub(super) fn wgmma(
+        &mut self,
+        ops: &[(FragmentId, FragmentId, FragmentId, FragmentId)],
+    ) -> Result<(), CodegenError> {
+        let stmts: Vec<Stmt> = ops
+            .iter()
+            .map(|&(d, a, b, c)| Stmt::Fragment(FragmentOp::Mma { d, a, b, c }))
+            .collect();
+        self.warpgroup_batch(&stmts)
+    }
+
+    /// `fence; wgmma.mma_async…; commit; wait 0` over `mmas`, each accumulator's
+    /// registers tied in and out.
+    fn wgmma_asm(
+        &mut self,
+        mmas: &[((FragmentId, FragmentId, FragmentId, FragmentId), [IntValue<'ctx>; 2])],
+    ) -> Result<(), CodegenError> {
+        let layouts = load_layouts(self.kernel);
+        let layout_of = |f: FragmentId| layouts.get(f.0 as usize).copied().flatten();
+        // `d = c` where they differ (such a multiply is alone in its batch): c's
+        // registers copied into d's first.
+        let f32t = self.ctx.f32_type();
+        let mut accumulators: Vec<FragmentId> = Vec::new();
+        for &((d, _, _, c), _) in mmas {
+            if d != c {
+                let from = self.fragment_slots(c)?;
+                for (&to, &from) in self.fragment_slots(d)?.iter().zip(&from) {
+                    let v = self.b.build_load(f32t, from, "").or_internal()?;
+                    self.b.build_store(to, v).or_internal()?;
+                }
+            }
+            if !accumulators.contains(&d) {
+                accumulators.push(d);
+            }
+        }
+        // Operands: the accumulators' registers (outputs, then tied inputs), the two
+        // descriptors of each multiply, and scale-d.
+        let mut first_register = Vec::new();
+        let mut registers = 0usize;
+        for &acc in &accumulators {
+            first_register.push(registers);
+            registers += self.fragment_slots(acc)?.len();
+        }
+        let mut text = String::from("{\n.reg .pred p;\n");
+        let scale_d = registers + 2 * mmas.len();
+        text.push_str(&format!("setp.ne.b32 p, ${scale_d}, 0;\n"));
+        text.push_str("wgmma.fence.sync.aligned;\n");
+        for (i, &((d, a, b, _), _)) in mmas.iter().enumerate() {
+            let dd = self.fragment_decl(d)?;
+            let ad = self.fragment_decl(a)?;
+            let input = match ad.elem {
+                ScalarType::Bf16 => "bf16",
+                ScalarType::F16 => "f16",
+                other => return Err(internal(format!("no wgmma for {other}"))),
+            };
+            let at = accumulators
+                .iter()
+                .position(|&f| f == d)
+                .and_then(|p| first_register.get(p).copied())
+                .ok_or_else(|| internal("an accumulator outside its batch"))?;
+            let regs: Vec<String> = (at..at + self.fragment_slots(d)?.len())
+                .map(|r| format!("${r}"))
+                .collect();
+            let flag = |f: FragmentId, role| u8::from(layout_of(f).is_some_and(|l| transposed(role, l)));
+            text.push_str(&format!(
+                "wgmma.mma_async.sync.aligned.m64n{}k16.f32.{input}.{input} {{{}}}, ${}, ${}, p, 1, 1, {}, {};\n",
+                dd.shape.n,
+                regs.join(", "),
+                registers + 2 * i,
+                registers + 2 * i + 1,
+                flag(a, FragmentRole::A),
+                flag(b, FragmentRole::B),
+            ));
+        }
+        text.push_str("wgmma.commit_group.sync.aligned;\nwgmma.wait_group.sync.aligned 0;\n}");
+        let mut constraints: Vec<String> = vec!["=f".into(); registers];
+        constraints.extend(std::iter::repeat_n("l".to_string(), 2 * mmas.len()));
+        constraints.push("r".into());
+        constraints.extend((0..registers).map(|r| r.to_string()));
+        constraints.push("~{memory}".into());
+
+        let i64t = self.ctx.i64_type();
+        let i32t = self.ctx.i32_type();
+        let mut args: Vec<BasicMetadataValueEnum<'ctx>> = Vec::new();
+        let mut arg_types: Vec<BasicMetadataTypeEnum<'ctx>> = Vec::new();
+        for &(_, descs) in mmas {
+            for d in descs {
+                args.push(d.into());
+                arg_types.push(i64t.into());
+            }
+        }
+        args.push(i32t.const_int(1, false).into());
+        arg_types.push(i32t.into());
+        for &acc in &accumulators {
+            for slot in self.fragment_slots(acc)? {
+                args.push(self.b.build_load(f32t, slot, "").or_internal()?.into());
+                arg_types.push(f32t.into());
+            }
+        }
+        let result_t = self
+            .ctx
+            .struct_type(&vec![f32t.into(); registers], false);
+        let fn_t = result_t.fn_type(&arg_types, false);
+        let asm = self.ctx.create_inline_asm(
+            fn_t,
+            text,
+            constraints.join(","),
+            true,
+            false,
+            None,
+            false,
+        );
+        let call = self
+            .b
+            .build_indirect_call(fn_t, asm, &args, "wgmma")
+            .or_internal()?;
+        let convergent = Attribute::get_named_enum_kind_id("convergent");
+        call.add_attribute(
+            AttributeLoc::Function,
+            self.ctx.create_enum_attribute(convergent, 0),
+        );
+        let result = call
+            .try_as_basic_value()
+            .basic()
+            .ok_or_else(|| internal("wgmma returned nothing"))?
+            .into_struct_value();
+        for (&acc, &first) in accumulators.iter().zip(&first_register) {
+            for (i, slot) in self.fragment_slots(acc)?.into_iter().enumerate() {
+                let v = self
+                    .b
+                    .build_extract_value(result, (first + i) as u32, "")
+                    .or_internal()?;
+                self.b.build_store(slot, v).or_internal()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `fence.proxy.async.shared::cta`: plain shared-memory stores before it are
+    /// visible to `wgmma`'s reads after the barrier that follows.
+    pub(super) fn async_proxy_fence(&mut self) -> Result<(), CodegenError> {
+        let fn_t = self.ctx.void_type().fn_type(&[], false);
+        let asm = self.ctx.create_inline_asm(
+            fn_t,
+            "fence.proxy.async.shared::cta;".into(),
+            "~{memory}".into(),
+            true,
+            false,
+            None,
+            false,
+        );
+        self.b
+            .build_indirect_call(fn_t, asm, &[], "")
+            .or_internal()?;
+        Ok(())
+    }
+}
