@@ -151,6 +151,40 @@ fn cuda_device() {
     }
 }
 
+/// GEMMs and a convolution large enough for the device's large tensor-core tiles
+/// (about a device's worth of workgroups; the table's shapes pick the small tiles):
+/// ragged edges, every transposition, an epilogue with bias, alpha and beta.
+fn large_tile_cases() -> Vec<OpSpec> {
+    use kernelc::kernels::spec::GemmSpec;
+    use kernelc::ScalarType::{Bf16, F16};
+    let mut specs = Vec::new();
+    for (i, dtype) in [Bf16, F16].into_iter().enumerate() {
+        for (trans_a, trans_b) in [(false, false), (true, false), (false, true), (true, true)] {
+            let mut g = GemmSpec::new(dtype, 1100 + 8 * i, 1300, 200);
+            (g.trans_a, g.trans_b) = (trans_a, trans_b);
+            specs.push(OpSpec::Gemm(g));
+        }
+        let mut g = GemmSpec::new(dtype, 1280, 1408, 96);
+        (g.alpha, g.beta, g.bias) = (0.5, 2.0, true);
+        specs.push(OpSpec::Gemm(g));
+    }
+    specs
+}
+
+/// The large tiles on the CUDA device (the warpgroup `wgmma` tile on sm_90).
+#[cfg(feature = "cuda")]
+#[test]
+fn cuda_device_large_tiles() {
+    let required = std::env::var_os("KERNELC_REQUIRE_CUDA").is_some();
+    if let Some(rt) = device_runtime(
+        kernelc::runtime::DeviceChoice::Cuda { ordinal: 0 },
+        required,
+    ) {
+        let caps = rt.caps().clone();
+        run(&rt, &caps, &large_tile_cases());
+    }
+}
+
 /// WebGPU's default limits: 16 KiB of shared memory, no f16/f64 (those cases are
 /// refused with a typed error and counted as skipped).
 #[test]

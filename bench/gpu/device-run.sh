@@ -177,9 +177,10 @@ for stage in $stages; do
     spec='{"op":"gemm","dtype":"bf16","layout":"row_major","m":4096,"n":4096,"k":4096,"trans_a":false,"trans_b":false,"batch":[],"alpha":1.0,"beta":0.0,"bias":false}'
     kernelc lower "$spec" --target ptx --emit > "$OUT/gemm-bf16.txt" 2>&1
     awk '/^\.version/,/^\/\/ uniform/' "$OUT/gemm-bf16.txt" | grep -v '^// uniform' > "$OUT/gemm-bf16.ptx"
-    ptxas -arch=sm_90 -v "$OUT/gemm-bf16.ptx" -o /tmp/gemm-bf16.cubin > "$OUT/ptxas.txt" 2>&1 \
+    arch=sm_90; grep -q '^\.target sm_90a' "$OUT/gemm-bf16.ptx" && arch=sm_90a
+    ptxas -arch=$arch -v "$OUT/gemm-bf16.ptx" -o /tmp/gemm-bf16.cubin > "$OUT/ptxas.txt" 2>&1 \
       && cuobjdump -sass /tmp/gemm-bf16.cubin > "$OUT/gemm-bf16.sass"
-    note "bf16 GEMM SASS (sm_90): HMMA $(grep -c HMMA "$OUT/gemm-bf16.sass") HGMMA $(grep -c HGMMA "$OUT/gemm-bf16.sass") LDSM $(grep -c LDSM "$OUT/gemm-bf16.sass")"
+    note "bf16 GEMM SASS ($arch): HMMA $(grep -c HMMA "$OUT/gemm-bf16.sass") HGMMA $(grep -c HGMMA "$OUT/gemm-bf16.sass") LDSM $(grep -c LDSM "$OUT/gemm-bf16.sass")"
     ;;
   chain)
     # Per-op cost of 1,000 dependent tiny ops with one synchronisation (launch
