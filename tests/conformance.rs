@@ -156,7 +156,7 @@ fn cuda_device() {
 /// ragged edges, every transposition, an epilogue with bias, alpha and beta.
 fn large_tile_cases() -> Vec<OpSpec> {
     use kernelc::kernels::spec::GemmSpec;
-    use kernelc::ScalarType::{Bf16, F16};
+    use kernelc::ir::ScalarType::{Bf16, F16};
     let mut specs = Vec::new();
     for (i, dtype) in [Bf16, F16].into_iter().enumerate() {
         for (trans_a, trans_b) in [(false, false), (true, false), (false, true), (true, true)] {
