@@ -23,21 +23,15 @@
 //! * a fragment statement's index and stride may differ between warps but must be the
 //!   same for every invocation of one warp (the interpreter reports a difference);
 //! * `A` and `B` fragments of the warpgroup shapes are read by the matrix units from
-//!   shared memory when the `mma` runs, not when they are loaded: they load only
-//!   from shared memory, in a tiled layout ([`FragmentLayout::RowMajorTiles`],
-//!   [`FragmentLayout::ColMajorTiles`]) with index and stride multiples of
-//!   [`TILE`], each fragment in one layout throughout the kernel (the multiply
-//!   instruction carries it), and the elements they were loaded from must still hold the same
-//!   values when an `mma` reads them (the interpreter reads them again there and
-//!   reports a change, or a misaligned load);
-//! * for race purposes a load or store touches each element on behalf of the whole
-//!   warp, which no single invocation is: plain stores to shared memory need a
-//!   barrier before a warp loads them as a fragment, a fragment stored to shared
-//!   memory needs one before plain loads (or another fragment load) read it. The one
-//!   exception: on every target one invocation holds element `(r, c)` of every
-//!   accumulator of a shape, so a warp's accumulator loads and stores of one element
-//!   at the same `(r, c)` are that invocation's and need no barrier between them (a
-//!   warp may update C in place);
+//!   shared memory *asynchronously*, at some point between the load and the
+//!   workgroup's next barrier after the `mma` that uses them (or the kernel's end):
+//!   they load only from shared memory, in a tiled layout
+//!   ([`FragmentLayout::RowMajorTiles`], [`FragmentLayout::ColMajorTiles`]) with
+//!   index and stride multiples of [`TILE`], each fragment in one layout throughout
+//!   the kernel (the multiply instruction carries it), and the elements they were
+//!   loaded from must hold the same values until that barrier (the interpreter reads
+//!   them again at the `mma` and at the barrier, and reports a change or a
+//!   misaligned load);
 //! * `mma` computes every element of `D` as `C[i][j]` followed by
 //!   `fma(A[i][p], B[p][j], ·)` for `p = 0, 1, …, k − 1`, in the accumulator's type
 //!   (A's and B's elements widened exactly). That is the interpreter's definition and

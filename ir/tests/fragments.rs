@@ -322,6 +322,15 @@ fn passes_keep_what_fragment_kernels_compute() {
 /// B by columns, both tiled), with `between` run after the loads and before the
 /// `mma`, and the A load at `a_at`.
 fn warpgroup_kernel(a_at: u32, between: impl FnOnce(&mut Body, Mem)) -> Kernel {
+    warpgroup_kernel_then(a_at, between, |_, _| {})
+}
+
+/// As [`warpgroup_kernel`], with `after` run after the `mma`.
+fn warpgroup_kernel_then(
+    a_at: u32,
+    between: impl FnOnce(&mut Body, Mem),
+    after: impl FnOnce(&mut Body, Mem),
+) -> Kernel {
     let s = MmaShape::M64N64K16;
     let mut kb = KernelBuilder::new("warpgroup", [128, 1, 1]);
     let c = kb.buffer("c", ScalarType::F32, 64 * 64, Access::ReadWrite);
@@ -342,6 +351,7 @@ fn warpgroup_kernel(a_at: u32, between: impl FnOnce(&mut Body, Mem)) -> Kernel {
         f.load_fragment(fb, sb, 0u32, 128u32, ColMajorTiles);
         between(f, sa);
         f.mma(fc, fa, fb, fc);
+        after(f, sa);
         f.store_fragment(fc, c, 0u32, 64u32, RowMajor);
     })
     .unwrap()
@@ -379,6 +389,35 @@ fn a_warpgroup_reads_its_operands_from_shared_memory_at_the_mma() {
         f.barrier();
     });
     assert!(run_warpgroup(&elsewhere).is_ok());
+    // Written after the mma but before the next barrier: the matrix units may still
+    // be reading it.
+    let early = warpgroup_kernel_then(
+        0,
+        |_, _| {},
+        |f, sa| {
+            f.if_(local_id(0).eq(0u32), |f| f.store(sa, 5u32, half::bf16::ZERO));
+            f.barrier();
+        },
+    );
+    // (The race with the mma's read is found first.)
+    let e = run_warpgroup(&early).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            InterpError::Race { .. } | InterpError::FragmentSourceChanged { .. }
+        ),
+        "{e}"
+    );
+    // After a barrier it is free again.
+    let later = warpgroup_kernel_then(
+        0,
+        |_, _| {},
+        |f, sa| {
+            f.barrier();
+            f.if_(local_id(0).eq(0u32), |f| f.store(sa, 5u32, half::bf16::ZERO));
+        },
+    );
+    assert_eq!(run_warpgroup(&later).unwrap(), out);
     // An index that is not a multiple of 8.
     let e = run_warpgroup(&warpgroup_kernel(4, |_, _| {})).unwrap_err();
     assert!(

@@ -72,6 +72,9 @@ pub(super) struct Ctx<'k, 'a> {
     /// Where each warpgroup `A`/`B` fragment of `fragment_values` was loaded from,
     /// read again at the `mma`.
     pub(super) fragment_sources: Vec<Option<super::fragment::FragmentSource>>,
+    /// The operands of warpgroup multiplies since the last barrier, which the matrix
+    /// units may read until the next one (checked there and at the end).
+    pub(super) pending_reads: Vec<super::fragment::PendingRead>,
 }
 
 impl<'k, 'a> Ctx<'k, 'a> {
@@ -139,6 +142,7 @@ impl<'k, 'a> Ctx<'k, 'a> {
                 n_inv.div_ceil(crate::fragment::WARP as usize)
                     * kernel.fragments.len()
             ],
+            pending_reads: Vec::new(),
             fragment_sources: vec![
                 None;
                 n_inv.div_ceil(crate::fragment::WARP as usize)
@@ -157,6 +161,7 @@ impl<'k, 'a> Ctx<'k, 'a> {
                     mask.clear();
                     mask.extend(0..self.n_inv as u32);
                     self.exec_block(&kernel.body, &mut mask, "body")?;
+                    self.check_pending_reads()?;
                 }
             }
         }
@@ -173,6 +178,7 @@ impl<'k, 'a> Ctx<'k, 'a> {
         self.returned_count = 0;
         self.fragment_values.fill(None);
         self.fragment_sources.fill(None);
+        self.pending_reads.clear();
     }
 
     fn take_mask(&mut self) -> Vec<u32> {
@@ -296,6 +302,8 @@ impl<'k, 'a> Ctx<'k, 'a> {
                         missing,
                     }));
                 }
+                // A warpgroup's multiplies may read their operands up to here.
+                self.check_pending_reads()?;
                 self.epoch = self.epoch.wrapping_add(1);
                 Ok(())
             }

@@ -15,7 +15,8 @@ use crate::scalar::Scalar;
 pub(super) type FragmentValue = Vec<Scalar>;
 
 /// Where a warpgroup's `A` or `B` fragment was loaded from: the matrix units read it
-/// at the `mma`, so the interpreter reads it there again.
+/// at the `mma` or later (until the next barrier), so the interpreter reads it there
+/// again.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct FragmentSource {
     mem: Memory,
@@ -24,7 +25,26 @@ pub(super) struct FragmentSource {
     layout: FragmentLayout,
 }
 
+/// A warpgroup multiply's operand, read again at the next barrier: the fragment,
+/// its group's first warp, its source and the values loaded.
+#[derive(Clone, Debug)]
+pub(super) struct PendingRead {
+    id: FragmentId,
+    warp: u32,
+    source: FragmentSource,
+    loaded: FragmentValue,
+}
+
 impl Ctx<'_, '_> {
+    /// Every pending warpgroup operand still holds what was loaded (at a barrier or
+    /// the end of a workgroup); none is pending after.
+    pub(super) fn check_pending_reads(&mut self) -> Res<()> {
+        for read in std::mem::take(&mut self.pending_reads) {
+            self.compare_source(read.id, read.warp, read.source, &read.loaded)?;
+        }
+        Ok(())
+    }
+
     pub(super) fn exec_fragment(&mut self, op: &FragmentOp, mask: &[u32]) -> Res<()> {
         if mask.len() != self.n_inv {
             return Err(fault(FaultKind::DivergentFragment {
@@ -168,16 +188,36 @@ impl Ctx<'_, '_> {
     }
 
     /// For a warpgroup's `A` or `B` fragment: its source read again (the matrix
-    /// units read it at the `mma`), which must still hold the loaded values.
+    /// units read it at the `mma` or up to the next barrier), which must still hold
+    /// the loaded values; pending until that barrier.
     fn read_source_again(&mut self, id: FragmentId, warp: u32) -> Res<()> {
         let leader = warp * WARP;
         let slot = self.slot(id, warp);
         let Some(Some(source)) = self.fragment_sources.get(slot).copied() else {
             return Ok(());
         };
+        let loaded = self.fragment_value(id, warp, leader)?.clone();
+        self.compare_source(id, warp, source, &loaded)?;
+        self.pending_reads.push(PendingRead {
+            id,
+            warp,
+            source,
+            loaded,
+        });
+        Ok(())
+    }
+
+    /// `source` still holds `loaded` (else `FragmentSourceChanged`).
+    fn compare_source(
+        &mut self,
+        id: FragmentId,
+        warp: u32,
+        source: FragmentSource,
+        loaded: &FragmentValue,
+    ) -> Res<()> {
+        let leader = warp * WARP;
         let decl = self.fragment_decl(id, leader)?.clone();
         let now = self.read_fragment(&decl, source, warp)?;
-        let loaded = self.fragment_value(id, warp, leader)?;
         let same = now.len() == loaded.len()
             && now
                 .iter()

@@ -44,7 +44,7 @@ use inkwell::values::{
 };
 use inkwell::{AddressSpace, AtomicOrdering, AtomicRMWBinOp, IntPredicate};
 use kernelc_ir::analysis::Ranges;
-use kernelc_ir::{Builtin, Expr, Kernel, LocalId, Param, ScalarType, Stmt, Type};
+use kernelc_ir::{Builtin, Expr, FragmentId, Kernel, LocalId, Param, ScalarType, Stmt, Type};
 use value::{int, Val};
 
 /// LLVM's `ptx_kernel` calling convention (`CallingConv::PTX_Kernel`): marks the
@@ -179,6 +179,11 @@ pub(super) struct Lower<'a, 'ctx> {
     locals: Vec<Vec<PointerValue<'ctx>>>,
     /// One `alloca` per element of this thread's share of each fragment.
     fragments: Vec<Vec<PointerValue<'ctx>>>,
+    /// `wgmma` groups committed but not waited for: their accumulators, and the
+    /// depth of the shallowest block that issued one ([`Lower::block`] nesting).
+    in_flight: Vec<FragmentId>,
+    in_flight_depth: usize,
+    depth: usize,
     /// The invocation's status bits so far (an `i32` alloca).
     status: PointerValue<'ctx>,
     /// The status word (the last kernel parameter; the CPU form returns the bits).
@@ -229,6 +234,9 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
             shared: Vec::new(),
             locals: Vec::new(),
             fragments: Vec::new(),
+            in_flight: Vec::new(),
+            in_flight_depth: 0,
+            depth: 0,
             status,
             status_out,
             exit,
@@ -447,6 +455,17 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
     // -- statements -------------------------------------------------------------------
 
     fn block(&mut self, stmts: &[Stmt]) -> Result<Flow, CodegenError> {
+        self.depth += 1;
+        let flow = self.block_stmts(stmts)?;
+        // `wgmma` groups this block issued end with it (or at an earlier hazard).
+        if flow == Flow::Continue && self.depth <= self.in_flight_depth {
+            self.wait_wgmma()?;
+        }
+        self.depth -= 1;
+        Ok(flow)
+    }
+
+    fn block_stmts(&mut self, stmts: &[Stmt]) -> Result<Flow, CodegenError> {
         let mut rest = stmts;
         while let Some(s) = rest.first() {
             // Warpgroup multiplies with only operand loads between them: one batch.
@@ -468,6 +487,12 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
     }
 
     fn stmt(&mut self, stmt: &Stmt) -> Result<Flow, CodegenError> {
+        // What a `wgmma` in flight must be done before: a barrier (after it shared
+        // memory may change), leaving the kernel, any other fragment statement (it
+        // may touch the accumulators).
+        if matches!(stmt, Stmt::Barrier | Stmt::Return | Stmt::Fragment(_)) {
+            self.wait_wgmma()?;
+        }
         match stmt {
             Stmt::Let { local, value } | Stmt::Assign { local, value } => {
                 let v = self.expr(value)?;

@@ -13,12 +13,16 @@
 //! The accumulators live in registers, each thread's share as `wgmma` lays it out
 //! (`share` in `fragment.rs`). A run of multiplies with nothing but warpgroup
 //! operand loads between them becomes one inline-asm statement (LLVM 22 has no
-//! `wgmma.mma_async` intrinsic): `wgmma.fence`, the multiplies, `commit_group` and
-//! `wait_group 0`, with every accumulator register tied from input to output. LLVM
-//! therefore sees the results only once the wait is done, and shared memory only
-//! changes after it. Plain stores to shared memory that `wgmma` reads later are
-//! ordered for it by `fence.proxy.async.shared::cta` ahead of every barrier of a
-//! kernel with warpgroup fragments (the IR needs a barrier between them).
+//! `wgmma.mma_async` intrinsic): `wgmma.fence`, the multiplies and `commit_group`,
+//! every accumulator register tied from input to output. The group runs while the
+//! kernel goes on; `wait_group 0`, a second asm statement that ties the same
+//! registers, ends it before whatever could see its effects or change its operands:
+//! a barrier (the IR lets shared memory change after the next barrier), leaving the
+//! kernel, any other fragment statement, and the end of the block that issued it.
+//! LLVM sees the accumulators only through the wait. Plain stores to shared memory
+//! that `wgmma` reads later are ordered for it by `fence.proxy.async.shared::cta`
+//! ahead of every barrier of a kernel with warpgroup fragments (the IR needs a
+//! barrier between them).
 
 use super::value::int;
 use super::{internal, Lower, OrInternal};
@@ -394,7 +398,7 @@ impl<'ctx> Lower<'_, 'ctx> {
                 flag(b, FragmentRole::B),
             ));
         }
-        text.push_str("wgmma.commit_group.sync.aligned;\nwgmma.wait_group.sync.aligned 0;\n}");
+        text.push_str("wgmma.commit_group.sync.aligned;\n}");
         let mut constraints: Vec<String> = vec!["=f".into(); registers];
         constraints.extend(std::iter::repeat_n("l".to_string(), 2 * mmas.len()));
         constraints.push("r".into());
@@ -446,14 +450,86 @@ impl<'ctx> Lower<'_, 'ctx> {
             .basic()
             .ok_or_else(|| internal("wgmma returned nothing"))?
             .into_struct_value();
-        for (&acc, &first) in accumulators.iter().zip(&first_register) {
-            for (i, slot) in self.fragment_slots(acc)?.into_iter().enumerate() {
+        self.store_accumulators(&accumulators, result)?;
+        if self.in_flight.is_empty() {
+            self.in_flight_depth = self.depth;
+        }
+        self.in_flight_depth = self.in_flight_depth.min(self.depth);
+        for acc in accumulators {
+            if !self.in_flight.contains(&acc) {
+                self.in_flight.push(acc);
+            }
+        }
+        Ok(())
+    }
+
+    /// The registers of `accumulators`, in order, from `result`'s fields.
+    fn store_accumulators(
+        &mut self,
+        accumulators: &[FragmentId],
+        result: inkwell::values::StructValue<'ctx>,
+    ) -> Result<(), CodegenError> {
+        let mut field = 0u32;
+        for &acc in accumulators {
+            for slot in self.fragment_slots(acc)? {
                 let v = self
                     .b
-                    .build_extract_value(result, (first + i) as u32, "")
+                    .build_extract_value(result, field, "")
                     .or_internal()?;
                 self.b.build_store(slot, v).or_internal()?;
+                field += 1;
             }
+        }
+        Ok(())
+    }
+
+    /// `wgmma.wait_group 0` for the groups in flight, their accumulators tied
+    /// through it; in flight no more once the issuing block's level is reached.
+    pub(super) fn wait_wgmma(&mut self) -> Result<(), CodegenError> {
+        if self.in_flight.is_empty() {
+            return Ok(());
+        }
+        let accumulators = self.in_flight.clone();
+        let f32t = self.ctx.f32_type();
+        let mut args: Vec<BasicMetadataValueEnum<'ctx>> = Vec::new();
+        for &acc in &accumulators {
+            for slot in self.fragment_slots(acc)? {
+                args.push(self.b.build_load(f32t, slot, "").or_internal()?.into());
+            }
+        }
+        let registers = args.len();
+        let arg_types: Vec<BasicMetadataTypeEnum<'ctx>> = vec![f32t.into(); registers];
+        let mut constraints: Vec<String> = vec!["=f".into(); registers];
+        constraints.extend((0..registers).map(|r| r.to_string()));
+        constraints.push("~{memory}".into());
+        let result_t = self.ctx.struct_type(&vec![f32t.into(); registers], false);
+        let fn_t = result_t.fn_type(&arg_types, false);
+        let asm = self.ctx.create_inline_asm(
+            fn_t,
+            "wgmma.wait_group.sync.aligned 0;".into(),
+            constraints.join(","),
+            true,
+            false,
+            None,
+            false,
+        );
+        let call = self
+            .b
+            .build_indirect_call(fn_t, asm, &args, "wgmma_wait")
+            .or_internal()?;
+        let convergent = Attribute::get_named_enum_kind_id("convergent");
+        call.add_attribute(
+            AttributeLoc::Function,
+            self.ctx.create_enum_attribute(convergent, 0),
+        );
+        let result = call
+            .try_as_basic_value()
+            .basic()
+            .ok_or_else(|| internal("wgmma.wait_group returned nothing"))?
+            .into_struct_value();
+        self.store_accumulators(&accumulators, result)?;
+        if self.depth <= self.in_flight_depth {
+            self.in_flight.clear();
         }
         Ok(())
     }
