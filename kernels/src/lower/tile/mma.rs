@@ -9,7 +9,7 @@
 //! column's reads over the banks): neighbouring invocations walk each operand's
 //! contiguous axis, 4 elements per load where strides, offsets and extents allow,
 //! zero past the matrix, and the next slab's loads are in flight in registers while
-//! this one multiplies. Every warp loads its `A` and `B` fragments from the staged
+//! this one multiplies (with two stages, a whole slab ahead of their stores). Every warp loads its `A` and `B` fragments from the staged
 //! slab (PTX reads 16-bit ones by `ldmatrix`, or `ldmatrix.trans` where the slab is
 //! staged reduction-major) and multiplies, `BK / k` steps per slab. f16/bf16 tiles
 //! stage two slabs (the next is stored while this one multiplies: one barrier per
@@ -396,17 +396,24 @@ impl TileKernel<'_> {
             }
         };
         if mt.stages == 2 {
-            // Slab s multiplies from stage s mod 2 while slab s + 1 is stored into the
-            // other; one barrier per slab orders both.
+            // Slab s multiplies from stage s mod 2 while slab s + 1, loaded into
+            // registers during slab s − 1, is stored into the other, and slab s + 2's
+            // loads start: a whole slab's multiply and barrier hide each load's
+            // latency. One barrier per slab orders it all.
             store(f, &E::from(0u32));
+            if slabs > 1 {
+                fetch_next(f, &E::from(1u32));
+            }
             f.barrier();
             f.for_("slab", 0u32, slabs, 1, |f, slab| {
-                let next = bind(f, "next", add(slab.clone(), E::from(1u32)));
-                let more = next.clone().lt(slabs);
-                f.if_(more.clone(), |f| fetch_next(f, &next));
-                let stage = bind(f, "stage", rem(slab, 2));
+                let stage = bind(f, "stage", rem(slab.clone(), 2));
                 multiply(f, &stage);
-                f.if_(more, |f| store(f, &rem(next.clone(), 2)));
+                let next = bind(f, "next", add(slab, E::from(1u32)));
+                f.if_(next.clone().lt(slabs), |f| {
+                    store(f, &rem(next.clone(), 2));
+                    let after = bind(f, "after", add(next.clone(), E::from(1u32)));
+                    f.if_(after.clone().lt(slabs), |f| fetch_next(f, &after));
+                });
                 f.barrier();
             });
         } else {
