@@ -160,11 +160,11 @@ fn large_tile_cases() -> Vec<OpSpec> {
     let mut specs = Vec::new();
     for (i, dtype) in [Bf16, F16].into_iter().enumerate() {
         for (trans_a, trans_b) in [(false, false), (true, false), (false, true), (true, true)] {
-            let mut g = GemmSpec::new(dtype, 1100 + 8 * i, 1300, 200);
+            let mut g = GemmSpec::new(dtype, 2200 + 8 * i, 1300, 200);
             (g.trans_a, g.trans_b) = (trans_a, trans_b);
             specs.push(OpSpec::Gemm(g));
         }
-        let mut g = GemmSpec::new(dtype, 1280, 1408, 96);
+        let mut g = GemmSpec::new(dtype, 2560, 1408, 96);
         (g.alpha, g.beta, g.bias) = (0.5, 2.0, true);
         specs.push(OpSpec::Gemm(g));
     }
