@@ -158,6 +158,25 @@ pub enum FragmentLayout {
     RowMajorTiles,
     /// The transpose: element `(r, c)` where `RowMajorTiles` puts `(c, r)`.
     ColMajorTiles,
+    /// Rows of [`SWIZZLE_ROW`] elements in bands of 8 rows, `stride` apart, each band
+    /// a run of `8 × 64` blocks, with the 8-element chunks of each row permuted by
+    /// its row: element `(r, c)` at `swizzle(index + (r / 8)·stride + (c / 64)·512 +
+    /// (r mod 8)·64 + c mod 64)`, where `swizzle(e) = e ^ ((e >> 3) & 0o70)` flips
+    /// bits 3-5 of the *absolute* index by bits 6-8. (With 16-bit elements, the
+    /// tensor cores' 128-byte swizzle: a block is 1024 bytes, a row 128, a chunk 16;
+    /// rows written and read whole hit every bank once.)
+    RowMajorSwizzled,
+    /// The transpose: element `(r, c)` where `RowMajorSwizzled` puts `(c, r)`.
+    ColMajorSwizzled,
+}
+
+/// Elements of a row of the swizzled layouts.
+pub const SWIZZLE_ROW: u32 = 64;
+
+/// The swizzled layouts' permutation of an absolute element index: bits 3-5 flipped
+/// by bits 6-8 (it keeps every index inside its aligned run of 64).
+pub fn swizzle(e: u32) -> u32 {
+    e ^ ((e >> 3) & 0o70)
 }
 
 impl FragmentLayout {
@@ -167,15 +186,29 @@ impl FragmentLayout {
             FragmentLayout::ColMajor => "col_major",
             FragmentLayout::RowMajorTiles => "row_major_tiles",
             FragmentLayout::ColMajorTiles => "col_major_tiles",
+            FragmentLayout::RowMajorSwizzled => "row_major_swizzled",
+            FragmentLayout::ColMajorSwizzled => "col_major_swizzled",
         }
     }
 
-    /// Whether it is one of the tiled layouts.
+    /// Whether it is one of the layouts the matrix units read from shared memory
+    /// themselves (tiled or swizzled: a warpgroup's operands).
     pub fn is_tiled(self) -> bool {
         match self {
             FragmentLayout::RowMajor | FragmentLayout::ColMajor => false,
-            FragmentLayout::RowMajorTiles | FragmentLayout::ColMajorTiles => true,
+            FragmentLayout::RowMajorTiles
+            | FragmentLayout::ColMajorTiles
+            | FragmentLayout::RowMajorSwizzled
+            | FragmentLayout::ColMajorSwizzled => true,
         }
+    }
+
+    /// Whether it is one of the swizzled layouts.
+    pub fn is_swizzled(self) -> bool {
+        matches!(
+            self,
+            FragmentLayout::RowMajorSwizzled | FragmentLayout::ColMajorSwizzled
+        )
     }
 }
 
@@ -282,18 +315,27 @@ impl FragmentOp {
     }
 }
 
-/// The offset of element `(r, c)` from a fragment access's index, in u32 arithmetic
+/// The index of element `(r, c)` of a fragment access at `index`, in u32 arithmetic
 /// as every index (it wraps).
-pub fn element_offset(layout: FragmentLayout, stride: u32, r: u32, c: u32) -> u32 {
+pub fn element_index(layout: FragmentLayout, index: u32, stride: u32, r: u32, c: u32) -> u32 {
     let tiled = |r: u32, c: u32| {
         (r / TILE)
             .wrapping_mul(stride)
             .wrapping_add((c / TILE) * TILE * TILE + (r % TILE) * TILE + c % TILE)
     };
+    let swizzled = |r: u32, c: u32| {
+        let row = SWIZZLE_ROW;
+        let linear = (r / TILE)
+            .wrapping_mul(stride)
+            .wrapping_add((c / row) * TILE * row + (r % TILE) * row + c % row);
+        swizzle(index.wrapping_add(linear))
+    };
     match layout {
-        FragmentLayout::RowMajor => r.wrapping_mul(stride).wrapping_add(c),
-        FragmentLayout::ColMajor => c.wrapping_mul(stride).wrapping_add(r),
-        FragmentLayout::RowMajorTiles => tiled(r, c),
-        FragmentLayout::ColMajorTiles => tiled(c, r),
+        FragmentLayout::RowMajor => index.wrapping_add(r.wrapping_mul(stride).wrapping_add(c)),
+        FragmentLayout::ColMajor => index.wrapping_add(c.wrapping_mul(stride).wrapping_add(r)),
+        FragmentLayout::RowMajorTiles => index.wrapping_add(tiled(r, c)),
+        FragmentLayout::ColMajorTiles => index.wrapping_add(tiled(c, r)),
+        FragmentLayout::RowMajorSwizzled => swizzled(r, c),
+        FragmentLayout::ColMajorSwizzled => swizzled(c, r),
     }
 }

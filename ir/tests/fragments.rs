@@ -464,12 +464,20 @@ fn the_validator_keeps_warpgroup_operands_in_shared_tiles() {
 
 #[test]
 fn tiled_layouts_place_elements_in_eight_by_eight_tiles() {
-    use kernelc_ir::fragment::element_offset;
+    use kernelc_ir::fragment::element_index;
     // Row-major tiles: (r, c) = (9, 10) is tile (1, 1), inside it (1, 2).
-    assert_eq!(element_offset(RowMajorTiles, 200, 9, 10), 200 + 64 + 8 + 2);
+    assert_eq!(element_index(RowMajorTiles, 0, 200, 9, 10), 200 + 64 + 8 + 2);
     // Column-major tiles: the transpose.
-    assert_eq!(element_offset(ColMajorTiles, 200, 10, 9), 200 + 64 + 8 + 2);
-    assert_eq!(element_offset(RowMajorTiles, 200, 7, 7), 63);
+    assert_eq!(element_index(ColMajorTiles, 8, 200, 10, 9), 8 + 200 + 64 + 8 + 2);
+    assert_eq!(element_index(RowMajorTiles, 0, 200, 7, 7), 63);
+    // Swizzled: row 3 of a block has its chunks flipped by 3: chunk 1 goes to 2.
+    assert_eq!(element_index(RowMajorSwizzled, 0, 512, 3, 9), 3 * 64 + 2 * 8 + 1);
+    // The swizzle takes the absolute index: at 64 elements further (row 1 of the
+    // block), the same element lands by row 4's pattern.
+    assert_eq!(element_index(RowMajorSwizzled, 64, 512, 3, 9), 4 * 64 + 5 * 8 + 1);
+    // A band further: 8 rows down, `stride` on.
+    assert_eq!(element_index(RowMajorSwizzled, 0, 512, 8, 0), 512);
+    assert_eq!(element_index(ColMajorSwizzled, 0, 512, 9, 3), 3 * 64 + 2 * 8 + 1);
 }
 
 #[test]

@@ -275,7 +275,7 @@ impl Ctx<'_, '_> {
 
     /// The index of element `(r, c)`, in u32 arithmetic as every index (it wraps).
     fn element_index(layout: FragmentLayout, index: u32, stride: u32, r: u32, c: u32) -> u32 {
-        index.wrapping_add(element_offset(layout, stride, r, c))
+        element_index(layout, index, stride, r, c)
     }
 
     fn fragment_decl(&self, id: FragmentId, inv: u32) -> Res<&FragmentDecl> {

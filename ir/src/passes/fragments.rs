@@ -307,22 +307,28 @@ impl Expander {
     }
 }
 
-/// `base + offset(r, c)` (u32, wrapping as every index; [`element_offset`]).
+/// Element `(r, c)`'s index (u32, wrapping as every index; [`element_index`]).
 fn element(layout: FragmentLayout, base: LocalId, stride: LocalId, r: Expr, c: Expr) -> Expr {
-    let tiled = |r: Expr, c: Expr| {
+    // Bands of 8 rows `stride` apart, rows of `row` elements in blocks of 8 rows.
+    let banded = |r: Expr, c: Expr, row: u32| {
         let (r, c) = (E(r), E(c));
         (r.clone() / TILE) * local(stride)
-            + (c.clone() / TILE) * (TILE * TILE)
-            + (r % TILE) * TILE
-            + c % TILE
+            + (c.clone() / row) * (TILE * row)
+            + (r % TILE) * row
+            + c % row
     };
-    let offset = match layout {
-        FragmentLayout::RowMajor => E(r) * local(stride) + E(c),
-        FragmentLayout::ColMajor => E(c) * local(stride) + E(r),
-        FragmentLayout::RowMajorTiles => tiled(r, c),
-        FragmentLayout::ColMajorTiles => tiled(c, r),
+    let swizzled = |linear: E| {
+        let e = local(base) + linear;
+        (e.clone() ^ ((e >> 3u32) & 0o70u32)).0
     };
-    (local(base) + offset).0
+    match layout {
+        FragmentLayout::RowMajor => (local(base) + (E(r) * local(stride) + E(c))).0,
+        FragmentLayout::ColMajor => (local(base) + (E(c) * local(stride) + E(r))).0,
+        FragmentLayout::RowMajorTiles => (local(base) + banded(r, c, TILE)).0,
+        FragmentLayout::ColMajorTiles => (local(base) + banded(c, r, TILE)).0,
+        FragmentLayout::RowMajorSwizzled => swizzled(banded(r, c, SWIZZLE_ROW)),
+        FragmentLayout::ColMajorSwizzled => swizzled(banded(c, r, SWIZZLE_ROW)),
+    }
 }
 
 fn local(id: LocalId) -> E {

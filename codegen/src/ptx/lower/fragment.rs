@@ -115,7 +115,13 @@ fn ldmatrix_kind(decl: &FragmentDecl, mem: Memory, layout: FragmentLayout) -> Op
         (FragmentRole::A, FragmentLayout::ColMajor)
         | (FragmentRole::B, FragmentLayout::RowMajor) => true,
         // Rows of 8 elements lie apart from each other: read element by element.
-        (_, FragmentLayout::RowMajorTiles | FragmentLayout::ColMajorTiles)
+        (
+            _,
+            FragmentLayout::RowMajorTiles
+            | FragmentLayout::ColMajorTiles
+            | FragmentLayout::RowMajorSwizzled
+            | FragmentLayout::ColMajorSwizzled,
+        )
         | (FragmentRole::Accumulator, _) => return None,
     };
     let matrices = match (decl.role, decl.shape) {
@@ -127,18 +133,27 @@ fn ldmatrix_kind(decl: &FragmentDecl, mem: Memory, layout: FragmentLayout) -> Op
     Some((matrices, transposed))
 }
 
-/// `(major, minor)` with the largest element offset of a `dims` fragment along
-/// `layout` being `major·stride + minor` (every offset grows with the stride).
+/// `(major, minor)` with every element index of a `dims` fragment along `layout`
+/// at most `index + major·stride + minor` (offsets grow with the stride; the
+/// swizzle keeps an index inside its aligned run of 64).
 pub(super) fn last_element(layout: FragmentLayout, (rows, cols): (u32, u32)) -> (u32, u32) {
-    let tiled = |rows: u32, cols: u32| {
-        let within = (rows.min(TILE) - 1) * TILE + cols.min(TILE) - 1;
-        ((rows - 1) / TILE, (cols - 1) / TILE * TILE * TILE + within)
+    let banded = |rows: u32, cols: u32, row: u32| {
+        let within = (rows.min(TILE) - 1) * row + cols.min(row) - 1;
+        ((rows - 1) / TILE, (cols - 1) / row * TILE * row + within)
     };
     match layout {
         FragmentLayout::RowMajor => (rows - 1, cols - 1),
         FragmentLayout::ColMajor => (cols - 1, rows - 1),
-        FragmentLayout::RowMajorTiles => tiled(rows, cols),
-        FragmentLayout::ColMajorTiles => tiled(cols, rows),
+        FragmentLayout::RowMajorTiles => banded(rows, cols, TILE),
+        FragmentLayout::ColMajorTiles => banded(cols, rows, TILE),
+        FragmentLayout::RowMajorSwizzled => {
+            let (major, minor) = banded(rows, cols, SWIZZLE_ROW);
+            (major, minor + SWIZZLE_ROW - 1)
+        }
+        FragmentLayout::ColMajorSwizzled => {
+            let (major, minor) = banded(cols, rows, SWIZZLE_ROW);
+            (major, minor + SWIZZLE_ROW - 1)
+        }
     }
 }
 
@@ -310,38 +325,49 @@ impl<'ctx> Lower<'_, 'ctx> {
         Ok(v)
     }
 
-    /// The offset of element `(r, c)` along `layout` (`kernelc_ir::fragment::element_offset`).
-    fn element_offset(
+    /// The index of element `(r, c)` of an access at `index` along `layout`
+    /// (`kernelc_ir::fragment::element_index`).
+    fn element_index(
         &self,
         layout: FragmentLayout,
-        stride: IntValue<'ctx>,
+        (index, stride): (IntValue<'ctx>, IntValue<'ctx>),
         r: IntValue<'ctx>,
         c: IntValue<'ctx>,
     ) -> Result<IntValue<'ctx>, CodegenError> {
         let i32t = self.ctx.i32_type();
         let k = |v: u32| i32t.const_int(v as u64, false);
         let b = &self.b;
-        let tiled = |r: IntValue<'ctx>, c: IntValue<'ctx>| -> Result<IntValue<'ctx>, CodegenError> {
+        // Bands of 8 rows `stride` apart, rows of `row` elements in blocks of 8 rows.
+        let banded = |r: IntValue<'ctx>, c: IntValue<'ctx>, row: u32| -> Result<IntValue<'ctx>, CodegenError> {
             let band = b.build_int_unsigned_div(r, k(TILE), "").or_internal()?;
             let band = b.build_int_mul(band, stride, "").or_internal()?;
-            let tile = b.build_int_unsigned_div(c, k(TILE), "").or_internal()?;
-            let tile = b.build_int_mul(tile, k(TILE * TILE), "").or_internal()?;
-            let row = b.build_int_unsigned_rem(r, k(TILE), "").or_internal()?;
-            let row = b.build_int_mul(row, k(TILE), "").or_internal()?;
-            let col = b.build_int_unsigned_rem(c, k(TILE), "").or_internal()?;
-            let v = b.build_int_add(band, tile, "").or_internal()?;
-            let v = b.build_int_add(v, row, "").or_internal()?;
-            b.build_int_add(v, col, "").or_internal()
+            let block = b.build_int_unsigned_div(c, k(row), "").or_internal()?;
+            let block = b.build_int_mul(block, k(TILE * row), "").or_internal()?;
+            let within = b.build_int_unsigned_rem(r, k(TILE), "").or_internal()?;
+            let within = b.build_int_mul(within, k(row), "").or_internal()?;
+            let col = b.build_int_unsigned_rem(c, k(row), "").or_internal()?;
+            let v = b.build_int_add(band, block, "").or_internal()?;
+            let v = b.build_int_add(v, within, "").or_internal()?;
+            let v = b.build_int_add(v, col, "").or_internal()?;
+            b.build_int_add(index, v, "").or_internal()
         };
         let plain = |major: IntValue<'ctx>, minor: IntValue<'ctx>| {
             let v = b.build_int_mul(major, stride, "").or_internal()?;
-            b.build_int_add(v, minor, "").or_internal()
+            let v = b.build_int_add(v, minor, "").or_internal()?;
+            b.build_int_add(index, v, "").or_internal()
+        };
+        let swizzled = |e: IntValue<'ctx>| -> Result<IntValue<'ctx>, CodegenError> {
+            let flip = b.build_right_shift(e, k(3), false, "").or_internal()?;
+            let flip = b.build_and(flip, k(0o70), "").or_internal()?;
+            b.build_xor(e, flip, "").or_internal()
         };
         match layout {
             FragmentLayout::RowMajor => plain(r, c),
             FragmentLayout::ColMajor => plain(c, r),
-            FragmentLayout::RowMajorTiles => tiled(r, c),
-            FragmentLayout::ColMajorTiles => tiled(c, r),
+            FragmentLayout::RowMajorTiles => banded(r, c, TILE),
+            FragmentLayout::ColMajorTiles => banded(c, r, TILE),
+            FragmentLayout::RowMajorSwizzled => swizzled(banded(r, c, SWIZZLE_ROW)?),
+            FragmentLayout::ColMajorSwizzled => swizzled(banded(c, r, SWIZZLE_ROW)?),
         }
     }
 
@@ -367,8 +393,7 @@ impl<'ctx> Lower<'_, 'ctx> {
         let mut elements = Vec::new();
         for (r, c) in share(decl.role, decl.shape) {
             let (r, c) = (self.coord(r, quad)?, self.coord(c, quad)?);
-            let offset = self.element_offset(layout, stride, r, c)?;
-            elements.push(self.b.build_int_add(index, offset, "").or_internal()?);
+            elements.push(self.element_index(layout, (index, stride), r, c)?);
         }
         let (_, len) = self
             .kernel

@@ -93,12 +93,24 @@ impl<T> OrInternal<T> for Result<T, BuilderError> {
     }
 }
 
-/// Bytes of the shared arrays, each padded to [`SHARED_ALIGN`].
+/// The alignment of each shared array of `kernel`: [`SHARED_ALIGN`], or 1024 bytes
+/// where warpgroup fragments may read them swizzled (the tensor cores swizzle
+/// absolute addresses in 1024-byte blocks, the IR's layouts absolute indices).
+fn shared_align(kernel: &Kernel) -> u32 {
+    if warpgroup::uses_warpgroups(kernel) {
+        1024
+    } else {
+        SHARED_ALIGN
+    }
+}
+
+/// Bytes of the shared arrays, each padded to [`shared_align`].
 fn shared_bytes(kernel: &Kernel) -> u64 {
+    let align = shared_align(kernel) as u64;
     kernel
         .shared
         .iter()
-        .map(|s| (s.len as u64 * s.elem.size_bytes() as u64).next_multiple_of(SHARED_ALIGN as u64))
+        .map(|s| (s.len as u64 * s.elem.size_bytes() as u64).next_multiple_of(align))
         .sum()
 }
 
@@ -330,14 +342,14 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
         }
         for (i, decl) in self.kernel.shared.iter().enumerate() {
             let size = decl.elem.size_bytes().max(1);
-            let padded = (decl.len * size).next_multiple_of(SHARED_ALIGN) / size;
+            let padded = (decl.len * size).next_multiple_of(shared_align(self.kernel)) / size;
             let ty = self.memory_type(decl.elem).array_type(padded);
             let global =
                 self.module
                     .add_global(ty, Some(AddressSpace::from(SHARED)), &format!("shared{i}"));
             global.set_linkage(Linkage::Internal);
             global.set_initializer(&ty.get_poison());
-            global.set_alignment(SHARED_ALIGN);
+            global.set_alignment(shared_align(self.kernel));
             self.shared.push(global.as_pointer_value());
         }
         Ok(())
@@ -350,7 +362,7 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
             self.module
                 .add_global(ty, Some(AddressSpace::from(SHARED)), "dynamic_shared");
         global.set_linkage(Linkage::External);
-        global.set_alignment(SHARED_ALIGN);
+        global.set_alignment(shared_align(self.kernel));
         let mut offset = 0u64;
         for decl in &self.kernel.shared {
             let at = self.ctx.i64_type().const_int(offset, false);
@@ -364,7 +376,7 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
             .or_internal()?;
             self.shared.push(ptr);
             let bytes = decl.len as u64 * decl.elem.size_bytes() as u64;
-            offset += bytes.next_multiple_of(SHARED_ALIGN as u64);
+            offset += bytes.next_multiple_of(shared_align(self.kernel) as u64);
         }
         Ok(())
     }

@@ -92,11 +92,12 @@ pub(super) fn batch_len(kernel: &Kernel, stmts: &[Stmt]) -> usize {
 /// Whether the layout an `A`/`B` fragment is loaded in is the instruction's
 /// transposed ("MN-major") form.
 fn transposed(role: FragmentRole, layout: FragmentLayout) -> bool {
+    use FragmentLayout::*;
     match (role, layout) {
-        (FragmentRole::A, FragmentLayout::RowMajorTiles)
-        | (FragmentRole::B, FragmentLayout::ColMajorTiles) => false,
-        (FragmentRole::A, FragmentLayout::ColMajorTiles)
-        | (FragmentRole::B, FragmentLayout::RowMajorTiles) => true,
+        (FragmentRole::A, RowMajorTiles | RowMajorSwizzled)
+        | (FragmentRole::B, ColMajorTiles | ColMajorSwizzled) => false,
+        (FragmentRole::A, ColMajorTiles | ColMajorSwizzled)
+        | (FragmentRole::B, RowMajorTiles | RowMajorSwizzled) => true,
         // The validator allows no other layout for these operands.
         (_, FragmentLayout::RowMajor | FragmentLayout::ColMajor)
         | (FragmentRole::Accumulator, _) => false,
@@ -204,12 +205,20 @@ impl<'ctx> Lower<'_, 'ctx> {
             .build_int_z_extend(stride_bytes, i64t, "")
             .or_internal()?;
         let tile_bytes = i64t.const_int(TILE_BYTES, false);
-        // K-major: tiles along the reduction are the leading dimension; MN-major: the
-        // bands are.
-        let (leading, strided) = if transposed(decl.role, layout) {
-            (stride_bytes, tile_bytes)
-        } else {
-            (tile_bytes, stride_bytes)
+        // No swizzle: K-major, tiles along the reduction are the leading dimension
+        // and bands of 8 rows the stride; MN-major, the other way. 128-byte swizzle:
+        // the bands are the stride either way; K-major's leading offset is unused
+        // (16), MN-major's is the step between 64-element blocks along M or N.
+        let block_bytes = i64t.const_int(
+            (TILE * SWIZZLE_ROW) as u64 * ELEMENT_BYTES,
+            false,
+        );
+        let unused = i64t.const_int(16, false);
+        let (leading, strided) = match (layout.is_swizzled(), transposed(decl.role, layout)) {
+            (false, true) => (stride_bytes, tile_bytes),
+            (false, false) => (tile_bytes, stride_bytes),
+            (true, true) => (block_bytes, stride_bytes),
+            (true, false) => (unused, stride_bytes),
         };
         let field = |v: IntValue<'ctx>, shift: u64| -> Result<IntValue<'ctx>, CodegenError> {
             let v = self
@@ -225,8 +234,14 @@ impl<'ctx> Lower<'_, 'ctx> {
                 .or_internal()
         };
         // Bits 0-13: the address / 16; 16-29: the leading byte offset / 16; 32-45: the
-        // stride byte offset / 16; 49-51 (base offset) and 62-63 (no swizzle): zero.
-        let desc = field(address, 0)?;
+        // stride byte offset / 16; 49-51 (base offset): zero, every shared array of a
+        // kernel with warpgroup fragments being 1024-byte aligned, so the swizzle of
+        // absolute addresses is the layout's; 62-63: 0 (none) or 1 (128-byte swizzle).
+        let mode = i64t.const_int(u64::from(layout.is_swizzled()) << 62, false);
+        let desc = self
+            .b
+            .build_or(field(address, 0)?, mode, "")
+            .or_internal()?;
         let desc = self
             .b
             .build_or(desc, field(leading, 16)?, "")

@@ -33,7 +33,7 @@ use super::{add, div, rem, scale, GemmCore, GemmOperand};
 use crate::lower::math::{bind, Num};
 use crate::lower::{Launch, LowerError, TargetCaps};
 use kernelc_ir::builder::*;
-use kernelc_ir::fragment::{FragmentLayout, FragmentRole, MmaShape, TILE};
+use kernelc_ir::fragment::{FragmentLayout, FragmentRole, MmaShape, SWIZZLE_ROW, TILE};
 use kernelc_ir::{FragmentId, ScalarType};
 
 /// The warps (or warpgroups: the shape's group) of a workgroup and the fragments of
@@ -81,9 +81,10 @@ impl MmaTile {
     }
 
     /// f16/bf16 on Hopper's `wgmma` (m64n128k16): four warpgroups of 64 × 128 (a
-    /// 256 × 128 tile: 85 flops per staged byte, where 128 × 128 has 64 and runs
-    /// into L2's bandwidth first), 32-deep slabs staged in the tiled layouts the
-    /// instruction reads, two stages.
+    /// 256 × 128 tile: 85 flops per staged byte, where 128 × 128 has 64), 64-deep
+    /// slabs staged in the swizzled layouts the instruction reads (whole 128-byte
+    /// rows: global loads of whole lines, shared stores and the tensor cores' reads
+    /// without bank conflicts), two stages.
     fn warpgroup(input: ScalarType) -> MmaTile {
         MmaTile {
             wm: 4,
@@ -93,7 +94,7 @@ impl MmaTile {
             shape: MmaShape::M64N128K16,
             input,
             acc: ScalarType::F32,
-            bk: 32,
+            bk: SWIZZLE_ROW,
             pad: 0,
             stages: 2,
             epilogue_frags: 1,
@@ -136,8 +137,8 @@ impl MmaTile {
     fn group(&self) -> u32 {
         self.shape.group()
     }
-    /// Whether slabs are staged in the tiled layouts (a warpgroup's operands).
-    fn tiled(&self) -> bool {
+    /// Whether slabs are staged in the swizzled layouts (a warpgroup's operands).
+    fn swizzled(&self) -> bool {
         self.shape.is_warpgroup()
     }
     fn warp_rows(&self) -> u32 {
@@ -215,7 +216,7 @@ pub(crate) fn choose(core: &GemmCore, caps: &TargetCaps) -> Option<MmaTile> {
         kind(false)?
     };
     // Only the warpgroup tile opts into more shared memory than the plain limit.
-    let shared = if tile.tiled() {
+    let shared = if tile.swizzled() {
         caps.opt_in_shared_memory_bytes.max(caps.shared_memory_bytes)
     } else {
         caps.shared_memory_bytes
@@ -534,12 +535,13 @@ struct Staging<'s> {
     threads: u32,
     bk: u32,
     /// A staged row: `bk + pad` elements where the slab is `[outer][bk]` (neighbours
-    /// along the reduction), `outer + pad` where it is `[bk][outer]`; in the tiled
-    /// layouts, a band of 8 such rows (`8·bk` or `8·outer`).
+    /// along the reduction), `outer + pad` where it is `[bk][outer]`; swizzled, a
+    /// band of 8 such rows (`8·bk` or `8·outer`).
     row: u32,
-    /// Whether the slab is staged in 8 × 8 tiles (`RowMajorTiles` along the
-    /// contiguous axis), each tile's elements stored by 16 neighbouring invocations.
-    tiled: bool,
+    /// Whether the slab is staged in the swizzled layout of its contiguous axis
+    /// (`RowMajorSwizzled` with rows along it; `bk` is one row where that is the
+    /// reduction).
+    swizzled: bool,
 }
 
 impl<'s> Staging<'s> {
@@ -586,34 +588,13 @@ impl<'s> Staging<'s> {
             lanes: if vector { 4 } else { 1 },
             threads: mt.invocations(),
             bk: mt.bk,
-            row: match (mt.tiled(), along_reduction) {
+            row: match (mt.swizzled(), along_reduction) {
                 (true, true) => TILE * mt.bk,
                 (true, false) => TILE * outer,
                 (false, true) => mt.row(),
                 (false, false) => outer + mt.pad,
             },
-            tiled: mt.tiled(),
-        }
-    }
-
-    /// For a tiled slab, load `q` of this thread as `(tile, row, col)`: the tile
-    /// (numbered along the contiguous axis first), and the row and first column of
-    /// the vector in it.
-    fn tile_coords(&self, q: u32) -> (E, E, E) {
-        let lanes = self.lanes as u32;
-        let per_row = TILE / lanes;
-        let v = add(local_id(0), E::from(q * self.threads));
-        let t = div(v.clone(), TILE * per_row);
-        let w = rem(v, TILE * per_row);
-        (t, div(w.clone(), per_row), scale(rem(w, per_row), lanes))
-    }
-
-    /// Tiles of a slab along its contiguous axis.
-    fn tiles_along(&self) -> u32 {
-        if self.along_reduction {
-            self.bk / TILE
-        } else {
-            self.outer / TILE
+            swizzled: mt.swizzled(),
         }
     }
 
@@ -640,16 +621,6 @@ impl<'s> Staging<'s> {
     /// vector.
     fn coords(&self, q: u32) -> (E, E) {
         let lanes = self.lanes as u32;
-        if self.tiled {
-            let (t, row, col) = self.tile_coords(q);
-            let across = add(scale(div(t.clone(), self.tiles_along()), TILE), row);
-            let along = add(scale(rem(t, self.tiles_along()), TILE), col);
-            return if self.along_reduction {
-                (across, along)
-            } else {
-                (along, across)
-            };
-        }
         let v = add(local_id(0), E::from(q * self.threads));
         if self.along_reduction {
             let per_row = self.bk / lanes;
@@ -664,18 +635,23 @@ impl<'s> Staging<'s> {
     /// starts in the staged slab, and how its elements lie (A's rows and B's columns
     /// are the outer axis).
     fn fragment_at(&self, outer0: E, p: u32, role: FragmentRole) -> (E, FragmentLayout) {
-        if self.tiled {
-            // Along the reduction: A by row tiles, B by column tiles (both "K-major");
-            // across it the other way. `outer0` and `p` are multiples of 8.
+        if self.swizzled {
+            // Along the reduction: A by rows, B by columns (both "K-major"); across
+            // it the other way. `outer0` is a multiple of 8 (of 64 across), `p` of
+            // 16 (below 64 along).
             let (along, across) = match role {
-                FragmentRole::A => (FragmentLayout::RowMajorTiles, FragmentLayout::ColMajorTiles),
-                FragmentRole::B | FragmentRole::Accumulator => {
-                    (FragmentLayout::ColMajorTiles, FragmentLayout::RowMajorTiles)
-                }
+                FragmentRole::A => (
+                    FragmentLayout::RowMajorSwizzled,
+                    FragmentLayout::ColMajorSwizzled,
+                ),
+                FragmentRole::B | FragmentRole::Accumulator => (
+                    FragmentLayout::ColMajorSwizzled,
+                    FragmentLayout::RowMajorSwizzled,
+                ),
             };
             let band = self.row / TILE;
             return if self.along_reduction {
-                (add(scale(outer0, band), E::from(p * TILE)), along)
+                (add(scale(outer0, band), E::from(p)), along)
             } else {
                 (add(scale(outer0, TILE), E::from(p * band)), across)
             };
@@ -735,14 +711,22 @@ impl<'s> Staging<'s> {
     /// Stores `regs` into the shared slab starting at `offset` (its stage).
     fn store(&self, f: &mut Body, regs: &[Var], offset: &E) {
         for (q, &reg) in regs.iter().enumerate() {
-            if self.tiled {
-                // Tile t of band t / along at `band·row + (t mod along)·64`, then its
-                // row and column: a warp's vectors fill two whole tiles.
-                let (t, row, col) = self.tile_coords(q as u32);
-                let band = scale(div(t.clone(), self.tiles_along()), self.row);
-                let tile = scale(rem(t, self.tiles_along()), TILE * TILE);
-                let at = add(add(band, tile), add(scale(row, TILE), col));
-                f.store(self.sh, add(offset.clone(), at), reg.get());
+            if self.swizzled {
+                // The element's place in rows of `SWIZZLE_ROW` along the contiguous
+                // axis, bands of 8 rows `row` apart, then the swizzle (of absolute
+                // indices: every stage starts at a multiple of 512).
+                let (r, p) = self.coords(q as u32);
+                let (major, minor) = if self.along_reduction { (r, p) } else { (p, r) };
+                let linear = add(
+                    add(
+                        scale(div(major.clone(), TILE), self.row),
+                        scale(div(minor.clone(), SWIZZLE_ROW), TILE * SWIZZLE_ROW),
+                    ),
+                    add(scale(rem(major, TILE), SWIZZLE_ROW), rem(minor, SWIZZLE_ROW)),
+                );
+                let e = add(offset.clone(), linear);
+                let at = e.clone() ^ ((e >> 3u32) & 0o70u32);
+                f.store(self.sh, at, reg.get());
                 continue;
             }
             let (r, p) = self.coords(q as u32);
