@@ -134,8 +134,8 @@ fn ldmatrix_kind(decl: &FragmentDecl, mem: Memory, layout: FragmentLayout) -> Op
 }
 
 /// `(major, minor)` with every element index of a `dims` fragment along `layout`
-/// at most `index + major·stride + minor` (offsets grow with the stride; the
-/// swizzle keeps an index inside its aligned run of 64).
+/// at most `index + major·stride + minor` before any swizzle (offsets grow with the
+/// stride; [`swizzled_bound`] covers the swizzle).
 pub(super) fn last_element(layout: FragmentLayout, (rows, cols): (u32, u32)) -> (u32, u32) {
     let banded = |rows: u32, cols: u32, row: u32| {
         let within = (rows.min(TILE) - 1) * row + cols.min(row) - 1;
@@ -146,14 +146,18 @@ pub(super) fn last_element(layout: FragmentLayout, (rows, cols): (u32, u32)) -> 
         FragmentLayout::ColMajor => (cols - 1, rows - 1),
         FragmentLayout::RowMajorTiles => banded(rows, cols, TILE),
         FragmentLayout::ColMajorTiles => banded(cols, rows, TILE),
-        FragmentLayout::RowMajorSwizzled => {
-            let (major, minor) = banded(rows, cols, SWIZZLE_ROW);
-            (major, minor + SWIZZLE_ROW - 1)
-        }
-        FragmentLayout::ColMajorSwizzled => {
-            let (major, minor) = banded(cols, rows, SWIZZLE_ROW);
-            (major, minor + SWIZZLE_ROW - 1)
-        }
+        FragmentLayout::RowMajorSwizzled => banded(rows, cols, SWIZZLE_ROW),
+        FragmentLayout::ColMajorSwizzled => banded(cols, rows, SWIZZLE_ROW),
+    }
+}
+
+/// The largest index a fragment access may touch, given the largest unswizzled one
+/// (`last_element`): the swizzle moves an index within its aligned run of 64.
+pub(super) fn swizzled_bound(layout: FragmentLayout, last: u128) -> u128 {
+    if layout.is_swizzled() {
+        last | (SWIZZLE_ROW as u128 - 1)
+    } else {
+        last
     }
 }
 
@@ -371,6 +375,33 @@ impl<'ctx> Lower<'_, 'ctx> {
         }
     }
 
+    /// The largest index a fragment access at `(index, stride)` may touch (64-bit, so
+    /// that nothing wraps): `index + major·stride + minor` (`last_element`), through
+    /// [`swizzled_bound`].
+    pub(super) fn last_index(
+        &self,
+        layout: FragmentLayout,
+        (index, stride): (IntValue<'ctx>, IntValue<'ctx>),
+        (major, minor): (u32, u32),
+    ) -> Result<IntValue<'ctx>, CodegenError> {
+        let i64t = self.ctx.i64_type();
+        let wide = |v: IntValue<'ctx>| self.b.build_int_z_extend(v, i64t, "").or_internal();
+        let last = self
+            .b
+            .build_int_mul(wide(stride)?, i64t.const_int(major as u64, false), "")
+            .or_internal()?;
+        let last = self.b.build_int_add(last, wide(index)?, "").or_internal()?;
+        let last = self
+            .b
+            .build_int_add(last, i64t.const_int(minor as u64, false), "")
+            .or_internal()?;
+        if !layout.is_swizzled() {
+            return Ok(last);
+        }
+        let run = i64t.const_int((SWIZZLE_ROW - 1) as u64, false);
+        self.b.build_or(last, run, "").or_internal()
+    }
+
     /// A fragment load (or, with `store`, an accumulator store).
     fn fragment_access(
         &mut self,
@@ -419,7 +450,8 @@ impl<'ctx> Lower<'_, 'ctx> {
             .range(index_expr)
             .zip(self.ranges.range(stride_expr))
             .is_some_and(|(i, s)| {
-                i.hi as u128 + s.hi as u128 * major as u128 + (minor as u128) < len as u128
+                let last = i.hi as u128 + s.hi as u128 * major as u128 + minor as u128;
+                swizzled_bound(layout, last) < len as u128
             });
         if proven {
             return self.access_elements(&access, false);
@@ -427,16 +459,7 @@ impl<'ctx> Lower<'_, 'ctx> {
         // Whole fragment in bounds: index + (major, minor)'s offset < len, computed in
         // 64 bits so that nothing wraps; else each element is checked.
         let i64t = self.ctx.i64_type();
-        let wide = |v: IntValue<'ctx>| self.b.build_int_z_extend(v, i64t, "").or_internal();
-        let last = self
-            .b
-            .build_int_mul(wide(stride)?, i64t.const_int(major as u64, false), "")
-            .or_internal()?;
-        let last = self.b.build_int_add(last, wide(index)?, "").or_internal()?;
-        let last = self
-            .b
-            .build_int_add(last, i64t.const_int(minor as u64, false), "")
-            .or_internal()?;
+        let last = self.last_index(layout, (index, stride), (major, minor))?;
         let fits = self
             .b
             .build_int_compare(IntPredicate::ULT, last, i64t.const_int(len, false), "fits")

@@ -180,14 +180,15 @@ impl<'ctx> Lower<'_, 'ctx> {
             .range(index_expr)
             .zip(self.ranges.range(stride_expr))
             .is_some_and(|(i, s)| {
-                i.hi as u128 + s.hi as u128 * bands as u128 + (rest as u128) < len as u128
+                let last = i.hi as u128 + s.hi as u128 * bands as u128 + rest as u128;
+                super::fragment::swizzled_bound(layout, last) < len as u128
             });
         let aligned = self.ranges.alignment(index_expr) % TILE as u64 == 0
             && self.ranges.alignment(stride_expr) % TILE as u64 == 0;
         let (index, stride) = if in_bounds && aligned {
             (index, stride)
         } else {
-            self.checked_operand(index, stride, (bands, rest), len)?
+            self.checked_operand(layout, (index, stride), (bands, rest), len)?
         };
         let i32t = self.ctx.i32_type();
         let i64t = self.ctx.i64_type();
@@ -258,8 +259,8 @@ impl<'ctx> Lower<'_, 'ctx> {
     /// `len`, else `(0, 0)` with the status bit raised.
     fn checked_operand(
         &mut self,
-        index: IntValue<'ctx>,
-        stride: IntValue<'ctx>,
+        layout: FragmentLayout,
+        (index, stride): (IntValue<'ctx>, IntValue<'ctx>),
         (bands, rest): (u32, u32),
         len: u64,
     ) -> Result<(IntValue<'ctx>, IntValue<'ctx>), CodegenError> {
@@ -274,16 +275,7 @@ impl<'ctx> Lower<'_, 'ctx> {
             .b
             .build_int_compare(IntPredicate::EQ, low, i32t.const_zero(), "")
             .or_internal()?;
-        let wide = |v: IntValue<'ctx>| self.b.build_int_z_extend(v, i64t, "").or_internal();
-        let last = self
-            .b
-            .build_int_mul(wide(stride)?, i64t.const_int(bands as u64, false), "")
-            .or_internal()?;
-        let last = self.b.build_int_add(last, wide(index)?, "").or_internal()?;
-        let last = self
-            .b
-            .build_int_add(last, i64t.const_int(rest as u64, false), "")
-            .or_internal()?;
+        let last = self.last_index(layout, (index, stride), (bands, rest))?;
         let fits = self
             .b
             .build_int_compare(IntPredicate::ULT, last, i64t.const_int(len, false), "")
