@@ -155,8 +155,8 @@ fn cuda_device() {
 /// (about a device's worth of workgroups; the table's shapes pick the small tiles):
 /// ragged edges, every transposition, an epilogue with bias, alpha and beta.
 fn large_tile_cases() -> Vec<OpSpec> {
-    use kernelc::kernels::spec::GemmSpec;
     use kernelc::ir::ScalarType::{Bf16, F16};
+    use kernelc::kernels::spec::GemmSpec;
     let mut specs = Vec::new();
     for (i, dtype) in [Bf16, F16].into_iter().enumerate() {
         for (trans_a, trans_b) in [(false, false), (true, false), (false, true), (true, true)] {

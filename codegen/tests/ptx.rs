@@ -857,7 +857,10 @@ fn every_multiply_kind_is_one_mma_sync_that_ptxas_assembles() {
 #[test]
 fn warpgroup_kinds_are_wgmma_on_sm_90a_that_ptxas_assembles() {
     use kernelc_ir::testing::fragments::every_kind;
-    for g in every_kind(None).into_iter().filter(|g| g.shape.is_warpgroup()) {
+    for g in every_kind(None)
+        .into_iter()
+        .filter(|g| g.shape.is_warpgroup())
+    {
         let ptx = emit_checked(&g.kernel());
         assert!(ptx.contains(".target sm_90a"), "{:?}", g.shape);
         let want = format!(
@@ -867,7 +870,11 @@ fn warpgroup_kinds_are_wgmma_on_sm_90a_that_ptxas_assembles() {
         );
         assert!(ptx.contains(&want), "no {want}");
         // A K-major A and B: no transposition.
-        assert!(ptx.contains(", p, 1, 1, 0, 0;"), "{:?}: transposed?", g.shape);
+        assert!(
+            ptx.contains(", p, 1, 1, 0, 0;"),
+            "{:?}: transposed?",
+            g.shape
+        );
         for want in [
             "wgmma.fence.sync.aligned",
             "wgmma.commit_group.sync.aligned",

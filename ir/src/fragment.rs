@@ -92,9 +92,21 @@ impl MmaShape {
     pub const M16N8K16: MmaShape = MmaShape { m: 16, n: 8, k: 16 };
     pub const M16N8K8: MmaShape = MmaShape { m: 16, n: 8, k: 8 };
     pub const M8N8K4: MmaShape = MmaShape { m: 8, n: 8, k: 4 };
-    pub const M64N64K16: MmaShape = MmaShape { m: 64, n: 64, k: 16 };
-    pub const M64N128K16: MmaShape = MmaShape { m: 64, n: 128, k: 16 };
-    pub const M64N256K16: MmaShape = MmaShape { m: 64, n: 256, k: 16 };
+    pub const M64N64K16: MmaShape = MmaShape {
+        m: 64,
+        n: 64,
+        k: 16,
+    };
+    pub const M64N128K16: MmaShape = MmaShape {
+        m: 64,
+        n: 128,
+        k: 16,
+    };
+    pub const M64N256K16: MmaShape = MmaShape {
+        m: 64,
+        n: 256,
+        k: 16,
+    };
 
     /// The invocations that hold a fragment of this shape together: a warpgroup for
     /// the `m64` shapes, else a warp.

@@ -767,7 +767,8 @@ impl<'k> Validator<'k> {
                 let Some(decl) = kernel.fragment(*frag) else {
                     return self.err(K::UnknownFragment(frag.0));
                 };
-                let read_at_mma = decl.shape.is_warpgroup() && decl.role != FragmentRole::Accumulator;
+                let read_at_mma =
+                    decl.shape.is_warpgroup() && decl.role != FragmentRole::Accumulator;
                 if read_at_mma && (!matches!(mem, Memory::Shared(_)) || !layout.is_tiled()) {
                     return self.err(K::BadFragment {
                         name: decl.name.clone(),
@@ -809,10 +810,7 @@ impl<'k> Validator<'k> {
                 if elem != decl.elem {
                     return self.err(K::BadFragment {
                         name: decl.name.clone(),
-                        why: format!(
-                            "a fragment of {} loads from memory of {elem}",
-                            decl.elem
-                        ),
+                        why: format!("a fragment of {} loads from memory of {elem}", decl.elem),
                     });
                 }
                 self.u32_operand("index", index, assigned)?;

@@ -357,6 +357,7 @@ fn warpgroup_kernel_then(
     .unwrap()
 }
 
+#[allow(clippy::result_large_err)]
 fn run_warpgroup(kernel: &Kernel) -> Result<Vec<f64>, InterpError> {
     let c = HostBuffer::new(ScalarType::F32, vec![Scalar::f32(0.0); 64 * 64]);
     Ok(run_kernel(kernel, &[c])?[0].to_f64())
@@ -374,7 +375,9 @@ fn a_warpgroup_reads_its_operands_from_shared_memory_at_the_mma() {
     // race): the matrix units would read the new values.
     let changed = warpgroup_kernel(0, |f, sa| {
         f.barrier();
-        f.if_(local_id(0).eq(0u32), |f| f.store(sa, 5u32, half::bf16::ZERO));
+        f.if_(local_id(0).eq(0u32), |f| {
+            f.store(sa, 5u32, half::bf16::ZERO)
+        });
         f.barrier();
     });
     let e = run_warpgroup(&changed).unwrap_err();
@@ -385,7 +388,9 @@ fn a_warpgroup_reads_its_operands_from_shared_memory_at_the_mma() {
     // Written past the fragment (element 1024 on): no change it reads.
     let elsewhere = warpgroup_kernel(0, |f, sa| {
         f.barrier();
-        f.if_(local_id(0).eq(0u32), |f| f.store(sa, 1500u32, half::bf16::ZERO));
+        f.if_(local_id(0).eq(0u32), |f| {
+            f.store(sa, 1500u32, half::bf16::ZERO)
+        });
         f.barrier();
     });
     assert!(run_warpgroup(&elsewhere).is_ok());
@@ -395,7 +400,9 @@ fn a_warpgroup_reads_its_operands_from_shared_memory_at_the_mma() {
         0,
         |_, _| {},
         |f, sa| {
-            f.if_(local_id(0).eq(0u32), |f| f.store(sa, 5u32, half::bf16::ZERO));
+            f.if_(local_id(0).eq(0u32), |f| {
+                f.store(sa, 5u32, half::bf16::ZERO)
+            });
             f.barrier();
         },
     );
@@ -414,7 +421,9 @@ fn a_warpgroup_reads_its_operands_from_shared_memory_at_the_mma() {
         |_, _| {},
         |f, sa| {
             f.barrier();
-            f.if_(local_id(0).eq(0u32), |f| f.store(sa, 5u32, half::bf16::ZERO));
+            f.if_(local_id(0).eq(0u32), |f| {
+                f.store(sa, 5u32, half::bf16::ZERO)
+            });
         },
     );
     assert_eq!(run_warpgroup(&later).unwrap(), out);
@@ -439,7 +448,10 @@ fn the_validator_keeps_warpgroup_operands_in_shared_tiles() {
         },
         128,
     );
-    assert!(matches!(e, K::BadFragment { ref why, .. } if why.contains("shared")), "{e}");
+    assert!(
+        matches!(e, K::BadFragment { ref why, .. } if why.contains("shared")),
+        "{e}"
+    );
     // Not whole warpgroups.
     let e = validation_error(
         |f| {
@@ -459,25 +471,43 @@ fn the_validator_keeps_warpgroup_operands_in_shared_tiles() {
         })
         .unwrap_err()
         .kind;
-    assert!(matches!(e, K::BadFragment { ref why, .. } if why.contains("tiled")), "{e}");
+    assert!(
+        matches!(e, K::BadFragment { ref why, .. } if why.contains("tiled")),
+        "{e}"
+    );
 }
 
 #[test]
 fn tiled_layouts_place_elements_in_eight_by_eight_tiles() {
     use kernelc_ir::fragment::element_index;
     // Row-major tiles: (r, c) = (9, 10) is tile (1, 1), inside it (1, 2).
-    assert_eq!(element_index(RowMajorTiles, 0, 200, 9, 10), 200 + 64 + 8 + 2);
+    assert_eq!(
+        element_index(RowMajorTiles, 0, 200, 9, 10),
+        200 + 64 + 8 + 2
+    );
     // Column-major tiles: the transpose.
-    assert_eq!(element_index(ColMajorTiles, 8, 200, 10, 9), 8 + 200 + 64 + 8 + 2);
+    assert_eq!(
+        element_index(ColMajorTiles, 8, 200, 10, 9),
+        8 + 200 + 64 + 8 + 2
+    );
     assert_eq!(element_index(RowMajorTiles, 0, 200, 7, 7), 63);
     // Swizzled: row 3 of a block has its chunks flipped by 3: chunk 1 goes to 2.
-    assert_eq!(element_index(RowMajorSwizzled, 0, 512, 3, 9), 3 * 64 + 2 * 8 + 1);
+    assert_eq!(
+        element_index(RowMajorSwizzled, 0, 512, 3, 9),
+        3 * 64 + 2 * 8 + 1
+    );
     // The swizzle takes the absolute index: at 64 elements further (row 1 of the
     // block), the same element lands by row 4's pattern.
-    assert_eq!(element_index(RowMajorSwizzled, 64, 512, 3, 9), 4 * 64 + 5 * 8 + 1);
+    assert_eq!(
+        element_index(RowMajorSwizzled, 64, 512, 3, 9),
+        4 * 64 + 5 * 8 + 1
+    );
     // A band further: 8 rows down, `stride` on.
     assert_eq!(element_index(RowMajorSwizzled, 0, 512, 8, 0), 512);
-    assert_eq!(element_index(ColMajorSwizzled, 0, 512, 9, 3), 3 * 64 + 2 * 8 + 1);
+    assert_eq!(
+        element_index(ColMajorSwizzled, 0, 512, 9, 3),
+        3 * 64 + 2 * 8 + 1
+    );
 }
 
 #[test]

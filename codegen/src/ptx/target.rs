@@ -139,7 +139,10 @@ fn codegen_level(level: PtxOptLevel) -> OptimizationLevel {
 /// picks an old default ISA, 7.8 for sm_90).
 /// With `arch_specific`, the `sm_{sm}a` target (Hopper's `wgmma`, which only sm_90
 /// itself runs).
-fn target_machine(options: &PtxOptions, arch_specific: bool) -> Result<TargetMachine, CodegenError> {
+fn target_machine(
+    options: &PtxOptions,
+    arch_specific: bool,
+) -> Result<TargetMachine, CodegenError> {
     let triple = TargetTriple::create(TRIPLE);
     let target = Target::from_triple(&triple).map_err(|e| backend(e.to_string()))?;
     let suffix = if arch_specific { "a" } else { "" };

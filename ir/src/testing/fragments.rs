@@ -60,7 +60,9 @@ impl FragmentGemm {
         if self.shape.is_warpgroup() {
             let sa = kb.shared("sa", self.input, mm * kk);
             let sb = kb.shared("sb", self.input, kk * nn);
-            return kb.build(|f| self.warpgroup_body(f, [a, b, c], [sa, sb])).unwrap();
+            return kb
+                .build(|f| self.warpgroup_body(f, [a, b, c], [sa, sb]))
+                .unwrap();
         }
         let sb = self
             .via_shared
@@ -105,7 +107,9 @@ impl FragmentGemm {
         let MmaShape { m, n, k } = self.shape;
         let threads = self.shape.group() * self.tiles.0 * self.tiles.1;
         let tiled = |outer: E, p: E| {
-            (outer.clone() / 8u32) * (8 * kk) + (p.clone() / 8u32) * 64u32 + (outer % 8u32) * 8u32
+            (outer.clone() / 8u32) * (8 * kk)
+                + (p.clone() / 8u32) * 64u32
+                + (outer % 8u32) * 8u32
                 + p % 8u32
         };
         for (src, dst, outer) in [(a, sa, mm), (b, sb, nn)] {

@@ -227,7 +227,9 @@ impl TargetCaps {
         // anything lowering planned within the cap passes.
         // (A kernel may take what a workgroup gets by opting in.)
         let shared = kernel.shared_bytes();
-        let allowed = self.shared_memory_bytes.max(self.opt_in_shared_memory_bytes);
+        let allowed = self
+            .shared_memory_bytes
+            .max(self.opt_in_shared_memory_bytes);
         if shared > u64::from(allowed) {
             return Err(format!(
                 "the kernel's workgroup memory is {shared} bytes; this target allows {allowed}"

@@ -255,7 +255,10 @@ impl<'ctx> Lower<'_, 'ctx> {
             .ok_or_else(|| internal(format!("unknown fragment #{}", id.0)))
     }
 
-    pub(super) fn fragment_slots(&self, id: FragmentId) -> Result<Vec<PointerValue<'ctx>>, CodegenError> {
+    pub(super) fn fragment_slots(
+        &self,
+        id: FragmentId,
+    ) -> Result<Vec<PointerValue<'ctx>>, CodegenError> {
         self.fragments
             .get(id.0 as usize)
             .cloned()
@@ -314,7 +317,11 @@ impl<'ctx> Lower<'_, 'ctx> {
         Ok(flat)
     }
 
-    fn coord(&self, c: Coord, [w, g, t]: [IntValue<'ctx>; 3]) -> Result<IntValue<'ctx>, CodegenError> {
+    fn coord(
+        &self,
+        c: Coord,
+        [w, g, t]: [IntValue<'ctx>; 3],
+    ) -> Result<IntValue<'ctx>, CodegenError> {
         let i32t = self.ctx.i32_type();
         let mut v = i32t.const_int(c.c as u64, false);
         for (coef, x) in [(c.w, w), (c.g, g), (c.t, t)] {
@@ -342,7 +349,10 @@ impl<'ctx> Lower<'_, 'ctx> {
         let k = |v: u32| i32t.const_int(v as u64, false);
         let b = &self.b;
         // Bands of 8 rows `stride` apart, rows of `row` elements in blocks of 8 rows.
-        let banded = |r: IntValue<'ctx>, c: IntValue<'ctx>, row: u32| -> Result<IntValue<'ctx>, CodegenError> {
+        let banded = |r: IntValue<'ctx>,
+                      c: IntValue<'ctx>,
+                      row: u32|
+         -> Result<IntValue<'ctx>, CodegenError> {
             let band = b.build_int_unsigned_div(r, k(TILE), "").or_internal()?;
             let band = b.build_int_mul(band, stride, "").or_internal()?;
             let block = b.build_int_unsigned_div(c, k(row), "").or_internal()?;

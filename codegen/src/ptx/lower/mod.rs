@@ -358,9 +358,9 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
     fn declare_dynamic_shared(&mut self) -> Result<(), CodegenError> {
         let i8t = self.ctx.i8_type();
         let ty = i8t.array_type(0);
-        let global =
-            self.module
-                .add_global(ty, Some(AddressSpace::from(SHARED)), "dynamic_shared");
+        let global = self
+            .module
+            .add_global(ty, Some(AddressSpace::from(SHARED)), "dynamic_shared");
         global.set_linkage(Linkage::External);
         global.set_alignment(shared_align(self.kernel));
         let mut offset = 0u64;

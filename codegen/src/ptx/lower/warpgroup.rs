@@ -35,6 +35,13 @@ use inkwell::IntPredicate;
 use kernelc_ir::fragment::*;
 use kernelc_ir::{Expr, FragmentOp, Kernel, Memory, ScalarType, Stmt};
 
+/// One multiply of a batch, `(d, a, b, c)`, with `a`'s and `b`'s descriptors as they
+/// were at the multiply.
+type BatchedMma<'ctx> = (
+    (FragmentId, FragmentId, FragmentId, FragmentId),
+    [IntValue<'ctx>; 2],
+);
+
 /// Bytes of one 16-bit element (every warpgroup kind takes f16 or bf16).
 const ELEMENT_BYTES: u64 = 2;
 /// Bytes between core matrices next to each other in a tile band.
@@ -210,10 +217,7 @@ impl<'ctx> Lower<'_, 'ctx> {
         // and bands of 8 rows the stride; MN-major, the other way. 128-byte swizzle:
         // the bands are the stride either way; K-major's leading offset is unused
         // (16), MN-major's is the step between 64-element blocks along M or N.
-        let block_bytes = i64t.const_int(
-            (TILE * SWIZZLE_ROW) as u64 * ELEMENT_BYTES,
-            false,
-        );
+        let block_bytes = i64t.const_int((TILE * SWIZZLE_ROW) as u64 * ELEMENT_BYTES, false);
         let unused = i64t.const_int(16, false);
         let (leading, strided) = match (layout.is_swizzled(), transposed(decl.role, layout)) {
             (false, true) => (stride_bytes, tile_bytes),
@@ -280,7 +284,10 @@ impl<'ctx> Lower<'_, 'ctx> {
             .b
             .build_int_compare(IntPredicate::ULT, last, i64t.const_int(len, false), "")
             .or_internal()?;
-        let ok = self.b.build_and(aligned, fits, "operand_ok").or_internal()?;
+        let ok = self
+            .b
+            .build_and(aligned, fits, "operand_ok")
+            .or_internal()?;
         let bits = self
             .b
             .build_select(
@@ -344,10 +351,7 @@ impl<'ctx> Lower<'_, 'ctx> {
 
     /// `fence; wgmma.mma_async…; commit; wait 0` over `mmas`, each accumulator's
     /// registers tied in and out.
-    fn wgmma_asm(
-        &mut self,
-        mmas: &[((FragmentId, FragmentId, FragmentId, FragmentId), [IntValue<'ctx>; 2])],
-    ) -> Result<(), CodegenError> {
+    fn wgmma_asm(&mut self, mmas: &[BatchedMma<'ctx>]) -> Result<(), CodegenError> {
         let layouts = load_layouts(self.kernel);
         let layout_of = |f: FragmentId| layouts.get(f.0 as usize).copied().flatten();
         // `d = c` where they differ (such a multiply is alone in its batch): c's
@@ -394,7 +398,8 @@ impl<'ctx> Lower<'_, 'ctx> {
             let regs: Vec<String> = (at..at + self.fragment_slots(d)?.len())
                 .map(|r| format!("${r}"))
                 .collect();
-            let flag = |f: FragmentId, role| u8::from(layout_of(f).is_some_and(|l| transposed(role, l)));
+            let flag =
+                |f: FragmentId, role| u8::from(layout_of(f).is_some_and(|l| transposed(role, l)));
             text.push_str(&format!(
                 "wgmma.mma_async.sync.aligned.m64n{}k16.f32.{input}.{input} {{{}}}, ${}, ${}, p, 1, 1, {}, {};\n",
                 dd.shape.n,
@@ -430,19 +435,11 @@ impl<'ctx> Lower<'_, 'ctx> {
                 arg_types.push(f32t.into());
             }
         }
-        let result_t = self
-            .ctx
-            .struct_type(&vec![f32t.into(); registers], false);
+        let result_t = self.ctx.struct_type(&vec![f32t.into(); registers], false);
         let fn_t = result_t.fn_type(&arg_types, false);
-        let asm = self.ctx.create_inline_asm(
-            fn_t,
-            text,
-            constraints.join(","),
-            true,
-            false,
-            None,
-            false,
-        );
+        let asm =
+            self.ctx
+                .create_inline_asm(fn_t, text, constraints.join(","), true, false, None, false);
         let call = self
             .b
             .build_indirect_call(fn_t, asm, &args, "wgmma")

@@ -221,7 +221,8 @@ pub(crate) fn choose(core: &GemmCore, caps: &TargetCaps) -> Option<MmaTile> {
     };
     // Only the warpgroup tile opts into more shared memory than the plain limit.
     let shared = if tile.swizzled() {
-        caps.opt_in_shared_memory_bytes.max(caps.shared_memory_bytes)
+        caps.opt_in_shared_memory_bytes
+            .max(caps.shared_memory_bytes)
     } else {
         caps.shared_memory_bytes
     };
@@ -734,7 +735,10 @@ impl<'s> Staging<'s> {
                         scale(div(major.clone(), TILE), self.row),
                         scale(div(minor.clone(), SWIZZLE_ROW), TILE * SWIZZLE_ROW),
                     ),
-                    add(scale(rem(major, TILE), SWIZZLE_ROW), rem(minor, SWIZZLE_ROW)),
+                    add(
+                        scale(rem(major, TILE), SWIZZLE_ROW),
+                        rem(minor, SWIZZLE_ROW),
+                    ),
                 );
                 let e = add(offset.clone(), linear);
                 let at = e.clone() ^ ((e >> 3u32) & 0o70u32);

@@ -306,7 +306,12 @@ impl CudaDevice {
                     dynamic_shared as i32,
                 )
             }
-            .map_err(|e| format!("cannot opt into {dynamic_shared} bytes of shared memory: {}", describe(&e)))?;
+            .map_err(|e| {
+                format!(
+                    "cannot opt into {dynamic_shared} bytes of shared memory: {}",
+                    describe(&e)
+                )
+            })?;
         }
         Ok(CudaKernel {
             function,
