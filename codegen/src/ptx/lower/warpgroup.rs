@@ -115,33 +115,15 @@ fn transposed(role: FragmentRole, layout: FragmentLayout) -> bool {
 /// operand), by fragment id.
 fn load_layouts(kernel: &Kernel) -> Vec<Option<FragmentLayout>> {
     let mut layouts = vec![None; kernel.fragments.len()];
-    fn walk(stmts: &[Stmt], layouts: &mut Vec<Option<FragmentLayout>>) {
-        for s in stmts {
-            match s {
-                Stmt::Fragment(FragmentOp::Load { frag, layout, .. }) => {
-                    if let Some(l) = layouts.get_mut(frag.0 as usize) {
-                        *l = Some(*layout);
-                    }
+    for stmt in &kernel.body {
+        stmt.visit(&mut |s| {
+            if let Stmt::Fragment(FragmentOp::Load { frag, layout, .. }) = s {
+                if let Some(l) = layouts.get_mut(frag.0 as usize) {
+                    *l = Some(*layout);
                 }
-                Stmt::If {
-                    then_body,
-                    else_body,
-                    ..
-                } => {
-                    walk(then_body, layouts);
-                    walk(else_body, layouts);
-                }
-                Stmt::For { body, .. } => walk(body, layouts),
-                Stmt::Let { .. }
-                | Stmt::Assign { .. }
-                | Stmt::Store { .. }
-                | Stmt::Return
-                | Stmt::Barrier
-                | Stmt::Fragment(_) => {}
             }
-        }
+        });
     }
-    walk(&kernel.body, &mut layouts);
     layouts
 }
 
@@ -411,50 +393,13 @@ impl<'ctx> Lower<'_, 'ctx> {
             ));
         }
         text.push_str("wgmma.commit_group.sync.aligned;\n}");
-        let mut constraints: Vec<String> = vec!["=f".into(); registers];
-        constraints.extend(std::iter::repeat_n("l".to_string(), 2 * mmas.len()));
-        constraints.push("r".into());
-        constraints.extend((0..registers).map(|r| r.to_string()));
-        constraints.push("~{memory}".into());
-
-        let i64t = self.ctx.i64_type();
         let i32t = self.ctx.i32_type();
-        let mut args: Vec<BasicMetadataValueEnum<'ctx>> = Vec::new();
-        let mut arg_types: Vec<BasicMetadataTypeEnum<'ctx>> = Vec::new();
+        let mut inputs: Vec<(BasicMetadataValueEnum<'ctx>, &str)> = Vec::new();
         for &(_, descs) in mmas {
-            for d in descs {
-                args.push(d.into());
-                arg_types.push(i64t.into());
-            }
+            inputs.extend(descs.map(|d| (d.into(), "l")));
         }
-        args.push(i32t.const_int(1, false).into());
-        arg_types.push(i32t.into());
-        for &acc in &accumulators {
-            for slot in self.fragment_slots(acc)? {
-                args.push(self.b.build_load(f32t, slot, "").or_internal()?.into());
-                arg_types.push(f32t.into());
-            }
-        }
-        let result_t = self.ctx.struct_type(&vec![f32t.into(); registers], false);
-        let fn_t = result_t.fn_type(&arg_types, false);
-        let asm =
-            self.ctx
-                .create_inline_asm(fn_t, text, constraints.join(","), true, false, None, false);
-        let call = self
-            .b
-            .build_indirect_call(fn_t, asm, &args, "wgmma")
-            .or_internal()?;
-        let convergent = Attribute::get_named_enum_kind_id("convergent");
-        call.add_attribute(
-            AttributeLoc::Function,
-            self.ctx.create_enum_attribute(convergent, 0),
-        );
-        let result = call
-            .try_as_basic_value()
-            .basic()
-            .ok_or_else(|| internal("wgmma returned nothing"))?
-            .into_struct_value();
-        self.store_accumulators(&accumulators, result)?;
+        inputs.push((i32t.const_int(1, false).into(), "r"));
+        self.accumulator_asm(text, &inputs, &accumulators)?;
         if self.in_flight.is_empty() {
             self.in_flight_depth = self.depth;
         }
@@ -465,6 +410,58 @@ impl<'ctx> Lower<'_, 'ctx> {
             }
         }
         Ok(())
+    }
+
+    /// One convergent, side-effecting asm statement `text` (which clobbers memory)
+    /// over `accumulators`' registers, tied in and out as its first operands
+    /// (`$0`, `$1`, …, in order), then `inputs` with their constraints.
+    fn accumulator_asm(
+        &mut self,
+        text: String,
+        inputs: &[(BasicMetadataValueEnum<'ctx>, &str)],
+        accumulators: &[FragmentId],
+    ) -> Result<(), CodegenError> {
+        let f32t = self.ctx.f32_type();
+        let mut args: Vec<BasicMetadataValueEnum<'ctx>> = inputs.iter().map(|i| i.0).collect();
+        for &acc in accumulators {
+            for slot in self.fragment_slots(acc)? {
+                args.push(self.b.build_load(f32t, slot, "").or_internal()?.into());
+            }
+        }
+        let registers = args.len() - inputs.len();
+        let arg_types: Vec<BasicMetadataTypeEnum<'ctx>> = args
+            .iter()
+            .map(|a| match a {
+                BasicMetadataValueEnum::IntValue(v) => v.get_type().into(),
+                _ => f32t.into(),
+            })
+            .collect();
+        let mut constraints: Vec<String> = vec!["=f".into(); registers];
+        constraints.extend(inputs.iter().map(|i| i.1.to_string()));
+        constraints.extend((0..registers).map(|r| r.to_string()));
+        constraints.push("~{memory}".into());
+        let result_t = self.ctx.struct_type(&vec![f32t.into(); registers], false);
+        let fn_t = result_t.fn_type(&arg_types, false);
+        let asm =
+            self.ctx
+                .create_inline_asm(fn_t, text, constraints.join(","), true, false, None, false);
+        let call = self
+            .b
+            .build_indirect_call(fn_t, asm, &args, "wgmma")
+            .or_internal()?;
+        // The instruction needs the whole warpgroup: LLVM must not move it into or
+        // out of control flow.
+        let convergent = Attribute::get_named_enum_kind_id("convergent");
+        call.add_attribute(
+            AttributeLoc::Function,
+            self.ctx.create_enum_attribute(convergent, 0),
+        );
+        let result = call
+            .try_as_basic_value()
+            .basic()
+            .ok_or_else(|| internal("an accumulator asm returned nothing"))?
+            .into_struct_value();
+        self.store_accumulators(accumulators, result)
     }
 
     /// The registers of `accumulators`, in order, from `result`'s fields.
@@ -494,44 +491,8 @@ impl<'ctx> Lower<'_, 'ctx> {
             return Ok(());
         }
         let accumulators = self.in_flight.clone();
-        let f32t = self.ctx.f32_type();
-        let mut args: Vec<BasicMetadataValueEnum<'ctx>> = Vec::new();
-        for &acc in &accumulators {
-            for slot in self.fragment_slots(acc)? {
-                args.push(self.b.build_load(f32t, slot, "").or_internal()?.into());
-            }
-        }
-        let registers = args.len();
-        let arg_types: Vec<BasicMetadataTypeEnum<'ctx>> = vec![f32t.into(); registers];
-        let mut constraints: Vec<String> = vec!["=f".into(); registers];
-        constraints.extend((0..registers).map(|r| r.to_string()));
-        constraints.push("~{memory}".into());
-        let result_t = self.ctx.struct_type(&vec![f32t.into(); registers], false);
-        let fn_t = result_t.fn_type(&arg_types, false);
-        let asm = self.ctx.create_inline_asm(
-            fn_t,
-            "wgmma.wait_group.sync.aligned 0;".into(),
-            constraints.join(","),
-            true,
-            false,
-            None,
-            false,
-        );
-        let call = self
-            .b
-            .build_indirect_call(fn_t, asm, &args, "wgmma_wait")
-            .or_internal()?;
-        let convergent = Attribute::get_named_enum_kind_id("convergent");
-        call.add_attribute(
-            AttributeLoc::Function,
-            self.ctx.create_enum_attribute(convergent, 0),
-        );
-        let result = call
-            .try_as_basic_value()
-            .basic()
-            .ok_or_else(|| internal("wgmma.wait_group returned nothing"))?
-            .into_struct_value();
-        self.store_accumulators(&accumulators, result)?;
+        let text = "wgmma.wait_group.sync.aligned 0;".to_string();
+        self.accumulator_asm(text, &[], &accumulators)?;
         if self.depth <= self.in_flight_depth {
             self.in_flight.clear();
         }
