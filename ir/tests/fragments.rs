@@ -528,3 +528,18 @@ fn a_warpgroup_operand_keeps_one_layout() {
         "{e}"
     );
 }
+
+/// A target with warp fragments but not warpgroup ones gets a warpgroup kernel
+/// expanded whole, and keeps a warp kernel's fragments.
+#[test]
+fn warpgroup_fragments_are_expanded_where_only_warp_fragments_run() {
+    use kernelc_ir::passes::{for_target, MathExpansion};
+    let warp_only = MathExpansion::none().with_native_fragments(true);
+    let both = warp_only.clone().with_native_warpgroup_fragments(true);
+    for g in every_kind(Some(true)) {
+        let kernel = g.kernel();
+        let kept = for_target(&kernel, &warp_only).uses_fragments();
+        assert_eq!(kept, !g.shape.is_warpgroup(), "{:?}", g.shape);
+        assert!(for_target(&kernel, &both).uses_fragments(), "{:?}", g.shape);
+    }
+}

@@ -60,7 +60,6 @@ fn fragment_gemms_are_the_definition_on_every_device() {
         // Tensor cores sum in their own order; a device whose `fma` rounds twice
         // (llvmpipe) cannot compute the definition's chain exactly either.
         let expansion = rt.math_expansion();
-        let bounded = expansion.native_fragments || !expansion.fused_fma;
         let one_invocation_barriers = rt.target_name().starts_with("cpu");
         for via_shared in [false, true] {
             if via_shared && one_invocation_barriers {
@@ -74,9 +73,11 @@ fn fragment_gemms_are_the_definition_on_every_device() {
                 if warpgroup && (one_invocation_barriers || !via_shared) {
                     continue;
                 }
-                if warpgroup && !expansion.native_fragments && g.shape.n > 64 {
+                let native = expansion.runs_fragments_of(&g.kernel());
+                if warpgroup && !native && g.shape.n > 64 {
                     continue;
                 }
+                let bounded = native || !expansion.fused_fma;
                 if !holds(rt, g.input) || !holds(rt, g.acc) {
                     println!("NOT RUN: {name}: no {} or {} memory", g.input, g.acc);
                     continue;

@@ -125,7 +125,8 @@ impl Target {
             }
             #[cfg(feature = "cuda")]
             Target::Ptx => Ok(kernelc_codegen::ptx::required_expansion()
-                .with_native_fragments(options.sm >= kernelc_codegen::ptx::FRAGMENTS_MIN_SM)),
+                .with_native_fragments(options.sm >= kernelc_codegen::ptx::FRAGMENTS_MIN_SM)
+                .with_native_warpgroup_fragments(options.sm == kernelc_codegen::ptx::WARPGROUP_SM)),
             #[allow(unreachable_patterns)]
             other => Err(other.missing()),
         }

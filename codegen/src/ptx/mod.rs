@@ -129,12 +129,14 @@ impl Default for PtxOptions {
 /// What kernels must have expanded into IR (`kernelc_ir::passes::for_target`) before
 /// this emitter takes them: every transcendental, f64 too (NVPTX has no accurate ones
 /// without libdevice), and float `%` (NVPTX's `frem` rounds). Matrix fragments stay
-/// (`mma.sync`, for the default sm_90); for an SM before [`FRAGMENTS_MIN_SM`] turn
-/// `native_fragments` off so that they are expanded.
+/// (`mma.sync` and `wgmma`, for the default sm_90); for an SM before
+/// [`FRAGMENTS_MIN_SM`] turn `native_fragments` off so that they are expanded, and
+/// for any SM but [`WARPGROUP_SM`] `native_warpgroup_fragments`.
 pub fn required_expansion() -> MathExpansion {
     MathExpansion::all_transcendental_with_f64()
         .with_float_rem(true)
         .with_native_fragments(true)
+        .with_native_warpgroup_fragments(true)
 }
 
 /// The oldest SM whose `mma.sync` takes every multiply of

@@ -116,7 +116,7 @@ pub fn optimize(kernel: &Kernel, opts: &PassOptions) -> Kernel {
 }
 
 /// The kernel as a target compiles it: its matrix fragments expanded unless the
-/// target runs them ([`expand_fragments`], `MathExpansion::native_fragments`), then
+/// target runs them ([`expand_fragments`], `MathExpansion::runs_fragments_of`), then
 /// [`optimize`], then kernelc's own math
 /// ([`expand_math`]) for the functions `expansion` names (those whose native
 /// versions miss the tolerance table or are slow on the target) and for float `%` if
@@ -125,7 +125,7 @@ pub fn optimize(kernel: &Kernel, opts: &PassOptions) -> Kernel {
 /// and the emitters' tests both use this, so a test compiles what a device runs.
 pub fn for_target(kernel: &Kernel, expansion: &MathExpansion) -> Kernel {
     let options = PassOptions::default();
-    let optimized = if expansion.native_fragments || !kernel.uses_fragments() {
+    let optimized = if expansion.runs_fragments_of(kernel) || !kernel.uses_fragments() {
         optimize(kernel, &options)
     } else {
         optimize(&expand_fragments(kernel), &options)

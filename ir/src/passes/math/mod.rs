@@ -176,6 +176,10 @@ pub struct MathExpansion {
     /// [`for_target`](crate::passes::for_target) expands them into plain code
     /// ([`expand_fragments`](crate::passes::expand_fragments)) first.
     pub native_fragments: bool,
+    /// Whether it also runs warpgroup fragments (the `m64` shapes: Hopper's `wgmma`).
+    /// A kernel with them on a target that runs only warp fragments is expanded
+    /// whole.
+    pub native_warpgroup_fragments: bool,
 }
 
 impl MathExpansion {
@@ -212,6 +216,7 @@ impl MathExpansion {
             fused_fma: true,
             opaque_sums: false,
             native_fragments: false,
+            native_warpgroup_fragments: false,
         }
     }
 
@@ -222,6 +227,21 @@ impl MathExpansion {
             native_fragments,
             ..self
         }
+    }
+
+    /// The same selection, for a target that runs warpgroup fragments itself (with
+    /// [`MathExpansion::with_native_fragments`]).
+    pub fn with_native_warpgroup_fragments(self, native_warpgroup_fragments: bool) -> Self {
+        MathExpansion {
+            native_warpgroup_fragments,
+            ..self
+        }
+    }
+
+    /// Whether `kernel`'s fragments (if any) stay for the target to run.
+    pub fn runs_fragments_of(&self, kernel: &crate::Kernel) -> bool {
+        let warpgroups = kernel.fragments.iter().any(|f| f.shape.is_warpgroup());
+        self.native_fragments && (self.native_warpgroup_fragments || !warpgroups)
     }
 
     /// Expand nothing (the pass is then the identity).

@@ -164,6 +164,9 @@ impl CudaDevice {
     pub(crate) fn math_expansion(&self) -> MathExpansion {
         kernelc_codegen::ptx::required_expansion()
             .with_native_fragments(self.ptx_options.sm >= kernelc_codegen::ptx::FRAGMENTS_MIN_SM)
+            .with_native_warpgroup_fragments(
+                self.ptx_options.sm == kernelc_codegen::ptx::WARPGROUP_SM,
+            )
     }
 
     pub(crate) fn caps(&self) -> TargetCaps {
