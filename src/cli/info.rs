@@ -139,6 +139,15 @@ pub fn info(args: InfoArgs) -> Result<(), CliError> {
             yes(c.ieee_specials),
             yes(c.keeps_subnormals)
         );
+        let units = match (c.matrix_fragments, c.warpgroup_fragments) {
+            (false, _) => "none (fragments expanded)",
+            (true, false) => "warp fragments (mma.sync)",
+            (true, true) => "warp and warpgroup fragments (mma.sync, wgmma)",
+        };
+        println!(
+            "  matrix units: {units}; shared memory by opting in: {} KiB",
+            c.opt_in_shared_memory_bytes.max(c.shared_memory_bytes) / 1024
+        );
     }
     for a in &info.absent {
         println!("{}: not here ({})", a.choice, a.reason);
