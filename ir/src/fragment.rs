@@ -205,7 +205,7 @@ impl FragmentLayout {
 
     /// Whether it is one of the layouts the matrix units read from shared memory
     /// themselves (tiled or swizzled: a warpgroup's operands).
-    pub fn is_tiled(self) -> bool {
+    pub fn is_for_matrix_units(self) -> bool {
         match self {
             FragmentLayout::RowMajor | FragmentLayout::ColMajor => false,
             FragmentLayout::RowMajorTiles
@@ -249,6 +249,11 @@ impl FragmentDecl {
     /// The invocations holding it together ([`MmaShape::group`]).
     pub fn group(&self) -> u32 {
         self.shape.group()
+    }
+    /// Whether the matrix units read it from shared memory themselves, at the
+    /// `mma` or up to the next barrier: a warpgroup's `A` or `B` (module docs).
+    pub fn is_read_in_place(&self) -> bool {
+        self.shape.is_warpgroup() && self.role != FragmentRole::Accumulator
     }
 }
 
@@ -324,6 +329,38 @@ impl FragmentOp {
             FragmentOp::Load { mem, .. } | FragmentOp::Store { mem, .. } => Some(*mem),
             FragmentOp::Fill { .. } | FragmentOp::Mma { .. } => None,
         }
+    }
+}
+
+/// [`element_index`] as an IR expression (u32, wrapping as every index), for the
+/// code that places elements in these layouts itself: the expansion, and ops that
+/// stage operands for warpgroup loads.
+pub fn element_index_expr(
+    layout: FragmentLayout,
+    index: crate::builder::E,
+    stride: crate::builder::E,
+    r: crate::builder::E,
+    c: crate::builder::E,
+) -> crate::builder::E {
+    use crate::builder::E;
+    // Bands of 8 rows `stride` apart, rows of `row` elements in blocks of 8 rows.
+    let banded = |r: E, c: E, row: u32| {
+        // (Grouped as the ops' staging writes it, so its kernels are unchanged.)
+        (r.clone() / TILE) * stride.clone()
+            + (c.clone() / row) * (TILE * row)
+            + ((r % TILE) * row + c % row)
+    };
+    let swizzled = |linear: E| {
+        let e = index.clone() + linear;
+        e.clone() ^ ((e >> 3u32) & 0o70u32)
+    };
+    match layout {
+        FragmentLayout::RowMajor => index.clone() + (r * stride.clone() + c),
+        FragmentLayout::ColMajor => index.clone() + (c * stride.clone() + r),
+        FragmentLayout::RowMajorTiles => index.clone() + banded(r, c, TILE),
+        FragmentLayout::ColMajorTiles => index.clone() + banded(c, r, TILE),
+        FragmentLayout::RowMajorSwizzled => swizzled(banded(r, c, SWIZZLE_ROW)),
+        FragmentLayout::ColMajorSwizzled => swizzled(banded(c, r, SWIZZLE_ROW)),
     }
 }
 

@@ -557,33 +557,6 @@ impl Expr {
 }
 
 impl Stmt {
-    /// `f` on this statement, then on every statement of its nested blocks, in order.
-    pub fn visit(&self, f: &mut dyn FnMut(&Stmt)) {
-        f(self);
-        match self {
-            Stmt::If {
-                then_body,
-                else_body,
-                ..
-            } => {
-                for s in then_body.iter().chain(else_body) {
-                    s.visit(f);
-                }
-            }
-            Stmt::For { body, .. } => {
-                for s in body {
-                    s.visit(f);
-                }
-            }
-            Stmt::Let { .. }
-            | Stmt::Assign { .. }
-            | Stmt::Store { .. }
-            | Stmt::Return
-            | Stmt::Barrier
-            | Stmt::Fragment(_) => {}
-        }
-    }
-
     /// Locals this statement (and its nested blocks) may write.
     pub fn written_locals(&self, out: &mut Vec<LocalId>) {
         match self {

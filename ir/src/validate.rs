@@ -767,9 +767,10 @@ impl<'k> Validator<'k> {
                 let Some(decl) = kernel.fragment(*frag) else {
                     return self.err(K::UnknownFragment(frag.0));
                 };
-                let read_at_mma =
-                    decl.shape.is_warpgroup() && decl.role != FragmentRole::Accumulator;
-                if read_at_mma && (!matches!(mem, Memory::Shared(_)) || !layout.is_tiled()) {
+                let read_at_mma = decl.is_read_in_place();
+                if read_at_mma
+                    && (!matches!(mem, Memory::Shared(_)) || !layout.is_for_matrix_units())
+                {
                     return self.err(K::BadFragment {
                         name: decl.name.clone(),
                         why: format!(

@@ -104,8 +104,7 @@ impl Ctx<'_, '_> {
                     stride,
                     layout: *layout,
                 };
-                let read_at_mma =
-                    decl.shape.is_warpgroup() && decl.role != FragmentRole::Accumulator;
+                let read_at_mma = decl.is_read_in_place();
                 if read_at_mma && (index % TILE != 0 || stride % TILE != 0) {
                     return Err(fault(FaultKind::MisalignedFragment {
                         inv: leader,

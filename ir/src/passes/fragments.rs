@@ -307,28 +307,9 @@ impl Expander {
     }
 }
 
-/// Element `(r, c)`'s index (u32, wrapping as every index; [`element_index`]).
+/// Element `(r, c)`'s index ([`element_index_expr`]).
 fn element(layout: FragmentLayout, base: LocalId, stride: LocalId, r: Expr, c: Expr) -> Expr {
-    // Bands of 8 rows `stride` apart, rows of `row` elements in blocks of 8 rows.
-    let banded = |r: Expr, c: Expr, row: u32| {
-        let (r, c) = (E(r), E(c));
-        (r.clone() / TILE) * local(stride)
-            + (c.clone() / row) * (TILE * row)
-            + (r % TILE) * row
-            + c % row
-    };
-    let swizzled = |linear: E| {
-        let e = local(base) + linear;
-        (e.clone() ^ ((e >> 3u32) & 0o70u32)).0
-    };
-    match layout {
-        FragmentLayout::RowMajor => (local(base) + (E(r) * local(stride) + E(c))).0,
-        FragmentLayout::ColMajor => (local(base) + (E(c) * local(stride) + E(r))).0,
-        FragmentLayout::RowMajorTiles => (local(base) + banded(r, c, TILE)).0,
-        FragmentLayout::ColMajorTiles => (local(base) + banded(c, r, TILE)).0,
-        FragmentLayout::RowMajorSwizzled => swizzled(banded(r, c, SWIZZLE_ROW)),
-        FragmentLayout::ColMajorSwizzled => swizzled(banded(c, r, SWIZZLE_ROW)),
-    }
+    element_index_expr(layout, local(base), local(stride), E(r), E(c)).0
 }
 
 fn local(id: LocalId) -> E {

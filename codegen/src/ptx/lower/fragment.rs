@@ -192,7 +192,7 @@ impl<'ctx> Lower<'_, 'ctx> {
     /// One zero-initialised `alloca` per element of each fragment's share.
     pub(super) fn declare_fragments(&mut self) -> Result<(), CodegenError> {
         for (i, f) in self.kernel.fragments.iter().enumerate() {
-            if f.shape.is_warpgroup() && f.role != FragmentRole::Accumulator {
+            if f.is_read_in_place() {
                 let slot = self.warpgroup_operand_slot(i)?;
                 self.fragments.push(vec![slot]);
                 continue;
@@ -240,7 +240,7 @@ impl<'ctx> Lower<'_, 'ctx> {
             } => self.fragment_access(*frag, *mem, index, stride, *layout, true),
             FragmentOp::Mma { d, a, b, c } => {
                 if self.fragment_decl(*d)?.shape.is_warpgroup() {
-                    self.wgmma(&[(*d, *a, *b, *c)])
+                    self.wgmma_alone(*d, *a, *b, *c)
                 } else {
                     self.mma(*d, *a, *b, *c)
                 }
@@ -423,7 +423,7 @@ impl<'ctx> Lower<'_, 'ctx> {
         store: bool,
     ) -> Result<(), CodegenError> {
         let decl = self.fragment_decl(frag)?;
-        if decl.shape.is_warpgroup() && decl.role != FragmentRole::Accumulator {
+        if decl.is_read_in_place() {
             return self.warpgroup_operand(frag, mem, (index, stride), layout);
         }
         let slots = self.fragment_slots(frag)?;

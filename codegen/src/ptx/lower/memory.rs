@@ -104,7 +104,7 @@ impl<'ctx> Lower<'_, 'ctx> {
     }
 
     /// In the failure branch of an access: records why it failed.
-    fn raise_access_fault(&self, in_bounds: IntValue<'ctx>) -> Result<(), CodegenError> {
+    pub(super) fn raise_access_fault(&self, in_bounds: IntValue<'ctx>) -> Result<(), CodegenError> {
         let i32t = self.ctx.i32_type();
         let bits = self
             .b

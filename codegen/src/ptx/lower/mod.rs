@@ -196,6 +196,9 @@ pub(super) struct Lower<'a, 'ctx> {
     in_flight: Vec<FragmentId>,
     in_flight_depth: usize,
     depth: usize,
+    /// Whether each warpgroup `A`/`B` fragment is loaded in the instruction's
+    /// transposed form, recorded at its load (the validator allows one layout).
+    operand_transposed: Vec<Option<bool>>,
     /// The invocation's status bits so far (an `i32` alloca).
     status: PointerValue<'ctx>,
     /// The status word (the last kernel parameter; the CPU form returns the bits).
@@ -249,6 +252,7 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
             in_flight: Vec::new(),
             in_flight_depth: 0,
             depth: 0,
+            operand_transposed: vec![None; kernel.fragments.len()],
             status,
             status_out,
             exit,

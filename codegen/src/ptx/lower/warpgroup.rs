@@ -26,7 +26,6 @@
 
 use super::value::int;
 use super::{internal, Lower, OrInternal};
-use crate::abi::status;
 use crate::CodegenError;
 use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::types::BasicMetadataTypeEnum;
@@ -35,12 +34,15 @@ use inkwell::IntPredicate;
 use kernelc_ir::fragment::*;
 use kernelc_ir::{Expr, FragmentOp, Kernel, Memory, ScalarType, Stmt};
 
-/// One multiply of a batch, `(d, a, b, c)`, with `a`'s and `b`'s descriptors as they
-/// were at the multiply.
-type BatchedMma<'ctx> = (
-    (FragmentId, FragmentId, FragmentId, FragmentId),
-    [IntValue<'ctx>; 2],
-);
+/// One multiply of a batch, `d = a·b + c`, with `a`'s and `b`'s descriptors and
+/// transpositions as they were at the multiply (a later load may replace them).
+struct BatchedMma<'ctx> {
+    d: FragmentId,
+    a: FragmentId,
+    c: FragmentId,
+    descriptors: [IntValue<'ctx>; 2],
+    transposed: [bool; 2],
+}
 
 /// Bytes of one 16-bit element (every warpgroup kind takes f16 or bf16).
 const ELEMENT_BYTES: u64 = 2;
@@ -66,9 +68,9 @@ fn warpgroup_mma(kernel: &Kernel, op: &Stmt) -> Option<bool> {
 /// Whether `op` loads a warpgroup's `A` or `B` (a descriptor, nothing read).
 fn is_warpgroup_operand_load(kernel: &Kernel, op: &Stmt) -> bool {
     match op {
-        Stmt::Fragment(FragmentOp::Load { frag, .. }) => kernel
-            .fragment(*frag)
-            .is_some_and(|f| f.shape.is_warpgroup() && f.role != FragmentRole::Accumulator),
+        Stmt::Fragment(FragmentOp::Load { frag, .. }) => {
+            kernel.fragment(*frag).is_some_and(|f| f.is_read_in_place())
+        }
         _ => false,
     }
 }
@@ -109,22 +111,6 @@ fn transposed(role: FragmentRole, layout: FragmentLayout) -> bool {
         (_, FragmentLayout::RowMajor | FragmentLayout::ColMajor)
         | (FragmentRole::Accumulator, _) => false,
     }
-}
-
-/// The layout each fragment is loaded in (the validator allows one per warpgroup
-/// operand), by fragment id.
-fn load_layouts(kernel: &Kernel) -> Vec<Option<FragmentLayout>> {
-    let mut layouts = vec![None; kernel.fragments.len()];
-    for stmt in &kernel.body {
-        stmt.visit(&mut |s| {
-            if let Stmt::Fragment(FragmentOp::Load { frag, layout, .. }) = s {
-                if let Some(l) = layouts.get_mut(frag.0 as usize) {
-                    *l = Some(*layout);
-                }
-            }
-        });
-    }
-    layouts
 }
 
 impl<'ctx> Lower<'_, 'ctx> {
@@ -238,6 +224,9 @@ impl<'ctx> Lower<'_, 'ctx> {
             .build_or(desc, field(strided, 32)?, "desc")
             .or_internal()?;
         self.b.build_store(slot, desc).or_internal()?;
+        if let Some(t) = self.operand_transposed.get_mut(frag.0 as usize) {
+            *t = Some(transposed(decl.role, layout));
+        }
         Ok(())
     }
 
@@ -270,20 +259,17 @@ impl<'ctx> Lower<'_, 'ctx> {
             .b
             .build_and(aligned, fits, "operand_ok")
             .or_internal()?;
-        let bits = self
-            .b
-            .build_select(
-                fits,
-                i32t.const_int(status::UNALIGNED as u64, false),
-                i32t.const_int(status::OUT_OF_BOUNDS as u64, false),
-                "",
-            )
+        // The fault as every access raises it, on the failing path only.
+        let func = self.func;
+        let fault = self.ctx.append_basic_block(func, "operand.fault");
+        let checked = self.ctx.append_basic_block(func, "operand.checked");
+        self.b
+            .build_conditional_branch(ok, checked, fault)
             .or_internal()?;
-        let bits = self
-            .b
-            .build_select(ok, i32t.const_zero(), int(bits)?, "")
-            .or_internal()?;
-        self.raise(int(bits)?)?;
+        self.b.position_at_end(fault);
+        self.raise_access_fault(fits)?;
+        self.b.build_unconditional_branch(checked).or_internal()?;
+        self.b.position_at_end(checked);
         let pick = |v: IntValue<'ctx>| -> Result<IntValue<'ctx>, CodegenError> {
             Ok(self
                 .b
@@ -298,19 +284,10 @@ impl<'ctx> Lower<'_, 'ctx> {
     /// multiplies together in one asm statement at the end.
     pub(super) fn warpgroup_batch(&mut self, stmts: &[Stmt]) -> Result<(), CodegenError> {
         let mut mmas = Vec::new();
-        let i64t = self.ctx.i64_type();
         for s in stmts {
             match s {
                 Stmt::Fragment(FragmentOp::Mma { d, a, b, c }) => {
-                    // The descriptors as they are now (a later load may replace them).
-                    let mut descs = [i64t.const_zero(); 2];
-                    for (slot, f) in descs.iter_mut().zip([*a, *b]) {
-                        let ptr = self.fragment_slots(f)?.first().copied().ok_or_else(|| {
-                            internal("a warpgroup operand without its descriptor slot")
-                        })?;
-                        *slot = int(self.b.build_load(i64t, ptr, "").or_internal()?)?;
-                    }
-                    mmas.push(((*d, *a, *b, *c), descs));
+                    mmas.push(self.batched(*d, *a, *b, *c)?)
                 }
                 Stmt::Fragment(op) => self.fragment_op(op)?,
                 _ => return Err(internal("a statement inside a wgmma batch")),
@@ -319,28 +296,62 @@ impl<'ctx> Lower<'_, 'ctx> {
         self.wgmma_asm(&mmas)
     }
 
-    /// One multiply on its own (no batch around it).
-    pub(super) fn wgmma(
+    /// One multiply in a batch of its own (`batch_len` batches every warpgroup
+    /// multiply the block lowering sees, so only other callers get here).
+    pub(super) fn wgmma_alone(
         &mut self,
-        ops: &[(FragmentId, FragmentId, FragmentId, FragmentId)],
+        d: FragmentId,
+        a: FragmentId,
+        b: FragmentId,
+        c: FragmentId,
     ) -> Result<(), CodegenError> {
-        let stmts: Vec<Stmt> = ops
-            .iter()
-            .map(|&(d, a, b, c)| Stmt::Fragment(FragmentOp::Mma { d, a, b, c }))
-            .collect();
-        self.warpgroup_batch(&stmts)
+        let mma = self.batched(d, a, b, c)?;
+        self.wgmma_asm(&[mma])
+    }
+
+    /// `d = a·b + c` with its operands as they are now.
+    fn batched(
+        &mut self,
+        d: FragmentId,
+        a: FragmentId,
+        b: FragmentId,
+        c: FragmentId,
+    ) -> Result<BatchedMma<'ctx>, CodegenError> {
+        let i64t = self.ctx.i64_type();
+        let mut descriptors = [i64t.const_zero(); 2];
+        let mut transposed = [false; 2];
+        for (i, f) in [a, b].into_iter().enumerate() {
+            let ptr = self
+                .fragment_slots(f)?
+                .first()
+                .copied()
+                .ok_or_else(|| internal("a warpgroup operand without its descriptor slot"))?;
+            descriptors[i] = int(self.b.build_load(i64t, ptr, "").or_internal()?)?;
+            // Loaded before (the validator's definite writes), in one layout.
+            transposed[i] = self
+                .operand_transposed
+                .get(f.0 as usize)
+                .copied()
+                .flatten()
+                .ok_or_else(|| internal("a warpgroup operand multiplied before its load"))?;
+        }
+        Ok(BatchedMma {
+            d,
+            a,
+            c,
+            descriptors,
+            transposed,
+        })
     }
 
     /// `fence; wgmma.mma_async…; commit; wait 0` over `mmas`, each accumulator's
     /// registers tied in and out.
     fn wgmma_asm(&mut self, mmas: &[BatchedMma<'ctx>]) -> Result<(), CodegenError> {
-        let layouts = load_layouts(self.kernel);
-        let layout_of = |f: FragmentId| layouts.get(f.0 as usize).copied().flatten();
         // `d = c` where they differ (such a multiply is alone in its batch): c's
         // registers copied into d's first.
         let f32t = self.ctx.f32_type();
         let mut accumulators: Vec<FragmentId> = Vec::new();
-        for &((d, _, _, c), _) in mmas {
+        for &BatchedMma { d, c, .. } in mmas {
             if d != c {
                 let from = self.fragment_slots(c)?;
                 for (&to, &from) in self.fragment_slots(d)?.iter().zip(&from) {
@@ -364,7 +375,13 @@ impl<'ctx> Lower<'_, 'ctx> {
         let scale_d = registers + 2 * mmas.len();
         text.push_str(&format!("setp.ne.b32 p, ${scale_d}, 0;\n"));
         text.push_str("wgmma.fence.sync.aligned;\n");
-        for (i, &((d, a, b, _), _)) in mmas.iter().enumerate() {
+        for (
+            i,
+            &BatchedMma {
+                d, a, transposed, ..
+            },
+        ) in mmas.iter().enumerate()
+        {
             let dd = self.fragment_decl(d)?;
             let ad = self.fragment_decl(a)?;
             let input = match ad.elem {
@@ -380,23 +397,21 @@ impl<'ctx> Lower<'_, 'ctx> {
             let regs: Vec<String> = (at..at + self.fragment_slots(d)?.len())
                 .map(|r| format!("${r}"))
                 .collect();
-            let flag =
-                |f: FragmentId, role| u8::from(layout_of(f).is_some_and(|l| transposed(role, l)));
             text.push_str(&format!(
                 "wgmma.mma_async.sync.aligned.m64n{}k16.f32.{input}.{input} {{{}}}, ${}, ${}, p, 1, 1, {}, {};\n",
                 dd.shape.n,
                 regs.join(", "),
                 registers + 2 * i,
                 registers + 2 * i + 1,
-                flag(a, FragmentRole::A),
-                flag(b, FragmentRole::B),
+                u8::from(transposed[0]),
+                u8::from(transposed[1]),
             ));
         }
         text.push_str("wgmma.commit_group.sync.aligned;\n}");
         let i32t = self.ctx.i32_type();
         let mut inputs: Vec<(BasicMetadataValueEnum<'ctx>, &str)> = Vec::new();
-        for &(_, descs) in mmas {
-            inputs.extend(descs.map(|d| (d.into(), "l")));
+        for m in mmas {
+            inputs.extend(m.descriptors.map(|d| (d.into(), "l")));
         }
         inputs.push((i32t.const_int(1, false).into(), "r"));
         self.accumulator_asm(text, &inputs, &accumulators)?;

@@ -33,7 +33,9 @@ use super::{add, div, rem, scale, GemmCore, GemmOperand};
 use crate::lower::math::{bind, Num};
 use crate::lower::{Launch, LowerError, TargetCaps};
 use kernelc_ir::builder::*;
-use kernelc_ir::fragment::{FragmentLayout, FragmentRole, MmaShape, SWIZZLE_ROW, TILE};
+use kernelc_ir::fragment::{
+    element_index_expr, FragmentLayout, FragmentRole, MmaShape, SWIZZLE_ROW, TILE,
+};
 use kernelc_ir::{FragmentId, ScalarType};
 
 /// The warps (or warpgroups: the shape's group) of a workgroup and the fragments of
@@ -730,18 +732,13 @@ impl<'s> Staging<'s> {
                 // indices: every stage starts at a multiple of 512).
                 let (r, p) = self.coords(q as u32);
                 let (major, minor) = if self.along_reduction { (r, p) } else { (p, r) };
-                let linear = add(
-                    add(
-                        scale(div(major.clone(), TILE), self.row),
-                        scale(div(minor.clone(), SWIZZLE_ROW), TILE * SWIZZLE_ROW),
-                    ),
-                    add(
-                        scale(rem(major, TILE), SWIZZLE_ROW),
-                        rem(minor, SWIZZLE_ROW),
-                    ),
+                let at = element_index_expr(
+                    FragmentLayout::RowMajorSwizzled,
+                    offset.clone(),
+                    E::from(self.row),
+                    major,
+                    minor,
                 );
-                let e = add(offset.clone(), linear);
-                let at = e.clone() ^ ((e >> 3u32) & 0o70u32);
                 f.store(self.sh, at, reg.get());
                 continue;
             }
