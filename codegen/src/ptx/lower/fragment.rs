@@ -270,24 +270,31 @@ impl<'ctx> Lower<'_, 'ctx> {
     fn lane_quad(&self) -> Result<[IntValue<'ctx>; 3], CodegenError> {
         let i32t = self.ctx.i32_type();
         let flat = self.flat_local_id()?;
-        let w = self
-            .b
-            .build_right_shift(flat, i32t.const_int(5, false), false, "")
-            .or_internal()?;
-        let w = self
-            .b
-            .build_and(w, i32t.const_int(3, false), "w")
-            .or_internal()?;
+        let w = self.bit_field(flat, 5, 3)?;
         let lane = self.lane()?;
         let g = self
             .b
             .build_right_shift(lane, i32t.const_int(2, false), false, "g")
             .or_internal()?;
-        let t = self
-            .b
-            .build_and(lane, i32t.const_int(3, false), "t")
-            .or_internal()?;
+        let t = self.bit_field(lane, 0, 3)?;
         Ok([w, g, t])
+    }
+
+    /// `(v >> shift) & mask`, in `v`'s type.
+    pub(super) fn bit_field(
+        &self,
+        v: IntValue<'ctx>,
+        shift: u64,
+        mask: u64,
+    ) -> Result<IntValue<'ctx>, CodegenError> {
+        let ty = v.get_type();
+        let v = self
+            .b
+            .build_right_shift(v, ty.const_int(shift, false), false, "")
+            .or_internal()?;
+        self.b
+            .build_and(v, ty.const_int(mask, false), "")
+            .or_internal()
     }
 
     /// This thread's lane in its warp: its flat local id mod 32.

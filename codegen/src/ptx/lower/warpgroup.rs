@@ -194,14 +194,7 @@ impl<'ctx> Lower<'_, 'ctx> {
             (true, false) => (unused, stride_bytes),
         };
         let field = |v: IntValue<'ctx>, shift: u64| -> Result<IntValue<'ctx>, CodegenError> {
-            let v = self
-                .b
-                .build_right_shift(v, i64t.const_int(4, false), false, "")
-                .or_internal()?;
-            let v = self
-                .b
-                .build_and(v, i64t.const_int(0x3FFF, false), "")
-                .or_internal()?;
+            let v = self.bit_field(v, 4, 0x3FFF)?;
             self.b
                 .build_left_shift(v, i64t.const_int(shift, false), "")
                 .or_internal()
