@@ -54,6 +54,33 @@ impl Executor for Interpreter {
     }
 }
 
+/// The interpreter on a Hopper's caps, refusing a spec that lowers to no fragment
+/// kernel: the tensor-core kernels as written, or (`expanded`) as the expansion makes
+/// them for targets without matrix units.
+#[cfg(test)]
+pub(crate) struct OnFragments {
+    pub expanded: bool,
+}
+
+#[cfg(test)]
+impl Executor for OnFragments {
+    fn name(&self) -> String {
+        format!("fragment kernels (expanded: {})", self.expanded)
+    }
+    fn run(&self, spec: &OpSpec, inputs: &[HostBuffer]) -> Result<Vec<HostBuffer>, String> {
+        let mut plan = lower(spec, &TargetCaps::cuda_sm90()).map_err(|e| e.to_string())?;
+        if !plan.launches.iter().any(|l| l.kernel.uses_fragments()) {
+            return Err(format!("{} lowers to no fragment kernel", spec.name()));
+        }
+        if self.expanded {
+            for launch in &mut plan.launches {
+                launch.kernel = kernelc_ir::passes::expand_fragments(&launch.kernel);
+            }
+        }
+        interpret(&plan, spec, inputs)
+    }
+}
+
 /// Runs `plan` (lowered from `spec`) on the interpreter with `spec`'s per-call values,
 /// into poisoned outputs (so an element no kernel writes is caught).
 pub fn interpret(

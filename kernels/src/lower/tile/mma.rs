@@ -759,11 +759,9 @@ mod tests {
     //! Every f16/bf16/f64 GEMM case of the table through the fragment tile, in the
     //! interpreter as written and as the expansion makes it for other targets.
 
-    use crate::conformance::{cases, check, Executor};
+    use crate::conformance::{cases, check, Executor, OnFragments};
     use crate::lower::{lower, TargetCaps};
     use crate::spec::{OpKind, OpSpec};
-    use kernelc_ir::interp::HostBuffer;
-    use kernelc_ir::passes::expand_fragments;
     use kernelc_ir::ScalarType;
 
     use super::Forced;
@@ -775,28 +773,6 @@ mod tests {
     /// Which large tile this test thread lowers every fragment GEMM with.
     pub(super) fn forced() -> Forced {
         FORCE.with(|f| f.get())
-    }
-
-    struct Fragments {
-        expanded: bool,
-    }
-
-    impl Executor for Fragments {
-        fn name(&self) -> String {
-            format!("fragment tiles (expanded: {})", self.expanded)
-        }
-        fn run(&self, spec: &OpSpec, inputs: &[HostBuffer]) -> Result<Vec<HostBuffer>, String> {
-            let mut plan = lower(spec, &TargetCaps::cuda_sm90()).map_err(|e| e.to_string())?;
-            if !plan.launches.iter().any(|l| l.kernel.uses_fragments()) {
-                return Err(format!("{} lowers to no fragment kernel", spec.name()));
-            }
-            if self.expanded {
-                for launch in &mut plan.launches {
-                    launch.kernel = expand_fragments(&launch.kernel);
-                }
-            }
-            crate::conformance::interpret(&plan, spec, inputs)
-        }
     }
 
     fn half_gemms() -> Vec<OpSpec> {
@@ -821,7 +797,7 @@ mod tests {
         let specs = half_gemms();
         assert!(specs.len() >= 8, "{} f16/bf16/f64 GEMM cases", specs.len());
         for expanded in [false, true] {
-            let exec = Fragments { expanded };
+            let exec = OnFragments { expanded };
             for spec in &specs {
                 if let Err(e) = check(&exec, spec, 7) {
                     panic!("{}: {spec:?}: {e}", exec.name());
@@ -841,7 +817,7 @@ mod tests {
             (Forced::Large, true),
         ] {
             FORCE.with(|f| f.set(force));
-            let exec = Fragments { expanded };
+            let exec = OnFragments { expanded };
             for spec in &half_gemms() {
                 if let Err(e) = check(&exec, spec, 7) {
                     FORCE.with(|f| f.set(Forced::None));

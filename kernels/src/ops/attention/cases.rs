@@ -88,7 +88,35 @@ pub(super) fn attention() -> Vec<AttentionSpec> {
     .into_iter()
     .chain(top_left())
     .chain(with_lse())
+    .chain(tensor_core_shapes())
     .collect()
+}
+
+/// f16/bf16 shapes past one block of the tensor-core kernel's tiles (64 queries, 64
+/// keys): several query and key blocks with a causal diagonal through them (blocks
+/// seen whole and in part), head dims that are no multiple of 16 or reach 256, GQA,
+/// masks and lse.
+fn tensor_core_shapes() -> Vec<AttentionSpec> {
+    use AttentionLayout::{Bhsd, Bshd};
+    vec![
+        attn(Bf16, Bhsd, [1, 2, 1], [130, 150, 128], true, None),
+        AttentionSpec {
+            lse: true,
+            ..attn(
+                F16,
+                Bshd,
+                [2, 4, 2],
+                [70, 80, 40],
+                false,
+                Some(vec![2, 1, 70, 80]),
+            )
+        },
+        attn(Bf16, Bhsd, [1, 1, 1], [20, 300, 256], false, None),
+        AttentionSpec {
+            causal_align: CausalAlign::TopLeft,
+            ..attn(F16, Bshd, [1, 2, 2], [90, 64, 64], true, None)
+        },
+    ]
 }
 
 /// The log-sum-exp output: GQA with a mask, rows that see no key (`−∞`), a narrow

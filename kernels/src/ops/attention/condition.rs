@@ -5,7 +5,11 @@
 //! `σⱼ = (d + 2)·|scale|·Σ|q·kⱼ| + |maskⱼ|`; softmax turns score errors and the shift by
 //! the maximum into relative errors of the weights `pⱼ`, and the output
 //! `oₑ = Σ pⱼ·vⱼₑ` is a sum of `n` terms: `Σⱼ pⱼ·|vⱼₑ|·(2σⱼ + |sⱼ − m| + 3n + 10)`.
-//! A query that sees no key gives exactly 0.
+//! A query that sees no key gives exactly 0. At f16 and bf16 the weights may also be
+//! rounded to the storage type before they multiply `v` (the matrix units multiply
+//! 16-bit operands, as every flash-attention kernel does): each term adds
+//! `|vⱼₑ|·(u_s·pⱼ + ulp_s(0)/2)` (the storage type's unit roundoff, and half its
+//! smallest subnormal where `pⱼ` underflows it), in units of the compute type's `u`.
 //!
 //! Its log-sum-exp `m + ln Σ e^{sⱼ − m}` moves by the weighted score errors, the
 //! rounding of the `n`-term sum (relative, so absolute after the log) and the final
@@ -16,8 +20,10 @@
 
 use super::reference::at;
 use super::spec::{AttentionSpec, RopeSpec};
+use crate::lower::math::compute_type;
 use crate::reference::attribute;
 use crate::shape::{broadcast_strides, offset};
+use crate::tolerance::{ulp, unit_roundoff};
 
 pub(super) fn attention(s: &AttentionSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
     let (q, k, v) = (i[0], i[1], i[2]);
@@ -28,6 +34,15 @@ pub(super) fn attention(s: &AttentionSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
     let scale = attribute(s.dtype, s.scale);
     let group = s.heads / s.kv_heads;
     let d = s.head_dim;
+    // The rounding of a weight to the storage type, relative and absolute, in units of
+    // the compute type's roundoff (0 where the weights stay in the compute type).
+    let ct = compute_type(s.dtype);
+    let (weight_rel, weight_abs) = if ct == s.dtype {
+        (0.0, 0.0)
+    } else {
+        let u = unit_roundoff(ct);
+        (unit_roundoff(s.dtype) / u, ulp(s.dtype, 0.0) / 2.0 / u)
+    };
     let mut out = vec![0.0; s.batch * s.heads * s.seq_q * d];
     let mut lse = vec![0.0; s.batch * s.heads * s.seq_q];
     for b in 0..s.batch {
@@ -81,7 +96,8 @@ pub(super) fn attention(s: &AttentionSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
                         let p = (score - max).exp() / denom;
                         let vj = v[at(s.layout, s.kv_heads, s.seq_k, d, [b, g, j, e])];
                         condition +=
-                            p * vj.abs() * (2.0 * error + (score - max).abs() + 3.0 * n + 10.0);
+                            p * vj.abs() * (2.0 * error + (score - max).abs() + 3.0 * n + 10.0)
+                                + vj.abs() * (weight_rel * p + weight_abs);
                     }
                     out[at(s.layout, s.heads, s.seq_q, d, [b, h, qi, e])] = condition;
                 }

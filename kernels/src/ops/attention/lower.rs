@@ -58,16 +58,16 @@ const MAX_ROWS_PER_THREAD: u32 = 4;
 
 /// Tile sizes of one lowering.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Tiles {
+pub(super) struct Tiles {
     /// Query rows per workgroup (a multiple of `rows`).
-    bq: u32,
+    pub bq: u32,
     /// Keys per staged block.
-    bk: u32,
+    pub bk: u32,
     /// Query rows per invocation step in the blocked loops.
-    rows: u32,
+    pub rows: u32,
     /// Row stride of the staged K tile: `head_dim`, made odd to spread shared-memory
     /// banks over neighbouring keys.
-    k_stride: u32,
+    pub k_stride: u32,
 }
 
 impl Tiles {
@@ -136,7 +136,7 @@ fn pick_tiles(
 
 /// A size as u32 (every tensor has fewer than 2^31 elements, so this holds for valid
 /// specs; the error keeps a bad one from wrapping).
-fn dim(v: usize, what: &str) -> Result<u32, LowerError> {
+pub(super) fn dim(v: usize, what: &str) -> Result<u32, LowerError> {
     u32::try_from(v).map_err(|_| LowerError::TooLarge {
         what: what.into(),
         value: v as u64,
@@ -145,9 +145,9 @@ fn dim(v: usize, what: &str) -> Result<u32, LowerError> {
 }
 
 /// Where rows of one (batch, head) live in a q/k/v/o tensor.
-struct HeadLayout {
+pub(super) struct HeadLayout {
     /// Elements between consecutive sequence positions.
-    row_stride: u32,
+    pub row_stride: u32,
     /// Elements between heads (bhsd: a whole head's rows; bshd: one row).
     head_stride: u32,
     /// Elements between batches.
@@ -186,7 +186,7 @@ fn mask_strides(spec: &AttentionSpec) -> Option<[u32; 4]> {
 }
 
 /// `coef · e` with the zero and unit cases folded away.
-fn scaled(e: E, coef: u32) -> Option<E> {
+pub(super) fn scaled(e: E, coef: u32) -> Option<E> {
     match coef {
         0 => None,
         1 => Some(e),
@@ -195,7 +195,7 @@ fn scaled(e: E, coef: u32) -> Option<E> {
 }
 
 /// Sum of optional terms (0 when all are absent).
-fn sum_terms(terms: impl IntoIterator<Item = Option<E>>) -> E {
+pub(super) fn sum_terms(terms: impl IntoIterator<Item = Option<E>>) -> E {
     terms
         .into_iter()
         .flatten()
@@ -204,39 +204,67 @@ fn sum_terms(terms: impl IntoIterator<Item = Option<E>>) -> E {
 }
 
 /// Everything the kernel body needs to know, fixed at lowering time.
-struct Shape {
-    tiles: Tiles,
-    invocations: u32,
-    d: u32,
-    seq_q: u32,
-    seq_k: u32,
-    heads: u32,
-    group: u32,
-    q_blocks: u32,
-    workgroups: u32,
-    grid: [u32; 3],
-    q_layout: HeadLayout,
-    kv_layout: HeadLayout,
+pub(super) struct Shape {
+    pub tiles: Tiles,
+    pub invocations: u32,
+    pub d: u32,
+    pub seq_q: u32,
+    pub seq_k: u32,
+    pub heads: u32,
+    pub group: u32,
+    pub q_blocks: u32,
+    pub workgroups: u32,
+    pub grid: [u32; 3],
+    pub q_layout: HeadLayout,
+    pub kv_layout: HeadLayout,
     /// Where rows of one (batch, head) live in `lse`, with `lse`.
-    lse_layout: Option<HeadLayout>,
-    mask: Option<[u32; 4]>,
-    causal: bool,
+    pub lse_layout: Option<HeadLayout>,
+    pub mask: Option<[u32; 4]>,
+    pub causal: bool,
     /// Key `j` is visible to query `i` iff `j + seq_q ≤ i + causal_keys` (with causal).
-    causal_keys: u32,
-    dtype: ScalarType,
-    num: Num,
+    pub causal_keys: u32,
+    pub dtype: ScalarType,
+    pub num: Num,
+}
+
+/// The buffers and the scale of the kernel.
+pub(super) struct Buffers {
+    pub q: Mem,
+    pub k: Mem,
+    pub v: Mem,
+    pub mask: Option<Mem>,
+    pub o: Mem,
+    pub lse: Option<Mem>,
+    /// The scale (a uniform parameter).
+    pub scale: E,
+}
+
+/// Per-row statistics of the online softmax, in shared memory (`bq` each).
+pub(super) struct RowStats {
+    /// Running max per row (may be −∞).
+    pub max: Mem,
+    /// The finite shift of the current block per row (the max, or 0 while it is −∞).
+    pub shift: Mem,
+    /// The rescale `e^{m_old − m_new}` of the current block per row.
+    pub scale: Mem,
+    /// Running sum of probabilities per row.
+    pub sum: Mem,
+}
+
+impl RowStats {
+    pub fn declare(k: &mut KernelBuilder, ty: ScalarType, bq: u32) -> RowStats {
+        RowStats {
+            max: k.shared("row_max", ty, bq),
+            shift: k.shared("row_shift", ty, bq),
+            scale: k.shared("row_scale", ty, bq),
+            sum: k.shared("row_sum", ty, bq),
+        }
+    }
 }
 
 /// The buffers and shared arrays of the kernel.
 struct Mems {
-    q: Mem,
-    k: Mem,
-    v: Mem,
-    mask: Option<Mem>,
-    o: Mem,
-    lse: Option<Mem>,
-    /// The scale (a uniform parameter).
-    scale: E,
+    io: Buffers,
     /// Scaled queries, `bq × d`.
     qs: Mem,
     /// Keys, `bk × k_stride`.
@@ -247,20 +275,18 @@ struct Mems {
     s: Mem,
     /// Unnormalised output, `bq × d`.
     acc: Mem,
-    /// Running max per row (may be −∞).
-    row_max: Mem,
-    /// The finite shift of the current block per row (the max, or 0 while it is −∞).
-    row_shift: Mem,
-    /// The rescale `e^{m_old − m_new}` of the current block per row.
-    row_scale: Mem,
-    /// Running sum of probabilities per row.
-    row_sum: Mem,
+    rows: RowStats,
 }
 
 /// The sizes, tiles and grid of one lowering.
-fn shape_of(spec: &AttentionSpec, caps: &TargetCaps) -> Result<Shape, LowerError> {
+/// The sizes and grid of one lowering with `tiles`, `invocations` per workgroup.
+pub(super) fn shape_of(
+    spec: &AttentionSpec,
+    caps: &TargetCaps,
+    tiles: Tiles,
+    invocations: u32,
+) -> Result<Shape, LowerError> {
     let ct = compute_type(spec.dtype);
-    let tiles = pick_tiles(spec, caps, ct.size_bytes() as u64)?;
     let d = dim(spec.head_dim, "head_dim")?;
     let seq_q = dim(spec.seq_q, "seq_q")?;
     let seq_k = dim(spec.seq_k, "seq_k")?;
@@ -272,7 +298,7 @@ fn shape_of(spec: &AttentionSpec, caps: &TargetCaps) -> Result<Shape, LowerError
     let workgroups = batch * heads * q_blocks;
     Ok(Shape {
         tiles,
-        invocations: caps.invocations_1d(),
+        invocations,
         d,
         seq_q,
         seq_k,
@@ -294,14 +320,13 @@ fn shape_of(spec: &AttentionSpec, caps: &TargetCaps) -> Result<Shape, LowerError
     })
 }
 
-/// Declares the buffers (q, k, v, mask if any, o, lse if any: binding order), the
-/// scale and the shared arrays.
-fn declare(
+/// Declares the buffers (q, k, v, mask if any, o, lse if any: binding order) and the
+/// scale.
+pub(super) fn declare_buffers(
     k: &mut KernelBuilder,
     op: &OpSpec,
-    sh: &Shape,
     scale: &ScalarParam,
-) -> Result<Mems, LowerError> {
+) -> Result<Buffers, LowerError> {
     let inputs = op.inputs();
     let outputs = op.outputs();
     let (Some(q), Some(kk), Some(v), Some(o)) = (
@@ -321,8 +346,7 @@ fn declare(
     let o = declare_tensor(k, o, Access::Write);
     let lse = outputs.get(1).map(|l| declare_tensor(k, l, Access::Write));
     let scale = scale.declare(k);
-    let (ct, d, t) = (sh.num.ty, sh.d, sh.tiles);
-    Ok(Mems {
+    Ok(Buffers {
         q,
         k: kk,
         v,
@@ -330,48 +354,78 @@ fn declare(
         o,
         lse,
         scale,
+    })
+}
+
+/// Declares the buffers and the shared arrays.
+fn declare(
+    k: &mut KernelBuilder,
+    op: &OpSpec,
+    sh: &Shape,
+    scale: &ScalarParam,
+) -> Result<Mems, LowerError> {
+    let io = declare_buffers(k, op, scale)?;
+    let (ct, d, t) = (sh.num.ty, sh.d, sh.tiles);
+    Ok(Mems {
+        io,
         qs: k.shared("q_tile", ct, t.bq * d),
         ks: k.shared("k_tile", ct, t.bk * t.k_stride),
         vs: k.shared("v_tile", ct, t.bk * d),
         s: k.shared("scores", ct, t.bq * t.bk),
         acc: k.shared("acc", ct, t.bq * d),
-        row_max: k.shared("row_max", ct, t.bq),
-        row_shift: k.shared("row_shift", ct, t.bq),
-        row_scale: k.shared("row_scale", ct, t.bq),
-        row_sum: k.shared("row_sum", ct, t.bq),
+        rows: RowStats::declare(k, ct, t.bq),
     })
 }
 
 pub(super) fn attention(spec: &AttentionSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
+    if let Some(tiles) = super::fragments::tiles(spec, caps) {
+        return super::fragments::attention(spec, caps, tiles);
+    }
+    let ct = compute_type(spec.dtype);
+    let tiles = pick_tiles(spec, caps, ct.size_bytes() as u64)?;
+    let sh = shape_of(spec, caps, tiles, caps.invocations_1d())?;
     let op = OpSpec::Attention(spec.clone());
-    let sh = shape_of(spec, caps)?;
     let mut k = KernelBuilder::new(op.name(), [sh.invocations, 1, 1]);
     let uniforms = op.uniforms();
     let scale = Uniforms::new(&uniforms).param("scale")?;
     let mems = declare(&mut k, &op, &sh, &scale)?;
-    let kernel = k.build(|f| {
-        let wg = f.let_("wg", linear_workgroup(sh.grid));
-        if sh.grid[0] * sh.grid[1] == sh.workgroups {
-            body(f, &sh, &mems, wg);
-        } else {
-            // A folded grid has a few spare workgroups; the condition is uniform, so the
-            // barriers inside stay in uniform control flow.
-            f.if_(wg.clone().lt(sh.workgroups), |f| body(f, &sh, &mems, wg));
-        }
-    })?;
+    let kernel = k.build(|f| each_workgroup(f, &sh, |f, wg| body(f, &sh, &mems, wg)))?;
+    Ok(single_launch(&op, kernel, sh.grid, scale))
+}
+
+/// Runs `body` for each in-range workgroup of the (possibly folded) grid.
+pub(super) fn each_workgroup(f: &mut Body, sh: &Shape, body: impl FnOnce(&mut Body, E)) {
+    let wg = f.let_("wg", linear_workgroup(sh.grid));
+    if sh.grid[0] * sh.grid[1] == sh.workgroups {
+        body(f, wg);
+    } else {
+        // A folded grid has a few spare workgroups; the condition is uniform, so the
+        // barriers inside stay in uniform control flow.
+        f.if_(wg.clone().lt(sh.workgroups), |f| body(f, wg));
+    }
+}
+
+/// The one launch of an attention kernel: q, k, v, mask if any, then the outputs,
+/// then the scale.
+pub(super) fn single_launch(
+    op: &OpSpec,
+    kernel: kernelc_ir::Kernel,
+    grid: [u32; 3],
+    scale: ScalarParam,
+) -> Plan {
     let inputs = op.inputs().len();
     let mut bindings: Vec<Binding> = (0..inputs).map(Binding::Input).collect();
     bindings.extend((0..op.outputs().len()).map(Binding::Output));
     bindings.push(scale.binding);
-    Ok(Plan::single(Launch {
+    Plan::single(Launch {
         kernel,
-        grid: sh.grid,
+        grid,
         bindings,
-    }))
+    })
 }
 
 /// The position of the current invocation within its workgroup.
-fn thread(sh: &Shape) -> E {
+pub(super) fn thread(sh: &Shape) -> E {
     if sh.invocations == 1 {
         E::from(0u32)
     } else {
@@ -381,24 +435,30 @@ fn thread(sh: &Shape) -> E {
 
 /// `for t in tid..count step invocations`: the workgroup's invocations share `count`
 /// items, neighbours on neighbouring items.
-fn strided(f: &mut Body, sh: &Shape, name: &str, count: u32, body: impl FnOnce(&mut Body, E)) {
+pub(super) fn strided(
+    f: &mut Body,
+    sh: &Shape,
+    name: &str,
+    count: u32,
+    body: impl FnOnce(&mut Body, E),
+) {
     f.for_(name, thread(sh), count, sh.invocations, body);
 }
 
 /// Per-workgroup coordinates (all uniform).
-struct Block {
+pub(super) struct Block {
     /// First query row of the block.
-    q0: E,
+    pub q0: E,
     /// Offsets of the (batch, head) in q/o and of its kv head in k/v.
-    q_base: E,
-    kv_base: E,
+    pub q_base: E,
+    pub kv_base: E,
     /// Mask offset of (batch, head), when there is a mask.
-    mask_base: Option<E>,
+    pub mask_base: Option<E>,
     /// Offset of (batch, head) in `lse`, with `lse`.
-    lse_base: Option<E>,
+    pub lse_base: Option<E>,
 }
 
-fn block_coords(f: &mut Body, sh: &Shape, wg: E) -> Block {
+pub(super) fn block_coords(f: &mut Body, sh: &Shape, wg: E) -> Block {
     let qb = f.let_("q_block", wg.clone() % sh.q_blocks);
     let bh = f.let_("bh", wg / sh.q_blocks);
     let h = f.let_("head", bh.clone() % sh.heads);
@@ -443,7 +503,7 @@ fn body(f: &mut Body, sh: &Shape, m: &Mems, wg: E) {
         accumulate(f, sh, m, &blk, &k0);
         f.barrier();
     });
-    finish(f, sh, m, &blk);
+    finish(f, sh, &m.io, (m.acc, sh.d), &m.rows, &blk);
 }
 
 /// Stages the block's queries (zero past `seq_q`) and clears the accumulator and the
@@ -459,23 +519,29 @@ fn init(f: &mut Body, sh: &Shape, m: &Mems, blk: &Block) {
         f.if_else(
             i.lt(sh.seq_q),
             |f| {
-                f.store(m.qs, t.clone(), n.load(m.q, sh.dtype, src));
+                f.store(m.qs, t.clone(), n.load(m.io.q, sh.dtype, src));
             },
             |f| f.store(m.qs, t.clone(), n.lit(0.0)),
         );
         f.store(m.acc, t, n.lit(0.0));
     });
+    init_rows(f, sh, &m.rows);
+}
+
+/// Clears the row statistics: max `−∞`, shift and sum 0.
+pub(super) fn init_rows(f: &mut Body, sh: &Shape, rows: &RowStats) {
+    let n = sh.num;
     strided(f, sh, "r", sh.tiles.bq, |f, r| {
-        f.store(m.row_max, r.clone(), n.lit(f64::NEG_INFINITY));
+        f.store(rows.max, r.clone(), n.lit(f64::NEG_INFINITY));
         // Read by `finish` for lse even where no key block is visited.
-        f.store(m.row_shift, r.clone(), n.lit(0.0));
-        f.store(m.row_sum, r, n.lit(0.0));
+        f.store(rows.shift, r.clone(), n.lit(0.0));
+        f.store(rows.sum, r, n.lit(0.0));
     });
 }
 
 /// How many key blocks the workgroup visits: all of them, or with `causal` only those
 /// up to the last key its last row sees (`j ≤ i + causal_keys − seq_q`).
-fn key_block_count(f: &mut Body, sh: &Shape, blk: &Block) -> E {
+pub(super) fn key_block_count(f: &mut Body, sh: &Shape, blk: &Block) -> E {
     let bk = sh.tiles.bk;
     if !sh.causal {
         return E::from(sh.seq_k.div_ceil(bk));
@@ -501,8 +567,8 @@ fn stage_kv(f: &mut Body, sh: &Shape, m: &Mems, blk: &Block, k0: &E) {
             kj.lt(sh.seq_k),
             |f| {
                 let src = f.let_("src", src);
-                f.store(m.ks, k_at.clone(), n.load(m.k, sh.dtype, src.clone()));
-                f.store(m.vs, t.clone(), n.load(m.v, sh.dtype, src));
+                f.store(m.ks, k_at.clone(), n.load(m.io.k, sh.dtype, src.clone()));
+                f.store(m.vs, t.clone(), n.load(m.io.v, sh.dtype, src));
             },
             |f| {
                 f.store(m.ks, k_at.clone(), n.lit(0.0));
@@ -544,9 +610,9 @@ fn scores(f: &mut Body, sh: &Shape, m: &Mems, blk: &Block, k0: &E) {
             f.if_else(
                 visible,
                 |f| {
-                    let mut s = dot.get() * m.scale.clone();
+                    let mut s = dot.get() * m.io.scale.clone();
                     if let (Some(mask), Some(base), Some([_, _, si, sj])) =
-                        (m.mask, &blk.mask_base, sh.mask)
+                        (m.io.mask, &blk.mask_base, sh.mask)
                     {
                         let src =
                             sum_terms([Some(base.clone()), scaled(i, si), scaled(kj.clone(), sj)]);
@@ -565,7 +631,7 @@ fn scores(f: &mut Body, sh: &Shape, m: &Mems, blk: &Block, k0: &E) {
 fn row_stats(f: &mut Body, sh: &Shape, m: &Mems) {
     let (n, bk) = (sh.num, sh.tiles.bk);
     strided(f, sh, "r", sh.tiles.bq, |f, r| {
-        let old = f.let_("m_old", m.row_max.at(r.clone()));
+        let old = f.let_("m_old", m.rows.max.at(r.clone()));
         let row = f.let_("s_row", r.clone() * bk);
         let max = f.var("m_new", old.clone());
         f.for_("j", 0u32, bk, 1, |f, j| {
@@ -578,9 +644,9 @@ fn row_stats(f: &mut Body, sh: &Shape, m: &Mems) {
                 .select(n.lit(0.0), max.get()),
         );
         // e^{−∞ − shift} = 0: nothing was accumulated while the max was −∞.
-        f.store(m.row_scale, r.clone(), (old - shift.clone()).exp());
-        f.store(m.row_max, r.clone(), max.get());
-        f.store(m.row_shift, r, shift);
+        f.store(m.rows.scale, r.clone(), (old - shift.clone()).exp());
+        f.store(m.rows.max, r.clone(), max.get());
+        f.store(m.rows.shift, r, shift);
     });
 }
 
@@ -588,7 +654,7 @@ fn row_stats(f: &mut Body, sh: &Shape, m: &Mems) {
 fn probabilities(f: &mut Body, sh: &Shape, m: &Mems) {
     let bk = sh.tiles.bk;
     strided(f, sh, "t", sh.tiles.bq * bk, |f, t| {
-        let shift = m.row_shift.at(t.clone() / bk);
+        let shift = m.rows.shift.at(t.clone() / bk);
         f.store(m.s, t.clone(), (m.s.at(t) - shift).exp());
     });
 }
@@ -651,7 +717,7 @@ fn accumulate(f: &mut Body, sh: &Shape, m: &Mems, blk: &Block, k0: &E) {
         for (r, sum) in (0u32..).zip(&sums) {
             let qi = f.let_("qi", g.clone() * rows + r);
             let at = f.let_("o_at", qi.clone() * d + dd.clone());
-            let alpha = m.row_scale.at(qi);
+            let alpha = m.rows.scale.at(qi);
             f.store(m.acc, at.clone(), m.acc.at(at) * alpha + sum.get());
         }
     });
@@ -661,36 +727,47 @@ fn accumulate(f: &mut Body, sh: &Shape, m: &Mems, blk: &Block, k0: &E) {
         f.for_("j", 0u32, bk, 1, |f, j| {
             f.assign(sum, sum.get() + m.s.at(row.clone() + j));
         });
-        let alpha = m.row_scale.at(r.clone());
-        f.store(m.row_sum, r.clone(), m.row_sum.at(r) * alpha + sum.get());
+        let alpha = m.rows.scale.at(r.clone());
+        f.store(m.rows.sum, r.clone(), m.rows.sum.at(r) * alpha + sum.get());
     });
 }
 
 /// `o = O / l` for the block's rows below `seq_q`; a row that saw no key (`l = 0`) gets
 /// 0.
-fn finish(f: &mut Body, sh: &Shape, m: &Mems, blk: &Block) {
+/// The accumulator `acc` holds row `r` from `r · acc_stride` on.
+pub(super) fn finish(
+    f: &mut Body,
+    sh: &Shape,
+    io: &Buffers,
+    (acc, acc_stride): (Mem, u32),
+    rows: &RowStats,
+    blk: &Block,
+) {
     let (n, d) = (sh.num, sh.d);
     strided(f, sh, "t", sh.tiles.bq * d, |f, t| {
         let qi = f.let_("qi", t.clone() / d);
+        let dd = f.let_("dd", t.clone() % d);
         let i = f.let_("i", blk.q0.clone() + qi.clone());
         f.if_(i.clone().lt(sh.seq_q), |f| {
-            let l = f.let_("l", m.row_sum.at(qi));
+            let l = f.let_("l", rows.sum.at(qi.clone()));
+            let at = if acc_stride == d {
+                t.clone()
+            } else {
+                qi * acc_stride + dd.clone()
+            };
             // l = 0 only where no key contributed; a NaN l (a NaN or +∞ score) keeps
             // the row NaN.
-            let value = l
-                .clone()
-                .eq(n.lit(0.0))
-                .select(n.lit(0.0), m.acc.at(t.clone()) / l);
-            let dst = blk.q_base.clone() + i * sh.q_layout.row_stride + t % d;
-            f.store(m.o, dst, n.narrow(value, sh.dtype));
+            let value = l.clone().eq(n.lit(0.0)).select(n.lit(0.0), acc.at(at) / l);
+            let dst = blk.q_base.clone() + i * sh.q_layout.row_stride + dd;
+            f.store(io.o, dst, n.narrow(value, sh.dtype));
         });
     });
-    if let (Some(lse), Some(base), Some(layout)) = (m.lse, &blk.lse_base, &sh.lse_layout) {
+    if let (Some(lse), Some(base), Some(layout)) = (io.lse, &blk.lse_base, &sh.lse_layout) {
         strided(f, sh, "r", sh.tiles.bq, |f, r| {
             let i = f.let_("i", blk.q0.clone() + r.clone());
             f.if_(i.clone().lt(sh.seq_q), |f| {
                 // ln 0 = −∞ for a row that saw no key; a NaN sum stays NaN.
-                let value = m.row_shift.at(r.clone()) + m.row_sum.at(r).log();
+                let value = rows.shift.at(r.clone()) + rows.sum.at(r).log();
                 f.store(lse, base.clone() + i * layout.row_stride, value);
             });
         });

@@ -21,6 +21,7 @@
 
 mod cases;
 mod condition;
+mod fragments;
 mod key_blocks;
 mod large;
 mod lower;
