@@ -183,24 +183,39 @@ fn body(f: &mut Body, sh: &Shape, ft: FragmentTiles, m: &Staged, fr: &Fragments,
     let blk = block_coords(f, sh, wg);
     let n = sh.num;
     let q_at = (&blk.q_base, sh.q_layout.row_stride);
-    stage(f, sh, ft, (m.qs, BQ), m.io.q, (&blk.q0, sh.seq_q), q_at);
+    let kv_at = (&blk.kv_base, sh.kv_layout.row_stride);
+    let queries = load_rows(f, sh, ft, (m.io.q, BQ), (&blk.q0, sh.seq_q), q_at);
+    let keys = load_rows(
+        f,
+        sh,
+        ft,
+        (m.io.k, ft.bk),
+        (&E::from(0u32), sh.seq_k),
+        kv_at,
+    );
+    store_rows(f, sh, ft, &queries, m.qs);
+    store_rows(f, sh, ft, &keys, m.ks);
     strided(f, sh, "t", BQ * ft.dn, |f, t| f.store(m.acc, t, n.lit(0.0)));
     init_rows(f, sh, &m.rows);
     f.barrier();
     // Warp `w` owns query rows `16·w ..`: its fragment accesses start there.
     let warp_row = f.let_("warp_row", (local_id(0) / WARP) * SHAPE.m);
     let key_blocks = key_block_count(f, sh, &blk);
+    // Each block's keys are staged during the block before (`ks` is free once the
+    // scores are formed), its values while its scores are (`vs` is free once the
+    // last block's `P·V` is done): their loads run while other phases compute.
     f.for_("kb", 0u32, key_blocks, 1, |f, kb| {
-        let k0 = f.let_("k0", kb * sh.tiles.bk);
-        let kv = (&blk.kv_base, sh.kv_layout.row_stride);
-        stage(f, sh, ft, (m.ks, ft.bk), m.io.k, (&k0, sh.seq_k), kv);
-        stage(f, sh, ft, (m.vs, ft.bk), m.io.v, (&k0, sh.seq_k), kv);
-        f.barrier();
+        let k0 = f.let_("k0", kb * ft.bk);
+        let values = load_rows(f, sh, ft, (m.io.v, ft.bk), (&k0, sh.seq_k), kv_at);
         scores(f, ft, m, fr, &warp_row);
         f.barrier();
+        let next = f.let_("k_next", k0.clone() + ft.bk);
+        let keys = load_rows(f, sh, ft, (m.io.k, ft.bk), (&next, sh.seq_k), kv_at);
         score_rows(f, sh, ft, m, &blk, &k0);
+        store_rows(f, sh, ft, &values, m.vs);
         f.barrier();
         weights(f, sh, ft, m);
+        store_rows(f, sh, ft, &keys, m.ks);
         f.barrier();
         row_sums(f, sh, ft, m);
         if sh.causal {
@@ -220,41 +235,88 @@ fn body(f: &mut Body, sh: &Shape, ft: FragmentTiles, m: &Staged, fr: &Fragments,
     finish(f, sh, &m.io, (m.acc, ft.dn), &m.rows, &blk);
 }
 
-/// Stages `rows` rows from `first` of a sequence (`limit` rows long) at `base`,
-/// `stride` apart, into `dst` (`[rows][row()]`, storage type): columns past
-/// `head_dim` and rows past `limit` are zero. 4 elements per load where `head_dim`
-/// allows (every row then starts at a multiple of 4).
-#[allow(clippy::too_many_arguments)]
-fn stage(
+/// A block of rows on its way to shared memory: each invocation's loads, in flight
+/// in registers (all issued before the first is stored, so the block costs one
+/// memory latency, and none where other work runs between the two halves).
+struct InFlight {
+    /// `rows` rows of `[row()]` elements, `lanes` per load.
+    rows: u32,
+    lanes: u32,
+    /// An invocation's loads: the `q`-th covers item `thread + q · invocations`.
+    regs: Vec<Var>,
+}
+
+impl InFlight {
+    fn items(&self, ft: FragmentTiles) -> u32 {
+        self.rows * ft.dk / self.lanes
+    }
+
+    /// Runs `body(f, q, row, column)` for each load `q` of this invocation whose item
+    /// is inside the block.
+    fn each(
+        &self,
+        f: &mut Body,
+        sh: &Shape,
+        ft: FragmentTiles,
+        body: impl Fn(&mut Body, usize, E, E),
+    ) {
+        let per_row = ft.dk / self.lanes;
+        let items = self.items(ft);
+        for q in 0..self.regs.len() {
+            let item = local_id(0) + q as u32 * sh.invocations;
+            let run = |f: &mut Body| {
+                let item = f.let_("item", item.clone());
+                let r = f.let_("r", item.clone() / per_row);
+                let e = f.let_("e", (item % per_row) * self.lanes);
+                body(f, q, r, e);
+            };
+            if (q as u32 + 1) * sh.invocations <= items {
+                run(f);
+            } else {
+                f.if_(item.clone().lt(items), run);
+            }
+        }
+    }
+}
+
+/// Loads `rows` rows from `first` of a sequence (`limit` rows long) at `base`,
+/// `stride` apart: columns past `head_dim` and rows past `limit` are zero. 4 elements
+/// per load where `head_dim` allows (every row then starts at a multiple of 4).
+fn load_rows(
     f: &mut Body,
     sh: &Shape,
     ft: FragmentTiles,
-    (dst, rows): (Mem, u32),
-    src: Mem,
+    (src, rows): (Mem, u32),
     (first, limit): (&E, u32),
     (base, stride): (&E, u32),
-) {
+) -> InFlight {
     let lanes: u32 = if sh.d % 4 == 0 { 4 } else { 1 };
-    let per_row = ft.dk / lanes;
     let zero = Num {
         ty: sh.dtype,
         lanes: lanes as u8,
     }
     .lit(0.0);
-    strided(f, sh, "t", rows * per_row, |f, t| {
-        let r = f.let_("r", t.clone() / per_row);
-        let e = f.let_("e", (t % per_row) * lanes);
-        let at = f.let_("at", r.clone() * ft.row() + e.clone());
+    let count = (rows * ft.dk / lanes).div_ceil(sh.invocations);
+    let block = InFlight {
+        rows,
+        lanes,
+        regs: (0..count).map(|_| f.var("staged", zero.clone())).collect(),
+    };
+    block.each(f, sh, ft, |f, q, r, e| {
         let pos = f.let_("pos", first.clone() + r);
         let inside = pos.clone().lt(limit) & e.clone().lt(sh.d);
-        f.if_else(
-            inside,
-            |f| {
-                let from = base.clone() + pos * stride + e;
-                f.store(dst, at.clone(), src.load(from, lanes as u8));
-            },
-            |f| f.store(dst, at.clone(), zero),
-        );
+        let reg = block.regs[q];
+        f.if_(inside, |f| {
+            f.assign(reg, src.load(base.clone() + pos * stride + e, lanes as u8));
+        });
+    });
+    block
+}
+
+/// Stores a block loaded by [`load_rows`] into `dst` (`[rows][row()]`).
+fn store_rows(f: &mut Body, sh: &Shape, ft: FragmentTiles, block: &InFlight, dst: Mem) {
+    block.each(f, sh, ft, |f, q, r, e| {
+        f.store(dst, r * ft.row() + e, block.regs[q].get());
     });
 }
 
