@@ -49,6 +49,9 @@ const BQ: u32 = WARPS * SHAPE.m;
 const O_FRAGMENTS: u32 = 8;
 /// Padding of a staged row of Q, K, V and P (16 bytes of 16-bit elements).
 const PAD: u32 = 8;
+/// Items an invocation takes per step of the elementwise phases, and independent
+/// partial maxima and sums per row in the row phases.
+const UNROLL: u32 = 4;
 
 /// The sizes of one lowering.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -320,6 +323,21 @@ fn store_rows(f: &mut Body, sh: &Shape, ft: FragmentTiles, block: &InFlight, dst
     });
 }
 
+/// `for t in thread..count step invocations`, `UNROLL` items per step written side by
+/// side (independent chains the scheduler interleaves: with four warps a workgroup
+/// has little else to hide latency behind). `count` is a multiple of
+/// `UNROLL · invocations` (the tiles make it so).
+fn unrolled(f: &mut Body, sh: &Shape, name: &str, count: u32, body: impl Fn(&mut Body, E)) {
+    let step = UNROLL * sh.invocations;
+    debug_assert_eq!(count % step, 0);
+    f.for_(name, local_id(0), count, step, |f, t| {
+        for u in 0..UNROLL {
+            let t = f.let_("t", t.clone() + u * sh.invocations);
+            body(f, t);
+        }
+    });
+}
+
 /// `S = Q·Kᵀ` for each warp's rows, stored to `m.s`.
 fn scores(f: &mut Body, ft: FragmentTiles, m: &Staged, fr: &Fragments, warp_row: &E) {
     let row = ft.row();
@@ -353,8 +371,8 @@ fn score_rows(f: &mut Body, sh: &Shape, ft: FragmentTiles, m: &Staged, blk: &Blo
         let i = f.let_("i", blk.q0.clone() + r.clone());
         let row = f.let_("s_row", r.clone() * s_stride);
         let old = f.let_("m_old", m.rows.max.at(r.clone()));
-        let max = f.var("m_new", old.clone());
-        f.for_("j", 0u32, ft.bk, 1, |f, j| {
+        // Score `j`: scaled and masked, or `−∞` where hidden; stored back, into `max`.
+        let score_at = |f: &mut Body, j: E, max: Var| {
             let kj = f.let_("kj", k0.clone() + j.clone());
             let at = f.let_("s_at", row.clone() + j);
             let mut visible = i.clone().lt(sh.seq_q) & kj.clone().lt(sh.seq_k);
@@ -375,16 +393,31 @@ fn score_rows(f: &mut Body, sh: &Shape, ft: FragmentTiles, m: &Staged, blk: &Blo
             });
             f.store(m.s, at, score.get());
             f.assign(max, max.get().max(score.get()));
+        };
+        // Partial maxima over the block's quarters (max is exact in any order).
+        let maxima: Vec<Var> = (0..UNROLL).map(|_| f.var("m_part", old.clone())).collect();
+        let quarter = ft.bk / UNROLL;
+        f.for_("j", 0u32, quarter, 1, |f, j| {
+            for (u, &max) in (0u32..).zip(&maxima) {
+                let j = f.let_("j_u", j.clone() + u * quarter);
+                score_at(f, j, max);
+            }
         });
+        let max = maxima
+            .iter()
+            .map(|m| m.get())
+            .reduce(|a, b| a.max(b))
+            .unwrap_or_else(|| old.clone());
+        let max = f.let_("m_new", max);
         let shift = f.let_(
             "shift",
-            max.get()
+            max.clone()
                 .eq(n.lit(f64::NEG_INFINITY))
-                .select(n.lit(0.0), max.get()),
+                .select(n.lit(0.0), max.clone()),
         );
         // e^{−∞ − shift} = 0: nothing was accumulated while the max was −∞.
         f.store(m.rows.scale, r.clone(), (old - shift.clone()).exp());
-        f.store(m.rows.max, r.clone(), max.get());
+        f.store(m.rows.max, r.clone(), max);
         f.store(m.rows.shift, r, shift);
     });
 }
@@ -393,7 +426,7 @@ fn score_rows(f: &mut Body, sh: &Shape, ft: FragmentTiles, m: &Staged, blk: &Blo
 fn weights(f: &mut Body, sh: &Shape, ft: FragmentTiles, m: &Staged) {
     let n = sh.num;
     let bk = ft.bk;
-    strided(f, sh, "t", BQ * bk, |f, t| {
+    unrolled(f, sh, "t", BQ * bk, |f, t| {
         let r = f.let_("r", t.clone() / bk);
         let j = f.let_("j", t % bk);
         let at = f.let_("s_at", r.clone() * ft.s_stride() + j.clone());
@@ -401,7 +434,7 @@ fn weights(f: &mut Body, sh: &Shape, ft: FragmentTiles, m: &Staged) {
         f.store(m.s, at, p.clone());
         f.store(m.p, r * ft.p_stride() + j, n.narrow(p, sh.dtype));
     });
-    strided(f, sh, "t", BQ * ft.dn, |f, t| {
+    unrolled(f, sh, "t", BQ * ft.dn, |f, t| {
         let alpha = m.rows.scale.at(t.clone() / ft.dn);
         f.store(m.acc, t.clone(), m.acc.at(t) * alpha);
     });
@@ -412,12 +445,18 @@ fn row_sums(f: &mut Body, sh: &Shape, ft: FragmentTiles, m: &Staged) {
     let n = sh.num;
     strided(f, sh, "r", BQ, |f, r| {
         let row = f.let_("p_row", r.clone() * ft.s_stride());
-        let sum = f.var("p_sum", n.lit(0.0));
-        f.for_("j", 0u32, ft.bk, 1, |f, j| {
-            f.assign(sum, sum.get() + m.s.at(row.clone() + j));
+        // Partial sums over the block's quarters, then their pairwise sum.
+        let sums: Vec<Var> = (0..UNROLL).map(|_| f.var("p_sum", n.lit(0.0))).collect();
+        let quarter = ft.bk / UNROLL;
+        f.for_("j", 0u32, quarter, 1, |f, j| {
+            for (u, &sum) in (0u32..).zip(&sums) {
+                let at = row.clone() + (j.clone() + u * quarter);
+                f.assign(sum, sum.get() + m.s.at(at));
+            }
         });
+        let sum = (sums[0].get() + sums[1].get()) + (sums[2].get() + sums[3].get());
         let alpha = m.rows.scale.at(r.clone());
-        f.store(m.rows.sum, r.clone(), m.rows.sum.at(r) * alpha + sum.get());
+        f.store(m.rows.sum, r.clone(), m.rows.sum.at(r) * alpha + sum);
     });
 }
 
