@@ -77,12 +77,17 @@ impl FragmentTiles {
     fn p_stride(&self) -> u32 {
         self.bk + PAD
     }
+    /// A row of `O`: 8 words past a multiple of 32, so that the fragments' pairs of
+    /// a quarter-warp's rows hit distinct banks.
+    fn acc_stride(&self) -> u32 {
+        self.dn + 8
+    }
 
     fn shared_bytes(&self, dtype: ScalarType) -> u64 {
         let elem = dtype.size_bytes() as u64;
         let staged = (BQ + 2 * self.bk) as u64 * self.row() as u64 * elem;
         let weights = BQ as u64 * self.p_stride() as u64 * elem;
-        let f32s = BQ as u64 * (self.s_stride() + self.dn + 4) as u64;
+        let f32s = BQ as u64 * (self.s_stride() + self.acc_stride() + 4) as u64;
         staged + weights + 4 * f32s
     }
 }
@@ -163,7 +168,7 @@ pub(super) fn attention(
         vs: k.shared("v_tile", dt, ft.bk * ft.row()),
         s: k.shared("scores", f32, BQ * ft.s_stride()),
         p: k.shared("weights", dt, BQ * ft.p_stride()),
-        acc: k.shared("acc", f32, BQ * ft.dn),
+        acc: k.shared("acc", f32, BQ * ft.acc_stride()),
         rows: RowStats::declare(&mut k, f32, BQ),
     };
     let kernel = k.build(|f| {
@@ -198,7 +203,9 @@ fn body(f: &mut Body, sh: &Shape, ft: FragmentTiles, m: &Staged, fr: &Fragments,
     );
     store_rows(f, sh, ft, &queries, m.qs);
     store_rows(f, sh, ft, &keys, m.ks);
-    strided(f, sh, "t", BQ * ft.dn, |f, t| f.store(m.acc, t, n.lit(0.0)));
+    strided(f, sh, "t", BQ * ft.acc_stride(), |f, t| {
+        f.store(m.acc, t, n.lit(0.0))
+    });
     init_rows(f, sh, &m.rows);
     f.barrier();
     // Warp `w` owns query rows `16·w ..`: its fragment accesses start there.
@@ -235,7 +242,7 @@ fn body(f: &mut Body, sh: &Shape, ft: FragmentTiles, m: &Staged, fr: &Fragments,
         }
         f.barrier();
     });
-    finish(f, sh, &m.io, (m.acc, ft.dn), &m.rows, &blk);
+    finish(f, sh, &m.io, (m.acc, ft.acc_stride()), &m.rows, &blk);
 }
 
 /// A block of rows on its way to shared memory: each invocation's loads, in flight
@@ -434,9 +441,17 @@ fn weights(f: &mut Body, sh: &Shape, ft: FragmentTiles, m: &Staged) {
         f.store(m.s, at, p.clone());
         f.store(m.p, r * ft.p_stride() + j, n.narrow(p, sh.dtype));
     });
-    unrolled(f, sh, "t", BQ * ft.dn, |f, t| {
-        let alpha = m.rows.scale.at(t.clone() / ft.dn);
-        f.store(m.acc, t.clone(), m.acc.at(t) * alpha);
+    // A warp per row; a row whose max did not move (`α = 1`, most rows after the
+    // first blocks) is left as it is.
+    f.for_("r", local_id(0) / WARP, BQ, WARPS, |f, r| {
+        let alpha = f.let_("alpha", m.rows.scale.at(r.clone()));
+        f.if_(alpha.clone().ne(n.lit(1.0)), |f| {
+            let row = f.let_("o_row", r * ft.acc_stride());
+            f.for_("c", local_id(0) % WARP, ft.dn, WARP, |f, c| {
+                let at = f.let_("o_at", row.clone() + c);
+                f.store(m.acc, at.clone(), m.acc.at(at) * alpha.clone());
+            });
+        });
     });
 }
 
@@ -463,13 +478,13 @@ fn row_sums(f: &mut Body, sh: &Shape, ft: FragmentTiles, m: &Staged) {
 /// `O += P·V` on fragments: each warp its rows, [`O_FRAGMENTS`] columns of
 /// fragments at a time.
 fn accumulate(f: &mut Body, ft: FragmentTiles, m: &Staged, fr: &Fragments, warp_row: &E) {
-    let (row, dn) = (ft.row(), ft.dn);
+    let (row, dn, stride) = (ft.row(), ft.dn, ft.acc_stride());
     let chunk = fr.out.len() as u32 * SHAPE.n;
     for c0 in (0..dn).step_by(chunk as usize) {
         let frags = &fr.out[..((dn - c0) / SHAPE.n).min(fr.out.len() as u32) as usize];
-        let o_at = |j: u32| warp_row.clone() * dn + (c0 + j * SHAPE.n);
+        let o_at = |j: u32| warp_row.clone() * stride + (c0 + j * SHAPE.n);
         for (j, &o) in (0u32..).zip(frags) {
-            f.load_fragment(o, m.acc, o_at(j), dn, FragmentLayout::RowMajor);
+            f.load_fragment(o, m.acc, o_at(j), stride, FragmentLayout::RowMajor);
         }
         f.for_("kp", 0u32, ft.bk / SHAPE.k, 1, |f, kp| {
             let key = f.let_("key", kp * SHAPE.k);
@@ -482,7 +497,7 @@ fn accumulate(f: &mut Body, ft: FragmentTiles, m: &Staged, fr: &Fragments, warp_
             }
         });
         for (j, &o) in (0u32..).zip(frags) {
-            f.store_fragment(o, m.acc, o_at(j), dn, FragmentLayout::RowMajor);
+            f.store_fragment(o, m.acc, o_at(j), stride, FragmentLayout::RowMajor);
         }
     }
 }
@@ -512,7 +527,7 @@ fn accumulate_seen(f: &mut Body, sh: &Shape, ft: FragmentTiles, m: &Staged, blk:
             let v = n.widen(m.vs.at(j.clone() * ft.row() + e.clone()), sh.dtype);
             f.assign(sum, sum.get() + m.s.at(p_row.clone() + j) * v);
         });
-        let at = f.let_("o_at", r * ft.dn + e);
+        let at = f.let_("o_at", r * ft.acc_stride() + e);
         f.store(m.acc, at.clone(), m.acc.at(at) + sum.get());
     });
 }
