@@ -41,10 +41,6 @@ use kernelc_ir::{FragmentId, ScalarType};
 
 /// The multiply: f16/bf16 operands, f32 sums.
 const SHAPE: MmaShape = MmaShape::M16N8K16;
-/// Warps of a workgroup, each owning `SHAPE.m` query rows.
-const WARPS: u32 = 4;
-/// Query rows of a workgroup.
-const BQ: u32 = WARPS * SHAPE.m;
 /// Accumulator fragments of `O` a warp holds at once (64 columns).
 const O_FRAGMENTS: u32 = 8;
 /// Padding of a staged row of Q, K, V and P (16 bytes of 16-bit elements).
@@ -56,6 +52,8 @@ const UNROLL: u32 = 4;
 /// The sizes of one lowering.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct FragmentTiles {
+    /// Warps of a workgroup, each owning `SHAPE.m` query rows.
+    warps: u32,
     /// Keys per block.
     bk: u32,
     /// `head_dim` rounded up to the multiply's depth (16).
@@ -65,6 +63,10 @@ pub(super) struct FragmentTiles {
 }
 
 impl FragmentTiles {
+    /// Query rows of a workgroup.
+    fn bq(&self) -> u32 {
+        self.warps * SHAPE.m
+    }
     /// A staged row of Q, K or V.
     fn row(&self) -> u32 {
         self.dk + PAD
@@ -85,9 +87,10 @@ impl FragmentTiles {
 
     fn shared_bytes(&self, dtype: ScalarType) -> u64 {
         let elem = dtype.size_bytes() as u64;
-        let staged = (BQ + 2 * self.bk) as u64 * self.row() as u64 * elem;
-        let weights = BQ as u64 * self.p_stride() as u64 * elem;
-        let f32s = BQ as u64 * (self.s_stride() + self.acc_stride() + 4) as u64;
+        let bq = self.bq() as u64;
+        let staged = (bq + 2 * self.bk as u64) * self.row() as u64 * elem;
+        let weights = bq * self.p_stride() as u64 * elem;
+        let f32s = bq * (self.s_stride() + self.acc_stride() + 4) as u64;
         staged + weights + 4 * f32s
     }
 }
@@ -98,7 +101,7 @@ impl FragmentTiles {
 pub(super) fn tiles(spec: &AttentionSpec, caps: &TargetCaps) -> Option<FragmentTiles> {
     let eligible = caps.matrix_fragments
         && matches!(spec.dtype, ScalarType::F16 | ScalarType::Bf16)
-        && caps.max_invocations_per_workgroup >= WARPS * WARP
+        && caps.max_invocations_per_workgroup >= 4 * WARP
         && spec.seq_q > 0
         && spec.seq_k > 0;
     if !eligible {
@@ -112,10 +115,15 @@ pub(super) fn tiles(spec: &AttentionSpec, caps: &TargetCaps) -> Option<FragmentT
     let budget = caps
         .opt_in_shared_memory_bytes
         .max(caps.shared_memory_bytes) as u64;
-    [64, 32]
+    // Eight warps share each staged key block among more queries; four leave room
+    // for large head dims.
+    [(8, 64), (4, 64), (4, 32)]
         .into_iter()
-        .map(|bk| FragmentTiles { bk, dk, dn })
-        .find(|t| t.shared_bytes(spec.dtype) <= budget)
+        .map(|(warps, bk)| FragmentTiles { warps, bk, dk, dn })
+        .find(|t| {
+            t.shared_bytes(spec.dtype) <= budget
+                && t.warps * WARP <= caps.max_invocations_per_workgroup
+        })
 }
 
 /// The shared arrays.
@@ -125,11 +133,11 @@ struct Staged {
     qs: Mem,
     ks: Mem,
     vs: Mem,
-    /// Scores, then weights (f32), `[BQ][s_stride]`.
+    /// Scores, then weights (f32), `[bq][s_stride]`.
     s: Mem,
-    /// Weights rounded to the storage type, `[BQ][p_stride]`.
+    /// Weights rounded to the storage type, `[bq][p_stride]`.
     p: Mem,
-    /// Unnormalised output (f32), `[BQ][dn]`.
+    /// Unnormalised output (f32), `[bq][dn]`.
     acc: Mem,
     rows: RowStats,
 }
@@ -149,12 +157,12 @@ pub(super) fn attention(
     ft: FragmentTiles,
 ) -> Result<Plan, LowerError> {
     let tiles = Tiles {
-        bq: BQ,
+        bq: ft.bq(),
         bk: ft.bk,
         rows: 1,
         k_stride: ft.row(),
     };
-    let sh = shape_of(spec, caps, tiles, WARPS * WARP)?;
+    let sh = shape_of(spec, caps, tiles, ft.warps * WARP)?;
     let op = OpSpec::Attention(spec.clone());
     let mut k = KernelBuilder::new(format!("{}_mma", op.name()), [sh.invocations, 1, 1]);
     let uniforms = op.uniforms();
@@ -163,13 +171,13 @@ pub(super) fn attention(
     let (dt, f32) = (spec.dtype, ScalarType::F32);
     let m = Staged {
         io,
-        qs: k.shared("q_tile", dt, BQ * ft.row()),
+        qs: k.shared("q_tile", dt, ft.bq() * ft.row()),
         ks: k.shared("k_tile", dt, ft.bk * ft.row()),
         vs: k.shared("v_tile", dt, ft.bk * ft.row()),
-        s: k.shared("scores", f32, BQ * ft.s_stride()),
-        p: k.shared("weights", dt, BQ * ft.p_stride()),
-        acc: k.shared("acc", f32, BQ * ft.acc_stride()),
-        rows: RowStats::declare(&mut k, f32, BQ),
+        s: k.shared("scores", f32, ft.bq() * ft.s_stride()),
+        p: k.shared("weights", dt, ft.bq() * ft.p_stride()),
+        acc: k.shared("acc", f32, ft.bq() * ft.acc_stride()),
+        rows: RowStats::declare(&mut k, f32, ft.bq()),
     };
     let kernel = k.build(|f| {
         let fr = Fragments {
@@ -192,7 +200,7 @@ fn body(f: &mut Body, sh: &Shape, ft: FragmentTiles, m: &Staged, fr: &Fragments,
     let n = sh.num;
     let q_at = (&blk.q_base, sh.q_layout.row_stride);
     let kv_at = (&blk.kv_base, sh.kv_layout.row_stride);
-    let queries = load_rows(f, sh, ft, (m.io.q, BQ), (&blk.q0, sh.seq_q), q_at);
+    let queries = load_rows(f, sh, ft, (m.io.q, ft.bq()), (&blk.q0, sh.seq_q), q_at);
     let keys = load_rows(
         f,
         sh,
@@ -203,7 +211,7 @@ fn body(f: &mut Body, sh: &Shape, ft: FragmentTiles, m: &Staged, fr: &Fragments,
     );
     store_rows(f, sh, ft, &queries, m.qs);
     store_rows(f, sh, ft, &keys, m.ks);
-    strided(f, sh, "t", BQ * ft.acc_stride(), |f, t| {
+    strided(f, sh, "t", ft.bq() * ft.acc_stride(), |f, t| {
         f.store(m.acc, t, n.lit(0.0))
     });
     init_rows(f, sh, &m.rows);
@@ -374,7 +382,7 @@ fn scores(f: &mut Body, ft: FragmentTiles, m: &Staged, fr: &Fragments, warp_row:
 fn score_rows(f: &mut Body, sh: &Shape, ft: FragmentTiles, m: &Staged, blk: &Block, k0: &E) {
     let n = sh.num;
     let s_stride = ft.s_stride();
-    strided(f, sh, "r", BQ, |f, r| {
+    strided(f, sh, "r", ft.bq(), |f, r| {
         let i = f.let_("i", blk.q0.clone() + r.clone());
         let row = f.let_("s_row", r.clone() * s_stride);
         let old = f.let_("m_old", m.rows.max.at(r.clone()));
@@ -433,7 +441,7 @@ fn score_rows(f: &mut Body, sh: &Shape, ft: FragmentTiles, m: &Staged, blk: &Blo
 fn weights(f: &mut Body, sh: &Shape, ft: FragmentTiles, m: &Staged) {
     let n = sh.num;
     let bk = ft.bk;
-    unrolled(f, sh, "t", BQ * bk, |f, t| {
+    unrolled(f, sh, "t", ft.bq() * bk, |f, t| {
         let r = f.let_("r", t.clone() / bk);
         let j = f.let_("j", t % bk);
         let at = f.let_("s_at", r.clone() * ft.s_stride() + j.clone());
@@ -443,7 +451,7 @@ fn weights(f: &mut Body, sh: &Shape, ft: FragmentTiles, m: &Staged) {
     });
     // A warp per row; a row whose max did not move (`α = 1`, most rows after the
     // first blocks) is left as it is.
-    f.for_("r", local_id(0) / WARP, BQ, WARPS, |f, r| {
+    f.for_("r", local_id(0) / WARP, ft.bq(), ft.warps, |f, r| {
         let alpha = f.let_("alpha", m.rows.scale.at(r.clone()));
         f.if_(alpha.clone().ne(n.lit(1.0)), |f| {
             let row = f.let_("o_row", r * ft.acc_stride());
@@ -458,7 +466,7 @@ fn weights(f: &mut Body, sh: &Shape, ft: FragmentTiles, m: &Staged) {
 /// `l = α·l + Σ_j P` per row.
 fn row_sums(f: &mut Body, sh: &Shape, ft: FragmentTiles, m: &Staged) {
     let n = sh.num;
-    strided(f, sh, "r", BQ, |f, r| {
+    strided(f, sh, "r", ft.bq(), |f, r| {
         let row = f.let_("p_row", r.clone() * ft.s_stride());
         // Partial sums over the block's quarters, then their pairwise sum.
         let sums: Vec<Var> = (0..UNROLL).map(|_| f.var("p_sum", n.lit(0.0))).collect();
@@ -508,7 +516,7 @@ fn accumulate(f: &mut Body, ft: FragmentTiles, m: &Staged, fr: &Fragments, warp_
 fn accumulate_seen(f: &mut Body, sh: &Shape, ft: FragmentTiles, m: &Staged, blk: &Block, k0: &E) {
     let (n, d, bk) = (sh.num, sh.d, ft.bk);
     let from = f.let_("k_from", k0.clone() + sh.seq_q);
-    strided(f, sh, "t", BQ * d, |f, t| {
+    strided(f, sh, "t", ft.bq() * d, |f, t| {
         let r = f.let_("r", t.clone() / d);
         let e = f.let_("e", t % d);
         let i = blk.q0.clone() + r.clone();
@@ -537,7 +545,7 @@ mod tests {
     //! Every f16/bf16 attention case of the table through the fragment kernel, in the
     //! interpreter as written and as the expansion makes it for other targets.
 
-    use super::{tiles, BQ};
+    use super::tiles;
     use crate::conformance::{cases, check, Executor, OnFragments};
     use crate::lower::{lower, TargetCaps};
     use crate::op::Op;
@@ -588,6 +596,7 @@ mod tests {
         for d in [8, 40, 64, 128, 256] {
             let t = tiles(&spec(d), &caps).unwrap();
             assert_eq!(t.bk, 64, "head_dim {d}");
+            assert_eq!(t.warps, if d <= 128 { 8 } else { 4 }, "head_dim {d}");
             assert!(t.shared_bytes(ScalarType::Bf16) <= caps.opt_in_shared_memory_bytes as u64);
             assert_eq!(t.dk % 16, 0);
         }
@@ -597,14 +606,14 @@ mod tests {
             ..caps
         };
         assert!(tiles(&spec(128), &plain).is_none());
-        // The kernel it makes: 4 warps, BQ query rows per workgroup.
+        // The kernel it makes: 8 warps, 128 query rows per workgroup.
         let plan = lower(&OpSpec::Attention(spec(128)), &caps).unwrap();
         let kernel = &plan.launches[0].kernel;
         assert!(kernel.uses_fragments());
-        assert_eq!(kernel.invocations_per_workgroup(), 128);
+        assert_eq!(kernel.invocations_per_workgroup(), 256);
         assert_eq!(
             plan.launches[0].grid[0],
-            AttentionSpec::example().seq_q.div_ceil(BQ as usize) as u32
+            AttentionSpec::example().seq_q.div_ceil(128) as u32
                 * (AttentionSpec::example().batch * AttentionSpec::example().heads) as u32
         );
     }
