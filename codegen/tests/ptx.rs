@@ -733,6 +733,23 @@ fn transcendentals_without_libdevice_are_unsupported() {
     emit_checked(&expanded);
 }
 
+/// f32 `exp2` stays a call through the math pass and is `ex2.approx.f32` (not the
+/// flushing `.ftz` form); f16 and f64 `exp2` are expanded, no `ex2` in them.
+#[test]
+fn f32_exp2_is_one_ex2_and_the_other_widths_are_expanded() {
+    for (ty, native) in [(F32, true), (F64, false), (F16, false)] {
+        let kernel = ternary("exp2", ty, ty, |a, _, _| a.exp2());
+        let expanded = kernelc_ir::passes::for_target(&kernel, &ptx::required_expansion());
+        let ptx = emit_checked(&expanded);
+        assert_eq!(has_instr(&ptx, "ex2.approx.f32"), native, "{ty}: {ptx}");
+        assert_eq!(
+            count_instr_prefix(&ptx, "ex2"),
+            usize::from(native),
+            "{ty}: {ptx}"
+        );
+    }
+}
+
 #[test]
 fn invalid_kernels_and_bad_options_are_typed_errors() {
     let mut kernel = ternary("ok", F32, F32, |a, b, _| a + b);

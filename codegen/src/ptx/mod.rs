@@ -128,13 +128,16 @@ impl Default for PtxOptions {
 
 /// What kernels must have expanded into IR (`kernelc_ir::passes::for_target`) before
 /// this emitter takes them: every transcendental, f64 too (NVPTX has no accurate ones
-/// without libdevice), and float `%` (NVPTX's `frem` rounds). Matrix fragments stay
+/// without libdevice), and float `%` (NVPTX's `frem` rounds), except f32 `exp2`,
+/// which is `ex2.approx.f32` (CUDA's own `exp2f`, within 2 ULP, subnormals kept: one
+/// special-function instruction where the expansion takes some 30). Matrix fragments stay
 /// (`mma.sync` and `wgmma`, for the default sm_90); for an SM before
 /// [`FRAGMENTS_MIN_SM`] turn `native_fragments` off so that they are expanded, and
 /// for any SM but [`WARPGROUP_SM`] `native_warpgroup_fragments`.
 pub fn required_expansion() -> MathExpansion {
     MathExpansion::all_transcendental_with_f64()
         .with_float_rem(true)
+        .with_native_exp2_f32(true)
         .with_native_fragments(true)
         .with_native_warpgroup_fragments(true)
 }

@@ -276,6 +276,13 @@ impl<'ctx> Lower<'_, 'ctx> {
         if !s.is_float() {
             return self.int_math(func, s, args);
         }
+        // f32 `exp2` is `ex2.approx.f32` on a GPU (`required_expansion`).
+        if func == MathFn::Exp2 && s == ScalarType::F32 && self.flavor == super::Flavor::Ptx {
+            return self.float_op(s, args, |l, v| {
+                let ty = v[0].get_type();
+                float(l.call_intrinsic("llvm.nvvm.ex2.approx", &[ty.into()], &[v[0].into()])?)
+            });
+        }
         // The functions the math pass expands are exactly those NVPTX has no accurate
         // native instruction for (without libdevice).
         if MathExpansion::SUPPORTED.contains(&func) {

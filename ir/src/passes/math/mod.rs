@@ -172,6 +172,10 @@ pub struct MathExpansion {
     /// always 0 but unknown to the compiler, so no algebra reaches across it; so do
     /// f64 `log1p`'s exact `2 + f` split and the emulated `fma`'s rounded product.
     pub opaque_sums: bool,
+    /// Whether f32 `exp2` stays the target's own, which must be within 2 ULP
+    /// (NVPTX's `ex2.approx.f32`, CUDA's `exp2f`: one special-function instruction
+    /// against some 30 of the expansion). f16, bf16 and f64 calls follow the rest.
+    pub native_exp2_f32: bool,
     /// Whether the target runs matrix fragments itself (tensor cores). When not,
     /// [`for_target`](crate::passes::for_target) expands them into plain code
     /// ([`expand_fragments`](crate::passes::expand_fragments)) first.
@@ -215,6 +219,7 @@ impl MathExpansion {
             float_rem: false,
             fused_fma: true,
             opaque_sums: false,
+            native_exp2_f32: false,
             native_fragments: false,
             native_warpgroup_fragments: false,
         }
@@ -269,6 +274,14 @@ impl MathExpansion {
     pub fn with_opaque_sums(self, opaque_sums: bool) -> Self {
         MathExpansion {
             opaque_sums,
+            ..self
+        }
+    }
+
+    /// Keeps f32 `exp2` native ([`MathExpansion::native_exp2_f32`]).
+    pub fn with_native_exp2_f32(self, native_exp2_f32: bool) -> Self {
+        MathExpansion {
+            native_exp2_f32,
             ..self
         }
     }
