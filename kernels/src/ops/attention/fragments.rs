@@ -58,16 +58,8 @@ pub(super) struct FragmentTiles {
     bk: u32,
     /// `head_dim` rounded up to the multiply's depth (16).
     dk: u32,
-    /// `head_dim` (`+ 1` with `sums_in_o`) rounded up to a fragment's width (8): the
-    /// columns of `O`.
+    /// `head_dim` rounded up to a fragment's width (8): the columns of `O`.
     dn: u32,
-    /// `head_dim`.
-    d: u32,
-    /// Whether `O`'s column `head_dim` sums the weights (V's is 1 for every key): the
-    /// sums of the rounded weights that multiply V, by the tensor cores. Without it
-    /// (where the log-sum-exp is an output, which wants the f32 weights' sum) a row
-    /// pass sums them.
-    sums_in_o: bool,
 }
 
 impl FragmentTiles {
@@ -75,15 +67,9 @@ impl FragmentTiles {
     fn bq(&self) -> u32 {
         self.warps * SHAPE.m
     }
-    /// A staged row of Q, K or V (V's `dn` columns at least): an odd multiple of 8
-    /// elements, so that `ldmatrix`'s 8 rows of 16 bytes hit distinct banks.
+    /// A staged row of Q, K or V.
     fn row(&self) -> u32 {
-        let row = self.dk.max(self.dn).next_multiple_of(PAD);
-        if (row / PAD) % 2 == 0 {
-            row + PAD
-        } else {
-            row
-        }
+        self.dk + PAD
     }
     /// A row of the scores (odd: a column's reads hit 32 banks).
     fn s_stride(&self) -> u32 {
@@ -96,7 +82,7 @@ impl FragmentTiles {
     /// A row of `O`: 8 words past a multiple of 32, so that the fragments' pairs of
     /// a quarter-warp's rows hit distinct banks.
     fn acc_stride(&self) -> u32 {
-        self.dn + (40 - self.dn % 32) % 32
+        self.dn + 8
     }
 
     fn shared_bytes(&self, dtype: ScalarType) -> u64 {
@@ -122,11 +108,9 @@ pub(super) fn tiles(spec: &AttentionSpec, caps: &TargetCaps) -> Option<FragmentT
         return None;
     }
     let d = u32::try_from(spec.head_dim).ok()?;
-    let sums_in_o = !spec.lse;
     let (dk, dn) = (
         d.checked_next_multiple_of(SHAPE.k)?,
-        d.checked_add(sums_in_o.into())?
-            .checked_next_multiple_of(SHAPE.n)?,
+        d.checked_next_multiple_of(SHAPE.n)?,
     );
     let budget = caps
         .opt_in_shared_memory_bytes
@@ -136,14 +120,7 @@ pub(super) fn tiles(spec: &AttentionSpec, caps: &TargetCaps) -> Option<FragmentT
     // at head_dim 64), and leave less room for large head dims.
     [(4, 64), (4, 32)]
         .into_iter()
-        .map(|(warps, bk)| FragmentTiles {
-            warps,
-            bk,
-            dk,
-            dn,
-            d,
-            sums_in_o,
-        })
+        .map(|(warps, bk)| FragmentTiles { warps, bk, dk, dn })
         .find(|t| {
             t.shared_bytes(spec.dtype) <= budget
                 && t.warps * WARP <= caps.max_invocations_per_workgroup
@@ -224,11 +201,15 @@ fn body(f: &mut Body, sh: &Shape, ft: FragmentTiles, m: &Staged, fr: &Fragments,
     let n = sh.num;
     let q_at = (&blk.q_base, sh.q_layout.row_stride);
     let kv_at = (&blk.kv_base, sh.kv_layout.row_stride);
-    let q_rows = (m.io.q, ft.bq(), Past::Zeros);
-    let v_past = if ft.sums_in_o { Past::One } else { Past::Zeros };
-    let (k_rows, v_rows) = ((m.io.k, ft.bk, Past::Zeros), (m.io.v, ft.bk, v_past));
-    let queries = load_rows(f, sh, ft, q_rows, (&blk.q0, sh.seq_q), q_at);
-    let keys = load_rows(f, sh, ft, k_rows, (&E::from(0u32), sh.seq_k), kv_at);
+    let queries = load_rows(f, sh, ft, (m.io.q, ft.bq()), (&blk.q0, sh.seq_q), q_at);
+    let keys = load_rows(
+        f,
+        sh,
+        ft,
+        (m.io.k, ft.bk),
+        (&E::from(0u32), sh.seq_k),
+        kv_at,
+    );
     store_rows(f, sh, ft, &queries, m.qs);
     store_rows(f, sh, ft, &keys, m.ks);
     strided(f, sh, "t", ft.bq() * ft.acc_stride(), |f, t| {
@@ -244,20 +225,18 @@ fn body(f: &mut Body, sh: &Shape, ft: FragmentTiles, m: &Staged, fr: &Fragments,
     // last block's `P·V` is done): their loads run while other phases compute.
     f.for_("kb", 0u32, key_blocks, 1, |f, kb| {
         let k0 = f.let_("k0", kb * ft.bk);
-        let values = load_rows(f, sh, ft, v_rows, (&k0, sh.seq_k), kv_at);
+        let values = load_rows(f, sh, ft, (m.io.v, ft.bk), (&k0, sh.seq_k), kv_at);
         scores(f, ft, m, fr, &warp_row);
         f.barrier();
         let next = f.let_("k_next", k0.clone() + ft.bk);
-        let keys = load_rows(f, sh, ft, k_rows, (&next, sh.seq_k), kv_at);
+        let keys = load_rows(f, sh, ft, (m.io.k, ft.bk), (&next, sh.seq_k), kv_at);
         score_rows(f, sh, ft, m, &blk, &k0);
         store_rows(f, sh, ft, &values, m.vs);
         f.barrier();
         weights(f, sh, ft, m);
         store_rows(f, sh, ft, &keys, m.ks);
         f.barrier();
-        if !ft.sums_in_o {
-            row_sums(f, sh, ft, m);
-        }
+        row_sums(f, sh, ft, m);
         if sh.causal {
             // Every row of the workgroup sees every key of the block iff its first
             // row does: `k0 + bk − 1 + seq_q ≤ q0 + causal_keys`.
@@ -272,14 +251,6 @@ fn body(f: &mut Body, sh: &Shape, ft: FragmentTiles, m: &Staged, fr: &Fragments,
         }
         f.barrier();
     });
-    if ft.sums_in_o {
-        // The weights' sums, accumulated in `O`'s column `head_dim`.
-        strided(f, sh, "r", ft.bq(), |f, r| {
-            let l = m.acc.at(r.clone() * ft.acc_stride() + ft.d);
-            f.store(m.rows.sum, r, l);
-        });
-        f.barrier();
-    }
     finish(f, sh, &m.io, (m.acc, ft.acc_stride()), &m.rows, &blk);
 }
 
@@ -287,25 +258,29 @@ fn body(f: &mut Body, sh: &Shape, ft: FragmentTiles, m: &Staged, fr: &Fragments,
 /// in registers (all issued before the first is stored, so the block costs one
 /// memory latency, and none where other work runs between the two halves).
 struct InFlight {
-    /// `rows` rows of `[row()]` elements, the first `cols` of them staged, `lanes`
-    /// per load.
+    /// `rows` rows of `[row()]` elements, `lanes` per load.
     rows: u32,
-    cols: u32,
     lanes: u32,
     /// An invocation's loads: the `q`-th covers item `thread + q · invocations`.
     regs: Vec<Var>,
 }
 
 impl InFlight {
-    fn items(&self) -> u32 {
-        self.rows * self.cols / self.lanes
+    fn items(&self, ft: FragmentTiles) -> u32 {
+        self.rows * ft.dk / self.lanes
     }
 
     /// Runs `body(f, q, row, column)` for each load `q` of this invocation whose item
     /// is inside the block.
-    fn each(&self, f: &mut Body, sh: &Shape, body: impl Fn(&mut Body, usize, E, E)) {
-        let per_row = self.cols / self.lanes;
-        let items = self.items();
+    fn each(
+        &self,
+        f: &mut Body,
+        sh: &Shape,
+        ft: FragmentTiles,
+        body: impl Fn(&mut Body, usize, E, E),
+    ) {
+        let per_row = ft.dk / self.lanes;
+        let items = self.items(ft);
         for q in 0..self.regs.len() {
             let item = local_id(0) + q as u32 * sh.invocations;
             let run = |f: &mut Body| {
@@ -323,25 +298,14 @@ impl InFlight {
     }
 }
 
-/// What a staged block holds past `head_dim`.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Past {
-    /// Zeros up to the multiply's depth (Q and K: `dk` columns).
-    Zeros,
-    /// A 1 at column `head_dim` of each row inside the sequence, zeros after (V: `dn`
-    /// columns), so that `P·V` sums the weights too.
-    One,
-}
-
 /// Loads `rows` rows from `first` of a sequence (`limit` rows long) at `base`,
-/// `stride` apart: columns past `head_dim` as `past` says, rows past `limit` zero. 4
-/// elements per load where `head_dim` allows (every row then starts at a multiple of
-/// 4).
+/// `stride` apart: columns past `head_dim` and rows past `limit` are zero. 4 elements
+/// per load where `head_dim` allows (every row then starts at a multiple of 4).
 fn load_rows(
     f: &mut Body,
     sh: &Shape,
     ft: FragmentTiles,
-    (src, rows, past): (Mem, u32, Past),
+    (src, rows): (Mem, u32),
     (first, limit): (&E, u32),
     (base, stride): (&E, u32),
 ) -> InFlight {
@@ -351,42 +315,26 @@ fn load_rows(
         lanes: lanes as u8,
     }
     .lit(0.0);
-    let cols = match past {
-        Past::Zeros => ft.dk,
-        Past::One => ft.dn,
-    };
-    let count = (rows * cols / lanes).div_ceil(sh.invocations);
+    let count = (rows * ft.dk / lanes).div_ceil(sh.invocations);
     let block = InFlight {
         rows,
-        cols,
         lanes,
         regs: (0..count).map(|_| f.var("staged", zero.clone())).collect(),
     };
-    // The `lanes` elements from column `head_dim`: 1, then zeros.
-    let one = match lanes {
-        1 => lit(sh.dtype, 1.0),
-        _ => vector(
-            std::iter::once(lit(sh.dtype, 1.0)).chain((1..lanes).map(|_| lit(sh.dtype, 0.0))),
-        ),
-    };
-    block.each(f, sh, |f, q, r, e| {
+    block.each(f, sh, ft, |f, q, r, e| {
         let pos = f.let_("pos", first.clone() + r);
-        let in_seq = f.let_("in_seq", pos.clone().lt(limit));
+        let inside = pos.clone().lt(limit) & e.clone().lt(sh.d);
         let reg = block.regs[q];
-        f.if_(in_seq.clone() & e.clone().lt(sh.d), |f| {
-            let at = base.clone() + pos * stride + e.clone();
-            f.assign(reg, src.load(at, lanes as u8));
+        f.if_(inside, |f| {
+            f.assign(reg, src.load(base.clone() + pos * stride + e, lanes as u8));
         });
-        if past == Past::One {
-            f.if_(in_seq & e.eq(sh.d), |f| f.assign(reg, one.clone()));
-        }
     });
     block
 }
 
 /// Stores a block loaded by [`load_rows`] into `dst` (`[rows][row()]`).
 fn store_rows(f: &mut Body, sh: &Shape, ft: FragmentTiles, block: &InFlight, dst: Mem) {
-    block.each(f, sh, |f, q, r, e| {
+    block.each(f, sh, ft, |f, q, r, e| {
         f.store(dst, r * ft.row() + e, block.regs[q].get());
     });
 }
@@ -504,9 +452,7 @@ fn weights(f: &mut Body, sh: &Shape, ft: FragmentTiles, m: &Staged) {
         // GPU (f32 `exp2` within 2 ULP) where `exp` is some 30.
         let x = m.s.at(at.clone()) - m.rows.shift.at(r.clone());
         let p = f.let_("p", (x * n.lit(std::f64::consts::LOG2_E)).exp2());
-        if !ft.sums_in_o {
-            f.store(m.s, at, p.clone());
-        }
+        f.store(m.s, at, p.clone());
         f.store(m.p, r * ft.p_stride() + j, n.narrow(p, sh.dtype));
     });
     // A warp per row; a row whose max did not move (`α = 1`, most rows after the
@@ -523,7 +469,7 @@ fn weights(f: &mut Body, sh: &Shape, ft: FragmentTiles, m: &Staged) {
     });
 }
 
-/// `l = α·l + Σ_j P` per row, from the f32 weights.
+/// `l = α·l + Σ_j P` per row.
 fn row_sums(f: &mut Body, sh: &Shape, ft: FragmentTiles, m: &Staged) {
     let n = sh.num;
     strided(f, sh, "r", ft.bq(), |f, r| {
@@ -572,11 +518,9 @@ fn accumulate(f: &mut Body, ft: FragmentTiles, m: &Staged, fr: &Fragments, warp_
 
 /// `O += P·V` for a block some rows see only in part (causal): an invocation per
 /// element of `O`, over the keys its row sees (the block's first
-/// `clamp(i + causal_keys + 1 − seq_q − k0, 0, bk)`), with the rounded weights.
+/// `clamp(i + causal_keys + 1 − seq_q − k0, 0, bk)`), with the weights in f32.
 fn accumulate_seen(f: &mut Body, sh: &Shape, ft: FragmentTiles, m: &Staged, blk: &Block, k0: &E) {
-    let (n, bk) = (sh.num, ft.bk);
-    // With the sums in `O`, its column `head_dim` too (V's 1s).
-    let d = sh.d + u32::from(ft.sums_in_o);
+    let (n, d, bk) = (sh.num, sh.d, ft.bk);
     let from = f.let_("k_from", k0.clone() + sh.seq_q);
     strided(f, sh, "t", ft.bq() * d, |f, t| {
         let r = f.let_("r", t.clone() / d);
@@ -591,13 +535,11 @@ fn accumulate_seen(f: &mut Body, sh: &Shape, ft: FragmentTiles, m: &Staged, blk:
             // Bounds the loop for the loop-budget analysis (see `lower::accumulate`).
             .min(bk),
         );
-        // The rounded weights, as the fragments multiply them.
-        let p_row = f.let_("p_row", r.clone() * ft.p_stride());
+        let p_row = f.let_("p_row", r.clone() * ft.s_stride());
         let sum = f.var("pv", n.lit(0.0));
         f.for_("j", 0u32, seen, 1, |f, j| {
             let v = n.widen(m.vs.at(j.clone() * ft.row() + e.clone()), sh.dtype);
-            let p = n.widen(m.p.at(p_row.clone() + j), sh.dtype);
-            f.assign(sum, sum.get() + p * v);
+            f.assign(sum, sum.get() + m.s.at(p_row.clone() + j) * v);
         });
         let at = f.let_("o_at", r * ft.acc_stride() + e);
         f.store(m.acc, at.clone(), m.acc.at(at) + sum.get());
