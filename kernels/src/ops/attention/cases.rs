@@ -94,8 +94,8 @@ pub(super) fn attention() -> Vec<AttentionSpec> {
 
 /// f16/bf16 shapes past one block of the tensor-core kernel's tiles (64 queries, 64
 /// keys): several query and key blocks with a causal diagonal through them (blocks
-/// seen whole and in part), head dims that are no multiple of 16 or reach 256, GQA,
-/// masks and lse.
+/// seen whole and in part), head dims that are no multiple of 16 (or 4) or reach 256,
+/// GQA, masks and lse.
 fn tensor_core_shapes() -> Vec<AttentionSpec> {
     use AttentionLayout::{Bhsd, Bshd};
     vec![
@@ -112,6 +112,8 @@ fn tensor_core_shapes() -> Vec<AttentionSpec> {
             )
         },
         attn(Bf16, Bhsd, [1, 1, 1], [20, 300, 256], false, None),
+        // A head dim no multiple of 4 (staged an element at a time), causal.
+        attn(F16, Bhsd, [1, 1, 1], [70, 90, 10], true, None),
         AttentionSpec {
             causal_align: CausalAlign::TopLeft,
             ..attn(F16, Bshd, [1, 2, 2], [90, 64, 64], true, None)
