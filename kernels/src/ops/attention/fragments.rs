@@ -346,9 +346,11 @@ fn store_rows(f: &mut Body, sh: &Shape, ft: FragmentTiles, block: &InFlight, dst
 fn unrolled(f: &mut Body, sh: &Shape, name: &str, count: u32, body: impl Fn(&mut Body, E)) {
     let step = UNROLL * sh.invocations;
     debug_assert_eq!(count % step, 0);
-    f.for_(name, local_id(0), count, step, |f, t| {
+    // Counted in steps, so that the value ranges bound every `t` below `count` (and
+    // the accesses it indexes need no bounds check).
+    f.for_(name, 0u32, count / step, 1, |f, s| {
         for u in 0..UNROLL {
-            let t = f.let_("t", t.clone() + u * sh.invocations);
+            let t = f.let_("t", s.clone() * step + (local_id(0) + u * sh.invocations));
             body(f, t);
         }
     });
@@ -455,17 +457,29 @@ fn weights(f: &mut Body, sh: &Shape, ft: FragmentTiles, m: &Staged) {
         f.store(m.s, at, p.clone());
         f.store(m.p, r * ft.p_stride() + j, n.narrow(p, sh.dtype));
     });
-    // A warp per row; a row whose max did not move (`α = 1`, most rows after the
-    // first blocks) is left as it is.
-    f.for_("r", local_id(0) / WARP, ft.bq(), ft.warps, |f, r| {
-        let alpha = f.let_("alpha", m.rows.scale.at(r.clone()));
-        f.if_(alpha.clone().ne(n.lit(1.0)), |f| {
-            let row = f.let_("o_row", r * ft.acc_stride());
-            f.for_("c", local_id(0) % WARP, ft.dn, WARP, |f, c| {
-                let at = f.let_("o_at", row.clone() + c);
-                f.store(m.acc, at.clone(), m.acc.at(at) * alpha.clone());
+    // A warp per row, `UNROLL` rows per step (their `α` read together); a row whose
+    // max did not move (`α = 1`, most rows after the first blocks) is left as it is.
+    let rows_per_step = UNROLL * ft.warps;
+    f.for_("rs", 0u32, ft.bq() / rows_per_step, 1, |f, rs| {
+        let rows: Vec<(E, E)> = (0..UNROLL)
+            .map(|u| {
+                let r = f.let_(
+                    "r",
+                    rs.clone() * rows_per_step + (local_id(0) / WARP + u * ft.warps),
+                );
+                let alpha = f.let_("alpha", m.rows.scale.at(r.clone()));
+                (r, alpha)
+            })
+            .collect();
+        for (r, alpha) in rows {
+            f.if_(alpha.clone().ne(n.lit(1.0)), |f| {
+                let row = f.let_("o_row", r * ft.acc_stride());
+                f.for_("c", local_id(0) % WARP, ft.dn, WARP, |f, c| {
+                    let at = f.let_("o_at", row.clone() + c);
+                    f.store(m.acc, at.clone(), m.acc.at(at) * alpha.clone());
+                });
             });
-        });
+        }
     });
 }
 
