@@ -111,3 +111,43 @@ fn masked_logits_keep_the_fused_softmax_bound_finite() {
         check_data(&exec, &spec, &data).expect("the fused softmax conforms");
     }
 }
+
+/// Found by `fuzz_wgpu_spirv` (seed 1795905752359922160, wide inputs) on every target:
+/// SiLU's backward at `s = −94.2` (where `σ(s)` is an f32 subnormal, good to its
+/// spacing only) with `dy = 1.7·10⁶` gave a `dx` of `−1.96·10⁻³³` off by half a
+/// subnormal spacing times `dy·(1 + |s|)`, past a bound that had no term for it. The
+/// condition has one now; the cases conform on the interpreter, and the bound still
+/// rejects an error of a hundred spacings.
+#[test]
+fn an_underflowing_sigmoid_in_silu_backward_stays_in_its_bound() {
+    use kernelc_ir::interp::HostBuffer;
+    use kernelc_kernels::conformance::{case_data_from_values, check_data, Executor};
+    use kernelc_kernels::spec::OpSpec;
+    let spec: OpSpec = serde_json::from_str(
+        r#"{"op":"activation_backward","func":"silu","dtype":"f32","shape":[4]}"#,
+    )
+    .expect("spec");
+    let saved = vec![-94.21621704101563, -100.0, -90.0, 3.0];
+    let dy = vec![1739988.0, 1.0e7, -3.0e6, 0.5];
+    let exec = Interpreter::new("interp/cpu-caps", TargetCaps::cpu());
+    let data = case_data_from_values(&spec, vec![saved, dy]);
+    check_data(&exec, &spec, &data).expect("SiLU backward conforms where σ underflows");
+    // The bound is not loose enough to pass a wrong answer: a hundred subnormal
+    // spacings of σ times dy·(1 + |s|) off fails.
+    struct Off(Interpreter);
+    impl Executor for Off {
+        fn name(&self) -> String {
+            "interpreter, element 0 moved".into()
+        }
+        fn run(&self, spec: &OpSpec, inputs: &[HostBuffer]) -> Result<Vec<HostBuffer>, String> {
+            let mut out = self.0.run(spec, inputs)?;
+            let mut v = out[0].to_f64();
+            v[0] += 100.0 * 2f64.powi(-149) * 1739988.0 * 95.2;
+            let v: Vec<f32> = v.iter().map(|&x| x as f32).collect();
+            out[0] = HostBuffer::from_f32(&v);
+            Ok(out)
+        }
+    }
+    let off = Off(Interpreter::new("interp/cpu-caps", TargetCaps::cpu()));
+    assert!(check_data(&off, &spec, &data).is_err());
+}

@@ -108,12 +108,23 @@ fn derivative_terms(f: Activation, s: f64) -> f64 {
     }
 }
 
+/// Activation backward: `dy·f'(s)`. A factor of `f'` that underflows the compute type
+/// (`σ(s) = e^s/(1 + e^s)` of SiLU and sigmoid for `s < −87` in f32, tanh's `1 − t²`,
+/// GELU's density) is good only to a few of its subnormal spacings, absolutely, and
+/// `dy` and the rest of `f'` (up to `1 + |s|`) multiply that error: two spacings per
+/// term, in units of `u` (`dy = 1.7·10⁶` at `s = −94` makes a `dx` of `−2·10⁻³³`
+/// that no relative bound holds).
 pub(super) fn activation_backward(s: &ActivationBackwardSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
     let (saved, dy) = (i[0], i[1]);
     let func = s.received_func();
+    let ct = compute_type(s.dtype);
+    let underflow = 2.0 * ulp(ct, 0.0) / unit_roundoff(ct);
     vec![saved
         .iter()
         .zip(dy)
-        .map(|(&sv, &g)| g.abs() * (derivative_terms(func, sv) + derivative(func, sv).abs()))
+        .map(|(&sv, &g)| {
+            let terms = derivative_terms(func, sv) + derivative(func, sv).abs();
+            g.abs() * (terms + underflow * (1.0 + sv.abs()))
+        })
         .collect()]
 }
