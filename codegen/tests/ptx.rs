@@ -207,9 +207,10 @@ fn every_catalogue_kernel_emits_and_assembles() {
     );
     assert!(!emitted.is_empty());
 
+    // (`.extern .shared` is the dynamic shared memory of kernels past 48 KiB.)
     for (name, text) in &emitted {
         assert!(
-            !text.contains(".extern"),
+            !text.contains(".extern .func"),
             "{name} calls an external function"
         );
     }
