@@ -440,16 +440,7 @@ fn score_rows(f: &mut Body, sh: &Shape, ft: FragmentTiles, m: &Staged, blk: &Blo
             .reduce(|a, b| a.max(b))
             .unwrap_or_else(|| old.clone());
         let max = f.let_("m_new", max);
-        let shift = f.let_(
-            "shift",
-            max.clone()
-                .eq(n.lit(f64::NEG_INFINITY))
-                .select(n.lit(0.0), max.clone()),
-        );
-        // e^{−∞ − shift} = 0: nothing was accumulated while the max was −∞.
-        f.store(m.rows.scale, r.clone(), (old - shift.clone()).exp());
-        f.store(m.rows.max, r.clone(), max);
-        f.store(m.rows.shift, r, shift);
+        m.rows.update(f, n, r, (old, max));
     });
 }
 

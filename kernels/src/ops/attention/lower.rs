@@ -260,6 +260,21 @@ impl RowStats {
             sum: k.shared("row_sum", ty, bq),
         }
     }
+
+    /// Row `r`'s running max moves from `old` to `max`: its finite shift (the max, or
+    /// 0 while it is −∞) and the rescale `e^{old − shift}` of what was accumulated.
+    pub fn update(&self, f: &mut Body, n: Num, r: E, (old, max): (E, E)) {
+        let shift = f.let_(
+            "shift",
+            max.clone()
+                .eq(n.lit(f64::NEG_INFINITY))
+                .select(n.lit(0.0), max.clone()),
+        );
+        // e^{−∞ − shift} = 0: nothing was accumulated while the max was −∞.
+        f.store(self.scale, r.clone(), (old - shift.clone()).exp());
+        f.store(self.max, r.clone(), max);
+        f.store(self.shift, r, shift);
+    }
 }
 
 /// The buffers and shared arrays of the kernel.
@@ -637,16 +652,7 @@ fn row_stats(f: &mut Body, sh: &Shape, m: &Mems) {
         f.for_("j", 0u32, bk, 1, |f, j| {
             f.assign(max, max.get().max(m.s.at(row.clone() + j)));
         });
-        let shift = f.let_(
-            "shift",
-            max.get()
-                .eq(n.lit(f64::NEG_INFINITY))
-                .select(n.lit(0.0), max.get()),
-        );
-        // e^{−∞ − shift} = 0: nothing was accumulated while the max was −∞.
-        f.store(m.rows.scale, r.clone(), (old - shift.clone()).exp());
-        f.store(m.rows.max, r.clone(), max.get());
-        f.store(m.rows.shift, r, shift);
+        m.rows.update(f, n, r, (old, max.get()));
     });
 }
 
