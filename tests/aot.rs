@@ -695,3 +695,29 @@ fn ptx_uses_tensor_cores_only_where_the_sm_has_them() {
         assert_eq!(text.contains("mma.sync"), tensor_cores, "sm_{sm}");
     }
 }
+
+/// Ahead-of-time PTX stays within 48 KiB of static shared memory (no dynamic shared
+/// array: a program launching it without kernelc would not opt it in), also for the
+/// ops whose JIT kernels take more on a Hopper (bf16 attention on tensor cores).
+#[cfg(feature = "cuda")]
+#[test]
+fn ptx_kernels_need_no_dynamic_shared_memory() {
+    use kernelc::aot::{emit_op, EmitOptions, Target};
+    let spec: OpSpec = serde_json::from_str(
+        r#"{"op":"attention","dtype":"bf16","layout":"bhsd","batch":1,"heads":2,"kv_heads":2,"seq_q":128,"seq_k":128,"head_dim":128,"scale":0.088,"causal":true,"mask":null}"#,
+    )
+    .expect("a spec");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let entry = emit_op(
+        &spec,
+        "attention",
+        Target::Ptx,
+        &EmitOptions::default(),
+        dir.path(),
+    )
+    .expect("emits");
+    for launch in &entry.launches {
+        let text = std::fs::read_to_string(dir.path().join(&launch.file)).expect("artifact");
+        assert!(!text.contains(".extern .shared"), "{}", launch.file);
+    }
+}

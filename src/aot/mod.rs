@@ -78,11 +78,16 @@ impl Target {
                 // sm_90a PTX runs on compute capability 9.0 only, so ahead-of-time
                 // PTX keeps to `mma.sync` (any later GPU's driver can take it).
                 warpgroup_fragments: false,
+                // A kernel past 48 KiB of shared memory needs its launcher to opt it
+                // in and pass the size, which the manifest does not carry: every
+                // ahead-of-time kernel stays within the static limit.
+                opt_in_shared_memory_bytes: 0,
                 ..TargetCaps::cuda_sm90()
             },
             #[cfg(not(feature = "cuda"))]
             Target::Ptx => TargetCaps {
                 warpgroup_fragments: false,
+                opt_in_shared_memory_bytes: 0,
                 ..TargetCaps::cuda_sm90()
             },
             Target::Cpu => TargetCaps::cpu(),
