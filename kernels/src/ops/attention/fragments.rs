@@ -355,11 +355,10 @@ fn store_rows(f: &mut Body, sh: &Shape, ft: FragmentTiles, block: &InFlight, dst
 
 /// `for t in thread..count step invocations`, `UNROLL` items per step written side by
 /// side (independent chains the scheduler interleaves: with four warps a workgroup
-/// has little else to hide latency behind). `count` is a multiple of
-/// `UNROLL · invocations` (the tiles make it so).
+/// has little else to hide latency behind); the tiles make `count` a multiple of
+/// `UNROLL · invocations`, and any rest is taken one item per step.
 fn unrolled(f: &mut Body, sh: &Shape, name: &str, count: u32, body: impl Fn(&mut Body, E)) {
     let step = UNROLL * sh.invocations;
-    debug_assert_eq!(count % step, 0);
     // Counted in steps, so that the value ranges bound every `t` below `count` (and
     // the accesses it indexes need no bounds check).
     f.for_(name, 0u32, count / step, 1, |f, s| {
@@ -368,6 +367,10 @@ fn unrolled(f: &mut Body, sh: &Shape, name: &str, count: u32, body: impl Fn(&mut
             body(f, t);
         }
     });
+    let done = count - count % step;
+    if done < count {
+        f.for_(name, local_id(0) + done, count, sh.invocations, body);
+    }
 }
 
 /// `S = Q·Kᵀ` for each warp's rows, stored to `m.s`.
