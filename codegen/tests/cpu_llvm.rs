@@ -110,3 +110,20 @@ fn what_the_tier_does_not_take_is_unsupported() {
         }
     }
 }
+
+/// The tier's required expansion takes every transcendental it refuses, f32 `exp2`
+/// included (PTX keeps that one native: `ex2.approx` is a GPU instruction), so a
+/// kernel through it compiles on the tier instead of falling back to Cranelift; and
+/// an f32 `exp2` left unexpanded is refused like any other.
+#[test]
+fn the_tiers_expansion_leaves_nothing_it_refuses() {
+    let exp2 = elementwise("exp2", &[Type::scalar(F32)], F32, 8, |a| {
+        a[0].clone().exp2()
+    });
+    assert!(matches!(
+        cpu::llvm::compile(&exp2),
+        Err(CodegenError::Unsupported { .. })
+    ));
+    let expanded = kernelc_ir::passes::for_target(&exp2, &cpu::llvm::required_expansion());
+    cpu::llvm::compile(&expanded).expect("f32 exp2 through the tier's expansion");
+}

@@ -29,6 +29,16 @@ pub(crate) enum Flavor {
     Cpu,
 }
 
+impl Flavor {
+    /// What kernels must have expanded before this machine's lowering takes them.
+    pub(crate) fn required_expansion(self) -> kernelc_ir::passes::MathExpansion {
+        match self {
+            Flavor::Ptx => crate::ptx::required_expansion(),
+            Flavor::Cpu => crate::cpu::llvm::required_expansion(),
+        }
+    }
+}
+
 /// The arguments of a CPU-form function (`crate::cpu`'s ABI, in order).
 const CPU_ARGS: [&str; 5] = [
     "buffers",

@@ -23,7 +23,6 @@ use crate::ptx::{internal, unsupported};
 use crate::CodegenError;
 use inkwell::values::{BasicValueEnum, FloatValue, IntValue};
 use inkwell::{FloatPredicate, IntPredicate};
-use kernelc_ir::passes::MathExpansion;
 use kernelc_ir::{BinaryOp, CmpOp, MathFn, ScalarType, UnaryOp};
 
 impl<'ctx> Lower<'_, 'ctx> {
@@ -276,16 +275,9 @@ impl<'ctx> Lower<'_, 'ctx> {
         if !s.is_float() {
             return self.int_math(func, s, args);
         }
-        // f32 `exp2` is `ex2.approx.f32` on a GPU (`required_expansion`).
-        if func == MathFn::Exp2 && s == ScalarType::F32 && self.flavor == super::Flavor::Ptx {
-            return self.float_op(s, args, |l, v| {
-                let ty = v[0].get_type();
-                float(l.call_intrinsic("llvm.nvvm.ex2.approx", &[ty.into()], &[v[0].into()])?)
-            });
-        }
-        // The functions the math pass expands are exactly those NVPTX has no accurate
-        // native instruction for (without libdevice).
-        if MathExpansion::SUPPORTED.contains(&func) {
+        // What the flavor's required expansion expands is what NVPTX has no accurate
+        // native instruction for (without libdevice), nor the CPU form.
+        if self.flavor.required_expansion().expands_call(func, s) {
             return Err(unsupported(format!(
                 "{s} {} (no libdevice); expand it first with kernelc_ir::passes::for_target \
                  and kernelc_codegen::ptx::required_expansion() (every transcendental: \
@@ -365,6 +357,10 @@ impl<'ctx> Lower<'_, 'ctx> {
             MathFn::Ceil => unary(self, "llvm.ceil"),
             MathFn::Round => unary(self, "llvm.roundeven"),
             MathFn::Abs => unary(self, "llvm.fabs"),
+            // Left unexpanded for the GPU only (`required_expansion`): CUDA's `exp2f`.
+            MathFn::Exp2 if self.flavor == super::Flavor::Ptx => {
+                unary(self, "llvm.nvvm.ex2.approx")
+            }
             MathFn::Min | MathFn::Max if self.flavor == super::Flavor::Cpu => {
                 self.cpu_minmax(func == MathFn::Min, x, v[1])
             }

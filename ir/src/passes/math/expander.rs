@@ -131,11 +131,13 @@ impl Expander<'_> {
         if args.len() != func.arity() {
             return None;
         }
+        if !self.opts.expands_call(func, ty.scalar) {
+            return None;
+        }
         let back_to = match ty.scalar {
-            ScalarType::F32 if func == MathFn::Exp2 && self.opts.native_exp2_f32 => return None,
             ScalarType::F32 => None,
             ScalarType::F16 | ScalarType::Bf16 => Some(ty.scalar),
-            ScalarType::F64 if self.opts.f64 => return self.expand_f64_call(func, args, ty, out),
+            ScalarType::F64 => return self.expand_f64_call(func, args, ty, out),
             _ => return None,
         };
         let mut em = Emitter {

@@ -132,6 +132,7 @@
 
 use super::with_body;
 use crate::kernel::*;
+use crate::ScalarType;
 use expander::Expander;
 use std::collections::HashSet;
 
@@ -291,9 +292,30 @@ impl MathExpansion {
         !self.float_rem && !Self::SUPPORTED.iter().any(|&f| self.expands(f))
     }
 
-    /// Whether calls of `func` are expanded.
+    /// Whether calls of `func` are expanded (of some type).
     pub fn expands(&self, func: MathFn) -> bool {
         self.funcs.contains(&func) && Self::SUPPORTED.contains(&func)
+    }
+
+    /// Whether a call of `func` on `scalar` values is expanded: f32, f16 and bf16
+    /// calls of the selected functions (but f32 `exp2` with
+    /// [`native_exp2_f32`](MathExpansion::native_exp2_f32)), f64 ones with
+    /// [`f64`](MathExpansion::f64). What an emitter refuses to see unexpanded.
+    pub fn expands_call(&self, func: MathFn, scalar: ScalarType) -> bool {
+        self.expands(func)
+            && match scalar {
+                ScalarType::F32 => !(func == MathFn::Exp2 && self.native_exp2_f32),
+                ScalarType::F16 | ScalarType::Bf16 => true,
+                ScalarType::F64 => self.f64,
+                ScalarType::I32
+                | ScalarType::U32
+                | ScalarType::I64
+                | ScalarType::Bool
+                | ScalarType::U8
+                | ScalarType::I8
+                | ScalarType::U16
+                | ScalarType::I16 => false,
+            }
     }
 }
 
