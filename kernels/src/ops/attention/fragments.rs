@@ -42,8 +42,8 @@
 //! accumulators, which it does not yet.
 
 use super::lower::{
-    block_coords, declare_buffers, each_workgroup, finish, init_rows, key_block_count, scaled,
-    shape_of, single_launch, strided, sum_terms, Block, Buffers, RowStats, Shape, Tiles,
+    block_coords, declare_buffers, each_workgroup, finish, init_rows, key_block_count, shape_of,
+    single_launch, strided, Block, Buffers, RowStats, Shape, Tiles,
 };
 use super::AttentionSpec;
 use crate::lower::math::Num;
@@ -410,20 +410,9 @@ fn score_rows(f: &mut Body, sh: &Shape, ft: FragmentTiles, m: &Staged, blk: &Blo
         let score_at = |f: &mut Body, j: E, max: Var| {
             let kj = f.let_("kj", k0.clone() + j.clone());
             let at = f.let_("s_at", row.clone() + j);
-            let mut visible = i.clone().lt(sh.seq_q) & kj.clone().lt(sh.seq_k);
-            if sh.causal {
-                visible = visible & (kj.clone() + sh.seq_q).le(i.clone() + sh.causal_keys);
-            }
             let score = f.var("score", n.lit(f64::NEG_INFINITY));
-            f.if_(visible, |f| {
-                let mut s = m.s.at(at.clone()) * m.io.scale.clone();
-                if let (Some(mask), Some(base), Some([_, _, si, sj])) =
-                    (m.io.mask, &blk.mask_base, sh.mask)
-                {
-                    let src =
-                        sum_terms([Some(base.clone()), scaled(i.clone(), si), scaled(kj, sj)]);
-                    s = s + n.load(mask, sh.dtype, src);
-                }
+            f.if_(sh.sees(&i, &kj), |f| {
+                let s = sh.score(&m.io, blk, m.s.at(at.clone()), (i.clone(), kj));
                 f.assign(score, s);
             });
             f.store(m.s, at, score.get());
@@ -548,15 +537,7 @@ fn accumulate_seen(f: &mut Body, sh: &Shape, ft: FragmentTiles, m: &Staged, blk:
         let r = f.let_("r", t.clone() / d);
         let e = f.let_("e", t % d);
         let i = blk.q0.clone() + r.clone();
-        let seen = f.let_(
-            "seen",
-            ((i + (sh.causal_keys + 1))
-                .max(from.clone())
-                .min(from.clone() + bk)
-                - from.clone())
-            // Bounds the loop for the loop-budget analysis (see `lower::accumulate`).
-            .min(bk),
-        );
+        let seen = f.let_("seen", sh.keys_seen(&from, i, bk));
         let p_row = f.let_("p_row", r.clone() * ft.s_stride());
         let sum = f.var("pv", n.lit(0.0));
         f.for_("j", 0u32, seen, 1, |f, j| {

@@ -294,6 +294,44 @@ struct Mems {
 }
 
 /// The sizes, tiles and grid of one lowering.
+impl Shape {
+    /// Whether query `i` sees key `kj`: both inside their sequences and, with
+    /// `causal`, `kj ≤ i + causal_keys − seq_q` (without a negative intermediate).
+    pub(super) fn sees(&self, i: &E, kj: &E) -> E {
+        let visible = i.clone().lt(self.seq_q) & kj.clone().lt(self.seq_k);
+        if self.causal {
+            visible & (kj.clone() + self.seq_q).le(i.clone() + self.causal_keys)
+        } else {
+            visible
+        }
+    }
+
+    /// How many of a block's `bk` keys from `k0` query `i` sees (causal), with
+    /// `from = k0 + seq_q`: the first `clamp(i + causal_keys + 1 − seq_q − k0, 0, bk)`,
+    /// without a negative intermediate.
+    pub(super) fn keys_seen(&self, from: &E, i: E, bk: u32) -> E {
+        ((i + (self.causal_keys + 1))
+            .max(from.clone())
+            .min(from.clone() + bk)
+            - from.clone())
+        // A no-op that bounds the loops over it for the loop-budget analysis, which
+        // does not relate `from` to itself across the max and min.
+        .min(bk)
+    }
+
+    /// The score of a pair query `i` sees: `scale·dot`, plus the mask's element.
+    pub(super) fn score(&self, io: &Buffers, blk: &Block, dot: E, (i, kj): (E, E)) -> E {
+        let s = dot * io.scale.clone();
+        match (io.mask, &blk.mask_base, self.mask) {
+            (Some(mask), Some(base), Some([_, _, si, sj])) => {
+                let src = sum_terms([Some(base.clone()), scaled(i, si), scaled(kj, sj)]);
+                s + self.num.load(mask, self.dtype, src)
+            }
+            _ => s,
+        }
+    }
+}
+
 /// The sizes and grid of one lowering with `tiles`, `invocations` per workgroup.
 pub(super) fn shape_of(
     spec: &AttentionSpec,
@@ -616,23 +654,11 @@ fn scores(f: &mut Body, sh: &Shape, m: &Mems, blk: &Block, k0: &E) {
         for (r, dot) in (0u32..).zip(&dots) {
             let qi = f.let_("qi", g.clone() * rows + r);
             let i = f.let_("i", blk.q0.clone() + qi.clone());
-            let mut visible = i.clone().lt(sh.seq_q) & kj.clone().lt(sh.seq_k);
-            if sh.causal {
-                // j ≤ i + causal_keys − seq_q, without a negative intermediate.
-                visible = visible & (kj.clone() + sh.seq_q).le(i.clone() + sh.causal_keys);
-            }
             let at = f.let_("s_at", qi * bk + j.clone());
             f.if_else(
-                visible,
+                sh.sees(&i, &kj),
                 |f| {
-                    let mut s = dot.get() * m.io.scale.clone();
-                    if let (Some(mask), Some(base), Some([_, _, si, sj])) =
-                        (m.io.mask, &blk.mask_base, sh.mask)
-                    {
-                        let src =
-                            sum_terms([Some(base.clone()), scaled(i, si), scaled(kj.clone(), sj)]);
-                        s = s + n.load(mask, sh.dtype, src);
-                    }
+                    let s = sh.score(&m.io, blk, dot.get(), (i, kj.clone()));
                     f.store(m.s, at.clone(), s);
                 },
                 |f| f.store(m.s, at.clone(), n.lit(f64::NEG_INFINITY)),
@@ -698,15 +724,7 @@ fn accumulate(f: &mut Body, sh: &Shape, m: &Mems, blk: &Block, k0: &E) {
             // block's first `clamp(i + causal_keys + 1 − seq_q − k0, 0, bk)` keys, without a negative
             // intermediate.
             let from = f.let_("k_from", k0.clone() + sh.seq_q);
-            let seen = |i: E| {
-                ((i + (sh.causal_keys + 1))
-                    .max(from.clone())
-                    .min(from.clone() + bk)
-                    - from.clone())
-                // A no-op that bounds the loops below for the loop-budget analysis,
-                // which does not relate `from` to itself across the max and min.
-                .min(bk)
-            };
+            let seen = |i: E| sh.keys_seen(&from, i, bk);
             let first = f.let_("first_row", blk.q0.clone() + g.clone() * rows);
             let all = f.let_("all_see", seen(first.clone()));
             let some = f.let_("last_sees", seen(first.clone() + (rows - 1)));
