@@ -136,7 +136,7 @@ fn pick_tiles(
 
 /// A size as u32 (every tensor has fewer than 2^31 elements, so this holds for valid
 /// specs; the error keeps a bad one from wrapping).
-pub(super) fn dim(v: usize, what: &str) -> Result<u32, LowerError> {
+fn dim(v: usize, what: &str) -> Result<u32, LowerError> {
     u32::try_from(v).map_err(|_| LowerError::TooLarge {
         what: what.into(),
         value: v as u64,
@@ -186,7 +186,7 @@ fn mask_strides(spec: &AttentionSpec) -> Option<[u32; 4]> {
 }
 
 /// `coef · e` with the zero and unit cases folded away.
-pub(super) fn scaled(e: E, coef: u32) -> Option<E> {
+fn scaled(e: E, coef: u32) -> Option<E> {
     match coef {
         0 => None,
         1 => Some(e),
@@ -195,7 +195,7 @@ pub(super) fn scaled(e: E, coef: u32) -> Option<E> {
 }
 
 /// Sum of optional terms (0 when all are absent).
-pub(super) fn sum_terms(terms: impl IntoIterator<Item = Option<E>>) -> E {
+fn sum_terms(terms: impl IntoIterator<Item = Option<E>>) -> E {
     terms
         .into_iter()
         .flatten()
@@ -293,7 +293,6 @@ struct Mems {
     rows: RowStats,
 }
 
-/// The sizes, tiles and grid of one lowering.
 impl Shape {
     /// Whether query `i` sees key `kj`: both inside their sequences and, with
     /// `causal`, `kj ≤ i + causal_keys − seq_q` (without a negative intermediate).
