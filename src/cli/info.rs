@@ -146,7 +146,7 @@ pub fn info(args: InfoArgs) -> Result<(), CliError> {
         };
         println!(
             "  matrix units: {units}; shared memory by opting in: {} KiB",
-            c.opt_in_shared_memory_bytes.max(c.shared_memory_bytes) / 1024
+            c.opt_in_shared_memory_limit() / 1024
         );
     }
     for a in &info.absent {

@@ -20,8 +20,8 @@ pub struct TargetCaps {
     pub shared_memory_bytes: u32,
     /// Bytes of shared memory a workgroup may have by opting in (CUDA's dynamic
     /// shared memory past 48 KiB, up to 227 KiB on sm_90), which only the
-    /// schedules written for it use (the warpgroup GEMM tile); at most
-    /// `shared_memory_bytes` elsewhere.
+    /// schedules written for it use (the warpgroup GEMM tile, attention on
+    /// fragments); at most `shared_memory_bytes` elsewhere.
     #[serde(default)]
     pub opt_in_shared_memory_bytes: u32,
     /// Invocations per workgroup the schedules aim for (1 on a CPU).
@@ -185,6 +185,12 @@ impl TargetCaps {
         }
     }
 
+    /// The most shared memory a workgroup may have, opting in where it can.
+    pub fn opt_in_shared_memory_limit(&self) -> u32 {
+        self.opt_in_shared_memory_bytes
+            .max(self.shared_memory_bytes)
+    }
+
     /// Whether values of `dtype` may be stored and computed on this target.
     pub fn supports(&self, dtype: ScalarType) -> bool {
         match dtype {
@@ -227,9 +233,7 @@ impl TargetCaps {
         // anything lowering planned within the cap passes.
         // (A kernel may take what a workgroup gets by opting in.)
         let shared = kernel.shared_bytes();
-        let allowed = self
-            .shared_memory_bytes
-            .max(self.opt_in_shared_memory_bytes);
+        let allowed = self.opt_in_shared_memory_limit();
         if shared > u64::from(allowed) {
             return Err(format!(
                 "the kernel's workgroup memory is {shared} bytes; this target allows {allowed}"

@@ -223,8 +223,7 @@ pub(crate) fn choose(core: &GemmCore, caps: &TargetCaps) -> Option<MmaTile> {
     };
     // Only the warpgroup tile opts into more shared memory than the plain limit.
     let shared = if tile.swizzled() {
-        caps.opt_in_shared_memory_bytes
-            .max(caps.shared_memory_bytes)
+        caps.opt_in_shared_memory_limit()
     } else {
         caps.shared_memory_bytes
     };

@@ -126,9 +126,7 @@ pub(super) fn tiles(spec: &AttentionSpec, caps: &TargetCaps) -> Option<FragmentT
         d.checked_next_multiple_of(SHAPE.k)?,
         d.checked_next_multiple_of(SHAPE.n)?,
     );
-    let budget = caps
-        .opt_in_shared_memory_bytes
-        .max(caps.shared_memory_bytes) as u64;
+    let budget = caps.opt_in_shared_memory_limit() as u64;
     // Four warps: eight (128 queries sharing each staged key block) measured no
     // faster on an H200 (61 against 62 TFLOP/s at bf16 8×16×4096×128, 34 against 41
     // at head_dim 64), and leave less room for large head dims.

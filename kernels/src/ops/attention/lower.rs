@@ -477,7 +477,7 @@ pub(super) fn single_launch(
 }
 
 /// The position of the current invocation within its workgroup.
-pub(super) fn thread(sh: &Shape) -> E {
+fn thread(sh: &Shape) -> E {
     if sh.invocations == 1 {
         E::from(0u32)
     } else {
