@@ -178,17 +178,11 @@ pub fn encode_scalar_bits(s: Scalar) -> u64 {
 }
 
 /// The CPU ABI's shared scratch (`crate::cpu`, both tiers): the byte offset of each
-/// shared array, in declaration order, each at a multiple of 16 bytes, and the
-/// scratch's size.
+/// shared array, in declaration order, each at a multiple of 16 bytes (an array that
+/// reuses another's bytes at that one's), and the scratch's size
+/// ([`kernelc_ir::Kernel::shared_layout`]).
 pub fn cpu_shared_layout(kernel: &kernelc_ir::Kernel) -> (Vec<u64>, u64) {
-    let mut offsets = Vec::with_capacity(kernel.shared.len());
-    let mut at = 0u64;
-    for s in &kernel.shared {
-        offsets.push(at);
-        let bytes = s.len as u64 * s.elem.size_bytes() as u64;
-        at = (at + bytes).next_multiple_of(16);
-    }
-    (offsets, at)
+    kernel.shared_layout(16)
 }
 
 #[cfg(test)]

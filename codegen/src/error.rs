@@ -43,6 +43,20 @@ impl CodegenError {
         }
     }
 
+    /// An asynchronous copy reached an emitter without them (or, for PTX, an SM
+    /// before 8.0). The runtime expands them into loads and stores for such targets
+    /// (`MathExpansion::native_async_copies` off).
+    pub fn unexpanded_async_copies(target: &'static str) -> Self {
+        CodegenError::Unsupported {
+            target,
+            construct: format!(
+                "asynchronous copies here (expand them first with kernelc_ir::passes::for_target \
+                 and an expansion without native_async_copies, or \
+                 kernelc_ir::passes::expand_async_copies); the {target} target has none"
+            ),
+        }
+    }
+
     /// A float `%` reached a GPU emitter. Their targets' own float remainders round
     /// (`x − y·trunc(x/y)`), so kernelc expands float `%` into exact integer arithmetic
     /// in the IR instead (`MathExpansion::float_rem`), as the runtime's devices do.

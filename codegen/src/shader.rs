@@ -37,6 +37,7 @@ pub(crate) fn for_each_expr(block: &[Stmt], f: &mut dyn FnMut(&Expr)) {
                 for_each_expr(body, f);
             }
             Stmt::Fragment(op) => op.exprs().into_iter().for_each(|(_, e)| walk(e, f)),
+            Stmt::AsyncCopy(op) => op.exprs().into_iter().for_each(|(_, e)| walk(e, f)),
             Stmt::Return | Stmt::Barrier => {}
         }
     }

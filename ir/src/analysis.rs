@@ -673,7 +673,11 @@ fn collect_defs<'k>(block: &'k [Stmt], defs: &mut [Vec<Def<'k>>], opaque: &mut [
                 }
                 collect_defs(body, defs, opaque);
             }
-            Stmt::Store { .. } | Stmt::Return | Stmt::Barrier | Stmt::Fragment(_) => {}
+            Stmt::Store { .. }
+            | Stmt::Return
+            | Stmt::Barrier
+            | Stmt::Fragment(_)
+            | Stmt::AsyncCopy(_) => {}
         }
     }
 }
@@ -789,6 +793,24 @@ fn visit_accesses(kernel: &Kernel, block: &[Stmt], f: &mut impl FnMut(Memory, &E
                     for (_, e) in op.exprs() {
                         f(mem, e, 1);
                     }
+                }
+                for (_, e) in op.exprs() {
+                    expr(e, f);
+                }
+            }
+            Stmt::AsyncCopy(op) => {
+                // Element by element, as a fragment's: targets with vector views of
+                // buffers expand copies first.
+                if let crate::AsyncCopyOp::Start {
+                    dst,
+                    dst_index,
+                    src,
+                    src_index,
+                    ..
+                } = op
+                {
+                    f(Memory::Shared(*dst), dst_index, 1);
+                    f(Memory::Buffer(*src), src_index, 1);
                 }
                 for (_, e) in op.exprs() {
                     expr(e, f);

@@ -21,6 +21,7 @@
 use crate::fragment::{
     FragmentDecl, FragmentId, FragmentLayout, FragmentOp, FragmentRole, MmaShape,
 };
+use crate::async_copy::AsyncCopyOp;
 use crate::kernel::*;
 use crate::scalar::Scalar;
 use crate::types::{ScalarType, Type};
@@ -370,6 +371,32 @@ impl KernelBuilder {
             name: name.into(),
             elem,
             len,
+            reuses: None,
+        });
+        Mem(Memory::Shared(id))
+    }
+
+    /// A workgroup-shared array in the bytes of `owner` (a shared array from
+    /// [`KernelBuilder::shared`]), used in other phases of the kernel
+    /// ([`SharedDecl::reuses`]).
+    pub fn shared_reusing(
+        &mut self,
+        name: impl Into<String>,
+        elem: ScalarType,
+        len: u32,
+        owner: Mem,
+    ) -> Mem {
+        let id = SharedId(self.kernel.shared.len() as u32);
+        let reuses = match owner.0 {
+            Memory::Shared(s) => s,
+            // A buffer owns no shared bytes: the validator reports an unknown array.
+            Memory::Buffer(_) => SharedId(u32::MAX),
+        };
+        self.kernel.shared.push(SharedDecl {
+            name: name.into(),
+            elem,
+            len,
+            reuses: Some(reuses),
         });
         Mem(Memory::Shared(id))
     }
@@ -619,5 +646,46 @@ impl Body {
     /// `d = a·b + c`.
     pub fn mma(&mut self, d: FragmentId, a: FragmentId, b: FragmentId, c: FragmentId) {
         self.push(Stmt::Fragment(FragmentOp::Mma { d, a, b, c }));
+    }
+
+    /// Starts copying `len` elements of the read-only buffer `src` at `src_index`
+    /// into the shared array `dst` at `dst_index`, zeros where `valid` is false
+    /// ([`crate::async_copy`]).
+    pub fn copy_start(
+        &mut self,
+        (dst, dst_index): (Mem, impl Into<E>),
+        (src, src_index): (Mem, impl Into<E>),
+        len: u8,
+        valid: impl Into<E>,
+    ) {
+        let (Memory::Shared(dst), Memory::Buffer(src)) = (dst.0, src.0) else {
+            self.error.get_or_insert(ValidationError {
+                kernel: self.kernel.name.clone(),
+                path: crate::validate::NodePath::root("copy_start"),
+                kind: crate::validate::ValidationErrorKind::BadAsyncCopy(
+                    "a copy goes from a buffer into a shared array".into(),
+                ),
+            });
+            return;
+        };
+        self.push(Stmt::AsyncCopy(AsyncCopyOp::Start {
+            dst,
+            dst_index: dst_index.into().0,
+            src,
+            src_index: src_index.into().0,
+            len,
+            valid: valid.into().0,
+        }));
+    }
+
+    /// Closes this invocation's group of started copies.
+    pub fn copy_commit(&mut self) {
+        self.push(Stmt::AsyncCopy(AsyncCopyOp::Commit));
+    }
+
+    /// Waits until at most `pending` of this invocation's committed copy groups are
+    /// unfinished.
+    pub fn copy_wait(&mut self, pending: u32) {
+        self.push(Stmt::AsyncCopy(AsyncCopyOp::Wait { pending }));
     }
 }

@@ -5,6 +5,7 @@
 //! only fail (out of bounds), never change state. Shapes are constants: every buffer
 //! has a static length, so index arithmetic folds and bounds are checkable.
 
+use crate::async_copy::AsyncCopyOp;
 use crate::fragment::{FragmentDecl, FragmentId, FragmentOp};
 use crate::scalar::Scalar;
 use crate::types::{ScalarType, Type};
@@ -79,6 +80,17 @@ pub struct SharedDecl {
     pub name: String,
     pub elem: ScalarType,
     pub len: u32,
+    /// The earlier array whose bytes this one reuses (one that reuses none), so that
+    /// a kernel whose phases need different arrays (a pipeline's staged tiles, then
+    /// its epilogue's rows) takes the largest of them, not their sum. The arrays of
+    /// one such set are used one at a time, a barrier between the last access to one
+    /// and the first to another, and an array's elements are undefined again when
+    /// the set switches to it (the interpreter reports a read of them, or a switch
+    /// without the barrier). Targets that cannot alias arrays (WGSL, SPIR-V) give
+    /// each its own: more memory, the same meaning. Absent from the JSON when `None`,
+    /// so kernels without it keep their stable hash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reuses: Option<SharedId>,
 }
 
 /// A function-local variable. Immutable locals are written only by `Let` (a loop body
@@ -389,6 +401,9 @@ pub enum Stmt {
     /// A statement on matrix fragments ([`crate::fragment`]), executed by every warp.
     /// Must be in uniform control flow.
     Fragment(FragmentOp),
+    /// An asynchronous copy into shared memory ([`crate::async_copy`]), executed by
+    /// each invocation on its own.
+    AsyncCopy(AsyncCopyOp),
 }
 
 /// One compute kernel, i.e. one launch.
@@ -440,10 +455,65 @@ impl Kernel {
                 | Stmt::Assign { .. }
                 | Stmt::Store { .. }
                 | Stmt::Return
-                | Stmt::Barrier => false,
+                | Stmt::Barrier
+                | Stmt::AsyncCopy(_) => false,
             })
         }
         !self.fragments.is_empty() || any(&self.body)
+    }
+
+    /// Whether the body has an asynchronous-copy statement.
+    pub fn uses_async_copies(&self) -> bool {
+        fn any(block: &[Stmt]) -> bool {
+            block.iter().any(|s| match s {
+                Stmt::AsyncCopy(_) => true,
+                Stmt::If {
+                    then_body,
+                    else_body,
+                    ..
+                } => any(then_body) || any(else_body),
+                Stmt::For { body, .. } => any(body),
+                Stmt::Let { .. }
+                | Stmt::Assign { .. }
+                | Stmt::Store { .. }
+                | Stmt::Return
+                | Stmt::Barrier
+                | Stmt::Fragment(_) => false,
+            })
+        }
+        any(&self.body)
+    }
+
+    /// The array whose bytes `id` takes: the one it reuses, else itself.
+    pub fn shared_storage(&self, id: SharedId) -> SharedId {
+        self.shared_decl(id).and_then(|d| d.reuses).unwrap_or(id)
+    }
+
+    /// Where each shared array lies in one block of workgroup memory, in declaration
+    /// order, each array that reuses none at a multiple of `align` bytes after the
+    /// one before and each that reuses another at that one's offset; and the block's
+    /// size (a multiple of `align`, each set as large as its largest array).
+    pub fn shared_layout(&self, align: u64) -> (Vec<u64>, u64) {
+        let bytes = |d: &SharedDecl| d.len as u64 * d.elem.size_bytes() as u64;
+        let mut extent = vec![0u64; self.shared.len()];
+        for (i, d) in self.shared.iter().enumerate() {
+            let owner = self.shared_storage(SharedId(i as u32)).0 as usize;
+            if let Some(e) = extent.get_mut(owner) {
+                *e = (*e).max(bytes(d));
+            }
+        }
+        let mut offsets = Vec::with_capacity(self.shared.len());
+        let mut at = 0u64;
+        for (i, d) in self.shared.iter().enumerate() {
+            match d.reuses {
+                Some(owner) => offsets.push(offsets.get(owner.0 as usize).copied().unwrap_or(0)),
+                None => {
+                    offsets.push(at);
+                    at = (at + extent[i]).next_multiple_of(align.max(1));
+                }
+            }
+        }
+        (offsets, at)
     }
 
     /// Invocations per workgroup.
@@ -451,12 +521,10 @@ impl Kernel {
         self.workgroup_size.iter().map(|&d| d as u64).product()
     }
 
-    /// Bytes of workgroup-shared memory the kernel declares.
+    /// Bytes of workgroup-shared memory the kernel declares (a set of arrays that
+    /// reuse one's bytes counts as its largest).
     pub fn shared_bytes(&self) -> u64 {
-        self.shared
-            .iter()
-            .map(|s| s.len as u64 * s.elem.size_bytes() as u64)
-            .sum()
+        self.shared_layout(1).1
     }
 
     /// The element type and length of a memory, if it exists and is addressable.
@@ -576,7 +644,11 @@ impl Stmt {
                     s.written_locals(out);
                 }
             }
-            Stmt::Store { .. } | Stmt::Return | Stmt::Barrier | Stmt::Fragment(_) => {}
+            Stmt::Store { .. }
+            | Stmt::Return
+            | Stmt::Barrier
+            | Stmt::Fragment(_)
+            | Stmt::AsyncCopy(_) => {}
         }
     }
 
@@ -595,6 +667,7 @@ impl Stmt {
             } => start.size() + end.size() + block_size(body),
             Stmt::Return | Stmt::Barrier => 0,
             Stmt::Fragment(op) => op.exprs().iter().map(|(_, e)| e.size()).sum(),
+            Stmt::AsyncCopy(op) => op.exprs().iter().map(|(_, e)| e.size()).sum(),
         }
     }
 }

@@ -20,6 +20,7 @@
 
 pub mod analysis;
 pub mod args;
+pub mod async_copy;
 pub mod builder;
 pub mod eval;
 pub mod fragment;
@@ -35,6 +36,7 @@ pub mod testing;
 pub mod types;
 pub mod validate;
 
+pub use async_copy::AsyncCopyOp;
 pub use fragment::{FragmentDecl, FragmentId, FragmentLayout, FragmentOp, FragmentRole, MmaShape};
 pub use hash::{stable_hash, KernelHash};
 pub use interp::{Arg, HostBuffer, InterpError, Invocation, MemorySpace, RaceKind, Site};

@@ -373,7 +373,32 @@ impl<'k> Printer<'k> {
             Stmt::Return => self.line("return"),
             Stmt::Barrier => self.line("barrier"),
             Stmt::Fragment(op) => self.fragment_op(op),
+            Stmt::AsyncCopy(op) => self.async_copy(op),
         }
+    }
+
+    /// `copy shared[i; 8] <- buffer[j] if valid`, `copy_commit`, `copy_wait 2`.
+    fn async_copy(&mut self, op: &crate::AsyncCopyOp) {
+        let text = match op {
+            crate::AsyncCopyOp::Start {
+                dst,
+                dst_index,
+                src,
+                src_index,
+                len,
+                valid,
+            } => format!(
+                "copy {}[{}; {len}] <- {}[{}] if {}",
+                self.memory(Memory::Shared(*dst)),
+                self.expr_text(dst_index),
+                self.memory(Memory::Buffer(*src)),
+                self.expr_text(src_index),
+                self.expr_text(valid)
+            ),
+            crate::AsyncCopyOp::Commit => "copy_commit".to_string(),
+            crate::AsyncCopyOp::Wait { pending } => format!("copy_wait {pending}"),
+        };
+        self.line(&text);
     }
 
     /// `if c { .. } else if d { .. } else { .. }`; `keyword` is `if` or `} else if`.

@@ -6,6 +6,7 @@
 //! `body[2].if.then[0].store.value.lhs`.
 
 use crate::fragment::*;
+use crate::async_copy::AsyncCopyOp;
 use crate::kernel::*;
 use crate::scalar::Scalar;
 use crate::types::{ScalarType, Type};
@@ -125,6 +126,10 @@ pub enum ValidationErrorKind {
     FragmentUseBeforeAssign(String),
     #[error("fragment statement in non-uniform control flow ({0})")]
     NonUniformFragment(&'static str),
+    #[error("asynchronous copy: {0}")]
+    BadAsyncCopy(String),
+    #[error("shared array `{name}` cannot reuse {why}")]
+    BadSharedReuse { name: String, why: String },
 }
 
 /// Checks a kernel; `Ok` means every backend may take it.
@@ -212,6 +217,25 @@ impl<'k> Validator<'k> {
                         what: "shared array",
                         name: s.name.clone(),
                     });
+                }
+                if let Some(owner) = s.reuses {
+                    let why = match k.shared_decl(owner) {
+                        None => Some(format!("unknown shared array #{}", owner.0)),
+                        Some(o) if owner.0 as usize >= i => {
+                            Some(format!("`{}`, which is not declared before it", o.name))
+                        }
+                        Some(o) if o.reuses.is_some() => Some(format!(
+                            "`{}`, which reuses another array itself (reuse that one)",
+                            o.name
+                        )),
+                        Some(_) => None,
+                    };
+                    if let Some(why) = why {
+                        return v.err(ValidationErrorKind::BadSharedReuse {
+                            name: s.name.clone(),
+                            why,
+                        });
+                    }
                 }
                 v.value_type_only(&format!("shared array `{}`", s.name), s.elem)
             })?;
@@ -363,7 +387,61 @@ impl<'k> Validator<'k> {
             }),
             Stmt::Return | Stmt::Barrier => Ok(()),
             Stmt::Fragment(op) => self.at(op.name(), |v| v.check_fragment_op(op, assigned)),
+            Stmt::AsyncCopy(op) => self.at(op.name(), |v| v.check_async_copy(op, assigned)),
         }
+    }
+
+    fn check_async_copy(
+        &mut self,
+        op: &AsyncCopyOp,
+        assigned: &HashSet<LocalId>,
+    ) -> Result<(), ValidationError> {
+        let AsyncCopyOp::Start {
+            dst,
+            dst_index,
+            src,
+            src_index,
+            len,
+            valid,
+        } = op
+        else {
+            // `Commit` and `Wait` take any invocation at any point.
+            return Ok(());
+        };
+        let bad = |v: &Self, why: String| v.err(ValidationErrorKind::BadAsyncCopy(why));
+        let (dst_elem, dst_len) = self.memory(Memory::Shared(*dst))?;
+        let (src_elem, src_len) = self.memory(Memory::Buffer(*src))?;
+        if let Some(Param::Buffer { access, name, .. }) = self.kernel.param(*src) {
+            if access.can_write() {
+                return bad(
+                    self,
+                    format!("the source `{name}` is writable; a copy reads a read-only buffer"),
+                );
+            }
+        }
+        if src_elem != dst_elem {
+            return bad(
+                self,
+                format!("copies {src_elem} elements into a shared array of {dst_elem}"),
+            );
+        }
+        let bytes = *len as u32 * dst_elem.size_bytes() as u32;
+        if !crate::async_copy::COPY_BYTES.contains(&bytes) {
+            return bad(
+                self,
+                format!(
+                    "{len} elements of {dst_elem} are {bytes} bytes; a copy moves 4, 8 or 16"
+                ),
+            );
+        }
+        self.at("dst_index", |v| {
+            v.check_index(Memory::Shared(*dst), dst_index, dst_len, *len, Some(assigned))
+        })?;
+        self.at("src_index", |v| {
+            v.check_index(Memory::Buffer(*src), src_index, src_len, *len, Some(assigned))
+        })?;
+        let ty = self.at("valid", |v| v.expr_type(valid, Some(assigned)))?;
+        self.at("valid", |v| v.expect(ty, Type::BOOL, "a copy's condition"))
     }
 
     fn expect(&self, found: Type, expected: Type, context: &str) -> Result<(), ValidationError> {
@@ -957,7 +1035,7 @@ impl Uniformity<'_> {
                     self.non_uniform.insert(*local);
                 }
             }
-            Stmt::Store { .. } => {}
+            Stmt::Store { .. } | Stmt::AsyncCopy(_) => {}
             Stmt::If {
                 cond,
                 then_body,

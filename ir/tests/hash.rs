@@ -230,6 +230,7 @@ fn any_change_changes_the_hash() {
             name: "t".into(),
             elem: U32,
             len: 1,
+            reuses: None,
         })
     });
     edit("extra barrier", &|k| k.body.push(Stmt::Barrier));

@@ -203,6 +203,11 @@ fn everything_uses_every_variant() {
                         walk_expr(e, exprs, scalars);
                     }
                 }
+                Stmt::AsyncCopy(op) => {
+                    for (_, e) in op.exprs() {
+                        walk_expr(e, exprs, scalars);
+                    }
+                }
                 Stmt::Return | Stmt::Barrier => {}
             }
         }
@@ -281,6 +286,7 @@ fn literals(k: &Kernel) -> Vec<Scalar> {
                     block(body, out);
                 }
                 Stmt::Fragment(op) => op.exprs().into_iter().for_each(|(_, e)| expr(e, out)),
+                Stmt::AsyncCopy(op) => op.exprs().into_iter().for_each(|(_, e)| expr(e, out)),
                 Stmt::Return | Stmt::Barrier => {}
             }
         }

@@ -215,6 +215,7 @@ fn assert_no_call(block: &Block, func: MathFn) {
                 expr_has(start, func) || expr_has(end, func)
             }
             Stmt::Fragment(op) => op.exprs().iter().any(|(_, e)| expr_has(e, func)),
+            Stmt::AsyncCopy(op) => op.exprs().iter().any(|(_, e)| expr_has(e, func)),
             Stmt::Return | Stmt::Barrier => false,
         };
         assert!(!found, "`{}` call left in {s:?}", func.name());
@@ -711,6 +712,7 @@ fn calls(block: &Block) -> Vec<(MathFn, Expr)> {
                 out.extend(calls(body));
             }
             Stmt::Fragment(op) => op.exprs().into_iter().for_each(|(_, e)| walk(e, &mut out)),
+            Stmt::AsyncCopy(op) => op.exprs().into_iter().for_each(|(_, e)| walk(e, &mut out)),
             Stmt::Return | Stmt::Barrier => {}
         }
     }

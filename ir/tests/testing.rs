@@ -118,8 +118,9 @@ fn census(kernel: &Kernel, counts: &mut BTreeMap<String, usize>) {
                 }
                 Stmt::Return => "return",
                 Stmt::Barrier => "barrier",
-                // The generator writes no fragments.
+                // The generator writes no fragments and no copies.
                 Stmt::Fragment(op) => op.name(),
+                Stmt::AsyncCopy(op) => op.name(),
             };
             *counts.entry(name.to_string()).or_default() += 1;
         }
@@ -173,8 +174,8 @@ fn accesses<'a>(block: &'a [Stmt], f: &mut dyn FnMut(Touch<'a>)) {
                 expr(end, f);
                 accesses(body, f);
             }
-            // The generator writes no fragments.
-            Stmt::Return | Stmt::Barrier | Stmt::Fragment(_) => {}
+            // The generator writes no fragments and no copies.
+            Stmt::Return | Stmt::Barrier | Stmt::Fragment(_) | Stmt::AsyncCopy(_) => {}
         }
     }
 }

@@ -46,6 +46,7 @@ fn shared(name: &str, elem: ScalarType, len: u32) -> SharedDecl {
         name: name.into(),
         elem,
         len,
+        reuses: None,
     }
 }
 
@@ -542,6 +543,7 @@ fn storage_only_type() {
             name: "sh".into(),
             elem: I8,
             len: 4,
+            reuses: None,
         }],
         vec![],
         vec![],
@@ -1086,6 +1088,9 @@ fn every_variant_is_covered() {
             K::WorkgroupNotWarps { .. } => "workgroup_not_warps",
             K::FragmentUseBeforeAssign(_) => "fragment_use_before_assign",
             K::NonUniformFragment(_) => "non_uniform_fragment",
+            // Tested in tests/async_copy.rs.
+            K::BadAsyncCopy(_) => "bad_async_copy",
+            K::BadSharedReuse { .. } => "bad_shared_reuse",
         }
     }
     assert_eq!(covered(&K::ZeroStep), "zero_step");

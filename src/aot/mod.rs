@@ -129,9 +129,7 @@ impl Target {
                 Ok(kernelc_codegen::spirv::required_expansion(false).with_opaque_sums(true))
             }
             #[cfg(feature = "cuda")]
-            Target::Ptx => Ok(kernelc_codegen::ptx::required_expansion()
-                .with_native_fragments(options.sm >= kernelc_codegen::ptx::FRAGMENTS_MIN_SM)
-                .with_native_warpgroup_fragments(options.sm == kernelc_codegen::ptx::WARPGROUP_SM)),
+            Target::Ptx => Ok(kernelc_codegen::ptx::expansion_for_sm(options.sm)),
             #[allow(unreachable_patterns)]
             other => Err(other.missing()),
         }

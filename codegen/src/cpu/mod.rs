@@ -155,7 +155,8 @@ fn has_barrier(block: &[Stmt]) -> bool {
         | Stmt::Assign { .. }
         | Stmt::Store { .. }
         | Stmt::Return
-        | Stmt::Fragment(_) => false,
+        | Stmt::Fragment(_)
+        | Stmt::AsyncCopy(_) => false,
     })
 }
 

@@ -131,16 +131,29 @@ impl Default for PtxOptions {
 /// without libdevice), and float `%` (NVPTX's `frem` rounds), except f32 `exp2`,
 /// which is `ex2.approx.f32` (CUDA's own `exp2f`, within 2 ULP, subnormals kept: one
 /// special-function instruction where the expansion takes some 30). Matrix fragments stay
-/// (`mma.sync` and `wgmma`, for the default sm_90); for an SM before
-/// [`FRAGMENTS_MIN_SM`] turn `native_fragments` off so that they are expanded, and
-/// for any SM but [`WARPGROUP_SM`] `native_warpgroup_fragments`.
+/// (`mma.sync` and `wgmma`, for the default sm_90), and so do asynchronous copies
+/// (`cp.async`); [`expansion_for_sm`] turns them off for an SM that lacks them.
 pub fn required_expansion() -> MathExpansion {
     MathExpansion::all_transcendental_with_f64()
         .with_float_rem(true)
         .with_native_exp2_f32(true)
         .with_native_fragments(true)
         .with_native_warpgroup_fragments(true)
+        .with_native_async_copies(true)
 }
+
+/// [`required_expansion`] for kernels emitted for `sm`: fragments expanded before
+/// [`FRAGMENTS_MIN_SM`], warpgroup fragments on any SM but [`WARPGROUP_SM`],
+/// asynchronous copies before [`ASYNC_COPY_MIN_SM`].
+pub fn expansion_for_sm(sm: u32) -> MathExpansion {
+    required_expansion()
+        .with_native_fragments(sm >= FRAGMENTS_MIN_SM)
+        .with_native_warpgroup_fragments(sm == WARPGROUP_SM)
+        .with_native_async_copies(sm >= ASYNC_COPY_MIN_SM)
+}
+
+/// The oldest SM with `cp.async` (asynchronous copies into shared memory).
+pub const ASYNC_COPY_MIN_SM: u32 = 80;
 
 /// The oldest SM whose `mma.sync` takes every multiply of
 /// [`kernelc_ir::fragment::MMA_KINDS`]: older ones need fragments expanded

@@ -187,6 +187,9 @@ pub(super) fn compile(
     if kernel.uses_fragments() && options.sm < super::FRAGMENTS_MIN_SM {
         return Err(CodegenError::unexpanded_fragments(super::TARGET));
     }
+    if kernel.uses_async_copies() && options.sm < super::ASYNC_COPY_MIN_SM {
+        return Err(CodegenError::unexpanded_async_copies(super::TARGET));
+    }
     let warpgroups = lower::uses_warpgroups(kernel);
     if warpgroups && options.sm != super::WARPGROUP_SM {
         return Err(CodegenError::Unsupported {

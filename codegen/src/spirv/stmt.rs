@@ -72,6 +72,9 @@ fn stmt(e: &mut Emitter, s: &Stmt) -> R<Flow> {
                 .map_err(build_error)?;
         }
         Stmt::Fragment(_) => return Err(crate::CodegenError::unexpanded_fragments(super::TARGET)),
+        Stmt::AsyncCopy(_) => {
+            return Err(crate::CodegenError::unexpanded_async_copies(super::TARGET))
+        }
     }
     Ok(Flow::Continue)
 }

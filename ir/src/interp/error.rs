@@ -245,6 +245,26 @@ pub enum InterpError {
     #[error("{site}: the shared memory fragment `{fragment}` was loaded from changed before the mma that reads it")]
     FragmentSourceChanged { site: Site, fragment: String },
 
+    /// An asynchronous copy's rules broken ([`crate::async_copy`]): its destination
+    /// touched while the copy is in flight, a copy still in flight when the workgroup
+    /// ends, or an index that is not a multiple of its length.
+    #[error("{site}: element {index} of shared array `{memory}`: {what}")]
+    AsyncCopy {
+        site: Site,
+        memory: String,
+        index: u64,
+        what: String,
+    },
+
+    /// A shared array used right after another one whose bytes it shares
+    /// ([`crate::kernel::SharedDecl::reuses`]), with no barrier between.
+    #[error("{site}: shared array `{memory}` is used with no barrier since `{previous}`, whose bytes it reuses, was")]
+    SharedReuse {
+        site: Site,
+        memory: String,
+        previous: String,
+    },
+
     /// Something the validator rules out (only reachable through
     /// [`run_unvalidated`](super::run_unvalidated)).
     #[error("{site}: malformed IR: {what}")]
@@ -273,6 +293,8 @@ macro_rules! site_of {
             | InterpError::UnsetFragment { site, .. }
             | InterpError::MisalignedFragment { site, .. }
             | InterpError::FragmentSourceChanged { site, .. }
+            | InterpError::AsyncCopy { site, .. }
+            | InterpError::SharedReuse { site, .. }
             | InterpError::Malformed { site, .. } => Some(site),
         }
     };

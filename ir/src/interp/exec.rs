@@ -75,6 +75,8 @@ pub(super) struct Ctx<'k, 'a> {
     /// The operands of warpgroup multiplies since the last barrier, which the matrix
     /// units may read until the next one (checked there and at the end).
     pub(super) pending_reads: Vec<super::fragment::PendingRead>,
+    /// Copies in flight and arrays in use of the running workgroup.
+    pub(super) rules: super::shared::SharedRules,
 }
 
 impl<'k, 'a> Ctx<'k, 'a> {
@@ -143,6 +145,7 @@ impl<'k, 'a> Ctx<'k, 'a> {
                     * kernel.fragments.len()
             ],
             pending_reads: Vec::new(),
+            rules: super::shared::SharedRules::new(kernel, n_inv),
             fragment_sources: vec![
                 None;
                 n_inv.div_ceil(crate::fragment::WARP as usize)
@@ -162,6 +165,7 @@ impl<'k, 'a> Ctx<'k, 'a> {
                     mask.extend(0..self.n_inv as u32);
                     self.exec_block(&kernel.body, &mut mask, "body")?;
                     self.check_pending_reads()?;
+                    self.check_copies_done()?;
                 }
             }
         }
@@ -179,6 +183,7 @@ impl<'k, 'a> Ctx<'k, 'a> {
         self.fragment_values.fill(None);
         self.fragment_sources.fill(None);
         self.pending_reads.clear();
+        self.rules.begin_workgroup();
     }
 
     fn take_mask(&mut self) -> Vec<u32> {
@@ -308,6 +313,7 @@ impl<'k, 'a> Ctx<'k, 'a> {
                 Ok(())
             }
             Stmt::Fragment(op) => self.exec_fragment(op, mask),
+            Stmt::AsyncCopy(op) => self.exec_copy(op, mask),
         }
     }
 

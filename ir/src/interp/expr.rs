@@ -264,6 +264,7 @@ impl Ctx<'_, '_> {
                     None => return Err(malformed(inv, format!("unknown shared array #{}", s.0))),
                 };
                 let start = self.check_access(mem, index, lanes, len, inv)?;
+                self.check_shared_rules(s, start, lanes as usize, inv)?;
                 let Some(sh) = self.shared.get_mut(s.0 as usize) else {
                     return Err(malformed(inv, "shared array vanished"));
                 };
@@ -349,6 +350,7 @@ impl Ctx<'_, '_> {
                     return Err(mismatch(elem));
                 }
                 let start = self.check_access(mem, index, lanes, len, inv)?;
+                self.check_shared_rules(sid, start, lanes as usize, inv)?;
                 let Some(sh) = self.shared.get_mut(sid.0 as usize) else {
                     return Err(malformed(inv, "shared array vanished"));
                 };

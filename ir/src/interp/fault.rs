@@ -79,6 +79,17 @@ pub(super) enum FaultKind {
         inv: u32,
         fragment: crate::fragment::FragmentId,
     },
+    AsyncCopy {
+        inv: u32,
+        shared: SharedId,
+        index: u64,
+        what: String,
+    },
+    SharedReuse {
+        inv: u32,
+        shared: SharedId,
+        previous: SharedId,
+    },
     Malformed {
         inv: u32,
         what: String,
@@ -132,6 +143,7 @@ pub(super) fn stmt_seg(s: &Stmt) -> Option<Seg> {
         Stmt::If { .. } => "if",
         Stmt::For { .. } => "for",
         Stmt::Fragment(op) => op.name(),
+        Stmt::AsyncCopy(op) => op.name(),
         Stmt::Return | Stmt::Barrier => return None,
     }))
 }
@@ -155,7 +167,7 @@ pub(super) fn expr_seg(e: &Expr) -> Option<Seg> {
 }
 
 impl Ctx<'_, '_> {
-    fn local_id(&self, inv: u32) -> [u32; 3] {
+    pub(super) fn local_id(&self, inv: u32) -> [u32; 3] {
         self.local_ids.get(inv as usize).copied().unwrap_or([0; 3])
     }
 
@@ -313,6 +325,26 @@ impl Ctx<'_, '_> {
                     fragment: self.kernel.fragment_name(fragment),
                 }
             }
+            FaultKind::AsyncCopy {
+                inv,
+                shared,
+                index,
+                what,
+            } => InterpError::AsyncCopy {
+                site: site(Some(inv)),
+                memory: self.kernel.memory_name(Memory::Shared(shared)),
+                index,
+                what,
+            },
+            FaultKind::SharedReuse {
+                inv,
+                shared,
+                previous,
+            } => InterpError::SharedReuse {
+                site: site(Some(inv)),
+                memory: self.kernel.memory_name(Memory::Shared(shared)),
+                previous: self.kernel.memory_name(Memory::Shared(previous)),
+            },
             FaultKind::Malformed { inv, what } => InterpError::Malformed {
                 site: site(Some(inv)),
                 what,

@@ -36,6 +36,7 @@ mod expr;
 mod fault;
 mod fragment;
 mod host;
+mod shared;
 mod track;
 
 pub use error::{InterpError, Invocation, MemorySpace, RaceKind, Site};

@@ -30,6 +30,7 @@
 //! original form.
 
 use super::{expr_type, index_ok, map_children, may_fail, with_body};
+use crate::async_copy::AsyncCopyOp;
 use crate::eval::{self, Value};
 use crate::kernel::*;
 use crate::scalar::Scalar;
@@ -150,6 +151,27 @@ impl Folder<'_> {
                     *e = self.expr(e, env);
                 }
                 out.push(Stmt::Fragment(op));
+            }
+            Stmt::AsyncCopy(op) => {
+                let op = match op {
+                    AsyncCopyOp::Start {
+                        dst,
+                        dst_index,
+                        src,
+                        src_index,
+                        len,
+                        valid,
+                    } => AsyncCopyOp::Start {
+                        dst: *dst,
+                        dst_index: self.index(Memory::Shared(*dst), dst_index, *len, env),
+                        src: *src,
+                        src_index: self.index(Memory::Buffer(*src), src_index, *len, env),
+                        len: *len,
+                        valid: self.expr(valid, env),
+                    },
+                    AsyncCopyOp::Commit | AsyncCopyOp::Wait { .. } => op.clone(),
+                };
+                out.push(Stmt::AsyncCopy(op));
             }
             Stmt::Return | Stmt::Barrier => out.push(s.clone()),
         }

@@ -174,7 +174,8 @@ impl Expander {
                 | Stmt::Assign { .. }
                 | Stmt::Store { .. }
                 | Stmt::Return
-                | Stmt::Barrier => out.push(s.clone()),
+                | Stmt::Barrier
+                | Stmt::AsyncCopy(_) => out.push(s.clone()),
             }
         }
         out

@@ -219,7 +219,8 @@ fn survey<'k>(
             | Stmt::Store { .. }
             | Stmt::Return
             | Stmt::Barrier
-            | Stmt::Fragment(_) => {}
+            | Stmt::Fragment(_)
+            | Stmt::AsyncCopy(_) => {}
         }
     }
 }
@@ -491,7 +492,11 @@ fn count_definitions<'k>(block: &'k [Stmt], lets: &mut [Vec<&'k Expr>], other: &
                 count_definitions(then_body, lets, other);
                 count_definitions(else_body, lets, other);
             }
-            Stmt::Store { .. } | Stmt::Return | Stmt::Barrier | Stmt::Fragment(_) => {}
+            Stmt::Store { .. }
+            | Stmt::Return
+            | Stmt::Barrier
+            | Stmt::Fragment(_)
+            | Stmt::AsyncCopy(_) => {}
         }
     }
 }
@@ -520,7 +525,11 @@ fn contains_barrier(block: &[Stmt]) -> bool {
             else_body,
             ..
         } => contains_barrier(then_body) || contains_barrier(else_body),
-        Stmt::Let { .. } | Stmt::Assign { .. } | Stmt::Store { .. } | Stmt::Return => false,
+        Stmt::Let { .. }
+        | Stmt::Assign { .. }
+        | Stmt::Store { .. }
+        | Stmt::Return
+        | Stmt::AsyncCopy(_) => false,
     })
 }
 
@@ -576,7 +585,8 @@ impl Rewriter {
                 | Stmt::Store { .. }
                 | Stmt::Return
                 | Stmt::Barrier
-                | Stmt::Fragment(_) => out.push(s.clone()),
+                | Stmt::Fragment(_)
+                | Stmt::AsyncCopy(_) => out.push(s.clone()),
             }
         }
         out

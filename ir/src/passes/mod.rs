@@ -15,6 +15,9 @@
 //! * [`fragments`](mod@fragments): matrix fragments as plain per-invocation code
 //!   ([`expand_fragments`]), for targets without matrix units. Not part of
 //!   [`optimize`]: a target chooses it.
+//! * [`async_copies`](mod@async_copies): asynchronous copies as plain loads and
+//!   stores ([`expand_async_copies`]), for targets without them. Not part of
+//!   [`optimize`]: a target chooses it.
 //!
 //! [`optimize`] chains them: unroll, then fold and simplify to a fixpoint, repeated while
 //! unrolling still finds loops whose bounds folding has just made literal.
@@ -31,6 +34,7 @@
 //!   constant out of bounds in code that never runs is legal as an expression, not as a
 //!   literal); such an index keeps its original form.
 
+pub mod async_copies;
 pub mod fold;
 pub mod fragments;
 pub mod loop_budget;
@@ -38,6 +42,7 @@ pub mod math;
 pub mod simplify;
 pub mod unroll;
 
+pub use async_copies::expand_async_copies;
 pub use fragments::expand_fragments;
 pub use loop_budget::{fit_loop_budget, worst_case_loop_iterations, LoopBudget, LoopBudgetError};
 pub use math::{expand_math, MathExpansion};
@@ -116,7 +121,9 @@ pub fn optimize(kernel: &Kernel, opts: &PassOptions) -> Kernel {
 }
 
 /// The kernel as a target compiles it: its matrix fragments expanded unless the
-/// target runs them ([`expand_fragments`], `MathExpansion::runs_fragments_of`), then
+/// target runs them ([`expand_fragments`], `MathExpansion::runs_fragments_of`), its
+/// asynchronous copies likewise ([`expand_async_copies`],
+/// `MathExpansion::native_async_copies`), then
 /// [`optimize`], then kernelc's own math
 /// ([`expand_math`]) for the functions `expansion` names (those whose native
 /// versions miss the tolerance table or are slow on the target) and for float `%` if
@@ -125,10 +132,16 @@ pub fn optimize(kernel: &Kernel, opts: &PassOptions) -> Kernel {
 /// and the emitters' tests both use this, so a test compiles what a device runs.
 pub fn for_target(kernel: &Kernel, expansion: &MathExpansion) -> Kernel {
     let options = PassOptions::default();
-    let optimized = if expansion.runs_fragments_of(kernel) || !kernel.uses_fragments() {
-        optimize(kernel, &options)
+    let copies_stay = expansion.native_async_copies || !kernel.uses_async_copies();
+    let copied = if copies_stay {
+        std::borrow::Cow::Borrowed(kernel)
     } else {
-        optimize(&expand_fragments(kernel), &options)
+        std::borrow::Cow::Owned(expand_async_copies(kernel))
+    };
+    let optimized = if expansion.runs_fragments_of(&copied) || !copied.uses_fragments() {
+        optimize(&copied, &options)
+    } else {
+        optimize(&expand_fragments(&copied), &options)
     };
     if expansion.expands_nothing() {
         return optimized;

@@ -198,6 +198,8 @@ impl InterpRun {
                 | InterpError::UnsetFragment { .. }
                 | InterpError::MisalignedFragment { .. }
                 | InterpError::FragmentSourceChanged { .. }
+                | InterpError::AsyncCopy { .. }
+                | InterpError::SharedReuse { .. }
                 | InterpError::Malformed { .. } => return Err(NotComparable(e.clone())),
             },
         };

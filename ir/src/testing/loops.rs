@@ -160,7 +160,8 @@ impl Counter {
                 | Stmt::Store { .. }
                 | Stmt::Return
                 | Stmt::Barrier
-                | Stmt::Fragment(_) => s.clone(),
+                | Stmt::Fragment(_)
+                | Stmt::AsyncCopy(_) => s.clone(),
             })
             .collect()
     }

@@ -13,6 +13,7 @@
 
 use kernelc_ir::validate::type_of;
 use kernelc_ir::{
+    AsyncCopyOp,
     BinaryOp, Block, Expr, FragmentOp, Kernel, Memory, Param, ParamId, Scalar, ScalarType, Stmt,
 };
 
@@ -142,6 +143,16 @@ fn widest_access(kernel: &Kernel, id: ParamId) -> Result<u8, LowerError> {
             .exprs()
             .into_iter()
             .for_each(|(_, e)| visit_expr(e, &mut widest)),
+        Stmt::AsyncCopy(op) => {
+            op.exprs()
+                .into_iter()
+                .for_each(|(_, e)| visit_expr(e, &mut widest));
+            if let AsyncCopyOp::Start { src, len, .. } = op {
+                if *src == id {
+                    widest = widest.max(*len);
+                }
+            }
+        }
         Stmt::Return | Stmt::Barrier => {}
     });
     match error {
@@ -169,7 +180,8 @@ fn walk_stmts(block: &Block, f: &mut impl FnMut(&Stmt)) {
             | Stmt::Store { .. }
             | Stmt::Return
             | Stmt::Barrier
-            | Stmt::Fragment(_) => {}
+            | Stmt::Fragment(_)
+            | Stmt::AsyncCopy(_) => {}
         }
     }
 }
@@ -217,6 +229,16 @@ fn offset_block(block: &mut Block, id: ParamId, base: ParamId) {
                 if let FragmentOp::Load { index, .. } | FragmentOp::Store { index, .. } = op {
                     if addresses_id {
                         shift(index, base);
+                    }
+                }
+            }
+            Stmt::AsyncCopy(op) => {
+                for e in op.exprs_mut() {
+                    offset_expr(e, id, base);
+                }
+                if let AsyncCopyOp::Start { src, src_index, .. } = op {
+                    if *src == id {
+                        shift(src_index, base);
                     }
                 }
             }

@@ -46,9 +46,14 @@ pub(crate) fn backend(what: impl std::fmt::Display) -> CodegenError {
 
 /// What kernels must have expanded into IR before this tier takes them: every
 /// transcendental (f32 and f64) and float `%`, as for PTX, f32 `exp2` too (PTX's
-/// `ex2.approx` is a GPU instruction).
+/// `ex2.approx` is a GPU instruction), and matrix fragments and asynchronous copies
+/// (GPU statements: the CPU runs their expansions).
 pub fn required_expansion() -> MathExpansion {
-    crate::ptx::required_expansion().with_native_exp2_f32(false)
+    crate::ptx::required_expansion()
+        .with_native_exp2_f32(false)
+        .with_native_fragments(false)
+        .with_native_warpgroup_fragments(false)
+        .with_native_async_copies(false)
 }
 
 /// The host CPU LLVM compiles for: its name and feature string (e.g. `znver4`,

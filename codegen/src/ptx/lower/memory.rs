@@ -25,15 +25,15 @@ use kernelc_ir::{Expr, Memory, ScalarType, Type};
 use kernelc_ir::analysis::AccessProof as Proven;
 
 /// Where an access goes: base pointer, element type, length, base alignment.
-struct Target<'ctx> {
-    base: PointerValue<'ctx>,
-    elem: ScalarType,
-    len: u64,
-    align: u32,
+pub(super) struct Target<'ctx> {
+    pub(super) base: PointerValue<'ctx>,
+    pub(super) elem: ScalarType,
+    pub(super) len: u64,
+    pub(super) align: u32,
 }
 
 impl<'ctx> Lower<'_, 'ctx> {
-    fn memory_of(&self, mem: Memory) -> Result<Target<'ctx>, CodegenError> {
+    pub(super) fn memory_of(&self, mem: Memory) -> Result<Target<'ctx>, CodegenError> {
         let (elem, len) = self
             .kernel
             .memory(mem)
@@ -62,7 +62,7 @@ impl<'ctx> Lower<'_, 'ctx> {
 
     /// `(ok, in_bounds)` as `i1`s: whether the access may proceed, and whether it is in
     /// bounds. Checks in `proven` are constant true.
-    fn access_ok(
+    pub(super) fn access_ok(
         &self,
         index: IntValue<'ctx>,
         lanes: u8,
@@ -153,7 +153,7 @@ impl<'ctx> Lower<'_, 'ctx> {
     }
 
     /// The pointer to element `index` (in bounds when used).
-    fn element_ptr(
+    pub(super) fn element_ptr(
         &self,
         t: &Target<'ctx>,
         index: IntValue<'ctx>,

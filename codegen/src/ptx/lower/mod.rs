@@ -15,6 +15,7 @@
 //! (per-lane operators), `cast`, `memory` (checked loads and stores).
 
 mod cast;
+mod copy;
 mod expr;
 mod flavor;
 mod fragment;
@@ -104,14 +105,10 @@ fn shared_align(kernel: &Kernel) -> u32 {
     }
 }
 
-/// Bytes of the shared arrays, each padded to [`shared_align`].
+/// Bytes of the shared arrays, each padded to [`shared_align`] (a set of arrays that
+/// shares bytes counted once, as its largest).
 fn shared_bytes(kernel: &Kernel) -> u64 {
-    let align = shared_align(kernel) as u64;
-    kernel
-        .shared
-        .iter()
-        .map(|s| (s.len as u64 * s.elem.size_bytes() as u64).next_multiple_of(align))
-        .sum()
+    kernel.shared_layout(shared_align(kernel) as u64).1
 }
 
 /// What a valid kernel may still ask for that no CUDA block can give.
@@ -339,10 +336,13 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
     /// still index only `decl.len` elements, every access checked or proven).
     ///
     /// Past the static limit the arrays lie one after another in the block's dynamic
-    /// shared memory (one `.extern .shared` array), at the same padded sizes.
+    /// shared memory (one `.extern .shared` array), at the same padded sizes; so do
+    /// they in one static array where some reuse another's bytes
+    /// (`SharedDecl::reuses`), at the offsets of `Kernel::shared_layout`.
     fn declare_shared(&mut self) -> Result<(), CodegenError> {
-        if dynamic_shared_bytes(self.kernel) > 0 {
-            return self.declare_dynamic_shared();
+        let dynamic = dynamic_shared_bytes(self.kernel) > 0;
+        if dynamic || self.kernel.shared.iter().any(|s| s.reuses.is_some()) {
+            return self.declare_shared_block(dynamic);
         }
         for (i, decl) in self.kernel.shared.iter().enumerate() {
             let size = decl.elem.size_bytes().max(1);
@@ -359,28 +359,42 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
         Ok(())
     }
 
-    fn declare_dynamic_shared(&mut self) -> Result<(), CodegenError> {
+    /// Every shared array in one block of bytes: the block's dynamic shared memory,
+    /// or one static array.
+    fn declare_shared_block(&mut self, dynamic: bool) -> Result<(), CodegenError> {
         let i8t = self.ctx.i8_type();
-        let ty = i8t.array_type(0);
-        let global = self
-            .module
-            .add_global(ty, Some(AddressSpace::from(SHARED)), "dynamic_shared");
-        global.set_linkage(Linkage::External);
-        global.set_alignment(shared_align(self.kernel));
-        let mut offset = 0u64;
-        for decl in &self.kernel.shared {
+        let align = shared_align(self.kernel);
+        let (offsets, total) = self.kernel.shared_layout(align as u64);
+        let global = if dynamic {
+            let g = self.module.add_global(
+                i8t.array_type(0),
+                Some(AddressSpace::from(SHARED)),
+                "dynamic_shared",
+            );
+            g.set_linkage(Linkage::External);
+            g
+        } else {
+            let ty = i8t.array_type(total as u32);
+            let g = self
+                .module
+                .add_global(ty, Some(AddressSpace::from(SHARED)), "shared");
+            g.set_linkage(Linkage::Internal);
+            g.set_initializer(&ty.get_poison());
+            g
+        };
+        global.set_alignment(align);
+        for offset in offsets {
             let at = self.ctx.i64_type().const_int(offset, false);
             // SAFETY: `build_in_bounds_gep` is unsafe only because an out-of-bounds GEP
-            // is poison; `offset` is below the dynamic size every launch passes
-            // (`dynamic_shared_bytes`, the sum of the padded arrays).
+            // is poison; `offset` is below the block's size (the static array's, or
+            // the dynamic size every launch passes: `dynamic_shared_bytes`, the
+            // layout's total).
             let ptr = unsafe {
                 self.allocas
                     .build_in_bounds_gep(i8t, global.as_pointer_value(), &[at], "")
             }
             .or_internal()?;
             self.shared.push(ptr);
-            let bytes = decl.len as u64 * decl.elem.size_bytes() as u64;
-            offset += bytes.next_multiple_of(shared_align(self.kernel) as u64);
         }
         Ok(())
     }
@@ -538,6 +552,7 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
             }
             Stmt::Barrier => self.barrier()?,
             Stmt::Fragment(op) => self.fragment_op(op)?,
+            Stmt::AsyncCopy(op) => self.async_copy(op)?,
         }
         Ok(Flow::Continue)
     }
@@ -847,7 +862,7 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
         }
     }
 
-    fn call_intrinsic_void(
+    pub(super) fn call_intrinsic_void(
         &self,
         name: &str,
         overloads: &[BasicTypeEnum<'ctx>],

@@ -89,6 +89,13 @@ impl Expander<'_> {
                 }
                 Stmt::Fragment(op)
             }
+            Stmt::AsyncCopy(op) => {
+                let mut op = op.clone();
+                for e in op.exprs_mut() {
+                    *e = self.expr(e, out);
+                }
+                Stmt::AsyncCopy(op)
+            }
             Stmt::Return | Stmt::Barrier => s.clone(),
         };
         out.push(rewritten);

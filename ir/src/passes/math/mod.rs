@@ -185,6 +185,10 @@ pub struct MathExpansion {
     /// A kernel with them on a target that runs only warp fragments is expanded
     /// whole.
     pub native_warpgroup_fragments: bool,
+    /// Whether the target runs asynchronous copies itself (`cp.async`). When not,
+    /// [`for_target`](crate::passes::for_target) expands them into loads and stores
+    /// ([`expand_async_copies`](crate::passes::expand_async_copies)) first.
+    pub native_async_copies: bool,
 }
 
 impl MathExpansion {
@@ -223,6 +227,16 @@ impl MathExpansion {
             native_exp2_f32: false,
             native_fragments: false,
             native_warpgroup_fragments: false,
+            native_async_copies: false,
+        }
+    }
+
+    /// The same selection, for a target that runs asynchronous copies itself (`true`)
+    /// or needs them expanded.
+    pub fn with_native_async_copies(self, native_async_copies: bool) -> Self {
+        MathExpansion {
+            native_async_copies,
+            ..self
         }
     }
 

@@ -214,6 +214,7 @@ impl<'a> Gen<'a> {
                     name: format!("sh_{s}"),
                     elem: s,
                     len: self.layout.shared_len(),
+                    reuses: None,
                 })
                 .collect()
         } else {

@@ -162,11 +162,7 @@ impl CudaDevice {
     /// NVIDIA's libdevice (which kernelc does not ship), and its `frem` rounds: every
     /// transcendental, f64 included, and float `%` go through kernelc's IR math.
     pub(crate) fn math_expansion(&self) -> MathExpansion {
-        kernelc_codegen::ptx::required_expansion()
-            .with_native_fragments(self.ptx_options.sm >= kernelc_codegen::ptx::FRAGMENTS_MIN_SM)
-            .with_native_warpgroup_fragments(
-                self.ptx_options.sm == kernelc_codegen::ptx::WARPGROUP_SM,
-            )
+        kernelc_codegen::ptx::expansion_for_sm(self.ptx_options.sm)
     }
 
     pub(crate) fn caps(&self) -> TargetCaps {
