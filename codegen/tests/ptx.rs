@@ -622,6 +622,107 @@ fn shared_memory_and_barriers() {
     );
 }
 
+/// Two stages of four f32 (or eight bf16) per invocation, copied asynchronously, the
+/// last tile partly past the buffer (zero-filled).
+fn copy_pipeline(elem: ScalarType, len: u8) -> Kernel {
+    let mut k = KernelBuilder::new("copies", [32, 1, 1]);
+    let tile = 32 * len as u32;
+    let a = k.buffer("a", elem, 3 * tile as u64, Access::Read);
+    let out = k.buffer("out", elem, 3 * 32, Access::Write);
+    let stages = k.shared("stages", elem, 2 * tile);
+    k.build(|f| {
+        let i = f.let_("i", local_id(0));
+        let copy = |f: &mut Body, t: E| {
+            let at = f.let_("at", t.clone() * tile + i.clone() * len as u32);
+            let dst = (t % 2u32) * tile + i.clone() * len as u32;
+            f.copy_start((stages, dst), (a, at.clone()), len, at.lt(3 * tile - 40));
+            f.copy_commit();
+        };
+        copy(f, E::from(0u32));
+        f.for_("t", 0u32, 3u32, 1, |f, t| {
+            f.copy_wait(0);
+            f.barrier();
+            f.if_(t.clone().lt(2u32), |f| copy(f, t.clone() + 1u32));
+            let read = (t.clone() % 2u32) * tile + ((i.clone() + 1u32) % 32u32) * len as u32;
+            f.store(out, t * 32u32 + i.clone(), stages.at(read));
+        });
+    })
+    .expect("valid")
+}
+
+#[test]
+fn asynchronous_copies_are_cp_async_with_zero_fill() {
+    for (elem, len, op) in [
+        (F32, 4, "cp.async.cg.shared.global"),
+        (Bf16, 8, "cp.async.cg.shared.global"),
+        (F32, 2, "cp.async.ca.shared.global"),
+        (F32, 1, "cp.async.ca.shared.global"),
+    ] {
+        let kernel = copy_pipeline(elem, len);
+        let ptx = emit_checked(&kernel);
+        let copies: Vec<&str> = instructions(&ptx)
+            .into_iter()
+            .filter(|l| {
+                ["cp.async.ca.", "cp.async.cg."]
+                    .iter()
+                    .any(|p| opcode(l).starts_with(p))
+            })
+            .collect();
+        assert!(!copies.is_empty(), "{elem} x {len}: {ptx}");
+        for c in &copies {
+            assert!(opcode(c) == op, "{elem} x {len}: {c}");
+            let bytes = len as u32 * elem.size_bytes() as u32;
+            // Destination, source, copy size and source size (the zero fill).
+            assert!(c.contains(&format!(", {bytes}, ")), "{elem} x {len}: {c}");
+        }
+        assert!(has_instr(&ptx, "cp.async.commit_group"), "{ptx}");
+        assert!(has_instr(&ptx, "cp.async.wait_group"), "{ptx}");
+    }
+    // Before sm_80 there is no `cp.async`: the kernel must be expanded.
+    let options = PtxOptions {
+        sm: 75,
+        ptx_isa: 78,
+        ..PtxOptions::default()
+    };
+    let e = ptx::emit(&copy_pipeline(F32, 4), &options).unwrap_err();
+    assert!(e.to_string().contains("asynchronous copies"), "{e}");
+    let expanded = kernelc_ir::passes::expand_async_copies(&copy_pipeline(F32, 4));
+    let ptx = ptx::emit(&expanded, &options).expect("the expansion emits for sm_75");
+    assert!(!ptx.contains("cp.async"), "{ptx}");
+}
+
+#[test]
+fn arrays_that_share_bytes_lie_at_one_offset() {
+    let mut k = KernelBuilder::new("phases", [64, 1, 1]);
+    let out = k.buffer("out", F32, 64, Access::Write);
+    let stage = k.shared("stage", F32, 64);
+    let rows = k.shared_reusing("rows", F64, 32, stage);
+    let kernel = k
+        .build(|f| {
+            let i = f.let_("i", local_id(0));
+            f.store(stage, i.clone(), i.clone().cast(F32));
+            f.barrier();
+            let v = stage.at((i.clone() + 1u32) % 64u32);
+            f.barrier();
+            f.if_(i.clone().lt(32u32), |f| {
+                f.store(rows, i.clone(), v.cast(F64))
+            });
+            f.barrier();
+            let w = rows.at(i.clone() % 32u32).cast(F32);
+            f.store(out, i, w);
+        })
+        .expect("valid");
+    assert_eq!(kernel.shared_bytes(), 256);
+    let ptx = emit_checked(&kernel);
+    // One array of the set's size, not one per declaration.
+    let shared: Vec<&str> = ptx
+        .lines()
+        .filter(|l| l.contains(".shared .align"))
+        .collect();
+    assert_eq!(shared.len(), 1, "{ptx}");
+    assert!(shared[0].contains("[256]"), "{ptx}");
+}
+
 #[test]
 fn half_precision_rounds_back_after_each_operation() {
     for ty in [F16, Bf16] {

@@ -18,10 +18,10 @@
 //! assert_eq!(kernel.params.len(), 3);
 //! ```
 
+use crate::async_copy::AsyncCopyOp;
 use crate::fragment::{
     FragmentDecl, FragmentId, FragmentLayout, FragmentOp, FragmentRole, MmaShape,
 };
-use crate::async_copy::AsyncCopyOp;
 use crate::kernel::*;
 use crate::scalar::Scalar;
 use crate::types::{ScalarType, Type};

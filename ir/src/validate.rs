@@ -5,8 +5,8 @@
 //! flow. Each error names the offending node by its path from the kernel root, e.g.
 //! `body[2].if.then[0].store.value.lhs`.
 
-use crate::fragment::*;
 use crate::async_copy::AsyncCopyOp;
+use crate::fragment::*;
 use crate::kernel::*;
 use crate::scalar::Scalar;
 use crate::types::{ScalarType, Type};
@@ -429,16 +429,26 @@ impl<'k> Validator<'k> {
         if !crate::async_copy::COPY_BYTES.contains(&bytes) {
             return bad(
                 self,
-                format!(
-                    "{len} elements of {dst_elem} are {bytes} bytes; a copy moves 4, 8 or 16"
-                ),
+                format!("{len} elements of {dst_elem} are {bytes} bytes; a copy moves 4, 8 or 16"),
             );
         }
         self.at("dst_index", |v| {
-            v.check_index(Memory::Shared(*dst), dst_index, dst_len, *len, Some(assigned))
+            v.check_index(
+                Memory::Shared(*dst),
+                dst_index,
+                dst_len,
+                *len,
+                Some(assigned),
+            )
         })?;
         self.at("src_index", |v| {
-            v.check_index(Memory::Buffer(*src), src_index, src_len, *len, Some(assigned))
+            v.check_index(
+                Memory::Buffer(*src),
+                src_index,
+                src_len,
+                *len,
+                Some(assigned),
+            )
         })?;
         let ty = self.at("valid", |v| v.expr_type(valid, Some(assigned)))?;
         self.at("valid", |v| v.expect(ty, Type::BOOL, "a copy's condition"))

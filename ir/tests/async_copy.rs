@@ -202,7 +202,10 @@ fn copies_print_and_round_trip_through_json() {
     let kernel = pipeline(Mistake::None);
     let text = kernelc_ir::print::print(&kernel);
     assert!(text.contains("copy stages["), "{text}");
-    assert!(text.contains("copy_commit") && text.contains("copy_wait 0"), "{text}");
+    assert!(
+        text.contains("copy_commit") && text.contains("copy_wait 0"),
+        "{text}"
+    );
     let back = kernelc_ir::from_json(&kernelc_ir::to_json(&kernel)).unwrap();
     assert_eq!(back, kernel);
 }
@@ -222,7 +225,9 @@ fn phases(barrier_between: bool) -> Kernel {
         if barrier_between {
             f.barrier();
         }
-        f.if_(i.clone().lt(8u32), |f| f.store(rows, i.clone(), i.clone() * 2u32));
+        f.if_(i.clone().lt(8u32), |f| {
+            f.store(rows, i.clone(), i.clone() * 2u32)
+        });
         f.barrier();
         f.store(out, i.clone() + 16u32, rows.at((i.clone() + 1u32) % 8u32));
     })
@@ -232,7 +237,11 @@ fn phases(barrier_between: bool) -> Kernel {
 #[test]
 fn arrays_that_share_bytes_take_the_largest_and_switch_at_a_barrier() {
     let kernel = phases(true);
-    assert_eq!(kernel.shared_bytes(), 64, "f32[16] and u32[8] share 64 bytes");
+    assert_eq!(
+        kernel.shared_bytes(),
+        64,
+        "f32[16] and u32[8] share 64 bytes"
+    );
     assert_eq!(kernel.shared_layout(16).0, vec![0, 0]);
     let got = run_kernel(&kernel, &[HostBuffer::zeros(ScalarType::U32, 32)]).unwrap();
     let got = got[0].to_f64();
@@ -240,8 +249,7 @@ fn arrays_that_share_bytes_take_the_largest_and_switch_at_a_barrier() {
         assert_eq!(got[i], ((i + 1) % 16) as f64);
         assert_eq!(got[16 + i], (2 * ((i + 1) % 8)) as f64);
     }
-    let e = run_kernel(&phases(false), &[HostBuffer::zeros(ScalarType::U32, 32)])
-        .unwrap_err();
+    let e = run_kernel(&phases(false), &[HostBuffer::zeros(ScalarType::U32, 32)]).unwrap_err();
     assert!(matches!(&e, InterpError::SharedReuse { .. }), "{e}");
 }
 

@@ -376,9 +376,7 @@ impl<'k> Lower<'k> {
             }
             Stmt::Barrier => self.f.stmt(Statement::ControlBarrier(self.barrier)),
             Stmt::Fragment(_) => return Err(CodegenError::unexpanded_fragments(super::TARGET)),
-            Stmt::AsyncCopy(_) => {
-                return Err(CodegenError::unexpanded_async_copies(super::TARGET))
-            }
+            Stmt::AsyncCopy(_) => return Err(CodegenError::unexpanded_async_copies(super::TARGET)),
         }
         Ok(Flow::Continue)
     }

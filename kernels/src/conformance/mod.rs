@@ -55,8 +55,8 @@ impl Executor for Interpreter {
 }
 
 /// The interpreter on a Hopper's caps, refusing a spec that lowers to no fragment
-/// kernel: the tensor-core kernels as written, or (`expanded`) as the expansion makes
-/// them for targets without matrix units.
+/// kernel: the tensor-core kernels as written, or (`expanded`) as the expansions make
+/// them for targets without matrix units and asynchronous copies.
 #[cfg(test)]
 pub(crate) struct OnFragments {
     pub expanded: bool,
@@ -74,7 +74,8 @@ impl Executor for OnFragments {
         }
         if self.expanded {
             for launch in &mut plan.launches {
-                launch.kernel = kernelc_ir::passes::expand_fragments(&launch.kernel);
+                let copied = kernelc_ir::passes::expand_async_copies(&launch.kernel);
+                launch.kernel = kernelc_ir::passes::expand_fragments(&copied);
             }
         }
         interpret(&plan, spec, inputs)

@@ -85,6 +85,12 @@ pub struct TargetCaps {
     /// CUDA devices of compute capability 9.0 exactly.
     #[serde(default)]
     pub warpgroup_fragments: bool,
+    /// Whether the device copies into shared memory asynchronously (`cp.async`: CUDA
+    /// sm_80 and later). The warpgroup GEMM tile then stages its operands through
+    /// a deeper pipeline of copies in flight; elsewhere copies are expanded into
+    /// loads and stores.
+    #[serde(default)]
+    pub async_copies: bool,
 }
 
 impl TargetCaps {
@@ -129,6 +135,7 @@ impl TargetCaps {
             binding_alignment: 1,
             matrix_fragments: false,
             warpgroup_fragments: false,
+            async_copies: false,
         }
     }
 
@@ -156,6 +163,7 @@ impl TargetCaps {
             binding_alignment: 256,
             matrix_fragments: false,
             warpgroup_fragments: false,
+            async_copies: false,
         }
     }
 
@@ -182,6 +190,7 @@ impl TargetCaps {
             binding_alignment: 1,
             matrix_fragments: true,
             warpgroup_fragments: true,
+            async_copies: true,
         }
     }
 

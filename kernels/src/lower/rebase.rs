@@ -13,8 +13,8 @@
 
 use kernelc_ir::validate::type_of;
 use kernelc_ir::{
-    AsyncCopyOp,
-    BinaryOp, Block, Expr, FragmentOp, Kernel, Memory, Param, ParamId, Scalar, ScalarType, Stmt,
+    AsyncCopyOp, BinaryOp, Block, Expr, FragmentOp, Kernel, Memory, Param, ParamId, Scalar,
+    ScalarType, Stmt,
 };
 
 use super::{Binding, Launch, LowerError, TargetCaps};

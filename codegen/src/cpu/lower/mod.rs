@@ -446,9 +446,7 @@ impl<'a, 'f, M: Module> Lower<'a, 'f, M> {
             // One invocation per workgroup (or no barrier at all): nothing to wait for.
             Stmt::Barrier => {}
             Stmt::Fragment(_) => return Err(CodegenError::unexpanded_fragments(super::TARGET)),
-            Stmt::AsyncCopy(_) => {
-                return Err(CodegenError::unexpanded_async_copies(super::TARGET))
-            }
+            Stmt::AsyncCopy(_) => return Err(CodegenError::unexpanded_async_copies(super::TARGET)),
         }
         Ok(Flow::Continue)
     }

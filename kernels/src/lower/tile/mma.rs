@@ -29,7 +29,7 @@
 
 use super::kernel::Mems;
 use super::schedule::{Tile, TileKernel};
-use super::{add, div, rem, scale, GemmCore, GemmOperand};
+use super::{add, and_opt, div, rem, scale, GemmCore, GemmOperand};
 use crate::lower::math::{bind, Num};
 use crate::lower::{Launch, LowerError, TargetCaps};
 use kernelc_ir::builder::*;
@@ -58,6 +58,10 @@ pub(crate) struct MmaTile {
     /// Slabs staged at once: 2 lets one slab be stored while the other multiplies
     /// (one barrier per slab instead of two).
     pub stages: u32,
+    /// Whether slabs are staged by asynchronous copies (`stages − 1` slabs in
+    /// flight while one multiplies; no registers in between), the epilogue's rows
+    /// then in the bytes of the staged `A` slabs.
+    pub copies: bool,
     /// Accumulator fragments of a warp's row that go through shared memory at once
     /// in the epilogue.
     pub epilogue_frags: u32,
@@ -78,6 +82,7 @@ impl MmaTile {
             bk: 32,
             pad: 8,
             stages: 2,
+            copies: false,
             epilogue_frags: if large { 1 } else { 4 },
         }
     }
@@ -99,6 +104,7 @@ impl MmaTile {
             bk: SWIZZLE_ROW,
             pad: 0,
             stages: 2,
+            copies: false,
             epilogue_frags: 1,
         }
     }
@@ -117,6 +123,7 @@ impl MmaTile {
             bk: 16,
             pad: 4,
             stages: 1,
+            copies: false,
             epilogue_frags: 4,
         }
     }
@@ -175,14 +182,38 @@ impl MmaTile {
         }
     }
 
-    /// At most (a slab staged either way round).
+    /// At most (a slab staged either way round; with copies, the epilogue's rows in
+    /// the `A` slabs' bytes).
     fn shared_bytes(&self) -> u64 {
-        let staged =
-            (self.bm() + self.bn() + 2 * self.pad) as u64 * self.row() as u64 * self.stages as u64;
-        let epilogue = self.warps() as u64 * self.epilogue_region() as u64;
-        staged * self.input.size_bytes() as u64 + epilogue * self.acc.size_bytes() as u64
+        let slabs = |outer: u32| {
+            (outer + self.pad) as u64
+                * self.row() as u64
+                * self.stages as u64
+                * self.input.size_bytes() as u64
+        };
+        let (a, b) = (slabs(self.bm()), slabs(self.bn()));
+        let epilogue =
+            (self.warps() * self.epilogue_region()) as u64 * self.acc.size_bytes() as u64;
+        if self.copies {
+            a.max(epilogue) + b
+        } else {
+            a + b + epilogue
+        }
+    }
+
+    /// The tile staged by asynchronous copies, [`COPY_STAGES`] deep.
+    fn with_copies(self) -> MmaTile {
+        MmaTile {
+            stages: COPY_STAGES,
+            copies: true,
+            ..self
+        }
     }
 }
+
+/// Slabs of the copy pipeline: three in flight while one multiplies (the warpgroup
+/// tile's four take 192 KiB, its epilogue's rows in the first 128).
+const COPY_STAGES: u32 = 4;
 
 /// The fragment tile for `core` on `caps`, or `None` where the SIMT tile serves: no
 /// matrix units, other operand types, or `input_rounding`.
@@ -216,11 +247,16 @@ pub(crate) fn choose(core: &GemmCore, caps: &TargetCaps) -> Option<MmaTile> {
     } else {
         kind(true)?
     };
-    let tile = if tiles(large) >= 96 || forced() != Forced::None {
+    let mut tile = if tiles(large) >= 96 || forced() != Forced::None {
         large
     } else {
         kind(false)?
     };
+    // The warpgroup tile's slabs (whole 16-byte pieces of the swizzled rows) through
+    // asynchronous copies where the device has them.
+    if tile.swizzled() && caps.async_copies {
+        tile = tile.with_copies();
+    }
     // Only the warpgroup tile opts into more shared memory than the plain limit.
     let shared = if tile.swizzled() {
         caps.opt_in_shared_memory_limit()
@@ -280,7 +316,12 @@ impl TileKernel<'_> {
         let b_stage = staged(&core.b, core.n, mt.bn());
         let a_sh = k.shared("a_tile", core.a.dtype, mt.stages * a_stage);
         let b_sh = k.shared("b_tile", core.b.dtype, mt.stages * b_stage);
-        let c_sh = k.shared("c_rows", mt.acc, mt.warps() * mt.epilogue_region());
+        let c_len = mt.warps() * mt.epilogue_region();
+        let c_sh = if mt.copies {
+            k.shared_reusing("c_rows", mt.acc, c_len, a_sh)
+        } else {
+            k.shared("c_rows", mt.acc, c_len)
+        };
         let mems = Mems {
             a,
             b,
@@ -357,13 +398,20 @@ impl TileKernel<'_> {
             ),
         ];
         let (row_a, row_b) = (sides[0].row, sides[1].row);
-        // The next slab's global loads are in flight while this slab multiplies.
-        let regs: Vec<Vec<Var>> = sides.iter().map(|s| s.registers(f)).collect();
-        for (side, regs) in sides.iter().zip(&regs) {
-            side.fetch(f, regs, &E::from(0u32));
-        }
         let (bk, shape) = (mt.bk, mt.shape);
         let slabs = core.k.div_ceil(bk);
+        // The next slab's global loads are in flight while this slab multiplies
+        // (through registers; with copies, straight into their stage).
+        let regs: Vec<Vec<Var>> = if mt.copies {
+            vec![Vec::new(), Vec::new()]
+        } else {
+            sides.iter().map(|s| s.registers(f)).collect()
+        };
+        if !mt.copies {
+            for (side, regs) in sides.iter().zip(&regs) {
+                side.fetch(f, regs, &E::from(0u32));
+            }
+        }
         let store = |f: &mut Body, stage: &E| {
             let offsets = [stage_len.0, stage_len.1].map(|len| scale(stage.clone(), len));
             for ((side, regs), off) in sides.iter().zip(&regs).zip(offsets) {
@@ -403,7 +451,44 @@ impl TileKernel<'_> {
                 }
             }
         };
-        if mt.stages == 2 {
+        if mt.copies {
+            // Slab s multiplies from stage s mod S while the copies of the S − 1
+            // slabs after it are in flight; at the top of each step, a wait for slab
+            // s's copies (the S − 2 groups after it may stay in flight) and a barrier
+            // (every invocation's copies of it visible, every warp done with the
+            // stage the next copies go to). Every step commits a group, empty past
+            // the last slab, so that the wait counts hold.
+            let s = mt.stages;
+            let copy_slab = |f: &mut Body, slab: &E| {
+                // `slab` is below `slabs` where this runs; the clamp says so to the
+                // value ranges.
+                let slab = bind(f, "slab_c", slab.clone().min(E::from(slabs - 1)));
+                let p0 = bind(f, "p0", scale(slab.clone(), bk));
+                let stage = rem(slab, s);
+                let offsets = [stage_len.0, stage_len.1].map(|len| scale(stage.clone(), len));
+                for (side, off) in sides.iter().zip(&offsets) {
+                    side.copy(f, &p0, off);
+                }
+            };
+            for slab in 0..s - 1 {
+                if slab < slabs {
+                    copy_slab(f, &E::from(slab));
+                }
+                f.copy_commit();
+            }
+            f.for_("slab", 0u32, slabs, 1, |f, slab| {
+                f.copy_wait(s - 2);
+                f.barrier();
+                let next = bind(f, "next", add(slab.clone(), E::from(s - 1)));
+                f.if_(next.clone().lt(slabs), |f| copy_slab(f, &next));
+                f.copy_commit();
+                let stage = bind(f, "stage", rem(slab, s));
+                multiply(f, &stage);
+            });
+            // The epilogue's rows take the `A` slabs' bytes: every warp is done with
+            // them first.
+            f.barrier();
+        } else if mt.stages == 2 {
             // Slab s multiplies from stage s mod 2 while slab s + 1, loaded into
             // registers during slab s − 1, is stored into the other, and slab s + 2's
             // loads start: a whole slab's multiply and barrier hide each load's
@@ -526,13 +611,22 @@ impl TileKernel<'_> {
 /// load: strides, offsets and extents keep every vector aligned and whole inside or
 /// outside the matrix.
 fn vector_staging(core: &GemmCore, op: &GemmOperand, outer_len: u32) -> bool {
+    vector_lanes(core, op, outer_len, 4)
+}
+
+/// Elements of a 16-byte copy of 16-bit operands.
+const COPY_LANES: u8 = 8;
+
+/// Whether `op` stages `lanes` elements per load (see [`vector_staging`]).
+fn vector_lanes(core: &GemmCore, op: &GemmOperand, outer_len: u32, lanes: u8) -> bool {
+    let n = lanes as u32;
     let along_reduction = op.gather.contiguous(outer_len, core.k) == super::Axis::Reduction;
-    let aligned_offsets = op.base % 4 == 0
+    let aligned_offsets = op.base % n == 0
         && core
             .batch
             .iter()
             .zip(&op.batch_strides)
-            .all(|(&count, &s)| count == 1 || s % 4 == 0);
+            .all(|(&count, &s)| count == 1 || s % n == 0);
     match op.gather {
         super::Gather::Strided {
             outer: so,
@@ -540,9 +634,9 @@ fn vector_staging(core: &GemmCore, op: &GemmOperand, outer_len: u32) -> bool {
         } => {
             aligned_offsets
                 && if along_reduction {
-                    sr == 1 && so % 4 == 0 && core.k % 4 == 0
+                    sr == 1 && so % n == 0 && core.k % n == 0
                 } else {
-                    so == 1 && sr % 4 == 0 && outer_len % 4 == 0
+                    so == 1 && sr % n == 0 && outer_len % n == 0
                 }
         }
         super::Gather::Split { .. } | super::Gather::Custom(_) => false,
@@ -588,7 +682,14 @@ impl<'s> Staging<'s> {
         mt: MmaTile,
     ) -> Staging<'s> {
         let along_reduction = op.gather.contiguous(outer_len, core.k) == super::Axis::Reduction;
-        let vector = vector_staging(core, op, outer_len);
+        // Copies move whole 16-byte pieces where the operand allows.
+        let lanes = if mt.copies && vector_lanes(core, op, outer_len, COPY_LANES) {
+            COPY_LANES
+        } else if vector_staging(core, op, outer_len) {
+            4
+        } else {
+            1
+        };
         Staging {
             op,
             mem,
@@ -599,7 +700,7 @@ impl<'s> Staging<'s> {
             origin,
             off,
             along_reduction,
-            lanes: if vector { 4 } else { 1 },
+            lanes,
             threads: mt.invocations(),
             bk: mt.bk,
             row: match (mt.swizzled(), along_reduction) {
@@ -685,21 +786,41 @@ impl<'s> Staging<'s> {
         }
     }
 
+    /// Whether the element at `(rg, pg)` of the operand is inside its matrix (`None`:
+    /// always, where the tiles and slabs divide it).
+    fn inside(&self, rg: &E, pg: &E) -> Option<E> {
+        let outer_edge = self.outer_len % self.outer != 0;
+        let k_edge = self.k % self.bk != 0;
+        match (outer_edge, k_edge) {
+            (false, false) => None,
+            (true, false) => Some(rg.clone().lt(self.outer_len)),
+            (false, true) => Some(pg.clone().lt(self.k)),
+            (true, true) => Some(rg.clone().lt(self.outer_len) & pg.clone().lt(self.k)),
+        }
+    }
+
+    /// Starts copying this thread's pieces of the slab at reduction offset `p0` into
+    /// the stage at `offset` (zeros past the matrix).
+    fn copy(&self, f: &mut Body, p0: &E, offset: &E) {
+        for q in 0..self.count() {
+            let (r, p) = self.coords(q);
+            let rg = bind(f, "rg", add(self.origin.clone(), r));
+            let pg = bind(f, "pg", add(p0.clone(), p));
+            let (at, exists) = self.op.gather.address(f, &rg, &pg);
+            let valid = and_opt(self.inside(&rg, &pg), exists).unwrap_or_else(|| E::from(true));
+            let src = add(self.off.clone(), at);
+            let dst = self.shared_at(q, offset);
+            f.copy_start((self.sh, dst), (self.mem, src), self.lanes, valid);
+        }
+    }
+
     /// Loads the slab at reduction offset `p0` into `regs` (zero past the matrix).
     fn fetch(&self, f: &mut Body, regs: &[Var], p0: &E) {
         for (q, &reg) in regs.iter().enumerate() {
             let (r, p) = self.coords(q as u32);
             let rg = bind(f, "rg", add(self.origin.clone(), r));
             let pg = bind(f, "pg", add(p0.clone(), p));
-            // Where the tiles and slabs divide the matrix, every element is inside.
-            let outer_edge = self.outer_len % self.outer != 0;
-            let k_edge = self.k % self.bk != 0;
-            let inside = match (outer_edge, k_edge) {
-                (false, false) => None,
-                (true, false) => Some(rg.clone().lt(self.outer_len)),
-                (false, true) => Some(pg.clone().lt(self.k)),
-                (true, true) => Some(rg.clone().lt(self.outer_len) & pg.clone().lt(self.k)),
-            };
+            let inside = self.inside(&rg, &pg);
             let load = |f: &mut Body| {
                 let (at, exists) = self.op.gather.address(f, &rg, &pg);
                 let index = add(self.off.clone(), at);
@@ -725,31 +846,34 @@ impl<'s> Staging<'s> {
     /// Stores `regs` into the shared slab starting at `offset` (its stage).
     fn store(&self, f: &mut Body, regs: &[Var], offset: &E) {
         for (q, &reg) in regs.iter().enumerate() {
-            if self.swizzled {
-                // The element's place in rows of `SWIZZLE_ROW` along the contiguous
-                // axis, bands of 8 rows `row` apart, then the swizzle (of absolute
-                // indices: every stage starts at a multiple of 512).
-                let (r, p) = self.coords(q as u32);
-                let (major, minor) = if self.along_reduction { (r, p) } else { (p, r) };
-                let at = element_index_expr(
-                    FragmentLayout::RowMajorSwizzled,
-                    offset.clone(),
-                    E::from(self.row),
-                    major,
-                    minor,
-                );
-                f.store(self.sh, at, reg.get());
-                continue;
-            }
-            let (r, p) = self.coords(q as u32);
-            // Each vector's lanes are neighbours in the staged row too.
-            let at = if self.along_reduction {
-                add(scale(r, self.row), p)
-            } else {
-                add(scale(p, self.row), r)
-            };
-            f.store(self.sh, add(offset.clone(), at), reg.get());
+            f.store(self.sh, self.shared_at(q as u32, offset), reg.get());
         }
+    }
+
+    /// Where this thread's piece `q` of a slab goes in the stage at `offset`: the
+    /// piece's lanes are neighbours there too.
+    fn shared_at(&self, q: u32, offset: &E) -> E {
+        let (r, p) = self.coords(q);
+        if self.swizzled {
+            // The element's place in rows of `SWIZZLE_ROW` along the contiguous axis,
+            // bands of 8 rows `row` apart, then the swizzle (of absolute indices:
+            // every stage starts at a multiple of 512; the swizzle moves 8-element
+            // pieces whole).
+            let (major, minor) = if self.along_reduction { (r, p) } else { (p, r) };
+            return element_index_expr(
+                FragmentLayout::RowMajorSwizzled,
+                offset.clone(),
+                E::from(self.row),
+                major,
+                minor,
+            );
+        }
+        let at = if self.along_reduction {
+            add(scale(r, self.row), p)
+        } else {
+            add(scale(p, self.row), r)
+        };
+        add(offset.clone(), at)
     }
 }
 
@@ -836,6 +960,20 @@ mod tests {
         let kernel = &plan.launches[0].kernel;
         assert!(kernel.fragments.iter().all(|f| f.shape.is_warpgroup()));
         assert_eq!(kernel.invocations_per_workgroup(), 512);
+        // Staged by asynchronous copies, the epilogue's rows in the `A` slabs' bytes.
+        assert!(kernel.uses_async_copies());
+        assert!(kernel.shared.iter().any(|s| s.reuses.is_some()));
+        assert!(
+            kernel.shared_bytes() <= 192 * 1024,
+            "{}",
+            kernel.shared_bytes()
+        );
+        let caps = TargetCaps {
+            async_copies: false,
+            ..TargetCaps::cuda_sm90()
+        };
+        let plan = lower(&spec, &caps).unwrap();
+        assert!(!plan.launches[0].kernel.uses_async_copies());
         // No warpgroups without the cap.
         let caps = TargetCaps {
             warpgroup_fragments: false,

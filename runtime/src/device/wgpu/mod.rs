@@ -1072,6 +1072,7 @@ fn caps_from(
         // No cooperative matrices through wgpu: fragments are expanded.
         matrix_fragments: false,
         warpgroup_fragments: false,
+        async_copies: false,
         opt_in_shared_memory_bytes: limits.max_compute_workgroup_storage_size,
     }
 }
