@@ -19,7 +19,9 @@
 //! 16 bytes per copy where the operand allows, four stages deep (three slabs in
 //! flight while one multiplies, and the copies of the next issued while the tensor
 //! cores work on this one); its epilogue's rows take the bytes of the larger staged
-//! operand ([`kernelc_ir::SharedDecl::reuses`]).
+//! operand ([`kernelc_ir::SharedDecl::reuses`]). The `mma.sync` tiles copy too, four
+//! stages deep, one barrier per slab, where both operands move in pieces of 4, 8 or
+//! 16 bytes (not a gathered 16-bit operand's).
 //!
 //! The epilogue goes through shared memory, a few of a warp's fragments at a time:
 //! the warp stores them to its own region, and after a barrier each of its
@@ -207,14 +209,9 @@ impl MmaTile {
         }
     }
 
-    /// The warpgroup tile staged by asynchronous copies, [`COPY_STAGES`] deep: two
-    /// warpgroups of 64 × 256 (m64n256k16, a 128 × 256 tile), which the copies
-    /// leave the registers for (H200, bf16 4096³: 612 TFLOP/s against 590 for four
-    /// of 64 × 128).
+    /// The tile staged by asynchronous copies, [`COPY_STAGES`] deep.
     fn with_copies(self) -> MmaTile {
         MmaTile {
-            wm: 2,
-            shape: MmaShape::M64N256K16,
             stages: COPY_STAGES,
             copies: true,
             ..self
@@ -224,7 +221,8 @@ impl MmaTile {
 
 /// Slabs of the copy pipeline: three in flight while one multiplies (the warpgroup
 /// tile's four take 192 KiB, its epilogue's rows in the 128 KiB of the `B` slabs;
-/// three ran 5% slower on an H200, five do not fit).
+/// three ran 5% slower on an H200, five do not fit; the `mma.sync` tiles' take at
+/// most 128 KiB).
 const COPY_STAGES: u32 = 4;
 
 /// The fragment tile for `core` on `caps`, or `None` where the SIMT tile serves: no
@@ -264,13 +262,27 @@ pub(crate) fn choose(core: &GemmCore, caps: &TargetCaps) -> Option<MmaTile> {
     } else {
         kind(false)?
     };
-    // The warpgroup tile's slabs (whole 16-byte pieces of the swizzled rows) through
-    // asynchronous copies where the device has them.
-    if tile.swizzled() && caps.async_copies {
-        tile = tile.with_copies();
+    // Slabs through asynchronous copies where the device has them and both operands
+    // move in pieces of 4, 8 or 16 bytes; on warpgroups, two of 64 × 256, which the
+    // copies leave the registers for (H200, bf16 4096³: 612 TFLOP/s against 590 for
+    // four of 64 × 128).
+    if caps.async_copies {
+        if tile.swizzled() {
+            tile = MmaTile {
+                wm: 2,
+                shape: MmaShape::M64N256K16,
+                ..tile
+            }
+            .with_copies();
+        } else if copy_lanes(core, &core.a, core.m, tile.bm(), tile).is_some()
+            && copy_lanes(core, &core.b, core.n, tile.bn(), tile).is_some()
+        {
+            tile = tile.with_copies();
+        }
     }
-    // Only the warpgroup tile opts into more shared memory than the plain limit.
-    let shared = if tile.swizzled() {
+    // The warpgroup and copy-staged tiles opt into more shared memory than the plain
+    // limit.
+    let shared = if tile.swizzled() || tile.copies {
         caps.opt_in_shared_memory_limit()
     } else {
         caps.shared_memory_bytes
@@ -631,8 +643,35 @@ fn vector_staging(core: &GemmCore, op: &GemmOperand, outer_len: u32) -> bool {
     vector_lanes(core, op, outer_len, 4)
 }
 
-/// Elements of a 16-byte copy of 16-bit operands.
-const COPY_LANES: u8 = 8;
+/// The elements of `op` (of extent `outer_len`, `outer` of it per tile) that one
+/// asynchronous copy moves on tile `mt`: the most of 16, 8 or 4 bytes that its
+/// strides, offsets and extents keep aligned and whole inside or outside the matrix,
+/// and that split each slab evenly over the threads; `None` where none does (a
+/// gathered 16-bit operand, whose pieces are 2 bytes).
+fn copy_lanes(
+    core: &GemmCore,
+    op: &GemmOperand,
+    outer_len: u32,
+    outer: u32,
+    mt: MmaTile,
+) -> Option<u8> {
+    let size = op.dtype.size_bytes() as u32;
+    [16u32, 8, 4]
+        .into_iter()
+        .filter(|bytes| bytes % size == 0)
+        .map(|bytes| bytes / size)
+        .find(|&lanes| {
+            let whole = (outer * mt.bk) % (lanes * mt.invocations()) == 0;
+            let per_row = if op.gather.contiguous(outer_len, core.k) == super::Axis::Reduction {
+                mt.bk
+            } else {
+                outer
+            };
+            let vectors = lanes == 1 || vector_lanes(core, op, outer_len, lanes as u8);
+            whole && per_row % lanes == 0 && vectors
+        })
+        .map(|lanes| lanes as u8)
+}
 
 /// Whether `op` stages `lanes` elements per load (see [`vector_staging`]).
 fn vector_lanes(core: &GemmCore, op: &GemmOperand, outer_len: u32, lanes: u8) -> bool {
@@ -699,9 +738,8 @@ impl<'s> Staging<'s> {
         mt: MmaTile,
     ) -> Staging<'s> {
         let along_reduction = op.gather.contiguous(outer_len, core.k) == super::Axis::Reduction;
-        // Copies move whole 16-byte pieces where the operand allows.
-        let lanes = if mt.copies && vector_lanes(core, op, outer_len, COPY_LANES) {
-            COPY_LANES
+        let lanes = if mt.copies {
+            copy_lanes(core, op, outer_len, outer, mt).unwrap_or(1)
         } else if vector_staging(core, op, outer_len) {
             4
         } else {
@@ -1011,6 +1049,28 @@ mod tests {
             .fragments
             .iter()
             .all(|f| !f.shape.is_warpgroup()));
+    }
+
+    /// The `mma.sync` tiles copy where both operands move in 4- to 16-byte pieces:
+    /// f64 (DMMA) and f16 GEMMs do, a bf16 operand with an odd leading dimension
+    /// does not (2-byte pieces).
+    #[test]
+    fn mma_sync_tiles_copy_where_the_operands_allow() {
+        use crate::spec::GemmSpec;
+        let copies = |spec: GemmSpec| {
+            let plan = lower(&OpSpec::Gemm(spec), &TargetCaps::cuda_sm90()).unwrap();
+            let kernel = &plan.launches[0].kernel;
+            assert!(kernel.uses_fragments());
+            assert!(kernel.fragments.iter().all(|f| !f.shape.is_warpgroup()));
+            kernel.uses_async_copies()
+        };
+        assert!(copies(GemmSpec::new(ScalarType::F64, 2048, 2048, 256)));
+        assert!(copies(GemmSpec::new(ScalarType::F16, 100, 72, 40)));
+        let odd = GemmSpec {
+            lda: Some(41),
+            ..GemmSpec::new(ScalarType::Bf16, 100, 72, 41)
+        };
+        assert!(!copies(odd));
     }
 
     #[test]
