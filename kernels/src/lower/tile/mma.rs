@@ -257,39 +257,43 @@ pub(crate) fn choose(core: &GemmCore, caps: &TargetCaps) -> Option<MmaTile> {
     } else {
         kind(true)?
     };
-    let mut tile = if tiles(large) >= 96 || forced() != Forced::None {
+    let tile = if tiles(large) >= 96 || forced() != Forced::None {
         large
     } else {
         kind(false)?
     };
-    // Slabs through asynchronous copies where the device has them and both operands
-    // move in pieces of 4, 8 or 16 bytes; on warpgroups, two of 64 × 256, which the
-    // copies leave the registers for (H200, bf16 4096³: 612 TFLOP/s against 590 for
-    // four of 64 × 128).
-    if caps.async_copies {
-        if tile.swizzled() {
-            tile = MmaTile {
-                wm: 2,
-                shape: MmaShape::M64N256K16,
-                ..tile
-            }
-            .with_copies();
-        } else if copy_lanes(core, &core.a, core.m, tile.bm(), tile).is_some()
-            && copy_lanes(core, &core.b, core.n, tile.bn(), tile).is_some()
-        {
-            tile = tile.with_copies();
-        }
-    }
-    // The warpgroup and copy-staged tiles opt into more shared memory than the plain
-    // limit.
-    let shared = if tile.swizzled() || tile.copies {
+    // Slabs through asynchronous copies where the device has them, both operands
+    // move in pieces of 4, 8 or 16 bytes and the deeper stages fit; on warpgroups,
+    // two of 64 × 256, which the copies leave the registers for (H200, bf16 4096³:
+    // 612 TFLOP/s against 590 for four of 64 × 128).
+    let copied = if !caps.async_copies {
+        None
+    } else if tile.swizzled() {
+        let wide = MmaTile {
+            wm: 2,
+            shape: MmaShape::M64N256K16,
+            ..tile
+        };
+        Some(wide.with_copies())
+    } else {
+        let both = copy_lanes(core, &core.a, core.m, tile.bm(), tile).is_some()
+            && copy_lanes(core, &core.b, core.n, tile.bn(), tile).is_some();
+        both.then(|| tile.with_copies())
+    };
+    copied
+        .filter(|t| fits(t, caps))
+        .or_else(|| fits(&tile, caps).then_some(tile))
+}
+
+/// Whether tile `t` fits a workgroup of `caps`: the warpgroup and copy-staged tiles
+/// opt into more shared memory than the plain limit.
+fn fits(t: &MmaTile, caps: &TargetCaps) -> bool {
+    let shared = if t.swizzled() || t.copies {
         caps.opt_in_shared_memory_limit()
     } else {
         caps.shared_memory_bytes
     };
-    let fits = tile.invocations() <= caps.max_invocations_per_workgroup
-        && tile.shared_bytes() <= shared as u64;
-    fits.then_some(tile)
+    t.invocations() <= caps.max_invocations_per_workgroup && t.shared_bytes() <= shared as u64
 }
 
 /// Which large tile tests force on small shapes.
@@ -1066,6 +1070,19 @@ mod tests {
         };
         assert!(copies(GemmSpec::new(ScalarType::F64, 2048, 2048, 256)));
         assert!(copies(GemmSpec::new(ScalarType::F16, 100, 72, 40)));
+        // Without room to opt into, the copy stages do not fit: the register-staged
+        // tile stays (ahead-of-time PTX, whose launches take no dynamic shared
+        // memory).
+        let small = TargetCaps {
+            opt_in_shared_memory_bytes: 0,
+            warpgroup_fragments: false,
+            ..TargetCaps::cuda_sm90()
+        };
+        let spec = OpSpec::Gemm(GemmSpec::new(ScalarType::F16, 2048, 2048, 256));
+        let plan = lower(&spec, &small).unwrap();
+        let kernel = &plan.launches[0].kernel;
+        assert!(kernel.uses_fragments() && !kernel.uses_async_copies());
+        assert!(kernel.shared_bytes() <= 48 * 1024);
         let odd = GemmSpec {
             lda: Some(41),
             ..GemmSpec::new(ScalarType::Bf16, 100, 72, 41)
