@@ -671,7 +671,7 @@ fn asynchronous_copies_are_cp_async_with_zero_fill() {
         assert!(!copies.is_empty(), "{elem} x {len}: {ptx}");
         for c in &copies {
             assert!(opcode(c) == op, "{elem} x {len}: {c}");
-            let bytes = len as u32 * elem.size_bytes() as u32;
+            let bytes = len as u32 * elem.size_bytes();
             // Destination, source, copy size and source size (the zero fill).
             assert!(c.contains(&format!(", {bytes}, ")), "{elem} x {len}: {c}");
         }

@@ -801,16 +801,10 @@ fn visit_accesses(kernel: &Kernel, block: &[Stmt], f: &mut impl FnMut(Memory, &E
             Stmt::AsyncCopy(op) => {
                 // Element by element, as a fragment's: targets with vector views of
                 // buffers expand copies first.
-                if let crate::AsyncCopyOp::Start {
-                    dst,
-                    dst_index,
-                    src,
-                    src_index,
-                    ..
-                } = op
-                {
-                    f(Memory::Shared(*dst), dst_index, 1);
-                    f(Memory::Buffer(*src), src_index, 1);
+                if let crate::AsyncCopyOp::Start(c) = op {
+                    let (dst, src) = c.memories();
+                    f(dst, &c.dst_index, 1);
+                    f(src, &c.src_index, 1);
                 }
                 for (_, e) in op.exprs() {
                     expr(e, f);

@@ -30,7 +30,7 @@
 //! keeps the rules means the same either way: completing a copy at once is one of the
 //! schedules the rules allow.
 
-use crate::kernel::{Expr, ParamId, SharedId};
+use crate::kernel::{Expr, Memory, ParamId, SharedId};
 use serde::{Deserialize, Serialize};
 
 /// Bytes one copy may move.
@@ -40,17 +40,8 @@ pub const COPY_BYTES: [u32; 3] = [4, 8, 16];
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AsyncCopyOp {
-    /// Starts copying `src[src_index .. src_index + len]` to
-    /// `dst[dst_index .. dst_index + len]`; zeros instead where `valid` (a bool) is
-    /// false.
-    Start {
-        dst: SharedId,
-        dst_index: Expr,
-        src: ParamId,
-        src_index: Expr,
-        len: u8,
-        valid: Expr,
-    },
+    /// Starts one copy.
+    Start(CopyStart),
     /// Closes the invocation's open group of copies.
     Commit,
     /// Waits until at most `pending` of the invocation's committed groups are
@@ -58,19 +49,49 @@ pub enum AsyncCopyOp {
     Wait { pending: u32 },
 }
 
+/// Copying `src[src_index .. src_index + len]` to `dst[dst_index .. dst_index + len]`;
+/// zeros instead where `valid` (a bool) is false.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CopyStart {
+    pub dst: SharedId,
+    pub dst_index: Expr,
+    pub src: ParamId,
+    pub src_index: Expr,
+    pub len: u8,
+    pub valid: Expr,
+}
+
+impl CopyStart {
+    /// The destination and the source as memories.
+    pub fn memories(&self) -> (Memory, Memory) {
+        (Memory::Shared(self.dst), Memory::Buffer(self.src))
+    }
+
+    /// The same copy with its indices rewritten by `index(memory, index, len)` and
+    /// its condition by `value` (as passes rewrite every access and expression).
+    pub fn rewritten(
+        &self,
+        mut index: impl FnMut(Memory, &Expr, u8) -> Expr,
+        value: impl FnOnce(&Expr) -> Expr,
+    ) -> CopyStart {
+        let (dst, src) = self.memories();
+        CopyStart {
+            dst_index: index(dst, &self.dst_index, self.len),
+            src_index: index(src, &self.src_index, self.len),
+            valid: value(&self.valid),
+            ..self.clone()
+        }
+    }
+}
+
 impl AsyncCopyOp {
     /// The expressions, in evaluation order, with their path segment names.
     pub fn exprs(&self) -> Vec<(&'static str, &Expr)> {
         match self {
-            AsyncCopyOp::Start {
-                dst_index,
-                src_index,
-                valid,
-                ..
-            } => vec![
-                ("dst_index", dst_index),
-                ("src_index", src_index),
-                ("valid", valid),
+            AsyncCopyOp::Start(c) => vec![
+                ("dst_index", &c.dst_index),
+                ("src_index", &c.src_index),
+                ("valid", &c.valid),
             ],
             AsyncCopyOp::Commit | AsyncCopyOp::Wait { .. } => vec![],
         }
@@ -79,12 +100,7 @@ impl AsyncCopyOp {
     /// The expressions, mutably, in evaluation order.
     pub fn exprs_mut(&mut self) -> Vec<&mut Expr> {
         match self {
-            AsyncCopyOp::Start {
-                dst_index,
-                src_index,
-                valid,
-                ..
-            } => vec![dst_index, src_index, valid],
+            AsyncCopyOp::Start(c) => vec![&mut c.dst_index, &mut c.src_index, &mut c.valid],
             AsyncCopyOp::Commit | AsyncCopyOp::Wait { .. } => vec![],
         }
     }
@@ -92,7 +108,7 @@ impl AsyncCopyOp {
     /// The path segment of the statement (as in the validator).
     pub fn name(&self) -> &'static str {
         match self {
-            AsyncCopyOp::Start { .. } => "copy_start",
+            AsyncCopyOp::Start(_) => "copy_start",
             AsyncCopyOp::Commit => "copy_commit",
             AsyncCopyOp::Wait { .. } => "copy_wait",
         }

@@ -18,7 +18,7 @@
 //! assert_eq!(kernel.params.len(), 3);
 //! ```
 
-use crate::async_copy::AsyncCopyOp;
+use crate::async_copy::{AsyncCopyOp, CopyStart};
 use crate::fragment::{
     FragmentDecl, FragmentId, FragmentLayout, FragmentOp, FragmentRole, MmaShape,
 };
@@ -668,14 +668,14 @@ impl Body {
             });
             return;
         };
-        self.push(Stmt::AsyncCopy(AsyncCopyOp::Start {
+        self.push(Stmt::AsyncCopy(AsyncCopyOp::Start(CopyStart {
             dst,
             dst_index: dst_index.into().0,
             src,
             src_index: src_index.into().0,
             len,
             valid: valid.into().0,
-        }));
+        })));
     }
 
     /// Closes this invocation's group of started copies.

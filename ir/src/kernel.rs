@@ -442,46 +442,37 @@ impl Kernel {
 
     /// Whether the body has a fragment statement.
     pub fn uses_fragments(&self) -> bool {
-        fn any(block: &[Stmt]) -> bool {
-            block.iter().any(|s| match s {
-                Stmt::Fragment(_) => true,
-                Stmt::If {
-                    then_body,
-                    else_body,
-                    ..
-                } => any(then_body) || any(else_body),
-                Stmt::For { body, .. } => any(body),
-                Stmt::Let { .. }
-                | Stmt::Assign { .. }
-                | Stmt::Store { .. }
-                | Stmt::Return
-                | Stmt::Barrier
-                | Stmt::AsyncCopy(_) => false,
-            })
-        }
-        !self.fragments.is_empty() || any(&self.body)
+        !self.fragments.is_empty() || self.any_stmt(&|s| matches!(s, Stmt::Fragment(_)))
     }
 
     /// Whether the body has an asynchronous-copy statement.
     pub fn uses_async_copies(&self) -> bool {
-        fn any(block: &[Stmt]) -> bool {
-            block.iter().any(|s| match s {
-                Stmt::AsyncCopy(_) => true,
-                Stmt::If {
-                    then_body,
-                    else_body,
-                    ..
-                } => any(then_body) || any(else_body),
-                Stmt::For { body, .. } => any(body),
-                Stmt::Let { .. }
-                | Stmt::Assign { .. }
-                | Stmt::Store { .. }
-                | Stmt::Return
-                | Stmt::Barrier
-                | Stmt::Fragment(_) => false,
+        self.any_stmt(&|s| matches!(s, Stmt::AsyncCopy(_)))
+    }
+
+    /// Whether some statement of the body, nested ones included, satisfies `pred`.
+    pub fn any_stmt(&self, pred: &impl Fn(&Stmt) -> bool) -> bool {
+        fn any(block: &[Stmt], pred: &impl Fn(&Stmt) -> bool) -> bool {
+            block.iter().any(|s| {
+                pred(s)
+                    || match s {
+                        Stmt::If {
+                            then_body,
+                            else_body,
+                            ..
+                        } => any(then_body, pred) || any(else_body, pred),
+                        Stmt::For { body, .. } => any(body, pred),
+                        Stmt::Let { .. }
+                        | Stmt::Assign { .. }
+                        | Stmt::Store { .. }
+                        | Stmt::Return
+                        | Stmt::Barrier
+                        | Stmt::Fragment(_)
+                        | Stmt::AsyncCopy(_) => false,
+                    }
             })
         }
-        any(&self.body)
+        any(&self.body, pred)
     }
 
     /// The array whose bytes `id` takes: the one it reuses, else itself.

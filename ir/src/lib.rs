@@ -36,7 +36,7 @@ pub mod testing;
 pub mod types;
 pub mod validate;
 
-pub use async_copy::AsyncCopyOp;
+pub use async_copy::{AsyncCopyOp, CopyStart};
 pub use fragment::{FragmentDecl, FragmentId, FragmentLayout, FragmentOp, FragmentRole, MmaShape};
 pub use hash::{stable_hash, KernelHash};
 pub use interp::{Arg, HostBuffer, InterpError, Invocation, MemorySpace, RaceKind, Site};

@@ -380,21 +380,18 @@ impl<'k> Printer<'k> {
     /// `copy shared[i; 8] <- buffer[j] if valid`, `copy_commit`, `copy_wait 2`.
     fn async_copy(&mut self, op: &crate::AsyncCopyOp) {
         let text = match op {
-            crate::AsyncCopyOp::Start {
-                dst,
-                dst_index,
-                src,
-                src_index,
-                len,
-                valid,
-            } => format!(
-                "copy {}[{}; {len}] <- {}[{}] if {}",
-                self.memory(Memory::Shared(*dst)),
-                self.expr_text(dst_index),
-                self.memory(Memory::Buffer(*src)),
-                self.expr_text(src_index),
-                self.expr_text(valid)
-            ),
+            crate::AsyncCopyOp::Start(c) => {
+                let (dst, src) = c.memories();
+                format!(
+                    "copy {}[{}; {}] <- {}[{}] if {}",
+                    self.memory(dst),
+                    self.expr_text(&c.dst_index),
+                    c.len,
+                    self.memory(src),
+                    self.expr_text(&c.src_index),
+                    self.expr_text(&c.valid)
+                )
+            }
             crate::AsyncCopyOp::Commit => "copy_commit".to_string(),
             crate::AsyncCopyOp::Wait { pending } => format!("copy_wait {pending}"),
         };

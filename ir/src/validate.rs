@@ -396,22 +396,14 @@ impl<'k> Validator<'k> {
         op: &AsyncCopyOp,
         assigned: &HashSet<LocalId>,
     ) -> Result<(), ValidationError> {
-        let AsyncCopyOp::Start {
-            dst,
-            dst_index,
-            src,
-            src_index,
-            len,
-            valid,
-        } = op
-        else {
+        let AsyncCopyOp::Start(c) = op else {
             // `Commit` and `Wait` take any invocation at any point.
             return Ok(());
         };
         let bad = |v: &Self, why: String| v.err(ValidationErrorKind::BadAsyncCopy(why));
-        let (dst_elem, dst_len) = self.memory(Memory::Shared(*dst))?;
-        let (src_elem, src_len) = self.memory(Memory::Buffer(*src))?;
-        if let Some(Param::Buffer { access, name, .. }) = self.kernel.param(*src) {
+        let (dst_elem, dst_len) = self.memory(Memory::Shared(c.dst))?;
+        let (src_elem, src_len) = self.memory(Memory::Buffer(c.src))?;
+        if let Some(Param::Buffer { access, name, .. }) = self.kernel.param(c.src) {
             if access.can_write() {
                 return bad(
                     self,
@@ -425,32 +417,35 @@ impl<'k> Validator<'k> {
                 format!("copies {src_elem} elements into a shared array of {dst_elem}"),
             );
         }
-        let bytes = *len as u32 * dst_elem.size_bytes() as u32;
+        let bytes = c.len as u32 * dst_elem.size_bytes();
         if !crate::async_copy::COPY_BYTES.contains(&bytes) {
             return bad(
                 self,
-                format!("{len} elements of {dst_elem} are {bytes} bytes; a copy moves 4, 8 or 16"),
+                format!(
+                    "{} elements of {dst_elem} are {bytes} bytes; a copy moves 4, 8 or 16",
+                    c.len
+                ),
             );
         }
         self.at("dst_index", |v| {
             v.check_index(
-                Memory::Shared(*dst),
-                dst_index,
+                Memory::Shared(c.dst),
+                &c.dst_index,
                 dst_len,
-                *len,
+                c.len,
                 Some(assigned),
             )
         })?;
         self.at("src_index", |v| {
             v.check_index(
-                Memory::Buffer(*src),
-                src_index,
+                Memory::Buffer(c.src),
+                &c.src_index,
                 src_len,
-                *len,
+                c.len,
                 Some(assigned),
             )
         })?;
-        let ty = self.at("valid", |v| v.expr_type(valid, Some(assigned)))?;
+        let ty = self.at("valid", |v| v.expr_type(&c.valid, Some(assigned)))?;
         self.at("valid", |v| v.expect(ty, Type::BOOL, "a copy's condition"))
     }
 

@@ -161,10 +161,13 @@ fn validation_error(build: impl FnOnce(&mut Body, [Mem; 3])) -> ValidationErrorK
     kb.build(|f| build(f, [a, w, sh])).unwrap_err().kind
 }
 
+/// A kernel body over `[a (read-only), w (writable), sh (shared)]`.
+type BadBody = Box<dyn FnOnce(&mut Body, [Mem; 3])>;
+
 #[test]
 fn the_validator_names_what_is_wrong_with_a_copy() {
     use ValidationErrorKind as K;
-    let cases: [(&str, Box<dyn FnOnce(&mut Body, [Mem; 3])>); 4] = [
+    let cases: [(&str, BadBody); 4] = [
         (
             "writable",
             Box::new(|f, [_, w, sh]| f.copy_start((sh, 0u32), (w, 0u32), 4, true)),

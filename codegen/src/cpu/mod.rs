@@ -142,24 +142,6 @@ pub fn symbol_name(kernel: &Kernel) -> String {
     s
 }
 
-fn has_barrier(block: &[Stmt]) -> bool {
-    block.iter().any(|s| match s {
-        Stmt::Barrier => true,
-        Stmt::If {
-            then_body,
-            else_body,
-            ..
-        } => has_barrier(then_body) || has_barrier(else_body),
-        Stmt::For { body, .. } => has_barrier(body),
-        Stmt::Let { .. }
-        | Stmt::Assign { .. }
-        | Stmt::Store { .. }
-        | Stmt::Return
-        | Stmt::Fragment(_)
-        | Stmt::AsyncCopy(_) => false,
-    })
-}
-
 /// Largest shared scratch a kernel may declare (bytes).
 const MAX_SHARED_BYTES: u64 = 1 << 30;
 
@@ -170,7 +152,7 @@ fn check_supported(kernel: &Kernel) -> Result<(), CodegenError> {
         return Err(CodegenError::unexpanded_fragments(TARGET));
     }
     let n = kernel.invocations_per_workgroup();
-    if n > 1 && has_barrier(&kernel.body) {
+    if n > 1 && kernel.any_stmt(&|s| matches!(s, Stmt::Barrier)) {
         return Err(CodegenError::Unsupported {
             target: TARGET,
             construct: format!(

@@ -123,24 +123,17 @@ impl Ctx<'_, '_> {
 
     pub(super) fn exec_copy(&mut self, op: &AsyncCopyOp, mask: &[u32]) -> Res<()> {
         match op {
-            AsyncCopyOp::Start {
-                dst,
-                dst_index,
-                src,
-                src_index,
-                len,
-                valid,
-            } => {
+            AsyncCopyOp::Start(c) => {
                 for &inv in mask {
-                    let di = self.eval(dst_index, inv).at(Name("dst_index"))?;
+                    let di = self.eval(&c.dst_index, inv).at(Name("dst_index"))?;
                     let di = as_index(&di, inv).at(Name("dst_index"))?;
-                    let si = self.eval(src_index, inv).at(Name("src_index"))?;
+                    let si = self.eval(&c.src_index, inv).at(Name("src_index"))?;
                     let si = as_index(&si, inv).at(Name("src_index"))?;
-                    let ok = match self.eval(valid, inv).at(Name("valid"))?.as_scalar() {
+                    let ok = match self.eval(&c.valid, inv).at(Name("valid"))?.as_scalar() {
                         Some(Scalar::Bool(b)) => b,
                         _ => return Err(malformed(inv, "a copy's condition is not a bool")),
                     };
-                    self.start_copy(*dst, di, *src, ok.then_some(si), *len, inv)?;
+                    self.start_copy(c.dst, di, c.src, ok.then_some(si), c.len, inv)?;
                 }
                 Ok(())
             }
@@ -155,16 +148,7 @@ impl Ctx<'_, '_> {
             }
             AsyncCopyOp::Wait { pending } => {
                 for &inv in mask {
-                    loop {
-                        let Some(f) = self.rules.flights.get_mut(inv as usize) else {
-                            break;
-                        };
-                        if f.committed.len() <= *pending as usize {
-                            break;
-                        }
-                        let Some(group) = f.committed.pop_front() else {
-                            break;
-                        };
+                    while let Some(group) = self.finished_group(inv, *pending) {
                         for copy in group {
                             self.complete(copy, inv)?;
                         }
@@ -173,6 +157,15 @@ impl Ctx<'_, '_> {
                 Ok(())
             }
         }
+    }
+
+    /// The oldest committed group of `inv`'s while more than `pending` are.
+    fn finished_group(&mut self, inv: u32, pending: u32) -> Option<Vec<Copy>> {
+        let f = self.rules.flights.get_mut(inv as usize)?;
+        if f.committed.len() <= pending as usize {
+            return None;
+        }
+        f.committed.pop_front()
     }
 
     /// Reads the source (`None`: zeros) and marks the destination in flight.

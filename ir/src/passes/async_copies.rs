@@ -6,7 +6,7 @@
 //! rules allow. (One that breaks them, which the interpreter reports on the original,
 //! may run without an error after the expansion, as a data race may on a device.)
 
-use super::with_body;
+use super::{rewrite_leaves, with_body};
 use crate::async_copy::AsyncCopyOp;
 use crate::kernel::*;
 use crate::scalar::Scalar;
@@ -20,65 +20,24 @@ pub fn expand_async_copies(kernel: &Kernel) -> Kernel {
     if !kernel.uses_async_copies() {
         return kernel.clone();
     }
-    with_body(kernel, block(kernel, &kernel.body))
-}
-
-fn block(k: &Kernel, block: &[Stmt]) -> Block {
-    let mut out = Vec::with_capacity(block.len());
-    for s in block {
-        match s {
-            Stmt::AsyncCopy(op) => copy(k, op, &mut out),
-            Stmt::If {
-                cond,
-                then_body,
-                else_body,
-            } => out.push(Stmt::If {
-                cond: cond.clone(),
-                then_body: self::block(k, then_body),
-                else_body: self::block(k, else_body),
-            }),
-            Stmt::For {
-                var,
-                start,
-                end,
-                step,
-                body,
-            } => out.push(Stmt::For {
-                var: *var,
-                start: start.clone(),
-                end: end.clone(),
-                step: *step,
-                body: self::block(k, body),
-            }),
-            Stmt::Let { .. }
-            | Stmt::Assign { .. }
-            | Stmt::Store { .. }
-            | Stmt::Return
-            | Stmt::Barrier
-            | Stmt::Fragment(_) => out.push(s.clone()),
-        }
-    }
-    out
+    let body = rewrite_leaves(&kernel.body, &mut |s, out| match s {
+        Stmt::AsyncCopy(op) => copy(kernel, op, out),
+        other => out.push(other.clone()),
+    });
+    with_body(kernel, body)
 }
 
 fn copy(k: &Kernel, op: &AsyncCopyOp, out: &mut Block) {
-    let AsyncCopyOp::Start {
-        dst,
-        dst_index,
-        src,
-        src_index,
-        len,
-        valid,
-    } = op
-    else {
+    let AsyncCopyOp::Start(c) = op else {
         return;
     };
-    let Some(elem) = k.shared_decl(*dst).map(|d| d.elem) else {
+    let (len, dst_index, src_index) = (c.len, &c.dst_index, &c.src_index);
+    let Some(elem) = k.shared_decl(c.dst).map(|d| d.elem) else {
         return;
     };
-    let chunks = (0..*len)
+    let chunks = (0..len)
         .step_by(MAX_LANES as usize)
-        .map(|at| (at, (*len - at).min(MAX_LANES)));
+        .map(|at| (at, (len - at).min(MAX_LANES)));
     let at = |index: &Expr, offset: u8| match offset {
         0 => index.clone(),
         _ => Expr::Binary {
@@ -88,7 +47,7 @@ fn copy(k: &Kernel, op: &AsyncCopyOp, out: &mut Block) {
         },
     };
     let store = |value: Expr, offset: u8| Stmt::Store {
-        mem: Memory::Shared(*dst),
+        mem: Memory::Shared(c.dst),
         index: at(dst_index, offset),
         value,
     };
@@ -96,14 +55,14 @@ fn copy(k: &Kernel, op: &AsyncCopyOp, out: &mut Block) {
         .clone()
         .map(|(offset, lanes)| {
             let value = Expr::Load {
-                mem: Memory::Buffer(*src),
+                mem: Memory::Buffer(c.src),
                 index: Box::new(at(src_index, offset)),
                 lanes,
             };
             store(value, offset)
         })
         .collect();
-    if let Some(Scalar::Bool(true)) = valid.as_lit() {
+    if let Some(Scalar::Bool(true)) = c.valid.as_lit() {
         out.extend(copied);
         return;
     }
@@ -118,7 +77,7 @@ fn copy(k: &Kernel, op: &AsyncCopyOp, out: &mut Block) {
         })
         .collect();
     out.push(Stmt::If {
-        cond: valid.clone(),
+        cond: c.valid.clone(),
         then_body: copied,
         else_body: zeros,
     });

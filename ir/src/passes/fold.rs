@@ -154,21 +154,10 @@ impl Folder<'_> {
             }
             Stmt::AsyncCopy(op) => {
                 let op = match op {
-                    AsyncCopyOp::Start {
-                        dst,
-                        dst_index,
-                        src,
-                        src_index,
-                        len,
-                        valid,
-                    } => AsyncCopyOp::Start {
-                        dst: *dst,
-                        dst_index: self.index(Memory::Shared(*dst), dst_index, *len, env),
-                        src: *src,
-                        src_index: self.index(Memory::Buffer(*src), src_index, *len, env),
-                        len: *len,
-                        valid: self.expr(valid, env),
-                    },
+                    AsyncCopyOp::Start(c) => AsyncCopyOp::Start(c.rewritten(
+                        |mem, index, len| self.index(mem, index, len, env),
+                        |valid| self.expr(valid, env),
+                    )),
                     AsyncCopyOp::Commit | AsyncCopyOp::Wait { .. } => op.clone(),
                 };
                 out.push(Stmt::AsyncCopy(op));

@@ -15,7 +15,7 @@
 //! interpreter computes on the original. (One that fails still fails, perhaps at
 //! another element or invocation first.)
 
-use super::with_body;
+use super::{rewrite_leaves, with_body};
 use crate::builder::{local_id, E};
 use crate::fragment::*;
 use crate::kernel::*;
@@ -137,48 +137,10 @@ impl Expander {
     }
 
     fn block(&mut self, block: &[Stmt]) -> Block {
-        let mut out = Vec::with_capacity(block.len());
-        for s in block {
-            match s {
-                Stmt::Fragment(op) => self.op(op, &mut out),
-                Stmt::If {
-                    cond,
-                    then_body,
-                    else_body,
-                } => {
-                    let then_body = self.block(then_body);
-                    let else_body = self.block(else_body);
-                    out.push(Stmt::If {
-                        cond: cond.clone(),
-                        then_body,
-                        else_body,
-                    });
-                }
-                Stmt::For {
-                    var,
-                    start,
-                    end,
-                    step,
-                    body,
-                } => {
-                    let body = self.block(body);
-                    out.push(Stmt::For {
-                        var: *var,
-                        start: start.clone(),
-                        end: end.clone(),
-                        step: *step,
-                        body,
-                    });
-                }
-                Stmt::Let { .. }
-                | Stmt::Assign { .. }
-                | Stmt::Store { .. }
-                | Stmt::Return
-                | Stmt::Barrier
-                | Stmt::AsyncCopy(_) => out.push(s.clone()),
-            }
-        }
-        out
+        rewrite_leaves(block, &mut |s, out| match s {
+            Stmt::Fragment(op) => self.op(op, out),
+            other => out.push(other.clone()),
+        })
     }
 
     /// The `(r, c)` of each of a lane's locals of fragment `decl`.

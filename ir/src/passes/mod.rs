@@ -288,6 +288,54 @@ pub(crate) fn map_children(e: &Expr, mut f: impl FnMut(&Expr) -> Expr) -> Expr {
 }
 
 /// A kernel with `k`'s declarations and a new body.
+/// `block` rebuilt with every statement but `If` and `For` (whose blocks are
+/// rebuilt the same way) replaced by the statements `leaf` pushes for it: the walk
+/// of the passes that rewrite one kind of statement.
+pub(crate) fn rewrite_leaves(block: &[Stmt], leaf: &mut impl FnMut(&Stmt, &mut Block)) -> Block {
+    let mut out = Vec::with_capacity(block.len());
+    for s in block {
+        match s {
+            Stmt::If {
+                cond,
+                then_body,
+                else_body,
+            } => {
+                let then_body = rewrite_leaves(then_body, leaf);
+                let else_body = rewrite_leaves(else_body, leaf);
+                out.push(Stmt::If {
+                    cond: cond.clone(),
+                    then_body,
+                    else_body,
+                });
+            }
+            Stmt::For {
+                var,
+                start,
+                end,
+                step,
+                body,
+            } => {
+                let body = rewrite_leaves(body, leaf);
+                out.push(Stmt::For {
+                    var: *var,
+                    start: start.clone(),
+                    end: end.clone(),
+                    step: *step,
+                    body,
+                });
+            }
+            Stmt::Let { .. }
+            | Stmt::Assign { .. }
+            | Stmt::Store { .. }
+            | Stmt::Return
+            | Stmt::Barrier
+            | Stmt::Fragment(_)
+            | Stmt::AsyncCopy(_) => leaf(s, &mut out),
+        }
+    }
+    out
+}
+
 pub(crate) fn with_body(k: &Kernel, body: Block) -> Kernel {
     Kernel {
         name: k.name.clone(),

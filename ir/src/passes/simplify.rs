@@ -91,21 +91,10 @@ fn stmt(k: &Kernel, s: &Stmt) -> Stmt {
             Stmt::Fragment(op)
         }
         Stmt::AsyncCopy(op) => Stmt::AsyncCopy(match op {
-            crate::AsyncCopyOp::Start {
-                dst,
-                dst_index,
-                src,
-                src_index,
-                len,
-                valid,
-            } => crate::AsyncCopyOp::Start {
-                dst: *dst,
-                dst_index: simplify_index(k, Memory::Shared(*dst), dst_index, *len),
-                src: *src,
-                src_index: simplify_index(k, Memory::Buffer(*src), src_index, *len),
-                len: *len,
-                valid: simplify_expr(k, valid),
-            },
+            crate::AsyncCopyOp::Start(c) => crate::AsyncCopyOp::Start(c.rewritten(
+                |mem, index, len| simplify_index(k, mem, index, len),
+                |valid| simplify_expr(k, valid),
+            )),
             crate::AsyncCopyOp::Commit | crate::AsyncCopyOp::Wait { .. } => op.clone(),
         }),
         Stmt::Return | Stmt::Barrier => s.clone(),

@@ -147,9 +147,9 @@ fn widest_access(kernel: &Kernel, id: ParamId) -> Result<u8, LowerError> {
             op.exprs()
                 .into_iter()
                 .for_each(|(_, e)| visit_expr(e, &mut widest));
-            if let AsyncCopyOp::Start { src, len, .. } = op {
-                if *src == id {
-                    widest = widest.max(*len);
+            if let AsyncCopyOp::Start(c) = op {
+                if c.src == id {
+                    widest = widest.max(c.len);
                 }
             }
         }
@@ -236,9 +236,9 @@ fn offset_block(block: &mut Block, id: ParamId, base: ParamId) {
                 for e in op.exprs_mut() {
                     offset_expr(e, id, base);
                 }
-                if let AsyncCopyOp::Start { src, src_index, .. } = op {
-                    if *src == id {
-                        shift(src_index, base);
+                if let AsyncCopyOp::Start(c) = op {
+                    if c.src == id {
+                        shift(&mut c.src_index, base);
                     }
                 }
             }

@@ -11,7 +11,8 @@ use super::value::int;
 use super::{Flavor, Lower, OrInternal};
 use crate::CodegenError;
 use inkwell::values::IntValue;
-use kernelc_ir::{AsyncCopyOp, Expr, Memory};
+use kernelc_ir::async_copy::CopyStart;
+use kernelc_ir::AsyncCopyOp;
 
 impl<'ctx> Lower<'_, 'ctx> {
     pub(super) fn async_copy(&mut self, op: &AsyncCopyOp) -> Result<(), CodegenError> {
@@ -21,19 +22,7 @@ impl<'ctx> Lower<'_, 'ctx> {
             ));
         }
         match op {
-            AsyncCopyOp::Start {
-                dst,
-                dst_index,
-                src,
-                src_index,
-                len,
-                valid,
-            } => self.copy_start(
-                (Memory::Shared(*dst), dst_index),
-                (Memory::Buffer(*src), src_index),
-                *len,
-                valid,
-            ),
+            AsyncCopyOp::Start(c) => self.copy_start(c),
             AsyncCopyOp::Commit => {
                 self.call_intrinsic_void("llvm.nvvm.cp.async.commit.group", &[], &[])
             }
@@ -44,13 +33,9 @@ impl<'ctx> Lower<'_, 'ctx> {
         }
     }
 
-    fn copy_start(
-        &mut self,
-        (dst, dst_index): (Memory, &Expr),
-        (src, src_index): (Memory, &Expr),
-        len: u8,
-        valid: &Expr,
-    ) -> Result<(), CodegenError> {
+    fn copy_start(&mut self, c: &CopyStart) -> Result<(), CodegenError> {
+        let (dst, src) = c.memories();
+        let (dst_index, src_index, len, valid) = (&c.dst_index, &c.src_index, c.len, &c.valid);
         let di = int(self.expr(dst_index)?.first()?)?;
         let si = int(self.expr(src_index)?.first()?)?;
         let valid = int(self.expr(valid)?.first()?)?;
@@ -74,7 +59,7 @@ impl<'ctx> Lower<'_, 'ctx> {
             .build_conditional_branch(ok, go, fail)
             .or_internal()?;
         self.b.position_at_end(go);
-        let bytes = len as u32 * to.elem.size_bytes() as u32;
+        let bytes = len as u32 * to.elem.size_bytes();
         let i32t = self.ctx.i32_type();
         let zero = i32t.const_zero();
         let read_at = self.select_int(valid, si, zero)?;

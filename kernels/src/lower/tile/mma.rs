@@ -659,7 +659,7 @@ fn copy_lanes(
     outer: u32,
     mt: MmaTile,
 ) -> Option<u8> {
-    let size = op.dtype.size_bytes() as u32;
+    let size = op.dtype.size_bytes();
     [16u32, 8, 4]
         .into_iter()
         .filter(|bytes| bytes % size == 0)
