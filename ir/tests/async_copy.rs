@@ -3,7 +3,7 @@
 //! validator's errors, printing and JSON.
 
 use kernelc_ir::builder::*;
-use kernelc_ir::interp::{run, Arg, HostBuffer, InterpError};
+use kernelc_ir::interp::{HostBuffer, InterpError};
 use kernelc_ir::passes::{expand_async_copies, for_target, MathExpansion};
 use kernelc_ir::{Access, Kernel, ScalarType, ValidationErrorKind};
 
@@ -14,18 +14,8 @@ const TILES: u32 = 5;
 /// Elements of `a` that exist (the last tile is partly past them: zeros).
 const VALID: u32 = 600;
 
-#[allow(clippy::result_large_err)]
-fn run_kernel(kernel: &Kernel, inputs: &[HostBuffer]) -> Result<Vec<HostBuffer>, InterpError> {
-    let mut args: Vec<Arg> = inputs.iter().cloned().map(Arg::Buffer).collect();
-    run(kernel, [1, 1, 1], &mut args)?;
-    Ok(args
-        .into_iter()
-        .filter_map(|a| match a {
-            Arg::Buffer(b) => Some(b),
-            Arg::Scalar(_) => None,
-        })
-        .collect())
-}
+mod common;
+use common::run_kernel;
 
 fn inputs() -> Vec<HostBuffer> {
     let a: Vec<f32> = (0..TILE * TILES).map(|i| 1.0 + i as f32).collect();

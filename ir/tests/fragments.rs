@@ -4,23 +4,13 @@
 
 use kernelc_ir::builder::*;
 use kernelc_ir::fragment::{FragmentLayout::*, FragmentRole, MmaShape};
-use kernelc_ir::interp::{run, Arg, HostBuffer, InterpError};
+use kernelc_ir::interp::{HostBuffer, InterpError};
 use kernelc_ir::passes::expand_fragments;
 use kernelc_ir::testing::fragments::{every_kind, values};
 use kernelc_ir::{Access, Kernel, Scalar, ScalarType, ValidationErrorKind};
 
-#[allow(clippy::result_large_err)]
-fn run_kernel(kernel: &Kernel, inputs: &[HostBuffer]) -> Result<Vec<HostBuffer>, InterpError> {
-    let mut args: Vec<Arg> = inputs.iter().cloned().map(Arg::Buffer).collect();
-    run(kernel, [1, 1, 1], &mut args)?;
-    Ok(args
-        .into_iter()
-        .filter_map(|a| match a {
-            Arg::Buffer(b) => Some(b),
-            Arg::Scalar(_) => None,
-        })
-        .collect())
-}
+mod common;
+use common::run_kernel;
 
 #[test]
 fn mma_is_the_fma_chain_per_element_in_every_kind() {

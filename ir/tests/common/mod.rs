@@ -25,3 +25,22 @@ impl Rng {
         (lo + (hi - lo) * self.unit()).exp2() as f32
     }
 }
+
+/// Runs `kernel` on one workgroup over buffers `inputs` (in parameter order); the
+/// buffers after the run.
+#[allow(clippy::result_large_err)]
+pub fn run_kernel(
+    kernel: &kernelc_ir::Kernel,
+    inputs: &[kernelc_ir::HostBuffer],
+) -> Result<Vec<kernelc_ir::HostBuffer>, kernelc_ir::InterpError> {
+    use kernelc_ir::Arg;
+    let mut args: Vec<Arg> = inputs.iter().cloned().map(Arg::Buffer).collect();
+    kernelc_ir::interp::run(kernel, [1, 1, 1], &mut args)?;
+    Ok(args
+        .into_iter()
+        .filter_map(|a| match a {
+            Arg::Buffer(b) => Some(b),
+            Arg::Scalar(_) => None,
+        })
+        .collect())
+}
