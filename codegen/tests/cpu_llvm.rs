@@ -127,3 +127,67 @@ fn the_tiers_expansion_leaves_nothing_it_refuses() {
     let expanded = kernelc_ir::passes::for_target(&exp2, &cpu::llvm::required_expansion());
     cpu::llvm::compile(&expanded).expect("f32 exp2 through the tier's expansion");
 }
+
+/// Integers past the half types' range become ±∞ when cast to them, and a cast of
+/// that infinity to a wider integer saturates (a fuzz finding, seed
+/// 1795924807057387597: `cast<i64>(cast<f16>(i32::MIN))` was −2³¹, not −2⁶³).
+#[test]
+fn integers_past_the_half_types_become_infinite() {
+    use kernelc_ir::Scalar;
+    use ScalarType::{I32, I64, U32};
+    let ints: Vec<i64> = vec![
+        i32::MIN as i64,
+        i32::MAX as i64,
+        65504,
+        65519,
+        65520,
+        -65520,
+        70000,
+        1 << 40,
+        i64::MIN,
+        i64::MAX,
+        3,
+        -7,
+    ];
+    for from in [I32, U32, I64] {
+        for half in [F16, Bf16] {
+            for to in [I64, I32, F32] {
+                let data: Vec<Scalar> = ints
+                    .iter()
+                    .map(|&v| Scalar::int_wrapping(from, v).expect("an integer type"))
+                    .collect();
+                let n = data.len() as u32;
+                let kernel = elementwise("casts", &[Type::scalar(from)], to, n, |a| {
+                    a[0].clone().cast(half).cast(to)
+                });
+                check(
+                    &kernel,
+                    [1, 1, 1],
+                    &[buffer(from, data), poison(to, n as usize)],
+                );
+            }
+        }
+    }
+}
+
+/// The fuzz finding's own shape: an integer of one significant bit (`i32::MIN << s`)
+/// cast to f16 and back. LLVM knows its bits fit f16's significand, so the casts must
+/// not fold to the integer: 2³¹ is past f16's range.
+#[test]
+fn a_one_bit_integer_past_f16_still_overflows() {
+    use kernelc_ir::Scalar;
+    use ScalarType::{I64, U32};
+    let shifts: Vec<Scalar> = [0u32, 1, 5, 16, 31, 32, 33].map(Scalar::U32).to_vec();
+    let n = shifts.len() as u32;
+    for half in [F16, Bf16] {
+        let kernel = elementwise("one_bit", &[Type::scalar(U32)], I64, n, |a| {
+            let s = a[0].clone() & 31u32;
+            (E::from(i32::MIN) << s).cast(half).cast(I64)
+        });
+        check(
+            &kernel,
+            [1, 1, 1],
+            &[buffer(U32, shifts.clone()), poison(I64, n as usize)],
+        );
+    }
+}

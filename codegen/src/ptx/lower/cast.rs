@@ -19,6 +19,10 @@ use inkwell::values::BasicValueEnum;
 use inkwell::{FloatPredicate, IntPredicate};
 use kernelc_ir::ScalarType::{self, *};
 
+/// The least integer that rounds to f16's infinity (halfway between 65504 and 2¹⁶,
+/// ties to even).
+const F16_OVERFLOW: i64 = 65520;
+
 impl<'ctx> Lower<'_, 'ctx> {
     /// One lane from `from` to `to`.
     pub(super) fn cast_scalar(
@@ -125,7 +129,36 @@ impl<'ctx> Lower<'_, 'ctx> {
             // Via f64, as the interpreter.
             _ => {
                 let wide = convert(self, self.ctx.f64_type())?;
-                Ok(self.round_float(wide, self.float_type(to)?)?.into())
+                let t = self.float_type(to)?;
+                let rounded = self.round_float(wide, t)?;
+                if to != F16 {
+                    return Ok(rounded.into());
+                }
+                // LLVM folds `fptrunc (sitofp x)` to `sitofp x` to half when `x`'s
+                // significant bits fit its significand, whatever its magnitude (so
+                // `i32::MIN` cast to f16 and back was `i32::MIN`): an integer past f16's
+                // range becomes ±∞ here explicitly. From 65520 on, f16 rounds to ∞.
+                let limit = |v: i64| x.get_type().const_int(v as u64, true);
+                let (ge, le) = match from {
+                    U32 => (IntPredicate::UGE, None),
+                    _ => (IntPredicate::SGE, Some(IntPredicate::SLE)),
+                };
+                let b = &self.b;
+                let above = b
+                    .build_int_compare(ge, x, limit(F16_OVERFLOW), "")
+                    .or_internal()?;
+                let inf = t.const_float(f64::INFINITY);
+                let mut v = b.build_select(above, inf, rounded, "").or_internal()?;
+                if let Some(le) = le {
+                    let below = b
+                        .build_int_compare(le, x, limit(-F16_OVERFLOW), "")
+                        .or_internal()?;
+                    let neg_inf = t.const_float(f64::NEG_INFINITY);
+                    v = b
+                        .build_select(below, neg_inf, float(v)?, "")
+                        .or_internal()?;
+                }
+                Ok(v)
             }
         }
     }

@@ -312,8 +312,12 @@ fn log2_dd<O: Ops<W32>>(o: &mut O, a: &O::F) -> (O::F, O::F) {
     // f - sh·(dh + dl) (exact through Dekker) divided by dh.
     let dh = addc(o, &f, 2.0);
     let dh = o.bind(dh);
+    // Opaque where the driver may reassociate: `(f + 2) − 2` would fold to `f`, and
+    // `dl` to 0 (f32 `pow` off by 36 ULP through naga on llvmpipe, where
+    // `y·log2 x` is 51).
+    let dho = o.opaque(&dh);
     let two = o.cf(2.0);
-    let d2 = o.sub(&dh, &two);
+    let d2 = o.sub(&dho, &two);
     let dl = o.sub(&f, &d2);
     let dl = o.bind(dl);
     let sh = o.div(&f, &dh);
