@@ -51,9 +51,13 @@ impl Gen<'_> {
                     .filter(|t| self.config.float_bitcasts || !t.is_float())
                     .collect();
                 let from = self.pick_of(&same).unwrap_or(s);
+                let mut arg = self.expr(ty.with_scalar(from), d);
+                if from.is_float() {
+                    arg = nan_as_one(arg, from, ty.lanes);
+                }
                 Expr::Bitcast {
                     to: s,
-                    arg: Box::new(self.expr(ty.with_scalar(from), d)),
+                    arg: Box::new(arg),
                 }
             }
             11 if ty.lanes == 1 && self.config.vectors => {
@@ -372,5 +376,28 @@ impl Gen<'_> {
             func,
             args: (0..func.arity()).map(|_| self.expr(ty, d)).collect(),
         }
+    }
+}
+
+/// `x`, with every NaN the same NaN: a NaN's sign and payload are unspecified
+/// (docs/semantics.md), so the bits a float bitcast reads must not depend on them (the
+/// CPU target's `fma` of a negative NaN gave the positive one, seed
+/// 1795925408764813029).
+fn nan_as_one(x: Expr, ty: ScalarType, lanes: u8) -> Expr {
+    let mut nan = Expr::Lit(Scalar::from_f64(ty, f64::NAN));
+    if lanes > 1 {
+        nan = Expr::Splat {
+            lanes,
+            arg: Box::new(nan),
+        };
+    }
+    Expr::Select {
+        cond: Box::new(Expr::Cmp {
+            op: CmpOp::Eq,
+            lhs: Box::new(x.clone()),
+            rhs: Box::new(x.clone()),
+        }),
+        on_true: Box::new(x),
+        on_false: Box::new(nan),
     }
 }
