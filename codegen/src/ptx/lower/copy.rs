@@ -51,35 +51,24 @@ impl<'ctx> Lower<'_, 'ctx> {
         let src_in = b.build_or(unread, src_in, "").or_internal()?;
         let ok = b.build_and(dst_ok, src_ok, "copy_ok").or_internal()?;
         let in_bounds = b.build_and(dst_in, src_in, "").or_internal()?;
-        let func = self.func;
-        let go = self.ctx.append_basic_block(func, "copy");
-        let fail = self.ctx.append_basic_block(func, "copy.fault");
-        let merge = self.ctx.append_basic_block(func, "copy.end");
-        self.b
-            .build_conditional_branch(ok, go, fail)
-            .or_internal()?;
-        self.b.position_at_end(go);
-        let bytes = len as u32 * to.elem.size_bytes();
-        let i32t = self.ctx.i32_type();
-        let zero = i32t.const_zero();
-        let read_at = self.select_int(valid, si, zero)?;
-        let dst_ptr = self.element_ptr(&to, di)?;
-        let src_ptr = self.element_ptr(&from, read_at)?;
-        let read_bytes = self.select_int(valid, i32t.const_int(bytes as u64, false), zero)?;
-        let name = match bytes {
-            16 => "llvm.nvvm.cp.async.cg.shared.global.16.s".to_string(),
-            _ => format!("llvm.nvvm.cp.async.ca.shared.global.{bytes}.s"),
-        };
-        self.call_intrinsic_void(
-            &name,
-            &[],
-            &[dst_ptr.into(), src_ptr.into(), read_bytes.into()],
-        )?;
-        self.b.build_unconditional_branch(merge).or_internal()?;
-        self.b.position_at_end(fail);
-        self.raise_access_fault(in_bounds)?;
-        self.b.build_unconditional_branch(merge).or_internal()?;
-        self.b.position_at_end(merge);
+        self.branch_on_checks("copy", (ok, in_bounds), |l| {
+            let bytes = len as u32 * to.elem.size_bytes();
+            let i32t = l.ctx.i32_type();
+            let zero = i32t.const_zero();
+            let read_at = l.select_int(valid, si, zero)?;
+            let dst_ptr = l.element_ptr(&to, di)?;
+            let src_ptr = l.element_ptr(&from, read_at)?;
+            let read_bytes = l.select_int(valid, i32t.const_int(bytes as u64, false), zero)?;
+            let name = match bytes {
+                16 => "llvm.nvvm.cp.async.cg.shared.global.16.s".to_string(),
+                _ => format!("llvm.nvvm.cp.async.ca.shared.global.{bytes}.s"),
+            };
+            l.call_intrinsic_void(
+                &name,
+                &[],
+                &[dst_ptr.into(), src_ptr.into(), read_bytes.into()],
+            )
+        })?;
         Ok(())
     }
 

@@ -26,10 +26,10 @@ use kernelc_ir::analysis::AccessProof as Proven;
 
 /// Where an access goes: base pointer, element type, length, base alignment.
 pub(super) struct Target<'ctx> {
-    pub(super) base: PointerValue<'ctx>,
+    base: PointerValue<'ctx>,
     pub(super) elem: ScalarType,
     pub(super) len: u64,
-    pub(super) align: u32,
+    align: u32,
 }
 
 impl<'ctx> Lower<'_, 'ctx> {
@@ -132,6 +132,17 @@ impl<'ctx> Lower<'_, 'ctx> {
         access: impl FnOnce(&mut Self) -> Result<R, CodegenError>,
     ) -> Result<(R, BasicBlock<'ctx>, BasicBlock<'ctx>), CodegenError> {
         let (ok, in_bounds) = self.access_ok(index, lanes, len, proven)?;
+        self.branch_on_checks(name, (ok, in_bounds), access)
+    }
+
+    /// [`Self::guarded`] on checks already made (`ok`, `in_bounds`: see
+    /// [`Self::access_ok`]), for an access of several memories.
+    pub(super) fn branch_on_checks<R>(
+        &mut self,
+        name: &str,
+        (ok, in_bounds): (IntValue<'ctx>, IntValue<'ctx>),
+        access: impl FnOnce(&mut Self) -> Result<R, CodegenError>,
+    ) -> Result<(R, BasicBlock<'ctx>, BasicBlock<'ctx>), CodegenError> {
         let func = self.func;
         let ok_b = self.ctx.append_basic_block(func, name);
         let fail_b = self.ctx.append_basic_block(func, &format!("{name}.fault"));
