@@ -1069,3 +1069,22 @@ fn the_half_gemm_tile_reads_shared_fragments_by_ldmatrix() {
         }
     }
 }
+
+/// A softmax between two multiplies kept in registers: the row reductions are two
+/// butterfly shuffles per row, the conversion of `P` packs registers (no shared
+/// memory, no barrier), and ptxas assembles it.
+#[test]
+fn row_statements_stay_in_registers() {
+    for input in [Bf16, F16] {
+        let ptx = emit_checked(&kernelc_ir::testing::fragments::attention_step(input));
+        let shuffles = ptx.matches("shfl.sync.bfly.b32").count();
+        // Two reductions, two rows per thread, two shuffles per row.
+        assert_eq!(shuffles, 8, "{ptx}");
+        assert!(
+            !has_instr(&ptx, "bar.sync") && !ptx.contains(".shared"),
+            "{ptx}"
+        );
+        assert!(ptx.contains(&format!("cvt.rn.{input}")), "{ptx}");
+        assert_eq!(ptx.matches("mma.sync.aligned.m16n8k16").count(), 1, "{ptx}");
+    }
+}

@@ -673,6 +673,18 @@ fn collect_defs<'k>(block: &'k [Stmt], defs: &mut [Vec<Def<'k>>], opaque: &mut [
                 }
                 collect_defs(body, defs, opaque);
             }
+            Stmt::Fragment(crate::FragmentOp::Map(m)) => {
+                // Bound per element: no range known.
+                let bound = [m.row, m.col]
+                    .into_iter()
+                    .chain(m.args.iter().map(|a| a.local));
+                for local in bound {
+                    if let Some(o) = opaque.get_mut(local.0 as usize) {
+                        *o = true;
+                    }
+                }
+                collect_defs(&m.body, defs, opaque);
+            }
             Stmt::Store { .. }
             | Stmt::Return
             | Stmt::Barrier
@@ -796,6 +808,9 @@ fn visit_accesses(kernel: &Kernel, block: &[Stmt], f: &mut impl FnMut(Memory, &E
                 }
                 for (_, e) in op.exprs() {
                     expr(e, f);
+                }
+                if let Some(body) = op.body() {
+                    visit_accesses(kernel, body, f);
                 }
             }
             Stmt::AsyncCopy(op) => {

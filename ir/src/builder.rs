@@ -20,7 +20,8 @@
 
 use crate::async_copy::{AsyncCopyOp, CopyStart};
 use crate::fragment::{
-    FragmentDecl, FragmentId, FragmentLayout, FragmentOp, FragmentRole, MmaShape,
+    FragmentDecl, FragmentId, FragmentLayout, FragmentMap, FragmentOp, FragmentRole, MapArg,
+    MmaShape, RowReduction,
 };
 use crate::kernel::*;
 use crate::scalar::Scalar;
@@ -646,6 +647,64 @@ impl Body {
     /// `d = a·b + c`.
     pub fn mma(&mut self, d: FragmentId, a: FragmentId, b: FragmentId, c: FragmentId) {
         self.push(Stmt::Fragment(FragmentOp::Mma { d, a, b, c }));
+    }
+
+    /// `dst[r][c] = f(row, col, args' elements (r, c))` for every element
+    /// ([`crate::fragment::FragmentMap`]); `f` may add statements (the map's body)
+    /// before returning the value.
+    pub fn map_fragment(
+        &mut self,
+        dst: FragmentId,
+        args: &[FragmentId],
+        f: impl FnOnce(&mut Body, E, E, &[E]) -> E,
+    ) {
+        let row = self.declare("row", Type::U32, false);
+        let col = self.declare("col", Type::U32, false);
+        let args: Vec<MapArg> = args
+            .iter()
+            .map(|&frag| {
+                let elem = self
+                    .kernel
+                    .fragment(frag)
+                    .map_or(ScalarType::F32, |d| d.elem);
+                let name = self.kernel.fragment_name(frag);
+                MapArg {
+                    local: self.declare(&format!("{name}_e"), Type::scalar(elem), false),
+                    frag,
+                }
+            })
+            .collect();
+        let elements: Vec<E> = args.iter().map(|a| E(Expr::Local(a.local))).collect();
+        let mut value = E(Expr::Lit(Scalar::U32(0)));
+        let body = self.nested(|b| {
+            value = f(b, E(Expr::Local(row)), E(Expr::Local(col)), &elements);
+        });
+        self.push(Stmt::Fragment(FragmentOp::Map(FragmentMap {
+            dst,
+            row,
+            col,
+            args,
+            body,
+            value: value.0,
+        })));
+    }
+
+    /// Every element of row `r` of accumulator `dst` becomes the `reduction` of row
+    /// `r` of all of `srcs`.
+    pub fn reduce_rows(&mut self, dst: FragmentId, srcs: &[FragmentId], reduction: RowReduction) {
+        self.push(Stmt::Fragment(FragmentOp::ReduceRows {
+            dst,
+            srcs: srcs.to_vec(),
+            reduction,
+        }));
+    }
+
+    /// `A` fragment `dst` from the accumulators `srcs` side by side, rounded.
+    pub fn convert_fragments(&mut self, dst: FragmentId, srcs: &[FragmentId]) {
+        self.push(Stmt::Fragment(FragmentOp::Convert {
+            dst,
+            srcs: srcs.to_vec(),
+        }));
     }
 
     /// Starts copying `len` elements of the read-only buffer `src` at `src_index`

@@ -4,8 +4,12 @@
 //!
 //! A kernel declares fragments ([`FragmentDecl`]) beside its locals. Each is one
 //! operand of an `m × n × k` multiply: `A` (`m × k`), `B` (`k × n`) or an accumulator
-//! (`m × n`). Four statements ([`FragmentOp`]) use them: fill an accumulator, load a
-//! fragment from memory, store an accumulator, and multiply-accumulate `D = A·B + C`.
+//! (`m × n`). Statements ([`FragmentOp`]) use them: fill an accumulator, load a
+//! fragment from memory, store an accumulator, multiply-accumulate `D = A·B + C`, and
+//! three that keep a computation in registers between multiplies (FlashAttention's
+//! softmax between its two products): compute an accumulator element by element
+//! from others and the element's row and column ([`FragmentMap`]), reduce the rows of
+//! accumulators ([`RowReduction`]), and round accumulators into an `A` operand.
 //!
 //! **Who holds a fragment.** The invocations of a workgroup, in order of their flat
 //! local index (`x + y·X + z·X·Y`), form *groups* of consecutive invocations, the
@@ -36,9 +40,14 @@
 //!   `fma(A[i][p], B[p][j], ·)` for `p = 0, 1, …, k − 1`, in the accumulator's type
 //!   (A's and B's elements widened exactly). That is the interpreter's definition and
 //!   the expansion's; tensor cores sum in another order and within a bound
-//!   (docs/semantics.md, "Matrix fragments").
+//!   (docs/semantics.md, "Matrix fragments");
+//! * `map`, `reduce_rows` and `convert` take the accumulators of the `mma.sync`
+//!   shapes and of the warpgroup shapes alike (`convert`: only the `mma.sync` shapes,
+//!   whose `A` is held in registers). A map's value must be the same for every
+//!   invocation of the group (the interpreter computes it on each and reports a
+//!   difference): it is computed once per element by whichever invocation holds it.
 
-use crate::kernel::{Expr, Memory};
+use crate::kernel::{Block, Expr, LocalId, Memory};
 use crate::types::ScalarType;
 use serde::{Deserialize, Serialize};
 
@@ -288,6 +297,89 @@ pub enum FragmentOp {
         b: FragmentId,
         c: FragmentId,
     },
+    /// Element by element ([`FragmentMap`]).
+    Map(FragmentMap),
+    /// `dst[r][c] = reduction of row r of every source` for every column `c` (all
+    /// accumulators of one shape and float type; `dst` may be a source).
+    ReduceRows {
+        dst: FragmentId,
+        srcs: Vec<FragmentId>,
+        reduction: RowReduction,
+    },
+    /// `dst[r][c] = srcs[c / n][r][c mod n]` rounded to `dst`'s type, as a cast: the
+    /// accumulators of an `m × n` shape side by side become the `A` operand (`m × k`,
+    /// `k / n` sources) of the same shape, for a second multiply.
+    Convert {
+        dst: FragmentId,
+        srcs: Vec<FragmentId>,
+    },
+}
+
+/// `dst[r][c] = value` for every element `(r, c)` of accumulator `dst`, with `row`
+/// and `col` bound to `r` and `c` (u32), each `(local, fragment)` of `args` to that
+/// fragment's element `(r, c)`, and `body` run first (locals and control flow only:
+/// no memory writes, barriers, fragments, copies or return). Every fragment is an
+/// accumulator of `dst`'s shape; all are read before `dst` is written (`dst` may be
+/// among `args`). Loads may read memory (the same for every invocation of the group).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FragmentMap {
+    pub dst: FragmentId,
+    pub row: LocalId,
+    pub col: LocalId,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<MapArg>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub body: Block,
+    pub value: Expr,
+}
+
+/// A fragment a [`FragmentMap`] reads, and the local its element is bound to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MapArg {
+    pub local: LocalId,
+    pub frag: FragmentId,
+}
+
+/// How `reduce_rows` combines a row's elements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RowReduction {
+    /// IEEE maxNum (NaN ignored), as `max`: exact in any order.
+    Max,
+    /// `+`, in the order [`row_reduction_order`] gives (the interpreter's; targets
+    /// with matrix units add in their own order, bound as `mma`'s sums are).
+    Sum,
+}
+
+impl RowReduction {
+    pub fn name(self) -> &'static str {
+        match self {
+            RowReduction::Max => "max",
+            RowReduction::Sum => "sum",
+        }
+    }
+}
+
+/// Elements of an accumulator of `shape` one invocation of the expansion holds: a run
+/// of consecutive elements of one row (every shape of [`MMA_KINDS`] has runs that
+/// divide its rows).
+pub fn run_length(shape: MmaShape) -> u32 {
+    shape.m * shape.n / shape.group()
+}
+
+/// The order `reduce_rows` of `Sum` adds a row: the columns are cut into runs of
+/// [`run_length`]; each run is summed left to right across every source in order
+/// (source 0's run, then source 1's, ...), and the runs' sums left to right. Returns,
+/// per run, its `(source, column)` pairs in order.
+pub fn row_reduction_order(shape: MmaShape, sources: usize) -> Vec<Vec<(usize, u32)>> {
+    let run = run_length(shape).min(shape.n).max(1);
+    (0..shape.n / run)
+        .map(|q| {
+            (0..sources)
+                .flat_map(|s| (0..run).map(move |j| (s, q * run + j)))
+                .collect()
+        })
+        .collect()
 }
 
 impl FragmentOp {
@@ -298,7 +390,42 @@ impl FragmentOp {
             FragmentOp::Load { index, stride, .. } | FragmentOp::Store { index, stride, .. } => {
                 vec![("index", index), ("stride", stride)]
             }
-            FragmentOp::Mma { .. } => vec![],
+            FragmentOp::Map(m) => vec![("value", &m.value)],
+            FragmentOp::Mma { .. } | FragmentOp::ReduceRows { .. } | FragmentOp::Convert { .. } => {
+                vec![]
+            }
+        }
+    }
+
+    /// A map's statements, which passes walk as any block.
+    pub fn body(&self) -> Option<&Block> {
+        match self {
+            FragmentOp::Map(m) => Some(&m.body),
+            FragmentOp::Fill { .. }
+            | FragmentOp::Load { .. }
+            | FragmentOp::Store { .. }
+            | FragmentOp::Mma { .. }
+            | FragmentOp::ReduceRows { .. }
+            | FragmentOp::Convert { .. } => None,
+        }
+    }
+
+    /// The fragment the statement writes (none for a store).
+    pub fn written(&self) -> Option<FragmentId> {
+        match self {
+            FragmentOp::Fill { frag, .. } | FragmentOp::Load { frag, .. } => Some(*frag),
+            FragmentOp::Store { .. } => None,
+            FragmentOp::Mma { d, .. } => Some(*d),
+            FragmentOp::Map(m) => Some(m.dst),
+            FragmentOp::ReduceRows { dst, .. } | FragmentOp::Convert { dst, .. } => Some(*dst),
+        }
+    }
+
+    /// Any fragment the statement names (the one whose group runs it).
+    pub fn first_fragment(&self) -> FragmentId {
+        match self {
+            FragmentOp::Store { frag, .. } => *frag,
+            other => other.written().unwrap_or(FragmentId(0)),
         }
     }
 
@@ -309,7 +436,23 @@ impl FragmentOp {
             FragmentOp::Load { index, stride, .. } | FragmentOp::Store { index, stride, .. } => {
                 vec![index, stride]
             }
-            FragmentOp::Mma { .. } => vec![],
+            FragmentOp::Map(m) => vec![&mut m.value],
+            FragmentOp::Mma { .. } | FragmentOp::ReduceRows { .. } | FragmentOp::Convert { .. } => {
+                vec![]
+            }
+        }
+    }
+
+    /// A map's statements, mutably.
+    pub fn body_mut(&mut self) -> Option<&mut Block> {
+        match self {
+            FragmentOp::Map(m) => Some(&mut m.body),
+            FragmentOp::Fill { .. }
+            | FragmentOp::Load { .. }
+            | FragmentOp::Store { .. }
+            | FragmentOp::Mma { .. }
+            | FragmentOp::ReduceRows { .. }
+            | FragmentOp::Convert { .. } => None,
         }
     }
 
@@ -320,6 +463,9 @@ impl FragmentOp {
             FragmentOp::Load { .. } => "fragment_load",
             FragmentOp::Store { .. } => "fragment_store",
             FragmentOp::Mma { .. } => "mma",
+            FragmentOp::Map(_) => "fragment_map",
+            FragmentOp::ReduceRows { .. } => "reduce_rows",
+            FragmentOp::Convert { .. } => "fragment_convert",
         }
     }
 
@@ -327,7 +473,11 @@ impl FragmentOp {
     pub fn memory(&self) -> Option<Memory> {
         match self {
             FragmentOp::Load { mem, .. } | FragmentOp::Store { mem, .. } => Some(*mem),
-            FragmentOp::Fill { .. } | FragmentOp::Mma { .. } => None,
+            FragmentOp::Fill { .. }
+            | FragmentOp::Mma { .. }
+            | FragmentOp::Map(_)
+            | FragmentOp::ReduceRows { .. }
+            | FragmentOp::Convert { .. } => None,
         }
     }
 }

@@ -462,12 +462,12 @@ impl Kernel {
                             ..
                         } => any(then_body, pred) || any(else_body, pred),
                         Stmt::For { body, .. } => any(body, pred),
+                        Stmt::Fragment(op) => op.body().is_some_and(|b| any(b, pred)),
                         Stmt::Let { .. }
                         | Stmt::Assign { .. }
                         | Stmt::Store { .. }
                         | Stmt::Return
                         | Stmt::Barrier
-                        | Stmt::Fragment(_)
                         | Stmt::AsyncCopy(_) => false,
                     }
             })
@@ -635,6 +635,13 @@ impl Stmt {
                     s.written_locals(out);
                 }
             }
+            Stmt::Fragment(FragmentOp::Map(m)) => {
+                out.extend([m.row, m.col]);
+                out.extend(m.args.iter().map(|a| a.local));
+                for s in &m.body {
+                    s.written_locals(out);
+                }
+            }
             Stmt::Store { .. }
             | Stmt::Return
             | Stmt::Barrier
@@ -657,7 +664,10 @@ impl Stmt {
                 start, end, body, ..
             } => start.size() + end.size() + block_size(body),
             Stmt::Return | Stmt::Barrier => 0,
-            Stmt::Fragment(op) => op.exprs().iter().map(|(_, e)| e.size()).sum(),
+            Stmt::Fragment(op) => {
+                op.exprs().iter().map(|(_, e)| e.size()).sum::<usize>()
+                    + op.body().map_or(0, |b| block_size(b))
+            }
             Stmt::AsyncCopy(op) => op.exprs().iter().map(|(_, e)| e.size()).sum(),
         }
     }

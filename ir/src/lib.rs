@@ -37,7 +37,10 @@ pub mod types;
 pub mod validate;
 
 pub use async_copy::{AsyncCopyOp, CopyStart};
-pub use fragment::{FragmentDecl, FragmentId, FragmentLayout, FragmentOp, FragmentRole, MmaShape};
+pub use fragment::{
+    FragmentDecl, FragmentId, FragmentLayout, FragmentMap, FragmentOp, FragmentRole, MapArg,
+    MmaShape, RowReduction,
+};
 pub use hash::{stable_hash, KernelHash};
 pub use interp::{Arg, HostBuffer, InterpError, Invocation, MemorySpace, RaceKind, Site};
 pub use json::{from_json, to_json, IrJsonError};

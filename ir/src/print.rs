@@ -254,7 +254,50 @@ impl<'k> Printer<'k> {
     }
 
     fn fragment_op(&mut self, op: &FragmentOp) {
+        let list = |p: &Self, ids: &[FragmentId]| {
+            ids.iter()
+                .map(|f| p.fragment_text(*f))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
         let text = match op {
+            FragmentOp::Map(m) => {
+                let args: Vec<String> = m
+                    .args
+                    .iter()
+                    .map(|a| format!("{} = {}", self.local(a.local), self.fragment_text(a.frag)))
+                    .collect();
+                let head = format!(
+                    "map {}[{}, {}]({}) {{",
+                    self.fragment_text(m.dst),
+                    self.local(m.row),
+                    self.local(m.col),
+                    args.join(", ")
+                );
+                self.line(&head);
+                self.indent += 1;
+                self.block(&m.body);
+                let value = self.expr_text(&m.value);
+                self.line(&value);
+                self.indent -= 1;
+                self.line("}");
+                return;
+            }
+            FragmentOp::ReduceRows {
+                dst,
+                srcs,
+                reduction,
+            } => format!(
+                "reduce_rows {} = {}({})",
+                self.fragment_text(*dst),
+                reduction.name(),
+                list(self, srcs)
+            ),
+            FragmentOp::Convert { dst, srcs } => format!(
+                "convert {} = {}",
+                self.fragment_text(*dst),
+                list(self, srcs)
+            ),
             FragmentOp::Fill { frag, value } => {
                 format!(
                     "fill {} = {}",

@@ -953,9 +953,138 @@ impl<'k> Validator<'k> {
                 }
                 self.fragments_written.insert(*d);
             }
+            FragmentOp::Map(m) => self.check_map(m, assigned)?,
+            FragmentOp::ReduceRows { dst, srcs, .. } => {
+                let dd = self.at("dst", |v| v.fragment_decl(*dst, FragmentRole::Accumulator))?;
+                self.check_sources(dd, srcs, |s| s.elem == dd.elem && s.elem.is_float())?;
+                self.fragments_written.insert(*dst);
+            }
+            FragmentOp::Convert { dst, srcs } => {
+                let dd = self.at("dst", |v| v.fragment_decl(*dst, FragmentRole::A))?;
+                let MmaShape { n, k, .. } = dd.shape;
+                let fits = !dd.shape.is_warpgroup() && k % n == 0 && srcs.len() as u32 == k / n;
+                if !fits {
+                    return self.err(K::BadFragment {
+                        name: dd.name.clone(),
+                        why: format!(
+                            "converted from {} accumulators; an A fragment of m{}n{n}k{k} takes \
+                             k / n of them, and only the warp shapes (a warpgroup reads its A \
+                             from shared memory)",
+                            srcs.len(),
+                            dd.shape.m
+                        ),
+                    });
+                }
+                let first = srcs.first().and_then(|s| self.kernel.fragment(*s));
+                let elem = first.map(|d| d.elem);
+                self.check_sources(dd, srcs, |s| s.elem.is_float() && Some(s.elem) == elem)?;
+                self.fragments_written.insert(*dst);
+            }
         }
         Ok(())
     }
+
+    /// Each of `srcs` an accumulator of `dst`'s shape, written, and `ok`.
+    fn check_sources(
+        &mut self,
+        dst: &FragmentDecl,
+        srcs: &[FragmentId],
+        ok: impl Fn(&FragmentDecl) -> bool,
+    ) -> Result<(), ValidationError> {
+        if srcs.is_empty() {
+            return self.err(ValidationErrorKind::BadFragment {
+                name: dst.name.clone(),
+                why: "no source fragments".into(),
+            });
+        }
+        for (i, src) in srcs.iter().enumerate() {
+            self.at(format!("srcs[{i}]"), |v| {
+                let sd = v.fragment_decl(*src, FragmentRole::Accumulator)?;
+                v.fragment_read(*src)?;
+                if sd.shape != dst.shape || !ok(sd) {
+                    return v.err(ValidationErrorKind::BadFragment {
+                        name: sd.name.clone(),
+                        why: format!(
+                            "a source of {} {} of another shape or element type (or not a \
+                             float)",
+                            dst.elem, dst.name
+                        ),
+                    });
+                }
+                Ok(())
+            })?;
+        }
+        Ok(())
+    }
+
+    fn check_map(
+        &mut self,
+        m: &FragmentMap,
+        assigned: &HashSet<LocalId>,
+    ) -> Result<(), ValidationError> {
+        use ValidationErrorKind as K;
+        let dd = self.at("dst", |v| v.fragment_decl(m.dst, FragmentRole::Accumulator))?;
+        let mut inner = assigned.clone();
+        let mut bound = vec![(m.row, Type::U32), (m.col, Type::U32)];
+        for (i, arg) in m.args.iter().enumerate() {
+            let ad = self.at(format!("args[{i}]"), |v| {
+                let ad = v.fragment_decl(arg.frag, FragmentRole::Accumulator)?;
+                v.fragment_read(arg.frag)?;
+                if ad.shape != dd.shape {
+                    return v.err(K::BadFragment {
+                        name: ad.name.clone(),
+                        why: format!("read by a map into {} of another shape", dd.name),
+                    });
+                }
+                Ok(ad)
+            })?;
+            bound.push((arg.local, Type::scalar(ad.elem)));
+        }
+        for (local, ty) in bound {
+            let decl = self.local_decl(local)?;
+            if decl.ty != ty {
+                return self.err(K::TypeMismatch {
+                    context: format!("local `{}` bound by a map", decl.name),
+                    expected: ty.to_string(),
+                    found: decl.ty,
+                });
+            }
+            inner.insert(local);
+        }
+        if let Some(why) = map_body_violation(&m.body) {
+            return self.err(K::BadFragment {
+                name: dd.name.clone(),
+                why: format!("a map's body only computes values; it has {why}"),
+            });
+        }
+        let written_before = self.fragments_written.clone();
+        self.check_block(&m.body, &mut inner, "body")?;
+        self.fragments_written = written_before;
+        let ty = self.at("value", |v| v.expr_type(&m.value, Some(&inner)))?;
+        self.at("value", |v| {
+            v.expect(ty, Type::scalar(dd.elem), "a map's value")
+        })?;
+        self.fragments_written.insert(m.dst);
+        Ok(())
+    }
+}
+
+/// The first statement a map's body may not have (see [`FragmentMap`]).
+fn map_body_violation(block: &[Stmt]) -> Option<&'static str> {
+    block.iter().find_map(|s| match s {
+        Stmt::Let { .. } | Stmt::Assign { .. } => None,
+        Stmt::If {
+            then_body,
+            else_body,
+            ..
+        } => map_body_violation(then_body).or_else(|| map_body_violation(else_body)),
+        Stmt::For { body, .. } => map_body_violation(body),
+        Stmt::Store { .. } => Some("a store"),
+        Stmt::Return => Some("a return"),
+        Stmt::Barrier => Some("a barrier"),
+        Stmt::Fragment(_) => Some("a fragment statement"),
+        Stmt::AsyncCopy(_) => Some("an asynchronous copy"),
+    })
 }
 
 /// Uniformity: a barrier must be reached by every invocation of a workgroup or by none.

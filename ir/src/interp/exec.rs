@@ -198,7 +198,12 @@ impl<'k, 'a> Ctx<'k, 'a> {
 
     // -- statements -----------------------------------------------------------------
 
-    fn exec_block(&mut self, block: &[Stmt], mask: &mut Vec<u32>, name: &'static str) -> Res<()> {
+    pub(super) fn exec_block(
+        &mut self,
+        block: &[Stmt],
+        mask: &mut Vec<u32>,
+        name: &'static str,
+    ) -> Res<()> {
         for (i, stmt) in block.iter().enumerate() {
             if mask.is_empty() {
                 break;

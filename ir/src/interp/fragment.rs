@@ -51,12 +51,7 @@ impl Ctx<'_, '_> {
                 arrived: mask.len(),
             }));
         }
-        let id = match op {
-            FragmentOp::Fill { frag, .. }
-            | FragmentOp::Load { frag, .. }
-            | FragmentOp::Store { frag, .. } => *frag,
-            FragmentOp::Mma { d, .. } => *d,
-        };
+        let id = op.first_fragment();
         let group = self.fragment_decl(id, 0)?.group();
         if self.n_inv % group as usize != 0 {
             return Err(malformed(
@@ -157,6 +152,13 @@ impl Ctx<'_, '_> {
                 };
                 self.set_fragment(*d, warp, product, leader)
             }
+            FragmentOp::Map(m) => self.exec_map(m, warp, group),
+            FragmentOp::ReduceRows {
+                dst,
+                srcs,
+                reduction,
+            } => self.exec_reduce_rows(*dst, srcs, *reduction, warp),
+            FragmentOp::Convert { dst, srcs } => self.exec_convert(*dst, srcs, warp),
         }
     }
 
@@ -277,7 +279,7 @@ impl Ctx<'_, '_> {
         element_index(layout, index, stride, r, c)
     }
 
-    fn fragment_decl(&self, id: FragmentId, inv: u32) -> Res<&FragmentDecl> {
+    pub(super) fn fragment_decl(&self, id: FragmentId, inv: u32) -> Res<&FragmentDecl> {
         self.kernel
             .fragment(id)
             .ok_or_else(|| malformed(inv, format!("unknown fragment #{}", id.0)))
@@ -287,7 +289,12 @@ impl Ctx<'_, '_> {
         warp as usize * self.kernel.fragments.len() + id.0 as usize
     }
 
-    fn fragment_value(&self, id: FragmentId, warp: u32, inv: u32) -> Res<&FragmentValue> {
+    pub(super) fn fragment_value(
+        &self,
+        id: FragmentId,
+        warp: u32,
+        inv: u32,
+    ) -> Res<&FragmentValue> {
         self.fragment_decl(id, inv)?;
         match self.fragment_values.get(self.slot(id, warp)) {
             Some(Some(v)) => Ok(v),
@@ -295,7 +302,13 @@ impl Ctx<'_, '_> {
         }
     }
 
-    fn set_fragment(&mut self, id: FragmentId, warp: u32, v: FragmentValue, inv: u32) -> Res<()> {
+    pub(super) fn set_fragment(
+        &mut self,
+        id: FragmentId,
+        warp: u32,
+        v: FragmentValue,
+        inv: u32,
+    ) -> Res<()> {
         self.fragment_decl(id, inv)?;
         let slot = self.slot(id, warp);
         match self.fragment_values.get_mut(slot) {

@@ -35,6 +35,7 @@ mod exec;
 mod expr;
 mod fault;
 mod fragment;
+mod fragment_rows;
 mod host;
 mod shared;
 mod track;

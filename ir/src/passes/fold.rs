@@ -32,6 +32,7 @@
 use super::{expr_type, index_ok, map_children, may_fail, with_body};
 use crate::async_copy::AsyncCopyOp;
 use crate::eval::{self, Value};
+use crate::fragment::{FragmentMap, FragmentOp};
 use crate::kernel::*;
 use crate::scalar::Scalar;
 use std::collections::HashMap;
@@ -144,6 +145,24 @@ impl Folder<'_> {
                     step: *step,
                     body,
                 });
+            }
+            Stmt::Fragment(FragmentOp::Map(m)) => {
+                let mut written = Vec::new();
+                s.written_locals(&mut written);
+                let mut body_env = env.clone();
+                for l in &written {
+                    body_env.remove(l);
+                }
+                let body = self.block(&m.body, &mut body_env);
+                let value = self.expr(&m.value, &mut body_env);
+                for l in &written {
+                    env.remove(l);
+                }
+                out.push(Stmt::Fragment(FragmentOp::Map(FragmentMap {
+                    body,
+                    value,
+                    ..m.clone()
+                })));
             }
             Stmt::Fragment(op) => {
                 let mut op = op.clone();

@@ -32,6 +32,7 @@ pub fn expand_fragments(kernel: &Kernel) -> Kernel {
         kernel: kernel.clone(),
         lanes: Vec::new(),
         geometry: Vec::new(),
+        scratch: Vec::new(),
     };
     x.kernel.fragments.clear();
     x.declare_lanes(kernel);
@@ -74,6 +75,9 @@ struct Expander {
     /// for their order: `A` by `p`, `B` by `p` then column, accumulators by column).
     lanes: Vec<(FragmentDecl, Vec<LocalId>)>,
     geometry: Vec<(MmaShape, Geometry)>,
+    /// The shared array, per element type, through which lanes exchange elements
+    /// (`reduce_rows`, `convert`).
+    scratch: Vec<(ScalarType, SharedId)>,
 }
 
 impl Expander {
@@ -251,7 +255,166 @@ impl Expander {
                     });
                 }
             }
+            FragmentOp::Map(m) => self.map(m, out),
+            FragmentOp::ReduceRows {
+                dst,
+                srcs,
+                reduction,
+            } => self.reduce_rows(*dst, srcs, *reduction, out),
+            FragmentOp::Convert { dst, srcs } => self.convert(*dst, srcs, out),
         }
+    }
+
+    /// Per element of the lane: the bound locals, the body, the value. Element `j`
+    /// reads only element `j` of each argument, so `dst` may be one.
+    fn map(&mut self, m: &FragmentMap, out: &mut Block) {
+        let (decl, dst) = self.fragment(m.dst);
+        let g = self.geometry(decl.shape);
+        let args: Vec<(LocalId, Vec<LocalId>)> = m
+            .args
+            .iter()
+            .map(|a| (a.local, self.fragment(a.frag).1))
+            .collect();
+        for (j, &dl) in dst.iter().enumerate() {
+            out.push(Stmt::Let {
+                local: m.row,
+                value: Expr::Local(g.row),
+            });
+            out.push(Stmt::Let {
+                local: m.col,
+                value: (local(g.col) + j as u32).0,
+            });
+            for (bound, locals) in &args {
+                if let Some(&l) = locals.get(j) {
+                    out.push(Stmt::Let {
+                        local: *bound,
+                        value: Expr::Local(l),
+                    });
+                }
+            }
+            out.extend(m.body.iter().cloned());
+            out.push(Stmt::Let {
+                local: dl,
+                value: m.value.clone(),
+            });
+        }
+    }
+
+    /// Each lane reduces its run of every source, the runs of a row meet in shared
+    /// memory (the lanes of a row are consecutive), and each lane reduces them in
+    /// order: [`row_reduction_order`], as the interpreter.
+    fn reduce_rows(
+        &mut self,
+        dst: FragmentId,
+        srcs: &[FragmentId],
+        reduction: RowReduction,
+        out: &mut Block,
+    ) {
+        let (decl, dst) = self.fragment(dst);
+        let combine = |a: Expr, b: Expr| match reduction {
+            RowReduction::Max => Expr::Math {
+                func: MathFn::Max,
+                args: vec![a, b],
+            },
+            RowReduction::Sum => Expr::Binary {
+                op: BinaryOp::Add,
+                lhs: Box::new(a),
+                rhs: Box::new(b),
+            },
+        };
+        let items: Vec<Expr> = srcs
+            .iter()
+            .flat_map(|s| self.fragment(*s).1)
+            .map(Expr::Local)
+            .collect();
+        let Some(partial) = items.into_iter().reduce(combine) else {
+            return;
+        };
+        let invocations = self.invocations();
+        let scratch = self.scratch(decl.elem, invocations);
+        let flat = flat_local_id(self.kernel.workgroup_size);
+        out.push(Stmt::Store {
+            mem: scratch,
+            index: flat.0.clone(),
+            value: partial,
+        });
+        out.push(Stmt::Barrier);
+        let per_row = (decl.shape.n / per_lane(decl.shape)).max(1);
+        let first = flat.clone() - flat % per_row;
+        let runs = (0..per_row).map(|q| shared_at(scratch, first.clone() + q).0);
+        let total = self.local("row", Type::scalar(decl.elem), false);
+        if let Some(value) = runs.reduce(combine) {
+            out.push(Stmt::Let {
+                local: total,
+                value,
+            });
+        }
+        out.push(Stmt::Barrier);
+        for l in dst {
+            out.push(Stmt::Let {
+                local: l,
+                value: Expr::Local(total),
+            });
+        }
+    }
+
+    /// The lanes write their elements of the sources into a group's `m × k` rows in
+    /// shared memory; each reads back its row of the `A` fragment, rounded.
+    fn convert(&mut self, dst: FragmentId, srcs: &[FragmentId], out: &mut Block) {
+        let (decl, a) = self.fragment(dst);
+        let MmaShape { m, n, k } = decl.shape;
+        let Some(elem) = srcs.first().map(|s| self.fragment(*s).0.elem) else {
+            return;
+        };
+        let group = decl.shape.group();
+        let rows = m * k;
+        let scratch = self.scratch(elem, self.invocations() / group * rows);
+        let g = self.geometry(decl.shape);
+        let flat = flat_local_id(self.kernel.workgroup_size);
+        let row = (flat / group) * rows + local(g.row) * k;
+        for (s, src) in srcs.iter().enumerate() {
+            for (j, l) in self.fragment(*src).1.into_iter().enumerate() {
+                out.push(Stmt::Store {
+                    mem: scratch,
+                    index: (row.clone() + local(g.col) + (s as u32 * n + j as u32)).0,
+                    value: Expr::Local(l),
+                });
+            }
+        }
+        out.push(Stmt::Barrier);
+        for (q, l) in a.into_iter().enumerate() {
+            out.push(Stmt::Let {
+                local: l,
+                value: Expr::Cast {
+                    to: decl.elem,
+                    arg: Box::new(shared_at(scratch, row.clone() + q as u32).0),
+                },
+            });
+        }
+        out.push(Stmt::Barrier);
+    }
+
+    fn invocations(&self) -> u32 {
+        self.kernel.workgroup_size.iter().product()
+    }
+
+    /// The exchange array of `elem`, at least `len` long.
+    fn scratch(&mut self, elem: ScalarType, len: u32) -> Memory {
+        if let Some(&(_, id)) = self.scratch.iter().find(|(e, _)| *e == elem) {
+            if let Some(d) = self.kernel.shared.get_mut(id.0 as usize) {
+                d.len = d.len.max(len);
+            }
+            return Memory::Shared(id);
+        }
+        let id = SharedId(self.kernel.shared.len() as u32);
+        self.kernel.shared.push(SharedDecl {
+            name: format!("fragment_exchange_{elem}"),
+            elem,
+            len,
+            reuses: None,
+        });
+        self.scratch.push((elem, id));
+        Memory::Shared(id)
     }
 
     /// Binds a load's or store's index and stride once.
@@ -286,4 +449,12 @@ fn flat_local_id([x, y, _]: [u32; 3]) -> E {
 
 fn lit(v: u32) -> Expr {
     Expr::Lit(Scalar::U32(v))
+}
+
+fn shared_at(mem: Memory, index: E) -> E {
+    E(Expr::Load {
+        mem,
+        index: Box::new(index.0),
+        lanes: 1,
+    })
 }

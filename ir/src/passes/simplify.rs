@@ -88,6 +88,9 @@ fn stmt(k: &Kernel, s: &Stmt) -> Stmt {
             for e in op.exprs_mut() {
                 *e = simplify_expr(k, e);
             }
+            if let Some(body) = op.body_mut() {
+                *body = block(k, body);
+            }
             Stmt::Fragment(op)
         }
         Stmt::AsyncCopy(op) => Stmt::AsyncCopy(match op {

@@ -2,7 +2,7 @@
 //! for the tests of every executor (interpreter, expansion, devices).
 
 use crate::builder::*;
-use crate::fragment::{FragmentLayout::*, FragmentRole, MmaShape, MMA_KINDS};
+use crate::fragment::{FragmentLayout::*, FragmentRole, MmaShape, RowReduction, MMA_KINDS};
 use crate::interp::HostBuffer;
 use crate::kernel::{Access, Kernel};
 use crate::scalar::Scalar;
@@ -204,4 +204,71 @@ pub fn every_kind(via_shared: Option<bool>) -> Vec<FragmentGemm> {
             via_shared: via_shared.unwrap_or(i % 2 == 0),
         })
         .collect()
+}
+
+/// One FlashAttention step per warp on two warps: 16 × 16 scores (two accumulators),
+/// causal-masked and doubled, their row max, `P = 2^(S − max)`, the row sums, `P`
+/// rounded to `input` (f16 or bf16) as an `A` operand times a 16 × 8 `V`, divided by
+/// the sums.
+pub fn attention_step(input: ScalarType) -> Kernel {
+    let shape = MmaShape::M16N8K16;
+    let acc = |f: &mut Body, name: &str| {
+        f.fragment(name, FragmentRole::Accumulator, shape, ScalarType::F32)
+    };
+    let mut kb = KernelBuilder::new("attention_step", [64, 1, 1]);
+    let s_in = kb.buffer("s", ScalarType::F32, 2 * 256, Access::Read);
+    let v_in = kb.buffer("v", input, 16 * 8, Access::Read);
+    let out = kb.buffer("out", ScalarType::F32, 2 * 128, Access::Write);
+    kb.build(|f| {
+        let warp = f.let_("warp", local_id(0) / 32u32);
+        let s = [acc(f, "s0"), acc(f, "s1")];
+        for (i, &si) in s.iter().enumerate() {
+            f.load_fragment(
+                si,
+                s_in,
+                warp.clone() * 256u32 + i as u32 * 8,
+                16u32,
+                RowMajor,
+            );
+            let first = i as u32 * 8;
+            f.map_fragment(si, &[si], |_, row, col, x| {
+                (col + first)
+                    .le(row)
+                    .select(x[0].clone() * 2.0f32, f32::NEG_INFINITY)
+            });
+        }
+        let max = acc(f, "max");
+        f.reduce_rows(max, &s, RowReduction::Max);
+        for &si in &s {
+            f.map_fragment(si, &[si, max], |_, _, _, x| {
+                (x[0].clone() - x[1].clone()).exp2()
+            });
+        }
+        let sum = acc(f, "sum");
+        f.reduce_rows(sum, &s, RowReduction::Sum);
+        let p = f.fragment("p", FragmentRole::A, shape, input);
+        f.convert_fragments(p, &s);
+        let v = f.fragment("v", FragmentRole::B, shape, input);
+        f.load_fragment(v, v_in, 0u32, 8u32, RowMajor);
+        let o = acc(f, "o");
+        f.fill_fragment(o, 0.0f32);
+        f.mma(o, p, v, o);
+        f.map_fragment(o, &[o, sum], |_, _, _, x| x[0].clone() / x[1].clone());
+        f.store_fragment(o, out, warp * 128u32, 8u32, RowMajor);
+    })
+    .unwrap()
+}
+
+/// Inputs of [`attention_step`]: scores in [-4, 4), values in [-2, 2), the output.
+pub fn attention_step_inputs(input: ScalarType, seed: u64) -> Vec<HostBuffer> {
+    let s: Vec<Scalar> = values(ScalarType::F32, 512, seed)
+        .into_iter()
+        .map(|v| Scalar::from_f64(ScalarType::F32, 2.0 * v.to_f64()))
+        .collect();
+    let v = values(input, 128, seed + 1);
+    vec![
+        HostBuffer::new(ScalarType::F32, s),
+        HostBuffer::new(input, v),
+        HostBuffer::zeros(ScalarType::F32, 256),
+    ]
 }

@@ -175,12 +175,16 @@ fn walk_stmts(block: &Block, f: &mut impl FnMut(&Stmt)) {
                 walk_stmts(else_body, f);
             }
             Stmt::For { body, .. } => walk_stmts(body, f),
+            Stmt::Fragment(op) => {
+                if let Some(body) = op.body() {
+                    walk_stmts(body, f);
+                }
+            }
             Stmt::Let { .. }
             | Stmt::Assign { .. }
             | Stmt::Store { .. }
             | Stmt::Return
             | Stmt::Barrier
-            | Stmt::Fragment(_)
             | Stmt::AsyncCopy(_) => {}
         }
     }
@@ -230,6 +234,9 @@ fn offset_block(block: &mut Block, id: ParamId, base: ParamId) {
                     if addresses_id {
                         shift(index, base);
                     }
+                }
+                if let Some(body) = op.body_mut() {
+                    offset_block(body, id, base);
                 }
             }
             Stmt::AsyncCopy(op) => {

@@ -27,12 +27,12 @@ use kernelc_ir::fragment::*;
 use kernelc_ir::{Expr, Memory, ScalarType, Type};
 
 /// `w·W + g·G + t·T + C`.
-#[derive(Clone, Copy)]
-struct Coord {
-    w: u32,
-    g: u32,
-    t: u32,
-    c: u32,
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Coord {
+    pub w: u32,
+    pub g: u32,
+    pub t: u32,
+    pub c: u32,
 }
 
 const fn at(g: u32, t: u32, c: u32) -> Coord {
@@ -41,7 +41,7 @@ const fn at(g: u32, t: u32, c: u32) -> Coord {
 
 /// The `(row, col)` of each element of a thread's share of a fragment, in register
 /// order (the lower-numbered element of a packed pair first).
-fn share(role: FragmentRole, shape: MmaShape) -> Vec<(Coord, Coord)> {
+pub(super) fn share(role: FragmentRole, shape: MmaShape) -> Vec<(Coord, Coord)> {
     let accumulator = |i: u32| (at(1, 0, 8 * (i >> 1)), at(0, 2, i & 1));
     if shape.is_warpgroup() {
         // wgmma's D: warp w has rows 16w.. as m16n8 accumulators side by side, one
@@ -245,6 +245,13 @@ impl<'ctx> Lower<'_, 'ctx> {
                     self.mma(*d, *a, *b, *c)
                 }
             }
+            FragmentOp::Map(m) => self.fragment_map(m),
+            FragmentOp::ReduceRows {
+                dst,
+                srcs,
+                reduction,
+            } => self.reduce_rows(*dst, srcs, *reduction),
+            FragmentOp::Convert { dst, srcs } => self.convert_fragments(*dst, srcs),
         }
     }
 
@@ -267,7 +274,7 @@ impl<'ctx> Lower<'_, 'ctx> {
 
     /// `(w, g, t)` of this thread: its warp in its warpgroup, its lane's quad and
     /// place in the quad.
-    fn lane_quad(&self) -> Result<[IntValue<'ctx>; 3], CodegenError> {
+    pub(super) fn lane_quad(&self) -> Result<[IntValue<'ctx>; 3], CodegenError> {
         let i32t = self.ctx.i32_type();
         let flat = self.flat_local_id()?;
         let w = self.bit_field(flat, 5, 3)?;
@@ -324,7 +331,7 @@ impl<'ctx> Lower<'_, 'ctx> {
         Ok(flat)
     }
 
-    fn coord(
+    pub(super) fn coord(
         &self,
         c: Coord,
         [w, g, t]: [IntValue<'ctx>; 3],

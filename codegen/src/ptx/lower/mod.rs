@@ -19,6 +19,7 @@ mod copy;
 mod expr;
 mod flavor;
 mod fragment;
+mod fragment_rows;
 mod memory;
 mod narrow;
 mod scalar;

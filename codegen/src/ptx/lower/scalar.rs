@@ -341,7 +341,7 @@ impl<'ctx> Lower<'_, 'ctx> {
     }
 
     /// A non-transcendental math function on f32 or f64 values.
-    fn float_math(
+    pub(super) fn float_math(
         &mut self,
         func: MathFn,
         v: &[FloatValue<'ctx>],

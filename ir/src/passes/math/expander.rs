@@ -82,6 +82,17 @@ impl Expander<'_> {
                     body: self.block(body),
                 }
             }
+            Stmt::Fragment(crate::FragmentOp::Map(m)) => {
+                // The value reads the map's bound locals: what it expands to stays in
+                // the map's own body.
+                let mut body = self.block(&m.body);
+                let value = self.expr(&m.value, &mut body);
+                Stmt::Fragment(crate::FragmentOp::Map(crate::FragmentMap {
+                    body,
+                    value,
+                    ..m.clone()
+                }))
+            }
             Stmt::Fragment(op) => {
                 let mut op = op.clone();
                 for e in op.exprs_mut() {
