@@ -1,67 +1,58 @@
 //! Attention on matrix fragments (tensor cores) for f16 and bf16, on devices whose caps
-//! say `matrix_fragments`: the schedule of [`super::lower`] (a workgroup per block of
-//! queries, an online softmax over blocks of keys), with both products on `m16n8k16`
-//! fragments.
+//! say `matrix_fragments`: FlashAttention-2's schedule, the softmax between the two
+//! products kept in registers.
 //!
-//! Four warps own 16 query rows each (64 per workgroup). Queries, keys and values are
-//! staged in shared memory in the storage type, in rows of `head_dim` rounded up to 16
-//! (zeros past it) and padded to an odd multiple of 8 elements (16-byte aligned rows
-//! for `ldmatrix`, 8 of them on distinct banks). The loads of a block are all issued
-//! into registers before the first is stored ([`InFlight`]): the queries once, each
-//! key block during the block before, each value block while its scores form. Per key
-//! block, with a barrier between phases:
+//! A workgroup owns a block of query rows of one (batch, head), four warps of 16 rows
+//! each (64). Queries, keys and values are staged in shared memory in the storage
+//! type, in rows of `head_dim` rounded up to 16 (zeros past it) and padded by 8
+//! elements (16-byte aligned rows for `ldmatrix`, 8 of them on distinct banks); each
+//! load of a block is issued into registers before the first is stored ([`InFlight`]):
+//! each value block while its scores form, each key block while the values multiply.
+//! Per key block:
 //!
-//! 1. **scores**: each warp multiplies its queries by the block's keys (`Q·Kᵀ`, f32
-//!    sums of exact products) and stores its `16 × BK` scores to shared memory, rows
-//!    padded to an odd stride so that a column read is conflict-free;
-//! 2. **row pass** (an invocation per row, four partial maxima): scale, mask and
-//!    visibility (`−∞` for a hidden key), the new running max, its finite shift and
-//!    the rescale `α`; the values' block is stored;
-//! 3. `P = 2^{(S − shift)·log₂e}` (f32, kept for the row sums; `exp2` is one
-//!    instruction on a GPU) and `P` rounded to the storage type for the second
-//!    product; the rows of `O` (f32, shared) whose `α ≠ 1` rescaled, a warp per row;
-//!    the next keys stored;
-//! 4. `l = α·l + Σ P` per row, and `O += P·V`: each warp loads its rows of `O` as
-//!    accumulator fragments, multiplies and stores them back, up to 64 columns at a
-//!    time. With `causal`, a block that some row of the workgroup does not see whole
-//!    takes the SIMT path instead (a key hidden from a row never multiplies into it,
-//!    so a NaN or ∞ value there cannot leak: the family's rule), a block or two per
-//!    row of blocks.
+//! 1. `S = Q·Kᵀ` on `m16n8k16` fragments (the warp's queries held as `A` fragments
+//!    for head dims up to 128, reloaded from shared memory past that);
+//! 2. in registers (`map`, `reduce_rows`): scale and mask, the new running max `m`
+//!    (a row's elements, then its quad's, `reduce_rows`), its finite shift and the
+//!    rescale `α = 2^{m_old − shift}`, `P = 2^{S − shift}` (the scores carry the
+//!    factor log₂e, so each weight is one `exp2`), `l = α·l + P` per element (the
+//!    row sum is taken once, at the end), `O = α·O`;
+//! 3. `P` rounded to the storage type as `A` fragments in the registers it is in
+//!    (`convert`), and `O += P·V` with `V` read by `ldmatrix.trans`.
 //!
-//! The elementwise phases take four items per step, counted so that the value ranges
-//! bound every index (no bounds checks). The rounding of `P` to f16/bf16 is in the
-//! family's tolerance row (`condition::attention`); everything else is as
-//! [`super::lower`] computes it, summed by the tensor cores in their own order
-//! (docs/semantics.md, "Matrix fragments").
+//! Three barriers per block: the key tile is read (by step 1) before the value tile is
+//! stored, the value tile is stored before `P·V` reads it, and the next key tile is
+//! stored after. With `causal`, a block that some row of the workgroup does not see
+//! whole takes `P·V` element by element instead (a `map` over `O` whose rows read the
+//! weights, f32, from shared memory over the keys they see): a key hidden from a row
+//! never multiplies into it, so a NaN or ∞ value there cannot leak (the family's rule),
+//! a block or two per row of blocks.
 //!
-//! Measured on an H200 (bench/gpu/results/2026-11-29-h200-issue19-attention.md): 74
-//! TFLOP/s at bf16 8×16×4096×128, 11% of PyTorch's SDPA, against 30 for this kernel's
-//! first build. What holds it there is the softmax between the products going through
-//! shared memory (S, P and O make a round trip per block); keeping S and O in
-//! registers (FlashAttention-2) needs the IR to express per-row operations on
-//! accumulators, which it does not yet.
+//! The rounding of `P` to f16/bf16 is in the family's tolerance row
+//! (`condition::attention`); the sums are the tensor cores' and the quads' own order
+//! (docs/semantics.md, "Matrix fragments"); the rest is as [`super::lower`] computes
+//! it. The end is [`super::lower`]'s: `O`, `l` and the shift stored to shared memory
+//! (`O` in the key tile's bytes), `o = O / l`, and `lse`.
 
 use super::lower::{
-    block_coords, declare_buffers, each_workgroup, finish, init_rows, key_block_count, shape_of,
-    single_launch, strided, Block, Buffers, RowStats, Shape, Tiles,
+    block_coords, declare_buffers, each_workgroup, finish, key_block_count, shape_of,
+    single_launch, Block, Buffers, Shape, Tiles,
 };
 use super::AttentionSpec;
 use crate::lower::math::Num;
 use crate::lower::{LowerError, Plan, TargetCaps, Uniforms};
 use crate::spec::OpSpec;
 use kernelc_ir::builder::*;
-use kernelc_ir::fragment::{FragmentLayout, FragmentRole, MmaShape, WARP};
+use kernelc_ir::fragment::{FragmentLayout, FragmentRole, MmaShape, RowReduction, WARP};
 use kernelc_ir::{FragmentId, ScalarType};
 
 /// The multiply: f16/bf16 operands, f32 sums.
 const SHAPE: MmaShape = MmaShape::M16N8K16;
-/// Accumulator fragments of `O` a warp holds at once (64 columns).
-const O_FRAGMENTS: u32 = 8;
-/// Padding of a staged row of Q, K, V and P (16 bytes of 16-bit elements).
+/// Padding of a staged row of Q, K and V (16 bytes of 16-bit elements).
 const PAD: u32 = 8;
-/// Items an invocation takes per step of the elementwise phases, and independent
-/// partial maxima and sums per row in the row phases.
-const UNROLL: u32 = 4;
+/// The largest padded head dim whose queries a warp keeps in registers (8 `A`
+/// fragments); past it, `O`'s fragments take the registers.
+const QUERIES_IN_REGISTERS: u32 = 128;
 
 /// The sizes of one lowering.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,6 +65,8 @@ pub(super) struct FragmentTiles {
     dk: u32,
     /// `head_dim` rounded up to a fragment's width (8): the columns of `O`.
     dn: u32,
+    /// Whether the weights of partly visible blocks go through shared memory.
+    causal: bool,
 }
 
 impl FragmentTiles {
@@ -85,27 +78,27 @@ impl FragmentTiles {
     fn row(&self) -> u32 {
         self.dk + PAD
     }
-    /// A row of the scores (odd: a column's reads hit 32 banks).
-    fn s_stride(&self) -> u32 {
-        self.bk + 1
+    /// A row of the f32 weights of a partly visible block: 4 words past a multiple
+    /// of 32, so that the 8 rows a warp's quads read hit distinct banks.
+    fn weights_stride(&self) -> u32 {
+        self.bk + 4
     }
-    /// A row of the rounded weights.
-    fn p_stride(&self) -> u32 {
-        self.bk + PAD
-    }
-    /// A row of `O`: 8 words past a multiple of 32, so that the fragments' pairs of
-    /// a quarter-warp's rows hit distinct banks.
+    /// A row of `O` at the end: 8 words past a multiple of 32.
     fn acc_stride(&self) -> u32 {
         self.dn + 8
     }
 
     fn shared_bytes(&self, dtype: ScalarType) -> u64 {
         let elem = dtype.size_bytes() as u64;
-        let bq = self.bq() as u64;
-        let staged = (bq + 2 * self.bk as u64) * self.row() as u64 * elem;
-        let weights = bq * self.p_stride() as u64 * elem;
-        let f32s = bq * (self.s_stride() + self.acc_stride() + 4) as u64;
-        staged + weights + 4 * f32s
+        let (bq, bk, row) = (self.bq() as u64, self.bk as u64, self.row() as u64);
+        // `O` at the end reuses the key tile's bytes.
+        let keys_or_out = (bk * row * elem).max(4 * bq * self.acc_stride() as u64);
+        let weights = if self.causal {
+            4 * bq * self.weights_stride() as u64
+        } else {
+            0
+        };
+        (bq + bk) * row * elem + keys_or_out + weights + 2 * 4 * bq * SHAPE.n as u64
     }
 }
 
@@ -127,12 +120,15 @@ pub(super) fn tiles(spec: &AttentionSpec, caps: &TargetCaps) -> Option<FragmentT
         d.checked_next_multiple_of(SHAPE.n)?,
     );
     let budget = caps.opt_in_shared_memory_limit() as u64;
-    // Four warps: eight (128 queries sharing each staged key block) measured no
-    // faster on an H200 (61 against 62 TFLOP/s at bf16 8×16×4096×128, 34 against 41
-    // at head_dim 64), and leave less room for large head dims.
     [(4, 64), (4, 32)]
         .into_iter()
-        .map(|(warps, bk)| FragmentTiles { warps, bk, dk, dn })
+        .map(|(warps, bk)| FragmentTiles {
+            warps,
+            bk,
+            dk,
+            dn,
+            causal: spec.causal,
+        })
         .find(|t| {
             t.shared_bytes(spec.dtype) <= budget
                 && t.warps * WARP <= caps.max_invocations_per_workgroup
@@ -146,22 +142,35 @@ struct Staged {
     qs: Mem,
     ks: Mem,
     vs: Mem,
-    /// Scores, then weights (f32), `[bq][s_stride]`.
-    s: Mem,
-    /// Weights rounded to the storage type, `[bq][p_stride]`.
-    p: Mem,
-    /// Unnormalised output (f32), `[bq][dn]`.
+    /// The f32 weights of a partly visible block, `[bq][weights_stride]` (causal).
+    weights: Option<Mem>,
+    /// `O` at the end, `[bq][acc_stride]`, in the key tile's bytes.
     acc: Mem,
-    rows: RowStats,
+    /// `l` and the shift of each row at the end, `[8][bq]` (a row's at its index).
+    sum: Mem,
+    shift: Mem,
 }
 
-/// The fragments: one `A` and one `B` (loaded before each multiply), the score
-/// accumulators of a warp's rows (`BK / 8`) and `O`'s ([`O_FRAGMENTS`]).
+/// A warp's fragments.
 struct Fragments {
+    /// The warp's queries, an `A` per 16 columns (none past [`QUERIES_IN_REGISTERS`]:
+    /// `a` is loaded from shared memory at each step instead).
+    queries: Vec<FragmentId>,
     a: FragmentId,
+    /// The `Kᵀ` and `V` operands, loaded before each multiply.
     b: FragmentId,
+    /// `S`, then `P` (f32): `BK / 8` accumulators.
     scores: Vec<FragmentId>,
+    /// `P` rounded to the storage type: `BK / 16` `A` fragments.
+    weights: Vec<FragmentId>,
+    /// `O`: `dn / 8` accumulators.
     out: Vec<FragmentId>,
+    /// Per row, in every column: the running max (log₂ domain), this block's, the
+    /// rescale, and `l`'s partial sums (a column's share of the row).
+    max: FragmentId,
+    block_max: FragmentId,
+    alpha: FragmentId,
+    sum: FragmentId,
 }
 
 pub(super) fn attention(
@@ -182,26 +191,43 @@ pub(super) fn attention(
     let scale = Uniforms::new(&uniforms).param("scale")?;
     let io = declare_buffers(&mut k, &op, &scale)?;
     let (dt, f32) = (spec.dtype, ScalarType::F32);
+    let ks = k.shared("k_tile", dt, ft.bk * ft.row());
     let m = Staged {
         io,
         qs: k.shared("q_tile", dt, ft.bq() * ft.row()),
-        ks: k.shared("k_tile", dt, ft.bk * ft.row()),
         vs: k.shared("v_tile", dt, ft.bk * ft.row()),
-        s: k.shared("scores", f32, ft.bq() * ft.s_stride()),
-        p: k.shared("weights", dt, ft.bq() * ft.p_stride()),
-        acc: k.shared("acc", f32, ft.bq() * ft.acc_stride()),
-        rows: RowStats::declare(&mut k, f32, ft.bq()),
+        weights: ft
+            .causal
+            .then(|| k.shared("weights", f32, ft.bq() * ft.weights_stride())),
+        acc: k.shared_reusing("acc", f32, ft.bq() * ft.acc_stride(), ks),
+        ks,
+        sum: k.shared("row_sum", f32, SHAPE.n * ft.bq()),
+        shift: k.shared("row_shift", f32, SHAPE.n * ft.bq()),
     };
     let kernel = k.build(|f| {
+        let acc = |f: &mut Body, name: &str| {
+            f.fragment(name, FragmentRole::Accumulator, SHAPE, ScalarType::F32)
+        };
+        let in_registers = if ft.dk <= QUERIES_IN_REGISTERS {
+            ft.dk / SHAPE.k
+        } else {
+            0
+        };
         let fr = Fragments {
+            queries: (0..in_registers)
+                .map(|_| f.fragment("q", FragmentRole::A, SHAPE, dt))
+                .collect(),
             a: f.fragment("a", FragmentRole::A, SHAPE, dt),
             b: f.fragment("b", FragmentRole::B, SHAPE, dt),
-            scores: (0..ft.bk / SHAPE.n)
-                .map(|_| f.fragment("s", FragmentRole::Accumulator, SHAPE, f32))
+            scores: (0..ft.bk / SHAPE.n).map(|_| acc(f, "s")).collect(),
+            weights: (0..ft.bk / SHAPE.k)
+                .map(|_| f.fragment("p", FragmentRole::A, SHAPE, dt))
                 .collect(),
-            out: (0..O_FRAGMENTS.min(ft.dn / SHAPE.n))
-                .map(|_| f.fragment("o", FragmentRole::Accumulator, SHAPE, f32))
-                .collect(),
+            out: (0..ft.dn / SHAPE.n).map(|_| acc(f, "o")).collect(),
+            max: acc(f, "row_max"),
+            block_max: acc(f, "block_max"),
+            alpha: acc(f, "alpha"),
+            sum: acc(f, "row_sum"),
         };
         each_workgroup(f, &sh, |f, wg| body(f, &sh, ft, &m, &fr, wg))
     })?;
@@ -210,7 +236,7 @@ pub(super) fn attention(
 
 fn body(f: &mut Body, sh: &Shape, ft: FragmentTiles, m: &Staged, fr: &Fragments, wg: E) {
     let blk = block_coords(f, sh, wg);
-    let n = sh.num;
+    let n = Num::scalar(ScalarType::F32);
     let q_at = (&blk.q_base, sh.q_layout.row_stride);
     let kv_at = (&blk.kv_base, sh.kv_layout.row_stride);
     let queries = load_rows(f, sh, ft, (m.io.q, ft.bq()), (&blk.q0, sh.seq_q), q_at);
@@ -224,46 +250,264 @@ fn body(f: &mut Body, sh: &Shape, ft: FragmentTiles, m: &Staged, fr: &Fragments,
     );
     store_rows(f, sh, ft, &queries, m.qs);
     store_rows(f, sh, ft, &keys, m.ks);
-    strided(f, sh, "t", ft.bq() * ft.acc_stride(), |f, t| {
-        f.store(m.acc, t, n.lit(0.0))
-    });
-    init_rows(f, sh, &m.rows);
+    for &o in &fr.out {
+        f.fill_fragment(o, n.lit(0.0));
+    }
+    f.fill_fragment(fr.max, n.lit(f64::NEG_INFINITY));
+    f.fill_fragment(fr.sum, n.lit(0.0));
     f.barrier();
     // Warp `w` owns query rows `16·w ..`: its fragment accesses start there.
     let warp_row = f.let_("warp_row", (local_id(0) / WARP) * SHAPE.m);
+    for (c, &q) in (0u32..).zip(&fr.queries) {
+        let at = warp_row.clone() * ft.row() + c * SHAPE.k;
+        f.load_fragment(q, m.qs, at, ft.row(), FragmentLayout::RowMajor);
+    }
+    let scale_log2 = f.let_(
+        "scale_log2",
+        m.io.scale.clone() * n.lit(std::f64::consts::LOG2_E),
+    );
     let key_blocks = key_block_count(f, sh, &blk);
-    // Each block's keys are staged during the block before (`ks` is free once the
-    // scores are formed), its values while its scores are (`vs` is free once the
-    // last block's `P·V` is done): their loads run while other phases compute.
     f.for_("kb", 0u32, key_blocks, 1, |f, kb| {
         let k0 = f.let_("k0", kb * ft.bk);
         let values = load_rows(f, sh, ft, (m.io.v, ft.bk), (&k0, sh.seq_k), kv_at);
         scores(f, ft, m, fr, &warp_row);
+        let at = Position {
+            blk: &blk,
+            k0: &k0,
+            warp_row: &warp_row,
+        };
+        softmax(f, sh, ft, (m, fr), &at, &scale_log2);
         f.barrier();
+        store_rows(f, sh, ft, &values, m.vs);
         let next = f.let_("k_next", k0.clone() + ft.bk);
         let keys = load_rows(f, sh, ft, (m.io.k, ft.bk), (&next, sh.seq_k), kv_at);
-        score_rows(f, sh, ft, m, &blk, &k0);
-        store_rows(f, sh, ft, &values, m.vs);
-        f.barrier();
-        weights(f, sh, ft, m);
+        match (m.weights, partly_visible(sh, ft, &blk, &k0)) {
+            (Some(weights), Some(partial)) => {
+                f.if_(partial.clone(), |f| {
+                    for (j, &s) in (0u32..).zip(&fr.scores) {
+                        let at = warp_row.clone() * ft.weights_stride() + j * SHAPE.n;
+                        let stride = ft.weights_stride();
+                        f.store_fragment(s, weights, at, stride, FragmentLayout::RowMajor);
+                    }
+                });
+                f.barrier();
+                f.if_else(
+                    partial,
+                    |f| accumulate_seen(f, sh, ft, (m, fr), &at, weights),
+                    |f| accumulate(f, ft, m, fr),
+                );
+            }
+            _ => {
+                f.barrier();
+                accumulate(f, ft, m, fr);
+            }
+        }
         store_rows(f, sh, ft, &keys, m.ks);
         f.barrier();
-        row_sums(f, sh, ft, m);
-        if sh.causal {
-            // Every row of the workgroup sees every key of the block iff its first
-            // row does: `k0 + bk − 1 + seq_q ≤ q0 + causal_keys`.
-            let whole = (k0.clone() + (ft.bk + sh.seq_q)).le(blk.q0.clone() + (sh.causal_keys + 1));
-            f.if_else(
-                whole,
-                |f| accumulate(f, ft, m, fr, &warp_row),
-                |f| accumulate_seen(f, sh, ft, m, &blk, &k0),
-            );
-        } else {
-            accumulate(f, ft, m, fr, &warp_row);
-        }
-        f.barrier();
     });
-    finish(f, sh, &m.io, (m.acc, ft.acc_stride()), &m.rows, &blk);
+    // `l`'s partial sums into the row's; the shift back in natural log units (for
+    // `lse = shift + ln l`): the max, or 0 while it is −∞.
+    f.reduce_rows(fr.sum, &[fr.sum], RowReduction::Sum);
+    f.map_fragment(fr.max, &[fr.max], |_, _, _, x| {
+        finite_shift(n, x[0].clone()) * n.lit(std::f64::consts::LN_2)
+    });
+    for (j, &o) in (0u32..).zip(&fr.out) {
+        let at = warp_row.clone() * ft.acc_stride() + j * SHAPE.n;
+        f.store_fragment(o, m.acc, at, ft.acc_stride(), FragmentLayout::RowMajor);
+    }
+    for (frag, mem) in [(fr.sum, m.sum), (fr.max, m.shift)] {
+        f.store_fragment(
+            frag,
+            mem,
+            warp_row.clone(),
+            ft.bq(),
+            FragmentLayout::ColMajor,
+        );
+    }
+    f.barrier();
+    finish(
+        f,
+        sh,
+        &m.io,
+        (m.acc, ft.acc_stride()),
+        (m.sum, m.shift),
+        &blk,
+    );
+}
+
+/// Where a warp's block of scores lies: the workgroup's block, the key block's first
+/// key and the warp's first row in the workgroup's.
+struct Position<'a> {
+    blk: &'a Block,
+    k0: &'a E,
+    warp_row: &'a E,
+}
+
+/// With `causal`: whether some row of the workgroup sees the block's keys only in
+/// part (uniform); `None` without `causal`. Every row sees every key of the block iff
+/// its first row does: `k0 + bk − 1 + seq_q ≤ q0 + causal_keys`.
+fn partly_visible(sh: &Shape, ft: FragmentTiles, blk: &Block, k0: &E) -> Option<E> {
+    sh.causal.then(|| {
+        (k0.clone() + (ft.bk + sh.seq_q))
+            .le(blk.q0.clone() + (sh.causal_keys + 1))
+            .eq(false)
+    })
+}
+
+/// The max, or 0 while it is −∞ (so that `2^{−∞ − shift}` is 0, never NaN).
+fn finite_shift(n: Num, max: E) -> E {
+    max.clone()
+        .eq(n.lit(f64::NEG_INFINITY))
+        .select(n.lit(0.0), max)
+}
+
+/// `S = Q·Kᵀ` for each warp's rows, in `fr.scores`.
+fn scores(f: &mut Body, ft: FragmentTiles, m: &Staged, fr: &Fragments, warp_row: &E) {
+    let row = ft.row();
+    for &s in &fr.scores {
+        f.fill_fragment(s, Num::scalar(ScalarType::F32).lit(0.0));
+    }
+    for kd in 0..ft.dk / SHAPE.k {
+        let col = kd * SHAPE.k;
+        let a = match fr.queries.get(kd as usize) {
+            Some(&q) => q,
+            None => {
+                let at = warp_row.clone() * row + col;
+                f.load_fragment(fr.a, m.qs, at, row, FragmentLayout::RowMajor);
+                fr.a
+            }
+        };
+        for (j, &s) in (0u32..).zip(&fr.scores) {
+            // Kᵀ: element (e, key) at key·row + e.
+            let k_at = col + j * SHAPE.n * row;
+            f.load_fragment(fr.b, m.ks, k_at, row, FragmentLayout::ColMajor);
+            f.mma(s, a, fr.b, s);
+        }
+    }
+}
+
+/// The online softmax of a block in registers: scores scaled (by `scale·log₂e`) and
+/// masked, the running max and the rescale, `P`, `l` and `O` rescaled, `P` rounded
+/// into `A` fragments.
+fn softmax(
+    f: &mut Body,
+    sh: &Shape,
+    ft: FragmentTiles,
+    (m, fr): (&Staged, &Fragments),
+    at: &Position,
+    scale_log2: &E,
+) {
+    let n = Num::scalar(ScalarType::F32);
+    let masked = |f: &mut Body| {
+        for (j, &s) in (0u32..).zip(&fr.scores) {
+            f.map_fragment(s, &[s], |f, row, col, x| {
+                let i = f.let_("i", at.blk.q0.clone() + at.warp_row.clone() + row);
+                let kj = f.let_("kj", at.k0.clone() + j * SHAPE.n + col);
+                // A branch, not a select: a hidden pair's mask element may lie past
+                // the mask.
+                let score = f.var("score", n.lit(f64::NEG_INFINITY));
+                f.if_(sh.sees(&i, &kj), |f| {
+                    let s = sh.score(&m.io, at.blk, x[0].clone(), (i.clone(), kj.clone()));
+                    f.assign(score, s * n.lit(std::f64::consts::LOG2_E));
+                });
+                score.get()
+            });
+        }
+    };
+    let scaled = |f: &mut Body| {
+        for &s in &fr.scores {
+            f.map_fragment(s, &[s], |_, _, _, x| x[0].clone() * scale_log2.clone());
+        }
+    };
+    if sh.mask.is_some() {
+        masked(f);
+    } else {
+        // Every key inside the sequence, and (causal) seen by every row.
+        let mut whole = (at.k0.clone() + ft.bk).le(sh.seq_k);
+        if let Some(partial) = partly_visible(sh, ft, at.blk, at.k0) {
+            whole = whole & partial.eq(false);
+        }
+        f.if_else(whole, scaled, masked);
+    }
+    f.reduce_rows(fr.block_max, &fr.scores, RowReduction::Max);
+    f.map_fragment(fr.block_max, &[fr.max, fr.block_max], |_, _, _, x| {
+        x[0].clone().max(x[1].clone())
+    });
+    f.map_fragment(fr.alpha, &[fr.max, fr.block_max], |_, _, _, x| {
+        (x[0].clone() - finite_shift(n, x[1].clone())).exp2()
+    });
+    f.map_fragment(fr.max, &[fr.block_max], |_, _, _, x| x[0].clone());
+    for &s in &fr.scores {
+        f.map_fragment(s, &[s, fr.max], |_, _, _, x| {
+            (x[0].clone() - finite_shift(n, x[1].clone())).exp2()
+        });
+    }
+    // l = α·l + P, element by element (a pairwise sum of the block's columns).
+    let mut args = vec![fr.sum, fr.alpha];
+    args.extend(&fr.scores);
+    f.map_fragment(fr.sum, &args, |_, _, _, x| {
+        let mut p: Vec<E> = x[2..].to_vec();
+        while p.len() > 1 {
+            p = p
+                .chunks(2)
+                .map(|c| match c {
+                    [a, b] => a.clone() + b.clone(),
+                    [a] => a.clone(),
+                    _ => n.lit(0.0),
+                })
+                .collect();
+        }
+        let block = p.pop().unwrap_or_else(|| n.lit(0.0));
+        x[0].clone() * x[1].clone() + block
+    });
+    for &o in &fr.out {
+        f.map_fragment(o, &[o, fr.alpha], |_, _, _, x| x[0].clone() * x[1].clone());
+    }
+    for (p, pair) in fr.weights.iter().zip(fr.scores.chunks(2)) {
+        f.convert_fragments(*p, pair);
+    }
+}
+
+/// `O += P·V` on fragments.
+fn accumulate(f: &mut Body, ft: FragmentTiles, m: &Staged, fr: &Fragments) {
+    let row = ft.row();
+    for (t, &p) in (0u32..).zip(&fr.weights) {
+        for (j, &o) in (0u32..).zip(&fr.out) {
+            let v_at = t * SHAPE.k * row + j * SHAPE.n;
+            f.load_fragment(fr.b, m.vs, v_at, row, FragmentLayout::RowMajor);
+            f.mma(o, p, fr.b, o);
+        }
+    }
+}
+
+/// `O += P·V` for a block some rows see only in part (causal), element by element:
+/// each element of `O` over the keys its row sees (the block's first
+/// `clamp(i + causal_keys + 1 − seq_q − k0, 0, bk)`), with the f32 weights.
+fn accumulate_seen(
+    f: &mut Body,
+    sh: &Shape,
+    ft: FragmentTiles,
+    (m, fr): (&Staged, &Fragments),
+    at: &Position,
+    weights: Mem,
+) {
+    let n = sh.num;
+    let from = f.let_("k_from", at.k0.clone() + sh.seq_q);
+    for (j, &o) in (0u32..).zip(&fr.out) {
+        f.map_fragment(o, &[o], |f, row, col, x| {
+            let r = f.let_("r", at.warp_row.clone() + row);
+            let i = at.blk.q0.clone() + r.clone();
+            let seen = f.let_("seen", sh.keys_seen(&from, i, ft.bk));
+            let e = f.let_("e", col + j * SHAPE.n);
+            let w_row = f.let_("w_row", r * ft.weights_stride());
+            let sum = f.var("pv", n.lit(0.0));
+            f.for_("key", 0u32, seen, 1, |f, key| {
+                let v = n.widen(m.vs.at(key.clone() * ft.row() + e.clone()), sh.dtype);
+                f.assign(sum, sum.get() + weights.at(w_row.clone() + key) * v);
+            });
+            x[0].clone() + sum.get()
+        });
+    }
 }
 
 /// A block of rows on its way to shared memory: each invocation's loads, in flight
@@ -348,202 +592,6 @@ fn load_rows(
 fn store_rows(f: &mut Body, sh: &Shape, ft: FragmentTiles, block: &InFlight, dst: Mem) {
     block.each(f, sh, ft, |f, q, r, e| {
         f.store(dst, r * ft.row() + e, block.regs[q].get());
-    });
-}
-
-/// `for t in thread..count step invocations`, `UNROLL` items per step written side by
-/// side (independent chains the scheduler interleaves: with four warps a workgroup
-/// has little else to hide latency behind); the tiles make `count` a multiple of
-/// `UNROLL · invocations`, and any rest is taken one item per step.
-fn unrolled(f: &mut Body, sh: &Shape, name: &str, count: u32, body: impl Fn(&mut Body, E)) {
-    let step = UNROLL * sh.invocations;
-    // Counted in steps, so that the value ranges bound every `t` below `count` (and
-    // the accesses it indexes need no bounds check).
-    f.for_(name, 0u32, count / step, 1, |f, s| {
-        for u in 0..UNROLL {
-            let t = f.let_("t", s.clone() * step + (local_id(0) + u * sh.invocations));
-            body(f, t);
-        }
-    });
-    let done = count - count % step;
-    if done < count {
-        f.for_(name, local_id(0) + done, count, sh.invocations, body);
-    }
-}
-
-/// `S = Q·Kᵀ` for each warp's rows, stored to `m.s`.
-fn scores(f: &mut Body, ft: FragmentTiles, m: &Staged, fr: &Fragments, warp_row: &E) {
-    let row = ft.row();
-    for &s in &fr.scores {
-        f.fill_fragment(s, Num::scalar(ScalarType::F32).lit(0.0));
-    }
-    f.for_("kd", 0u32, ft.dk / SHAPE.k, 1, |f, kd| {
-        let col = f.let_("col", kd * SHAPE.k);
-        let q_at = warp_row.clone() * row + col.clone();
-        f.load_fragment(fr.a, m.qs, q_at, row, FragmentLayout::RowMajor);
-        for (j, &s) in (0u32..).zip(&fr.scores) {
-            // Kᵀ: element (e, key) at key·row + e.
-            let k_at = col.clone() + j * SHAPE.n * row;
-            f.load_fragment(fr.b, m.ks, k_at, row, FragmentLayout::ColMajor);
-            f.mma(s, fr.a, fr.b, s);
-        }
-    });
-    let s_stride = ft.s_stride();
-    for (j, &s) in (0u32..).zip(&fr.scores) {
-        let at = warp_row.clone() * s_stride + j * SHAPE.n;
-        f.store_fragment(s, m.s, at, s_stride, FragmentLayout::RowMajor);
-    }
-}
-
-/// Per row: the scores scaled and masked (`−∞` where the key is hidden or past the
-/// sequences), the new running max, its finite shift and the rescale `α`.
-fn score_rows(f: &mut Body, sh: &Shape, ft: FragmentTiles, m: &Staged, blk: &Block, k0: &E) {
-    let n = sh.num;
-    let s_stride = ft.s_stride();
-    strided(f, sh, "r", ft.bq(), |f, r| {
-        let i = f.let_("i", blk.q0.clone() + r.clone());
-        let row = f.let_("s_row", r.clone() * s_stride);
-        let old = f.let_("m_old", m.rows.max.at(r.clone()));
-        // Score `j`: scaled and masked, or `−∞` where hidden; stored back, into `max`.
-        let score_at = |f: &mut Body, j: E, max: Var| {
-            let kj = f.let_("kj", k0.clone() + j.clone());
-            let at = f.let_("s_at", row.clone() + j);
-            let score = f.var("score", n.lit(f64::NEG_INFINITY));
-            f.if_(sh.sees(&i, &kj), |f| {
-                let s = sh.score(&m.io, blk, m.s.at(at.clone()), (i.clone(), kj));
-                f.assign(score, s);
-            });
-            f.store(m.s, at, score.get());
-            f.assign(max, max.get().max(score.get()));
-        };
-        // Partial maxima over the block's quarters (max is exact in any order).
-        let maxima: Vec<Var> = (0..UNROLL).map(|_| f.var("m_part", old.clone())).collect();
-        let quarter = ft.bk / UNROLL;
-        f.for_("j", 0u32, quarter, 1, |f, j| {
-            for (u, &max) in (0u32..).zip(&maxima) {
-                let j = f.let_("j_u", j.clone() + u * quarter);
-                score_at(f, j, max);
-            }
-        });
-        let max = maxima
-            .iter()
-            .map(|m| m.get())
-            .reduce(|a, b| a.max(b))
-            .unwrap_or_else(|| old.clone());
-        let max = f.let_("m_new", max);
-        m.rows.update(f, n, r, (old, max));
-    });
-}
-
-/// `P = e^{S − shift}` (as `2^{(S − shift)·log₂e}`) in place and rounded into `m.p`;
-/// `O` scaled by `α`.
-fn weights(f: &mut Body, sh: &Shape, ft: FragmentTiles, m: &Staged) {
-    let n = sh.num;
-    let bk = ft.bk;
-    unrolled(f, sh, "t", ft.bq() * bk, |f, t| {
-        let r = f.let_("r", t.clone() / bk);
-        let j = f.let_("j", t % bk);
-        let at = f.let_("s_at", r.clone() * ft.s_stride() + j.clone());
-        // e^x as 2^(x·log₂e): the rounding of the product moves the weight by
-        // |x|·u (the tolerance's |sⱼ − m| term), and `exp2` is one instruction on a
-        // GPU (f32 `exp2` within 2 ULP) where `exp` is some 30.
-        let x = m.s.at(at.clone()) - m.rows.shift.at(r.clone());
-        let p = f.let_("p", (x * n.lit(std::f64::consts::LOG2_E)).exp2());
-        f.store(m.s, at, p.clone());
-        f.store(m.p, r * ft.p_stride() + j, n.narrow(p, sh.dtype));
-    });
-    // A warp per row, `UNROLL` rows per step (their `α` read together); a row whose
-    // max did not move (`α = 1`, most rows after the first blocks) is left as it is.
-    let rows_per_step = UNROLL * ft.warps;
-    f.for_("rs", 0u32, ft.bq() / rows_per_step, 1, |f, rs| {
-        let rows: Vec<(E, E)> = (0..UNROLL)
-            .map(|u| {
-                let r = f.let_(
-                    "r",
-                    rs.clone() * rows_per_step + (local_id(0) / WARP + u * ft.warps),
-                );
-                let alpha = f.let_("alpha", m.rows.scale.at(r.clone()));
-                (r, alpha)
-            })
-            .collect();
-        for (r, alpha) in rows {
-            f.if_(alpha.clone().ne(n.lit(1.0)), |f| {
-                let row = f.let_("o_row", r * ft.acc_stride());
-                f.for_("c", local_id(0) % WARP, ft.dn, WARP, |f, c| {
-                    let at = f.let_("o_at", row.clone() + c);
-                    f.store(m.acc, at.clone(), m.acc.at(at) * alpha.clone());
-                });
-            });
-        }
-    });
-}
-
-/// `l = α·l + Σ_j P` per row.
-fn row_sums(f: &mut Body, sh: &Shape, ft: FragmentTiles, m: &Staged) {
-    let n = sh.num;
-    strided(f, sh, "r", ft.bq(), |f, r| {
-        let row = f.let_("p_row", r.clone() * ft.s_stride());
-        // Partial sums over the block's quarters, then their pairwise sum.
-        let sums: Vec<Var> = (0..UNROLL).map(|_| f.var("p_sum", n.lit(0.0))).collect();
-        let quarter = ft.bk / UNROLL;
-        f.for_("j", 0u32, quarter, 1, |f, j| {
-            for (u, &sum) in (0u32..).zip(&sums) {
-                let at = row.clone() + (j.clone() + u * quarter);
-                f.assign(sum, sum.get() + m.s.at(at));
-            }
-        });
-        let sum = (sums[0].get() + sums[1].get()) + (sums[2].get() + sums[3].get());
-        let alpha = m.rows.scale.at(r.clone());
-        f.store(m.rows.sum, r.clone(), m.rows.sum.at(r) * alpha + sum);
-    });
-}
-
-/// `O += P·V` on fragments: each warp its rows, [`O_FRAGMENTS`] columns of
-/// fragments at a time.
-fn accumulate(f: &mut Body, ft: FragmentTiles, m: &Staged, fr: &Fragments, warp_row: &E) {
-    let (row, dn, stride) = (ft.row(), ft.dn, ft.acc_stride());
-    let chunk = fr.out.len() as u32 * SHAPE.n;
-    for c0 in (0..dn).step_by(chunk as usize) {
-        let frags = &fr.out[..((dn - c0) / SHAPE.n).min(fr.out.len() as u32) as usize];
-        let o_at = |j: u32| warp_row.clone() * stride + (c0 + j * SHAPE.n);
-        for (j, &o) in (0u32..).zip(frags) {
-            f.load_fragment(o, m.acc, o_at(j), stride, FragmentLayout::RowMajor);
-        }
-        f.for_("kp", 0u32, ft.bk / SHAPE.k, 1, |f, kp| {
-            let key = f.let_("key", kp * SHAPE.k);
-            let p_at = warp_row.clone() * ft.p_stride() + key.clone();
-            f.load_fragment(fr.a, m.p, p_at, ft.p_stride(), FragmentLayout::RowMajor);
-            for (j, &o) in (0u32..).zip(frags) {
-                let v_at = key.clone() * row + (c0 + j * SHAPE.n);
-                f.load_fragment(fr.b, m.vs, v_at, row, FragmentLayout::RowMajor);
-                f.mma(o, fr.a, fr.b, o);
-            }
-        });
-        for (j, &o) in (0u32..).zip(frags) {
-            f.store_fragment(o, m.acc, o_at(j), stride, FragmentLayout::RowMajor);
-        }
-    }
-}
-
-/// `O += P·V` for a block some rows see only in part (causal): an invocation per
-/// element of `O`, over the keys its row sees (the block's first
-/// `clamp(i + causal_keys + 1 − seq_q − k0, 0, bk)`), with the weights in f32.
-fn accumulate_seen(f: &mut Body, sh: &Shape, ft: FragmentTiles, m: &Staged, blk: &Block, k0: &E) {
-    let (n, d, bk) = (sh.num, sh.d, ft.bk);
-    let from = f.let_("k_from", k0.clone() + sh.seq_q);
-    strided(f, sh, "t", ft.bq() * d, |f, t| {
-        let r = f.let_("r", t.clone() / d);
-        let e = f.let_("e", t % d);
-        let i = blk.q0.clone() + r.clone();
-        let seen = f.let_("seen", sh.keys_seen(&from, i, bk));
-        let p_row = f.let_("p_row", r.clone() * ft.s_stride());
-        let sum = f.var("pv", n.lit(0.0));
-        f.for_("j", 0u32, seen, 1, |f, j| {
-            let v = n.widen(m.vs.at(j.clone() * ft.row() + e.clone()), sh.dtype);
-            f.assign(sum, sum.get() + m.s.at(p_row.clone() + j) * v);
-        });
-        let at = f.let_("o_at", r * ft.acc_stride() + e);
-        f.store(m.acc, at.clone(), m.acc.at(at) + sum.get());
     });
 }
 

@@ -555,7 +555,14 @@ fn body(f: &mut Body, sh: &Shape, m: &Mems, wg: E) {
         accumulate(f, sh, m, &blk, &k0);
         f.barrier();
     });
-    finish(f, sh, &m.io, (m.acc, sh.d), &m.rows, &blk);
+    finish(
+        f,
+        sh,
+        &m.io,
+        (m.acc, sh.d),
+        (m.rows.sum, m.rows.shift),
+        &blk,
+    );
 }
 
 /// Stages the block's queries (zero past `seq_q`) and clears the accumulator and the
@@ -756,14 +763,14 @@ fn accumulate(f: &mut Body, sh: &Shape, m: &Mems, blk: &Block, k0: &E) {
 }
 
 /// `o = O / l` for the block's rows below `seq_q`; a row that saw no key (`l = 0`) gets
-/// 0.
-/// The accumulator `acc` holds row `r` from `r · acc_stride` on.
+/// 0. The accumulator `acc` holds row `r` from `r · acc_stride` on; `sum` and `shift`
+/// hold row `r`'s `l` and shift at `r`.
 pub(super) fn finish(
     f: &mut Body,
     sh: &Shape,
     io: &Buffers,
     (acc, acc_stride): (Mem, u32),
-    rows: &RowStats,
+    (sum, shift): (Mem, Mem),
     blk: &Block,
 ) {
     let (n, d) = (sh.num, sh.d);
@@ -772,7 +779,7 @@ pub(super) fn finish(
         let dd = f.let_("dd", t.clone() % d);
         let i = f.let_("i", blk.q0.clone() + qi.clone());
         f.if_(i.clone().lt(sh.seq_q), |f| {
-            let l = f.let_("l", rows.sum.at(qi.clone()));
+            let l = f.let_("l", sum.at(qi.clone()));
             let at = if acc_stride == d {
                 t.clone()
             } else {
@@ -790,7 +797,7 @@ pub(super) fn finish(
             let i = f.let_("i", blk.q0.clone() + r.clone());
             f.if_(i.clone().lt(sh.seq_q), |f| {
                 // ln 0 = −∞ for a row that saw no key; a NaN sum stays NaN.
-                let value = rows.shift.at(r.clone()) + rows.sum.at(r).log();
+                let value = shift.at(r.clone()) + sum.at(r).log();
                 f.store(lse, base.clone() + i * layout.row_stride, value);
             });
         });
