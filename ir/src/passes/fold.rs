@@ -154,7 +154,7 @@ impl Folder<'_> {
                     body_env.remove(l);
                 }
                 let body = self.block(&m.body, &mut body_env);
-                let value = self.expr(&m.value, &mut body_env);
+                let value = self.expr(&m.value, &body_env);
                 for l in &written {
                     env.remove(l);
                 }
