@@ -36,7 +36,7 @@
 
 use super::lower::{
     block_coords, declare_buffers, each_workgroup, finish, key_block_count, shape_of,
-    single_launch, Block, Buffers, Shape, Tiles,
+    single_launch, strided, Block, Buffers, Shape, Tiles,
 };
 use super::AttentionSpec;
 use crate::lower::math::Num;
@@ -83,6 +83,11 @@ impl FragmentTiles {
     fn weights_stride(&self) -> u32 {
         self.bk + 4
     }
+    /// Rows of the value tile: the block's, and with `causal` 16 rows of zeros past
+    /// them, which a warp multiplies instead of the keys it does not see whole.
+    fn value_rows(&self) -> u32 {
+        self.bk + if self.causal { SHAPE.k } else { 0 }
+    }
     /// A row of `O` at the end: 8 words past a multiple of 32.
     fn acc_stride(&self) -> u32 {
         self.dn + 8
@@ -98,7 +103,10 @@ impl FragmentTiles {
         } else {
             0
         };
-        (bq + bk) * row * elem + keys_or_out + weights + 2 * 4 * bq * SHAPE.n as u64
+        (bq + self.value_rows() as u64) * row * elem
+            + keys_or_out
+            + weights
+            + 2 * 4 * bq * SHAPE.n as u64
     }
 }
 
@@ -195,7 +203,7 @@ pub(super) fn attention(
     let m = Staged {
         io,
         qs: k.shared("q_tile", dt, ft.bq() * ft.row()),
-        vs: k.shared("v_tile", dt, ft.bk * ft.row()),
+        vs: k.shared("v_tile", dt, ft.value_rows() * ft.row()),
         weights: ft
             .causal
             .then(|| k.shared("weights", f32, ft.bq() * ft.weights_stride())),
@@ -250,6 +258,12 @@ fn body(f: &mut Body, sh: &Shape, ft: FragmentTiles, m: &Staged, fr: &Fragments,
     );
     store_rows(f, sh, ft, &queries, m.qs);
     store_rows(f, sh, ft, &keys, m.ks);
+    let zeros = (ft.value_rows() - ft.bk) * ft.row();
+    if zeros > 0 {
+        let first = ft.bk * ft.row();
+        let zero = Num::scalar(sh.dtype).lit(0.0);
+        strided(f, sh, "z", zeros, |f, z| f.store(m.vs, z + first, zero));
+    }
     for &o in &fr.out {
         f.fill_fragment(o, n.lit(0.0));
     }
@@ -293,13 +307,22 @@ fn body(f: &mut Body, sh: &Shape, ft: FragmentTiles, m: &Staged, fr: &Fragments,
                 f.barrier();
                 f.if_else(
                     partial,
-                    |f| accumulate_seen(f, sh, ft, (m, fr), &at, weights),
-                    |f| accumulate(f, ft, m, fr),
+                    |f| {
+                        // The chunks of 16 keys the warp's first row sees whole (so
+                        // every row of the warp does) multiply on fragments; the
+                        // rest, element by element.
+                        let from = f.let_("k_from", k0.clone() + sh.seq_q);
+                        let first = blk.q0.clone() + warp_row.clone();
+                        let whole = f.let_("whole", sh.keys_seen(&from, first, ft.bk) / SHAPE.k);
+                        accumulate(f, ft, m, fr, Some(&whole));
+                        accumulate_seen(f, sh, ft, (m, fr), (&at, &from, whole * SHAPE.k), weights);
+                    },
+                    |f| accumulate(f, ft, m, fr, None),
                 );
             }
             _ => {
                 f.barrier();
-                accumulate(f, ft, m, fr);
+                accumulate(f, ft, m, fr, None);
             }
         }
         store_rows(f, sh, ft, &keys, m.ks);
@@ -468,40 +491,48 @@ fn softmax(
     }
 }
 
-/// `O += P·V` on fragments.
-fn accumulate(f: &mut Body, ft: FragmentTiles, m: &Staged, fr: &Fragments) {
+/// `O += P·V` on fragments; with `whole`, only the first `whole` chunks of 16 keys
+/// (the others multiply the value tile's rows of zeros: a hidden key's value never
+/// meets its weight, 0, which would make a NaN of an infinite value).
+fn accumulate(f: &mut Body, ft: FragmentTiles, m: &Staged, fr: &Fragments, whole: Option<&E>) {
     let row = ft.row();
     for (t, &p) in (0u32..).zip(&fr.weights) {
+        let chunk = t * SHAPE.k * row;
+        let chunk = match whole {
+            Some(w) => E::from(t).lt(w.clone()).select(chunk, ft.bk * row),
+            None => E::from(chunk),
+        };
+        let chunk = f.let_("v_chunk", chunk);
         for (j, &o) in (0u32..).zip(&fr.out) {
-            let v_at = t * SHAPE.k * row + j * SHAPE.n;
+            let v_at = chunk.clone() + j * SHAPE.n;
             f.load_fragment(fr.b, m.vs, v_at, row, FragmentLayout::RowMajor);
             f.mma(o, p, fr.b, o);
         }
     }
 }
 
-/// `O += P·V` for a block some rows see only in part (causal), element by element:
-/// each element of `O` over the keys its row sees (the block's first
-/// `clamp(i + causal_keys + 1 − seq_q − k0, 0, bk)`), with the f32 weights.
+/// `O += P·V` element by element for the keys from `first` on that each row sees
+/// (the block's first `clamp(i + causal_keys + 1 − seq_q − k0, 0, bk)`, with
+/// `from = k0 + seq_q`), with the f32 weights.
 fn accumulate_seen(
     f: &mut Body,
     sh: &Shape,
     ft: FragmentTiles,
     (m, fr): (&Staged, &Fragments),
-    at: &Position,
+    (at, from, first): (&Position, &E, E),
     weights: Mem,
 ) {
     let n = sh.num;
-    let from = f.let_("k_from", at.k0.clone() + sh.seq_q);
+    let first = f.let_("k_first", first);
     for (j, &o) in (0u32..).zip(&fr.out) {
         f.map_fragment(o, &[o], |f, row, col, x| {
             let r = f.let_("r", at.warp_row.clone() + row);
             let i = at.blk.q0.clone() + r.clone();
-            let seen = f.let_("seen", sh.keys_seen(&from, i, ft.bk));
+            let seen = f.let_("seen", sh.keys_seen(from, i, ft.bk));
             let e = f.let_("e", col + j * SHAPE.n);
             let w_row = f.let_("w_row", r * ft.weights_stride());
             let sum = f.var("pv", n.lit(0.0));
-            f.for_("key", 0u32, seen, 1, |f, key| {
+            f.for_("key", first.clone(), seen, 1, |f, key| {
                 let v = n.widen(m.vs.at(key.clone() * ft.row() + e.clone()), sh.dtype);
                 f.assign(sum, sum.get() + weights.at(w_row.clone() + key) * v);
             });
