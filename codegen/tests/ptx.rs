@@ -1088,3 +1088,16 @@ fn row_statements_stay_in_registers() {
         assert_eq!(ptx.matches("mma.sync.aligned.m16n8k16").count(), 1, "{ptx}");
     }
 }
+
+/// Row statistics of a warpgroup's accumulator in a narrower one (m64n16): the
+/// reduction's result and the map's reads stay in the thread's registers.
+#[test]
+fn row_statistics_of_a_warpgroup_stay_in_registers() {
+    let ptx = emit_checked(&kernelc_ir::testing::fragments::row_statistics_kernel());
+    // One reduction, two rows per thread, two shuffles per row.
+    assert_eq!(ptx.matches("shfl.sync.bfly.b32").count(), 4, "{ptx}");
+    assert!(
+        !has_instr(&ptx, "bar.sync") && !ptx.contains(".shared"),
+        "{ptx}"
+    );
+}

@@ -101,6 +101,11 @@ impl MmaShape {
     pub const M16N8K16: MmaShape = MmaShape { m: 16, n: 8, k: 16 };
     pub const M16N8K8: MmaShape = MmaShape { m: 16, n: 8, k: 8 };
     pub const M8N8K4: MmaShape = MmaShape { m: 8, n: 8, k: 4 };
+    pub const M64N16K16: MmaShape = MmaShape {
+        m: 64,
+        n: 16,
+        k: 16,
+    };
     pub const M64N64K16: MmaShape = MmaShape {
         m: 64,
         n: 64,
@@ -145,7 +150,7 @@ impl MmaShape {
 
 /// The multiplies the IR has: a shape, the element type of `A` and `B`, and that of
 /// the accumulators. Every one of them runs everywhere (natively or expanded).
-pub const MMA_KINDS: [(MmaShape, ScalarType, ScalarType); 11] = [
+pub const MMA_KINDS: [(MmaShape, ScalarType, ScalarType); 13] = [
     (MmaShape::M16N8K16, ScalarType::F16, ScalarType::F32),
     (MmaShape::M16N8K16, ScalarType::Bf16, ScalarType::F32),
     (MmaShape::M16N8K8, ScalarType::F16, ScalarType::F32),
@@ -157,6 +162,9 @@ pub const MMA_KINDS: [(MmaShape, ScalarType, ScalarType); 11] = [
     (MmaShape::M64N128K16, ScalarType::Bf16, ScalarType::F32),
     (MmaShape::M64N256K16, ScalarType::F16, ScalarType::F32),
     (MmaShape::M64N256K16, ScalarType::Bf16, ScalarType::F32),
+    // The narrowest the kernels use: per-row values beside wider accumulators.
+    (MmaShape::M64N16K16, ScalarType::F16, ScalarType::F32),
+    (MmaShape::M64N16K16, ScalarType::Bf16, ScalarType::F32),
 ];
 
 /// Whether `(shape, input type, accumulator type)` is one of [`MMA_KINDS`].
@@ -300,7 +308,8 @@ pub enum FragmentOp {
     /// Element by element ([`FragmentMap`]).
     Map(FragmentMap),
     /// `dst[r][c] = reduction of row r of every source` for every column `c` (all
-    /// accumulators of one shape and float type; `dst` may be a source).
+    /// accumulators of one shape and float type, `dst` of that type and the same rows
+    /// ([`same_rows`]); `dst` may be a source).
     ReduceRows {
         dst: FragmentId,
         srcs: Vec<FragmentId>,
@@ -317,10 +326,12 @@ pub enum FragmentOp {
 
 /// `dst[r][c] = value` for every element `(r, c)` of accumulator `dst`, with `row`
 /// and `col` bound to `r` and `c` (u32), each `(local, fragment)` of `args` to that
-/// fragment's element `(r, c)`, and `body` run first (locals and control flow only:
-/// no memory writes, barriers, fragments, copies or return). Every fragment is an
-/// accumulator of `dst`'s shape; all are read before `dst` is written (`dst` may be
-/// among `args`). Loads may read memory (the same for every invocation of the group).
+/// fragment's element `(r, c mod n)` (`n` its columns), and `body` run first (locals
+/// and control flow only: no memory writes, barriers, fragments, copies or return).
+/// Every fragment is an accumulator with `dst`'s rows and group ([`same_rows`]: a
+/// narrower one holds per-row values, as `reduce_rows` leaves them); all are read
+/// before `dst` is written (`dst` may be among `args`). Loads may read memory (the
+/// same for every invocation of the group).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FragmentMap {
     pub dst: FragmentId,
@@ -358,6 +369,14 @@ impl RowReduction {
             RowReduction::Sum => "sum",
         }
     }
+}
+
+/// Whether accumulators of shapes `a` and `b` have the same rows held by the same
+/// group (so that every target holds a row's elements of both in the same
+/// invocations: a map may read one while computing the other, a reduction may leave
+/// one's rows in the other).
+pub fn same_rows(a: MmaShape, b: MmaShape) -> bool {
+    a.m == b.m && a.group() == b.group()
 }
 
 /// Elements of an accumulator of `shape` one invocation of the expansion holds: a run

@@ -956,13 +956,26 @@ impl<'k> Validator<'k> {
             FragmentOp::Map(m) => self.check_map(m, assigned)?,
             FragmentOp::ReduceRows { dst, srcs, .. } => {
                 let dd = self.at("dst", |v| v.fragment_decl(*dst, FragmentRole::Accumulator))?;
-                self.check_sources(dd, srcs, |s| s.elem == dd.elem && s.elem.is_float())?;
+                let first = srcs.first().and_then(|s| self.kernel.fragment(*s));
+                let shape = first.map_or(dd.shape, |d| d.shape);
+                if !same_rows(shape, dd.shape) {
+                    return self.err(K::BadFragment {
+                        name: dd.name.clone(),
+                        why: "holds other rows than the rows it reduces".into(),
+                    });
+                }
+                let same =
+                    |s: &FragmentDecl| s.elem == dd.elem && s.elem.is_float() && s.shape == shape;
+                self.check_sources(dd, srcs, same)?;
                 self.fragments_written.insert(*dst);
             }
             FragmentOp::Convert { dst, srcs } => {
                 let dd = self.at("dst", |v| v.fragment_decl(*dst, FragmentRole::A))?;
                 let MmaShape { n, k, .. } = dd.shape;
                 let fits = !dd.shape.is_warpgroup() && k % n == 0 && srcs.len() as u32 == k / n;
+                let shapes_match = srcs
+                    .iter()
+                    .all(|s| self.kernel.fragment(*s).is_none_or(|d| d.shape == dd.shape));
                 if !fits {
                     return self.err(K::BadFragment {
                         name: dd.name.clone(),
@@ -977,6 +990,12 @@ impl<'k> Validator<'k> {
                 }
                 let first = srcs.first().and_then(|s| self.kernel.fragment(*s));
                 let elem = first.map(|d| d.elem);
+                if !shapes_match {
+                    return self.err(K::BadFragment {
+                        name: dd.name.clone(),
+                        why: "converted from accumulators of another shape".into(),
+                    });
+                }
                 self.check_sources(dd, srcs, |s| s.elem.is_float() && Some(s.elem) == elem)?;
                 self.fragments_written.insert(*dst);
             }
@@ -1001,7 +1020,7 @@ impl<'k> Validator<'k> {
             self.at(format!("srcs[{i}]"), |v| {
                 let sd = v.fragment_decl(*src, FragmentRole::Accumulator)?;
                 v.fragment_read(*src)?;
-                if sd.shape != dst.shape || !ok(sd) {
+                if !same_rows(sd.shape, dst.shape) || !ok(sd) {
                     return v.err(ValidationErrorKind::BadFragment {
                         name: sd.name.clone(),
                         why: format!(
@@ -1030,10 +1049,13 @@ impl<'k> Validator<'k> {
             let ad = self.at(format!("args[{i}]"), |v| {
                 let ad = v.fragment_decl(arg.frag, FragmentRole::Accumulator)?;
                 v.fragment_read(arg.frag)?;
-                if ad.shape != dd.shape {
+                if !same_rows(ad.shape, dd.shape) {
                     return v.err(K::BadFragment {
                         name: ad.name.clone(),
-                        why: format!("read by a map into {} of another shape", dd.name),
+                        why: format!(
+                            "read by a map into {}, whose rows it does not hold",
+                            dd.name
+                        ),
                     });
                 }
                 Ok(ad)

@@ -8,7 +8,9 @@ use kernelc_ir::fragment::{
 };
 use kernelc_ir::interp::{HostBuffer, InterpError};
 use kernelc_ir::passes::{expand_fragments, expand_math, optimize, MathExpansion, PassOptions};
-use kernelc_ir::testing::fragments::{attention_step, attention_step_inputs};
+use kernelc_ir::testing::fragments::{
+    attention_step, attention_step_inputs, row_statistics_kernel,
+};
 use kernelc_ir::{Access, ScalarType, ValidationErrorKind};
 
 mod common;
@@ -282,4 +284,38 @@ fn row_statements_print_and_round_trip_through_json() {
     }
     let json = kernelc_ir::to_json(&kernel);
     assert_eq!(kernelc_ir::from_json(&json).unwrap(), kernel);
+}
+
+#[test]
+fn row_statistics_live_in_a_narrower_accumulator() {
+    let kernel = row_statistics_kernel();
+    let mut rng = Rng(17);
+    let x: Vec<f32> = (0..64 * 64).map(|_| rng.uniform(-8.0, 8.0)).collect();
+    let inputs = vec![HostBuffer::from_f32(&x)];
+    let got = run_kernel(&kernel, &inputs).unwrap();
+    let out = got[0].to_f64();
+    for r in 0..64 {
+        let max = x[r * 64..(r + 1) * 64]
+            .iter()
+            .cloned()
+            .fold(f32::MIN, f32::max);
+        for c in 0..64 {
+            let want = (x[r * 64 + c] - max) + c as f32;
+            assert_eq!(out[r * 64 + c], want as f64, "({r}, {c})");
+        }
+    }
+    let expanded = expand_fragments(&kernel);
+    kernelc_ir::validate(&expanded).unwrap();
+    assert_eq!(run_kernel(&expanded, &inputs).unwrap(), got);
+    // Rows held by other invocations: a warp's accumulator is not a warpgroup's row.
+    let kind = validation_error(|f| {
+        let s = f.fragment("s", FragmentRole::Accumulator, MmaShape::M64N64K16, F32);
+        let t = f.fragment("t", FragmentRole::Accumulator, MmaShape::M16N8K16, F32);
+        f.fill_fragment(t, 0.0f32);
+        f.reduce_rows(s, &[t], RowReduction::Max);
+    });
+    assert!(
+        matches!(kind, ValidationErrorKind::BadFragment { .. }),
+        "{kind:?}"
+    );
 }

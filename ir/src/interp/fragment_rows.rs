@@ -12,28 +12,30 @@ use crate::types::Type;
 
 impl Ctx<'_, '_> {
     /// `m` for the group of `group` invocations whose first warp is `warp`: per
-    /// element, the bound locals set on every invocation of the group, the body run
-    /// on all of them, and the value, which they must compute alike.
+    /// element, the bound locals set, the body run and the value computed by the
+    /// group's first invocation and by one other, element by element in turn (so
+    /// every invocation is compared over the fragment): a value that depends on who
+    /// computes it differs between most pairs.
     pub(super) fn exec_map(&mut self, m: &FragmentMap, warp: u32, group: u32) -> Res<()> {
         let leader = warp * WARP;
         let (rows, cols) = self.fragment_decl(m.dst, leader)?.dims();
         let mut args = Vec::with_capacity(m.args.len());
         for a in &m.args {
-            args.push(
-                self.fragment_value(a.frag, warp, leader)
-                    .at(Name("args"))?
-                    .clone(),
-            );
+            let width = self.fragment_decl(a.frag, leader)?.dims().1.max(1);
+            let value = self.fragment_value(a.frag, warp, leader).at(Name("args"))?;
+            args.push((value.clone(), width));
         }
-        let invocations: Vec<u32> = (leader..leader + group).collect();
         let mut out = Vec::with_capacity((rows * cols) as usize);
-        for e in 0..(rows * cols) as usize {
-            let (r, c) = (e as u32 / cols, e as u32 % cols);
+        for e in 0..rows * cols {
+            let (r, c) = (e / cols, e % cols);
+            let other = (leader + 1 + e % (group - 1).max(1)).min(leader + group - 1);
+            let mut invocations = vec![leader, other];
+            invocations.dedup();
             for &inv in &invocations {
                 self.set_local(m.row, Type::U32, inv, Value::scalar(Scalar::U32(r)))?;
                 self.set_local(m.col, Type::U32, inv, Value::scalar(Scalar::U32(c)))?;
-                for (a, value) in m.args.iter().zip(&args) {
-                    let Some(&v) = value.get(e) else {
+                for (a, (value, width)) in m.args.iter().zip(&args) {
+                    let Some(&v) = value.get((r * width + c % width) as usize) else {
                         return Err(malformed(leader, "a map argument of another size"));
                     };
                     self.set_local(a.local, Type::scalar(v.ty()), inv, Value::scalar(v))?;
@@ -41,10 +43,8 @@ impl Ctx<'_, '_> {
             }
             let mut mask = invocations.clone();
             self.exec_block(&m.body, &mut mask, "body")?;
-            out.push(
-                self.group_scalar(&m.value, &invocations)
-                    .at(Name("value"))?,
-            );
+            let v = self.group_scalar(&m.value, &invocations);
+            out.push(v.at(Name("value"))?);
         }
         self.set_fragment(m.dst, warp, out, leader)
     }
@@ -83,8 +83,10 @@ impl Ctx<'_, '_> {
         warp: u32,
     ) -> Res<()> {
         let leader = warp * WARP;
-        let decl = self.fragment_decl(dst, leader)?.clone();
-        let (rows, cols) = decl.dims();
+        let (rows, width) = self.fragment_decl(dst, leader)?.dims();
+        let first = srcs.first().copied().unwrap_or(dst);
+        let shape = self.fragment_decl(first, leader)?.shape;
+        let cols = shape.n;
         let mut values = Vec::with_capacity(srcs.len());
         for &s in srcs {
             values.push(
@@ -113,8 +115,8 @@ impl Ctx<'_, '_> {
             }
             Ok(acc)
         };
-        let order = row_reduction_order(decl.shape, srcs.len());
-        let mut out = Vec::with_capacity((rows * cols) as usize);
+        let order = row_reduction_order(shape, srcs.len());
+        let mut out = Vec::with_capacity((rows * width) as usize);
         for r in 0..rows {
             let element = |(s, c): &(usize, u32)| -> Option<Scalar> {
                 values.get(*s)?.get((r * cols + c) as usize).copied()
@@ -129,7 +131,7 @@ impl Ctx<'_, '_> {
             let total = fold(&mut runs.into_iter())
                 .map_err(|w| malformed(leader, w))?
                 .ok_or_else(|| malformed(leader, "an empty row"))?;
-            out.extend(std::iter::repeat_n(total, cols as usize));
+            out.extend(std::iter::repeat_n(total, width as usize));
         }
         self.set_fragment(dst, warp, out, leader)
     }

@@ -270,11 +270,11 @@ impl Expander {
     fn map(&mut self, m: &FragmentMap, out: &mut Block) {
         let (decl, dst) = self.fragment(m.dst);
         let g = self.geometry(decl.shape);
-        let args: Vec<(LocalId, Vec<LocalId>)> = m
-            .args
-            .iter()
-            .map(|a| (a.local, self.fragment(a.frag).1))
-            .collect();
+        let mut args: Vec<(LocalId, Vec<LocalId>)> = Vec::with_capacity(m.args.len());
+        for a in &m.args {
+            let locals = self.row_values(a.frag, decl.shape, out);
+            args.push((a.local, locals));
+        }
         for (j, &dl) in dst.iter().enumerate() {
             out.push(Stmt::Let {
                 local: m.row,
@@ -298,6 +298,45 @@ impl Expander {
                 value: m.value.clone(),
             });
         }
+    }
+
+    /// The locals holding `frag`'s elements `(r, c mod n)` for the lane's elements
+    /// `(r, c)` of an accumulator of `shape` (same rows: the same lanes hold a row of
+    /// both). Of the same width, its own; else read back from shared memory, where
+    /// each lane writes its elements.
+    fn row_values(&mut self, frag: FragmentId, shape: MmaShape, out: &mut Block) -> Vec<LocalId> {
+        let (decl, locals) = self.fragment(frag);
+        let width = decl.shape.n;
+        if width == shape.n {
+            return locals;
+        }
+        let (own, at) = (self.geometry(decl.shape), self.geometry(shape));
+        let group = shape.group();
+        let rows = self.invocations() / group * shape.m * width;
+        let scratch = self.scratch(decl.elem, rows);
+        let flat = flat_local_id(self.kernel.workgroup_size);
+        let row = (flat / group) * (shape.m * width) + local(own.row) * width;
+        for (j, l) in locals.iter().enumerate() {
+            out.push(Stmt::Store {
+                mem: scratch,
+                index: (row.clone() + local(own.col) + j as u32).0,
+                value: Expr::Local(*l),
+            });
+        }
+        out.push(Stmt::Barrier);
+        let values: Vec<LocalId> = (0..per_lane(shape))
+            .map(|j| {
+                let v = self.local("row_value", Type::scalar(decl.elem), false);
+                let col = (local(at.col) + j) % width;
+                out.push(Stmt::Let {
+                    local: v,
+                    value: shared_at(scratch, row.clone() + col).0,
+                });
+                v
+            })
+            .collect();
+        out.push(Stmt::Barrier);
+        values
     }
 
     /// Each lane reduces its run of every source, the runs of a row meet in shared

@@ -272,3 +272,22 @@ pub fn attention_step_inputs(input: ScalarType, seed: u64) -> Vec<HostBuffer> {
         HostBuffer::zeros(ScalarType::F32, 256),
     ]
 }
+
+/// A warpgroup's scores (m64n64) less their row max, the max held in a narrower
+/// accumulator (m64n16, the same rows): `reduce_rows` into it and a `map` reading it.
+pub fn row_statistics_kernel() -> Kernel {
+    let (wide, narrow) = (MmaShape::M64N64K16, MmaShape::M64N16K16);
+    let mut kb = KernelBuilder::new("row_statistics", [128, 1, 1]);
+    let x = kb.buffer("x", ScalarType::F32, 64 * 64, Access::ReadWrite);
+    kb.build(|f| {
+        let s = f.fragment("s", FragmentRole::Accumulator, wide, ScalarType::F32);
+        let max = f.fragment("max", FragmentRole::Accumulator, narrow, ScalarType::F32);
+        f.load_fragment(s, x, 0u32, 64u32, RowMajor);
+        f.reduce_rows(max, &[s], RowReduction::Max);
+        f.map_fragment(s, &[s, max], |_, _, col, v| {
+            v[0].clone() - v[1].clone() + col.cast(ScalarType::F32)
+        });
+        f.store_fragment(s, x, 0u32, 64u32, RowMajor);
+    })
+    .unwrap()
+}

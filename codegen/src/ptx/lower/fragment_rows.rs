@@ -26,8 +26,24 @@ impl<'ctx> Lower<'_, 'ctx> {
         let dst = self.fragment_slots(m.dst)?;
         let mut args = Vec::with_capacity(m.args.len());
         for a in &m.args {
-            let elem = self.fragment_decl(a.frag)?.elem;
-            args.push((a.local, elem, self.fragment_slots(a.frag)?));
+            let arg = self.fragment_decl(a.frag)?;
+            // Element `(r, c mod n)` of a narrower argument: the register of this
+            // thread at that row and column (the same rows lie in the same threads).
+            let own = share(arg.role, arg.shape);
+            let all = self.fragment_slots(a.frag)?;
+            let mut slots = Vec::with_capacity(coords.len());
+            for (r, c) in &coords {
+                let c = Coord {
+                    c: c.c % arg.shape.n,
+                    ..*c
+                };
+                let i = own
+                    .iter()
+                    .position(|(ar, ac)| ar == r && *ac == c)
+                    .ok_or_else(|| internal("a map argument holds no such element"))?;
+                slots.push(all[i]);
+            }
+            args.push((a.local, arg.elem, slots));
         }
         for (e, (r, c)) in coords.iter().enumerate() {
             let row = self.coord(*r, quad)?;
@@ -61,7 +77,8 @@ impl<'ctx> Lower<'_, 'ctx> {
         reduction: RowReduction,
     ) -> Result<(), CodegenError> {
         let decl = self.fragment_decl(dst)?;
-        let coords = share(decl.role, decl.shape);
+        let first = srcs.first().copied().unwrap_or(dst);
+        let coords = share(FragmentRole::Accumulator, self.fragment_decl(first)?.shape);
         let ty = self.scalar_type(decl.elem);
         // The thread's distinct rows, in register order.
         let mut rows: Vec<Coord> = Vec::new();
@@ -95,10 +112,10 @@ impl<'ctx> Lower<'_, 'ctx> {
             totals.push(v);
         }
         let slots = self.fragment_slots(dst)?;
-        for (slot, (r, _)) in slots.iter().zip(&coords) {
+        for (slot, (r, _)) in slots.iter().zip(share(decl.role, decl.shape)) {
             let i = rows
                 .iter()
-                .position(|x| x == r)
+                .position(|x| *x == r)
                 .ok_or_else(|| internal("a row of the share"))?;
             self.b.build_store(*slot, totals[i]).or_internal()?;
         }
