@@ -36,8 +36,12 @@
 
 use super::lower::{
     block_coords, declare_buffers, each_workgroup, finish, key_block_count, shape_of,
-    single_launch, strided, Block, Buffers, Shape, Tiles,
+    single_launch, strided, Buffers, Shape, Tiles,
 };
+use super::online::{
+    exponentiate, natural_shift, partly_visible, rescale, scale_and_mask, RowStatistics, ScoreBlock,
+};
+use super::staging::{load_rows, padded, store_rows};
 use super::AttentionSpec;
 use crate::lower::math::Num;
 use crate::lower::{LowerError, Plan, TargetCaps, Uniforms};
@@ -173,11 +177,9 @@ struct Fragments {
     weights: Vec<FragmentId>,
     /// `O`: `dn / 8` accumulators.
     out: Vec<FragmentId>,
-    /// Per row, in every column: the running max (log₂ domain), this block's, the
-    /// rescale, and `l`'s partial sums (a column's share of the row).
-    max: FragmentId,
-    block_max: FragmentId,
-    alpha: FragmentId,
+    /// The row statistics of the online softmax.
+    stats: RowStatistics,
+    /// `l`'s partial sums: a column's share of the row's.
     sum: FragmentId,
 }
 
@@ -232,9 +234,11 @@ pub(super) fn attention(
                 .map(|_| f.fragment("p", FragmentRole::A, SHAPE, dt))
                 .collect(),
             out: (0..ft.dn / SHAPE.n).map(|_| acc(f, "o")).collect(),
-            max: acc(f, "row_max"),
-            block_max: acc(f, "block_max"),
-            alpha: acc(f, "alpha"),
+            stats: RowStatistics {
+                max: acc(f, "row_max"),
+                block: acc(f, "block_max"),
+                alpha: acc(f, "alpha"),
+            },
             sum: acc(f, "row_sum"),
         };
         each_workgroup(f, &sh, |f, wg| body(f, &sh, ft, &m, &fr, wg))
@@ -247,17 +251,16 @@ fn body(f: &mut Body, sh: &Shape, ft: FragmentTiles, m: &Staged, fr: &Fragments,
     let n = Num::scalar(ScalarType::F32);
     let q_at = (&blk.q_base, sh.q_layout.row_stride);
     let kv_at = (&blk.kv_base, sh.kv_layout.row_stride);
-    let queries = load_rows(f, sh, ft, (m.io.q, ft.bq()), (&blk.q0, sh.seq_q), q_at);
+    let queries = load_rows(f, sh, (m.io.q, ft.bq(), ft.dk), (&blk.q0, sh.seq_q), q_at);
     let keys = load_rows(
         f,
         sh,
-        ft,
-        (m.io.k, ft.bk),
+        (m.io.k, ft.bk, ft.dk),
         (&E::from(0u32), sh.seq_k),
         kv_at,
     );
-    store_rows(f, sh, ft, &queries, m.qs);
-    store_rows(f, sh, ft, &keys, m.ks);
+    store_rows(f, sh, &queries, m.qs, padded(ft.row()));
+    store_rows(f, sh, &keys, m.ks, padded(ft.row()));
     let zeros = (ft.value_rows() - ft.bk) * ft.row();
     if zeros > 0 {
         let first = ft.bk * ft.row();
@@ -267,7 +270,7 @@ fn body(f: &mut Body, sh: &Shape, ft: FragmentTiles, m: &Staged, fr: &Fragments,
     for &o in &fr.out {
         f.fill_fragment(o, n.lit(0.0));
     }
-    f.fill_fragment(fr.max, n.lit(f64::NEG_INFINITY));
+    f.fill_fragment(fr.stats.max, n.lit(f64::NEG_INFINITY));
     f.fill_fragment(fr.sum, n.lit(0.0));
     f.barrier();
     // Warp `w` owns query rows `16·w ..`: its fragment accesses start there.
@@ -283,19 +286,21 @@ fn body(f: &mut Body, sh: &Shape, ft: FragmentTiles, m: &Staged, fr: &Fragments,
     let key_blocks = key_block_count(f, sh, &blk);
     f.for_("kb", 0u32, key_blocks, 1, |f, kb| {
         let k0 = f.let_("k0", kb * ft.bk);
-        let values = load_rows(f, sh, ft, (m.io.v, ft.bk), (&k0, sh.seq_k), kv_at);
+        let values = load_rows(f, sh, (m.io.v, ft.bk, ft.dk), (&k0, sh.seq_k), kv_at);
         scores(f, ft, m, fr, &warp_row);
-        let at = Position {
+        let at = ScoreBlock {
+            io: &m.io,
             blk: &blk,
             k0: &k0,
-            warp_row: &warp_row,
+            first_row: &warp_row,
+            bk: ft.bk,
         };
-        softmax(f, sh, ft, (m, fr), &at, &scale_log2);
+        softmax(f, sh, fr, &at, &scale_log2);
         f.barrier();
-        store_rows(f, sh, ft, &values, m.vs);
+        store_rows(f, sh, &values, m.vs, padded(ft.row()));
         let next = f.let_("k_next", k0.clone() + ft.bk);
-        let keys = load_rows(f, sh, ft, (m.io.k, ft.bk), (&next, sh.seq_k), kv_at);
-        match (m.weights, partly_visible(sh, ft, &blk, &k0)) {
+        let keys = load_rows(f, sh, (m.io.k, ft.bk, ft.dk), (&next, sh.seq_k), kv_at);
+        match (m.weights, partly_visible(sh, ft.bk, &blk, &k0)) {
             (Some(weights), Some(partial)) => {
                 f.if_(partial.clone(), |f| {
                     for (j, &s) in (0u32..).zip(&fr.scores) {
@@ -325,20 +330,18 @@ fn body(f: &mut Body, sh: &Shape, ft: FragmentTiles, m: &Staged, fr: &Fragments,
                 accumulate(f, ft, m, fr, None);
             }
         }
-        store_rows(f, sh, ft, &keys, m.ks);
+        store_rows(f, sh, &keys, m.ks, padded(ft.row()));
         f.barrier();
     });
     // `l`'s partial sums into the row's; the shift back in natural log units (for
     // `lse = shift + ln l`): the max, or 0 while it is −∞.
     f.reduce_rows(fr.sum, &[fr.sum], RowReduction::Sum);
-    f.map_fragment(fr.max, &[fr.max], |_, _, _, x| {
-        finite_shift(n, x[0].clone()) * n.lit(std::f64::consts::LN_2)
-    });
+    natural_shift(f, &fr.stats);
     for (j, &o) in (0u32..).zip(&fr.out) {
         let at = warp_row.clone() * ft.acc_stride() + j * SHAPE.n;
         f.store_fragment(o, m.acc, at, ft.acc_stride(), FragmentLayout::RowMajor);
     }
-    for (frag, mem) in [(fr.sum, m.sum), (fr.max, m.shift)] {
+    for (frag, mem) in [(fr.sum, m.sum), (fr.stats.max, m.shift)] {
         f.store_fragment(
             frag,
             mem,
@@ -356,32 +359,6 @@ fn body(f: &mut Body, sh: &Shape, ft: FragmentTiles, m: &Staged, fr: &Fragments,
         (m.sum, m.shift),
         &blk,
     );
-}
-
-/// Where a warp's block of scores lies: the workgroup's block, the key block's first
-/// key and the warp's first row in the workgroup's.
-struct Position<'a> {
-    blk: &'a Block,
-    k0: &'a E,
-    warp_row: &'a E,
-}
-
-/// With `causal`: whether some row of the workgroup sees the block's keys only in
-/// part (uniform); `None` without `causal`. Every row sees every key of the block iff
-/// its first row does: `k0 + bk − 1 + seq_q ≤ q0 + causal_keys`.
-fn partly_visible(sh: &Shape, ft: FragmentTiles, blk: &Block, k0: &E) -> Option<E> {
-    sh.causal.then(|| {
-        (k0.clone() + (ft.bk + sh.seq_q))
-            .le(blk.q0.clone() + (sh.causal_keys + 1))
-            .eq(false)
-    })
-}
-
-/// The max, or 0 while it is −∞ (so that `2^{−∞ − shift}` is 0, never NaN).
-fn finite_shift(n: Num, max: E) -> E {
-    max.clone()
-        .eq(n.lit(f64::NEG_INFINITY))
-        .select(n.lit(0.0), max)
 }
 
 /// `S = Q·Kᵀ` for each warp's rows, in `fr.scores`.
@@ -409,83 +386,34 @@ fn scores(f: &mut Body, ft: FragmentTiles, m: &Staged, fr: &Fragments, warp_row:
     }
 }
 
-/// The online softmax of a block in registers: scores scaled (by `scale·log₂e`) and
-/// masked, the running max and the rescale, `P`, `l` and `O` rescaled, `P` rounded
-/// into `A` fragments.
-fn softmax(
-    f: &mut Body,
-    sh: &Shape,
-    ft: FragmentTiles,
-    (m, fr): (&Staged, &Fragments),
-    at: &Position,
-    scale_log2: &E,
-) {
-    let n = Num::scalar(ScalarType::F32);
-    let masked = |f: &mut Body| {
-        for (j, &s) in (0u32..).zip(&fr.scores) {
-            f.map_fragment(s, &[s], |f, row, col, x| {
-                let i = f.let_("i", at.blk.q0.clone() + at.warp_row.clone() + row);
-                let kj = f.let_("kj", at.k0.clone() + j * SHAPE.n + col);
-                // A branch, not a select: a hidden pair's mask element may lie past
-                // the mask.
-                let score = f.var("score", n.lit(f64::NEG_INFINITY));
-                f.if_(sh.sees(&i, &kj), |f| {
-                    let s = sh.score(&m.io, at.blk, x[0].clone(), (i.clone(), kj.clone()));
-                    f.assign(score, s * n.lit(std::f64::consts::LOG2_E));
-                });
-                score.get()
-            });
-        }
-    };
-    let scaled = |f: &mut Body| {
-        for &s in &fr.scores {
-            f.map_fragment(s, &[s], |_, _, _, x| x[0].clone() * scale_log2.clone());
-        }
-    };
-    if sh.mask.is_some() {
-        masked(f);
-    } else {
-        // Every key inside the sequence, and (causal) seen by every row.
-        let mut whole = (at.k0.clone() + ft.bk).le(sh.seq_k);
-        if let Some(partial) = partly_visible(sh, ft, at.blk, at.k0) {
-            whole = whole & partial.eq(false);
-        }
-        f.if_else(whole, scaled, masked);
-    }
-    f.reduce_rows(fr.block_max, &fr.scores, RowReduction::Max);
-    f.map_fragment(fr.block_max, &[fr.max, fr.block_max], |_, _, _, x| {
-        x[0].clone().max(x[1].clone())
-    });
-    f.map_fragment(fr.alpha, &[fr.max, fr.block_max], |_, _, _, x| {
-        (x[0].clone() - finite_shift(n, x[1].clone())).exp2()
-    });
-    f.map_fragment(fr.max, &[fr.block_max], |_, _, _, x| x[0].clone());
-    for &s in &fr.scores {
-        f.map_fragment(s, &[s, fr.max], |_, _, _, x| {
-            (x[0].clone() - finite_shift(n, x[1].clone())).exp2()
-        });
-    }
-    // l = α·l + P, element by element (a pairwise sum of the block's columns).
-    let mut args = vec![fr.sum, fr.alpha];
+/// The online softmax of a block in registers ([`super::online`]), then
+/// `l = α·l + P` element by element (the row sums once, at the end), `O` rescaled,
+/// and `P` rounded into `A` fragments in the registers it is in.
+fn softmax(f: &mut Body, sh: &Shape, fr: &Fragments, at: &ScoreBlock, scale_log2: &E) {
+    let scores: Vec<(FragmentId, u32)> = (0u32..)
+        .zip(&fr.scores)
+        .map(|(j, &s)| (s, j * SHAPE.n))
+        .collect();
+    scale_and_mask(f, sh, at, &scores, scale_log2);
+    exponentiate(f, &fr.stats, &fr.scores);
+    // A pairwise sum of the block's columns.
+    let mut args = vec![fr.sum, fr.stats.alpha];
     args.extend(&fr.scores);
     f.map_fragment(fr.sum, &args, |_, _, _, x| {
         let mut p: Vec<E> = x[2..].to_vec();
         while p.len() > 1 {
             p = p
                 .chunks(2)
-                .map(|c| match c {
-                    [a, b] => a.clone() + b.clone(),
-                    [a] => a.clone(),
-                    _ => n.lit(0.0),
-                })
-                .collect();
+                .map(|c| c.iter().cloned().reduce(|a, b| a + b))
+                .collect::<Option<Vec<E>>>()
+                .unwrap_or_default();
         }
-        let block = p.pop().unwrap_or_else(|| n.lit(0.0));
-        x[0].clone() * x[1].clone() + block
+        match p.pop() {
+            Some(block) => x[0].clone() * x[1].clone() + block,
+            None => x[0].clone() * x[1].clone(),
+        }
     });
-    for &o in &fr.out {
-        f.map_fragment(o, &[o, fr.alpha], |_, _, _, x| x[0].clone() * x[1].clone());
-    }
+    rescale(f, &fr.stats, &fr.out);
     for (p, pair) in fr.weights.iter().zip(fr.scores.chunks(2)) {
         f.convert_fragments(*p, pair);
     }
@@ -519,14 +447,14 @@ fn accumulate_seen(
     sh: &Shape,
     ft: FragmentTiles,
     (m, fr): (&Staged, &Fragments),
-    (at, from, first): (&Position, &E, E),
+    (at, from, first): (&ScoreBlock, &E, E),
     weights: Mem,
 ) {
     let n = sh.num;
     let first = f.let_("k_first", first);
     for (j, &o) in (0u32..).zip(&fr.out) {
         f.map_fragment(o, &[o], |f, row, col, x| {
-            let r = f.let_("r", at.warp_row.clone() + row);
+            let r = f.let_("r", at.first_row.clone() + row);
             let i = at.blk.q0.clone() + r.clone();
             let seen = f.let_("seen", sh.keys_seen(from, i, ft.bk));
             let e = f.let_("e", col + j * SHAPE.n);
@@ -539,91 +467,6 @@ fn accumulate_seen(
             x[0].clone() + sum.get()
         });
     }
-}
-
-/// A block of rows on its way to shared memory: each invocation's loads, in flight
-/// in registers (all issued before the first is stored, so the block costs one
-/// memory latency, and none where other work runs between the two halves).
-struct InFlight {
-    /// `rows` rows of `[row()]` elements, `lanes` per load.
-    rows: u32,
-    lanes: u32,
-    /// An invocation's loads: the `q`-th covers item `thread + q · invocations`.
-    regs: Vec<Var>,
-}
-
-impl InFlight {
-    fn items(&self, ft: FragmentTiles) -> u32 {
-        self.rows * ft.dk / self.lanes
-    }
-
-    /// Runs `body(f, q, row, column)` for each load `q` of this invocation whose item
-    /// is inside the block.
-    fn each(
-        &self,
-        f: &mut Body,
-        sh: &Shape,
-        ft: FragmentTiles,
-        body: impl Fn(&mut Body, usize, E, E),
-    ) {
-        let per_row = ft.dk / self.lanes;
-        let items = self.items(ft);
-        for q in 0..self.regs.len() {
-            let item = local_id(0) + q as u32 * sh.invocations;
-            let run = |f: &mut Body| {
-                let item = f.let_("item", item.clone());
-                let r = f.let_("r", item.clone() / per_row);
-                let e = f.let_("e", (item % per_row) * self.lanes);
-                body(f, q, r, e);
-            };
-            if (q as u32 + 1) * sh.invocations <= items {
-                run(f);
-            } else {
-                f.if_(item.clone().lt(items), run);
-            }
-        }
-    }
-}
-
-/// Loads `rows` rows from `first` of a sequence (`limit` rows long) at `base`,
-/// `stride` apart: columns past `head_dim` and rows past `limit` are zero. 4 elements
-/// per load where `head_dim` allows (every row then starts at a multiple of 4).
-fn load_rows(
-    f: &mut Body,
-    sh: &Shape,
-    ft: FragmentTiles,
-    (src, rows): (Mem, u32),
-    (first, limit): (&E, u32),
-    (base, stride): (&E, u32),
-) -> InFlight {
-    let lanes: u32 = if sh.d % 4 == 0 { 4 } else { 1 };
-    let zero = Num {
-        ty: sh.dtype,
-        lanes: lanes as u8,
-    }
-    .lit(0.0);
-    let count = (rows * ft.dk / lanes).div_ceil(sh.invocations);
-    let block = InFlight {
-        rows,
-        lanes,
-        regs: (0..count).map(|_| f.var("staged", zero.clone())).collect(),
-    };
-    block.each(f, sh, ft, |f, q, r, e| {
-        let pos = f.let_("pos", first.clone() + r);
-        let inside = pos.clone().lt(limit) & e.clone().lt(sh.d);
-        let reg = block.regs[q];
-        f.if_(inside, |f| {
-            f.assign(reg, src.load(base.clone() + pos * stride + e, lanes as u8));
-        });
-    });
-    block
-}
-
-/// Stores a block loaded by [`load_rows`] into `dst` (`[rows][row()]`).
-fn store_rows(f: &mut Body, sh: &Shape, ft: FragmentTiles, block: &InFlight, dst: Mem) {
-    block.each(f, sh, ft, |f, q, r, e| {
-        f.store(dst, r * ft.row() + e, block.regs[q].get());
-    });
 }
 
 #[cfg(test)]

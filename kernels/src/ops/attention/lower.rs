@@ -430,6 +430,9 @@ fn declare(
 }
 
 pub(super) fn attention(spec: &AttentionSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
+    if let Some(tiles) = super::warpgroup::tiles(spec, caps) {
+        return super::warpgroup::attention(spec, caps, tiles);
+    }
     if let Some(tiles) = super::fragments::tiles(spec, caps) {
         return super::fragments::attention(spec, caps, tiles);
     }

@@ -25,7 +25,10 @@ mod fragments;
 mod key_blocks;
 mod large;
 mod lower;
+mod online;
 pub(crate) mod reference;
 mod spec;
+mod staging;
+mod warpgroup;
 
 pub use spec::*;

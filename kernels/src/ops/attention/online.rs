@@ -1,0 +1,134 @@
+//! The online softmax of the fragment kernels, on accumulators in registers
+//! (`map`, `reduce_rows`): scores scaled and masked in the log₂ domain, the running
+//! max, the rescale `α` and `P = 2^{S − shift}`. The scores carry the factor log₂e
+//! (`scale·log₂e` is one multiply), so each weight is one `exp2`, as FlashAttention
+//! does; the rounding of `s·log₂e` moves a weight by `|s|·u`.
+
+use super::lower::{Block, Buffers, Shape};
+use crate::lower::math::Num;
+use kernelc_ir::builder::*;
+use kernelc_ir::fragment::RowReduction;
+use kernelc_ir::{FragmentId, ScalarType};
+
+/// Where a group's block of scores lies.
+pub(super) struct ScoreBlock<'a> {
+    pub io: &'a Buffers,
+    pub blk: &'a Block,
+    /// The block's first key.
+    pub k0: &'a E,
+    /// The fragments' first row within the workgroup's rows.
+    pub first_row: &'a E,
+    /// Keys per block.
+    pub bk: u32,
+}
+
+/// The statistics of a group's rows, each an accumulator holding a row's value in
+/// every column.
+pub(super) struct RowStatistics {
+    /// The running max (log₂ domain, may be −∞).
+    pub max: FragmentId,
+    /// This block's max, then scratch.
+    pub block: FragmentId,
+    /// The rescale `2^{max_old − shift}` of what was accumulated.
+    pub alpha: FragmentId,
+}
+
+fn f32s() -> Num {
+    Num::scalar(ScalarType::F32)
+}
+
+/// The max, or 0 while it is −∞ (so that `2^{−∞ − shift}` is 0, never NaN).
+pub(super) fn finite_shift(max: E) -> E {
+    let n = f32s();
+    max.clone()
+        .eq(n.lit(f64::NEG_INFINITY))
+        .select(n.lit(0.0), max)
+}
+
+/// With `causal`: whether some row of the workgroup sees the block's keys only in
+/// part (uniform); `None` without `causal`. Every row sees every key of the block iff
+/// its first row does: `k0 + bk − 1 + seq_q ≤ q0 + causal_keys`.
+pub(super) fn partly_visible(sh: &Shape, bk: u32, blk: &Block, k0: &E) -> Option<E> {
+    sh.causal.then(|| {
+        (k0.clone() + (bk + sh.seq_q))
+            .le(blk.q0.clone() + (sh.causal_keys + 1))
+            .eq(false)
+    })
+}
+
+/// Each score `(fragment, its first column in the block)` becomes
+/// `(scale·dot + mask)·log₂e`, or `−∞` where the key is hidden or past the sequences;
+/// a block every row sees whole, without a mask, is only scaled.
+pub(super) fn scale_and_mask(
+    f: &mut Body,
+    sh: &Shape,
+    at: &ScoreBlock,
+    scores: &[(FragmentId, u32)],
+    scale_log2: &E,
+) {
+    let n = f32s();
+    let masked = |f: &mut Body| {
+        for &(s, first_col) in scores {
+            f.map_fragment(s, &[s], |f, row, col, x| {
+                let i = f.let_("i", at.blk.q0.clone() + at.first_row.clone() + row);
+                let kj = f.let_("kj", at.k0.clone() + first_col + col);
+                // A branch, not a select: a hidden pair's mask element may lie past
+                // the mask.
+                let score = f.var("score", n.lit(f64::NEG_INFINITY));
+                f.if_(sh.sees(&i, &kj), |f| {
+                    let s = sh.score(at.io, at.blk, x[0].clone(), (i.clone(), kj.clone()));
+                    f.assign(score, s * n.lit(std::f64::consts::LOG2_E));
+                });
+                score.get()
+            });
+        }
+    };
+    let scaled = |f: &mut Body| {
+        for &(s, _) in scores {
+            f.map_fragment(s, &[s], |_, _, _, x| x[0].clone() * scale_log2.clone());
+        }
+    };
+    if sh.mask.is_some() {
+        masked(f);
+    } else {
+        // Every key inside the sequence, and (causal) seen by every row.
+        let mut whole = (at.k0.clone() + at.bk).le(sh.seq_k);
+        if let Some(partial) = partly_visible(sh, at.bk, at.blk, at.k0) {
+            whole = whole & partial.eq(false);
+        }
+        f.if_else(whole, scaled, masked);
+    }
+}
+
+/// The running max over the block's `scores`, the rescale `α`, and `P = 2^{S − shift}`
+/// in place of the scores. `st.block` is left holding the new max.
+pub(super) fn exponentiate(f: &mut Body, st: &RowStatistics, scores: &[FragmentId]) {
+    f.reduce_rows(st.block, scores, RowReduction::Max);
+    f.map_fragment(st.block, &[st.max, st.block], |_, _, _, x| {
+        x[0].clone().max(x[1].clone())
+    });
+    f.map_fragment(st.alpha, &[st.max, st.block], |_, _, _, x| {
+        (x[0].clone() - finite_shift(x[1].clone())).exp2()
+    });
+    f.map_fragment(st.max, &[st.block], |_, _, _, x| x[0].clone());
+    for &s in scores {
+        f.map_fragment(s, &[s, st.max], |_, _, _, x| {
+            (x[0].clone() - finite_shift(x[1].clone())).exp2()
+        });
+    }
+}
+
+/// `O = α·O` for each accumulator of `out`.
+pub(super) fn rescale(f: &mut Body, st: &RowStatistics, out: &[FragmentId]) {
+    for &o in out {
+        f.map_fragment(o, &[o, st.alpha], |_, _, _, x| x[0].clone() * x[1].clone());
+    }
+}
+
+/// The running max in natural-log units (for `lse = shift + ln l`): its finite
+/// shift times ln 2, in place.
+pub(super) fn natural_shift(f: &mut Body, st: &RowStatistics) {
+    f.map_fragment(st.max, &[st.max], |_, _, _, x| {
+        finite_shift(x[0].clone()) * f32s().lit(std::f64::consts::LN_2)
+    });
+}

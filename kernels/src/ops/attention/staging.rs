@@ -1,0 +1,106 @@
+//! Staging blocks of query, key and value rows in shared memory for the fragment
+//! kernels: each invocation's loads of a block are all issued into registers before
+//! the first is stored ([`InFlight`]), so a block costs one memory latency, and none
+//! where other work runs between the two halves.
+
+use super::lower::Shape;
+use crate::lower::math::Num;
+use kernelc_ir::builder::*;
+use kernelc_ir::fragment::{element_index_expr, FragmentLayout};
+
+/// A block of rows on its way to shared memory: each invocation's loads, in flight
+/// in registers.
+pub(super) struct InFlight {
+    /// `rows` rows of `cols` elements (zeros past `head_dim`), `lanes` per load.
+    rows: u32,
+    cols: u32,
+    lanes: u32,
+    /// An invocation's loads: the `q`-th covers item `thread + q · invocations`.
+    regs: Vec<Var>,
+}
+
+impl InFlight {
+    fn items(&self) -> u32 {
+        self.rows * self.cols / self.lanes
+    }
+
+    /// Runs `body(f, q, row, column)` for each load `q` of this invocation whose item
+    /// is inside the block.
+    fn each(&self, f: &mut Body, sh: &Shape, body: impl Fn(&mut Body, usize, E, E)) {
+        let per_row = self.cols / self.lanes;
+        let items = self.items();
+        for q in 0..self.regs.len() {
+            let item = local_id(0) + q as u32 * sh.invocations;
+            let run = |f: &mut Body| {
+                let item = f.let_("item", item.clone());
+                let r = f.let_("r", item.clone() / per_row);
+                let e = f.let_("e", (item % per_row) * self.lanes);
+                body(f, q, r, e);
+            };
+            if (q as u32 + 1) * sh.invocations <= items {
+                run(f);
+            } else {
+                f.if_(item.clone().lt(items), run);
+            }
+        }
+    }
+}
+
+/// Loads `rows` rows of `cols` elements from `first` of a sequence (`limit` rows
+/// long) at `base`, `stride` apart: columns past `head_dim` and rows past `limit` are
+/// zero. 4 elements per load where `head_dim` allows (every row then starts at a
+/// multiple of 4; `cols` is a multiple of 8).
+pub(super) fn load_rows(
+    f: &mut Body,
+    sh: &Shape,
+    (src, rows, cols): (Mem, u32, u32),
+    (first, limit): (&E, u32),
+    (base, stride): (&E, u32),
+) -> InFlight {
+    let lanes: u32 = if sh.d % 4 == 0 { 4 } else { 1 };
+    let zero = Num {
+        ty: sh.dtype,
+        lanes: lanes as u8,
+    }
+    .lit(0.0);
+    let count = (rows * cols / lanes).div_ceil(sh.invocations);
+    let block = InFlight {
+        rows,
+        cols,
+        lanes,
+        regs: (0..count).map(|_| f.var("staged", zero.clone())).collect(),
+    };
+    block.each(f, sh, |f, q, r, e| {
+        let pos = f.let_("pos", first.clone() + r);
+        let inside = pos.clone().lt(limit) & e.clone().lt(sh.d);
+        let reg = block.regs[q];
+        f.if_(inside, |f| {
+            f.assign(reg, src.load(base.clone() + pos * stride + e, lanes as u8));
+        });
+    });
+    block
+}
+
+/// Where element `(row, col)` of a staged block goes.
+pub(super) type Placement = Box<dyn Fn(E, E) -> E>;
+
+/// Rows `row` elements apart.
+pub(super) fn padded(row: u32) -> Placement {
+    Box::new(move |r, c| r * row + c)
+}
+
+/// The tiled layout a warpgroup's operand loads read (`cols` a multiple of 8).
+pub(super) fn tiled(cols: u32) -> Placement {
+    Box::new(move |r, c| {
+        let zero = E::from(0u32);
+        element_index_expr(FragmentLayout::RowMajorTiles, zero, E::from(8 * cols), r, c)
+    })
+}
+
+/// Stores a block loaded by [`load_rows`] into `dst` at `place(row, column)` (the
+/// loads' lanes lie side by side there: every placement keeps runs of 4).
+pub(super) fn store_rows(f: &mut Body, sh: &Shape, block: &InFlight, dst: Mem, place: Placement) {
+    block.each(f, sh, |f, q, r, e| {
+        f.store(dst, place(r, e), block.regs[q].get());
+    });
+}

@@ -1,0 +1,329 @@
+//! Attention on warpgroup fragments (Hopper's `wgmma`) for f16 and bf16 without
+//! `causal`: a workgroup is one warpgroup owning 64 query rows of one (batch, head),
+//! and both products are single `m64` multiplies per 16-deep step, read by the
+//! matrix units from shared memory.
+//!
+//! Queries, keys and values are staged in the tiled layout the multiplies read
+//! (8 × 8 tiles, [`super::staging::tiled`]; zeros past `head_dim` and past the
+//! sequences), each block's loads issued into registers before the first is stored.
+//! Per block of `BK` keys:
+//!
+//! 1. `S = Q·Kᵀ` (`m64nBKk16`, `A` the queries by rows, `B` the keys by columns);
+//! 2. the online softmax on `S` in registers ([`super::online`]), the row
+//!    statistics in `m64n16` accumulators (the same rows, a few registers), the row
+//!    sums of `P` by `reduce_rows`, `O = α·O`;
+//! 3. `P` stored, rounded to the storage type, in the tiled layout;
+//! 4. `O += P·V` (`m64nDk16`, `B` the values by rows: the transposed operand).
+//!
+//! Three barriers per block: the key tile is read (step 1) and `P` is stored before
+//! the value tile is stored, the value tile is stored before step 4 reads it, and
+//! the next key tile is stored after (while step 4 runs). The end is
+//! [`super::lower`]'s: `O`, `l` and the shift stored to shared memory (`O` in the key
+//! tile's bytes), `o = O / l`, and `lse`.
+//!
+//! `causal` keeps the `mma.sync` kernel ([`super::fragments`]): a block the rows see
+//! in part needs a warp's 16 rows, not a warpgroup's 64, to keep a hidden key's value
+//! away from its row cheaply.
+
+use super::lower::{
+    block_coords, declare_buffers, each_workgroup, finish, key_block_count, shape_of,
+    single_launch, Shape, Tiles,
+};
+use super::online::{
+    exponentiate, natural_shift, rescale, scale_and_mask, RowStatistics, ScoreBlock,
+};
+use super::staging::{load_rows, store_rows, tiled};
+use super::AttentionSpec;
+use crate::lower::math::Num;
+use crate::lower::{LowerError, Plan, TargetCaps, Uniforms};
+use crate::spec::OpSpec;
+use kernelc_ir::builder::*;
+use kernelc_ir::fragment::{FragmentLayout, FragmentRole, MmaShape, RowReduction, WARPGROUP};
+use kernelc_ir::{FragmentId, ScalarType};
+
+/// Rows of the multiplies, and of a workgroup.
+const ROWS: u32 = 64;
+/// Depth of one multiply.
+const DEPTH: u32 = 16;
+
+/// The sizes of one lowering.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct WarpgroupTiles {
+    /// Keys per block: the width of `S`.
+    bk: u32,
+    /// `head_dim` rounded up to the multiply's depth: the columns of Q and K.
+    dk: u32,
+    /// `head_dim` rounded up to a multiply width: the columns of `O` and V.
+    dn: u32,
+}
+
+impl WarpgroupTiles {
+    fn scores(&self) -> MmaShape {
+        width(self.bk)
+    }
+    fn out(&self) -> MmaShape {
+        width(self.dn)
+    }
+    /// A row of `O` at the end: 8 words past a multiple of 32.
+    fn acc_stride(&self) -> u32 {
+        self.dn + 8
+    }
+    fn shared_bytes(&self, dtype: ScalarType) -> u64 {
+        let elem = dtype.size_bytes() as u64;
+        let (rows, bk) = (ROWS as u64, self.bk as u64);
+        let (dk, dn) = (self.dk as u64, self.dn as u64);
+        let keys_or_out = (bk * dk * elem).max(4 * rows * self.acc_stride() as u64);
+        (rows * dk + bk * dn + rows * bk) * elem + keys_or_out + 2 * 4 * rows * 16
+    }
+}
+
+/// The `m64` multiply `n` columns wide.
+fn width(n: u32) -> MmaShape {
+    MmaShape {
+        m: ROWS,
+        n,
+        k: DEPTH,
+    }
+}
+
+/// The widths the warpgroup multiplies come in (`MMA_KINDS`), narrowest first.
+const WIDTHS: [u32; 3] = [64, 128, 256];
+
+/// The tiles of the warpgroup kernel for `spec` on `caps`, or `None` where another
+/// kernel serves: no warpgroup fragments, another dtype, `causal`, empty sequences, a
+/// head dim past 256, or too little shared memory.
+pub(super) fn tiles(spec: &AttentionSpec, caps: &TargetCaps) -> Option<WarpgroupTiles> {
+    let eligible = caps.warpgroup_fragments
+        && matches!(spec.dtype, ScalarType::F16 | ScalarType::Bf16)
+        && !spec.causal
+        && caps.max_invocations_per_workgroup >= WARPGROUP
+        && spec.seq_q > 0
+        && spec.seq_k > 0;
+    if !eligible {
+        return None;
+    }
+    let d = u32::try_from(spec.head_dim).ok()?;
+    let dn = WIDTHS.into_iter().find(|&w| w >= d)?;
+    let dk = d.next_multiple_of(DEPTH);
+    // 128 keys a block where `O` leaves the registers for it (S and O take 64 each).
+    let bk = if dn <= 128 { 128 } else { 64 };
+    let t = WarpgroupTiles { bk, dk, dn };
+    (t.shared_bytes(spec.dtype) <= caps.opt_in_shared_memory_limit() as u64).then_some(t)
+}
+
+/// The shared arrays: tiles in the storage type, the end's f32 rows.
+struct Staged {
+    io: super::lower::Buffers,
+    /// Queries `[64][dk]`, keys `[bk][dk]`, values `[bk][dn]`, weights `[64][bk]`:
+    /// tiled.
+    qs: Mem,
+    ks: Mem,
+    vs: Mem,
+    ps: Mem,
+    /// `O` at the end, `[64][acc_stride]`, in the key tile's bytes.
+    acc: Mem,
+    /// `l` and the shift of each row at the end, `[16][64]` (a row's at its index).
+    sum: Mem,
+    shift: Mem,
+}
+
+/// The warpgroup's fragments.
+struct Fragments {
+    a: FragmentId,
+    b: FragmentId,
+    /// `S`'s and `O`'s `A` and `B` (the shapes differ in width).
+    p: FragmentId,
+    v: FragmentId,
+    scores: FragmentId,
+    out: FragmentId,
+    stats: RowStatistics,
+    /// `l` per row (in every column).
+    sum: FragmentId,
+}
+
+pub(super) fn attention(
+    spec: &AttentionSpec,
+    caps: &TargetCaps,
+    wt: WarpgroupTiles,
+) -> Result<Plan, LowerError> {
+    let tiles = Tiles {
+        bq: ROWS,
+        bk: wt.bk,
+        rows: 1,
+        k_stride: wt.dk,
+    };
+    let sh = shape_of(spec, caps, tiles, WARPGROUP)?;
+    let op = OpSpec::Attention(spec.clone());
+    let mut k = KernelBuilder::new(format!("{}_wgmma", op.name()), [WARPGROUP, 1, 1]);
+    let uniforms = op.uniforms();
+    let scale = Uniforms::new(&uniforms).param("scale")?;
+    let io = declare_buffers(&mut k, &op, &scale)?;
+    let (dt, f32) = (spec.dtype, ScalarType::F32);
+    let ks = k.shared("k_tile", dt, wt.bk * wt.dk);
+    let m = Staged {
+        io,
+        qs: k.shared("q_tile", dt, ROWS * wt.dk),
+        vs: k.shared("v_tile", dt, wt.bk * wt.dn),
+        ps: k.shared("p_tile", dt, ROWS * wt.bk),
+        acc: k.shared_reusing("acc", f32, ROWS * wt.acc_stride(), ks),
+        ks,
+        sum: k.shared("row_sum", f32, 16 * ROWS),
+        shift: k.shared("row_shift", f32, 16 * ROWS),
+    };
+    let kernel = k.build(|f| {
+        let (s, o, stat) = (wt.scores(), wt.out(), width(16));
+        let fr = Fragments {
+            a: f.fragment("q", FragmentRole::A, s, dt),
+            b: f.fragment("k", FragmentRole::B, s, dt),
+            p: f.fragment("p", FragmentRole::A, o, dt),
+            v: f.fragment("v", FragmentRole::B, o, dt),
+            scores: f.fragment("s", FragmentRole::Accumulator, s, f32),
+            out: f.fragment("o", FragmentRole::Accumulator, o, f32),
+            stats: RowStatistics {
+                max: f.fragment("row_max", FragmentRole::Accumulator, stat, f32),
+                block: f.fragment("block", FragmentRole::Accumulator, stat, f32),
+                alpha: f.fragment("alpha", FragmentRole::Accumulator, stat, f32),
+            },
+            sum: f.fragment("row_sum", FragmentRole::Accumulator, stat, f32),
+        };
+        each_workgroup(f, &sh, |f, wg| body(f, &sh, wt, &m, &fr, wg))
+    })?;
+    Ok(single_launch(&op, kernel, sh.grid, scale))
+}
+
+fn body(f: &mut Body, sh: &Shape, wt: WarpgroupTiles, m: &Staged, fr: &Fragments, wg: E) {
+    let blk = block_coords(f, sh, wg);
+    let n = Num::scalar(ScalarType::F32);
+    let q_at = (&blk.q_base, sh.q_layout.row_stride);
+    let kv_at = (&blk.kv_base, sh.kv_layout.row_stride);
+    let zero = E::from(0u32);
+    let queries = load_rows(f, sh, (m.io.q, ROWS, wt.dk), (&blk.q0, sh.seq_q), q_at);
+    let keys = load_rows(f, sh, (m.io.k, wt.bk, wt.dk), (&zero, sh.seq_k), kv_at);
+    store_rows(f, sh, &queries, m.qs, tiled(wt.dk));
+    store_rows(f, sh, &keys, m.ks, tiled(wt.dk));
+    f.fill_fragment(fr.out, n.lit(0.0));
+    f.fill_fragment(fr.stats.max, n.lit(f64::NEG_INFINITY));
+    f.fill_fragment(fr.sum, n.lit(0.0));
+    f.barrier();
+    let scale_log2 = f.let_(
+        "scale_log2",
+        m.io.scale.clone() * n.lit(std::f64::consts::LOG2_E),
+    );
+    let key_blocks = key_block_count(f, sh, &blk);
+    f.for_("kb", 0u32, key_blocks, 1, |f, kb| {
+        let k0 = f.let_("k0", kb * wt.bk);
+        let values = load_rows(f, sh, (m.io.v, wt.bk, wt.dn), (&k0, sh.seq_k), kv_at);
+        // S = Q·Kᵀ.
+        f.fill_fragment(fr.scores, n.lit(0.0));
+        for kd in 0..wt.dk / DEPTH {
+            let band = 8 * wt.dk;
+            let at = kd * DEPTH * 8;
+            f.load_fragment(fr.a, m.qs, at, band, FragmentLayout::RowMajorTiles);
+            f.load_fragment(fr.b, m.ks, at, band, FragmentLayout::ColMajorTiles);
+            f.mma(fr.scores, fr.a, fr.b, fr.scores);
+        }
+        let at = ScoreBlock {
+            io: &m.io,
+            blk: &blk,
+            k0: &k0,
+            first_row: &zero,
+            bk: wt.bk,
+        };
+        scale_and_mask(f, sh, &at, &[(fr.scores, 0)], &scale_log2);
+        exponentiate(f, &fr.stats, &[fr.scores]);
+        f.reduce_rows(fr.stats.block, &[fr.scores], RowReduction::Sum);
+        let args = [fr.sum, fr.stats.alpha, fr.stats.block];
+        f.map_fragment(fr.sum, &args, |_, _, _, x| {
+            x[0].clone() * x[1].clone() + x[2].clone()
+        });
+        rescale(f, &fr.stats, &[fr.out]);
+        let p_band = 8 * wt.bk;
+        f.store_fragment(fr.scores, m.ps, 0u32, p_band, FragmentLayout::RowMajorTiles);
+        f.barrier();
+        store_rows(f, sh, &values, m.vs, tiled(wt.dn));
+        let next = f.let_("k_next", k0.clone() + wt.bk);
+        let keys = load_rows(f, sh, (m.io.k, wt.bk, wt.dk), (&next, sh.seq_k), kv_at);
+        f.barrier();
+        // O += P·V.
+        for kp in 0..wt.bk / DEPTH {
+            let v_band = 8 * wt.dn;
+            f.load_fragment(
+                fr.p,
+                m.ps,
+                kp * DEPTH * 8,
+                p_band,
+                FragmentLayout::RowMajorTiles,
+            );
+            let v_at = 2 * kp * v_band;
+            f.load_fragment(fr.v, m.vs, v_at, v_band, FragmentLayout::RowMajorTiles);
+            f.mma(fr.out, fr.p, fr.v, fr.out);
+        }
+        store_rows(f, sh, &keys, m.ks, tiled(wt.dk));
+        f.barrier();
+    });
+    natural_shift(f, &fr.stats);
+    f.store_fragment(
+        fr.out,
+        m.acc,
+        0u32,
+        wt.acc_stride(),
+        FragmentLayout::RowMajor,
+    );
+    for (frag, mem) in [(fr.sum, m.sum), (fr.stats.max, m.shift)] {
+        f.store_fragment(frag, mem, 0u32, ROWS, FragmentLayout::ColMajor);
+    }
+    f.barrier();
+    finish(
+        f,
+        sh,
+        &m.io,
+        (m.acc, wt.acc_stride()),
+        (m.sum, m.shift),
+        &blk,
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::lower::{lower, TargetCaps};
+    use crate::op::Op;
+    use crate::ops::attention::AttentionSpec;
+    use crate::spec::OpSpec;
+    use kernelc_ir::ScalarType;
+
+    /// Without `causal`, f16/bf16 attention on sm_90 is the warpgroup kernel (head
+    /// dims up to 256); with it, or without warpgroup fragments, the warp kernel.
+    #[test]
+    fn the_warpgroup_kernel_serves_what_it_can() {
+        let name = |spec: &AttentionSpec, caps: &TargetCaps| {
+            let plan = lower(&OpSpec::Attention(spec.clone()), caps).unwrap();
+            plan.launches[0].kernel.name.clone()
+        };
+        let sm90 = TargetCaps::cuda_sm90();
+        let sm80 = TargetCaps {
+            warpgroup_fragments: false,
+            ..sm90
+        };
+        for head_dim in [8, 64, 100, 128, 256] {
+            let spec = AttentionSpec {
+                dtype: ScalarType::Bf16,
+                head_dim,
+                causal: false,
+                ..AttentionSpec::example()
+            };
+            assert!(name(&spec, &sm90).ends_with("_wgmma"), "{head_dim}");
+            assert!(name(&spec, &sm80).ends_with("_mma"), "{head_dim}");
+            let causal = AttentionSpec {
+                causal: true,
+                ..spec
+            };
+            assert!(name(&causal, &sm90).ends_with("_mma"), "{head_dim}");
+        }
+        let wide = AttentionSpec {
+            dtype: ScalarType::F16,
+            head_dim: 320,
+            ..AttentionSpec::example()
+        };
+        assert!(!name(&wide, &sm90).ends_with("_wgmma"));
+    }
+}
