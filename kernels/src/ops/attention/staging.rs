@@ -89,11 +89,18 @@ pub(super) fn padded(row: u32) -> Placement {
     Box::new(move |r, c| r * row + c)
 }
 
-/// The tiled layout a warpgroup's operand loads read (`cols` a multiple of 8).
-pub(super) fn tiled(cols: u32) -> Placement {
+/// The swizzled layout a warpgroup's operand loads read, rows of `cols` elements
+/// (a multiple of 64) in bands of 8: a row written whole hits every bank once.
+pub(super) fn swizzled(cols: u32) -> Placement {
     Box::new(move |r, c| {
         let zero = E::from(0u32);
-        element_index_expr(FragmentLayout::RowMajorTiles, zero, E::from(8 * cols), r, c)
+        element_index_expr(
+            FragmentLayout::RowMajorSwizzled,
+            zero,
+            E::from(8 * cols),
+            r,
+            c,
+        )
     })
 }
 

@@ -3,16 +3,17 @@
 //! and both products are single `m64` multiplies per 16-deep step, read by the
 //! matrix units from shared memory.
 //!
-//! Queries, keys and values are staged in the tiled layout the multiplies read
-//! (8 × 8 tiles, [`super::staging::tiled`]; zeros past `head_dim` and past the
-//! sequences), each block's loads issued into registers before the first is stored.
+//! Queries, keys and values are staged in the swizzled layout the multiplies read
+//! (rows of 64 elements in bands of 8, [`super::staging::swizzled`]: a row written
+//! whole hits every bank once; zeros past `head_dim` and past the sequences), each
+//! block's loads issued into registers before the first is stored.
 //! Per block of `BK` keys:
 //!
 //! 1. `S = Q·Kᵀ` (`m64nBKk16`, `A` the queries by rows, `B` the keys by columns);
 //! 2. the online softmax on `S` in registers ([`super::online`]), the row
 //!    statistics in `m64n16` accumulators (the same rows, a few registers), the row
 //!    sums of `P` by `reduce_rows`, `O = α·O`;
-//! 3. `P` stored, rounded to the storage type, in the tiled layout;
+//! 3. `P` stored, rounded to the storage type, in the swizzled layout;
 //! 4. `O += P·V` (`m64nDk16`, `B` the values by rows: the transposed operand).
 //!
 //! Three barriers per block: the key tile is read (step 1) and `P` is stored before
@@ -32,13 +33,15 @@ use super::lower::{
 use super::online::{
     exponentiate, natural_shift, rescale, scale_and_mask, RowStatistics, ScoreBlock,
 };
-use super::staging::{load_rows, store_rows, tiled};
+use super::staging::{load_rows, store_rows, swizzled};
 use super::AttentionSpec;
 use crate::lower::math::Num;
 use crate::lower::{LowerError, Plan, TargetCaps, Uniforms};
 use crate::spec::OpSpec;
 use kernelc_ir::builder::*;
-use kernelc_ir::fragment::{FragmentLayout, FragmentRole, MmaShape, RowReduction, WARPGROUP};
+use kernelc_ir::fragment::{
+    FragmentLayout, FragmentRole, MmaShape, RowReduction, SWIZZLE_ROW, TILE, WARPGROUP,
+};
 use kernelc_ir::{FragmentId, ScalarType};
 
 /// Rows of the multiplies, and of a workgroup.
@@ -51,7 +54,7 @@ const DEPTH: u32 = 16;
 pub(super) struct WarpgroupTiles {
     /// Keys per block: the width of `S`.
     bk: u32,
-    /// `head_dim` rounded up to the multiply's depth: the columns of Q and K.
+    /// `head_dim` rounded up to a swizzled row (64): the columns of Q and K.
     dk: u32,
     /// `head_dim` rounded up to a multiply width: the columns of `O` and V.
     dn: u32,
@@ -75,6 +78,12 @@ impl WarpgroupTiles {
         let keys_or_out = (bk * dk * elem).max(4 * rows * self.acc_stride() as u64);
         (rows * dk + bk * dn + rows * bk) * elem + keys_or_out + 2 * 4 * rows * 16
     }
+}
+
+/// The (unswizzled) index of column `c` of a swizzled tile: its block of 64
+/// columns, and its place in the block's first row.
+fn column(c: u32) -> u32 {
+    c / SWIZZLE_ROW * (TILE * SWIZZLE_ROW) + c % SWIZZLE_ROW
 }
 
 /// The `m64` multiply `n` columns wide.
@@ -104,9 +113,11 @@ pub(super) fn tiles(spec: &AttentionSpec, caps: &TargetCaps) -> Option<Warpgroup
     }
     let d = u32::try_from(spec.head_dim).ok()?;
     let dn = WIDTHS.into_iter().find(|&w| w >= d)?;
-    let dk = d.next_multiple_of(DEPTH);
-    // 128 keys a block where `O` leaves the registers for it (S and O take 64 each).
-    let bk = if dn <= 128 { 128 } else { 64 };
+    // Rows of the swizzled layout: 64 elements.
+    let dk = d.next_multiple_of(SWIZZLE_ROW);
+    // 64 keys a block: S takes 32 registers, O up to 128, the staged rows in flight
+    // the rest.
+    let bk = 64;
     let t = WarpgroupTiles { bk, dk, dn };
     (t.shared_bytes(spec.dtype) <= caps.opt_in_shared_memory_limit() as u64).then_some(t)
 }
@@ -115,7 +126,7 @@ pub(super) fn tiles(spec: &AttentionSpec, caps: &TargetCaps) -> Option<Warpgroup
 struct Staged {
     io: super::lower::Buffers,
     /// Queries `[64][dk]`, keys `[bk][dk]`, values `[bk][dn]`, weights `[64][bk]`:
-    /// tiled.
+    /// swizzled.
     qs: Mem,
     ks: Mem,
     vs: Mem,
@@ -199,8 +210,8 @@ fn body(f: &mut Body, sh: &Shape, wt: WarpgroupTiles, m: &Staged, fr: &Fragments
     let zero = E::from(0u32);
     let queries = load_rows(f, sh, (m.io.q, ROWS, wt.dk), (&blk.q0, sh.seq_q), q_at);
     let keys = load_rows(f, sh, (m.io.k, wt.bk, wt.dk), (&zero, sh.seq_k), kv_at);
-    store_rows(f, sh, &queries, m.qs, tiled(wt.dk));
-    store_rows(f, sh, &keys, m.ks, tiled(wt.dk));
+    store_rows(f, sh, &queries, m.qs, swizzled(wt.dk));
+    store_rows(f, sh, &keys, m.ks, swizzled(wt.dk));
     f.fill_fragment(fr.out, n.lit(0.0));
     f.fill_fragment(fr.stats.max, n.lit(f64::NEG_INFINITY));
     f.fill_fragment(fr.sum, n.lit(0.0));
@@ -216,10 +227,10 @@ fn body(f: &mut Body, sh: &Shape, wt: WarpgroupTiles, m: &Staged, fr: &Fragments
         // S = Q·Kᵀ.
         f.fill_fragment(fr.scores, n.lit(0.0));
         for kd in 0..wt.dk / DEPTH {
-            let band = 8 * wt.dk;
-            let at = kd * DEPTH * 8;
-            f.load_fragment(fr.a, m.qs, at, band, FragmentLayout::RowMajorTiles);
-            f.load_fragment(fr.b, m.ks, at, band, FragmentLayout::ColMajorTiles);
+            let band = TILE * wt.dk;
+            let at = column(kd * DEPTH);
+            f.load_fragment(fr.a, m.qs, at, band, FragmentLayout::RowMajorSwizzled);
+            f.load_fragment(fr.b, m.ks, at, band, FragmentLayout::ColMajorSwizzled);
             f.mma(fr.scores, fr.a, fr.b, fr.scores);
         }
         let at = ScoreBlock {
@@ -237,28 +248,23 @@ fn body(f: &mut Body, sh: &Shape, wt: WarpgroupTiles, m: &Staged, fr: &Fragments
             x[0].clone() * x[1].clone() + x[2].clone()
         });
         rescale(f, &fr.stats, &[fr.out]);
-        let p_band = 8 * wt.bk;
-        f.store_fragment(fr.scores, m.ps, 0u32, p_band, FragmentLayout::RowMajorTiles);
+        let (p_band, p_layout) = (TILE * wt.bk, FragmentLayout::RowMajorSwizzled);
+        f.store_fragment(fr.scores, m.ps, 0u32, p_band, p_layout);
         f.barrier();
-        store_rows(f, sh, &values, m.vs, tiled(wt.dn));
+        store_rows(f, sh, &values, m.vs, swizzled(wt.dn));
         let next = f.let_("k_next", k0.clone() + wt.bk);
         let keys = load_rows(f, sh, (m.io.k, wt.bk, wt.dk), (&next, sh.seq_k), kv_at);
         f.barrier();
         // O += P·V.
         for kp in 0..wt.bk / DEPTH {
-            let v_band = 8 * wt.dn;
-            f.load_fragment(
-                fr.p,
-                m.ps,
-                kp * DEPTH * 8,
-                p_band,
-                FragmentLayout::RowMajorTiles,
-            );
+            let v_band = TILE * wt.dn;
+            f.load_fragment(fr.p, m.ps, column(kp * DEPTH), p_band, p_layout);
+            // Rows `16·kp ..`: two bands.
             let v_at = 2 * kp * v_band;
-            f.load_fragment(fr.v, m.vs, v_at, v_band, FragmentLayout::RowMajorTiles);
+            f.load_fragment(fr.v, m.vs, v_at, v_band, FragmentLayout::RowMajorSwizzled);
             f.mma(fr.out, fr.p, fr.v, fr.out);
         }
-        store_rows(f, sh, &keys, m.ks, tiled(wt.dk));
+        store_rows(f, sh, &keys, m.ks, swizzled(wt.dk));
         f.barrier();
     });
     natural_shift(f, &fr.stats);
