@@ -111,3 +111,42 @@ pub(super) fn store_rows(f: &mut Body, sh: &Shape, block: &InFlight, dst: Mem, p
         f.store(dst, place(r, e), block.regs[q].get());
     });
 }
+
+/// Starts copying `rows` rows of `cols` elements from `first` of a sequence (`limit`
+/// rows long) at `base`, `stride` apart, into `dst` at `offset + place(row,
+/// column)`, 16 bytes (8 elements) at a time: zeros past `head_dim` (a multiple of 8)
+/// and past `limit`.
+pub(super) fn copy_rows(
+    f: &mut Body,
+    sh: &Shape,
+    (src, rows, cols): (Mem, u32, u32),
+    (first, limit): (&E, u32),
+    (base, stride): (&E, u32),
+    (dst, offset, place): (Mem, &E, &Placement),
+) {
+    const CHUNK: u32 = 8;
+    let per_row = cols / CHUNK;
+    let items = rows * per_row;
+    for q in 0..items.div_ceil(sh.invocations) {
+        let item = local_id(0) + q * sh.invocations;
+        let copy = |f: &mut Body| {
+            let item = f.let_("item", item.clone());
+            let r = f.let_("r", item.clone() / per_row);
+            let e = f.let_("e", (item % per_row) * CHUNK);
+            let pos = f.let_("pos", first.clone() + r.clone());
+            let valid = pos.clone().lt(limit) & e.clone().lt(sh.d);
+            let at = base.clone() + pos * stride + e.clone();
+            f.copy_start(
+                (dst, offset.clone() + place(r, e)),
+                (src, at),
+                CHUNK as u8,
+                valid,
+            );
+        };
+        if (q + 1) * sh.invocations <= items {
+            copy(f);
+        } else {
+            f.if_(item.clone().lt(items), copy);
+        }
+    }
+}

@@ -33,7 +33,7 @@ use super::lower::{
 use super::online::{
     exponentiate, natural_shift, rescale, scale_and_mask, RowStatistics, ScoreBlock,
 };
-use super::staging::{load_rows, store_rows, swizzled};
+use super::staging::{copy_rows, swizzled};
 use super::AttentionSpec;
 use crate::lower::math::Num;
 use crate::lower::{LowerError, Plan, TargetCaps, Uniforms};
@@ -75,8 +75,8 @@ impl WarpgroupTiles {
         let elem = dtype.size_bytes() as u64;
         let (rows, bk) = (ROWS as u64, self.bk as u64);
         let (dk, dn) = (self.dk as u64, self.dn as u64);
-        let keys_or_out = (bk * dk * elem).max(4 * rows * self.acc_stride() as u64);
-        (rows * dk + bk * dn + rows * bk) * elem + keys_or_out + 2 * 4 * rows * 16
+        let keys_or_out = (2 * bk * dk * elem).max(4 * rows * self.acc_stride() as u64);
+        (rows * dk + 2 * bk * dn + rows * bk) * elem + keys_or_out + 2 * 4 * rows * 16
     }
 }
 
@@ -103,8 +103,10 @@ const WIDTHS: [u32; 3] = [64, 128, 256];
 /// head dim past 256, or too little shared memory.
 pub(super) fn tiles(spec: &AttentionSpec, caps: &TargetCaps) -> Option<WarpgroupTiles> {
     let eligible = caps.warpgroup_fragments
+        && caps.async_copies
         && matches!(spec.dtype, ScalarType::F16 | ScalarType::Bf16)
         && !spec.causal
+        && spec.head_dim % 8 == 0
         && caps.max_invocations_per_workgroup >= WARPGROUP
         && spec.seq_q > 0
         && spec.seq_k > 0;
@@ -170,11 +172,11 @@ pub(super) fn attention(
     let scale = Uniforms::new(&uniforms).param("scale")?;
     let io = declare_buffers(&mut k, &op, &scale)?;
     let (dt, f32) = (spec.dtype, ScalarType::F32);
-    let ks = k.shared("k_tile", dt, wt.bk * wt.dk);
+    let ks = k.shared("k_tiles", dt, 2 * wt.bk * wt.dk);
     let m = Staged {
         io,
         qs: k.shared("q_tile", dt, ROWS * wt.dk),
-        vs: k.shared("v_tile", dt, wt.bk * wt.dn),
+        vs: k.shared("v_tiles", dt, 2 * wt.bk * wt.dn),
         ps: k.shared("p_tile", dt, ROWS * wt.bk),
         acc: k.shared_reusing("acc", f32, ROWS * wt.acc_stride(), ks),
         ks,
@@ -208,31 +210,63 @@ fn body(f: &mut Body, sh: &Shape, wt: WarpgroupTiles, m: &Staged, fr: &Fragments
     let q_at = (&blk.q_base, sh.q_layout.row_stride);
     let kv_at = (&blk.kv_base, sh.kv_layout.row_stride);
     let zero = E::from(0u32);
-    let queries = load_rows(f, sh, (m.io.q, ROWS, wt.dk), (&blk.q0, sh.seq_q), q_at);
-    let keys = load_rows(f, sh, (m.io.k, wt.bk, wt.dk), (&zero, sh.seq_k), kv_at);
-    store_rows(f, sh, &queries, m.qs, swizzled(wt.dk));
-    store_rows(f, sh, &keys, m.ks, swizzled(wt.dk));
+    let (q_tile, k_tile, v_tile) = (swizzled(wt.dk), swizzled(wt.dk), swizzled(wt.dn));
+    let (k_size, v_size) = (wt.bk * wt.dk, wt.bk * wt.dn);
+    // Key and value block `kb` into stage `kb mod 2`.
+    let keys = |f: &mut Body, kb: &E| {
+        let k0 = f.let_("k0", kb.clone() * wt.bk);
+        let stage = f.let_("k_stage", (kb.clone() % 2u32) * k_size);
+        let dst = (m.ks, &stage, &k_tile);
+        copy_rows(f, sh, (m.io.k, wt.bk, wt.dk), (&k0, sh.seq_k), kv_at, dst);
+        f.copy_commit();
+    };
+    let values = |f: &mut Body, kb: &E| {
+        let k0 = f.let_("k0", kb.clone() * wt.bk);
+        let stage = f.let_("v_stage", (kb.clone() % 2u32) * v_size);
+        let dst = (m.vs, &stage, &v_tile);
+        copy_rows(f, sh, (m.io.v, wt.bk, wt.dn), (&k0, sh.seq_k), kv_at, dst);
+        f.copy_commit();
+    };
+    let q_dst = (m.qs, &zero, &q_tile);
+    copy_rows(
+        f,
+        sh,
+        (m.io.q, ROWS, wt.dk),
+        (&blk.q0, sh.seq_q),
+        q_at,
+        q_dst,
+    );
+    keys(f, &zero);
+    values(f, &zero);
     f.fill_fragment(fr.out, n.lit(0.0));
     f.fill_fragment(fr.stats.max, n.lit(f64::NEG_INFINITY));
     f.fill_fragment(fr.sum, n.lit(0.0));
-    f.barrier();
     let scale_log2 = f.let_(
         "scale_log2",
         m.io.scale.clone() * n.lit(std::f64::consts::LOG2_E),
     );
     let key_blocks = key_block_count(f, sh, &blk);
     f.for_("kb", 0u32, key_blocks, 1, |f, kb| {
-        let k0 = f.let_("k0", kb * wt.bk);
-        let values = load_rows(f, sh, (m.io.v, wt.bk, wt.dn), (&k0, sh.seq_k), kv_at);
+        // The queries and this block's keys are in (its values may not be yet).
+        f.copy_wait(1);
+        f.barrier();
+        let k0 = f.let_("k0", kb.clone() * wt.bk);
+        let k_stage = f.let_("k_stage", (kb.clone() % 2u32) * k_size);
+        let v_stage = f.let_("v_stage", (kb.clone() % 2u32) * v_size);
         // S = Q·Kᵀ.
         f.fill_fragment(fr.scores, n.lit(0.0));
         for kd in 0..wt.dk / DEPTH {
             let band = TILE * wt.dk;
             let at = column(kd * DEPTH);
             f.load_fragment(fr.a, m.qs, at, band, FragmentLayout::RowMajorSwizzled);
-            f.load_fragment(fr.b, m.ks, at, band, FragmentLayout::ColMajorSwizzled);
+            let k_at = k_stage.clone() + at;
+            f.load_fragment(fr.b, m.ks, k_at, band, FragmentLayout::ColMajorSwizzled);
             f.mma(fr.scores, fr.a, fr.b, fr.scores);
         }
+        // The other key stage was last read by the block before's `S`, done before
+        // the barrier above.
+        let next = f.let_("kb_next", kb.clone() + 1u32);
+        keys(f, &next);
         let at = ScoreBlock {
             io: &m.io,
             blk: &blk,
@@ -250,24 +284,25 @@ fn body(f: &mut Body, sh: &Shape, wt: WarpgroupTiles, m: &Staged, fr: &Fragments
         rescale(f, &fr.stats, &[fr.out]);
         let (p_band, p_layout) = (TILE * wt.bk, FragmentLayout::RowMajorSwizzled);
         f.store_fragment(fr.scores, m.ps, 0u32, p_band, p_layout);
-        f.barrier();
-        store_rows(f, sh, &values, m.vs, swizzled(wt.dn));
-        let next = f.let_("k_next", k0.clone() + wt.bk);
-        let keys = load_rows(f, sh, (m.io.k, wt.bk, wt.dk), (&next, sh.seq_k), kv_at);
+        // This block's values are in (the next keys may not be yet), `P` is stored.
+        f.copy_wait(1);
         f.barrier();
         // O += P·V.
         for kp in 0..wt.bk / DEPTH {
             let v_band = TILE * wt.dn;
             f.load_fragment(fr.p, m.ps, column(kp * DEPTH), p_band, p_layout);
             // Rows `16·kp ..`: two bands.
-            let v_at = 2 * kp * v_band;
+            let v_at = v_stage.clone() + 2 * kp * v_band;
             f.load_fragment(fr.v, m.vs, v_at, v_band, FragmentLayout::RowMajorSwizzled);
             f.mma(fr.out, fr.p, fr.v, fr.out);
         }
-        store_rows(f, sh, &keys, m.ks, swizzled(wt.dk));
-        f.barrier();
+        // The other value stage was last read by the block before's `P·V`, whose
+        // operands the barrier above released.
+        values(f, &next);
     });
+    f.copy_wait(0);
     natural_shift(f, &fr.stats);
+    f.barrier();
     f.store_fragment(
         fr.out,
         m.acc,
@@ -298,7 +333,8 @@ mod tests {
     use kernelc_ir::ScalarType;
 
     /// Without `causal`, f16/bf16 attention on sm_90 is the warpgroup kernel (head
-    /// dims up to 256); with it, or without warpgroup fragments, the warp kernel.
+    /// dims of a multiple of 8 up to 256); with it, or without warpgroup fragments,
+    /// the warp kernel.
     #[test]
     fn the_warpgroup_kernel_serves_what_it_can() {
         let name = |spec: &AttentionSpec, caps: &TargetCaps| {
@@ -310,7 +346,7 @@ mod tests {
             warpgroup_fragments: false,
             ..sm90
         };
-        for head_dim in [8, 64, 100, 128, 256] {
+        for head_dim in [8, 64, 128, 256] {
             let spec = AttentionSpec {
                 dtype: ScalarType::Bf16,
                 head_dim,
@@ -325,6 +361,13 @@ mod tests {
             };
             assert!(name(&causal, &sm90).ends_with("_mma"), "{head_dim}");
         }
+        // Rows copied 16 bytes at a time: a head dim of a multiple of 8.
+        let ragged = AttentionSpec {
+            dtype: ScalarType::Bf16,
+            head_dim: 100,
+            ..AttentionSpec::example()
+        };
+        assert!(name(&ragged, &sm90).ends_with("_mma"));
         let wide = AttentionSpec {
             dtype: ScalarType::F16,
             head_dim: 320,
