@@ -4,6 +4,7 @@
 
 use super::exec::Ctx;
 use super::fault::{fault, malformed, At, FaultKind, Res, Seg::Name};
+use super::fragment::FragmentValue;
 use crate::eval::{self, Value};
 use crate::fragment::*;
 use crate::kernel::*;
@@ -87,14 +88,7 @@ impl Ctx<'_, '_> {
         let first = srcs.first().copied().unwrap_or(dst);
         let shape = self.fragment_decl(first, leader)?.shape;
         let cols = shape.n;
-        let mut values = Vec::with_capacity(srcs.len());
-        for &s in srcs {
-            values.push(
-                self.fragment_value(s, warp, leader)
-                    .at(Name("srcs"))?
-                    .clone(),
-            );
-        }
+        let values = self.sources(srcs, warp)?;
         let combine = |a: Scalar, b: Scalar| -> Result<Scalar, String> {
             let (a, b) = (Value::scalar(a), Value::scalar(b));
             let v = match reduction {
@@ -136,6 +130,16 @@ impl Ctx<'_, '_> {
         self.set_fragment(dst, warp, out, leader)
     }
 
+    /// The values of `srcs` for the group whose first warp is `warp`.
+    fn sources(&self, srcs: &[FragmentId], warp: u32) -> Res<Vec<FragmentValue>> {
+        srcs.iter()
+            .map(|&s| {
+                let v = self.fragment_value(s, warp, warp * WARP).at(Name("srcs"))?;
+                Ok(v.clone())
+            })
+            .collect()
+    }
+
     /// `dst[r][c] = srcs[c / n][r][c mod n]`, rounded to `dst`'s type.
     pub(super) fn exec_convert(
         &mut self,
@@ -147,14 +151,7 @@ impl Ctx<'_, '_> {
         let decl = self.fragment_decl(dst, leader)?.clone();
         let (rows, cols) = decl.dims();
         let n = decl.shape.n;
-        let mut values = Vec::with_capacity(srcs.len());
-        for &s in srcs {
-            values.push(
-                self.fragment_value(s, warp, leader)
-                    .at(Name("srcs"))?
-                    .clone(),
-            );
-        }
+        let values = self.sources(srcs, warp)?;
         let mut out = Vec::with_capacity((rows * cols) as usize);
         for r in 0..rows {
             for c in 0..cols {

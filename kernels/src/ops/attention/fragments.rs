@@ -35,11 +35,12 @@
 //! (`O` in the key tile's bytes), `o = O / l`, and `lse`.
 
 use super::lower::{
-    block_coords, declare_buffers, each_workgroup, finish, key_block_count, shape_of,
-    single_launch, strided, Buffers, Shape, Tiles,
+    block_coords, declare_buffers, each_workgroup, key_block_count, shape_of, single_launch,
+    strided, Buffers, Shape, Tiles,
 };
 use super::online::{
-    exponentiate, natural_shift, partly_visible, rescale, scale_and_mask, RowStatistics, ScoreBlock,
+    exponentiate, natural_shift, partly_visible, rescale, scale_and_mask, store_and_finish,
+    Leftovers, RowStatistics, ScoreBlock,
 };
 use super::staging::{load_rows, padded, store_rows};
 use super::AttentionSpec;
@@ -337,28 +338,19 @@ fn body(f: &mut Body, sh: &Shape, ft: FragmentTiles, m: &Staged, fr: &Fragments,
     // `lse = shift + ln l`): the max, or 0 while it is −∞.
     f.reduce_rows(fr.sum, &[fr.sum], RowReduction::Sum);
     natural_shift(f, &fr.stats);
-    for (j, &o) in (0u32..).zip(&fr.out) {
-        let at = warp_row.clone() * ft.acc_stride() + j * SHAPE.n;
-        f.store_fragment(o, m.acc, at, ft.acc_stride(), FragmentLayout::RowMajor);
-    }
-    for (frag, mem) in [(fr.sum, m.sum), (fr.stats.max, m.shift)] {
-        f.store_fragment(
-            frag,
-            mem,
-            warp_row.clone(),
-            ft.bq(),
-            FragmentLayout::ColMajor,
-        );
-    }
-    f.barrier();
-    finish(
-        f,
-        sh,
-        &m.io,
-        (m.acc, ft.acc_stride()),
-        (m.sum, m.shift),
-        &blk,
-    );
+    let out = (0u32..)
+        .zip(&fr.out)
+        .map(|(j, &o)| (o, warp_row.clone() * ft.acc_stride() + j * SHAPE.n))
+        .collect();
+    let leftovers = Leftovers {
+        out,
+        acc: (m.acc, ft.acc_stride()),
+        sum: (fr.sum, m.sum),
+        shift: (fr.stats.max, m.shift),
+        first_row: &warp_row,
+        rows: ft.bq(),
+    };
+    store_and_finish(f, sh, &m.io, &blk, leftovers);
 }
 
 /// `S = Q·Kᵀ` for each warp's rows, in `fr.scores`.

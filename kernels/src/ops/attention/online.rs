@@ -4,10 +4,10 @@
 //! (`scale·log₂e` is one multiply), so each weight is one `exp2`, as FlashAttention
 //! does; the rounding of `s·log₂e` moves a weight by `|s|·u`.
 
-use super::lower::{Block, Buffers, Shape};
+use super::lower::{finish, Block, Buffers, Shape};
 use crate::lower::math::Num;
 use kernelc_ir::builder::*;
-use kernelc_ir::fragment::RowReduction;
+use kernelc_ir::fragment::{FragmentLayout, RowReduction};
 use kernelc_ir::{FragmentId, ScalarType};
 
 /// Where a group's block of scores lies.
@@ -131,4 +131,31 @@ pub(super) fn natural_shift(f: &mut Body, st: &RowStatistics) {
     f.map_fragment(st.max, &[st.max], |_, _, _, x| {
         finite_shift(x[0].clone()) * f32s().lit(std::f64::consts::LN_2)
     });
+}
+
+/// Where a fragment kernel leaves its rows at the end: `O`'s accumulators (each at its
+/// index of `acc`, rows `stride` apart), and `l` and the shift of its rows (column 0
+/// of each at the row's index of `sum` and `shift`: the accumulators stored
+/// column-major, `rows` apart, from `first_row`).
+pub(super) struct Leftovers<'a> {
+    pub out: Vec<(FragmentId, E)>,
+    pub acc: (Mem, u32),
+    pub sum: (FragmentId, Mem),
+    pub shift: (FragmentId, Mem),
+    pub first_row: &'a E,
+    pub rows: u32,
+}
+
+/// Stores the rows' `O`, `l` and shift, then [`finish`]es from shared memory.
+pub(super) fn store_and_finish(f: &mut Body, sh: &Shape, io: &Buffers, blk: &Block, at: Leftovers) {
+    let (acc, stride) = at.acc;
+    for (o, index) in at.out {
+        f.store_fragment(o, acc, index, stride, FragmentLayout::RowMajor);
+    }
+    for (frag, mem) in [at.sum, at.shift] {
+        let first = at.first_row.clone();
+        f.store_fragment(frag, mem, first, at.rows, FragmentLayout::ColMajor);
+    }
+    f.barrier();
+    finish(f, sh, io, at.acc, (at.sum.1, at.shift.1), blk);
 }

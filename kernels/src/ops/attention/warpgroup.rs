@@ -27,13 +27,14 @@
 //! away from its row cheaply.
 
 use super::lower::{
-    block_coords, declare_buffers, each_workgroup, finish, key_block_count, shape_of,
-    single_launch, Shape, Tiles,
+    block_coords, declare_buffers, each_workgroup, key_block_count, shape_of, single_launch, Shape,
+    Tiles,
 };
 use super::online::{
-    exponentiate, natural_shift, rescale, scale_and_mask, RowStatistics, ScoreBlock,
+    exponentiate, natural_shift, rescale, scale_and_mask, store_and_finish, Leftovers,
+    RowStatistics, ScoreBlock,
 };
-use super::staging::{copy_rows, swizzled};
+use super::staging::{copy_rows, swizzled, Placement};
 use super::AttentionSpec;
 use crate::lower::math::Num;
 use crate::lower::{LowerError, Plan, TargetCaps, Uniforms};
@@ -212,21 +213,16 @@ fn body(f: &mut Body, sh: &Shape, wt: WarpgroupTiles, m: &Staged, fr: &Fragments
     let zero = E::from(0u32);
     let (q_tile, k_tile, v_tile) = (swizzled(wt.dk), swizzled(wt.dk), swizzled(wt.dn));
     let (k_size, v_size) = (wt.bk * wt.dk, wt.bk * wt.dn);
-    // Key and value block `kb` into stage `kb mod 2`.
-    let keys = |f: &mut Body, kb: &E| {
+    // Key or value block `kb` into stage `kb mod 2` of `dst`, then a commit.
+    let stage = |f: &mut Body, kb: &E, (src, dst, cols, tile): (Mem, Mem, u32, &Placement)| {
         let k0 = f.let_("k0", kb.clone() * wt.bk);
-        let stage = f.let_("k_stage", (kb.clone() % 2u32) * k_size);
-        let dst = (m.ks, &stage, &k_tile);
-        copy_rows(f, sh, (m.io.k, wt.bk, wt.dk), (&k0, sh.seq_k), kv_at, dst);
+        let stage = f.let_("stage", (kb.clone() % 2u32) * (wt.bk * cols));
+        let rows = (src, wt.bk, cols);
+        copy_rows(f, sh, rows, (&k0, sh.seq_k), kv_at, (dst, &stage, tile));
         f.copy_commit();
     };
-    let values = |f: &mut Body, kb: &E| {
-        let k0 = f.let_("k0", kb.clone() * wt.bk);
-        let stage = f.let_("v_stage", (kb.clone() % 2u32) * v_size);
-        let dst = (m.vs, &stage, &v_tile);
-        copy_rows(f, sh, (m.io.v, wt.bk, wt.dn), (&k0, sh.seq_k), kv_at, dst);
-        f.copy_commit();
-    };
+    let keys = |f: &mut Body, kb: &E| stage(f, kb, (m.io.k, m.ks, wt.dk, &k_tile));
+    let values = |f: &mut Body, kb: &E| stage(f, kb, (m.io.v, m.vs, wt.dn, &v_tile));
     let q_dst = (m.qs, &zero, &q_tile);
     copy_rows(
         f,
@@ -303,25 +299,15 @@ fn body(f: &mut Body, sh: &Shape, wt: WarpgroupTiles, m: &Staged, fr: &Fragments
     f.copy_wait(0);
     natural_shift(f, &fr.stats);
     f.barrier();
-    f.store_fragment(
-        fr.out,
-        m.acc,
-        0u32,
-        wt.acc_stride(),
-        FragmentLayout::RowMajor,
-    );
-    for (frag, mem) in [(fr.sum, m.sum), (fr.stats.max, m.shift)] {
-        f.store_fragment(frag, mem, 0u32, ROWS, FragmentLayout::ColMajor);
-    }
-    f.barrier();
-    finish(
-        f,
-        sh,
-        &m.io,
-        (m.acc, wt.acc_stride()),
-        (m.sum, m.shift),
-        &blk,
-    );
+    let leftovers = Leftovers {
+        out: vec![(fr.out, zero.clone())],
+        acc: (m.acc, wt.acc_stride()),
+        sum: (fr.sum, m.sum),
+        shift: (fr.stats.max, m.shift),
+        first_row: &zero,
+        rows: ROWS,
+    };
+    store_and_finish(f, sh, &m.io, &blk, leftovers);
 }
 
 #[cfg(test)]
