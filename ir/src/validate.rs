@@ -386,7 +386,17 @@ impl<'k> Validator<'k> {
                 Ok(())
             }),
             Stmt::Return | Stmt::Barrier => Ok(()),
-            Stmt::Fragment(op) => self.at(op.name(), |v| v.check_fragment_op(op, assigned)),
+            Stmt::Fragment(op) => {
+                self.at(op.name(), |v| v.check_fragment_op(op, assigned))?;
+                // What a map binds or its body assigns holds the last element's value
+                // of whichever invocation computed it: nothing to read after the map.
+                let mut written = Vec::new();
+                stmt.written_locals(&mut written);
+                for l in &written {
+                    assigned.remove(l);
+                }
+                Ok(())
+            }
             Stmt::AsyncCopy(op) => self.at(op.name(), |v| v.check_async_copy(op, assigned)),
         }
     }
@@ -1250,6 +1260,10 @@ impl Uniformity<'_> {
                     };
                     self.error = Some((self.path.clone(), kind));
                 }
+                // A map's locals differ between invocations after it.
+                let mut written = Vec::new();
+                s.written_locals(&mut written);
+                self.non_uniform.extend(written);
             }
         }
     }

@@ -319,3 +319,57 @@ fn row_statistics_live_in_a_narrower_accumulator() {
         "{kind:?}"
     );
 }
+
+/// What a map binds or its body assigns holds, after it, whatever element each
+/// invocation computed last: reading it after the map (a store's index, a barrier's
+/// condition) is a read of an unassigned local, even where it had a value before.
+#[test]
+fn a_maps_locals_are_not_readable_after_it() {
+    use kernelc_ir::{CmpOp, Expr, FragmentOp, Memory, ParamId, Scalar, Stmt};
+    let s = MmaShape::M16N8K16;
+    let mut kb = KernelBuilder::new("after_map", [32, 1, 1]);
+    let out = kb.buffer("out", F32, 128, Access::Write);
+    let kernel = kb
+        .build(|f| {
+            let a = f.fragment("a", FragmentRole::Accumulator, s, F32);
+            f.map_fragment(a, &[], |_, row, _, _| row.cast(F32));
+            f.store_fragment(a, out, 0u32, 8u32, RowMajor);
+        })
+        .unwrap();
+    let Stmt::Fragment(FragmentOp::Map(m)) = kernel.body[0].clone() else {
+        panic!("the map first");
+    };
+    let zero = Expr::Lit(Scalar::U32(0));
+    let reads = [
+        Stmt::Store {
+            mem: Memory::Buffer(ParamId(0)),
+            index: Expr::Local(m.row),
+            value: Expr::Lit(Scalar::from_f64(F32, 1.0)),
+        },
+        Stmt::If {
+            cond: Expr::Cmp {
+                op: CmpOp::Eq,
+                lhs: Box::new(Expr::Local(m.row)),
+                rhs: Box::new(zero.clone()),
+            },
+            then_body: vec![Stmt::Barrier],
+            else_body: vec![],
+        },
+    ];
+    for read in reads {
+        let mut k = kernel.clone();
+        k.body.insert(
+            0,
+            Stmt::Let {
+                local: m.row,
+                value: zero.clone(),
+            },
+        );
+        k.body.push(read);
+        let err = kernelc_ir::validate(&k).unwrap_err();
+        assert!(
+            matches!(err.kind, ValidationErrorKind::UseBeforeAssign(_)),
+            "{err}"
+        );
+    }
+}
