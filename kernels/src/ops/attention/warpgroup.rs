@@ -118,9 +118,9 @@ pub(super) fn tiles(spec: &AttentionSpec, caps: &TargetCaps) -> Option<Warpgroup
     let dn = WIDTHS.into_iter().find(|&w| w >= d)?;
     // Rows of the swizzled layout: 64 elements.
     let dk = d.next_multiple_of(SWIZZLE_ROW);
-    // Keys a block: 128 where O is narrow (S takes 64 registers, O 32), else 64 (S 32,
-    // O up to 128; 128 keys spill at head dim 128).
-    let bk = if dn <= 64 { 128 } else { 64 };
+    // 64 keys a block: S takes 32 registers, O up to 128, the staged rows in flight
+    // the rest.
+    let bk = 64;
     let t = WarpgroupTiles { bk, dk, dn };
     (t.shared_bytes(spec.dtype) <= caps.opt_in_shared_memory_limit() as u64).then_some(t)
 }
