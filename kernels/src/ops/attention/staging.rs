@@ -20,30 +20,53 @@ pub(super) struct InFlight {
 }
 
 impl InFlight {
-    fn items(&self) -> u32 {
-        self.rows * self.cols / self.lanes
-    }
-
     /// Runs `body(f, q, row, column)` for each load `q` of this invocation whose item
     /// is inside the block.
     fn each(&self, f: &mut Body, sh: &Shape, body: impl Fn(&mut Body, usize, E, E)) {
-        let per_row = self.cols / self.lanes;
-        let items = self.items();
-        for q in 0..self.regs.len() {
-            let item = local_id(0) + q as u32 * sh.invocations;
-            let run = |f: &mut Body| {
-                let item = f.let_("item", item.clone());
-                let r = f.let_("r", item.clone() / per_row);
-                let e = f.let_("e", (item % per_row) * self.lanes);
-                body(f, q, r, e);
-            };
-            if (q as u32 + 1) * sh.invocations <= items {
-                run(f);
-            } else {
-                f.if_(item.clone().lt(items), run);
-            }
+        each_piece(f, sh, (self.rows, self.cols, self.lanes), body);
+    }
+}
+
+/// Runs `body(f, q, row, column)` for the `q`-th of this invocation's pieces of a
+/// `rows × cols` block cut into runs of `lanes` (piece `thread + q · invocations`),
+/// those past the block skipped.
+fn each_piece(
+    f: &mut Body,
+    sh: &Shape,
+    (rows, cols, lanes): (u32, u32, u32),
+    body: impl Fn(&mut Body, usize, E, E),
+) {
+    let per_row = cols / lanes;
+    let items = rows * per_row;
+    for q in 0..items.div_ceil(sh.invocations) {
+        let item = local_id(0) + q * sh.invocations;
+        let run = |f: &mut Body| {
+            let item = f.let_("item", item.clone());
+            let r = f.let_("r", item.clone() / per_row);
+            let e = f.let_("e", (item % per_row) * lanes);
+            body(f, q as usize, r, e);
+        };
+        if (q + 1) * sh.invocations <= items {
+            run(f);
+        } else {
+            f.if_(item.clone().lt(items), run);
         }
     }
+}
+
+/// Row `r`, column `e` of the rows from `first` of a sequence (`limit` rows long) at
+/// `base`, `stride` apart: its index, and whether it exists (inside the sequence and
+/// `head_dim`).
+fn source(
+    f: &mut Body,
+    sh: &Shape,
+    (first, limit): (&E, u32),
+    (base, stride): (&E, u32),
+    (r, e): (E, &E),
+) -> (E, E) {
+    let pos = f.let_("pos", first.clone() + r);
+    let inside = pos.clone().lt(limit) & e.clone().lt(sh.d);
+    (base.clone() + pos * stride + e.clone(), inside)
 }
 
 /// Loads `rows` rows of `cols` elements from `first` of a sequence (`limit` rows
@@ -71,12 +94,9 @@ pub(super) fn load_rows(
         regs: (0..count).map(|_| f.var("staged", zero.clone())).collect(),
     };
     block.each(f, sh, |f, q, r, e| {
-        let pos = f.let_("pos", first.clone() + r);
-        let inside = pos.clone().lt(limit) & e.clone().lt(sh.d);
+        let (at, inside) = source(f, sh, (first, limit), (base, stride), (r, &e));
         let reg = block.regs[q];
-        f.if_(inside, |f| {
-            f.assign(reg, src.load(base.clone() + pos * stride + e, lanes as u8));
-        });
+        f.if_(inside, |f| f.assign(reg, src.load(at, lanes as u8)));
     });
     block
 }
@@ -125,28 +145,9 @@ pub(super) fn copy_rows(
     (dst, offset, place): (Mem, &E, &Placement),
 ) {
     const CHUNK: u32 = 8;
-    let per_row = cols / CHUNK;
-    let items = rows * per_row;
-    for q in 0..items.div_ceil(sh.invocations) {
-        let item = local_id(0) + q * sh.invocations;
-        let copy = |f: &mut Body| {
-            let item = f.let_("item", item.clone());
-            let r = f.let_("r", item.clone() / per_row);
-            let e = f.let_("e", (item % per_row) * CHUNK);
-            let pos = f.let_("pos", first.clone() + r.clone());
-            let valid = pos.clone().lt(limit) & e.clone().lt(sh.d);
-            let at = base.clone() + pos * stride + e.clone();
-            f.copy_start(
-                (dst, offset.clone() + place(r, e)),
-                (src, at),
-                CHUNK as u8,
-                valid,
-            );
-        };
-        if (q + 1) * sh.invocations <= items {
-            copy(f);
-        } else {
-            f.if_(item.clone().lt(items), copy);
-        }
-    }
+    each_piece(f, sh, (rows, cols, CHUNK), |f, _, r, e| {
+        let (at, valid) = source(f, sh, (first, limit), (base, stride), (r.clone(), &e));
+        let to = offset.clone() + place(r, e);
+        f.copy_start((dst, to), (src, at), CHUNK as u8, valid);
+    });
 }
