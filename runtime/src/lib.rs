@@ -64,6 +64,7 @@ mod raw;
 mod registry;
 mod runtime;
 mod tensor;
+pub mod tune;
 
 /// `m` locked, poisoning ignored: a lock is poisoned only when another thread panicked
 /// while holding it, and every state kept under one here is changed by single calls,
@@ -84,3 +85,4 @@ pub use options::RuntimeOptions;
 pub use raw::{KernelArg, LoadedKernel};
 pub use runtime::{PlanKey, Runtime, Stats};
 pub use tensor::Tensor;
+pub use tune::{Autotune, TuneRecord, TuneReport, TuneSource};

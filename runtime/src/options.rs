@@ -1,7 +1,8 @@
-//! [`RuntimeOptions`]: the bounds of a runtime's in-memory caches, with defaults and
-//! environment overrides.
+//! [`RuntimeOptions`]: the bounds of a runtime's in-memory caches and whether it
+//! autotunes, with defaults and environment overrides.
 
 use crate::error::{Result, RuntimeError};
+use crate::tune::Autotune;
 use std::num::NonZeroUsize;
 
 /// How many entries a runtime's in-memory caches keep. Past the bound, the least
@@ -15,6 +16,9 @@ pub struct RuntimeOptions {
     /// Compiled kernels (`KERNELC_KERNEL_CACHE`; default
     /// [`RuntimeOptions::DEFAULT_KERNELS`]).
     pub kernel_cache_entries: NonZeroUsize,
+    /// Whether new shape classes are tuned (`KERNELC_AUTOTUNE`; default on; see
+    /// [`crate::tune`]).
+    pub autotune: Autotune,
 }
 
 impl RuntimeOptions {
@@ -31,6 +35,7 @@ impl RuntimeOptions {
         if let Some(n) = entries_from_env("KERNELC_KERNEL_CACHE")? {
             options.kernel_cache_entries = n;
         }
+        options.autotune = Autotune::from_env()?;
         Ok(options)
     }
 }
@@ -40,6 +45,7 @@ impl Default for RuntimeOptions {
         RuntimeOptions {
             plan_cache_entries: RuntimeOptions::DEFAULT_PLANS,
             kernel_cache_entries: RuntimeOptions::DEFAULT_KERNELS,
+            autotune: Autotune::default(),
         }
     }
 }

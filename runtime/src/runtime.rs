@@ -13,10 +13,12 @@ use crate::memory::FULL_ALIGNMENT;
 use crate::options::RuntimeOptions;
 use crate::registry::Registry;
 use crate::tensor::Tensor;
+use crate::tune::{Autotune, TuneRecord};
 use kernelc_ir::interp::HostBuffer;
 use kernelc_ir::{passes, Param, ScalarType};
 use kernelc_kernels::lower::{lower, Binding, Plan, Prefill, PrefillSource, TargetCaps};
 use kernelc_kernels::spec::{OpSpec, TensorSig};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
@@ -47,6 +49,11 @@ pub struct Stats {
     pub plans_in_memory: u64,
     /// Compiled kernels held in memory now.
     pub kernels_in_memory: u64,
+    /// Shape classes whose schedules were timed ([`crate::tune`]; a choice found in
+    /// memory or on disk times nothing).
+    pub tunings: u64,
+    /// Wall time those tunings took, all together (µs).
+    pub tuning_micros: u64,
 }
 
 #[derive(Default)]
@@ -55,6 +62,8 @@ struct Counters {
     memory_hits: AtomicU64,
     disk_hits: AtomicU64,
     launches: AtomicU64,
+    tunings: AtomicU64,
+    tuning_micros: AtomicU64,
 }
 
 /// Largest single buffer a runtime allocates (requests past it are typed errors).
@@ -73,6 +82,9 @@ pub struct Runtime {
     counters: Counters,
     max_buffer_bytes: u64,
     poison_outputs: bool,
+    autotune: Autotune,
+    /// Tuned schedules by shape class ([`crate::tune`]).
+    pub(crate) tunings: Mutex<HashMap<String, Arc<TuneRecord>>>,
     /// Held by every call that touches a [`crate::Buffer`]'s bytes (see
     /// [`crate::memory`]): one such call at a time.
     memory: Mutex<()>,
@@ -123,6 +135,8 @@ impl Runtime {
             counters: Counters::default(),
             max_buffer_bytes: DEFAULT_MAX_BUFFER_BYTES,
             poison_outputs: false,
+            autotune: options.autotune,
+            tunings: Mutex::default(),
             memory: Mutex::new(()),
             registry: Mutex::new(Registry::default()),
         }
@@ -202,7 +216,37 @@ impl Runtime {
             disk_evictions: self.disk.evictions(),
             plans_in_memory: self.prepared.len() as u64,
             kernels_in_memory: self.executables.len() as u64,
+            tunings: c.tunings.load(Ordering::Relaxed),
+            tuning_micros: c.tuning_micros.load(Ordering::Relaxed),
         }
+    }
+
+    pub(crate) fn count_tuning(&self, micros: u64) {
+        self.counters.tunings.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .tuning_micros
+            .fetch_add(micros, Ordering::Relaxed);
+    }
+
+    /// Whether new shape classes are tuned ([`crate::tune`]).
+    pub fn autotune(&self) -> Autotune {
+        self.autotune
+    }
+
+    /// Turns autotuning on or off (`KERNELC_AUTOTUNE` sets the default). Plans
+    /// already prepared keep their schedule.
+    pub fn set_autotune(&mut self, autotune: Autotune) {
+        self.autotune = autotune;
+    }
+
+    /// Drops `spec`'s prepared plans (both alignments), so that its next call lowers
+    /// again (after tuning changed its schedule).
+    pub(crate) fn forget_plan(&self, spec: &OpSpec) -> Result<()> {
+        for alignment in [FULL_ALIGNMENT, 1] {
+            self.prepared
+                .remove_if(&PlanKey::aligned(spec, alignment)?, |_| true);
+        }
+        Ok(())
     }
 
     /// Fills every output with 0xFF bytes (NaN for floats) before the kernels run, so
@@ -554,17 +598,19 @@ impl Runtime {
         check_operands(op, Role::Input, sigs, &described)
     }
 
-    /// The lowered plan of `spec` for this device (compiles nothing). Its
+    /// The lowered plan of `spec` for this device, with the tuned schedule of its
+    /// shape class where one is stored (compiles and times nothing). Its
     /// [`Binding::Uniform`] parameters take `spec.uniforms()` at launch.
     pub fn plan(&self, spec: &OpSpec) -> Result<Arc<Plan>> {
         let key = PlanKey::of(spec)?;
         if let Some(p) = self.prepared.get(&key) {
             return Ok(p.plan.clone());
         }
-        self.lower(&spec.structural(), &self.caps)
+        let plan = self.lower(&spec.structural(), &self.caps)?;
+        self.tuned_plan(spec, &self.caps, plan, false)
     }
 
-    fn lower(&self, spec: &OpSpec, caps: &TargetCaps) -> Result<Arc<Plan>> {
+    pub(crate) fn lower(&self, spec: &OpSpec, caps: &TargetCaps) -> Result<Arc<Plan>> {
         Ok(Arc::new(lower(spec, caps).map_err(|source| {
             RuntimeError::Lower {
                 device: format!("{} [{}]", self.device_name(), self.target_name()),
@@ -588,6 +634,15 @@ impl Runtime {
         // value (kernelc-kernels checks that lowering never reads them).
         let structural = spec.structural();
         let plan = self.lower(&structural, caps)?;
+        let plan = self.tuned_plan(spec, caps, plan, true)?;
+        let prepared = Arc::new(self.prepare_plan(plan, &structural)?);
+        self.prepared.insert(key, prepared.clone());
+        Ok(prepared)
+    }
+
+    /// `plan` (lowered from the structural spec `structural`) with its kernels
+    /// compiled.
+    pub(crate) fn prepare_plan(&self, plan: Arc<Plan>, structural: &OpSpec) -> Result<Prepared> {
         // The IR passes (unrolling, folding, index simplification) run once per kernel,
         // before hashing and compiling; they preserve meaning exactly.
         let executables = plan
@@ -595,16 +650,14 @@ impl Runtime {
             .iter()
             .map(|l| self.executable(&self.target_ir(&l.kernel)))
             .collect::<Result<Vec<_>>>()?;
-        let prepared = Arc::new(Prepared {
+        Ok(Prepared {
             plan,
             executables,
             name: structural.name(),
             inputs: structural.inputs(),
             outputs: structural.outputs(),
             uniform_types: structural.uniforms().iter().map(|u| u.value.ty()).collect(),
-        });
-        self.prepared.insert(key, prepared.clone());
-        Ok(prepared)
+        })
     }
 
     /// The kernel as this device compiles it (see [`passes::for_target`]).

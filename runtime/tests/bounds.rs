@@ -32,6 +32,7 @@ fn bounded(entries: usize) -> RuntimeOptions {
     RuntimeOptions {
         plan_cache_entries: n,
         kernel_cache_entries: n,
+        ..RuntimeOptions::default()
     }
 }
 

@@ -24,7 +24,9 @@ use super::{read_input, CliError};
 use clap::Args;
 use kernelc::kernels::conformance::{catalogue_kernels, inputs};
 use kernelc::kernels::spec::OpSpec;
-use kernelc::runtime::{cache::DiskCache, Device, DeviceChoice, Runtime, Tensor};
+use kernelc::runtime::{
+    cache::DiskCache, Device, DeviceChoice, Runtime, RuntimeOptions, Tensor, TuneRecord, TuneSource,
+};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -60,6 +62,11 @@ pub struct BenchArgs {
     /// Skip the memory and FMA probes (no roofline shares).
     #[arg(long)]
     no_roofline: bool,
+    /// Tune each case's schedules first (or take the choice stored in the disk
+    /// cache, `KERNELC_CACHE_DIR`) and show every candidate's time; without it the
+    /// cases run with no disk cache, tuning on first use as `KERNELC_AUTOTUNE` says.
+    #[arg(long)]
+    tune: bool,
     /// MiB of each of the memory probes' buffers (larger than the device's caches).
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
     probe_mib: u64,
@@ -85,6 +92,17 @@ struct Timing {
     tflop_per_s: Option<f64>,
     /// The case against the measured roofline (absent with `--no-roofline`).
     roofline: Option<Share>,
+    /// The schedules timed for the case (with `--tune`, where it has a choice).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tuning: Option<Tuning>,
+}
+
+#[derive(Serialize, Debug)]
+struct Tuning {
+    /// `timed` (now), `memory` or `disk` (an earlier process's choice).
+    source: &'static str,
+    #[serde(flatten)]
+    record: TuneRecord,
 }
 
 #[derive(Serialize, Debug, Default)]
@@ -101,7 +119,12 @@ struct Results {
 
 pub fn run(args: BenchArgs) -> Result<(), CliError> {
     let choice: DeviceChoice = args.device.parse()?;
-    let rt = Runtime::with_device(Device::open(choice)?, DiskCache::off());
+    let disk = if args.tune {
+        DiskCache::from_env()?
+    } else {
+        DiskCache::off()
+    };
+    let rt = Runtime::with_options(Device::open(choice)?, disk, RuntimeOptions::from_env()?);
     let mut results = Results {
         device: rt.device_name(),
         target: rt.target_name().to_string(),
@@ -130,6 +153,18 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
         }
         println!("| case | time | rate | of roofline |\n| --- | --- | --- | --- |");
         for case in &cases {
+            let tuning = if args.tune {
+                match tune_case(&rt, case) {
+                    Ok(t) => t,
+                    Err(e) => {
+                        println!("| {} | tuning failed: {e} | |", case.name);
+                        results.failures.push(format!("{}: tuning: {e}", case.name));
+                        continue;
+                    }
+                }
+            } else {
+                None
+            };
             let timed = match args.chain {
                 Some(n) => time_chain(&rt, case, args.runs.max(1), n.max(1)),
                 None => time_case(&rt, case, args.runs.max(1)),
@@ -146,6 +181,7 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
                         show_rate(&t),
                         show_share(t.roofline.as_ref())
                     );
+                    t.tuning = tuning;
                     results.cases.push(t);
                 }
                 Err(e) => {
@@ -180,6 +216,43 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
     } else {
         Err(format!("{} cases failed", results.failures.len()).into())
     }
+}
+
+/// The case's tuned schedule (timed now or stored), printed candidate by candidate;
+/// `None` where its op has no choice.
+fn tune_case(rt: &Runtime, case: &Case) -> Result<Option<Tuning>, CliError> {
+    let Some(report) = rt.tune(&case.spec)? else {
+        return Ok(None);
+    };
+    let record = &report.record;
+    let source = match report.source {
+        TuneSource::Timed => "timed",
+        TuneSource::Memory => "memory",
+        TuneSource::Disk => "disk",
+    };
+    let cost = match report.source {
+        TuneSource::Timed => format!(
+            "tuned now in {}",
+            show_time(record.tuning_micros as f64 / 1e6)
+        ),
+        TuneSource::Memory | TuneSource::Disk => {
+            format!("stored choice ({source}), 0 s of tuning now")
+        }
+    };
+    println!("tuning {}: {} — {cost}", case.name, record.class);
+    for c in &record.candidates {
+        let mark = if c.name == record.chosen { "*" } else { " " };
+        let time = match (c.micros, &c.note) {
+            (Some(us), _) => show_time(us / 1e6),
+            (None, Some(note)) => note.clone(),
+            (None, None) => "not timed".into(),
+        };
+        println!("  {mark} {:<48} {time}", c.name);
+    }
+    Ok(Some(Tuning {
+        source,
+        record: (**record).clone(),
+    }))
 }
 
 /// Uploads seeded inputs, runs once to compile and warm up, then times `runs` calls.
@@ -223,6 +296,7 @@ fn timing(case: &Case, seconds: f64) -> Timing {
         gb_per_s: bytes.map(|b| b / seconds / 1e9),
         tflop_per_s: case.flops.map(|f| f / seconds / 1e12),
         roofline: None,
+        tuning: None,
     }
 }
 

@@ -91,6 +91,12 @@ pub struct TargetCaps {
     /// loads and stores.
     #[serde(default)]
     pub async_copies: bool,
+    /// A preference rather than a limit: the schedule to take where lowering offers
+    /// it (one of a plan's [`Tunable::choices`](super::Tunable), the fastest found
+    /// by autotuning); `None`, or a name a problem is not offered, leaves the choice
+    /// to the heuristics.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<String>,
 }
 
 impl TargetCaps {
@@ -136,6 +142,7 @@ impl TargetCaps {
             matrix_fragments: false,
             warpgroup_fragments: false,
             async_copies: false,
+            schedule: None,
         }
     }
 
@@ -164,6 +171,7 @@ impl TargetCaps {
             matrix_fragments: false,
             warpgroup_fragments: false,
             async_copies: false,
+            schedule: None,
         }
     }
 
@@ -191,6 +199,7 @@ impl TargetCaps {
             matrix_fragments: true,
             warpgroup_fragments: true,
             async_copies: true,
+            schedule: None,
         }
     }
 

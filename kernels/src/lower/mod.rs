@@ -13,7 +13,7 @@ pub(crate) mod index;
 mod interp;
 pub(crate) mod map;
 pub(crate) mod math;
-mod plan;
+pub(crate) mod plan;
 pub(crate) mod pointwise;
 pub(crate) mod rebase;
 pub(crate) mod reduction;
@@ -27,8 +27,8 @@ pub use interp::{poison, run_plan, PlanRunError};
 pub(crate) use plan::declare_tensor;
 pub(crate) use plan::PlanBuilder;
 pub use plan::{
-    Binding, Launch, Plan, Prefill, PrefillSource, ScalarParam, TempBuffer, Uniform, Uniforms,
-    Whole,
+    Binding, Launch, Plan, Prefill, PrefillSource, ScalarParam, TempBuffer, Tunable, Uniform,
+    Uniforms, Whole,
 };
 
 use crate::error::SpecError;

@@ -97,6 +97,47 @@ pub struct Plan {
     pub temps: Vec<TempBuffer>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub prefills: Vec<Prefill>,
+    /// The schedules the lowering chose between, where it had a choice worth timing
+    /// (autotuning: the runtime times them and lowers again with the fastest as
+    /// [`TargetCaps::schedule`](super::TargetCaps::schedule)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tunable: Option<Tunable>,
+}
+
+/// A choice of schedule a plan's lowering made by heuristics, and the alternatives.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tunable {
+    /// The shape class the choice is kept for: problems whose sizes round to the same
+    /// powers of two, with the same types and memory layouts (one tuning serves them
+    /// all). A plan of several tunable parts keeps the first part's class.
+    pub class: String,
+    /// The schedules' names, the heuristics' choice first; lowering with
+    /// [`TargetCaps::schedule`](super::TargetCaps::schedule) set to one takes it
+    /// wherever it is offered.
+    pub choices: Vec<String>,
+    /// Multiply-adds of the tunable parts (tuning pays only for large ones).
+    pub multiply_adds: u64,
+}
+
+impl Tunable {
+    /// `other`'s choices and work added to these (a plan of several tunable parts).
+    pub fn merge(&mut self, other: Tunable) {
+        for name in other.choices {
+            if !self.choices.contains(&name) {
+                self.choices.push(name);
+            }
+        }
+        self.multiply_adds = self.multiply_adds.saturating_add(other.multiply_adds);
+    }
+}
+
+/// Records `offered` into a plan's `tunable` (merged with what is there).
+pub(crate) fn offer(tunable: &mut Option<Tunable>, offered: Option<Tunable>) {
+    match (tunable.as_mut(), offered) {
+        (Some(have), Some(more)) => have.merge(more),
+        (None, more) => *tunable = more,
+        (Some(_), None) => {}
+    }
 }
 
 impl Plan {
@@ -171,6 +212,7 @@ impl Plan {
 pub(crate) struct PlanBuilder {
     pub launches: Vec<Launch>,
     pub temps: Vec<TempBuffer>,
+    pub tunable: Option<Tunable>,
 }
 
 impl PlanBuilder {
@@ -186,6 +228,7 @@ impl PlanBuilder {
             launches: self.launches,
             temps: self.temps,
             prefills: Vec::new(),
+            tunable: self.tunable,
         }
     }
 }

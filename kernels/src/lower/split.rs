@@ -139,6 +139,7 @@ pub(crate) fn append_lowered(plan: &mut Plan, piece: &Piece, sub: Plan) -> Resul
     }
     let temp_base = plan.temps.len();
     plan.temps.extend(sub.temps);
+    super::plan::offer(&mut plan.tunable, sub.tunable);
     let uniforms = piece.spec.uniforms();
     for mut launch in sub.launches {
         for binding in &mut launch.bindings {

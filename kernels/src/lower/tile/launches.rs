@@ -1,7 +1,8 @@
 //! The launches around the tile kernel: the split-K sum, the gap fill, and
 //! [`emit_gemm`], which appends a problem's launches to a plan.
 
-use super::schedule::{choose_tile, SplitK, Tile, TileKernel};
+use super::choices::Schedule;
+use super::schedule::{SplitK, Tile, TileKernel};
 use super::{add, div, rem, scale, BiasAxis, GemmCore};
 use crate::lower::math::{bind, Num};
 use crate::lower::schedule::plan_1d;
@@ -156,13 +157,17 @@ pub(crate) fn emit_gemm(
     caps: &TargetCaps,
     plan: &mut PlanBuilder,
 ) -> Result<(), LowerError> {
-    if let Some(mt) = super::mma::choose(core, caps) {
-        let kernel = TileKernel::for_fragments(core, caps, mt);
-        push_gap_launch(core, caps, plan)?;
-        plan.launches.push(kernel.build_mma(caps, mt)?);
-        return Ok(());
+    let (schedule, tunable) = super::choices::pick(core, caps);
+    crate::lower::plan::offer(&mut plan.tunable, Some(tunable));
+    match schedule {
+        Schedule::Fragments(mt) => {
+            let kernel = TileKernel::for_fragments(core, caps, mt);
+            push_gap_launch(core, caps, plan)?;
+            plan.launches.push(kernel.build_mma(caps, mt)?);
+            Ok(())
+        }
+        Schedule::Simt(tile) => emit_gemm_with(core, caps, tile, plan),
     }
-    emit_gemm_with(core, caps, choose_tile(core, caps), plan)
 }
 
 /// The gap fill, where C's buffer has elements outside every matrix.

@@ -117,6 +117,15 @@ impl MmaTile {
         }
     }
 
+    /// Two warpgroups of 64 × 256 (a 128 × 256 tile), for the copy pipeline.
+    fn wide_warpgroup(input: ScalarType) -> MmaTile {
+        MmaTile {
+            wm: 2,
+            shape: MmaShape::M64N256K16,
+            ..MmaTile::warpgroup(input)
+        }
+    }
+
     /// f64 on m8n8k4 (DMMA): 8 warps of 32 × 32 (a 64 × 128 tile) or 4 (64 × 64),
     /// 16-deep slabs.
     fn double(large: bool) -> MmaTile {
@@ -134,6 +143,20 @@ impl MmaTile {
             copies: false,
             epilogue_frags: 4,
         }
+    }
+
+    /// The tile's name among a plan's schedules (`Tunable::choices`):
+    /// `"mma m64n256k16 128x256x64 4 stages by copies"`.
+    pub(crate) fn name(&self) -> String {
+        let MmaShape { m, n, k } = self.shape;
+        let staging = if self.copies { "copies" } else { "registers" };
+        format!(
+            "mma m{m}n{n}k{k} {}x{}x{} {} stages by {staging}",
+            self.bm(),
+            self.bn(),
+            self.bk,
+            self.stages
+        )
     }
 
     /// Elements of a warp's epilogue region: `epilogue_frags` fragments of a row.
@@ -228,61 +251,104 @@ const COPY_STAGES: u32 = 4;
 /// The fragment tile for `core` on `caps`, or `None` where the SIMT tile serves: no
 /// matrix units, other operand types, or `input_rounding`.
 pub(crate) fn choose(core: &GemmCore, caps: &TargetCaps) -> Option<MmaTile> {
-    let eligible = caps.matrix_fragments
-        && core.b.dtype == core.a.dtype
-        && core.input_rounding.is_none()
-        && core.k > 0;
-    let kind = |large| match core.a.dtype {
-        ScalarType::F16 | ScalarType::Bf16 => Some(MmaTile::half(core.a.dtype, large)),
-        ScalarType::F64 => Some(MmaTile::double(large)),
-        _ => None,
-    };
-    if !eligible {
+    if !eligible(core, caps) {
         return None;
     }
     let tiles = |t: MmaTile| {
         core.m.div_ceil(t.bm()) as u64 * core.n.div_ceil(t.bn()) as u64 * core.batch_count() as u64
     };
-    // The large tile where it still fills about a device's worth of workgroups: on
-    // warpgroups where the device has them and both operands stage 4-wide (gathered
-    // operands, such as a convolution's, run faster on the `mma.sync` tile's
-    // 32-deep slabs: 49% of cuDNN against 33%, H200).
-    let warpgroups = caps.warpgroup_fragments
-        && matches!(core.a.dtype, ScalarType::F16 | ScalarType::Bf16)
-        && vector_staging(core, &core.a, core.m)
-        && vector_staging(core, &core.b, core.n)
-        && forced() != Forced::MmaSync;
-    let large = if warpgroups {
+    let large = if warpgroups(core, caps) {
         MmaTile::warpgroup(core.a.dtype)
     } else {
-        kind(true)?
+        kind(core, true)?
     };
+    // The large tile where it still fills about a device's worth of workgroups.
     let tile = if tiles(large) >= 96 || forced() != Forced::None {
         large
     } else {
-        kind(false)?
+        kind(core, false)?
     };
     // Slabs through asynchronous copies where the device has them, both operands
     // move in pieces of 4, 8 or 16 bytes and the deeper stages fit; on warpgroups,
     // two of 64 × 256, which the copies leave the registers for (H200, bf16 4096³:
     // 612 TFLOP/s against 590 for four of 64 × 128).
-    let copied = if !caps.async_copies {
-        None
-    } else if tile.swizzled() {
-        let wide = MmaTile {
-            wm: 2,
-            shape: MmaShape::M64N256K16,
-            ..tile
-        };
-        Some(wide.with_copies())
+    let copied = if tile.swizzled() && caps.async_copies {
+        Some(MmaTile::wide_warpgroup(core.a.dtype).with_copies())
     } else {
-        let both = copy_lanes(core, &core.a, core.m, tile.bm(), tile).is_some()
-            && copy_lanes(core, &core.b, core.n, tile.bn(), tile).is_some();
-        both.then(|| tile.with_copies())
+        copied(core, caps, tile)
     };
     copied
         .filter(|t| fits(t, caps))
         .or_else(|| fits(&tile, caps).then_some(tile))
+}
+
+/// Every fragment tile `core` may take on `caps`, [`choose`]'s first (empty where it
+/// takes none): the alternatives autotuning times. Each tile kind the heuristics pick
+/// between, staged by copies where they apply and by registers, wherever it fits.
+pub(crate) fn alternatives(core: &GemmCore, caps: &TargetCaps) -> Vec<MmaTile> {
+    let Some(first) = choose(core, caps) else {
+        return Vec::new();
+    };
+    let mut tiles = vec![first];
+    let mut consider = |t: Option<MmaTile>| {
+        if let Some(t) = t.filter(|t| fits(t, caps) && !tiles.contains(t)) {
+            tiles.push(t);
+        }
+    };
+    if warpgroups(core, caps) {
+        let (wide, narrow) = (
+            MmaTile::wide_warpgroup(core.a.dtype),
+            MmaTile::warpgroup(core.a.dtype),
+        );
+        if caps.async_copies {
+            consider(Some(wide.with_copies()));
+            consider(Some(narrow.with_copies()));
+        }
+        consider(Some(narrow));
+    }
+    for large in [true, false] {
+        if let Some(t) = kind(core, large) {
+            consider(copied(core, caps, t));
+            consider(Some(t));
+        }
+    }
+    tiles
+}
+
+/// Whether `core` may run on fragments on `caps` at all.
+fn eligible(core: &GemmCore, caps: &TargetCaps) -> bool {
+    caps.matrix_fragments
+        && core.b.dtype == core.a.dtype
+        && core.input_rounding.is_none()
+        && core.k > 0
+}
+
+/// The `mma.sync` tile (large or small) of `core`'s operand type.
+fn kind(core: &GemmCore, large: bool) -> Option<MmaTile> {
+    match core.a.dtype {
+        ScalarType::F16 | ScalarType::Bf16 => Some(MmaTile::half(core.a.dtype, large)),
+        ScalarType::F64 => Some(MmaTile::double(large)),
+        _ => None,
+    }
+}
+
+/// Whether `core` runs on warpgroups on `caps`: the device has them and both operands
+/// stage 4-wide (gathered operands, such as a convolution's, run faster on the
+/// `mma.sync` tile's 32-deep slabs: 49% of cuDNN against 33%, H200).
+fn warpgroups(core: &GemmCore, caps: &TargetCaps) -> bool {
+    caps.warpgroup_fragments
+        && matches!(core.a.dtype, ScalarType::F16 | ScalarType::Bf16)
+        && vector_staging(core, &core.a, core.m)
+        && vector_staging(core, &core.b, core.n)
+        && forced() != Forced::MmaSync
+}
+
+/// The `mma.sync` tile `t` staged by asynchronous copies, where the device has them
+/// and both operands move in pieces of 4, 8 or 16 bytes.
+fn copied(core: &GemmCore, caps: &TargetCaps, t: MmaTile) -> Option<MmaTile> {
+    let both = copy_lanes(core, &core.a, core.m, t.bm(), t).is_some()
+        && copy_lanes(core, &core.b, core.n, t.bn(), t).is_some();
+    (caps.async_copies && !t.swizzled() && both).then(|| t.with_copies())
 }
 
 /// Whether tile `t` fits a workgroup of `caps`: the warpgroup and copy-staged tiles

@@ -69,6 +69,7 @@
 //! written by a separate map launch: the prior C when `beta ≠ 0`, else 0 (the output is
 //! the whole buffer, as the reference defines it).
 
+mod choices;
 mod exact;
 mod kernel;
 mod launches;

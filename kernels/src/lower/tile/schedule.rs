@@ -86,6 +86,59 @@ fn round_up(v: u32, to: u32) -> u32 {
     v.div_ceil(to) * to
 }
 
+impl Tile {
+    /// The tile's name among a plan's schedules (`Tunable::choices`):
+    /// `"simt 128x128x8 16x16 of 8x8"`.
+    pub(crate) fn name(&self) -> String {
+        format!(
+            "simt {}x{}x{} {}x{} of {}x{}",
+            self.bm, self.bn, self.bk, self.ty, self.tx, self.tm, self.tn
+        )
+    }
+}
+
+/// Every SIMT tile `core` may take on `caps`, [`choose_tile`]'s first: the
+/// alternatives autotuning times. On a GPU, the two micro-tiles of the heuristics
+/// (`8 × 8` over 128 × 128, `4 × 4` over 64 × 64) whichever it picked; on a CPU, a
+/// larger and a flatter tile than its 32 × 32.
+pub(crate) fn simt_alternatives(core: &GemmCore, caps: &TargetCaps) -> Vec<Tile> {
+    let first = choose_tile(core, caps);
+    let v = vector_lanes(core.compute(), caps) as u32;
+    let tile = |(ty, tx, tm, tn, bk): (u32, u32, u32, u32, u32)| Tile {
+        bm: ty * tm,
+        bn: tx * tn,
+        bk,
+        ty,
+        tx,
+        tm,
+        tn,
+        vn: v.min(tn) as u8,
+        vm: if tm % v == 0 { v as u8 } else { 1 },
+        unroll: bk,
+    };
+    let mut tiles = vec![first];
+    let others: Vec<Tile> = if caps.is_serial() {
+        let bk = |most: u32| round_up(core.k, 8).min(most);
+        let serial = |bm: u32, bn: u32, bk: u32| Tile {
+            bm: round_up(core.m, first.tm).min(bm),
+            bn: round_up(core.n, first.tn).min(bn),
+            bk,
+            ..first
+        };
+        vec![serial(64, 64, bk(64)), serial(16, 64, bk(128))]
+    } else if first.invocations() == 256 {
+        vec![tile((16, 16, 8, 8, 8)), tile((16, 16, 4, 4, 16))]
+    } else {
+        Vec::new()
+    };
+    for t in others {
+        if !tiles.contains(&t) {
+            tiles.push(t);
+        }
+    }
+    tiles
+}
+
 /// Picks the tile for `core` on `caps` (see the module docs).
 pub(crate) fn choose_tile(core: &GemmCore, caps: &TargetCaps) -> Tile {
     let compute = core.compute();

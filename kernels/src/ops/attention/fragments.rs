@@ -524,7 +524,7 @@ mod tests {
         assert!(tiles(&spec(1024), &caps).is_none());
         let plain = TargetCaps {
             opt_in_shared_memory_bytes: 0,
-            ..caps
+            ..caps.clone()
         };
         assert!(tiles(&spec(128), &plain).is_none());
         // The kernel it makes: 4 warps, 64 query rows per workgroup.

@@ -330,7 +330,7 @@ mod tests {
         let sm90 = TargetCaps::cuda_sm90();
         let sm80 = TargetCaps {
             warpgroup_fragments: false,
-            ..sm90
+            ..sm90.clone()
         };
         for head_dim in [8, 64, 128, 256] {
             let spec = AttentionSpec {

@@ -1,0 +1,229 @@
+//! The engine's named schedules for one problem: the tile the heuristics pick and the
+//! alternatives autotuning times ([`Tunable`]), and the shape class a tuned choice is
+//! kept for.
+
+use super::mma::{self, MmaTile};
+use super::schedule::{simt_alternatives, Tile};
+use super::{Axis, Gather, GemmCore, GemmOperand};
+use crate::lower::{TargetCaps, Tunable};
+use kernelc_ir::ScalarType;
+
+/// One schedule of the engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Schedule {
+    Fragments(MmaTile),
+    Simt(Tile),
+}
+
+impl Schedule {
+    fn name(&self) -> String {
+        match self {
+            Schedule::Fragments(t) => t.name(),
+            Schedule::Simt(t) => t.name(),
+        }
+    }
+}
+
+/// The schedules `core` may take on `caps`, the heuristics' first: the fragment tiles
+/// where the device multiplies on matrix units (and, for f64, whose DMMA tiles do not
+/// always beat them, the SIMT tiles too), else the SIMT tiles.
+fn schedules(core: &GemmCore, caps: &TargetCaps) -> Vec<Schedule> {
+    let fragments = mma::alternatives(core, caps);
+    let simt = || {
+        simt_alternatives(core, caps)
+            .into_iter()
+            .map(Schedule::Simt)
+    };
+    if fragments.is_empty() {
+        return simt().collect();
+    }
+    let mut all: Vec<Schedule> = fragments.into_iter().map(Schedule::Fragments).collect();
+    if core.a.dtype == ScalarType::F64 {
+        all.extend(simt());
+    }
+    all
+}
+
+/// The schedule `core` takes on `caps` (the one `caps.schedule` names, where offered,
+/// else the heuristics'), and what the plan records of the choice.
+pub(super) fn pick(core: &GemmCore, caps: &TargetCaps) -> (Schedule, Tunable) {
+    let all = schedules(core, caps);
+    let names: Vec<String> = all.iter().map(Schedule::name).collect();
+    let wanted = caps
+        .schedule
+        .as_deref()
+        .and_then(|want| names.iter().position(|n| n == want));
+    let chosen = match (wanted, all.first()) {
+        (Some(i), _) => all[i],
+        (None, Some(&first)) => first,
+        // `simt_alternatives` always has the heuristic tile.
+        (None, None) => Schedule::Simt(super::schedule::choose_tile(core, caps)),
+    };
+    let tunable = Tunable {
+        class: class(core),
+        choices: names,
+        multiply_adds: core.m as u64 * core.n as u64 * core.k as u64 * core.batch_count() as u64,
+    };
+    (chosen, tunable)
+}
+
+/// The shape class of `core`: its types, each operand's kind of placement, and its
+/// sizes rounded up to powers of two (`"gemm f32 a:reduction b:outer m4096 n4096
+/// k4096 batch1"`). Problems of one class take the same schedule.
+fn class(core: &GemmCore) -> String {
+    let rounding = core
+        .input_rounding
+        .map_or(String::new(), |t| format!(" rounded to {t}"));
+    let bucket = |v: u32| v.max(1).next_power_of_two();
+    format!(
+        "gemm {}·{}→{}{rounding} a:{} b:{} m{} n{} k{} batch{}",
+        core.a.dtype,
+        core.b.dtype,
+        core.c.dtype,
+        placement(core, &core.a, core.m),
+        placement(core, &core.b, core.n),
+        bucket(core.m),
+        bucket(core.n),
+        bucket(core.k),
+        bucket(core.batch_count()),
+    )
+}
+
+/// How an operand is read: along which axis its elements are contiguous, or gathered.
+fn placement(core: &GemmCore, op: &GemmOperand, outer_len: u32) -> &'static str {
+    match op.gather {
+        Gather::Strided { .. } => match op.gather.contiguous(outer_len, core.k) {
+            Axis::Outer => "outer",
+            Axis::Reduction => "reduction",
+        },
+        Gather::Split { .. } => "split",
+        Gather::Custom(_) => "gathered",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Every schedule a plan offers lowers, is taken when asked for, and computes the
+    //! op within the table's tolerance (in the interpreter: the fragment schedules as
+    //! the tensor cores run them).
+
+    use crate::conformance::{check, Interpreter};
+    use crate::lower::{lower, TargetCaps};
+    use crate::spec::{GemmSpec, Layout, OpKind, OpSpec};
+    use kernelc_ir::ScalarType::{Bf16, F32, F64};
+
+    fn with_schedule(caps: &TargetCaps, name: &str) -> TargetCaps {
+        TargetCaps {
+            schedule: Some(name.to_string()),
+            ..caps.clone()
+        }
+    }
+
+    /// Lowers `spec` with each schedule its plan offers and checks it against the
+    /// reference; returns the choices.
+    fn every_choice_conforms(spec: &OpSpec, caps: &TargetCaps, label: &str) -> Vec<String> {
+        let first = lower(spec, caps).unwrap();
+        let tunable = first
+            .tunable
+            .clone()
+            .expect("a GEMM plan offers its schedules");
+        let mut kernels = Vec::new();
+        for name in &tunable.choices {
+            let caps = with_schedule(caps, name);
+            let plan = lower(spec, &caps).unwrap();
+            assert_eq!(plan.tunable.as_ref(), Some(&tunable), "{label} {name}");
+            let exec = Interpreter::new(&format!("{label} {name}"), caps);
+            if let Err(e) = check(&exec, spec, 11) {
+                panic!("{label}: {name}: {spec:?}: {e}");
+            }
+            kernels.push(plan.launches.last().unwrap().kernel.clone());
+        }
+        // Each choice is a schedule of its own, and the heuristics' comes first.
+        assert_eq!(kernels[0], first.launches.last().unwrap().kernel);
+        for (i, a) in kernels.iter().enumerate() {
+            for b in &kernels[i + 1..] {
+                assert_ne!(a, b, "{label}: two choices lower to one kernel");
+            }
+        }
+        tunable.choices
+    }
+
+    #[test]
+    fn every_simt_schedule_conforms() {
+        let mut spec = GemmSpec::new(F32, 70, 90, 40);
+        spec.layout = Layout::ColMajor;
+        let spec = OpSpec::Gemm(spec);
+        // The GPU's heuristics take one of its two tiles already.
+        for (label, caps, count) in [
+            ("cpu", TargetCaps::cpu(), 3),
+            ("gpu", TargetCaps::gpu_baseline(), 2),
+        ] {
+            let choices = every_choice_conforms(&spec, &caps, label);
+            assert_eq!(choices.len(), count, "{label}: {choices:?}");
+            assert!(
+                choices.iter().all(|c| c.starts_with("simt ")),
+                "{choices:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_fragment_schedule_conforms() {
+        let sm90 = TargetCaps::cuda_sm90();
+        let half = OpSpec::Gemm(GemmSpec::new(Bf16, 130, 200, 72));
+        let choices = every_choice_conforms(&half, &sm90, "sm90 bf16");
+        // Warpgroups (two tiles by copies, one by registers) and mma.sync (two
+        // tiles, by copies and by registers).
+        assert_eq!(choices.len(), 7, "{choices:?}");
+        assert!(choices.contains(&"mma m64n256k16 128x256x64 4 stages by copies".into()));
+        let double = OpSpec::Gemm(GemmSpec::new(F64, 70, 60, 36));
+        let choices = every_choice_conforms(&double, &sm90, "sm90 f64");
+        assert!(
+            choices.iter().any(|c| c.starts_with("mma m8n8k4")),
+            "{choices:?}"
+        );
+        assert!(
+            choices.iter().any(|c| c.starts_with("simt ")),
+            "{choices:?}"
+        );
+    }
+
+    #[test]
+    fn a_convolution_offers_the_schedules_of_its_gemm() {
+        let sm90 = TargetCaps::cuda_sm90();
+        let conv = OpKind::Conv2d
+            .cases()
+            .into_iter()
+            .find(|s| matches!(s, OpSpec::Conv2d(c) if c.dtype == Bf16))
+            .expect("a bf16 convolution case");
+        let choices = every_choice_conforms(&conv, &sm90, "sm90 conv");
+        assert!(choices.len() >= 2, "{choices:?}");
+    }
+
+    #[test]
+    fn an_unknown_schedule_leaves_the_heuristics_choice() {
+        let spec = OpSpec::Gemm(GemmSpec::new(F32, 64, 64, 64));
+        let caps = TargetCaps::gpu_baseline();
+        let plain = lower(&spec, &caps).unwrap();
+        let other = lower(&spec, &with_schedule(&caps, "simt 1x1x1 1x1 of 1x1")).unwrap();
+        assert_eq!(plain, other);
+    }
+
+    #[test]
+    fn one_class_serves_sizes_that_round_alike() {
+        let class = |m, n, k, layout| {
+            let mut g = GemmSpec::new(F32, m, n, k);
+            g.layout = layout;
+            lower(&OpSpec::Gemm(g), &TargetCaps::cpu())
+                .unwrap()
+                .tunable
+                .unwrap()
+        };
+        let a = class(1000, 3000, 4096, Layout::RowMajor);
+        assert_eq!(a.class, class(1024, 2049, 4000, Layout::RowMajor).class);
+        assert_eq!(a.multiply_adds, 1000 * 3000 * 4096);
+        assert_ne!(a.class, class(1025, 3000, 4096, Layout::RowMajor).class);
+        assert_ne!(a.class, class(1000, 3000, 4096, Layout::ColMajor).class);
+        assert!(a.class.starts_with("gemm f32·f32→f32 "), "{}", a.class);
+    }
+}

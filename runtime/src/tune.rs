@@ -1,0 +1,379 @@
+//! Autotuning: where lowering had a choice of schedules ([`Tunable`]: a GEMM's or a
+//! convolution's tile shape, pipeline stages, fragment shape), the runtime times each
+//! on this device the first time a problem of the shape class comes, and keeps the
+//! fastest for every later problem of the class.
+//!
+//! * **When**: a plan offering more than one schedule, of at least
+//!   [`TUNE_MIN_MULTIPLY_ADDS`] (smaller problems cost less than timing them), with
+//!   [`Autotune::On`] (the default; `KERNELC_AUTOTUNE=off` keeps the heuristics).
+//! * **How**: on scratch inputs of the op's shapes (never the caller's tensors),
+//!   each schedule is lowered, compiled, run once to warm up, then timed over at
+//!   least 3 synchronised runs (up to 10 within 50 ms); the median decides. The
+//!   heuristics' schedule is timed first; the others while the
+//!   [`TUNING_BUDGET`] lasts (a schedule that would pass it is not started).
+//! * **Kept**: per runtime in memory, and in the disk cache beside the kernels (one
+//!   `<key>.tune` file per shape class and device, JSON under the cache's checksummed
+//!   header; the key covers the class, the device's name, target and options and the
+//!   kernelc version): a second process finds the choice and times nothing. A damaged
+//!   or unreadable record is ignored and the class tuned again.
+
+use crate::cache::CacheKey;
+use crate::error::{Result, RuntimeError};
+use crate::runtime::Runtime;
+use crate::tensor::Tensor;
+use kernelc_kernels::conformance::inputs;
+use kernelc_kernels::lower::{Plan, TargetCaps, Tunable};
+use kernelc_kernels::spec::OpSpec;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Most wall time one shape class's tuning takes (lowering, compiling, timing).
+pub const TUNING_BUDGET: Duration = Duration::from_secs(1);
+
+/// Plans of fewer multiply-adds are not tuned: the heuristics' schedule serves them.
+pub const TUNE_MIN_MULTIPLY_ADDS: u64 = 1 << 27;
+
+/// Timed runs per schedule: at least the first, at most the second, within
+/// [`TIMING_WINDOW`] past the first.
+const RUNS: (usize, usize) = (3, 10);
+const TIMING_WINDOW: Duration = Duration::from_millis(50);
+
+/// Whether the runtime tunes schedules on first use (`KERNELC_AUTOTUNE`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Autotune {
+    /// Time the schedules of a new shape class (or take a stored choice).
+    #[default]
+    On,
+    /// The heuristics' schedule always; stored choices are not read either.
+    Off,
+}
+
+impl Autotune {
+    /// `KERNELC_AUTOTUNE`: `on` (the default) or `off` (also `1`/`0`, `true`/`false`).
+    pub fn from_env() -> Result<Autotune> {
+        match std::env::var("KERNELC_AUTOTUNE") {
+            Err(std::env::VarError::NotPresent) => Ok(Autotune::default()),
+            Err(std::env::VarError::NotUnicode(_)) => Err(RuntimeError::BadArgument(
+                "KERNELC_AUTOTUNE is not valid Unicode".into(),
+            )),
+            Ok(text) => text.parse(),
+        }
+    }
+}
+
+impl std::str::FromStr for Autotune {
+    type Err = RuntimeError;
+
+    /// `on` or `off` (also `1`/`0`, `true`/`false`), any case.
+    fn from_str(text: &str) -> Result<Autotune> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "on" | "1" | "true" => Ok(Autotune::On),
+            "off" | "0" | "false" => Ok(Autotune::Off),
+            _ => Err(RuntimeError::BadArgument(format!(
+                "KERNELC_AUTOTUNE=`{text}`: expected `on` or `off`"
+            ))),
+        }
+    }
+}
+
+/// The outcome of one shape class's tuning, as kept in memory and on disk.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TuneRecord {
+    /// The shape class ([`Tunable::class`]).
+    pub class: String,
+    /// The schedule taken: the fastest timed.
+    pub chosen: String,
+    /// Every schedule offered, in the order they were timed (the heuristics' first).
+    pub candidates: Vec<CandidateTiming>,
+    /// Wall time the tuning took, all candidates together (µs).
+    pub tuning_micros: u64,
+}
+
+/// One schedule's timing.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CandidateTiming {
+    pub name: String,
+    /// Median time of one run (µs); `None` when it was not timed.
+    pub micros: Option<f64>,
+    /// Why it was not timed (it failed to lower, compile or run, or the budget was
+    /// spent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// Where a [`TuneReport`]'s record came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TuneSource {
+    /// Timed now.
+    Timed,
+    /// Tuned earlier by this runtime.
+    Memory,
+    /// Tuned by an earlier process (the disk cache).
+    Disk,
+}
+
+/// What [`Runtime::tune`] found for one op.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TuneReport {
+    pub record: Arc<TuneRecord>,
+    pub source: TuneSource,
+}
+
+impl Runtime {
+    /// The tuned schedule of `spec`'s shape class: the stored choice if there is one
+    /// (memory, then disk), else timed now, whatever [`Autotune`] and the problem's
+    /// size say. `None` when lowering offers no choice for `spec`. The next call of
+    /// `spec` runs the choice.
+    pub fn tune(&self, spec: &OpSpec) -> Result<Option<TuneReport>> {
+        self.tune_with(spec, false)
+    }
+
+    /// As [`Runtime::tune`], but timed again even when a choice is stored (which it
+    /// replaces).
+    pub fn retune(&self, spec: &OpSpec) -> Result<Option<TuneReport>> {
+        self.tune_with(spec, true)
+    }
+
+    fn tune_with(&self, spec: &OpSpec, again: bool) -> Result<Option<TuneReport>> {
+        spec.validate()?;
+        let structural = spec.structural();
+        let plan = self.lower(&structural, self.caps())?;
+        let Some(tunable) = plan.tunable.clone().filter(|t| t.choices.len() > 1) else {
+            return Ok(None);
+        };
+        let stored = if again {
+            None
+        } else {
+            self.stored_tuning(&tunable.class)
+        };
+        let report = match stored {
+            Some(report) => report,
+            None => TuneReport {
+                record: self.time_schedules(spec, self.caps(), &plan, &tunable)?,
+                source: TuneSource::Timed,
+            },
+        };
+        self.forget_plan(spec)?;
+        Ok(Some(report))
+    }
+
+    /// `plan` (lowered from `spec` by the heuristics) as the tuned schedule of its
+    /// class would have it: lowered again with the stored choice, or (`may_time`)
+    /// with the one timed now when the class is new and the problem large enough.
+    /// With [`Autotune::Off`], `plan` itself.
+    pub(crate) fn tuned_plan(
+        &self,
+        spec: &OpSpec,
+        caps: &TargetCaps,
+        plan: Arc<Plan>,
+        may_time: bool,
+    ) -> Result<Arc<Plan>> {
+        if self.autotune() == Autotune::Off {
+            return Ok(plan);
+        }
+        let Some(tunable) = plan.tunable.clone().filter(|t| t.choices.len() > 1) else {
+            return Ok(plan);
+        };
+        let record = match self.stored_tuning(&tunable.class) {
+            Some(report) => report.record,
+            None if may_time && tunable.multiply_adds >= TUNE_MIN_MULTIPLY_ADDS => {
+                self.time_schedules(spec, caps, &plan, &tunable)?
+            }
+            None => return Ok(plan),
+        };
+        if record.chosen == tunable.choices[0] || !tunable.choices.contains(&record.chosen) {
+            return Ok(plan);
+        }
+        self.lower(&spec.structural(), &with_schedule(caps, &record.chosen))
+    }
+
+    /// The stored choice for `class`: this runtime's, else the disk cache's (then
+    /// kept in memory too).
+    fn stored_tuning(&self, class: &str) -> Option<TuneReport> {
+        if let Some(record) = crate::lock(&self.tunings).get(class) {
+            return Some(TuneReport {
+                record: record.clone(),
+                source: TuneSource::Memory,
+            });
+        }
+        let bytes = self.disk_cache().load(&self.tuning_key(class), "tune")?;
+        let record: TuneRecord = match serde_json::from_slice(&bytes) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(class, error = %e, "unreadable tuning record; tuning again");
+                return None;
+            }
+        };
+        if record.class != class {
+            tracing::warn!(class, found = %record.class, "tuning record of another class; tuning again");
+            return None;
+        }
+        let record = Arc::new(record);
+        crate::lock(&self.tunings).insert(class.to_string(), record.clone());
+        Some(TuneReport {
+            record,
+            source: TuneSource::Disk,
+        })
+    }
+
+    /// The disk cache key of `class`'s record on this device.
+    fn tuning_key(&self, class: &str) -> CacheKey {
+        let options = format!("{}\0{}", self.device.target_options(), self.device_name());
+        CacheKey::new(
+            blake3::hash(class.as_bytes()).as_bytes(),
+            self.target_name(),
+            &options,
+        )
+    }
+
+    /// Times every schedule `tunable` offers for `spec` (whose heuristics' plan is
+    /// `plan`) on scratch operands, within the budget; keeps and returns the record.
+    fn time_schedules(
+        &self,
+        spec: &OpSpec,
+        caps: &TargetCaps,
+        plan: &Arc<Plan>,
+        tunable: &Tunable,
+    ) -> Result<Arc<TuneRecord>> {
+        // An error queued before now is the caller's, not a schedule's.
+        self.synchronize()?;
+        let started = Instant::now();
+        let structural = spec.structural();
+        let inputs = self.scratch_inputs(&structural)?;
+        let outputs = structural
+            .outputs()
+            .iter()
+            .map(|sig| self.zeros(&sig.shape, sig.dtype))
+            .collect::<Result<Vec<_>>>()?;
+        let (inputs, outputs) = (refs(&inputs), refs(&outputs));
+        let mut candidates = Vec::with_capacity(tunable.choices.len());
+        let mut last_cost = Duration::ZERO;
+        for (i, name) in tunable.choices.iter().enumerate() {
+            let candidate_started = Instant::now();
+            if i > 0 && started.elapsed() + last_cost > TUNING_BUDGET {
+                candidates.push(CandidateTiming {
+                    name: name.clone(),
+                    micros: None,
+                    note: Some("not timed: the tuning budget was spent".into()),
+                });
+                continue;
+            }
+            let plan = if i == 0 {
+                Ok(plan.clone())
+            } else {
+                self.lower(&structural, &with_schedule(caps, name))
+            };
+            let timed = plan.and_then(|p| self.time_plan(spec, p, &inputs, &outputs));
+            last_cost = candidate_started.elapsed();
+            match timed {
+                Ok(median) => candidates.push(CandidateTiming {
+                    name: name.clone(),
+                    micros: Some(median.as_secs_f64() * 1e6),
+                    note: None,
+                }),
+                // The heuristics' schedule is what the op runs untuned: its failure
+                // is the op's.
+                Err(e) if i == 0 => return Err(e),
+                Err(e) => candidates.push(CandidateTiming {
+                    name: name.clone(),
+                    micros: None,
+                    note: Some(format!("failed: {e}")),
+                }),
+            }
+        }
+        let chosen = candidates
+            .iter()
+            .filter_map(|c| Some((c.micros?, &c.name)))
+            .min_by(|a, b| a.0.total_cmp(&b.0))
+            .map(|(_, name)| name.clone())
+            .unwrap_or_else(|| tunable.choices[0].clone());
+        let record = Arc::new(TuneRecord {
+            class: tunable.class.clone(),
+            chosen,
+            candidates,
+            tuning_micros: started.elapsed().as_micros() as u64,
+        });
+        tracing::info!(
+            class = %record.class,
+            chosen = %record.chosen,
+            millis = record.tuning_micros / 1000,
+            "tuned"
+        );
+        self.count_tuning(record.tuning_micros);
+        crate::lock(&self.tunings).insert(record.class.clone(), record.clone());
+        match serde_json::to_vec_pretty(&*record) {
+            Ok(json) => {
+                if let Err(e) =
+                    self.disk_cache()
+                        .store(&self.tuning_key(&record.class), "tune", &json)
+                {
+                    tracing::warn!(class = %record.class, error = %e, "cannot store the tuning record");
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot encode the tuning record"),
+        }
+        Ok(record)
+    }
+
+    /// Median wall time of one synchronised run of `plan` after a warm-up run.
+    fn time_plan(
+        &self,
+        spec: &OpSpec,
+        plan: Arc<Plan>,
+        inputs: &[crate::device::BindingRef<'_>],
+        outputs: &[crate::device::BindingRef<'_>],
+    ) -> Result<Duration> {
+        let prepared = self.prepare_plan(plan, &spec.structural())?;
+        let run = || -> Result<Duration> {
+            let t = Instant::now();
+            self.launch_prepared(spec, &prepared, inputs, outputs)?;
+            self.synchronize()?;
+            Ok(t.elapsed())
+        };
+        run()?;
+        let window = Instant::now();
+        let mut samples = Vec::with_capacity(RUNS.1);
+        while samples.len() < RUNS.0 || (samples.len() < RUNS.1 && window.elapsed() < TIMING_WINDOW)
+        {
+            samples.push(run()?);
+        }
+        samples.sort();
+        Ok(samples[samples.len() / 2])
+    }
+
+    /// Inputs of `spec`'s shapes for timing: floats all one small value (every byte
+    /// 0x3C), other types the conformance inputs of `spec` (indices in range).
+    fn scratch_inputs(&self, spec: &OpSpec) -> Result<Vec<Tensor>> {
+        let mut generated: Option<Vec<Vec<f64>>> = None;
+        let sigs = spec.inputs();
+        let mut tensors = Vec::with_capacity(sigs.len());
+        for (i, sig) in sigs.iter().enumerate() {
+            let tensor = if sig.dtype.is_float() {
+                let t = self.zeros(&sig.shape, sig.dtype)?;
+                t.storage.fill(0x3C)?;
+                t
+            } else {
+                let data = generated.get_or_insert_with(|| inputs::generate(spec, 0x7e57));
+                match data.get(i) {
+                    Some(values) => self.tensor_from_f64(&sig.shape, sig.dtype, values)?,
+                    None => self.zeros(&sig.shape, sig.dtype)?,
+                }
+            };
+            tensors.push(tensor);
+        }
+        Ok(tensors)
+    }
+}
+
+fn refs(tensors: &[Tensor]) -> Vec<crate::device::BindingRef<'_>> {
+    tensors.iter().map(|t| t.binding()).collect()
+}
+
+/// `caps` preferring the schedule `name`.
+fn with_schedule(caps: &TargetCaps, name: &str) -> TargetCaps {
+    TargetCaps {
+        schedule: Some(name.to_string()),
+        ..caps.clone()
+    }
+}
