@@ -64,6 +64,46 @@ fn cpu_device() {
     run_split(rt);
 }
 
+/// The GEMM and convolution cases of the table, whose plans offer schedules.
+fn tunable_cases() -> Vec<OpSpec> {
+    lowered_cases()
+        .into_iter()
+        .filter(|s| matches!(s.kind(), OpKind::Gemm | OpKind::Conv2d))
+        .collect()
+}
+
+/// Every schedule each of `specs` offers on `rt`'s device (what autotuning may
+/// choose), forced in turn.
+fn run_every_schedule(mut rt: kernelc::runtime::Runtime, specs: &[OpSpec]) {
+    let mut forced = 0;
+    for spec in specs {
+        let Some(tunable) = rt.plan(spec).expect("lowers").tunable.clone() else {
+            continue;
+        };
+        for name in &tunable.choices {
+            rt.set_schedule(Some(name.clone()));
+            let caps = rt.caps().clone();
+            conform(&rt, &caps, std::slice::from_ref(spec), SEED)
+                .assert_ok(&format!("{} with schedule `{name}`", rt.name()));
+            forced += 1;
+        }
+        rt.set_schedule(None);
+    }
+    assert!(
+        forced > specs.len(),
+        "{forced} schedules over {} specs",
+        specs.len()
+    );
+}
+
+#[test]
+fn cpu_device_every_schedule() {
+    use kernelc::runtime::{cache::DiskCache, Device, Runtime};
+    let mut rt = Runtime::with_device(Device::cpu(), DiskCache::off());
+    rt.set_poison_outputs(true);
+    run_every_schedule(rt, &tunable_cases());
+}
+
 /// The CPU device on its LLVM tier (`KERNELC_CPU_TIER=llvm`): the same table through
 /// LLVM's code for the host's full vector width (f64 transcendentals and float `%`
 /// expanded into IR, as the tier requires).
@@ -182,6 +222,22 @@ fn cuda_device_large_tiles() {
     ) {
         let caps = rt.caps().clone();
         run(&rt, &caps, &large_tile_cases());
+    }
+}
+
+/// Every schedule of the table's GEMMs and convolutions, and of the large-tile
+/// cases, on the CUDA device.
+#[cfg(feature = "cuda")]
+#[test]
+fn cuda_device_every_schedule() {
+    let required = std::env::var_os("KERNELC_REQUIRE_CUDA").is_some();
+    if let Some(rt) = device_runtime(
+        kernelc::runtime::DeviceChoice::Cuda { ordinal: 0 },
+        required,
+    ) {
+        let mut specs = tunable_cases();
+        specs.extend(large_tile_cases());
+        run_every_schedule(rt, &specs);
     }
 }
 

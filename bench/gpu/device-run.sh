@@ -3,7 +3,7 @@
 # torch on the same GPU, in one command. Built and packed here by bench/gpu/pack.sh;
 # run there from the repository root:
 #
-#   . .device/setup.sh && bash bench/gpu/device-run.sh [conformance] [memory] [large] [random] [fuzz] [programs] [sweep] [no-panic] [adapters] [sanitize] [bench] [mma] [chain] [wgpu-bench]
+#   . .device/setup.sh && bash bench/gpu/device-run.sh [conformance] [memory] [large] [random] [fuzz] [programs] [sweep] [no-panic] [adapters] [sanitize] [bench] [mma] [tune] [chain] [wgpu-bench]
 #
 # (no stage named: all six). FUZZ_CASES sets the op fuzzer's cases per executor. Results go to $OUT (the device tool brings them back);
 # the last lines printed are the summary.
@@ -181,6 +181,20 @@ for stage in $stages; do
     ptxas -arch=$arch -v "$OUT/gemm-bf16.ptx" -o /tmp/gemm-bf16.cubin > "$OUT/ptxas.txt" 2>&1 \
       && cuobjdump -sass /tmp/gemm-bf16.cubin > "$OUT/gemm-bf16.sass"
     note "bf16 GEMM SASS ($arch): HMMA $(grep -c HMMA "$OUT/gemm-bf16.sass") HGMMA $(grep -c HGMMA "$OUT/gemm-bf16.sass") LDSM $(grep -c LDSM "$OUT/gemm-bf16.sass")"
+    ;;
+  tune)
+    # Autotuning (issue #19): the tensor-core GEMMs' and the convolution's schedules
+    # timed on a fresh disk cache, then a second process on the same cache (the
+    # choices read from disk, nothing timed), each against torch in the same run.
+    [ -f "$OUT/torch-mma.json" ] || python3 bench/gpu/torch_bench.py bench/gpu/specs-mma.json \
+      "$OUT/torch-mma.json" > "$OUT/torch-mma.txt" 2>&1
+    rm -rf /tmp/kc-tune
+    for pass in 1 2; do
+      KERNELC_CACHE_DIR=/tmp/kc-tune timeout 250 kernelc bench --device cuda --tune --no-roofline \
+        --specs bench/gpu/specs-tune.json --json "$OUT/kernelc-tune-$pass.json" > "$OUT/kernelc-tune-$pass.txt" 2>&1
+      note "kernelc bench --tune, pass $pass: exit $? -- $(grep -c 'tuned now' "$OUT/kernelc-tune-$pass.txt") classes tuned, $(grep -c 'stored choice' "$OUT/kernelc-tune-$pass.txt") stored choices"
+      python3 bench/gpu/report.py "$OUT/torch-mma.json" "$OUT/kernelc-tune-$pass.json" > "$OUT/report-tune-$pass.md"
+    done
     ;;
   chain)
     # Per-op cost of 1,000 dependent tiny ops with one synchronisation (launch

@@ -239,6 +239,15 @@ impl Runtime {
         self.autotune = autotune;
     }
 
+    /// Lowers every op with the schedule `name` wherever lowering offers it (one of
+    /// a plan's `tunable.choices`), in place of the heuristics' or a tuned choice;
+    /// `None` returns the choice to them. For experiments and tests that run each
+    /// schedule; clears the memory caches, whose plans were lowered otherwise.
+    pub fn set_schedule(&mut self, name: Option<String>) {
+        self.caps.schedule = name;
+        self.clear_memory_caches();
+    }
+
     /// Drops `spec`'s prepared plans (both alignments), so that its next call lowers
     /// again (after tuning changed its schedule).
     pub(crate) fn forget_plan(&self, spec: &OpSpec) -> Result<()> {

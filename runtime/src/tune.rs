@@ -169,7 +169,8 @@ impl Runtime {
         plan: Arc<Plan>,
         may_time: bool,
     ) -> Result<Arc<Plan>> {
-        if self.autotune() == Autotune::Off {
+        // A schedule set by hand (`Runtime::set_schedule`) is not second-guessed.
+        if self.autotune() == Autotune::Off || caps.schedule.is_some() {
             return Ok(plan);
         }
         let Some(tunable) = plan.tunable.clone().filter(|t| t.choices.len() > 1) else {

@@ -99,8 +99,10 @@ impl Tile {
 
 /// Every SIMT tile `core` may take on `caps`, [`choose_tile`]'s first: the
 /// alternatives autotuning times. On a GPU, the two micro-tiles of the heuristics
-/// (`8 × 8` over 128 × 128, `4 × 4` over 64 × 64) whichever it picked; on a CPU, a
-/// larger and a flatter tile than its 32 × 32.
+/// (`8 × 8` over 128 × 128, `4 × 4` over 64 × 64) whichever it picked, the first with
+/// 16-deep slabs, and `8 × 8` on 128 invocations (64 × 128); on a CPU, a larger and a
+/// flatter tile than its 32 × 32. Only tiles whose slabs fit the shared memory as
+/// they are (a tile that must halve its slab is another's twin).
 pub(crate) fn simt_alternatives(core: &GemmCore, caps: &TargetCaps) -> Vec<Tile> {
     let first = choose_tile(core, caps);
     let v = vector_lanes(core.compute(), caps) as u32;
@@ -127,12 +129,20 @@ pub(crate) fn simt_alternatives(core: &GemmCore, caps: &TargetCaps) -> Vec<Tile>
         };
         vec![serial(64, 64, bk(64)), serial(16, 64, bk(128))]
     } else if first.invocations() == 256 {
-        vec![tile((16, 16, 8, 8, 8)), tile((16, 16, 4, 4, 16))]
+        vec![
+            tile((16, 16, 8, 8, 8)),
+            tile((16, 16, 4, 4, 16)),
+            tile((16, 16, 8, 8, 16)),
+            tile((8, 16, 8, 8, 8)),
+        ]
     } else {
         Vec::new()
     };
+    let fits = |t: &Tile| {
+        TileKernel::new(core, caps, *t).shared_bytes() <= caps.shared_memory_bytes as u64
+    };
     for t in others {
-        if !tiles.contains(&t) {
+        if !tiles.contains(&t) && fits(&t) {
             tiles.push(t);
         }
     }
