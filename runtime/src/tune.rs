@@ -7,10 +7,12 @@
 //!   [`TUNE_MIN_MULTIPLY_ADDS`] (smaller problems cost less than timing them), with
 //!   [`Autotune::On`] (the default; `KERNELC_AUTOTUNE=off` keeps the heuristics).
 //! * **How**: on scratch inputs of the op's shapes (never the caller's tensors),
-//!   each schedule is lowered, compiled, run once to warm up, then timed over at
-//!   least 3 synchronised runs (up to 10 within 50 ms); the median decides. The
-//!   heuristics' schedule is timed first; the others while the
-//!   [`TUNING_BUDGET`] lasts (a schedule that would pass it is not started).
+//!   each schedule is lowered and compiled (the alternatives side by side, as many
+//!   as the host has threads), run once to warm up, then timed over at least 3
+//!   synchronised runs (up to 10 within 50 ms); the median decides. The heuristics'
+//!   schedule is timed first, the others while the [`TUNING_BUDGET`] lasts (a batch
+//!   of compiles or a timing that would pass it is not started). The heuristics'
+//!   compile, which the call needs anyway, is not tuning time.
 //! * **Kept**: per runtime in memory, and in the disk cache beside the kernels (one
 //!   `<key>.tune` file per shape class and device, JSON under the cache's checksummed
 //!   header; the key covers the class, the device's name, target and options and the
@@ -19,7 +21,7 @@
 
 use crate::cache::CacheKey;
 use crate::error::{Result, RuntimeError};
-use crate::runtime::Runtime;
+use crate::runtime::{Prepared, Runtime};
 use crate::tensor::Tensor;
 use kernelc_kernels::conformance::inputs;
 use kernelc_kernels::lower::{Plan, TargetCaps, Tunable};
@@ -28,7 +30,8 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Most wall time one shape class's tuning takes (lowering, compiling, timing).
+/// Wall time one shape class's tuning may take (lowering and compiling the
+/// alternatives, timing them all); a step started within it may end past it.
 pub const TUNING_BUDGET: Duration = Duration::from_secs(1);
 
 /// Plans of fewer multiply-adds are not tuned: the heuristics' schedule serves them.
@@ -239,8 +242,11 @@ impl Runtime {
     ) -> Result<Arc<TuneRecord>> {
         // An error queued before now is the caller's, not a schedule's.
         self.synchronize()?;
-        let started = Instant::now();
         let structural = spec.structural();
+        // The heuristics' schedule is compiled for the call anyway: not tuning time.
+        // Its failure is the op's.
+        let first = self.prepare_plan(plan.clone(), &structural)?;
+        let started = Instant::now();
         let inputs = self.scratch_inputs(&structural)?;
         let outputs = structural
             .outputs()
@@ -248,40 +254,33 @@ impl Runtime {
             .map(|sig| self.zeros(&sig.shape, sig.dtype))
             .collect::<Result<Vec<_>>>()?;
         let (inputs, outputs) = (refs(&inputs), refs(&outputs));
+        let others = self.compile_schedules(&structural, caps, &tunable.choices[1..], started);
         let mut candidates = Vec::with_capacity(tunable.choices.len());
         let mut last_cost = Duration::ZERO;
-        for (i, name) in tunable.choices.iter().enumerate() {
+        let all = std::iter::once(Ok(first)).chain(others);
+        for (i, (name, prepared)) in tunable.choices.iter().zip(all).enumerate() {
             let candidate_started = Instant::now();
-            if i > 0 && started.elapsed() + last_cost > TUNING_BUDGET {
-                candidates.push(CandidateTiming {
-                    name: name.clone(),
-                    micros: None,
-                    note: Some("not timed: the tuning budget was spent".into()),
-                });
-                continue;
-            }
-            let plan = if i == 0 {
-                Ok(plan.clone())
-            } else {
-                self.lower(&structural, &with_schedule(caps, name))
+            let timed = match prepared {
+                _ if i > 0 && started.elapsed() + last_cost > TUNING_BUDGET => Err(Untimed::Budget),
+                Ok(p) => self
+                    .time_prepared(spec, &p, &inputs, &outputs)
+                    .map_err(Untimed::Failed),
+                Err(why) => Err(why),
             };
-            let timed = plan.and_then(|p| self.time_plan(spec, p, &inputs, &outputs));
             last_cost = candidate_started.elapsed();
-            match timed {
-                Ok(median) => candidates.push(CandidateTiming {
-                    name: name.clone(),
-                    micros: Some(median.as_secs_f64() * 1e6),
-                    note: None,
-                }),
-                // The heuristics' schedule is what the op runs untuned: its failure
-                // is the op's.
-                Err(e) if i == 0 => return Err(e),
-                Err(e) => candidates.push(CandidateTiming {
-                    name: name.clone(),
-                    micros: None,
-                    note: Some(format!("failed: {e}")),
-                }),
-            }
+            let (micros, note) = match timed {
+                Ok(median) => (Some(median.as_secs_f64() * 1e6), None),
+                Err(Untimed::Failed(e)) if i == 0 => return Err(e),
+                Err(Untimed::Budget) => {
+                    (None, Some("not timed: the tuning budget was spent".into()))
+                }
+                Err(Untimed::Failed(e)) => (None, Some(format!("failed: {e}"))),
+            };
+            candidates.push(CandidateTiming {
+                name: name.clone(),
+                micros,
+                note,
+            });
         }
         let chosen = candidates
             .iter()
@@ -317,18 +316,57 @@ impl Runtime {
         Ok(record)
     }
 
-    /// Median wall time of one synchronised run of `plan` after a warm-up run.
-    fn time_plan(
+    /// The schedules `names` of `spec` lowered and compiled, as many side by side as
+    /// the host has threads (a tensor-core kernel's compile takes hundreds of
+    /// milliseconds, its run well under one); batches not started once the budget
+    /// (counted from `started`) is spent.
+    fn compile_schedules(
         &self,
         spec: &OpSpec,
-        plan: Arc<Plan>,
+        caps: &TargetCaps,
+        names: &[String],
+        started: Instant,
+    ) -> Vec<std::result::Result<Prepared, Untimed>> {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let mut compiled = Vec::with_capacity(names.len());
+        for batch in names.chunks(threads) {
+            if started.elapsed() > TUNING_BUDGET {
+                compiled.extend(batch.iter().map(|_| Err(Untimed::Budget)));
+                continue;
+            }
+            let compile = |name: &String| {
+                self.lower(spec, &with_schedule(caps, name))
+                    .and_then(|plan| self.prepare_plan(plan, spec))
+                    .map_err(Untimed::Failed)
+            };
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = batch
+                    .iter()
+                    .map(|name| scope.spawn(move || compile(name)))
+                    .collect();
+                for handle in handles {
+                    compiled.push(handle.join().unwrap_or_else(|_| {
+                        Err(Untimed::Failed(RuntimeError::Internal(
+                            "a schedule's compile panicked".into(),
+                        )))
+                    }));
+                }
+            });
+        }
+        compiled
+    }
+
+    /// Median wall time of one synchronised run of `prepared` after a warm-up run.
+    fn time_prepared(
+        &self,
+        spec: &OpSpec,
+        prepared: &Prepared,
         inputs: &[crate::device::BindingRef<'_>],
         outputs: &[crate::device::BindingRef<'_>],
     ) -> Result<Duration> {
-        let prepared = self.prepare_plan(plan, &spec.structural())?;
         let run = || -> Result<Duration> {
             let t = Instant::now();
-            self.launch_prepared(spec, &prepared, inputs, outputs)?;
+            self.launch_prepared(spec, prepared, inputs, outputs)?;
             self.synchronize()?;
             Ok(t.elapsed())
         };
@@ -369,6 +407,14 @@ impl Runtime {
 
 fn refs(tensors: &[Tensor]) -> Vec<crate::device::BindingRef<'_>> {
     tensors.iter().map(|t| t.binding()).collect()
+}
+
+/// Why a schedule was not timed.
+enum Untimed {
+    /// The tuning budget was spent before its turn.
+    Budget,
+    /// It failed to lower, compile or run.
+    Failed(RuntimeError),
 }
 
 /// `caps` preferring the schedule `name`.
