@@ -970,6 +970,29 @@ fn every_multiply_kind_is_one_mma_sync_that_ptxas_assembles() {
     }
 }
 
+/// Hopper's f64 shape is refused for older SMs (its `mma.sync` needs sm_90), with a
+/// typed error naming it; m8n8k4 is not.
+#[test]
+fn f64_fragments_of_m16n8k16_need_sm_90() {
+    let sm80 = PtxOptions {
+        sm: 80,
+        ptx_isa: 80,
+        ..PtxOptions::default()
+    };
+    use kernelc_ir::fragment::MmaShape;
+    let wide = mma_kernel(MmaShape::M16N8K16, F64, F64);
+    match ptx::emit(&wide, &sm80) {
+        Err(CodegenError::Unsupported { construct, .. }) => {
+            assert!(
+                construct.contains("m16n8k16") && construct.contains("sm_90"),
+                "{construct}"
+            )
+        }
+        other => panic!("expected Unsupported, got {other:?}"),
+    }
+    ptx::emit(&mma_kernel(MmaShape::M8N8K4, F64, F64), &sm80).expect("m8n8k4 on sm_80");
+}
+
 /// Every warpgroup kind on sm_90a: its operands as shared-memory descriptors, the
 /// multiplies of one reduction step in one fenced and waited batch, a proxy fence
 /// before each barrier.

@@ -150,7 +150,7 @@ impl MmaShape {
 
 /// The multiplies the IR has: a shape, the element type of `A` and `B`, and that of
 /// the accumulators. Every one of them runs everywhere (natively or expanded).
-pub const MMA_KINDS: [(MmaShape, ScalarType, ScalarType); 13] = [
+pub const MMA_KINDS: [(MmaShape, ScalarType, ScalarType); 14] = [
     (MmaShape::M16N8K16, ScalarType::F16, ScalarType::F32),
     (MmaShape::M16N8K16, ScalarType::Bf16, ScalarType::F32),
     (MmaShape::M16N8K8, ScalarType::F16, ScalarType::F32),
@@ -165,6 +165,8 @@ pub const MMA_KINDS: [(MmaShape, ScalarType, ScalarType); 13] = [
     // The narrowest the kernels use: per-row values beside wider accumulators.
     (MmaShape::M64N16K16, ScalarType::F16, ScalarType::F32),
     (MmaShape::M64N16K16, ScalarType::Bf16, ScalarType::F32),
+    // Hopper's f64 shape (DMMA at its full rate; m8n8k4 runs at half of it there).
+    (MmaShape::M16N8K16, ScalarType::F64, ScalarType::F64),
 ];
 
 /// Whether `(shape, input type, accumulator type)` is one of [`MMA_KINDS`].

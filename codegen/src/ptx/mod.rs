@@ -160,6 +160,10 @@ pub const ASYNC_COPY_MIN_SM: u32 = 80;
 /// (`MathExpansion::native_fragments` off).
 pub const FRAGMENTS_MIN_SM: u32 = 80;
 
+/// The oldest SM whose `mma.sync` takes f64 fragments of m16n8k16 (Hopper's DMMA
+/// shape, at twice m8n8k4's rate there).
+pub const F64_M16_FRAGMENTS_MIN_SM: u32 = 90;
+
 pub use lower::dynamic_shared_bytes;
 
 /// The one SM whose PTX takes warpgroup fragments (the `m64` shapes of

@@ -91,6 +91,10 @@ pub struct TargetCaps {
     /// loads and stores.
     #[serde(default)]
     pub async_copies: bool,
+    /// Whether f64 fragments of m16n8k16 run natively (DMMA's Hopper shape: CUDA
+    /// sm_90 and later); f64 GEMMs then multiply on it rather than on m8n8k4.
+    #[serde(default)]
+    pub f64_m16_fragments: bool,
     /// A preference rather than a limit: the schedule to take where lowering offers
     /// it (one of a plan's [`Tunable::choices`](super::Tunable), the fastest found
     /// by autotuning); `None`, or a name a problem is not offered, leaves the choice
@@ -142,6 +146,7 @@ impl TargetCaps {
             matrix_fragments: false,
             warpgroup_fragments: false,
             async_copies: false,
+            f64_m16_fragments: false,
             schedule: None,
         }
     }
@@ -171,6 +176,7 @@ impl TargetCaps {
             matrix_fragments: false,
             warpgroup_fragments: false,
             async_copies: false,
+            f64_m16_fragments: false,
             schedule: None,
         }
     }
@@ -199,6 +205,7 @@ impl TargetCaps {
             matrix_fragments: true,
             warpgroup_fragments: true,
             async_copies: true,
+            f64_m16_fragments: true,
             schedule: None,
         }
     }

@@ -39,9 +39,9 @@ const fn at(g: u32, t: u32, c: u32) -> Coord {
     Coord { w: 0, g, t, c }
 }
 
-/// The `(row, col)` of each element of a thread's share of a fragment, in register
-/// order (the lower-numbered element of a packed pair first).
-pub(super) fn share(role: FragmentRole, shape: MmaShape) -> Vec<(Coord, Coord)> {
+/// The `(row, col)` of each element of a thread's share of a fragment of `elem`s,
+/// in register order (the lower-numbered element of a packed pair first).
+pub(super) fn share(role: FragmentRole, shape: MmaShape, elem: ScalarType) -> Vec<(Coord, Coord)> {
     let accumulator = |i: u32| (at(1, 0, 8 * (i >> 1)), at(0, 2, i & 1));
     if shape.is_warpgroup() {
         // wgmma's D: warp w has rows 16w.. as m16n8 accumulators side by side, one
@@ -60,7 +60,16 @@ pub(super) fn share(role: FragmentRole, shape: MmaShape) -> Vec<(Coord, Coord)> 
             FragmentRole::A | FragmentRole::B => Vec::new(),
         };
     }
+    let double = elem == ScalarType::F64;
     match (shape, role) {
+        // f64 (sm_90): one element per register, rows g and g + 8 alternating, the
+        // columns of `A` (rows of `B`) 4 apart.
+        (MmaShape::M16N8K16, FragmentRole::A) if double => (0..8)
+            .map(|i| (at(1, 0, 8 * (i & 1)), at(0, 1, 4 * (i >> 1))))
+            .collect(),
+        (MmaShape::M16N8K16, FragmentRole::B) if double => {
+            (0..4).map(|i| (at(0, 1, 4 * i), at(1, 0, 0))).collect()
+        }
         (MmaShape::M16N8K16, FragmentRole::A) => (0..8)
             .map(|i| {
                 (
@@ -95,7 +104,9 @@ pub(super) fn accumulator_registers(kernel: &kernelc_ir::Kernel) -> u64 {
         .fragments
         .iter()
         .filter(|f| f.role == FragmentRole::Accumulator)
-        .map(|f| share(f.role, f.shape).len() as u64 * (f.elem.size_bytes() as u64).div_ceil(4))
+        .map(|f| {
+            share(f.role, f.shape, f.elem).len() as u64 * (f.elem.size_bytes() as u64).div_ceil(4)
+        })
         .sum()
 }
 
@@ -184,6 +195,7 @@ fn intrinsic(shape: MmaShape, input: ScalarType) -> Option<&'static str> {
         (MmaShape::M16N8K8, ScalarType::Bf16) => "llvm.nvvm.mma.m16n8k8.row.col.bf16",
         (MmaShape::M16N8K8, ScalarType::F16) => "llvm.nvvm.mma.m16n8k8.row.col.f32.f32",
         (MmaShape::M8N8K4, ScalarType::F64) => "llvm.nvvm.mma.m8n8k4.row.col.f64",
+        (MmaShape::M16N8K16, ScalarType::F64) => "llvm.nvvm.mma.m16n8k16.row.col.f64",
         _ => return None,
     })
 }
@@ -199,7 +211,7 @@ impl<'ctx> Lower<'_, 'ctx> {
             }
             let ty = self.scalar_type(f.elem);
             let mut slots = Vec::new();
-            for e in 0..share(f.role, f.shape).len() {
+            for e in 0..share(f.role, f.shape, f.elem).len() {
                 let slot = self.alloca(ty, &format!("f{i}.{e}"))?;
                 self.allocas
                     .build_store(slot, self.zero(f.elem))
@@ -446,7 +458,7 @@ impl<'ctx> Lower<'_, 'ctx> {
         let stride = int(self.expr(stride)?.first()?)?;
         let quad = self.lane_quad()?;
         let mut elements = Vec::new();
-        for (r, c) in share(decl.role, decl.shape) {
+        for (r, c) in share(decl.role, decl.shape, decl.elem) {
             let (r, c) = (self.coord(r, quad)?, self.coord(c, quad)?);
             elements.push(self.element_index(layout, (index, stride), r, c)?);
         }

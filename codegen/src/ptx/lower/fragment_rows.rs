@@ -21,7 +21,7 @@ impl<'ctx> Lower<'_, 'ctx> {
     /// Element `e` reads only element `e` of each argument, so `dst` may be one.
     pub(super) fn fragment_map(&mut self, m: &FragmentMap) -> Result<(), CodegenError> {
         let decl = self.fragment_decl(m.dst)?;
-        let coords = share(decl.role, decl.shape);
+        let coords = share(decl.role, decl.shape, decl.elem);
         let quad = self.lane_quad()?;
         let dst = self.fragment_slots(m.dst)?;
         let mut args = Vec::with_capacity(m.args.len());
@@ -29,7 +29,7 @@ impl<'ctx> Lower<'_, 'ctx> {
             let arg = self.fragment_decl(a.frag)?;
             // Element `(r, c mod n)` of a narrower argument: the register of this
             // thread at that row and column (the same rows lie in the same threads).
-            let own = share(arg.role, arg.shape);
+            let own = share(arg.role, arg.shape, arg.elem);
             let all = self.fragment_slots(a.frag)?;
             let mut slots = Vec::with_capacity(coords.len());
             for (r, c) in &coords {
@@ -78,7 +78,8 @@ impl<'ctx> Lower<'_, 'ctx> {
     ) -> Result<(), CodegenError> {
         let decl = self.fragment_decl(dst)?;
         let first = srcs.first().copied().unwrap_or(dst);
-        let coords = share(FragmentRole::Accumulator, self.fragment_decl(first)?.shape);
+        let source = self.fragment_decl(first)?;
+        let coords = share(FragmentRole::Accumulator, source.shape, source.elem);
         let ty = self.scalar_type(decl.elem);
         // The thread's distinct rows, in register order.
         let mut rows: Vec<Coord> = Vec::new();
@@ -112,7 +113,7 @@ impl<'ctx> Lower<'_, 'ctx> {
             totals.push(v);
         }
         let slots = self.fragment_slots(dst)?;
-        for (slot, (r, _)) in slots.iter().zip(share(decl.role, decl.shape)) {
+        for (slot, (r, _)) in slots.iter().zip(share(decl.role, decl.shape, decl.elem)) {
             let i = rows
                 .iter()
                 .position(|x| *x == r)
@@ -197,9 +198,16 @@ impl<'ctx> Lower<'_, 'ctx> {
     ) -> Result<(), CodegenError> {
         let decl = self.fragment_decl(dst)?;
         let n = decl.shape.n;
-        let acc_coords = share(FragmentRole::Accumulator, decl.shape);
+        let acc_elem = match srcs.first() {
+            Some(&src) => self.fragment_decl(src)?.elem,
+            None => decl.elem,
+        };
+        let acc_coords = share(FragmentRole::Accumulator, decl.shape, acc_elem);
         let dst_slots = self.fragment_slots(dst)?;
-        for (slot, (r, c)) in dst_slots.iter().zip(share(decl.role, decl.shape)) {
+        for (slot, (r, c)) in dst_slots
+            .iter()
+            .zip(share(decl.role, decl.shape, decl.elem))
+        {
             let source = (c.c / n) as usize;
             let col = Coord { c: c.c % n, ..c };
             let element = acc_coords

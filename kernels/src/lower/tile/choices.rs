@@ -180,6 +180,8 @@ mod tests {
         assert!(choices.contains(&"mma m64n256k16 128x256x64 4 stages by copies".into()));
         let double = OpSpec::Gemm(GemmSpec::new(F64, 70, 60, 36));
         let choices = every_choice_conforms(&double, &sm90, "sm90 f64");
+        // Hopper's f64 shape first, the older one among the alternatives.
+        assert!(choices[0].starts_with("mma m16n8k16"), "{choices:?}");
         assert!(
             choices.iter().any(|c| c.starts_with("mma m8n8k4")),
             "{choices:?}"

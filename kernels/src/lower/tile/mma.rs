@@ -117,6 +117,18 @@ impl MmaTile {
         }
     }
 
+    /// f64 on m16n8k16 (Hopper's DMMA shape): 8 warps of 32 × 32 (a 64 × 128 tile)
+    /// or 4 (64 × 64), `bk`-deep slabs.
+    fn double16(large: bool, bk: u32) -> MmaTile {
+        MmaTile {
+            fm: 2,
+            shape: MmaShape::M16N8K16,
+            bk,
+            epilogue_frags: 2,
+            ..MmaTile::double(large)
+        }
+    }
+
     /// Two warpgroups of 64 × 256 (a 128 × 256 tile), for the copy pipeline.
     fn wide_warpgroup(input: ScalarType) -> MmaTile {
         MmaTile {
@@ -260,13 +272,13 @@ pub(crate) fn choose(core: &GemmCore, caps: &TargetCaps) -> Option<MmaTile> {
     let large = if warpgroups(core, caps) {
         MmaTile::warpgroup(core.a.dtype)
     } else {
-        kind(core, true)?
+        kind(core, caps, true)?
     };
     // The large tile where it still fills about a device's worth of workgroups.
     let tile = if tiles(large) >= 96 || forced() != Forced::None {
         large
     } else {
-        kind(core, false)?
+        kind(core, caps, false)?
     };
     // Slabs through asynchronous copies where the device has them, both operands
     // move in pieces of 4, 8 or 16 bytes and the deeper stages fit; on warpgroups,
@@ -307,7 +319,12 @@ pub(crate) fn alternatives(core: &GemmCore, caps: &TargetCaps) -> Vec<MmaTile> {
         consider(Some(narrow));
     }
     for large in [true, false] {
-        if let Some(t) = kind(core, large) {
+        let mut kinds: Vec<MmaTile> = kind(core, caps, large).into_iter().collect();
+        if core.a.dtype == ScalarType::F64 && caps.f64_m16_fragments {
+            // The 32-deep slabs, and the m8n8k4 tiles of older devices.
+            kinds.extend([MmaTile::double16(large, 32), MmaTile::double(large)]);
+        }
+        for t in kinds {
             consider(copied(core, caps, t));
             consider(Some(t));
         }
@@ -323,10 +340,11 @@ fn eligible(core: &GemmCore, caps: &TargetCaps) -> bool {
         && core.k > 0
 }
 
-/// The `mma.sync` tile (large or small) of `core`'s operand type.
-fn kind(core: &GemmCore, large: bool) -> Option<MmaTile> {
+/// The `mma.sync` tile (large or small) of `core`'s operand type on `caps`.
+fn kind(core: &GemmCore, caps: &TargetCaps, large: bool) -> Option<MmaTile> {
     match core.a.dtype {
         ScalarType::F16 | ScalarType::Bf16 => Some(MmaTile::half(core.a.dtype, large)),
+        ScalarType::F64 if caps.f64_m16_fragments => Some(MmaTile::double16(large, 16)),
         ScalarType::F64 => Some(MmaTile::double(large)),
         _ => None,
     }

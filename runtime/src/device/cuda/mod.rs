@@ -594,6 +594,7 @@ impl DeviceProperties {
             matrix_fragments: self.sm >= kernelc_codegen::ptx::FRAGMENTS_MIN_SM,
             warpgroup_fragments: self.sm == kernelc_codegen::ptx::WARPGROUP_SM,
             async_copies: self.sm >= kernelc_codegen::ptx::ASYNC_COPY_MIN_SM,
+            f64_m16_fragments: self.sm >= kernelc_codegen::ptx::F64_M16_FRAGMENTS_MIN_SM,
             opt_in_shared_memory_bytes: self.opt_in_shared_memory_per_block,
             ..TargetCaps::cuda_sm90()
         }

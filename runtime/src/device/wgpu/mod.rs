@@ -1074,6 +1074,7 @@ fn caps_from(
         warpgroup_fragments: false,
         async_copies: false,
         opt_in_shared_memory_bytes: limits.max_compute_workgroup_storage_size,
+        f64_m16_fragments: false,
         schedule: None,
     }
 }
