@@ -7,11 +7,11 @@
 //!   [`TUNE_MIN_MULTIPLY_ADDS`] (smaller problems cost less than timing them), with
 //!   [`Autotune::On`] (the default; `KERNELC_AUTOTUNE=off` keeps the heuristics).
 //! * **How**: on scratch inputs of the op's shapes (never the caller's tensors),
-//!   each schedule is lowered and compiled (the alternatives side by side, as many
-//!   as the host has threads), run once to warm up, then timed over at least 3
+//!   each schedule is lowered and compiled (the alternatives four at a time, side
+//!   by side), run once to warm up, then timed over at least 3
 //!   synchronised runs (up to 10 within 50 ms); the median decides. The heuristics'
 //!   schedule is timed first, the others while the [`TUNING_BUDGET`] lasts (a batch
-//!   of compiles or a timing that would pass it is not started). The heuristics'
+//!   of compiles or a timing started past it is not started). The heuristics'
 //!   compile, which the call needs anyway, is not tuning time.
 //! * **Kept**: per runtime in memory, and in the disk cache beside the kernels (one
 //!   `<key>.tune` file per shape class and device, JSON under the cache's checksummed
@@ -36,6 +36,9 @@ pub const TUNING_BUDGET: Duration = Duration::from_secs(1);
 
 /// Plans of fewer multiply-adds are not tuned: the heuristics' schedule serves them.
 pub const TUNE_MIN_MULTIPLY_ADDS: u64 = 1 << 27;
+
+/// Schedules compiled side by side, then timed, before the next batch is compiled.
+const COMPILE_BATCH: usize = 4;
 
 /// Timed runs per schedule: at least the first, at most the second, within
 /// [`TIMING_WINDOW`] past the first.
@@ -254,14 +257,14 @@ impl Runtime {
             .map(|sig| self.zeros(&sig.shape, sig.dtype))
             .collect::<Result<Vec<_>>>()?;
         let (inputs, outputs) = (refs(&inputs), refs(&outputs));
-        let others = self.compile_schedules(&structural, caps, &tunable.choices[1..], started);
         let mut candidates = Vec::with_capacity(tunable.choices.len());
         let mut last_cost = Duration::ZERO;
-        let all = std::iter::once(Ok(first)).chain(others);
-        for (i, (name, prepared)) in tunable.choices.iter().zip(all).enumerate() {
+        let mut time = |name: &String, prepared: std::result::Result<Prepared, Untimed>| {
             let candidate_started = Instant::now();
             let timed = match prepared {
-                _ if i > 0 && started.elapsed() + last_cost > TUNING_BUDGET => Err(Untimed::Budget),
+                _ if !candidates.is_empty() && started.elapsed() + last_cost > TUNING_BUDGET => {
+                    Err(Untimed::Budget)
+                }
                 Ok(p) => self
                     .time_prepared(spec, &p, &inputs, &outputs)
                     .map_err(Untimed::Failed),
@@ -270,7 +273,9 @@ impl Runtime {
             last_cost = candidate_started.elapsed();
             let (micros, note) = match timed {
                 Ok(median) => (Some(median.as_secs_f64() * 1e6), None),
-                Err(Untimed::Failed(e)) if i == 0 => return Err(e),
+                // The heuristics' schedule is what the op runs untuned: its failure
+                // is the op's.
+                Err(Untimed::Failed(e)) if candidates.is_empty() => return Err(e),
                 Err(Untimed::Budget) => {
                     (None, Some("not timed: the tuning budget was spent".into()))
                 }
@@ -281,6 +286,20 @@ impl Runtime {
                 micros,
                 note,
             });
+            Ok(())
+        };
+        time(&tunable.choices[0], Ok(first))?;
+        // The others in batches compiled side by side, each batch timed before the
+        // next is compiled.
+        for batch in tunable.choices[1..].chunks(COMPILE_BATCH) {
+            let compiled = if started.elapsed() > TUNING_BUDGET {
+                batch.iter().map(|_| Err(Untimed::Budget)).collect()
+            } else {
+                self.compile_schedules(&structural, caps, batch)
+            };
+            for (name, prepared) in batch.iter().zip(compiled) {
+                time(name, prepared)?;
+            }
         }
         let chosen = candidates
             .iter()
@@ -316,44 +335,36 @@ impl Runtime {
         Ok(record)
     }
 
-    /// The schedules `names` of `spec` lowered and compiled, as many side by side as
-    /// the host has threads (a tensor-core kernel's compile takes hundreds of
-    /// milliseconds, its run well under one); batches not started once the budget
-    /// (counted from `started`) is spent.
+    /// The schedules `names` of `spec` lowered and compiled side by side (a
+    /// tensor-core kernel's compile takes hundreds of milliseconds, its run well
+    /// under one).
     fn compile_schedules(
         &self,
         spec: &OpSpec,
         caps: &TargetCaps,
         names: &[String],
-        started: Instant,
     ) -> Vec<std::result::Result<Prepared, Untimed>> {
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let mut compiled = Vec::with_capacity(names.len());
-        for batch in names.chunks(threads) {
-            if started.elapsed() > TUNING_BUDGET {
-                compiled.extend(batch.iter().map(|_| Err(Untimed::Budget)));
-                continue;
-            }
-            let compile = |name: &String| {
-                self.lower(spec, &with_schedule(caps, name))
-                    .and_then(|plan| self.prepare_plan(plan, spec))
-                    .map_err(Untimed::Failed)
-            };
-            std::thread::scope(|scope| {
-                let handles: Vec<_> = batch
-                    .iter()
-                    .map(|name| scope.spawn(move || compile(name)))
-                    .collect();
-                for handle in handles {
-                    compiled.push(handle.join().unwrap_or_else(|_| {
+        let compile = |name: &String| {
+            self.lower(spec, &with_schedule(caps, name))
+                .and_then(|plan| self.prepare_plan(plan, spec))
+                .map_err(Untimed::Failed)
+        };
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = names
+                .iter()
+                .map(|name| scope.spawn(move || compile(name)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|handle| {
+                    handle.join().unwrap_or_else(|_| {
                         Err(Untimed::Failed(RuntimeError::Internal(
                             "a schedule's compile panicked".into(),
                         )))
-                    }));
-                }
-            });
-        }
-        compiled
+                    })
+                })
+                .collect()
+        })
     }
 
     /// Median wall time of one synchronised run of `prepared` after a warm-up run.
