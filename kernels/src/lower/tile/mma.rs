@@ -158,15 +158,22 @@ impl MmaTile {
     }
 
     /// The tile's name among a plan's schedules (`Tunable::choices`):
-    /// `"mma m64n256k16 128x256x64 4 stages by copies"`.
+    /// `"mma m64n256k16 128x256x64 2x1 warpgroups 4 stages by copies"`.
     pub(crate) fn name(&self) -> String {
         let MmaShape { m, n, k } = self.shape;
         let staging = if self.copies { "copies" } else { "registers" };
+        let group = if self.shape.is_warpgroup() {
+            "warpgroups"
+        } else {
+            "warps"
+        };
         format!(
-            "mma m{m}n{n}k{k} {}x{}x{} {} stages by {staging}",
+            "mma m{m}n{n}k{k} {}x{}x{} {}x{} {group} {} stages by {staging}",
             self.bm(),
             self.bn(),
             self.bk,
+            self.wm,
+            self.wn,
             self.stages
         )
     }
@@ -322,8 +329,21 @@ pub(crate) fn alternatives(core: &GemmCore, caps: &TargetCaps) -> Vec<MmaTile> {
     for large in [true, false] {
         let mut kinds: Vec<MmaTile> = kind(core, caps, large).into_iter().collect();
         if core.a.dtype == ScalarType::F64 && caps.f64_m16_fragments {
-            // The 32-deep slabs, and the m8n8k4 tiles of older devices.
+            // The 32-deep slabs, the m8n8k4 tiles of older devices, and (on an H200
+            // the small tile ran 10% faster than the large) 64 × 64 on 8 warps of
+            // 16 × 32 and 64 × 32 on 4 of 32 × 16.
             kinds.extend([MmaTile::double16(large, 32), MmaTile::double(large)]);
+            if !large {
+                let small = MmaTile::double16(false, 16);
+                kinds.extend([
+                    MmaTile {
+                        wm: 4,
+                        fm: 1,
+                        ..small
+                    },
+                    MmaTile { fn_: 2, ..small },
+                ]);
+            }
         }
         // Staged by registers only where copies cannot (they ran 1.2-2× slower on
         // an H200 wherever both could).
