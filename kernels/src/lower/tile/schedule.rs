@@ -87,6 +87,23 @@ fn round_up(v: u32, to: u32) -> u32 {
 }
 
 impl Tile {
+    /// `ty × tx` invocations of one `tm × tn` micro-tile each, `bk`-deep slabs,
+    /// vectors of up to `v` lanes along N, and along M where `tm` is a multiple.
+    fn of_invocations(ty: u32, tx: u32, tm: u32, tn: u32, bk: u32, v: u32) -> Tile {
+        Tile {
+            bm: ty * tm,
+            bn: tx * tn,
+            bk,
+            ty,
+            tx,
+            tm,
+            tn,
+            vn: v.min(tn) as u8,
+            vm: if tm % v == 0 { v as u8 } else { 1 },
+            unroll: bk,
+        }
+    }
+
     /// The tile's name among a plan's schedules (`Tunable::choices`):
     /// `"simt 128x128x8 16x16 of 8x8"`.
     pub(crate) fn name(&self) -> String {
@@ -107,18 +124,7 @@ impl Tile {
 pub(crate) fn simt_alternatives(core: &GemmCore, caps: &TargetCaps) -> Vec<Tile> {
     let first = choose_tile(core, caps);
     let v = vector_lanes(core.compute(), caps) as u32;
-    let tile = |(ty, tx, tm, tn, bk): (u32, u32, u32, u32, u32)| Tile {
-        bm: ty * tm,
-        bn: tx * tn,
-        bk,
-        ty,
-        tx,
-        tm,
-        tn,
-        vn: v.min(tn) as u8,
-        vm: if tm % v == 0 { v as u8 } else { 1 },
-        unroll: bk,
-    };
+    let tile = |(ty, tx, tm, tn, bk)| Tile::of_invocations(ty, tx, tm, tn, bk, v);
     let mut tiles = vec![first];
     let others: Vec<Tile> = if caps.is_serial() {
         let bk = |most: u32| round_up(core.k, 8).min(most);
@@ -200,20 +206,7 @@ pub(crate) fn choose_tile(core: &GemmCore, caps: &TargetCaps) -> Tile {
             (ty, tx) = flat;
         }
     }
-    let vn = v.min(tn);
-    let vm = if tm % v == 0 { v } else { 1 };
-    Tile {
-        bm: ty * tm,
-        bn: tx * tn,
-        bk,
-        ty,
-        tx,
-        tm,
-        tn,
-        vn: vn as u8,
-        vm: vm as u8,
-        unroll: bk,
-    }
+    Tile::of_invocations(ty, tx, tm, tn, bk, v)
 }
 
 // ---------------------------------------------------------------------------------------
