@@ -10,8 +10,10 @@
 //!   each schedule is lowered and compiled (the alternatives four at a time, side
 //!   by side), run once to warm up, then timed over at least 3
 //!   synchronised runs (up to 10 within 50 ms); the median decides. The heuristics'
-//!   schedule is timed first, the others while the [`TUNING_BUDGET`] lasts (a batch
-//!   of compiles or a timing started past it is not started). The heuristics'
+//!   schedule is timed first, the others while the [`TUNING_BUDGET`] lasts: no batch
+//!   of compiles starts past it, and no timing that would pass it, unless that timing
+//!   is cheap (the last one took at most the 50 ms timing window: the compile, the
+//!   expensive part, is spent by then). The heuristics'
 //!   compile, which the call needs anyway, is not tuning time.
 //! * **Kept**: per runtime in memory, and in the disk cache beside the kernels (one
 //!   `<key>.tune` file per shape class and device, JSON under the cache's checksummed
@@ -261,10 +263,11 @@ impl Runtime {
         let mut last_cost = Duration::ZERO;
         let mut time = |name: &String, prepared: std::result::Result<Prepared, Untimed>| {
             let candidate_started = Instant::now();
+            // A compiled schedule is timed unless its timing (as long as the last
+            // one's) would pass the budget and cost more than the timing window.
+            let over = started.elapsed() + last_cost > TUNING_BUDGET && last_cost > TIMING_WINDOW;
             let timed = match prepared {
-                _ if !candidates.is_empty() && started.elapsed() + last_cost > TUNING_BUDGET => {
-                    Err(Untimed::Budget)
-                }
+                _ if !candidates.is_empty() && over => Err(Untimed::Budget),
                 Ok(p) => self
                     .time_prepared(spec, &p, &inputs, &outputs)
                     .map_err(Untimed::Failed),

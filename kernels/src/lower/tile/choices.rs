@@ -168,7 +168,7 @@ mod tests {
         for (label, caps, count) in [
             ("cpu", TargetCaps::cpu(), 3),
             ("gpu", TargetCaps::gpu_baseline(), 3),
-            ("cuda f32", TargetCaps::cuda_sm90(), 5),
+            ("cuda f32", TargetCaps::cuda_sm90(), 4),
         ] {
             let choices = every_choice_conforms(&spec, &caps, label);
             assert_eq!(choices.len(), count, "{label}: {choices:?}");

@@ -117,8 +117,8 @@ impl Tile {
 /// Every SIMT tile `core` may take on `caps`, [`choose_tile`]'s first: the
 /// alternatives autotuning times. On a GPU, the two micro-tiles of the heuristics
 /// (`8 × 8` over 128 × 128, `4 × 4` over 64 × 64) whichever it picked, the first with
-/// 16- and 32-deep slabs too (16-deep: 1.5× the 8-deep one's speed at f32 4096³ on
-/// an H200), and `8 × 8` on 128 invocations (64 × 128); on a CPU, a larger and a
+/// 16-deep slabs too (1.5× the 8-deep one's speed at f32 4096³ on an H200; 32-deep
+/// ones were slower than 16), and `8 × 8` on 128 invocations (64 × 128); on a CPU, a larger and a
 /// flatter tile than its 32 × 32. Only tiles whose slabs fit the shared memory as
 /// they are (a tile that must halve its slab is another's twin).
 pub(crate) fn simt_alternatives(core: &GemmCore, caps: &TargetCaps) -> Vec<Tile> {
@@ -140,7 +140,6 @@ pub(crate) fn simt_alternatives(core: &GemmCore, caps: &TargetCaps) -> Vec<Tile>
             tile((16, 16, 8, 8, 8)),
             tile((16, 16, 4, 4, 16)),
             tile((16, 16, 8, 8, 16)),
-            tile((16, 16, 8, 8, 32)),
             tile((8, 16, 8, 8, 8)),
         ]
     } else {
