@@ -696,6 +696,35 @@ fn ptx_uses_tensor_cores_only_where_the_sm_has_them() {
     }
 }
 
+/// An f64 GEMM's PTX multiplies on Hopper's m16n8k16 DMMA shape for sm_90 and on
+/// m8n8k4 for sm_80 (which lacks the former: emitting it there would be refused).
+#[cfg(feature = "cuda")]
+#[test]
+fn f64_ptx_takes_the_dmma_shape_of_its_sm() {
+    use kernelc::aot::{emit_op, EmitOptions, Target};
+    let spec: OpSpec = serde_json::from_str(
+        r#"{"op":"gemm","dtype":"f64","m":64,"n":64,"k":64,"alpha":1.0,"beta":0.0,"trans_a":false,"trans_b":false,"bias":false}"#,
+    )
+    .expect("a spec");
+    for (sm, ptx_isa, shape) in [(90, 90, "m16n8k16"), (80, 80, "m8n8k4")] {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let options = EmitOptions {
+            sm,
+            ptx_isa,
+            ..EmitOptions::default()
+        };
+        let entry = emit_op(&spec, "gemm", Target::Ptx, &options, dir.path())
+            .unwrap_or_else(|e| panic!("sm_{sm}: {e}"));
+        let text: String = entry
+            .launches
+            .iter()
+            .map(|l| std::fs::read_to_string(dir.path().join(&l.file)).expect("the artifact"))
+            .collect();
+        let want = format!("mma.sync.aligned.{shape}.row.col.f64");
+        assert!(text.contains(&want), "sm_{sm}: no {want}");
+    }
+}
+
 /// Ahead-of-time PTX stays within 48 KiB of static shared memory (no dynamic shared
 /// array: a program launching it without kernelc would not opt it in), also for the
 /// ops whose JIT kernels take more on a Hopper (bf16 attention on tensor cores).

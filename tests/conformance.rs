@@ -73,15 +73,24 @@ fn tunable_cases() -> Vec<OpSpec> {
 }
 
 /// Every schedule each of `specs` offers on `rt`'s device (what autotuning may
-/// choose), forced in turn.
+/// choose), forced in turn; each must be a plan of its own (a schedule not taken
+/// would leave the heuristics' plan and test nothing new).
 fn run_every_schedule(mut rt: kernelc::runtime::Runtime, specs: &[OpSpec]) {
     let mut forced = 0;
     for spec in specs {
         let Some(tunable) = rt.plan(spec).expect("lowers").tunable.clone() else {
             continue;
         };
+        let mut plans = Vec::new();
         for name in &tunable.choices {
             rt.set_schedule(Some(name.clone()));
+            let plan = rt.plan(spec).expect("lowers");
+            assert!(
+                !plans.contains(&plan.launches),
+                "{}: schedule `{name}` lowers as another one does",
+                spec.name()
+            );
+            plans.push(plan.launches.clone());
             let caps = rt.caps().clone();
             conform(&rt, &caps, std::slice::from_ref(spec), SEED)
                 .assert_ok(&format!("{} with schedule `{name}`", rt.name()));

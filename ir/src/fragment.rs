@@ -149,7 +149,9 @@ impl MmaShape {
 }
 
 /// The multiplies the IR has: a shape, the element type of `A` and `B`, and that of
-/// the accumulators. Every one of them runs everywhere (natively or expanded).
+/// the accumulators. Every one of them runs everywhere: natively where the target
+/// has it, expanded elsewhere (the warpgroup shapes need sm_90a's `wgmma`, f64
+/// m16n8k16 sm_90's DMMA; the rest sm_80's `mma.sync`).
 pub const MMA_KINDS: [(MmaShape, ScalarType, ScalarType); 14] = [
     (MmaShape::M16N8K16, ScalarType::F16, ScalarType::F32),
     (MmaShape::M16N8K16, ScalarType::Bf16, ScalarType::F32),
@@ -273,6 +275,11 @@ impl FragmentDecl {
     /// `mma` or up to the next barrier: a warpgroup's `A` or `B` (module docs).
     pub fn is_read_in_place(&self) -> bool {
         self.shape.is_warpgroup() && self.role != FragmentRole::Accumulator
+    }
+    /// Whether it is of Hopper's f64 shape (m16n8k16 of f64), which older tensor
+    /// cores lack: a target without it expands such a kernel.
+    pub fn is_f64_m16(&self) -> bool {
+        self.shape == MmaShape::M16N8K16 && self.elem == ScalarType::F64
     }
 }
 

@@ -519,17 +519,23 @@ fn a_warpgroup_operand_keeps_one_layout() {
     );
 }
 
-/// A target with warp fragments but not warpgroup ones gets a warpgroup kernel
-/// expanded whole, and keeps a warp kernel's fragments.
+/// A target with warp fragments but not warpgroup ones (or not Hopper's f64
+/// m16n8k16) gets such a kernel expanded whole, and keeps the other kernels'
+/// fragments.
 #[test]
-fn warpgroup_fragments_are_expanded_where_only_warp_fragments_run() {
+fn fragments_a_target_lacks_are_expanded_where_only_the_others_run() {
     use kernelc_ir::passes::{for_target, MathExpansion};
     let warp_only = MathExpansion::none().with_native_fragments(true);
-    let both = warp_only.clone().with_native_warpgroup_fragments(true);
+    let all = warp_only
+        .clone()
+        .with_native_warpgroup_fragments(true)
+        .with_native_f64_m16_fragments(true);
     for g in every_kind(Some(true)) {
         let kernel = g.kernel();
+        let hopper_only =
+            g.shape.is_warpgroup() || (g.shape == MmaShape::M16N8K16 && g.input == ScalarType::F64);
         let kept = for_target(&kernel, &warp_only).uses_fragments();
-        assert_eq!(kept, !g.shape.is_warpgroup(), "{:?}", g.shape);
-        assert!(for_target(&kernel, &both).uses_fragments(), "{:?}", g.shape);
+        assert_eq!(kept, !hopper_only, "{:?} {}", g.shape, g.input);
+        assert!(for_target(&kernel, &all).uses_fragments(), "{:?}", g.shape);
     }
 }

@@ -95,7 +95,8 @@ impl Runtime {
     /// A runtime on the chosen device, with its caches configured from the
     /// environment: the disk cache by `KERNELC_CACHE_DIR`, `KERNELC_CACHE=off` and
     /// `KERNELC_CACHE_MAX_BYTES` ([`DiskCache::from_env`]), the memory caches by
-    /// `KERNELC_PLAN_CACHE` and `KERNELC_KERNEL_CACHE` ([`RuntimeOptions::from_env`]).
+    /// `KERNELC_PLAN_CACHE` and `KERNELC_KERNEL_CACHE`, autotuning by
+    /// `KERNELC_AUTOTUNE` ([`RuntimeOptions::from_env`]).
     /// A malformed variable is a [`RuntimeError::BadArgument`] naming it.
     pub fn new(choice: DeviceChoice) -> Result<Runtime> {
         let disk = DiskCache::from_env().map_err(RuntimeError::BadArgument)?;
@@ -118,7 +119,8 @@ impl Runtime {
         Runtime::with_options(Device::cpu(), disk, options)
     }
 
-    /// A runtime on `device` with an explicit disk cache and default memory caches.
+    /// A runtime on `device` with an explicit disk cache and the default options
+    /// ([`RuntimeOptions::default`]: the environment is not read; autotuning on).
     pub fn with_device(device: Device, disk: DiskCache) -> Runtime {
         Runtime::with_options(device, disk, RuntimeOptions::default())
     }
@@ -643,8 +645,17 @@ impl Runtime {
         // value (kernelc-kernels checks that lowering never reads them).
         let structural = spec.structural();
         let plan = self.lower(&structural, caps)?;
-        let plan = self.tuned_plan(spec, caps, plan, true)?;
-        let prepared = Arc::new(self.prepare_plan(plan, &structural)?);
+        let tuned = self.tuned_plan(spec, caps, plan.clone(), true)?;
+        let prepared = match self.prepare_plan(tuned.clone(), &structural) {
+            Ok(prepared) => prepared,
+            // A tuned schedule that does not compile here leaves the heuristics'.
+            Err(e) if !Arc::ptr_eq(&tuned, &plan) => {
+                tracing::warn!(error = %e, "the tuned schedule does not compile; the heuristics' serves");
+                self.prepare_plan(plan, &structural)?
+            }
+            Err(e) => return Err(e),
+        };
+        let prepared = Arc::new(prepared);
         self.prepared.insert(key, prepared.clone());
         Ok(prepared)
     }

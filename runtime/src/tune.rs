@@ -15,6 +15,15 @@
 //!   is cheap (the last one took at most the 50 ms timing window: the compile, the
 //!   expensive part, is spent by then). The heuristics'
 //!   compile, which the call needs anyway, is not tuning time.
+//! * **Failures**: tuning is an optimisation. An error queued on the device before
+//!   it is the caller's and returned as such; where tuning itself fails (scratch
+//!   memory, a schedule that does not run) or a stored choice does not lower or
+//!   compile here, the heuristics' schedule serves (a `tracing` warning says why).
+//! * **Threads**: timing synchronises the whole device, so work other threads queue
+//!   on the same runtime meanwhile counts in a schedule's time, and an error of
+//!   theirs surfacing then is taken for the schedule's failure; two first calls of
+//!   one class at once both tune. Tune on a quiet device for choices worth keeping
+//!   (`Runtime::retune` replaces one).
 //! * **Kept**: per runtime in memory, and in the disk cache beside the kernels (one
 //!   `<key>.tune` file per shape class and device, JSON under the cache's checksummed
 //!   header; the key covers the class, the device's name, target and options and the
@@ -131,8 +140,9 @@ pub struct TuneReport {
 impl Runtime {
     /// The tuned schedule of `spec`'s shape class: the stored choice if there is one
     /// (memory, then disk), else timed now, whatever [`Autotune`] and the problem's
-    /// size say. `None` when lowering offers no choice for `spec`. The next call of
-    /// `spec` runs the choice.
+    /// size say (the heuristics' choices are timed, not a schedule set by hand).
+    /// `None` when lowering offers no choice for `spec`. The next call of `spec`
+    /// runs the choice, unless autotuning is off or a schedule is set by hand.
     pub fn tune(&self, spec: &OpSpec) -> Result<Option<TuneReport>> {
         self.tune_with(spec, false)
     }
@@ -146,7 +156,11 @@ impl Runtime {
     fn tune_with(&self, spec: &OpSpec, again: bool) -> Result<Option<TuneReport>> {
         spec.validate()?;
         let structural = spec.structural();
-        let plan = self.lower(&structural, self.caps())?;
+        let caps = TargetCaps {
+            schedule: None,
+            ..self.caps().clone()
+        };
+        let plan = self.lower(&structural, &caps)?;
         let Some(tunable) = plan.tunable.clone().filter(|t| t.choices.len() > 1) else {
             return Ok(None);
         };
@@ -157,10 +171,14 @@ impl Runtime {
         };
         let report = match stored {
             Some(report) => report,
-            None => TuneReport {
-                record: self.time_schedules(spec, self.caps(), &plan, &tunable)?,
-                source: TuneSource::Timed,
-            },
+            None => {
+                // An error queued before now is the caller's, not a schedule's.
+                self.synchronize()?;
+                TuneReport {
+                    record: self.time_schedules(spec, &caps, &plan, &tunable)?,
+                    source: TuneSource::Timed,
+                }
+            }
         };
         self.forget_plan(spec)?;
         Ok(Some(report))
@@ -187,14 +205,31 @@ impl Runtime {
         let record = match self.stored_tuning(&tunable.class) {
             Some(report) => report.record,
             None if may_time && tunable.multiply_adds >= TUNE_MIN_MULTIPLY_ADDS => {
-                self.time_schedules(spec, caps, &plan, &tunable)?
+                // An error queued before now is the caller's, not a schedule's.
+                self.synchronize()?;
+                // Tuning is an optimisation: where it fails (scratch memory, a
+                // schedule that does not run), the heuristics' plan serves, and
+                // fails as it would have, if it is the culprit.
+                match self.time_schedules(spec, caps, &plan, &tunable) {
+                    Ok(record) => record,
+                    Err(e) => {
+                        tracing::warn!(class = %tunable.class, error = %e, "tuning failed; the heuristics' schedule serves");
+                        return Ok(plan);
+                    }
+                }
             }
             None => return Ok(plan),
         };
         if record.chosen == tunable.choices[0] || !tunable.choices.contains(&record.chosen) {
             return Ok(plan);
         }
-        self.lower(&spec.structural(), &with_schedule(caps, &record.chosen))
+        match self.lower(&spec.structural(), &with_schedule(caps, &record.chosen)) {
+            Ok(tuned) => Ok(tuned),
+            Err(e) => {
+                tracing::warn!(chosen = %record.chosen, error = %e, "the tuned schedule does not lower; the heuristics' serves");
+                Ok(plan)
+            }
+        }
     }
 
     /// The stored choice for `class`: this runtime's, else the disk cache's (then
@@ -245,8 +280,6 @@ impl Runtime {
         plan: &Arc<Plan>,
         tunable: &Tunable,
     ) -> Result<Arc<TuneRecord>> {
-        // An error queued before now is the caller's, not a schedule's.
-        self.synchronize()?;
         let structural = spec.structural();
         // The heuristics' schedule is compiled for the call anyway: not tuning time.
         // Its failure is the op's.
@@ -264,16 +297,17 @@ impl Runtime {
         let mut time = |name: &String, prepared: std::result::Result<Prepared, Untimed>| {
             let candidate_started = Instant::now();
             // A compiled schedule is timed unless its timing (as long as the last
-            // one's) would pass the budget and cost more than the timing window.
+            // timing's) would pass the budget and cost more than the timing window.
             let over = started.elapsed() + last_cost > TUNING_BUDGET && last_cost > TIMING_WINDOW;
             let timed = match prepared {
-                _ if !candidates.is_empty() && over => Err(Untimed::Budget),
-                Ok(p) => self
-                    .time_prepared(spec, &p, &inputs, &outputs)
-                    .map_err(Untimed::Failed),
                 Err(why) => Err(why),
+                Ok(_) if !candidates.is_empty() && over => Err(Untimed::Budget),
+                Ok(p) => {
+                    let timed = self.time_prepared(spec, &p, &inputs, &outputs);
+                    last_cost = candidate_started.elapsed();
+                    timed.map_err(Untimed::Failed)
+                }
             };
-            last_cost = candidate_started.elapsed();
             let (micros, note) = match timed {
                 Ok(median) => (Some(median.as_secs_f64() * 1e6), None),
                 // The heuristics' schedule is what the op runs untuned: its failure

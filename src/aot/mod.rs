@@ -79,6 +79,7 @@ impl Target {
                 // PTX keeps to `mma.sync` (any later GPU's driver can take it).
                 warpgroup_fragments: false,
                 async_copies: options.sm >= kernelc_codegen::ptx::ASYNC_COPY_MIN_SM,
+                f64_m16_fragments: options.sm >= kernelc_codegen::ptx::F64_M16_FRAGMENTS_MIN_SM,
                 // A kernel past 48 KiB of shared memory needs its launcher to opt it
                 // in and pass the size, which the manifest does not carry: every
                 // ahead-of-time kernel stays within the static limit.

@@ -139,25 +139,29 @@ pub fn required_expansion() -> MathExpansion {
         .with_native_exp2_f32(true)
         .with_native_fragments(true)
         .with_native_warpgroup_fragments(true)
+        .with_native_f64_m16_fragments(true)
         .with_native_async_copies(true)
 }
 
 /// [`required_expansion`] for kernels emitted for `sm`: fragments expanded before
-/// [`FRAGMENTS_MIN_SM`], warpgroup fragments on any SM but [`WARPGROUP_SM`],
-/// asynchronous copies before [`ASYNC_COPY_MIN_SM`].
+/// [`FRAGMENTS_MIN_SM`], warpgroup fragments on any SM but [`WARPGROUP_SM`], f64
+/// fragments of m16n8k16 before [`F64_M16_FRAGMENTS_MIN_SM`], asynchronous copies
+/// before [`ASYNC_COPY_MIN_SM`].
 pub fn expansion_for_sm(sm: u32) -> MathExpansion {
     required_expansion()
         .with_native_fragments(sm >= FRAGMENTS_MIN_SM)
         .with_native_warpgroup_fragments(sm == WARPGROUP_SM)
+        .with_native_f64_m16_fragments(sm >= F64_M16_FRAGMENTS_MIN_SM)
         .with_native_async_copies(sm >= ASYNC_COPY_MIN_SM)
 }
 
 /// The oldest SM with `cp.async` (asynchronous copies into shared memory).
 pub const ASYNC_COPY_MIN_SM: u32 = 80;
 
-/// The oldest SM whose `mma.sync` takes every multiply of
-/// [`kernelc_ir::fragment::MMA_KINDS`]: older ones need fragments expanded
-/// (`MathExpansion::native_fragments` off).
+/// The oldest SM whose `mma.sync` takes the multiplies of
+/// [`kernelc_ir::fragment::MMA_KINDS`] but the warpgroup shapes and f64 m16n8k16
+/// (see [`WARPGROUP_SM`], [`F64_M16_FRAGMENTS_MIN_SM`]): older ones need fragments
+/// expanded (`MathExpansion::native_fragments` off).
 pub const FRAGMENTS_MIN_SM: u32 = 80;
 
 /// The oldest SM whose `mma.sync` takes f64 fragments of m16n8k16 (Hopper's DMMA

@@ -8,7 +8,6 @@ use inkwell::module::Module;
 use inkwell::passes::PassBuilderOptions;
 use inkwell::targets::{CodeModel, FileType, RelocMode, Target, TargetMachine, TargetTriple};
 use inkwell::OptimizationLevel;
-use kernelc_ir::fragment::MmaShape;
 use kernelc_ir::Kernel;
 use std::ffi::CString;
 use std::sync::Once;
@@ -191,15 +190,13 @@ pub(super) fn compile(
     if kernel.uses_async_copies() && options.sm < super::ASYNC_COPY_MIN_SM {
         return Err(CodegenError::unexpanded_async_copies(super::TARGET));
     }
-    let f64_m16 = kernel
-        .fragments
-        .iter()
-        .any(|f| f.elem == kernelc_ir::ScalarType::F64 && f.shape == MmaShape::M16N8K16);
+    let f64_m16 = kernel.fragments.iter().any(|f| f.is_f64_m16());
     if f64_m16 && options.sm < super::F64_M16_FRAGMENTS_MIN_SM {
         return Err(CodegenError::Unsupported {
             target: super::TARGET,
             construct: format!(
-                "f64 fragments of m16n8k16 on sm_{}: DMMA has that shape from sm_{} on;                  use m8n8k4",
+                "f64 fragments of m16n8k16 on sm_{}: DMMA has that shape from sm_{} on; \
+                 expand them (kernelc_ir::passes::expand_fragments) or use m8n8k4",
                 options.sm,
                 super::F64_M16_FRAGMENTS_MIN_SM
             ),

@@ -53,6 +53,7 @@ pub fn required_expansion() -> MathExpansion {
         .with_native_exp2_f32(false)
         .with_native_fragments(false)
         .with_native_warpgroup_fragments(false)
+        .with_native_f64_m16_fragments(false)
         .with_native_async_copies(false)
 }
 

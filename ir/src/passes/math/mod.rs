@@ -185,6 +185,9 @@ pub struct MathExpansion {
     /// A kernel with them on a target that runs only warp fragments is expanded
     /// whole.
     pub native_warpgroup_fragments: bool,
+    /// Whether it also runs f64 fragments of m16n8k16 (Hopper's DMMA shape). A
+    /// kernel with them on a target that lacks it is expanded whole.
+    pub native_f64_m16_fragments: bool,
     /// Whether the target runs asynchronous copies itself (`cp.async`). When not,
     /// [`for_target`](crate::passes::for_target) expands them into loads and stores
     /// ([`expand_async_copies`](crate::passes::expand_async_copies)) first.
@@ -227,6 +230,7 @@ impl MathExpansion {
             native_exp2_f32: false,
             native_fragments: false,
             native_warpgroup_fragments: false,
+            native_f64_m16_fragments: false,
             native_async_copies: false,
         }
     }
@@ -258,10 +262,22 @@ impl MathExpansion {
         }
     }
 
+    /// The same selection, for a target that runs f64 fragments of m16n8k16 itself
+    /// (with [`MathExpansion::with_native_fragments`]).
+    pub fn with_native_f64_m16_fragments(self, native_f64_m16_fragments: bool) -> Self {
+        MathExpansion {
+            native_f64_m16_fragments,
+            ..self
+        }
+    }
+
     /// Whether `kernel`'s fragments (if any) stay for the target to run.
     pub fn runs_fragments_of(&self, kernel: &crate::Kernel) -> bool {
         let warpgroups = kernel.fragments.iter().any(|f| f.shape.is_warpgroup());
-        self.native_fragments && (self.native_warpgroup_fragments || !warpgroups)
+        let f64_m16 = kernel.fragments.iter().any(|f| f.is_f64_m16());
+        self.native_fragments
+            && (self.native_warpgroup_fragments || !warpgroups)
+            && (self.native_f64_m16_fragments || !f64_m16)
     }
 
     /// Expand nothing (the pass is then the identity).

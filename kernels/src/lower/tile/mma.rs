@@ -1,6 +1,6 @@
 //! The tile kernel on matrix fragments (tensor cores): f16 and bf16 operands with f32
-//! sums (m16n8k16), and f64 (m8n8k4, DMMA), on devices whose caps say
-//! `matrix_fragments`.
+//! sums (m16n8k16), and f64 (DMMA: m16n8k16 where the caps say `f64_m16_fragments`,
+//! else m8n8k4), on devices whose caps say `matrix_fragments`.
 //!
 //! A workgroup of `WM × WN` warps computes a `BM × BN` tile of one `C_z`; each warp
 //! owns a block of it as `FM × FN` accumulator fragments ([`MmaTile`]). A loop over
