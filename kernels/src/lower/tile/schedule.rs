@@ -56,18 +56,10 @@ impl Tile {
     #[cfg(test)]
     pub(crate) fn forced(shape: (u32, u32, u32, u32, u32), steps: u32, lanes: u8) -> Tile {
         let (ty, tx, tm, tn, bk) = shape;
-        let v = lanes as u32;
         Tile {
             bm: steps * ty * tm,
             bn: steps * tx * tn,
-            bk,
-            ty,
-            tx,
-            tm,
-            tn,
-            vn: v.min(tn) as u8,
-            vm: if tm % v == 0 { lanes } else { 1 },
-            unroll: bk,
+            ..Tile::of_invocations(ty, tx, tm, tn, bk, lanes as u32)
         }
     }
 }
