@@ -668,30 +668,36 @@ fn every_subcommand_help_has_an_example() {
     }
 }
 
+/// The PTX of a 64³ GEMM of `dtype` emitted ahead of time for `sm`, all launches.
+#[cfg(feature = "cuda")]
+fn gemm_ptx(dtype: &str, sm: u32, ptx_isa: u32) -> String {
+    use kernelc::aot::{emit_op, EmitOptions, Target};
+    let spec: OpSpec = serde_json::from_str(&format!(
+        r#"{{"op":"gemm","dtype":"{dtype}","m":64,"n":64,"k":64,"alpha":1.0,"beta":0.0,"trans_a":false,"trans_b":false,"bias":false}}"#
+    ))
+    .expect("a spec");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let options = EmitOptions {
+        sm,
+        ptx_isa,
+        ..EmitOptions::default()
+    };
+    let entry = emit_op(&spec, "gemm", Target::Ptx, &options, dir.path())
+        .unwrap_or_else(|e| panic!("{dtype} on sm_{sm}: {e}"));
+    entry
+        .launches
+        .iter()
+        .map(|l| std::fs::read_to_string(dir.path().join(&l.file)).expect("the artifact"))
+        .collect()
+}
+
 /// A bf16 GEMM's PTX uses `mma.sync` for sm_90 (the default) and plain code for an SM
 /// before 8.0, which has no `mma` of bf16 (its fragments expanded, its tiles SIMT).
 #[cfg(feature = "cuda")]
 #[test]
 fn ptx_uses_tensor_cores_only_where_the_sm_has_them() {
-    use kernelc::aot::{emit_op, EmitOptions, Target};
-    let spec: OpSpec = serde_json::from_str(
-        r#"{"op":"gemm","dtype":"bf16","m":64,"n":64,"k":64,"alpha":1.0,"beta":0.0,"trans_a":false,"trans_b":false,"bias":false}"#,
-    )
-    .expect("a spec");
     for (sm, ptx_isa, tensor_cores) in [(90, 90, true), (75, 78, false)] {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let options = EmitOptions {
-            sm,
-            ptx_isa,
-            ..EmitOptions::default()
-        };
-        let entry = emit_op(&spec, "gemm", Target::Ptx, &options, dir.path())
-            .unwrap_or_else(|e| panic!("sm_{sm}: {e}"));
-        let text: String = entry
-            .launches
-            .iter()
-            .map(|l| std::fs::read_to_string(dir.path().join(&l.file)).expect("the artifact"))
-            .collect();
+        let text = gemm_ptx("bf16", sm, ptx_isa);
         assert_eq!(text.contains("mma.sync"), tensor_cores, "sm_{sm}");
     }
 }
@@ -701,25 +707,8 @@ fn ptx_uses_tensor_cores_only_where_the_sm_has_them() {
 #[cfg(feature = "cuda")]
 #[test]
 fn f64_ptx_takes_the_dmma_shape_of_its_sm() {
-    use kernelc::aot::{emit_op, EmitOptions, Target};
-    let spec: OpSpec = serde_json::from_str(
-        r#"{"op":"gemm","dtype":"f64","m":64,"n":64,"k":64,"alpha":1.0,"beta":0.0,"trans_a":false,"trans_b":false,"bias":false}"#,
-    )
-    .expect("a spec");
     for (sm, ptx_isa, shape) in [(90, 90, "m16n8k16"), (80, 80, "m8n8k4")] {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let options = EmitOptions {
-            sm,
-            ptx_isa,
-            ..EmitOptions::default()
-        };
-        let entry = emit_op(&spec, "gemm", Target::Ptx, &options, dir.path())
-            .unwrap_or_else(|e| panic!("sm_{sm}: {e}"));
-        let text: String = entry
-            .launches
-            .iter()
-            .map(|l| std::fs::read_to_string(dir.path().join(&l.file)).expect("the artifact"))
-            .collect();
+        let text = gemm_ptx("f64", sm, ptx_isa);
         let want = format!("mma.sync.aligned.{shape}.row.col.f64");
         assert!(text.contains(&want), "sm_{sm}: no {want}");
     }

@@ -13,7 +13,7 @@ use crate::memory::FULL_ALIGNMENT;
 use crate::options::RuntimeOptions;
 use crate::registry::Registry;
 use crate::tensor::Tensor;
-use crate::tune::{Autotune, TuneRecord};
+use crate::tune::{Autotune, TuneRecord, Tuned};
 use kernelc_ir::interp::HostBuffer;
 use kernelc_ir::{passes, Param, ScalarType};
 use kernelc_kernels::lower::{lower, Binding, Plan, Prefill, PrefillSource, TargetCaps};
@@ -618,7 +618,10 @@ impl Runtime {
             return Ok(p.plan.clone());
         }
         let plan = self.lower(&spec.structural(), &self.caps)?;
-        self.tuned_plan(spec, &self.caps, plan, false)
+        Ok(match self.tuned_plan(spec, &self.caps, plan, false)? {
+            Tuned::Plan(plan) => plan,
+            Tuned::Prepared(prepared) => prepared.plan,
+        })
     }
 
     pub(crate) fn lower(&self, spec: &OpSpec, caps: &TargetCaps) -> Result<Arc<Plan>> {
@@ -645,15 +648,17 @@ impl Runtime {
         // value (kernelc-kernels checks that lowering never reads them).
         let structural = spec.structural();
         let plan = self.lower(&structural, caps)?;
-        let tuned = self.tuned_plan(spec, caps, plan.clone(), true)?;
-        let prepared = match self.prepare_plan(tuned.clone(), &structural) {
-            Ok(prepared) => prepared,
-            // A tuned schedule that does not compile here leaves the heuristics'.
-            Err(e) if !Arc::ptr_eq(&tuned, &plan) => {
-                tracing::warn!(error = %e, "the tuned schedule does not compile; the heuristics' serves");
-                self.prepare_plan(plan, &structural)?
-            }
-            Err(e) => return Err(e),
+        let prepared = match self.tuned_plan(spec, caps, plan.clone(), true)? {
+            Tuned::Prepared(prepared) => prepared,
+            Tuned::Plan(tuned) => match self.prepare_plan(tuned.clone(), &structural) {
+                Ok(prepared) => prepared,
+                // A stored schedule that does not compile here leaves the heuristics'.
+                Err(e) if !Arc::ptr_eq(&tuned, &plan) => {
+                    tracing::warn!(error = %e, "the tuned schedule does not compile; the heuristics' serves");
+                    self.prepare_plan(plan, &structural)?
+                }
+                Err(e) => return Err(e),
+            },
         };
         let prepared = Arc::new(prepared);
         self.prepared.insert(key, prepared.clone());
@@ -829,7 +834,7 @@ fn same_elements(found: &[usize], expected: &[usize]) -> bool {
 
 /// A lowered plan with one compiled kernel per launch.
 pub(crate) struct Prepared {
-    plan: Arc<Plan>,
+    pub(crate) plan: Arc<Plan>,
     executables: Vec<Arc<Executable>>,
     name: String,
     inputs: Vec<TensorSig>,

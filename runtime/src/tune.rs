@@ -175,7 +175,7 @@ impl Runtime {
                 // An error queued before now is the caller's, not a schedule's.
                 self.synchronize()?;
                 TuneReport {
-                    record: self.time_schedules(spec, &caps, &plan, &tunable)?,
+                    record: self.time_schedules(spec, &caps, &plan, &tunable)?.0,
                     source: TuneSource::Timed,
                 }
             }
@@ -186,21 +186,21 @@ impl Runtime {
 
     /// `plan` (lowered from `spec` by the heuristics) as the tuned schedule of its
     /// class would have it: lowered again with the stored choice, or (`may_time`)
-    /// with the one timed now when the class is new and the problem large enough.
-    /// With [`Autotune::Off`], `plan` itself.
+    /// the one timed now, already compiled, when the class is new and the problem
+    /// large enough. With [`Autotune::Off`], `plan` itself.
     pub(crate) fn tuned_plan(
         &self,
         spec: &OpSpec,
         caps: &TargetCaps,
         plan: Arc<Plan>,
         may_time: bool,
-    ) -> Result<Arc<Plan>> {
+    ) -> Result<Tuned> {
         // A schedule set by hand (`Runtime::set_schedule`) is not second-guessed.
         if self.autotune() == Autotune::Off || caps.schedule.is_some() {
-            return Ok(plan);
+            return Ok(Tuned::Plan(plan));
         }
         let Some(tunable) = plan.tunable.clone().filter(|t| t.choices.len() > 1) else {
-            return Ok(plan);
+            return Ok(Tuned::Plan(plan));
         };
         let record = match self.stored_tuning(&tunable.class) {
             Some(report) => report.record,
@@ -210,24 +210,24 @@ impl Runtime {
                 // Tuning is an optimisation: where it fails (scratch memory, a
                 // schedule that does not run), the heuristics' plan serves, and
                 // fails as it would have, if it is the culprit.
-                match self.time_schedules(spec, caps, &plan, &tunable) {
-                    Ok(record) => record,
+                return Ok(match self.time_schedules(spec, caps, &plan, &tunable) {
+                    Ok((_, prepared)) => Tuned::Prepared(prepared),
                     Err(e) => {
                         tracing::warn!(class = %tunable.class, error = %e, "tuning failed; the heuristics' schedule serves");
-                        return Ok(plan);
+                        Tuned::Plan(plan)
                     }
-                }
+                });
             }
-            None => return Ok(plan),
+            None => return Ok(Tuned::Plan(plan)),
         };
         if record.chosen == tunable.choices[0] || !tunable.choices.contains(&record.chosen) {
-            return Ok(plan);
+            return Ok(Tuned::Plan(plan));
         }
         match self.lower(&spec.structural(), &with_schedule(caps, &record.chosen)) {
-            Ok(tuned) => Ok(tuned),
+            Ok(tuned) => Ok(Tuned::Plan(tuned)),
             Err(e) => {
                 tracing::warn!(chosen = %record.chosen, error = %e, "the tuned schedule does not lower; the heuristics' serves");
-                Ok(plan)
+                Ok(Tuned::Plan(plan))
             }
         }
     }
@@ -272,14 +272,15 @@ impl Runtime {
     }
 
     /// Times every schedule `tunable` offers for `spec` (whose heuristics' plan is
-    /// `plan`) on scratch operands, within the budget; keeps and returns the record.
+    /// `plan`) on scratch operands, within the budget; keeps and returns the record,
+    /// with the chosen schedule compiled (so the call compiles nothing again).
     fn time_schedules(
         &self,
         spec: &OpSpec,
         caps: &TargetCaps,
         plan: &Arc<Plan>,
         tunable: &Tunable,
-    ) -> Result<Arc<TuneRecord>> {
+    ) -> Result<(Arc<TuneRecord>, Prepared)> {
         let structural = spec.structural();
         // The heuristics' schedule is compiled for the call anyway: not tuning time.
         // Its failure is the op's.
@@ -293,21 +294,25 @@ impl Runtime {
             .collect::<Result<Vec<_>>>()?;
         let (inputs, outputs) = (refs(&inputs), refs(&outputs));
         let mut candidates = Vec::with_capacity(tunable.choices.len());
+        // The compiled schedules, by candidate, for the chosen one's return.
+        let mut compiled: Vec<Option<Prepared>> = Vec::with_capacity(tunable.choices.len());
         let mut last_cost = Duration::ZERO;
         let mut time = |name: &String, prepared: std::result::Result<Prepared, Untimed>| {
             let candidate_started = Instant::now();
             // A compiled schedule is timed unless its timing (as long as the last
             // timing's) would pass the budget and cost more than the timing window.
             let over = started.elapsed() + last_cost > TUNING_BUDGET && last_cost > TIMING_WINDOW;
-            let timed = match prepared {
-                Err(why) => Err(why),
-                Ok(_) if !candidates.is_empty() && over => Err(Untimed::Budget),
+            let (timed, kept) = match prepared {
+                Err(why) => (Err(why), None),
+                Ok(_) if !candidates.is_empty() && over => (Err(Untimed::Budget), None),
                 Ok(p) => {
                     let timed = self.time_prepared(spec, &p, &inputs, &outputs);
                     last_cost = candidate_started.elapsed();
-                    timed.map_err(Untimed::Failed)
+                    let ran = timed.is_ok();
+                    (timed.map_err(Untimed::Failed), ran.then_some(p))
                 }
             };
+            compiled.push(kept);
             let (micros, note) = match timed {
                 Ok(median) => (Some(median.as_secs_f64() * 1e6), None),
                 // The heuristics' schedule is what the op runs untuned: its failure
@@ -329,24 +334,30 @@ impl Runtime {
         // The others in batches compiled side by side, each batch timed before the
         // next is compiled.
         for batch in tunable.choices[1..].chunks(COMPILE_BATCH) {
-            let compiled = if started.elapsed() > TUNING_BUDGET {
+            let batch_compiled = if started.elapsed() > TUNING_BUDGET {
                 batch.iter().map(|_| Err(Untimed::Budget)).collect()
             } else {
                 self.compile_schedules(&structural, caps, batch)
             };
-            for (name, prepared) in batch.iter().zip(compiled) {
+            for (name, prepared) in batch.iter().zip(batch_compiled) {
                 time(name, prepared)?;
             }
         }
-        let chosen = candidates
+        // The heuristics' schedule was timed (or tuning failed above): the fastest
+        // timed one is at hand compiled.
+        let fastest = candidates
             .iter()
-            .filter_map(|c| Some((c.micros?, &c.name)))
+            .enumerate()
+            .filter_map(|(i, c)| Some((c.micros?, i)))
             .min_by(|a, b| a.0.total_cmp(&b.0))
-            .map(|(_, name)| name.clone())
-            .unwrap_or_else(|| tunable.choices[0].clone());
+            .map_or(0, |(_, i)| i);
+        let prepared = compiled
+            .get_mut(fastest)
+            .and_then(Option::take)
+            .ok_or_else(|| RuntimeError::Internal("the fastest schedule is not compiled".into()))?;
         let record = Arc::new(TuneRecord {
             class: tunable.class.clone(),
-            chosen,
+            chosen: candidates[fastest].name.clone(),
             candidates,
             tuning_micros: started.elapsed().as_micros() as u64,
         });
@@ -369,7 +380,7 @@ impl Runtime {
             }
             Err(e) => tracing::warn!(error = %e, "cannot encode the tuning record"),
         }
-        Ok(record)
+        Ok((record, prepared))
     }
 
     /// The schedules `names` of `spec` lowered and compiled side by side (a
@@ -455,6 +466,12 @@ impl Runtime {
 
 fn refs(tensors: &[Tensor]) -> Vec<crate::device::BindingRef<'_>> {
     tensors.iter().map(|t| t.binding()).collect()
+}
+
+/// An op's plan as tuning leaves it: to compile, or compiled while it was timed.
+pub(crate) enum Tuned {
+    Plan(Arc<Plan>),
+    Prepared(Prepared),
 }
 
 /// Why a schedule was not timed.
