@@ -167,7 +167,7 @@ fn gemm_input_rounding_to_f16() {
     let mut g = GemmSpec::new(F32, 1, 1, 1);
     let a = [1.0 + 2f64.powi(-12)]; // not an f16: rounds to 1.0
     close(&run1(&OpSpec::Gemm(g.clone()), &[&a, &[1.0]]), &a, 0.0);
-    g.input_rounding = Some(F16);
+    g.input_rounding = Some(InputRounding::F16);
     close(&run1(&OpSpec::Gemm(g), &[&a, &[1.0]]), &[1.0], 0.0);
 }
 
@@ -1388,7 +1388,7 @@ fn json_round_trip_of_every_variant() {
     g.batch = vec![2, 3];
     g.lda = Some(7);
     g.stride_a = Some(vec![0, 40]);
-    g.input_rounding = Some(Bf16);
+    g.input_rounding = Some(InputRounding::Bf16);
     g.alpha = 0.1;
     g.beta = -1.0 / 3.0;
     g.bias = true;

@@ -93,15 +93,49 @@ fn casts_to_half_types_round_once() {
     assert!(cast(F64, F16, -0.0).is_sign_negative());
 }
 
+/// TF32 keeps 10 significand bits: ties go to the even neighbour, a carry moves to
+/// the next binade (or ∞), NaN, ∞ and subnormals keep their kind.
+#[test]
+fn tf32_rounding_is_nearest_even_on_the_bits() {
+    let r = |bits: u32| round_f32_to_tf32(f32::from_bits(bits)).to_bits();
+    let one = 0x3F80_0000;
+    assert_eq!(r(one), one);
+    assert_eq!(r(one | 0x1000), one, "1 + 2⁻¹¹: a tie, to even (down)");
+    assert_eq!(
+        r(one | 0x3000),
+        one | 0x4000,
+        "1 + 3·2⁻¹¹: a tie, to even (up)"
+    );
+    assert_eq!(r(one | 0x1001), one | 0x2000, "just above a tie: up");
+    assert_eq!(r(one | 0x0FFF), one, "just below a tie: down");
+    assert_eq!(r(0x3FFF_F000), 0x4000_0000, "a carry into the exponent: 2");
+    assert_eq!(r(0x7F7F_FFFF), 0x7F80_0000, "past the largest TF32: ∞");
+    assert_eq!(r(0xFF80_0000), 0xFF80_0000);
+    assert!(f32::from_bits(r(0x7FC0_0001)).is_nan());
+    assert_eq!(
+        r(0x0000_1801),
+        0x0000_2000,
+        "a subnormal rounds at the same bit"
+    );
+    assert_eq!(r(0x8000_0FFF), 0x8000_0000, "to −0");
+    let mut g = GemmSpec::new(F32, 1, 1, 1);
+    g.input_rounding = Some(InputRounding::Tf32);
+    let a = f64::from(f32::from_bits(one | 0x3000));
+    assert_eq!(
+        run1(&OpSpec::Gemm(g), &[&[a], &[3.0]]),
+        [3.0 * f64::from(f32::from_bits(one | 0x4000))]
+    );
+}
+
 #[test]
 fn gemm_input_rounding_rounds_once() {
     let mut g = GemmSpec::new(F32, 1, 1, 1);
-    g.input_rounding = Some(Bf16);
+    g.input_rounding = Some(InputRounding::Bf16);
     assert_eq!(
         run1(&OpSpec::Gemm(g.clone()), &[&[ABOVE_BF16_TIE], &[1.0]]),
         [1.0078125]
     );
-    g.input_rounding = Some(F16);
+    g.input_rounding = Some(InputRounding::F16);
     let just_above = f32::from_bits(0x3F80_1001) as f64; // 1 + 2⁻¹¹ + 2⁻²³
     assert_eq!(
         run1(&OpSpec::Gemm(g), &[&[just_above], &[1.0]]),

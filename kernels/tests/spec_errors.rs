@@ -174,12 +174,16 @@ fn unsupported_dtype() {
         })),
         SpecError::UnsupportedDtype { .. }
     ));
-    let mut g = GemmSpec::new(F32, 2, 2, 2);
-    g.input_rounding = Some(F64);
+    // Rounding applies to f32 GEMMs only; a rounding that is none of f16, bf16 and
+    // tf32 does not parse.
+    let mut g = GemmSpec::new(F64, 2, 2, 2);
+    g.input_rounding = Some(InputRounding::Tf32);
     assert!(matches!(
         err(OpSpec::Gemm(g)),
-        SpecError::UnsupportedDtype { .. }
+        SpecError::BadAttribute { .. }
     ));
+    let json = r#"{"op":"gemm","dtype":"f32","m":2,"n":2,"k":2,"alpha":1.0,"beta":0.0,"input_rounding":"f64"}"#;
+    assert!(serde_json::from_str::<OpSpec>(json).is_err());
 }
 
 #[test]

@@ -108,7 +108,7 @@ impl<B: ComputeBackend + ?Sized> Through<'_, B> {
             }
             OpSpec::Gemm(g) => b.gemm_mixed_precision(
                 match g.input_rounding {
-                    Some(ScalarType::Bf16) => ox::MixedPrecision::Bf16,
+                    Some(InputRounding::Bf16) => ox::MixedPrecision::Bf16,
                     _ => ox::MixedPrecision::F16,
                 },
                 transpose(g.trans_a),
@@ -300,7 +300,7 @@ fn cases() -> Vec<(&'static str, OpSpec)> {
         g.stride_c = Some(vec![strides[2]]);
         v.push(("batched_gemm", g.into()));
     }
-    for rounding in [ScalarType::F16, ScalarType::Bf16] {
+    for rounding in [InputRounding::F16, InputRounding::Bf16] {
         for mnk in sizes {
             let mut g = gemm(F32, mnk, [false, true], 1.0, 0.5);
             g.input_rounding = Some(rounding);

@@ -52,6 +52,23 @@ impl Num {
         }
     }
 
+    /// `v` (f32) rounded to TF32, nearest even, as
+    /// [`round_f32_to_tf32`](crate::ops::round_f32_to_tf32) does on its bits (NaN kept).
+    /// `v` must be simple (a local or a load): it is used twice.
+    pub fn round_to_tf32(&self, v: E) -> E {
+        let u32s = Num {
+            ty: ScalarType::U32,
+            lanes: self.lanes,
+        };
+        let bits = v.clone().bitcast(ScalarType::U32);
+        let kept_lsb = (bits.clone() >> u32s.lit(13.0)) & u32s.lit(1.0);
+        let rounded =
+            (bits + u32s.lit(f64::from(0xFFFu32)) + kept_lsb) & u32s.lit(f64::from(!0x1FFFu32));
+        v.clone()
+            .ne(v.clone())
+            .select(v, rounded.bitcast(ScalarType::F32))
+    }
+
     /// A computed value converted for storage as `storage` ([`for_storage`]).
     pub fn narrow(&self, v: E, storage: ScalarType) -> E {
         for_storage(v, self.ty, storage)

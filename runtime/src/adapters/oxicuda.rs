@@ -35,8 +35,8 @@ use kernelc_kernels::op::Op;
 use kernelc_kernels::ops::conv::{ConvPass, Window2d};
 use kernelc_kernels::ops::gemm::Layout;
 use kernelc_kernels::{
-    AttentionLayout, AttentionSpec, BinaryFn, BinarySpec, Conv2dSpec, GemmSpec, OpSpec, ReduceFn,
-    ReduceSpec, UnaryFn, UnarySpec,
+    ops::gemm::InputRounding, AttentionLayout, AttentionSpec, BinaryFn, BinarySpec, Conv2dSpec,
+    GemmSpec, OpSpec, ReduceFn, ReduceSpec, UnaryFn, UnarySpec,
 };
 use std::fmt;
 
@@ -171,7 +171,7 @@ impl OxicudaBackend {
     #[allow(clippy::too_many_arguments)]
     fn col_major_gemm(
         &self,
-        rounding: Option<ScalarType>,
+        rounding: Option<InputRounding>,
         trans: [bool; 2],
         [m, n, k]: [usize; 3],
         alpha: f64,
@@ -702,8 +702,8 @@ serve!(v0_5, oxicuda_backend_0_5, {
         ldc: usize,
     ) -> ox::BackendResult<()> {
         let rounding = match prec {
-            ox::MixedPrecision::F16 => ScalarType::F16,
-            ox::MixedPrecision::Bf16 => ScalarType::Bf16,
+            ox::MixedPrecision::F16 => InputRounding::F16,
+            ox::MixedPrecision::Bf16 => InputRounding::Bf16,
         };
         self.col_major_gemm(
             Some(rounding),

@@ -17,10 +17,18 @@ impl GemmCore {
 
     /// Element `index` of operand `op` bound to `mem`, in the compute type (`num`'s
     /// lanes), rounded first when the GEMM rounds its inputs.
-    pub(super) fn load_operand(&self, num: &Num, mem: Mem, op: &GemmOperand, index: E) -> E {
+    pub(super) fn load_operand(
+        &self,
+        f: &mut Body,
+        num: &Num,
+        mem: Mem,
+        op: &GemmOperand,
+        index: E,
+    ) -> E {
         let v = num.load(mem, op.dtype, index);
-        match self.input_rounding {
-            Some(to) => v.cast(to).cast(num.ty),
+        match self.input_rounding.map(|r| (r, r.storage())) {
+            Some((_, Some(to))) => v.cast(to).cast(num.ty),
+            Some((_, None)) => num.round_to_tf32(bind(f, "unrounded", v)),
             None => v,
         }
     }
@@ -42,9 +50,11 @@ impl GemmCore {
             let (at_a, in_a) = self.a.gather.address(f, i, &p);
             let (at_b, in_b) = self.b.gather.address(f, j, &p);
             // Loaded only where both exist: an absent element's offset may lie outside.
-            let x = self.load_operand(&num, a, &self.a, add(off_a.clone(), at_a));
-            let y = self.load_operand(&num, b, &self.b, add(off_b.clone(), at_b));
-            let term = |f: &mut Body| f.assign(sum, x.fma(y, sum.get()));
+            let term = |f: &mut Body| {
+                let x = self.load_operand(f, &num, a, &self.a, add(off_a.clone(), at_a));
+                let y = self.load_operand(f, &num, b, &self.b, add(off_b.clone(), at_b));
+                f.assign(sum, x.fma(y, sum.get()))
+            };
             match and_opt(in_a, in_b) {
                 Some(exists) => f.if_(exists, term),
                 None => term(f),

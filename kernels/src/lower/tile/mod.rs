@@ -260,8 +260,8 @@ pub(crate) struct GemmCore {
     /// (a structural class of the spec: with `beta = 0`, C is not read at all).
     pub prior: Option<Prior>,
     pub bias: Option<GemmBias>,
-    /// Round A and B to this type before multiplying (f32 GEMMs only).
-    pub input_rounding: Option<ScalarType>,
+    /// Round A and B before multiplying (f32 GEMMs only).
+    pub input_rounding: Option<crate::ops::InputRounding>,
     /// Write the elements of C's buffer that belong to no matrix (0, or the prior C).
     pub fill_gaps: bool,
     /// Applied to the epilogue's value before it is rounded to C's type.

@@ -161,9 +161,9 @@ impl<'a> TileKernel<'a> {
 
     /// The element (or vector) at `index`, in the compute type, rounded first when the
     /// GEMM rounds its inputs.
-    fn fetch(&self, side: &Side, index: E) -> E {
+    fn fetch(&self, f: &mut Body, side: &Side, index: E) -> E {
         self.core
-            .load_operand(&self.side_num(side), side.mem, side.op, index)
+            .load_operand(f, &self.side_num(side), side.mem, side.op, index)
     }
 
     /// Loads one element (or vector) of a slab, zero outside the operand, and stores it
@@ -171,10 +171,16 @@ impl<'a> TileKernel<'a> {
     fn stage_item(&self, f: &mut Body, side: &Side, c: &Coord, p0: &E) {
         let (index, valid) = self.locate(f, side, c, p0);
         let value = match valid {
-            None => bind(f, "v", self.fetch(side, index)),
+            None => {
+                let v = self.fetch(f, side, index);
+                bind(f, "v", v)
+            }
             Some(cond) => {
                 let v = f.var("v", self.side_num(side).lit(0.0));
-                f.if_(cond, |f| f.assign(v, self.fetch(side, index)));
+                f.if_(cond, |f| {
+                    let value = self.fetch(f, side, index);
+                    f.assign(v, value)
+                });
                 v.get()
             }
         };
@@ -186,10 +192,16 @@ impl<'a> TileKernel<'a> {
     pub(super) fn prefetch_item(&self, f: &mut Body, side: &Side, c: &Coord, p0: &E, reg: Var) {
         let (index, valid) = self.locate(f, side, c, p0);
         match valid {
-            None => f.assign(reg, self.fetch(side, index)),
+            None => {
+                let v = self.fetch(f, side, index);
+                f.assign(reg, v)
+            }
             Some(cond) => f.if_else(
                 cond,
-                |f| f.assign(reg, self.fetch(side, index.clone())),
+                |f| {
+                    let v = self.fetch(f, side, index.clone());
+                    f.assign(reg, v)
+                },
                 |f| f.assign(reg, self.side_num(side).lit(0.0)),
             ),
         }

@@ -117,12 +117,28 @@ pub(super) fn gemm_cases() -> Vec<GemmSpec> {
     s.bias = true;
     v.push(s);
     let mut s = g(F32, 16, 24, 32);
-    s.input_rounding = Some(F16);
+    s.input_rounding = Some(InputRounding::F16);
     v.push(s);
     let mut s = g(F32, 13, 8, 20);
-    s.input_rounding = Some(Bf16);
+    s.input_rounding = Some(InputRounding::Bf16);
     s.trans_a = true;
     s.trans_b = true;
+    v.push(s);
+    // TF32 mode: ragged, transposed, batched, column-major with a bias.
+    let mut s = g(F32, 37, 29, 45);
+    s.input_rounding = Some(InputRounding::Tf32);
+    v.push(s);
+    let mut s = g(F32, 64, 40, 36);
+    s.input_rounding = Some(InputRounding::Tf32);
+    s.trans_b = true;
+    s.batch = vec![2];
+    s.beta = 0.5;
+    v.push(s);
+    let mut s = g(F32, 20, 33, 17);
+    s.input_rounding = Some(InputRounding::Tf32);
+    s.trans_a = true;
+    s.layout = Layout::ColMajor;
+    s.bias = true;
     v.push(s);
     // Exact tile multiples (no guards), vector-aligned.
     let mut s = g(F32, 64, 64, 32);
@@ -196,7 +212,7 @@ pub(super) fn gemm_cases() -> Vec<GemmSpec> {
             s.trans_a = true;
         }
         if i == 6 {
-            s.input_rounding = Some(Bf16);
+            s.input_rounding = Some(InputRounding::Bf16);
         }
         v.push(s);
     }

@@ -27,7 +27,7 @@ pub(super) fn gemm(s: &GemmSpec, i: &[&[f64]]) -> Vec<Vec<f64>> {
     // `alpha·Σ` overflowing meets a `−∞` from `beta·C` or the bias as NaN.
     let inter = |v: f64| round_to(compute_type(s.dtype), v);
     let round = |v: f64| match s.input_rounding {
-        Some(t) => round_to(t, v),
+        Some(t) => t.round(v),
         None => v,
     };
     for_each_index(&s.batch, |bi| {

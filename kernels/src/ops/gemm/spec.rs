@@ -25,6 +25,70 @@ pub enum Layout {
     ColMajor,
 }
 
+/// What a GEMM rounds every element of A and B to before multiplying (f32 GEMMs only;
+/// the products are then exact in f32 and accumulate in f32).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InputRounding {
+    /// IEEE binary16, nearest even (oxicuda `gemm_mixed_precision`).
+    F16,
+    /// bfloat16, nearest even.
+    Bf16,
+    /// **TF32 mode**: NVIDIA's TensorFloat-32, f32's sign and 8-bit exponent with 10
+    /// explicit significand bits (f32's low 13 bits zero), nearest even; f32's range,
+    /// subnormals, infinities and NaN kept. What `torch.backends.cuda.matmul.allow_tf32`
+    /// opts into; on tensor cores the multiply runs on their TF32 path. Never chosen
+    /// silently: a GEMM is exact f32 unless its spec names this.
+    Tf32,
+}
+
+impl InputRounding {
+    pub fn name(self) -> &'static str {
+        match self {
+            InputRounding::F16 => "f16",
+            InputRounding::Bf16 => "bf16",
+            InputRounding::Tf32 => "tf32",
+        }
+    }
+
+    /// The storage type it rounds to, where there is one (TF32 is no storage type: its
+    /// values are f32s).
+    pub fn storage(self) -> Option<ScalarType> {
+        match self {
+            InputRounding::F16 => Some(ScalarType::F16),
+            InputRounding::Bf16 => Some(ScalarType::Bf16),
+            InputRounding::Tf32 => None,
+        }
+    }
+
+    /// `v` (an f32 value) rounded: the reference's rounding.
+    pub fn round(self, v: f64) -> f64 {
+        match self.storage() {
+            Some(t) => crate::reference::round_to(t, v),
+            None => f64::from(round_f32_to_tf32(v as f32)),
+        }
+    }
+}
+
+impl std::fmt::Display for InputRounding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// `x` rounded to TF32 (10 explicit significand bits), nearest even, on its bits: add
+/// half of the dropped unit (less one, plus the kept lowest bit: ties go to even) and
+/// clear the 13 dropped bits. A carry into the exponent is the next binade (or ∞ past
+/// f32's largest finite TF32), as rounding gives; NaN stays NaN.
+pub fn round_f32_to_tf32(x: f32) -> f32 {
+    if x.is_nan() {
+        return x;
+    }
+    let bits = x.to_bits();
+    let kept_lsb = (bits >> 13) & 1;
+    f32::from_bits(bits.wrapping_add(0xFFF + kept_lsb) & !0x1FFF)
+}
+
 /// `C_b = act(alpha · op(A_b) · op(B_b) + beta · C_b (+ bias))` for every batch index
 /// `b` (`act` the identity unless `activation` is set).
 ///
@@ -43,9 +107,10 @@ pub enum Layout {
 ///   accumulate with `beta = 1`).
 /// * `bias`: a vector of length `n` added to every row: `C[i,j] += bias[j]`
 ///   (rustd `matmul_bias`), in logical `(i, j)` terms whatever the layout.
-/// * `input_rounding`: with `dtype = f32`, round every element of A and B to f16 or
-///   bf16 (nearest even) before multiplying, accumulating in f32 (oxicuda
-///   `gemm_mixed_precision`).
+/// * `input_rounding`: with `dtype = f32`, round every element of A and B to f16,
+///   bf16 or TF32 ([`InputRounding`], nearest even) before multiplying, accumulating
+///   in f32 (oxicuda `gemm_mixed_precision`; `tf32` is TF32 mode, on tensor cores
+///   where the device has them).
 /// * `activation`: an activation applied to each element of the epilogue's value in
 ///   the compute type before it is stored (cuBLASLt's `GELU` / `RELU` epilogues, a
 ///   fused `Linear` + activation); leaky ReLU's slope is part of the kernel.
@@ -87,7 +152,7 @@ pub struct GemmSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stride_c: Option<Vec<usize>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub input_rounding: Option<ScalarType>,
+    pub input_rounding: Option<InputRounding>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub activation: Option<Activation>,
 }
@@ -399,11 +464,6 @@ impl Op for GemmSpec {
             act.forward().check_params()?;
         }
         if let Some(t) = self.input_rounding {
-            check_dtype(
-                "gemm input_rounding",
-                t,
-                &[ScalarType::F16, ScalarType::Bf16],
-            )?;
             if self.dtype != ScalarType::F32 {
                 return Err(SpecError::bad_attr(
                     "input_rounding",
