@@ -964,6 +964,11 @@ fn every_multiply_kind_is_one_mma_sync_that_ptxas_assembles() {
         let kernel = mma_kernel(shape, input, acc);
         let ptx = emit_checked(&kernel);
         let (m, n, k) = (shape.m, shape.n, shape.k);
+        // f32 operands multiply as TF32.
+        let input = match input {
+            F32 => "tf32".to_string(),
+            other => other.to_string(),
+        };
         let want = format!("mma.sync.aligned.m{m}n{n}k{k}.row.col.{acc}.{input}.{input}.{acc}");
         let count = ptx.matches(&want).count();
         assert_eq!(count, 1, "{want} x{count} in\n{ptx}");

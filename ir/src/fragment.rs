@@ -152,7 +152,12 @@ impl MmaShape {
 /// the accumulators. Every one of them runs everywhere: natively where the target
 /// has it, expanded elsewhere (the warpgroup shapes need sm_90a's `wgmma`, f64
 /// m16n8k16 sm_90's DMMA; the rest sm_80's `mma.sync`).
-pub const MMA_KINDS: [(MmaShape, ScalarType, ScalarType); 14] = [
+///
+/// f32 `A` and `B` are **TF32** operands: every element a multiply reads must be a
+/// TF32 value ([`is_tf32`]: f32 with its low 13 significand bits zero, or NaN), as
+/// [`round_to_tf32`] leaves it; the interpreter reports another. Their products are
+/// then exact in f32, as those of f16 and bf16 are.
+pub const MMA_KINDS: [(MmaShape, ScalarType, ScalarType); 15] = [
     (MmaShape::M16N8K16, ScalarType::F16, ScalarType::F32),
     (MmaShape::M16N8K16, ScalarType::Bf16, ScalarType::F32),
     (MmaShape::M16N8K8, ScalarType::F16, ScalarType::F32),
@@ -169,7 +174,33 @@ pub const MMA_KINDS: [(MmaShape, ScalarType, ScalarType); 14] = [
     (MmaShape::M64N16K16, ScalarType::Bf16, ScalarType::F32),
     // Hopper's f64 shape (DMMA at its full rate; m8n8k4 runs at half of it there).
     (MmaShape::M16N8K16, ScalarType::F64, ScalarType::F64),
+    // TF32 (sm_80's `mma.sync` of f32 operands).
+    (MmaShape::M16N8K8, ScalarType::F32, ScalarType::F32),
 ];
+
+/// Significand bits of f32 that TF32 drops.
+const TF32_DROPPED_BITS: u32 = 13;
+
+/// Whether `x` is a TF32 value, as the f32 operands of a multiply must be: its low 13
+/// significand bits are zero (NaN counts as one: a multiply of NaN is NaN).
+pub fn is_tf32(x: f32) -> bool {
+    x.is_nan() || x.to_bits() & ((1 << TF32_DROPPED_BITS) - 1) == 0
+}
+
+/// `x` rounded to TF32 (NVIDIA's TensorFloat-32: f32's sign and exponent, 10 explicit
+/// significand bits), nearest even, on its bits: add half of the dropped unit (less
+/// one, plus the kept lowest bit, so that ties go to even) and clear the dropped bits.
+/// A carry into the exponent is the next binade (∞ past the largest finite TF32), as
+/// rounding gives; subnormals round at the same bit; NaN stays NaN.
+pub fn round_to_tf32(x: f32) -> f32 {
+    if x.is_nan() {
+        return x;
+    }
+    let bits = x.to_bits();
+    let kept_lsb = (bits >> TF32_DROPPED_BITS) & 1;
+    let half = (1 << (TF32_DROPPED_BITS - 1)) - 1;
+    f32::from_bits(bits.wrapping_add(half + kept_lsb) & !((1 << TF32_DROPPED_BITS) - 1))
+}
 
 /// Whether `(shape, input type, accumulator type)` is one of [`MMA_KINDS`].
 pub fn is_mma_kind(shape: MmaShape, input: ScalarType, acc: ScalarType) -> bool {

@@ -207,6 +207,25 @@ fn the_interpreter_reports_operands_that_differ_within_a_warp() {
     );
 }
 
+/// f32 operands are TF32 ones: a multiply of an element with low significand bits set
+/// is reported, naming the operand; the same element rounded to TF32 multiplies.
+#[test]
+fn a_tf32_multiply_reports_an_operand_that_is_no_tf32_value() {
+    let g = every_kind(Some(false))
+        .into_iter()
+        .find(|g| g.input == ScalarType::F32)
+        .expect("a TF32 kind");
+    let mut inputs = g.inputs();
+    let mut b: Vec<f32> = inputs[1].to_f64().iter().map(|&x| x as f32).collect();
+    b[5] = f32::from_bits(0x3F80_0001); // 1 + 2⁻²³
+    inputs[1] = HostBuffer::from_f32(&b);
+    let err = run_kernel(&g.kernel(), &inputs).unwrap_err().to_string();
+    assert!(err.contains("B operand of a TF32 multiply"), "{err}");
+    b[5] = kernelc_ir::fragment::round_to_tf32(b[5]);
+    inputs[1] = HostBuffer::from_f32(&b);
+    assert!(run_kernel(&g.kernel(), &inputs).is_ok());
+}
+
 /// A warp's fragment stored to shared memory, then read without a barrier: by plain
 /// loads, or as a fragment by the same warp (another lane may hold the element).
 #[test]

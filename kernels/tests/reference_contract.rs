@@ -97,7 +97,7 @@ fn casts_to_half_types_round_once() {
 /// the next binade (or ∞), NaN, ∞ and subnormals keep their kind.
 #[test]
 fn tf32_rounding_is_nearest_even_on_the_bits() {
-    let r = |bits: u32| round_f32_to_tf32(f32::from_bits(bits)).to_bits();
+    let r = |bits: u32| kernelc_ir::fragment::round_to_tf32(f32::from_bits(bits)).to_bits();
     let one = 0x3F80_0000;
     assert_eq!(r(one), one);
     assert_eq!(r(one | 0x1000), one, "1 + 2⁻¹¹: a tie, to even (down)");

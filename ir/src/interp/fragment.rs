@@ -335,6 +335,12 @@ pub(super) fn multiply(
     if a.len() != m * k || b.len() != k * n || c.len() != m * n {
         return Err("fragments of the wrong sizes for the multiply".into());
     }
+    if let Some((what, i, x)) = first_non_tf32(a, b) {
+        return Err(format!(
+            "element {i} of the {what} operand of a TF32 multiply, {x:e}, is not a TF32 value \
+             (its low 13 significand bits are not zero: round it first)"
+        ));
+    }
     let widen = |s: Scalar| Value::scalar(eval::cast_scalar(acc, s));
     let mut d = Vec::with_capacity(m * n);
     for i in 0..m {
@@ -348,6 +354,19 @@ pub(super) fn multiply(
         }
     }
     Ok(d)
+}
+
+/// The first f32 element of `a` or `b` that is no TF32 value (f32 operands of a
+/// multiply are TF32: [`MMA_KINDS`]), as `(operand, index, value)`.
+fn first_non_tf32(a: &[Scalar], b: &[Scalar]) -> Option<(&'static str, usize, f32)> {
+    [("A", a), ("B", b)].into_iter().find_map(|(what, v)| {
+        v.iter().enumerate().find_map(|(i, s)| match s {
+            Scalar::F32(bits) if !crate::fragment::is_tf32(f32::from_bits(*bits)) => {
+                Some((what, i, f32::from_bits(*bits)))
+            }
+            _ => None,
+        })
+    })
 }
 
 fn show(v: &Value) -> String {

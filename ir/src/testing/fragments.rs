@@ -2,7 +2,9 @@
 //! for the tests of every executor (interpreter, expansion, devices).
 
 use crate::builder::*;
-use crate::fragment::{FragmentLayout::*, FragmentRole, MmaShape, RowReduction, MMA_KINDS};
+use crate::fragment::{
+    round_to_tf32, FragmentLayout::*, FragmentRole, MmaShape, RowReduction, MMA_KINDS,
+};
 use crate::interp::HostBuffer;
 use crate::kernel::{Access, Kernel};
 use crate::scalar::Scalar;
@@ -137,12 +139,21 @@ impl FragmentGemm {
         f.store_fragment(fc, c, c_at, nn, RowMajor);
     }
 
-    /// `a`, `b` and `c`'s initial values.
+    /// `a`, `b` and `c`'s initial values (f32 operands rounded to TF32, as the
+    /// multiply needs them).
     pub fn inputs(&self) -> Vec<HostBuffer> {
         let (mm, nn, kk) = self.dims();
+        let operand = |n: u32, seed| {
+            let v = values(self.input, n as usize, seed);
+            let tf32 = |s: Scalar| match s {
+                Scalar::F32(bits) => Scalar::f32(round_to_tf32(f32::from_bits(bits))),
+                other => other,
+            };
+            HostBuffer::new(self.input, v.into_iter().map(tf32).collect())
+        };
         vec![
-            HostBuffer::new(self.input, values(self.input, (mm * kk) as usize, 1)),
-            HostBuffer::new(self.input, values(self.input, (kk * nn) as usize, 2)),
+            operand(mm * kk, 1),
+            operand(kk * nn, 2),
             HostBuffer::new(self.acc, values(self.acc, (mm * nn) as usize, 3)),
         ]
     }

@@ -53,7 +53,8 @@ impl Num {
     }
 
     /// `v` (f32) rounded to TF32, nearest even, as
-    /// [`round_f32_to_tf32`](crate::ops::round_f32_to_tf32) does on its bits (NaN kept).
+    /// [`round_to_tf32`](kernelc_ir::fragment::round_to_tf32) does on its bits (NaN
+    /// kept).
     /// `v` must be simple (a local or a load): it is used twice.
     pub fn round_to_tf32(&self, v: E) -> E {
         let u32s = Num {

@@ -157,3 +157,27 @@ pub(crate) fn fill_launch(
         bindings: vec![binding],
     })
 }
+
+/// Visits the `tile × tile` positions this invocation owns: columns `lx, lx+tx, …`,
+/// rows `ly, ly+ty, …` (one column per invocation on a GPU, all of them on a CPU).
+/// The loops of a tiled transpose through shared memory.
+pub(crate) fn tile_loop(
+    f: &mut Body,
+    (lx, ly): (&E, &E),
+    (tx, ty): (u32, u32),
+    tile: u32,
+    body: impl Fn(&mut Body, E, E),
+) {
+    let rows = |f: &mut Body, col: E| {
+        if ty == tile {
+            body(f, ly.clone(), col);
+        } else {
+            f.for_("row", ly.clone(), tile, ty, |f, row| body(f, row, col));
+        }
+    };
+    if tx == tile {
+        rows(f, lx.clone());
+    } else {
+        f.for_("col", lx.clone(), tile, tx, |f, col| rows(f, col));
+    }
+}

@@ -9,7 +9,8 @@
 //! in one `alloca` per element (promoted to registers by LLVM). A load reads the
 //! share's elements, a store writes them (each rounded to the memory's type), and
 //! `mma` packs the `A` and `B` shares into the registers the instruction takes
-//! (`i32` pairs for bf16, `<2 x half>` for f16, the element itself for f64).
+//! (`i32` pairs for bf16, `<2 x half>` for f16, an `i32` of its bits for TF32, the
+//! element itself for f64).
 //!
 //! Loads and stores check bounds once per fragment: where the largest element index
 //! (without wrapping) is below the memory's length, every element is accessed
@@ -60,16 +61,16 @@ pub(super) fn share(role: FragmentRole, shape: MmaShape, elem: ScalarType) -> Ve
             FragmentRole::A | FragmentRole::B => Vec::new(),
         };
     }
-    let double = elem == ScalarType::F64;
+    // f64 m16n8k16 (sm_90) and TF32 m16n8k8: one element per register, rows g and
+    // g + 8 alternating, the columns of `A` (rows of `B`) 4 apart.
+    let wide = matches!(elem, ScalarType::F32 | ScalarType::F64);
     match (shape, role) {
-        // f64 (sm_90): one element per register, rows g and g + 8 alternating, the
-        // columns of `A` (rows of `B`) 4 apart.
-        (MmaShape::M16N8K16, FragmentRole::A) if double => (0..8)
+        (MmaShape::M16N8K16 | MmaShape::M16N8K8, FragmentRole::A) if wide => (0..shape.k / 2)
             .map(|i| (at(1, 0, 8 * (i & 1)), at(0, 1, 4 * (i >> 1))))
             .collect(),
-        (MmaShape::M16N8K16, FragmentRole::B) if double => {
-            (0..4).map(|i| (at(0, 1, 4 * i), at(1, 0, 0))).collect()
-        }
+        (MmaShape::M16N8K16 | MmaShape::M16N8K8, FragmentRole::B) if wide => (0..shape.k / 4)
+            .map(|i| (at(0, 1, 4 * i), at(1, 0, 0)))
+            .collect(),
         (MmaShape::M16N8K16, FragmentRole::A) => (0..8)
             .map(|i| {
                 (
@@ -196,6 +197,7 @@ fn intrinsic(shape: MmaShape, input: ScalarType) -> Option<&'static str> {
         (MmaShape::M16N8K8, ScalarType::F16) => "llvm.nvvm.mma.m16n8k8.row.col.f32.f32",
         (MmaShape::M8N8K4, ScalarType::F64) => "llvm.nvvm.mma.m8n8k4.row.col.f64",
         (MmaShape::M16N8K16, ScalarType::F64) => "llvm.nvvm.mma.m16n8k16.row.col.f64",
+        (MmaShape::M16N8K8, ScalarType::F32) => "llvm.nvvm.mma.m16n8k8.row.col.tf32",
         _ => return None,
     })
 }
@@ -761,8 +763,8 @@ impl<'ctx> Lower<'_, 'ctx> {
     }
 
     /// The registers `mma` takes for `values` of an `A` or `B` share: pairs of bf16
-    /// in an `i32` (the first in the low half), pairs of f16 in a `<2 x half>`, f64
-    /// as they are.
+    /// in an `i32` (the first in the low half), pairs of f16 in a `<2 x half>`, TF32
+    /// (f32) as the `i32` of its bits, f64 as they are.
     fn pack(
         &self,
         elem: ScalarType,
@@ -800,6 +802,10 @@ impl<'ctx> Lower<'_, 'ctx> {
                     }
                     Ok(v.into())
                 })
+                .collect(),
+            ScalarType::F32 => values
+                .iter()
+                .map(|&v| self.b.build_bit_cast(v, i32t, "").or_internal())
                 .collect(),
             _ => Ok(values.to_vec()),
         }

@@ -80,9 +80,11 @@ pub(super) fn pick(core: &GemmCore, caps: &TargetCaps) -> (Schedule, Tunable) {
 /// sizes rounded up to powers of two (`"gemm f32 a:reduction b:outer m4096 n4096
 /// k4096 batch1"`). Problems of one class take the same schedule.
 fn class(core: &GemmCore) -> String {
-    let rounding = core
-        .input_rounding
-        .map_or(String::new(), |t| format!(" rounded to {t}"));
+    let rounding = match (core.input_rounding, core.tf32_operands) {
+        (Some(t), _) => format!(" rounded to {t}"),
+        (None, true) => " on tf32".to_string(),
+        (None, false) => String::new(),
+    };
     let bucket = |v: u32| v.max(1).next_power_of_two();
     format!(
         "gemm {}·{}→{}{rounding} a:{} b:{} m{} n{} k{} batch{}",

@@ -157,6 +157,8 @@ pub(crate) fn emit_gemm(
     caps: &TargetCaps,
     plan: &mut PlanBuilder,
 ) -> Result<(), LowerError> {
+    let packed = super::tf32::packed(core, caps, plan)?;
+    let core = packed.as_ref().unwrap_or(core);
     let (schedule, tunable) = super::choices::pick(core, caps);
     crate::lower::plan::offer(&mut plan.tunable, Some(tunable));
     match schedule {

@@ -95,6 +95,18 @@ impl MmaTile {
         }
     }
 
+    /// TF32 (f32 operands rounded by the pack launches) on m16n8k8: the f16/bf16
+    /// tiles' warps, 32-deep slabs (128 bytes a row, as theirs), a 4-element pad
+    /// (each warp's scalar fragment reads then hit 32 banks).
+    fn tf32(large: bool) -> MmaTile {
+        MmaTile {
+            shape: MmaShape::M16N8K8,
+            input: ScalarType::F32,
+            pad: 4,
+            ..MmaTile::half(ScalarType::F32, large)
+        }
+    }
+
     /// f16/bf16 on Hopper's `wgmma` (m64n128k16): four warpgroups of 64 × 128 (a
     /// 256 × 128 tile: 85 flops per staged byte, where 128 × 128 has 64), 64-deep
     /// slabs staged in the swizzled layouts the instruction reads (whole 128-byte
@@ -359,6 +371,7 @@ fn eligible(core: &GemmCore, caps: &TargetCaps) -> bool {
     caps.matrix_fragments
         && core.b.dtype == core.a.dtype
         && core.input_rounding.is_none()
+        && (core.a.dtype != ScalarType::F32 || core.tf32_operands)
         && core.k > 0
 }
 
@@ -368,6 +381,7 @@ fn kind(core: &GemmCore, caps: &TargetCaps, large: bool) -> Option<MmaTile> {
         ScalarType::F16 | ScalarType::Bf16 => Some(MmaTile::half(core.a.dtype, large)),
         ScalarType::F64 if caps.f64_m16_fragments => Some(MmaTile::double16(large, 16)),
         ScalarType::F64 => Some(MmaTile::double(large)),
+        ScalarType::F32 if core.tf32_operands => Some(MmaTile::tf32(large)),
         _ => None,
     }
 }
@@ -1068,10 +1082,12 @@ mod tests {
             .into_iter()
             .filter(|s| match s {
                 OpSpec::Gemm(g) => {
-                    matches!(
+                    let tf32 = g.input_rounding == Some(crate::ops::InputRounding::Tf32);
+                    (matches!(
                         g.dtype,
                         ScalarType::F16 | ScalarType::Bf16 | ScalarType::F64
                     ) && g.input_rounding.is_none()
+                        || tf32)
                         && g.k > 0
                         && s.outputs().iter().all(|o| o.numel() > 0)
                 }
@@ -1083,7 +1099,11 @@ mod tests {
     #[test]
     fn half_gemms_conform_on_fragments_and_expanded() {
         let specs = half_gemms();
-        assert!(specs.len() >= 8, "{} f16/bf16/f64 GEMM cases", specs.len());
+        assert!(
+            specs.len() >= 8,
+            "{} f16/bf16/f64/TF32 GEMM cases",
+            specs.len()
+        );
         for expanded in [false, true] {
             let exec = OnFragments { expanded };
             for spec in &specs {
@@ -1194,6 +1214,41 @@ mod tests {
             ..GemmSpec::new(ScalarType::Bf16, 100, 72, 41)
         };
         assert!(!copies(odd));
+    }
+
+    /// TF32 mode packs both operands (rounded, reduction-major) and multiplies them on
+    /// TF32 fragments where the device has them; elsewhere, and for exact f32, the
+    /// SIMT tiles run (never TF32 unasked).
+    #[test]
+    fn tf32_mode_packs_then_multiplies_on_tf32_fragments() {
+        use crate::ops::InputRounding;
+        use crate::spec::GemmSpec;
+        let exact = GemmSpec::new(ScalarType::F32, 2048, 2048, 512);
+        let tf32 = GemmSpec {
+            input_rounding: Some(InputRounding::Tf32),
+            ..exact.clone()
+        };
+        let plan = lower(&OpSpec::Gemm(tf32.clone()), &TargetCaps::cuda_sm90()).unwrap();
+        let names: Vec<&str> = plan.launches.iter().map(|l| l.kernel.name.as_str()).collect();
+        assert_eq!(names.len(), 3, "{names:?}");
+        assert!(names[..2].iter().all(|n| n.contains("tf32_pack")), "{names:?}");
+        assert_eq!(plan.temps.len(), 2);
+        let kernel = &plan.launches[2].kernel;
+        assert!(kernel.uses_async_copies());
+        assert!(kernel
+            .fragments
+            .iter()
+            .all(|f| f.shape == MmaShape::M16N8K8 && f.elem == ScalarType::F32));
+        assert!(plan.tunable.unwrap().class.contains("on tf32"));
+        for (spec, caps) in [
+            (&exact, TargetCaps::cuda_sm90()),
+            (&tf32, TargetCaps::cpu()),
+            (&tf32, TargetCaps::gpu_baseline()),
+        ] {
+            let plan = lower(&OpSpec::Gemm(spec.clone()), &caps).unwrap();
+            assert!(plan.temps.is_empty());
+            assert!(plan.launches.iter().all(|l| !l.kernel.uses_fragments()));
+        }
     }
 
     #[test]

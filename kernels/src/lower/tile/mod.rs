@@ -76,6 +76,7 @@ mod launches;
 mod mma;
 mod schedule;
 mod stage;
+mod tf32;
 
 pub(crate) use launches::emit_gemm;
 // For the tests that force tile configurations the heuristics pick for no small shape.
@@ -262,6 +263,9 @@ pub(crate) struct GemmCore {
     pub bias: Option<GemmBias>,
     /// Round A and B before multiplying (f32 GEMMs only).
     pub input_rounding: Option<crate::ops::InputRounding>,
+    /// A and B (f32) hold TF32 values, rounded by TF32 mode's pack launches
+    /// (`tf32.rs`): they may multiply on TF32 fragments.
+    pub tf32_operands: bool,
     /// Write the elements of C's buffer that belong to no matrix (0, or the prior C).
     pub fill_gaps: bool,
     /// Applied to the epilogue's value before it is rounded to C's type.

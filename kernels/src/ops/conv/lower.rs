@@ -153,6 +153,7 @@ fn core(
         prior: None,
         bias,
         input_rounding: None,
+        tf32_operands: false,
         fill_gaps: false,
         activation: None,
     }

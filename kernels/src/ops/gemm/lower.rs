@@ -160,6 +160,7 @@ fn gemm_core(spec: &GemmSpec) -> Result<GemmCore, LowerError> {
             },
         }),
         input_rounding: spec.input_rounding,
+        tf32_operands: false,
         fill_gaps: true,
         activation: spec.activation,
     };

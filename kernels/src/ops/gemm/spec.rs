@@ -65,7 +65,7 @@ impl InputRounding {
     pub fn round(self, v: f64) -> f64 {
         match self.storage() {
             Some(t) => crate::reference::round_to(t, v),
-            None => f64::from(round_f32_to_tf32(v as f32)),
+            None => f64::from(kernelc_ir::fragment::round_to_tf32(v as f32)),
         }
     }
 }
@@ -74,19 +74,6 @@ impl std::fmt::Display for InputRounding {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
     }
-}
-
-/// `x` rounded to TF32 (10 explicit significand bits), nearest even, on its bits: add
-/// half of the dropped unit (less one, plus the kept lowest bit: ties go to even) and
-/// clear the 13 dropped bits. A carry into the exponent is the next binade (or ∞ past
-/// f32's largest finite TF32), as rounding gives; NaN stays NaN.
-pub fn round_f32_to_tf32(x: f32) -> f32 {
-    if x.is_nan() {
-        return x;
-    }
-    let bits = x.to_bits();
-    let kept_lsb = (bits >> 13) & 1;
-    f32::from_bits(bits.wrapping_add(0xFFF + kept_lsb) & !0x1FFF)
 }
 
 /// `C_b = act(alpha · op(A_b) · op(B_b) + beta · C_b (+ bias))` for every batch index

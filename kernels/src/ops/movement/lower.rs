@@ -39,7 +39,7 @@
 
 use crate::lower::index::resolve_index;
 use crate::lower::math::{compute_type, Num};
-use crate::lower::schedule::{fold_grid, linear_workgroup, plan_1d};
+use crate::lower::schedule::{fold_grid, linear_workgroup, plan_1d, tile_loop};
 use crate::lower::{Binding, Launch, LowerError, Plan, TargetCaps};
 use crate::shape::row_major_strides;
 use crate::spec::*;
@@ -398,7 +398,7 @@ fn transpose_tiled(
         let lx = if tx == 1 { E::from(0u32) } else { local_id(0) };
         let ly = if ty == 1 { E::from(0u32) } else { local_id(1) };
         // Read: rows along input dim q, columns along the input's contiguous dim.
-        tile_loop(f, &lx, &ly, tx, ty, |f, row, col| {
+        tile_loop(f, (&lx, &ly), (tx, ty), TILE, |f, row, col| {
             let (qi, ci) = (q0.clone() + row.clone(), c0.clone() + col.clone());
             let ok = guard(qi.clone().lt(qn) & ci.clone().lt(cn));
             f.if_(ok, |f| {
@@ -408,7 +408,7 @@ fn transpose_tiled(
         });
         f.barrier();
         // Write: rows along input dim c, columns along the output's contiguous dim q.
-        tile_loop(f, &lx, &ly, tx, ty, |f, row, col| {
+        tile_loop(f, (&lx, &ly), (tx, ty), TILE, |f, row, col| {
             let (ci, qi) = (c0.clone() + row.clone(), q0.clone() + col.clone());
             let ok = guard(qi.clone().lt(qn) & ci.clone().lt(cn));
             f.if_(ok, |f| {
@@ -422,23 +422,6 @@ fn transpose_tiled(
         grid,
         bindings: vec![Binding::Input(0), Binding::Output(0)],
     }))
-}
-
-/// Visits the TILE×TILE positions this invocation owns: columns `lx, lx+tx, …`, rows
-/// `ly, ly+ty, …` (one column per invocation on a GPU, all of them on a CPU).
-fn tile_loop(f: &mut Body, lx: &E, ly: &E, tx: u32, ty: u32, body: impl Fn(&mut Body, E, E)) {
-    let rows = |f: &mut Body, col: E| {
-        if ty == TILE {
-            body(f, ly.clone(), col);
-        } else {
-            f.for_("row", ly.clone(), TILE, ty, |f, row| body(f, row, col));
-        }
-    };
-    if tx == TILE {
-        rows(f, lx.clone());
-    } else {
-        f.for_("col", lx.clone(), TILE, tx, |f, col| rows(f, col));
-    }
 }
 
 // ---------------------------------------------------------------------------------------
