@@ -3,7 +3,7 @@
 # torch on the same GPU, in one command. Built and packed here by bench/gpu/pack.sh;
 # run there from the repository root:
 #
-#   . .device/setup.sh && bash bench/gpu/device-run.sh [conformance] [memory] [large] [random] [fuzz] [programs] [sweep] [no-panic] [adapters] [sanitize] [bench] [mma] [tune] [chain] [wgpu-bench]
+#   . .device/setup.sh && bash bench/gpu/device-run.sh [conformance] [memory] [large] [random] [fuzz] [programs] [sweep] [no-panic] [adapters] [sanitize] [bench] [mma] [tune] [tf32] [chain] [wgpu-bench]
 #
 # (no stage named: all six). FUZZ_CASES sets the op fuzzer's cases per executor. Results go to $OUT (the device tool brings them back);
 # the last lines printed are the summary.
@@ -194,6 +194,20 @@ for stage in $stages; do
         --specs bench/gpu/specs-tune.json --json "$OUT/kernelc-tune-$pass.json" > "$OUT/kernelc-tune-$pass.txt" 2>&1
       note "kernelc bench --tune, pass $pass: exit $? -- $(grep -c 'tuned now' "$OUT/kernelc-tune-$pass.txt") classes tuned, $(grep -c 'stored choice' "$OUT/kernelc-tune-$pass.txt") stored choices"
       python3 bench/gpu/report.py "$OUT/torch-mma.json" "$OUT/kernelc-tune-$pass.json" > "$OUT/report-tune-$pass.md"
+    done
+    ;;
+  tf32)
+    # TF32 mode (issue #19): f32 GEMMs with inputs rounded to TF32 on tensor cores,
+    # against cuBLAS with TF32 on, tuned on a fresh cache (two passes: the second
+    # reads the choices).
+    python3 bench/gpu/torch_bench.py bench/gpu/specs-tf32.json "$OUT/torch-tf32.json" > "$OUT/torch-tf32.txt" 2>&1
+    note "torch TF32 baseline: exit $?"
+    rm -rf /tmp/kc-tf32
+    for pass in 1 2; do
+      KERNELC_CACHE_DIR=/tmp/kc-tf32 timeout 200 kernelc bench --device cuda --tune --no-roofline \
+        --specs bench/gpu/specs-tf32.json --json "$OUT/kernelc-tf32-$pass.json" > "$OUT/kernelc-tf32-$pass.txt" 2>&1
+      note "kernelc bench --tune TF32, pass $pass: exit $?"
+      python3 bench/gpu/report.py "$OUT/torch-tf32.json" "$OUT/kernelc-tf32-$pass.json" > "$OUT/report-tf32-$pass.md"
     done
     ;;
   chain)

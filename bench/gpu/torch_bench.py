@@ -115,12 +115,14 @@ def main():
         chain = int(args[i + 1])
         del args[i : i + 2]
     specs_path, out_path = args
-    # TF32 would make torch's f32 GEMM/conv inexact (and not comparable): keep IEEE f32.
-    torch.backends.cuda.matmul.allow_tf32 = False
+    # TF32 would make torch's f32 GEMM/conv inexact (and not comparable): IEEE f32,
+    # except for the cases of kernelc's TF32 mode (`"input_rounding": "tf32"`), which
+    # run against cuBLAS with TF32 on.
     torch.backends.cudnn.allow_tf32 = False
     cases = json.load(open(specs_path))
     results = {"device": torch.cuda.get_device_name(), "target": f"torch {torch.__version__}", "cases": [], "failures": []}
     for case in cases:
+        torch.backends.cuda.matmul.allow_tf32 = case["spec"].get("input_rounding") == "tf32"
         try:
             if chain:
                 seconds = time_chain(case["spec"], runs, chain)

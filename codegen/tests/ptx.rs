@@ -1010,18 +1010,24 @@ fn warpgroup_kinds_are_wgmma_on_sm_90a_that_ptxas_assembles() {
     {
         let ptx = emit_checked(&g.kernel());
         assert!(ptx.contains(".target sm_90a"), "{:?}", g.shape);
+        let tf32 = g.input == F32;
+        let input = if tf32 {
+            "tf32".to_string()
+        } else {
+            g.input.to_string()
+        };
         let want = format!(
-            "wgmma.mma_async.sync.aligned.m64n{}k16.f32.{i}.{i}",
-            g.shape.n,
-            i = g.input
+            "wgmma.mma_async.sync.aligned.m64n{}k{}.f32.{input}.{input}",
+            g.shape.n, g.shape.k,
         );
         assert!(ptx.contains(&want), "no {want}");
-        // A K-major A and B: no transposition.
-        assert!(
-            ptx.contains(", p, 1, 1, 0, 0;"),
-            "{:?}: transposed?",
-            g.shape
-        );
+        // A K-major A and B: no transposition (TF32 takes no such flags).
+        let flags = if tf32 {
+            ", p, 1, 1;"
+        } else {
+            ", p, 1, 1, 0, 0;"
+        };
+        assert!(ptx.contains(flags), "{:?}: transposed?", g.shape);
         for want in [
             "wgmma.fence.sync.aligned",
             "wgmma.commit_group.sync.aligned",

@@ -121,6 +121,17 @@ impl MmaShape {
         n: 256,
         k: 16,
     };
+    pub const M64N64K8: MmaShape = MmaShape { m: 64, n: 64, k: 8 };
+    pub const M64N128K8: MmaShape = MmaShape {
+        m: 64,
+        n: 128,
+        k: 8,
+    };
+    pub const M64N256K8: MmaShape = MmaShape {
+        m: 64,
+        n: 256,
+        k: 8,
+    };
 
     /// The invocations that hold a fragment of this shape together: a warpgroup for
     /// the `m64` shapes, else a warp.
@@ -157,7 +168,7 @@ impl MmaShape {
 /// TF32 value ([`is_tf32`]: f32 with its low 13 significand bits zero, or NaN), as
 /// [`round_to_tf32`] leaves it; the interpreter reports another. Their products are
 /// then exact in f32, as those of f16 and bf16 are.
-pub const MMA_KINDS: [(MmaShape, ScalarType, ScalarType); 15] = [
+pub const MMA_KINDS: [(MmaShape, ScalarType, ScalarType); 18] = [
     (MmaShape::M16N8K16, ScalarType::F16, ScalarType::F32),
     (MmaShape::M16N8K16, ScalarType::Bf16, ScalarType::F32),
     (MmaShape::M16N8K8, ScalarType::F16, ScalarType::F32),
@@ -174,8 +185,12 @@ pub const MMA_KINDS: [(MmaShape, ScalarType, ScalarType); 15] = [
     (MmaShape::M64N16K16, ScalarType::Bf16, ScalarType::F32),
     // Hopper's f64 shape (DMMA at its full rate; m8n8k4 runs at half of it there).
     (MmaShape::M16N8K16, ScalarType::F64, ScalarType::F64),
-    // TF32 (sm_80's `mma.sync` of f32 operands).
+    // TF32 (sm_80's `mma.sync` of f32 operands; sm_90a's `wgmma`, whose operands
+    // load along the reduction only, in the swizzled layouts).
     (MmaShape::M16N8K8, ScalarType::F32, ScalarType::F32),
+    (MmaShape::M64N64K8, ScalarType::F32, ScalarType::F32),
+    (MmaShape::M64N128K8, ScalarType::F32, ScalarType::F32),
+    (MmaShape::M64N256K8, ScalarType::F32, ScalarType::F32),
 ];
 
 /// Significand bits of f32 that TF32 drops.
@@ -222,25 +237,39 @@ pub enum FragmentLayout {
     RowMajorTiles,
     /// The transpose: element `(r, c)` where `RowMajorTiles` puts `(c, r)`.
     ColMajorTiles,
-    /// Rows of [`SWIZZLE_ROW`] elements in bands of 8 rows, `stride` apart, each band
-    /// a run of `8 × 64` blocks, with the 8-element chunks of each row permuted by
-    /// its row: element `(r, c)` at `swizzle(index + (r / 8)·stride + (c / 64)·512 +
-    /// (r mod 8)·64 + c mod 64)`, where `swizzle(e) = e ^ ((e >> 3) & 0o70)` flips
-    /// bits 3-5 of the *absolute* index by bits 6-8. (With 16-bit elements, the
-    /// tensor cores' 128-byte swizzle: a block is 1024 bytes, a row 128, a chunk 16;
-    /// rows written and read whole hit every bank once.)
+    /// The tensor cores' 128-byte swizzle: rows of [`swizzle_row`] elements (128
+    /// bytes: `R` = 64 of 16 bits, 32 of 32 bits) in bands of 8 rows, `stride`
+    /// apart, each band a run of `8 × R` blocks (1024 bytes), with the 16-byte chunks
+    /// (`C` = 8 or 4 elements) of each row permuted by its row: element `(r, c)` at
+    /// `swizzle(index + (r / 8)·stride + (c / R)·8R + (r mod 8)·R + c mod R)`, where
+    /// [`swizzle`]`(e) = e ^ ((e >> 3) & 7C)` flips the chunk bits of the *absolute*
+    /// index (bits 3-5 for 16-bit elements, 2-4 for 32-bit) by the row's three bits
+    /// above them. Rows written and read whole hit every bank once.
     RowMajorSwizzled,
     /// The transpose: element `(r, c)` where `RowMajorSwizzled` puts `(c, r)`.
     ColMajorSwizzled,
 }
 
-/// Elements of a row of the swizzled layouts.
-pub const SWIZZLE_ROW: u32 = 64;
+/// Bytes of a row of the swizzled layouts.
+pub const SWIZZLE_BYTES: u32 = 128;
 
-/// The swizzled layouts' permutation of an absolute element index: bits 3-5 flipped
-/// by bits 6-8 (it keeps every index inside its aligned run of 64).
-pub fn swizzle(e: u32) -> u32 {
-    e ^ ((e >> 3) & 0o70)
+/// Elements of a row of the swizzled layouts for elements of `elem`: 64 of 16 bits,
+/// 32 of 32 bits.
+pub fn swizzle_row(elem: ScalarType) -> u32 {
+    SWIZZLE_BYTES / elem.size_bytes().max(1) as u32
+}
+
+/// The swizzled layouts' permutation of an absolute element index for elements of
+/// `elem`: the index's 16-byte chunk within its row flipped by the row's place in its
+/// block of 8 (bits 3-5 by bits 6-8 for 16-bit elements, 2-4 by 5-7 for 32-bit; it
+/// keeps every index inside its aligned run of one row).
+pub fn swizzle(e: u32, elem: ScalarType) -> u32 {
+    e ^ ((e >> 3) & (7 * swizzle_chunk(elem)))
+}
+
+/// Elements of a 16-byte chunk of a swizzled row.
+fn swizzle_chunk(elem: ScalarType) -> u32 {
+    (16 / elem.size_bytes().max(1) as u32).max(1)
 }
 
 impl FragmentLayout {
@@ -546,6 +575,7 @@ impl FragmentOp {
 /// stage operands for warpgroup loads.
 pub fn element_index_expr(
     layout: FragmentLayout,
+    elem: ScalarType,
     index: crate::builder::E,
     stride: crate::builder::E,
     r: crate::builder::E,
@@ -561,32 +591,41 @@ pub fn element_index_expr(
     };
     let swizzled = |linear: E| {
         let e = index.clone() + linear;
-        e.clone() ^ ((e >> 3u32) & 0o70u32)
+        e.clone() ^ ((e >> 3u32) & (7 * swizzle_chunk(elem)))
     };
+    let row = swizzle_row(elem);
     match layout {
         FragmentLayout::RowMajor => index.clone() + (r * stride.clone() + c),
         FragmentLayout::ColMajor => index.clone() + (c * stride.clone() + r),
         FragmentLayout::RowMajorTiles => index.clone() + banded(r, c, TILE),
         FragmentLayout::ColMajorTiles => index.clone() + banded(c, r, TILE),
-        FragmentLayout::RowMajorSwizzled => swizzled(banded(r, c, SWIZZLE_ROW)),
-        FragmentLayout::ColMajorSwizzled => swizzled(banded(c, r, SWIZZLE_ROW)),
+        FragmentLayout::RowMajorSwizzled => swizzled(banded(r, c, row)),
+        FragmentLayout::ColMajorSwizzled => swizzled(banded(c, r, row)),
     }
 }
 
-/// The index of element `(r, c)` of a fragment access at `index`, in u32 arithmetic
-/// as every index (it wraps).
-pub fn element_index(layout: FragmentLayout, index: u32, stride: u32, r: u32, c: u32) -> u32 {
+/// The index of element `(r, c)` of a fragment access at `index` to memory of `elem`
+/// (the swizzled layouts' rows are 128 bytes), in u32 arithmetic as every index (it
+/// wraps).
+pub fn element_index(
+    layout: FragmentLayout,
+    elem: ScalarType,
+    index: u32,
+    stride: u32,
+    r: u32,
+    c: u32,
+) -> u32 {
     let tiled = |r: u32, c: u32| {
         (r / TILE)
             .wrapping_mul(stride)
             .wrapping_add((c / TILE) * TILE * TILE + (r % TILE) * TILE + c % TILE)
     };
     let swizzled = |r: u32, c: u32| {
-        let row = SWIZZLE_ROW;
+        let row = swizzle_row(elem);
         let linear = (r / TILE)
             .wrapping_mul(stride)
             .wrapping_add((c / row) * TILE * row + (r % TILE) * row + c % row);
-        swizzle(index.wrapping_add(linear))
+        swizzle(index.wrapping_add(linear), elem)
     };
     match layout {
         FragmentLayout::RowMajor => index.wrapping_add(r.wrapping_mul(stride).wrapping_add(c)),

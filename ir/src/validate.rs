@@ -878,6 +878,27 @@ impl<'k> Validator<'k> {
                         ),
                     });
                 }
+                let along_reduction = matches!(
+                    (decl.role, layout),
+                    (FragmentRole::A, FragmentLayout::RowMajorSwizzled)
+                        | (FragmentRole::B, FragmentLayout::ColMajorSwizzled)
+                );
+                if read_at_mma && decl.elem == ScalarType::F32 && !along_reduction {
+                    return self.err(K::BadFragment {
+                        name: decl.name.clone(),
+                        why: format!(
+                            "a TF32 warpgroup {} fragment loads along the reduction in the \
+                             swizzled layout ({}), not {}: `wgmma` reads TF32 operands \
+                             K-major only",
+                            decl.role.name(),
+                            match decl.role {
+                                FragmentRole::A => "row_major_swizzled",
+                                _ => "col_major_swizzled",
+                            },
+                            layout.name()
+                        ),
+                    });
+                }
                 if read_at_mma {
                     let first = *self.warpgroup_layouts.entry(*frag).or_insert(*layout);
                     if first != *layout {

@@ -489,33 +489,46 @@ fn the_validator_keeps_warpgroup_operands_in_shared_tiles() {
 #[test]
 fn tiled_layouts_place_elements_in_eight_by_eight_tiles() {
     use kernelc_ir::fragment::element_index;
+    use ScalarType::{F16, F32};
     // Row-major tiles: (r, c) = (9, 10) is tile (1, 1), inside it (1, 2).
     assert_eq!(
-        element_index(RowMajorTiles, 0, 200, 9, 10),
+        element_index(RowMajorTiles, F16, 0, 200, 9, 10),
         200 + 64 + 8 + 2
     );
     // Column-major tiles: the transpose.
     assert_eq!(
-        element_index(ColMajorTiles, 8, 200, 10, 9),
+        element_index(ColMajorTiles, F16, 8, 200, 10, 9),
         8 + 200 + 64 + 8 + 2
     );
-    assert_eq!(element_index(RowMajorTiles, 0, 200, 7, 7), 63);
+    assert_eq!(element_index(RowMajorTiles, F16, 0, 200, 7, 7), 63);
     // Swizzled: row 3 of a block has its chunks flipped by 3: chunk 1 goes to 2.
     assert_eq!(
-        element_index(RowMajorSwizzled, 0, 512, 3, 9),
+        element_index(RowMajorSwizzled, F16, 0, 512, 3, 9),
         3 * 64 + 2 * 8 + 1
     );
     // The swizzle takes the absolute index: at 64 elements further (row 1 of the
     // block), the same element lands by row 4's pattern.
     assert_eq!(
-        element_index(RowMajorSwizzled, 64, 512, 3, 9),
+        element_index(RowMajorSwizzled, F16, 64, 512, 3, 9),
         4 * 64 + 5 * 8 + 1
     );
     // A band further: 8 rows down, `stride` on.
-    assert_eq!(element_index(RowMajorSwizzled, 0, 512, 8, 0), 512);
+    assert_eq!(element_index(RowMajorSwizzled, F16, 0, 512, 8, 0), 512);
     assert_eq!(
-        element_index(ColMajorSwizzled, 0, 512, 9, 3),
+        element_index(ColMajorSwizzled, F16, 0, 512, 9, 3),
         3 * 64 + 2 * 8 + 1
+    );
+    // 32-bit elements: rows of 32, chunks of 4. Row 3's chunk 2 (elements 8-11)
+    // goes to chunk 1; a band is 8 rows of 32.
+    assert_eq!(
+        element_index(RowMajorSwizzled, F32, 0, 256, 3, 9),
+        3 * 32 + 4 + 1
+    );
+    assert_eq!(element_index(RowMajorSwizzled, F32, 0, 256, 8, 0), 256);
+    // Column 33: the second block of the band (256 on), row 5, chunk 0 → 5.
+    assert_eq!(
+        element_index(RowMajorSwizzled, F32, 0, 256, 5, 33),
+        256 + 5 * 32 + 5 * 4 + 1
     );
 }
 

@@ -132,7 +132,7 @@ impl Ctx<'_, '_> {
                 let elements = self.fragment_value(*frag, warp, leader)?.clone();
                 for (e, value) in elements.iter().enumerate() {
                     let (r, c) = (e as u32 / cols, e as u32 % cols);
-                    let at = Self::element_index(*layout, index, stride, r, c);
+                    let at = element_index(*layout, elem, index, stride, r, c);
                     let value = eval::cast_scalar(elem.value_type(), *value);
                     self.store_as(*mem, at, Value::scalar(value), leader, who(e as u32))?;
                 }
@@ -177,7 +177,7 @@ impl Ctx<'_, '_> {
         let mut v = Value::scalar(Scalar::Bool(false));
         for r in 0..rows {
             for c in 0..cols {
-                let at = Self::element_index(source.layout, source.index, source.stride, r, c);
+                let at = element_index(source.layout, decl.elem, source.index, source.stride, r, c);
                 self.load_as(source.mem, at, 1, leader, who(r * cols + c), &mut v)?;
                 match v.as_scalar() {
                     Some(s) => elements.push(s),
@@ -272,11 +272,6 @@ impl Ctx<'_, '_> {
             .at(Name("stride"))?;
         let s = as_index(&s, leader).at(Name("stride"))?;
         Ok((i, s))
-    }
-
-    /// The index of element `(r, c)`, in u32 arithmetic as every index (it wraps).
-    fn element_index(layout: FragmentLayout, index: u32, stride: u32, r: u32, c: u32) -> u32 {
-        element_index(layout, index, stride, r, c)
     }
 
     pub(super) fn fragment_decl(&self, id: FragmentId, inv: u32) -> Res<&FragmentDecl> {

@@ -188,12 +188,13 @@ impl Expander {
             } => {
                 let (decl, locals) = self.fragment(*frag);
                 let (base, stride) = self.address(index, stride, out);
+                let stored = self.kernel.memory(*mem).map_or(decl.elem, |(elem, _)| elem);
                 for (l, (r, c)) in locals.into_iter().zip(self.coordinates(&decl)) {
                     out.push(Stmt::Let {
                         local: l,
                         value: Expr::Load {
                             mem: *mem,
-                            index: Box::new(element(*layout, base, stride, r, c)),
+                            index: Box::new(element((*layout, stored), base, stride, r, c)),
                             lanes: 1,
                         },
                     });
@@ -207,10 +208,8 @@ impl Expander {
                 layout,
             } => {
                 let (decl, locals) = self.fragment(*frag);
-                let to = self
-                    .kernel
-                    .memory(*mem)
-                    .map_or(decl.elem, |(elem, _)| elem.value_type());
+                let stored = self.kernel.memory(*mem).map_or(decl.elem, |(elem, _)| elem);
+                let to = stored.value_type();
                 let (base, stride) = self.address(index, stride, out);
                 for (l, (r, c)) in locals.into_iter().zip(self.coordinates(&decl)) {
                     let value = if to == decl.elem {
@@ -223,7 +222,7 @@ impl Expander {
                     };
                     out.push(Stmt::Store {
                         mem: *mem,
-                        index: element(*layout, base, stride, r, c),
+                        index: element((*layout, stored), base, stride, r, c),
                         value,
                     });
                 }
@@ -472,9 +471,15 @@ impl Expander {
     }
 }
 
-/// Element `(r, c)`'s index ([`element_index_expr`]).
-fn element(layout: FragmentLayout, base: LocalId, stride: LocalId, r: Expr, c: Expr) -> Expr {
-    element_index_expr(layout, local(base), local(stride), E(r), E(c)).0
+/// Element `(r, c)`'s index in memory of `stored` ([`element_index_expr`]).
+fn element(
+    (layout, stored): (FragmentLayout, ScalarType),
+    base: LocalId,
+    stride: LocalId,
+    r: Expr,
+    c: Expr,
+) -> Expr {
+    element_index_expr(layout, stored, local(base), local(stride), E(r), E(c)).0
 }
 
 fn local(id: LocalId) -> E {

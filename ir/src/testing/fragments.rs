@@ -3,7 +3,8 @@
 
 use crate::builder::*;
 use crate::fragment::{
-    round_to_tf32, FragmentLayout::*, FragmentRole, MmaShape, RowReduction, MMA_KINDS,
+    element_index_expr, round_to_tf32, swizzle_row, FragmentLayout::*, FragmentRole, MmaShape,
+    RowReduction, MMA_KINDS,
 };
 use crate::interp::HostBuffer;
 use crate::kernel::{Access, Kernel};
@@ -60,8 +61,12 @@ impl FragmentGemm {
         let b = kb.buffer("b", self.input, (kk * nn) as u64, Access::Read);
         let c = kb.buffer("c", self.acc, (mm * nn) as u64, Access::ReadWrite);
         if self.shape.is_warpgroup() {
-            let sa = kb.shared("sa", self.input, mm * kk);
-            let sb = kb.shared("sb", self.input, kk * nn);
+            let (sa_len, sb_len) = match self.swizzled_band() {
+                Some(band) => (mm / 8 * band, nn / 8 * band),
+                None => (mm * kk, kk * nn),
+            };
+            let sa = kb.shared("sa", self.input, sa_len);
+            let sb = kb.shared("sb", self.input, sb_len);
             return kb
                 .build(|f| self.warpgroup_body(f, [a, b, c], [sa, sb]))
                 .unwrap();
@@ -101,18 +106,52 @@ impl FragmentGemm {
         .unwrap()
     }
 
+    /// The distance between bands of 8 rows where a warpgroup's operands stage in
+    /// the swizzled layouts (TF32: the instruction reads them along the reduction
+    /// only, swizzled), whole 128-byte rows; `None` where they stage in the tiled
+    /// layouts (16-bit elements).
+    fn swizzled_band(&self) -> Option<u32> {
+        let (_, _, kk) = self.dims();
+        let row = swizzle_row(self.input);
+        (self.input == ScalarType::F32).then(|| 8 * row * kk.div_ceil(row))
+    }
+
     /// The body for a warpgroup's shape: A and B staged in shared memory as
     /// `RowMajorTiles` (A) and `ColMajorTiles` (B, by its columns), bands of 8 rows
-    /// (columns) `8·K` apart.
+    /// (columns) `8·K` apart; TF32 ones as `RowMajorSwizzled` and `ColMajorSwizzled`.
     fn warpgroup_body(&self, f: &mut Body, [a, b, c]: [Mem; 3], [sa, sb]: [Mem; 2]) {
         let (mm, nn, kk) = self.dims();
         let MmaShape { m, n, k } = self.shape;
         let threads = self.shape.group() * self.tiles.0 * self.tiles.1;
-        let tiled = |outer: E, p: E| {
-            (outer.clone() / 8u32) * (8 * kk)
-                + (p.clone() / 8u32) * 64u32
-                + (outer % 8u32) * 8u32
-                + p % 8u32
+        let input = self.input;
+        let band = self.swizzled_band();
+        let tiled = |outer: E, p: E| match band {
+            Some(band) => element_index_expr(
+                RowMajorSwizzled,
+                input,
+                E::from(0u32),
+                E::from(band),
+                outer,
+                p,
+            ),
+            None => {
+                (outer.clone() / 8u32) * (8 * kk)
+                    + (p.clone() / 8u32) * 64u32
+                    + (outer % 8u32) * 8u32
+                    + p % 8u32
+            }
+        };
+        // A fragment's first element: unswizzled (the load swizzles).
+        let first = |outer: E, p: E| match band {
+            Some(band) => {
+                let row = swizzle_row(input);
+                (outer / 8u32) * band + (p.clone() / row) * (8 * row) + p % row
+            }
+            None => tiled(outer, p),
+        };
+        let (layout_a, layout_b, stride) = match band {
+            Some(band) => (RowMajorSwizzled, ColMajorSwizzled, band),
+            None => (RowMajorTiles, ColMajorTiles, 8 * kk),
         };
         for (src, dst, outer) in [(a, sa, mm), (b, sb, nn)] {
             f.for_("e", local_id(0), outer * kk, threads, |f, e| {
@@ -130,10 +169,10 @@ impl FragmentGemm {
         let c_at = f.let_("c_at", ti.clone() * (m * nn) + tj.clone() * n);
         f.load_fragment(fc, c, c_at.clone(), nn, RowMajor);
         f.for_("s", 0u32, self.k_steps, 1, |f, s| {
-            let a_at = tiled(ti.clone() * m, s.clone() * k);
-            f.load_fragment(fa, sa, a_at, 8 * kk, RowMajorTiles);
-            let b_at = tiled(tj.clone() * n, s * k);
-            f.load_fragment(fb, sb, b_at, 8 * kk, ColMajorTiles);
+            let a_at = first(ti.clone() * m, s.clone() * k);
+            f.load_fragment(fa, sa, a_at, stride, layout_a);
+            let b_at = first(tj.clone() * n, s * k);
+            f.load_fragment(fb, sb, b_at, stride, layout_b);
             f.mma(fc, fa, fb, fc);
         });
         f.store_fragment(fc, c, c_at, nn, RowMajor);
@@ -210,7 +249,11 @@ pub fn every_kind(via_shared: Option<bool>) -> Vec<FragmentGemm> {
             shape,
             input,
             acc,
-            tiles: [(2, 1), (1, 2), (2, 2)][i % 3],
+            // (Four warpgroups' m64n256 accumulators would not fit the registers.)
+            tiles: match [(2, 1), (1, 2), (2, 2)][i % 3] {
+                (2, 2) if shape.is_warpgroup() && shape.n >= 256 => (1, 2),
+                tiles => tiles,
+            },
             k_steps: 3,
             via_shared: via_shared.unwrap_or(i % 2 == 0),
         })

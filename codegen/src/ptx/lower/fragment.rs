@@ -148,7 +148,11 @@ fn ldmatrix_kind(decl: &FragmentDecl, mem: Memory, layout: FragmentLayout) -> Op
 /// `(major, minor)` with every element index of a `dims` fragment along `layout`
 /// at most `index + major·stride + minor` before any swizzle (offsets grow with the
 /// stride; [`swizzled_bound`] covers the swizzle).
-pub(super) fn last_element(layout: FragmentLayout, (rows, cols): (u32, u32)) -> (u32, u32) {
+pub(super) fn last_element(
+    layout: FragmentLayout,
+    stored: ScalarType,
+    (rows, cols): (u32, u32),
+) -> (u32, u32) {
     let banded = |rows: u32, cols: u32, row: u32| {
         let within = (rows.min(TILE) - 1) * row + cols.min(row) - 1;
         ((rows - 1) / TILE, (cols - 1) / row * TILE * row + within)
@@ -158,16 +162,17 @@ pub(super) fn last_element(layout: FragmentLayout, (rows, cols): (u32, u32)) -> 
         FragmentLayout::ColMajor => (cols - 1, rows - 1),
         FragmentLayout::RowMajorTiles => banded(rows, cols, TILE),
         FragmentLayout::ColMajorTiles => banded(cols, rows, TILE),
-        FragmentLayout::RowMajorSwizzled => banded(rows, cols, SWIZZLE_ROW),
-        FragmentLayout::ColMajorSwizzled => banded(cols, rows, SWIZZLE_ROW),
+        FragmentLayout::RowMajorSwizzled => banded(rows, cols, swizzle_row(stored)),
+        FragmentLayout::ColMajorSwizzled => banded(cols, rows, swizzle_row(stored)),
     }
 }
 
-/// The largest index a fragment access may touch, given the largest unswizzled one
-/// (`last_element`): the swizzle moves an index within its aligned run of 64.
-pub(super) fn swizzled_bound(layout: FragmentLayout, last: u128) -> u128 {
+/// The largest index a fragment access to memory of `stored` may touch, given the
+/// largest unswizzled one (`last_element`): the swizzle moves an index within its
+/// aligned row.
+pub(super) fn swizzled_bound(layout: FragmentLayout, stored: ScalarType, last: u128) -> u128 {
     if layout.is_swizzled() {
-        last | (SWIZZLE_ROW as u128 - 1)
+        last | (swizzle_row(stored) as u128 - 1)
     } else {
         last
     }
@@ -368,7 +373,7 @@ impl<'ctx> Lower<'_, 'ctx> {
     /// (`kernelc_ir::fragment::element_index`).
     fn element_index(
         &self,
-        layout: FragmentLayout,
+        (layout, stored): (FragmentLayout, ScalarType),
         (index, stride): (IntValue<'ctx>, IntValue<'ctx>),
         r: IntValue<'ctx>,
         c: IntValue<'ctx>,
@@ -400,7 +405,10 @@ impl<'ctx> Lower<'_, 'ctx> {
         };
         let swizzled = |e: IntValue<'ctx>| -> Result<IntValue<'ctx>, CodegenError> {
             let flip = b.build_right_shift(e, k(3), false, "").or_internal()?;
-            let flip = b.build_and(flip, k(0o70), "").or_internal()?;
+            // The chunk bits (a row is 8 chunks of 16 bytes).
+            let flip = b
+                .build_and(flip, k(7 * (swizzle_row(stored) / 8)), "")
+                .or_internal()?;
             b.build_xor(e, flip, "").or_internal()
         };
         match layout {
@@ -408,8 +416,8 @@ impl<'ctx> Lower<'_, 'ctx> {
             FragmentLayout::ColMajor => plain(c, r),
             FragmentLayout::RowMajorTiles => banded(r, c, TILE),
             FragmentLayout::ColMajorTiles => banded(c, r, TILE),
-            FragmentLayout::RowMajorSwizzled => swizzled(banded(r, c, SWIZZLE_ROW)?),
-            FragmentLayout::ColMajorSwizzled => swizzled(banded(c, r, SWIZZLE_ROW)?),
+            FragmentLayout::RowMajorSwizzled => swizzled(banded(r, c, swizzle_row(stored))?),
+            FragmentLayout::ColMajorSwizzled => swizzled(banded(c, r, swizzle_row(stored))?),
         }
     }
 
@@ -418,7 +426,7 @@ impl<'ctx> Lower<'_, 'ctx> {
     /// [`swizzled_bound`].
     pub(super) fn last_index(
         &self,
-        layout: FragmentLayout,
+        (layout, stored): (FragmentLayout, ScalarType),
         (index, stride): (IntValue<'ctx>, IntValue<'ctx>),
         (major, minor): (u32, u32),
     ) -> Result<IntValue<'ctx>, CodegenError> {
@@ -436,7 +444,7 @@ impl<'ctx> Lower<'_, 'ctx> {
         if !layout.is_swizzled() {
             return Ok(last);
         }
-        let run = i64t.const_int((SWIZZLE_ROW - 1) as u64, false);
+        let run = i64t.const_int((swizzle_row(stored) - 1) as u64, false);
         self.b.build_or(last, run, "").or_internal()
     }
 
@@ -458,17 +466,17 @@ impl<'ctx> Lower<'_, 'ctx> {
         let (index_expr, stride_expr) = (index, stride);
         let index = int(self.expr(index)?.first()?)?;
         let stride = int(self.expr(stride)?.first()?)?;
+        let (stored, len) = self
+            .kernel
+            .memory(mem)
+            .ok_or_else(|| internal(format!("unknown memory {mem:?}")))?;
         let quad = self.lane_quad()?;
         let mut elements = Vec::new();
         for (r, c) in share(decl.role, decl.shape, decl.elem) {
             let (r, c) = (self.coord(r, quad)?, self.coord(c, quad)?);
-            elements.push(self.element_index(layout, (index, stride), r, c)?);
+            elements.push(self.element_index((layout, stored), (index, stride), r, c)?);
         }
-        let (_, len) = self
-            .kernel
-            .memory(mem)
-            .ok_or_else(|| internal(format!("unknown memory {mem:?}")))?;
-        let (major, minor) = last_element(layout, decl.dims());
+        let (major, minor) = last_element(layout, stored, decl.dims());
         let aligned_rows = self.ranges.alignment(index_expr) % 8 == 0
             && self.ranges.alignment(stride_expr) % 8 == 0;
         let access = Access {
@@ -489,7 +497,7 @@ impl<'ctx> Lower<'_, 'ctx> {
             .zip(self.ranges.range(stride_expr))
             .is_some_and(|(i, s)| {
                 let last = i.hi as u128 + s.hi as u128 * major as u128 + minor as u128;
-                swizzled_bound(layout, last) < len as u128
+                swizzled_bound(layout, stored, last) < len as u128
             });
         if proven {
             return self.access_elements(&access, false);
@@ -497,7 +505,7 @@ impl<'ctx> Lower<'_, 'ctx> {
         // Whole fragment in bounds: index + (major, minor)'s offset < len, computed in
         // 64 bits so that nothing wraps; else each element is checked.
         let i64t = self.ctx.i64_type();
-        let last = self.last_index(layout, (index, stride), (major, minor))?;
+        let last = self.last_index((layout, stored), (index, stride), (major, minor))?;
         let fits = self
             .b
             .build_int_compare(IntPredicate::ULT, last, i64t.const_int(len, false), "fits")

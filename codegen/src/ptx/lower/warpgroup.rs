@@ -44,10 +44,10 @@ struct BatchedMma<'ctx> {
     transposed: [bool; 2],
 }
 
-/// Bytes of one 16-bit element (every warpgroup kind takes f16 or bf16).
-const ELEMENT_BYTES: u64 = 2;
-/// Bytes between core matrices next to each other in a tile band.
-const TILE_BYTES: u64 = (TILE * TILE) as u64 * ELEMENT_BYTES;
+/// Bytes of a core matrix (8 rows of 16 bytes): the distance between core matrices
+/// next to each other in a tile band (the tiled layouts take 16-bit elements: an
+/// 8 × 8 tile is one core matrix).
+const TILE_BYTES: u64 = 128;
 
 /// Whether `kernel` has warpgroup fragments (and so needs sm_90a).
 pub(crate) fn uses_warpgroups(kernel: &Kernel) -> bool {
@@ -145,25 +145,25 @@ impl<'ctx> Lower<'_, 'ctx> {
             .ok_or_else(|| internal("a warpgroup operand without its descriptor slot"))?;
         let index = int(self.expr(index_expr)?.first()?)?;
         let stride = int(self.expr(stride_expr)?.first()?)?;
-        let (_, len) = self
+        let (stored, len) = self
             .kernel
             .memory(mem)
             .ok_or_else(|| internal(format!("unknown memory {mem:?}")))?;
-        let (bands, rest) = super::fragment::last_element(layout, decl.dims());
+        let (bands, rest) = super::fragment::last_element(layout, stored, decl.dims());
         let in_bounds = self
             .ranges
             .range(index_expr)
             .zip(self.ranges.range(stride_expr))
             .is_some_and(|(i, s)| {
                 let last = i.hi as u128 + s.hi as u128 * bands as u128 + rest as u128;
-                super::fragment::swizzled_bound(layout, last) < len as u128
+                super::fragment::swizzled_bound(layout, stored, last) < len as u128
             });
         let aligned = self.ranges.alignment(index_expr) % TILE as u64 == 0
             && self.ranges.alignment(stride_expr) % TILE as u64 == 0;
         let (index, stride) = if in_bounds && aligned {
             (index, stride)
         } else {
-            self.checked_operand(layout, (index, stride), (bands, rest), len)?
+            self.checked_operand((layout, stored), (index, stride), (bands, rest), len)?
         };
         let i32t = self.ctx.i32_type();
         let i64t = self.ctx.i64_type();
@@ -172,9 +172,10 @@ impl<'ctx> Lower<'_, 'ctx> {
             .b
             .build_ptr_to_int(ptr, i64t, "smem_address")
             .or_internal()?;
+        let element_bytes = stored.size_bytes() as u64;
         let stride_bytes = self
             .b
-            .build_int_mul(stride, i32t.const_int(ELEMENT_BYTES, false), "")
+            .build_int_mul(stride, i32t.const_int(element_bytes, false), "")
             .or_internal()?;
         let stride_bytes = self
             .b
@@ -185,7 +186,7 @@ impl<'ctx> Lower<'_, 'ctx> {
         // and bands of 8 rows the stride; MN-major, the other way. 128-byte swizzle:
         // the bands are the stride either way; K-major's leading offset is unused
         // (16), MN-major's is the step between 64-element blocks along M or N.
-        let block_bytes = i64t.const_int((TILE * SWIZZLE_ROW) as u64 * ELEMENT_BYTES, false);
+        let block_bytes = i64t.const_int((TILE * SWIZZLE_BYTES) as u64, false);
         let unused = i64t.const_int(16, false);
         let (leading, strided) = match (layout.is_swizzled(), transposed(decl.role, layout)) {
             (false, true) => (stride_bytes, tile_bytes),
@@ -227,7 +228,7 @@ impl<'ctx> Lower<'_, 'ctx> {
     /// `len`, else `(0, 0)` with the status bit raised.
     fn checked_operand(
         &mut self,
-        layout: FragmentLayout,
+        (layout, stored): (FragmentLayout, ScalarType),
         (index, stride): (IntValue<'ctx>, IntValue<'ctx>),
         (bands, rest): (u32, u32),
         len: u64,
@@ -243,7 +244,7 @@ impl<'ctx> Lower<'_, 'ctx> {
             .b
             .build_int_compare(IntPredicate::EQ, low, i32t.const_zero(), "")
             .or_internal()?;
-        let last = self.last_index(layout, (index, stride), (bands, rest))?;
+        let last = self.last_index((layout, stored), (index, stride), (bands, rest))?;
         let fits = self
             .b
             .build_int_compare(IntPredicate::ULT, last, i64t.const_int(len, false), "")
@@ -377,10 +378,23 @@ impl<'ctx> Lower<'_, 'ctx> {
         {
             let dd = self.fragment_decl(d)?;
             let ad = self.fragment_decl(a)?;
-            let input = match ad.elem {
-                ScalarType::Bf16 => "bf16",
-                ScalarType::F16 => "f16",
+            // TF32 takes no transpose flags: its operands are read along the
+            // reduction only (the validator keeps them so).
+            let (input, flags) = match ad.elem {
+                ScalarType::Bf16 => ("bf16", true),
+                ScalarType::F16 => ("f16", true),
+                ScalarType::F32 => ("tf32", false),
                 other => return Err(internal(format!("no wgmma for {other}"))),
+            };
+            if !flags && (transposed[0] || transposed[1]) {
+                return Err(internal(
+                    "a TF32 warpgroup operand loaded across the reduction",
+                ));
+            }
+            let flags = if flags {
+                format!(", {}, {}", u8::from(transposed[0]), u8::from(transposed[1]))
+            } else {
+                String::new()
             };
             let at = accumulators
                 .iter()
@@ -391,13 +405,12 @@ impl<'ctx> Lower<'_, 'ctx> {
                 .map(|r| format!("${r}"))
                 .collect();
             text.push_str(&format!(
-                "wgmma.mma_async.sync.aligned.m64n{}k16.f32.{input}.{input} {{{}}}, ${}, ${}, p, 1, 1, {}, {};\n",
+                "wgmma.mma_async.sync.aligned.m64n{}k{}.f32.{input}.{input} {{{}}}, ${}, ${}, p, 1, 1{flags};\n",
                 dd.shape.n,
+                dd.shape.k,
                 regs.join(", "),
                 registers + 2 * i,
                 registers + 2 * i + 1,
-                u8::from(transposed[0]),
-                u8::from(transposed[1]),
             ));
         }
         text.push_str("wgmma.commit_group.sync.aligned;\n}");

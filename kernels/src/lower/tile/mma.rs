@@ -42,7 +42,7 @@ use crate::lower::math::{bind, Num};
 use crate::lower::{Launch, LowerError, TargetCaps};
 use kernelc_ir::builder::*;
 use kernelc_ir::fragment::{
-    element_index_expr, FragmentLayout, FragmentRole, MmaShape, SWIZZLE_ROW, TILE,
+    element_index_expr, swizzle_row, FragmentLayout, FragmentRole, MmaShape, TILE,
 };
 use kernelc_ir::{FragmentId, ScalarType};
 
@@ -107,9 +107,10 @@ impl MmaTile {
         }
     }
 
-    /// f16/bf16 on Hopper's `wgmma` (m64n128k16): four warpgroups of 64 × 128 (a
-    /// 256 × 128 tile: 85 flops per staged byte, where 128 × 128 has 64), 64-deep
-    /// slabs staged in the swizzled layouts the instruction reads (whole 128-byte
+    /// f16/bf16 (TF32) on Hopper's `wgmma` (m64n128k16, m64n128k8): four
+    /// warpgroups of 64 × 128 (a 256 × 128 tile: 85 flops per staged byte, where
+    /// 128 × 128 has 64), slabs of one swizzled row deep (64 16-bit or 32 TF32
+    /// elements) staged in the swizzled layouts the instruction reads (whole 128-byte
     /// rows: global loads of whole lines, shared stores and the tensor cores' reads
     /// without bank conflicts), two stages.
     fn warpgroup(input: ScalarType) -> MmaTile {
@@ -118,10 +119,14 @@ impl MmaTile {
             wn: 1,
             fm: 1,
             fn_: 1,
-            shape: MmaShape::M64N128K16,
+            shape: if input == ScalarType::F32 {
+                MmaShape::M64N128K8
+            } else {
+                MmaShape::M64N128K16
+            },
             input,
             acc: ScalarType::F32,
-            bk: SWIZZLE_ROW,
+            bk: swizzle_row(input),
             pad: 0,
             stages: 2,
             copies: false,
@@ -143,10 +148,14 @@ impl MmaTile {
 
     /// Two warpgroups of 64 × 256 (a 128 × 256 tile), for the copy pipeline.
     fn wide_warpgroup(input: ScalarType) -> MmaTile {
+        let narrow = MmaTile::warpgroup(input);
         MmaTile {
             wm: 2,
-            shape: MmaShape::M64N256K16,
-            ..MmaTile::warpgroup(input)
+            shape: MmaShape {
+                n: 256,
+                ..narrow.shape
+            },
+            ..narrow
         }
     }
 
@@ -388,10 +397,19 @@ fn kind(core: &GemmCore, caps: &TargetCaps, large: bool) -> Option<MmaTile> {
 
 /// Whether `core` runs on warpgroups on `caps`: the device has them and both operands
 /// stage 4-wide (gathered operands, such as a convolution's, run faster on the
-/// `mma.sync` tile's 32-deep slabs: 49% of cuDNN against 33%, H200).
+/// `mma.sync` tile's 32-deep slabs: 49% of cuDNN against 33%, H200); TF32 ones lie
+/// along the reduction (as TF32 mode packs them: `wgmma` reads no other way).
 fn warpgroups(core: &GemmCore, caps: &TargetCaps) -> bool {
+    let along = |op: &GemmOperand, outer_len| {
+        op.gather.contiguous(outer_len, core.k) == super::Axis::Reduction
+    };
+    let types = match core.a.dtype {
+        ScalarType::F16 | ScalarType::Bf16 => true,
+        ScalarType::F32 => core.tf32_operands && along(&core.a, core.m) && along(&core.b, core.n),
+        _ => false,
+    };
     caps.warpgroup_fragments
-        && matches!(core.a.dtype, ScalarType::F16 | ScalarType::Bf16)
+        && types
         && vector_staging(core, &core.a, core.m)
         && vector_staging(core, &core.b, core.n)
         && forced() != Forced::MmaSync
@@ -1041,6 +1059,7 @@ impl<'s> Staging<'s> {
             let (major, minor) = if self.along_reduction { (r, p) } else { (p, r) };
             return element_index_expr(
                 FragmentLayout::RowMajorSwizzled,
+                self.op.dtype,
                 offset.clone(),
                 E::from(self.row),
                 major,
@@ -1229,17 +1248,34 @@ mod tests {
             ..exact.clone()
         };
         let plan = lower(&OpSpec::Gemm(tf32.clone()), &TargetCaps::cuda_sm90()).unwrap();
-        let names: Vec<&str> = plan.launches.iter().map(|l| l.kernel.name.as_str()).collect();
+        let names: Vec<&str> = plan
+            .launches
+            .iter()
+            .map(|l| l.kernel.name.as_str())
+            .collect();
         assert_eq!(names.len(), 3, "{names:?}");
-        assert!(names[..2].iter().all(|n| n.contains("tf32_pack")), "{names:?}");
+        assert!(
+            names[..2].iter().all(|n| n.contains("tf32_pack")),
+            "{names:?}"
+        );
         assert_eq!(plan.temps.len(), 2);
         let kernel = &plan.launches[2].kernel;
         assert!(kernel.uses_async_copies());
-        assert!(kernel
-            .fragments
-            .iter()
-            .all(|f| f.shape == MmaShape::M16N8K8 && f.elem == ScalarType::F32));
+        // Hopper: two warpgroups of m64n256k8; before it, `mma.sync` m16n8k8.
+        let tf32_kind = |kernel: &kernelc_ir::Kernel, shape| {
+            kernel
+                .fragments
+                .iter()
+                .all(|f| f.shape == shape && f.elem == ScalarType::F32)
+        };
+        assert!(tf32_kind(kernel, MmaShape::M64N256K8));
         assert!(plan.tunable.unwrap().class.contains("on tf32"));
+        let sm80 = TargetCaps {
+            warpgroup_fragments: false,
+            ..TargetCaps::cuda_sm90()
+        };
+        let plan = lower(&OpSpec::Gemm(tf32.clone()), &sm80).unwrap();
+        assert!(tf32_kind(&plan.launches[2].kernel, MmaShape::M16N8K8));
         for (spec, caps) in [
             (&exact, TargetCaps::cuda_sm90()),
             (&tf32, TargetCaps::cpu()),

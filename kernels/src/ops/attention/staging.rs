@@ -109,13 +109,15 @@ pub(super) fn padded(row: u32) -> Placement {
     Box::new(move |r, c| r * row + c)
 }
 
-/// The swizzled layout a warpgroup's operand loads read, rows of `cols` elements
-/// (a multiple of 64) in bands of 8: a row written whole hits every bank once.
-pub(super) fn swizzled(cols: u32) -> Placement {
+/// The swizzled layout a warpgroup's operand loads read, rows of `cols` elements of
+/// `elem` (a multiple of 128 bytes) in bands of 8: a row written whole hits every
+/// bank once.
+pub(super) fn swizzled(cols: u32, elem: kernelc_ir::ScalarType) -> Placement {
     Box::new(move |r, c| {
         let zero = E::from(0u32);
         element_index_expr(
             FragmentLayout::RowMajorSwizzled,
+            elem,
             zero,
             E::from(8 * cols),
             r,

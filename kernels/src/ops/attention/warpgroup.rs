@@ -41,7 +41,7 @@ use crate::lower::{LowerError, Plan, TargetCaps, Uniforms};
 use crate::spec::OpSpec;
 use kernelc_ir::builder::*;
 use kernelc_ir::fragment::{
-    FragmentLayout, FragmentRole, MmaShape, RowReduction, SWIZZLE_ROW, TILE, WARPGROUP,
+    FragmentLayout, FragmentRole, MmaShape, RowReduction, SWIZZLE_BYTES, TILE, WARPGROUP,
 };
 use kernelc_ir::{FragmentId, ScalarType};
 
@@ -80,6 +80,9 @@ impl WarpgroupTiles {
         (rows * dk + 2 * bk * dn + rows * bk) * elem + keys_or_out + 2 * 4 * rows * 16
     }
 }
+
+/// Elements of a swizzled row: the kernel's operands are 16-bit.
+const SWIZZLE_ROW: u32 = SWIZZLE_BYTES / 2;
 
 /// The (unswizzled) index of column `c` of a swizzled tile: its block of 64
 /// columns, and its place in the block's first row.
@@ -211,7 +214,12 @@ fn body(f: &mut Body, sh: &Shape, wt: WarpgroupTiles, m: &Staged, fr: &Fragments
     let q_at = (&blk.q_base, sh.q_layout.row_stride);
     let kv_at = (&blk.kv_base, sh.kv_layout.row_stride);
     let zero = E::from(0u32);
-    let (q_tile, k_tile, v_tile) = (swizzled(wt.dk), swizzled(wt.dk), swizzled(wt.dn));
+    let half = ScalarType::F16;
+    let (q_tile, k_tile, v_tile) = (
+        swizzled(wt.dk, half),
+        swizzled(wt.dk, half),
+        swizzled(wt.dn, half),
+    );
     let (k_size, v_size) = (wt.bk * wt.dk, wt.bk * wt.dn);
     // Key or value block `kb` into stage `kb mod 2` of `dst`, then a commit.
     let stage = |f: &mut Body, kb: &E, (src, dst, cols, tile): (Mem, Mem, u32, &Placement)| {
