@@ -3,7 +3,7 @@
 # torch on the same GPU, in one command. Built and packed here by bench/gpu/pack.sh;
 # run there from the repository root:
 #
-#   . .device/setup.sh && bash bench/gpu/device-run.sh [conformance] [memory] [large] [random] [fuzz] [programs] [sweep] [no-panic] [adapters] [sanitize] [bench] [mma] [tune] [tf32] [chain] [wgpu-bench]
+#   . .device/setup.sh && bash bench/gpu/device-run.sh [conformance] [memory] [large] [random] [fuzz] [programs] [sweep] [no-panic] [adapters] [sanitize] [bench] [mma] [tune] [tf32] [conv] [chain] [wgpu-bench]
 #
 # (no stage named: all six). FUZZ_CASES sets the op fuzzer's cases per executor. Results go to $OUT (the device tool brings them back);
 # the last lines printed are the summary.
@@ -208,6 +208,19 @@ for stage in $stages; do
         --specs bench/gpu/specs-tf32.json --json "$OUT/kernelc-tf32-$pass.json" > "$OUT/kernelc-tf32-$pass.txt" 2>&1
       note "kernelc bench --tune TF32, pass $pass: exit $?"
       python3 bench/gpu/report.py "$OUT/torch-tf32.json" "$OUT/kernelc-tf32-$pass.json" > "$OUT/report-tf32-$pass.md"
+    done
+    ;;
+  conv)
+    # bf16 convolutions (issue #19) against cuDNN, tuned on a fresh cache (two passes:
+    # the second reads the choices).
+    python3 bench/gpu/torch_bench.py bench/gpu/specs-conv.json "$OUT/torch-conv.json" > "$OUT/torch-conv.txt" 2>&1
+    note "torch conv baseline: exit $?"
+    rm -rf /tmp/kc-conv
+    for pass in 1 2; do
+      KERNELC_CACHE_DIR=/tmp/kc-conv timeout 200 kernelc bench --device cuda --tune --no-roofline \
+        --specs bench/gpu/specs-conv.json --json "$OUT/kernelc-conv-$pass.json" > "$OUT/kernelc-conv-$pass.txt" 2>&1
+      note "kernelc bench --tune conv, pass $pass: exit $?"
+      python3 bench/gpu/report.py "$OUT/torch-conv.json" "$OUT/kernelc-conv-$pass.json" > "$OUT/report-conv-$pass.md"
     done
     ;;
   chain)
