@@ -3,6 +3,7 @@
 //! kept for.
 
 use super::mma::{self, MmaTile};
+use super::pack::{Packed, Preference};
 use super::schedule::{simt_alternatives, Tile};
 use super::{Axis, Gather, GemmCore, GemmOperand};
 use crate::lower::{TargetCaps, Tunable};
@@ -45,13 +46,33 @@ fn schedules(core: &GemmCore, caps: &TargetCaps) -> Vec<Schedule> {
 }
 
 /// The schedule `core` takes on `caps` (the one `caps.schedule` names, where offered,
-/// else the heuristics'), and what the plan records of the choice.
-pub(super) fn pick(core: &GemmCore, caps: &TargetCaps) -> (Schedule, Tunable) {
-    let mut all = schedules(core, caps);
+/// else the heuristics'), whether it is one of `packed`'s (the problem with operands
+/// packed, `pack.rs`: its schedules are named `"packed: …"` and come first, after or
+/// instead of `core`'s as its preference says), and what the plan records of the
+/// choice.
+pub(super) fn pick(
+    core: &GemmCore,
+    packed: Option<&Packed>,
+    caps: &TargetCaps,
+) -> (Schedule, bool, Tunable) {
+    let direct = || schedules(core, caps).into_iter().map(|s| (s, false));
+    let of_packed = |p: &Packed| schedules(&p.core, caps).into_iter().map(|s| (s, true));
+    let mut all: Vec<(Schedule, bool)> = match packed {
+        None => direct().collect(),
+        Some(p) => match p.preference {
+            Preference::Only => of_packed(p).collect(),
+            Preference::First => of_packed(p).chain(direct()).collect(),
+            Preference::Last => direct().chain(of_packed(p)).collect(),
+        },
+    };
     let mut names: Vec<String> = Vec::with_capacity(all.len());
     // A name is a schedule: the first of any two that print alike serves.
-    all.retain(|s| {
-        let name = s.name();
+    all.retain(|(s, packed)| {
+        let name = if *packed {
+            format!("packed: {}", s.name())
+        } else {
+            s.name()
+        };
         let new = !names.contains(&name);
         if new {
             names.push(name);
@@ -62,29 +83,31 @@ pub(super) fn pick(core: &GemmCore, caps: &TargetCaps) -> (Schedule, Tunable) {
         .schedule
         .as_deref()
         .and_then(|want| names.iter().position(|n| n == want));
-    let chosen = match (wanted, all.first()) {
+    let (chosen, is_packed) = match (wanted, all.first()) {
         (Some(i), _) => all[i],
         (None, Some(&first)) => first,
-        // `simt_alternatives` always has the heuristic tile.
-        (None, None) => Schedule::Simt(super::schedule::choose_tile(core, caps)),
+        // `simt_alternatives` always has the heuristic tile (and where only the
+        // packed form is offered but has no schedule, the unpacked problem serves).
+        (None, None) => (
+            Schedule::Simt(super::schedule::choose_tile(core, caps)),
+            false,
+        ),
     };
     let tunable = Tunable {
         class: class(core),
         choices: names,
         multiply_adds: core.m as u64 * core.n as u64 * core.k as u64 * core.batch_count() as u64,
     };
-    (chosen, tunable)
+    (chosen, is_packed, tunable)
 }
 
 /// The shape class of `core`: its types, each operand's kind of placement, and its
 /// sizes rounded up to powers of two (`"gemm f32 a:reduction b:outer m4096 n4096
 /// k4096 batch1"`). Problems of one class take the same schedule.
 fn class(core: &GemmCore) -> String {
-    let rounding = match (core.input_rounding, core.tf32_operands) {
-        (Some(t), _) => format!(" rounded to {t}"),
-        (None, true) => " on tf32".to_string(),
-        (None, false) => String::new(),
-    };
+    let rounding = core
+        .input_rounding
+        .map_or(String::new(), |t| format!(" rounded to {t}"));
     let bucket = |v: u32| v.max(1).next_power_of_two();
     format!(
         "gemm {}·{}→{}{rounding} a:{} b:{} m{} n{} k{} batch{}",
@@ -219,6 +242,76 @@ mod tests {
             .expect("a bf16 convolution case");
         let choices = every_choice_conforms(&conv, &sm90, "sm90 conv");
         assert!(choices.len() >= 2, "{choices:?}");
+        // Its image, gathered 2 bytes at a time, also packed for the warpgroups (after
+        // the unpacked schedules at this size).
+        assert!(!choices[0].starts_with("packed: "), "{choices:?}");
+        assert!(
+            choices
+                .iter()
+                .any(|c| c.starts_with("packed: mma m64n256k16")),
+            "{choices:?}"
+        );
+    }
+
+    /// A large convolution packs its image and runs on warpgroups by the heuristics;
+    /// without asynchronous copies (or warpgroups) nothing is packed.
+    #[test]
+    fn a_large_convolution_packs_its_image_for_the_warpgroups() {
+        use crate::spec::{Conv2dSpec, ConvPass, Window2d};
+        let conv = OpSpec::Conv2d(Conv2dSpec {
+            dtype: Bf16,
+            pass: ConvPass::Forward,
+            batch: 16,
+            in_channels: 64,
+            out_channels: 128,
+            height: 56,
+            width: 56,
+            window: Window2d {
+                kernel: [3, 3],
+                stride: [1, 1],
+                padding: [1, 1],
+            },
+            bias: false,
+        });
+        let sm90 = TargetCaps::cuda_sm90();
+        let plan = lower(&conv, &sm90).unwrap();
+        let choices = plan.tunable.as_ref().unwrap().choices.clone();
+        assert!(
+            choices[0].starts_with("packed: mma m64n256k16"),
+            "{choices:?}"
+        );
+        assert!(choices.iter().any(|c| !c.starts_with("packed: ")));
+        assert_eq!(
+            plan.temps.len(),
+            1,
+            "the image only: the filter stages as it is"
+        );
+        let names: Vec<&str> = plan
+            .launches
+            .iter()
+            .map(|l| l.kernel.name.as_str())
+            .collect();
+        assert!(names[0].contains("_pack_input"), "{names:?}");
+        let gemm = &plan.launches.last().unwrap().kernel;
+        assert!(gemm
+            .fragments
+            .iter()
+            .all(|f| f.shape == kernelc_ir::MmaShape::M64N256K16));
+        for caps in [
+            TargetCaps {
+                async_copies: false,
+                ..sm90.clone()
+            },
+            TargetCaps {
+                warpgroup_fragments: false,
+                ..sm90
+            },
+        ] {
+            let plan = lower(&conv, &caps).unwrap();
+            assert!(plan.temps.is_empty());
+            let choices = &plan.tunable.unwrap().choices;
+            assert!(choices.iter().all(|c| !c.starts_with("packed: ")));
+        }
     }
 
     #[test]

@@ -6,13 +6,51 @@ use super::kernel::{Mems, Place};
 use super::schedule::TileKernel;
 use super::{add, and_opt, div, rem, scale, BiasAxis, GemmCore, GemmOperand};
 use crate::lower::math::{bind, Num};
+use crate::lower::Binding;
 use kernelc_ir::builder::*;
+use kernelc_ir::Access;
 
 impl GemmCore {
+    /// The operands the sums are defined over: the op's own, also where `a` and `b`
+    /// are packed copies of them.
+    fn defining(&self) -> [&GemmOperand; 2] {
+        match &self.packed_from {
+            Some(own) => [&own[0], &own[1]],
+            None => [&self.a, &self.b],
+        }
+    }
+
     /// Whether an operand has elements that do not exist (read as zero by the slab
-    /// loads), so that a NaN sum may hold a `0·∞` term the definition does not have.
+    /// loads, or zeros in a packed copy), so that a NaN sum may hold a `0·∞` term the
+    /// definition does not have.
     pub(super) fn has_absent(&self) -> bool {
-        self.a.gather.has_absent() || self.b.gather.has_absent()
+        self.defining().iter().any(|op| op.gather.has_absent())
+    }
+
+    /// The buffers [`GemmCore::exact_dot`] reads, where operands have absent
+    /// elements: `bound` (the operands a kernel binds already) unless they are
+    /// packed copies or not bound, else the op's own operands, bound here as two
+    /// more parameters.
+    pub(super) fn recompute_buffers(
+        &self,
+        k: &mut KernelBuilder,
+        bindings: &mut Vec<Binding>,
+        bound: Option<(Mem, Mem)>,
+    ) -> Option<(Mem, Mem)> {
+        if !self.has_absent() {
+            return None;
+        }
+        if let (None, Some(mems)) = (&self.packed_from, bound) {
+            return Some(mems);
+        }
+        let [a, b] = self.defining();
+        let mut declare = |op: &GemmOperand| {
+            bindings.push(op.binding.clone());
+            k.buffer(format!("{}_terms", op.name), op.dtype, op.len, Access::Read)
+        };
+        let a = declare(a);
+        let b = declare(b);
+        Some((a, b))
     }
 
     /// Element `index` of operand `op` bound to `mem`, in the compute type (`num`'s
@@ -33,26 +71,23 @@ impl GemmCore {
         }
     }
 
-    /// `Σ_p A(i, p)·B(p, j)` over the `p` where both elements exist, in order of `p`
-    /// with one `fma` per term as the tiled sum adds them; `a` and `b` are the operands'
-    /// buffers, `off_a` and `off_b` their batch offsets. `i < m` and `j < n`.
-    pub(super) fn exact_dot(
-        &self,
-        f: &mut Body,
-        (a, b): (Mem, Mem),
-        (off_a, off_b): (&E, &E),
-        i: &E,
-        j: &E,
-    ) -> E {
+    /// `Σ_p A(i, p)·B(p, j)` of batch entry `z` over the `p` where both elements
+    /// exist, in order of `p` with one `fma` per term as the tiled sum adds them; `a`
+    /// and `b` are the buffers [`GemmCore::recompute_buffers`] gave. `i < m` and
+    /// `j < n`.
+    pub(super) fn exact_dot(&self, f: &mut Body, (a, b): (Mem, Mem), z: &E, i: &E, j: &E) -> E {
+        let [op_a, op_b] = self.defining();
+        let off_a = self.batch_offset(f, "exact_off_a", z, &op_a.batch_strides, op_a.base);
+        let off_b = self.batch_offset(f, "exact_off_b", z, &op_b.batch_strides, op_b.base);
         let num = Num::scalar(self.compute());
         let sum = f.var("exact", num.lit(0.0));
         f.for_("ep", 0u32, self.k, 1, |f, p| {
-            let (at_a, in_a) = self.a.gather.address(f, i, &p);
-            let (at_b, in_b) = self.b.gather.address(f, j, &p);
+            let (at_a, in_a) = op_a.gather.address(f, i, &p);
+            let (at_b, in_b) = op_b.gather.address(f, j, &p);
             // Loaded only where both exist: an absent element's offset may lie outside.
             let term = |f: &mut Body| {
-                let x = self.load_operand(f, &num, a, &self.a, add(off_a.clone(), at_a));
-                let y = self.load_operand(f, &num, b, &self.b, add(off_b.clone(), at_b));
+                let x = self.load_operand(f, &num, a, op_a, add(off_a.clone(), at_a));
+                let y = self.load_operand(f, &num, b, op_b, add(off_b.clone(), at_b));
                 f.assign(sum, x.fma(y, sum.get()))
             };
             match and_opt(in_a, in_b) {
@@ -72,6 +107,7 @@ impl<'a> TileKernel<'a> {
         &self,
         f: &mut Body,
         m: &Mems,
+        terms: (Mem, Mem),
         place: &Place,
         (first_row, first_col): (&E, &E),
         acc: &[Vec<E>],
@@ -105,13 +141,7 @@ impl<'a> TileKernel<'a> {
                         let right = add(scale(div(c.clone(), vn), t.tx * vn), rem(c, vn));
                         let col = bind(f, "e_col", add(first_col.clone(), right));
                         f.if_(col.clone().lt(core.n), |f| {
-                            let sum = core.exact_dot(
-                                f,
-                                (m.a, m.b),
-                                (&place.off_a, &place.off_b),
-                                &row,
-                                &col,
-                            );
+                            let sum = core.exact_dot(f, terms, &place.z, &row, &col);
                             let at = add(scale(row.clone(), core.c.ld), col.clone());
                             let index = bind(f, "e_at", add(place.off_c.clone(), at));
                             let v = self.finish_value(f, m, &index, &col, row_bias.clone(), sum, 1);

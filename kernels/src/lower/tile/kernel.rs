@@ -23,6 +23,9 @@ pub(super) struct Mems {
     pub a_sh: Mem,
     pub b_sh: Mem,
     pub acc_sh: Option<Mem>,
+    /// What a NaN's recomputation over the existing terms reads, where operands have
+    /// absent elements ([`GemmCore::recompute_buffers`]).
+    pub exact: Option<(Mem, Mem)>,
 }
 
 impl GemmCore {
@@ -105,6 +108,11 @@ impl<'a> TileKernel<'a> {
         );
         let mut bindings = Vec::new();
         let (a, b) = self.operand_buffers(&mut k, &mut bindings);
+        // (A split reduction's sum launch recomputes instead.)
+        let exact = match self.split {
+            None => core.recompute_buffers(&mut k, &mut bindings, Some((a, b))),
+            Some(_) => None,
+        };
         let (bias, c_in, out, alpha, beta) = match (partial, self.split) {
             (Some(binding), Some(split)) => {
                 let len = split.splits as u64
@@ -135,6 +143,7 @@ impl<'a> TileKernel<'a> {
             a_sh,
             b_sh,
             acc_sh,
+            exact,
         };
         let kernel = k.build(|f| self.body(f, grid, &mems))?;
         Ok(Launch {
@@ -593,8 +602,8 @@ impl<'a> TileKernel<'a> {
                 when_below(f, &row, core.m, body);
             }
         }
-        if self.split.is_none() && core.has_absent() {
-            self.recompute_nan(f, m, place, (&first_row, &first_col), acc);
+        if let Some(terms) = m.exact {
+            self.recompute_nan(f, m, terms, place, (&first_row, &first_col), acc);
         }
     }
 

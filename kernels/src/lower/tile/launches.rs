@@ -27,13 +27,7 @@ fn reduce_launch(
     let mut bindings = vec![partial.clone()];
     let part = k.buffer("partial", compute, partial_len, Access::Read);
     // Operands with absent elements: a NaN sum is summed again without them.
-    let operands = core.has_absent().then(|| {
-        bindings.push(core.a.binding.clone());
-        let a = k.buffer(core.a.name.clone(), core.a.dtype, core.a.len, Access::Read);
-        bindings.push(core.b.binding.clone());
-        let b = k.buffer(core.b.name.clone(), core.b.dtype, core.b.len, Access::Read);
-        (a, b)
-    });
+    let operands = core.recompute_buffers(&mut k, &mut bindings, None);
     let super::kernel::EpilogueMems {
         bias,
         c_in,
@@ -62,11 +56,7 @@ fn reduce_launch(
             if let Some(mems) = operands {
                 let var = f.var("sum", sum);
                 f.if_(var.get().ne(var.get()), |f| {
-                    let off_a =
-                        core.batch_offset(f, "off_a", &z, &core.a.batch_strides, core.a.base);
-                    let off_b =
-                        core.batch_offset(f, "off_b", &z, &core.b.batch_strides, core.b.base);
-                    let exact = core.exact_dot(f, mems, (&off_a, &off_b), &i, &j);
+                    let exact = core.exact_dot(f, mems, &z, &i, &j);
                     f.assign(var, exact);
                 });
                 sum = var.get();
@@ -150,17 +140,24 @@ fn gap_launch(core: &GemmCore, caps: &TargetCaps) -> Result<Launch, LowerError> 
     })
 }
 
-/// Appends the launches of `core` to `plan`: the tile kernel, and the split-K sum and
-/// the gap fill when they are needed.
+/// Appends the launches of `core` to `plan`: the packs of its operands where it takes
+/// its packed form (`pack.rs`), the tile kernel, and the split-K sum and the gap fill
+/// when they are needed.
 pub(crate) fn emit_gemm(
     core: &GemmCore,
     caps: &TargetCaps,
     plan: &mut PlanBuilder,
 ) -> Result<(), LowerError> {
-    let packed = super::tf32::packed(core, caps, plan)?;
-    let core = packed.as_ref().unwrap_or(core);
-    let (schedule, tunable) = super::choices::pick(core, caps);
+    let packed = super::pack::candidate(core, caps, plan.temps.len());
+    let (schedule, is_packed, tunable) = super::choices::pick(core, packed.as_ref(), caps);
     crate::lower::plan::offer(&mut plan.tunable, Some(tunable));
+    let core = match (&packed, is_packed) {
+        (Some(p), true) => {
+            p.emit(core, caps, plan)?;
+            &p.core
+        }
+        _ => core,
+    };
     match schedule {
         Schedule::Fragments(mt) => {
             let kernel = TileKernel::for_fragments(core, caps, mt);

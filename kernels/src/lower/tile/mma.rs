@@ -469,6 +469,7 @@ impl TileKernel<'_> {
         let mut k = KernelBuilder::new(format!("{}_mma", core.name), [mt.invocations(), 1, 1]);
         let mut bindings = Vec::new();
         let (a, b) = self.operand_buffers(&mut k, &mut bindings);
+        let exact = core.recompute_buffers(&mut k, &mut bindings, Some((a, b)));
         let e = core.epilogue_buffers(&mut k, &mut bindings);
         let staged = |op: &GemmOperand, outer_len: u32, outer: u32| {
             let along = op.gather.contiguous(outer_len, core.k) == super::Axis::Reduction;
@@ -501,6 +502,7 @@ impl TileKernel<'_> {
             a_sh,
             b_sh,
             acc_sh: Some(c_sh),
+            exact,
         };
         let kernel = k.build(|f| self.mma_body(f, grid, &mems, mt, (a_stage, b_stage)))?;
         Ok(Launch {
@@ -751,18 +753,12 @@ impl TileKernel<'_> {
                         ),
                     );
                     let mut sum = c_sh.at(add(region.clone(), e));
-                    if core.has_absent() {
+                    if let Some(terms) = m.exact {
                         // A NaN may be a `0·∞` of an absent element: summed again
                         // over the existing terms (the engine's "Absent elements").
                         let s = f.var("sum", sum);
                         f.if_(s.get().ne(s.get()), |f| {
-                            let exact = core.exact_dot(
-                                f,
-                                (m.a, m.b),
-                                (&place.off_a, &place.off_b),
-                                &row,
-                                &col,
-                            );
+                            let exact = core.exact_dot(f, terms, &place.z, &row, &col);
                             f.assign(s, exact);
                         });
                         sum = s.get();
@@ -781,7 +777,7 @@ impl TileKernel<'_> {
 /// Whether `op` (of extent `outer_len` along its outer axis) stages 4 elements per
 /// load: strides, offsets and extents keep every vector aligned and whole inside or
 /// outside the matrix.
-fn vector_staging(core: &GemmCore, op: &GemmOperand, outer_len: u32) -> bool {
+pub(super) fn vector_staging(core: &GemmCore, op: &GemmOperand, outer_len: u32) -> bool {
     vector_lanes(core, op, outer_len, 4)
 }
 
@@ -1254,10 +1250,7 @@ mod tests {
             .map(|l| l.kernel.name.as_str())
             .collect();
         assert_eq!(names.len(), 3, "{names:?}");
-        assert!(
-            names[..2].iter().all(|n| n.contains("tf32_pack")),
-            "{names:?}"
-        );
+        assert!(names[..2].iter().all(|n| n.contains("_pack_")), "{names:?}");
         assert_eq!(plan.temps.len(), 2);
         let kernel = &plan.launches[2].kernel;
         assert!(kernel.uses_async_copies());
@@ -1269,7 +1262,7 @@ mod tests {
                 .all(|f| f.shape == shape && f.elem == ScalarType::F32)
         };
         assert!(tf32_kind(kernel, MmaShape::M64N256K8));
-        assert!(plan.tunable.unwrap().class.contains("on tf32"));
+        assert!(plan.tunable.unwrap().class.contains("rounded to tf32"));
         let sm80 = TargetCaps {
             warpgroup_fragments: false,
             ..TargetCaps::cuda_sm90()

@@ -74,9 +74,9 @@ mod exact;
 mod kernel;
 mod launches;
 mod mma;
+mod pack;
 mod schedule;
 mod stage;
-mod tf32;
 
 pub(crate) use launches::emit_gemm;
 // For the tests that force tile configurations the heuristics pick for no small shape.
@@ -264,8 +264,12 @@ pub(crate) struct GemmCore {
     /// Round A and B before multiplying (f32 GEMMs only).
     pub input_rounding: Option<crate::ops::InputRounding>,
     /// A and B (f32) hold TF32 values, rounded by TF32 mode's pack launches
-    /// (`tf32.rs`): they may multiply on TF32 fragments.
+    /// (`pack.rs`): they may multiply on TF32 fragments.
     pub tf32_operands: bool,
+    /// The op's own operands where `a` and `b` are packed copies of them (`pack.rs`)
+    /// and some of their elements are absent: the sums are defined over their
+    /// existing terms, which a NaN's recomputation reads.
+    pub packed_from: Option<Arc<[GemmOperand; 2]>>,
     /// Write the elements of C's buffer that belong to no matrix (0, or the prior C).
     pub fill_gaps: bool,
     /// Applied to the epilogue's value before it is rounded to C's type.

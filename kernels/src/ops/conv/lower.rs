@@ -154,6 +154,7 @@ fn core(
         bias,
         input_rounding: None,
         tf32_operands: false,
+        packed_from: None,
         fill_gaps: false,
         activation: None,
     }
@@ -735,6 +736,70 @@ mod tests {
             let mut plan = PlanBuilder::default();
             emit_gemm_with(&core, &caps, tile, &mut plan).map_err(|e| e.to_string())?;
             crate::conformance::interpret(&plan.finish(), spec, inputs)
+        }
+    }
+
+    /// The packed form on warpgroups (`tile/pack.rs`): the padding's zeros in the
+    /// packed image meet the filter's infinities, and the NaN sums are recomputed
+    /// over the op's own operands, in every pass.
+    #[test]
+    fn packed_convolutions_recompute_nan_sums_over_their_own_operands() {
+        use crate::conformance::Interpreter;
+        use crate::lower::lower;
+        let (inf, nan) = (f64::INFINITY, f64::NAN);
+        for pass in [
+            ConvPass::Forward,
+            ConvPass::BackwardData,
+            ConvPass::BackwardFilter,
+        ] {
+            let spec = OpSpec::Conv2d(Conv2dSpec {
+                dtype: ScalarType::Bf16,
+                pass,
+                batch: 2,
+                in_channels: 3,
+                out_channels: 5,
+                height: 9,
+                width: 7,
+                window: Window2d {
+                    kernel: [3, 3],
+                    stride: [1, 1],
+                    padding: [1, 1],
+                },
+                bias: false,
+            });
+            let values: Vec<Vec<f64>> = spec
+                .inputs()
+                .iter()
+                .enumerate()
+                .map(|(k, sig)| {
+                    (0..sig.numel())
+                        .map(|i| match (k, i % 23) {
+                            (1, 0) => inf,
+                            (1, 11) => -inf,
+                            (1, 17) if i % 2 == 0 => nan,
+                            _ => ((i * 7 + k) % 13) as f64 / 4.0 - 1.5,
+                        })
+                        .collect()
+                })
+                .collect();
+            let data = case_data_from_values(&spec, values);
+            let sm90 = TargetCaps::cuda_sm90();
+            let choices = lower(&spec, &sm90).unwrap().tunable.unwrap().choices;
+            let packed: Vec<&String> = choices
+                .iter()
+                .filter(|c| c.starts_with("packed: "))
+                .collect();
+            assert!(!packed.is_empty(), "{pass:?}: {choices:?}");
+            for name in packed {
+                let caps = TargetCaps {
+                    schedule: Some(name.clone()),
+                    ..sm90.clone()
+                };
+                let exec = Interpreter::new(name, caps);
+                if let Err(f) = check_data(&exec, &spec, &data) {
+                    panic!("{pass:?} on {name}: {f}");
+                }
+            }
         }
     }
 

@@ -161,6 +161,7 @@ fn gemm_core(spec: &GemmSpec) -> Result<GemmCore, LowerError> {
         }),
         input_rounding: spec.input_rounding,
         tf32_operands: false,
+        packed_from: None,
         fill_gaps: true,
         activation: spec.activation,
     };
