@@ -11,10 +11,11 @@
 //!   by side), run once to warm up, then timed over at least 3
 //!   synchronised runs (up to 10 within 50 ms); the median decides. The heuristics'
 //!   schedule is timed first, the others while the [`TUNING_BUDGET`] lasts: no batch
-//!   of compiles starts past it, and no timing that would pass it, unless that timing
-//!   is cheap (the last one took at most the 50 ms timing window: the compile, the
-//!   expensive part, is spent by then). The heuristics'
-//!   compile, which the call needs anyway, is not tuning time.
+//!   of compiles starts that would end past it (a batch is expected to take the
+//!   heuristics' compile time per round of as many compiles as there are cores), and
+//!   no timing that would pass it, unless that timing is cheap (the last one took at
+//!   most the 50 ms timing window: the compile, the expensive part, is spent by
+//!   then). The heuristics' compile, which the call needs anyway, is not tuning time.
 //! * **Failures**: tuning is an optimisation. An error queued on the device before
 //!   it is the caller's and returned as such; where tuning itself fails (scratch
 //!   memory, a schedule that does not run) or a stored choice does not lower or
@@ -283,8 +284,12 @@ impl Runtime {
     ) -> Result<(Arc<TuneRecord>, Prepared)> {
         let structural = spec.structural();
         // The heuristics' schedule is compiled for the call anyway: not tuning time.
-        // Its failure is the op's.
+        // Its failure is the op's. Its compile time is what a batch of the others is
+        // expected to take (side by side, as many at once as there are cores).
+        let compiling = Instant::now();
         let first = self.prepare_plan(plan.clone(), &structural)?;
+        let compile_cost = compiling.elapsed();
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let started = Instant::now();
         let inputs = self.scratch_inputs(&structural)?;
         let outputs = structural
@@ -334,7 +339,9 @@ impl Runtime {
         // The others in batches compiled side by side, each batch timed before the
         // next is compiled.
         for batch in tunable.choices[1..].chunks(COMPILE_BATCH) {
-            let batch_compiled = if started.elapsed() > TUNING_BUDGET {
+            let rounds = batch.len().div_ceil(cores) as u32;
+            let expected_end = started.elapsed() + compile_cost * rounds;
+            let batch_compiled = if expected_end > TUNING_BUDGET {
                 batch.iter().map(|_| Err(Untimed::Budget)).collect()
             } else {
                 self.compile_schedules(&structural, caps, batch)

@@ -253,8 +253,9 @@ mod tests {
         );
     }
 
-    /// A large convolution packs its image and runs on warpgroups by the heuristics;
-    /// without asynchronous copies (or warpgroups) nothing is packed.
+    /// A large convolution of 256 output channels packs its image and runs on
+    /// warpgroups by the heuristics (of 128, it offers the packed form after the
+    /// unpacked one); without asynchronous copies (or warpgroups) nothing is packed.
     #[test]
     fn a_large_convolution_packs_its_image_for_the_warpgroups() {
         use crate::spec::{Conv2dSpec, ConvPass, Window2d};
@@ -262,10 +263,10 @@ mod tests {
             dtype: Bf16,
             pass: ConvPass::Forward,
             batch: 16,
-            in_channels: 64,
-            out_channels: 128,
-            height: 56,
-            width: 56,
+            in_channels: 128,
+            out_channels: 256,
+            height: 28,
+            width: 28,
             window: Window2d {
                 kernel: [3, 3],
                 stride: [1, 1],
@@ -297,6 +298,14 @@ mod tests {
             .fragments
             .iter()
             .all(|f| f.shape == kernelc_ir::MmaShape::M64N256K16));
+        let OpSpec::Conv2d(mut narrow) = conv.clone() else {
+            unreachable!()
+        };
+        narrow.out_channels = 128;
+        let plan = lower(&OpSpec::Conv2d(narrow), &sm90).unwrap();
+        let choices = plan.tunable.unwrap().choices;
+        assert!(!choices[0].starts_with("packed: "), "{choices:?}");
+        assert!(choices.iter().any(|c| c.starts_with("packed: ")));
         for caps in [
             TargetCaps {
                 async_copies: false,
