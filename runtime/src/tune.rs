@@ -10,9 +10,9 @@
 //!   each schedule is lowered and compiled (the alternatives four at a time, side
 //!   by side), run once to warm up, then timed over at least 3
 //!   synchronised runs (up to 10 within 50 ms); the median decides. The heuristics'
-//!   schedule is timed first, the others while the [`TUNING_BUDGET`] lasts: no batch
-//!   of compiles starts that would end past it (a batch is expected to take the
-//!   heuristics' compile time per round of as many compiles as there are cores), and
+//!   schedule is timed first, the others while the [`TUNING_BUDGET`] lasts: no
+//!   compile starts that is expected to end past it (each is expected to take as long
+//!   as the heuristics' did: a driver's JIT may compile one module at a time), and
 //!   no timing that would pass it, unless that timing is cheap (the last one took at
 //!   most the 50 ms timing window: the compile, the expensive part, is spent by
 //!   then). The heuristics' compile, which the call needs anyway, is not tuning time.
@@ -284,12 +284,11 @@ impl Runtime {
     ) -> Result<(Arc<TuneRecord>, Prepared)> {
         let structural = spec.structural();
         // The heuristics' schedule is compiled for the call anyway: not tuning time.
-        // Its failure is the op's. Its compile time is what a batch of the others is
-        // expected to take (side by side, as many at once as there are cores).
+        // Its failure is the op's. Its compile time is what each of the others is
+        // expected to take.
         let compiling = Instant::now();
         let first = self.prepare_plan(plan.clone(), &structural)?;
         let compile_cost = compiling.elapsed();
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let started = Instant::now();
         let inputs = self.scratch_inputs(&structural)?;
         let outputs = structural
@@ -337,11 +336,15 @@ impl Runtime {
         };
         time(&tunable.choices[0], Ok(first))?;
         // The others in batches compiled side by side, each batch timed before the
-        // next is compiled.
-        for batch in tunable.choices[1..].chunks(COMPILE_BATCH) {
-            let rounds = batch.len().div_ceil(cores) as u32;
-            let expected_end = started.elapsed() + compile_cost * rounds;
-            let batch_compiled = if expected_end > TUNING_BUDGET {
+        // next is compiled; a batch holds as many as are expected to compile within
+        // what is left of the budget, each as long as the heuristics' took (a
+        // driver's JIT may compile one module at a time), none once nothing fits.
+        let mut rest = &tunable.choices[1..];
+        while !rest.is_empty() {
+            let left = TUNING_BUDGET.saturating_sub(started.elapsed());
+            let fits = (left.as_secs_f64() / compile_cost.as_secs_f64().max(1e-6)) as usize;
+            let (batch, after) = rest.split_at(fits.min(COMPILE_BATCH).max(1).min(rest.len()));
+            let batch_compiled = if fits == 0 {
                 batch.iter().map(|_| Err(Untimed::Budget)).collect()
             } else {
                 self.compile_schedules(&structural, caps, batch)
@@ -349,6 +352,7 @@ impl Runtime {
             for (name, prepared) in batch.iter().zip(batch_compiled) {
                 time(name, prepared)?;
             }
+            rest = after;
         }
         // The heuristics' schedule was timed (or tuning failed above): the fastest
         // timed one is at hand compiled.
