@@ -12,7 +12,8 @@
 //!   synchronised runs (up to 10 within 50 ms); the median decides. The heuristics'
 //!   schedule is timed first, the others while the [`TUNING_BUDGET`] lasts: no
 //!   compile starts that is expected to end past it (each is expected to take as long
-//!   as the heuristics' did: a driver's JIT may compile one module at a time), and
+//!   as the heuristics' compile and first timing, which loads its modules, did: a
+//!   driver's JIT may compile one module at a time), and
 //!   no timing that would pass it, unless that timing is cheap (the last one took at
 //!   most the 50 ms timing window: the compile, the expensive part, is spent by
 //!   then). The heuristics' compile, which the call needs anyway, is not tuning time.
@@ -284,8 +285,8 @@ impl Runtime {
     ) -> Result<(Arc<TuneRecord>, Prepared)> {
         let structural = spec.structural();
         // The heuristics' schedule is compiled for the call anyway: not tuning time.
-        // Its failure is the op's. Its compile time is what each of the others is
-        // expected to take.
+        // Its failure is the op's. Its compile and first timing (which loads its
+        // modules: a driver's JIT) are what each of the others is expected to take.
         let compiling = Instant::now();
         let first = self.prepare_plan(plan.clone(), &structural)?;
         let compile_cost = compiling.elapsed();
@@ -335,6 +336,7 @@ impl Runtime {
             Ok(())
         };
         time(&tunable.choices[0], Ok(first))?;
+        let per_schedule = compile_cost + started.elapsed();
         // The others in batches compiled side by side, each batch timed before the
         // next is compiled; a batch holds as many as are expected to compile within
         // what is left of the budget, each as long as the heuristics' took (a
@@ -342,7 +344,7 @@ impl Runtime {
         let mut rest = &tunable.choices[1..];
         while !rest.is_empty() {
             let left = TUNING_BUDGET.saturating_sub(started.elapsed());
-            let fits = (left.as_secs_f64() / compile_cost.as_secs_f64().max(1e-6)) as usize;
+            let fits = (left.as_secs_f64() / per_schedule.as_secs_f64().max(1e-6)) as usize;
             let (batch, after) = rest.split_at(fits.min(COMPILE_BATCH).max(1).min(rest.len()));
             let batch_compiled = if fits == 0 {
                 batch.iter().map(|_| Err(Untimed::Budget)).collect()
