@@ -21,6 +21,21 @@ memory_tests=$(ls $bin/memory-* 2>/dev/null | head -1)
 summary=()
 note() { summary+=("$1"); echo "== $1"; }
 
+# torch on bench/gpu/specs-$1.json, then `kernelc bench --tune` twice on a fresh disk
+# cache (the second pass reads the choices), each pass's report against torch.
+tuned_against_torch() {
+  local name=$1
+  python3 bench/gpu/torch_bench.py "bench/gpu/specs-$name.json" "$OUT/torch-$name.json" > "$OUT/torch-$name.txt" 2>&1
+  note "torch $name baseline: exit $?"
+  rm -rf "/tmp/kc-$name"
+  for pass in 1 2; do
+    KERNELC_CACHE_DIR="/tmp/kc-$name" timeout 200 kernelc bench --device cuda --tune --no-roofline \
+      --specs "bench/gpu/specs-$name.json" --json "$OUT/kernelc-$name-$pass.json" > "$OUT/kernelc-$name-$pass.txt" 2>&1
+    note "kernelc bench --tune $name, pass $pass: exit $?"
+    python3 bench/gpu/report.py "$OUT/torch-$name.json" "$OUT/kernelc-$name-$pass.json" > "$OUT/report-$name-$pass.md"
+  done
+}
+
 for stage in $stages; do
   case $stage in
   conformance)
@@ -198,30 +213,20 @@ for stage in $stages; do
     ;;
   tf32)
     # TF32 mode (issue #19): f32 GEMMs with inputs rounded to TF32 on tensor cores,
-    # against cuBLAS with TF32 on, tuned on a fresh cache (two passes: the second
-    # reads the choices).
-    python3 bench/gpu/torch_bench.py bench/gpu/specs-tf32.json "$OUT/torch-tf32.json" > "$OUT/torch-tf32.txt" 2>&1
-    note "torch TF32 baseline: exit $?"
-    rm -rf /tmp/kc-tf32
-    for pass in 1 2; do
-      KERNELC_CACHE_DIR=/tmp/kc-tf32 timeout 200 kernelc bench --device cuda --tune --no-roofline \
-        --specs bench/gpu/specs-tf32.json --json "$OUT/kernelc-tf32-$pass.json" > "$OUT/kernelc-tf32-$pass.txt" 2>&1
-      note "kernelc bench --tune TF32, pass $pass: exit $?"
-      python3 bench/gpu/report.py "$OUT/torch-tf32.json" "$OUT/kernelc-tf32-$pass.json" > "$OUT/report-tf32-$pass.md"
-    done
+    # against cuBLAS with TF32 on (torch_bench.py turns it on for these specs), and
+    # the SASS of the multiply (the plan's last kernel, after the two packs).
+    tuned_against_torch tf32
+    spec='{"op":"gemm","dtype":"f32","layout":"row_major","m":4096,"n":4096,"k":4096,"trans_a":false,"trans_b":false,"batch":[],"alpha":1.0,"beta":0.0,"bias":false,"input_rounding":"tf32"}'
+    kernelc lower "$spec" --target ptx --emit > "$OUT/gemm-tf32.txt" 2>&1
+    last=$(grep -n '^\.version' "$OUT/gemm-tf32.txt" | tail -1 | cut -d: -f1)
+    tail -n +"$last" "$OUT/gemm-tf32.txt" | awk '/^\.version/,/^\/\/ uniform/' | grep -v '^// uniform' > "$OUT/gemm-tf32.ptx"
+    ptxas -arch=sm_90a -v "$OUT/gemm-tf32.ptx" -o /tmp/gemm-tf32.cubin > "$OUT/ptxas-tf32.txt" 2>&1 \
+      && cuobjdump -sass /tmp/gemm-tf32.cubin > "$OUT/gemm-tf32.sass"
+    note "TF32 GEMM SASS (sm_90a): HGMMA $(grep -c HGMMA "$OUT/gemm-tf32.sass") ($(grep -o 'HGMMA[.0-9A-Z]*' "$OUT/gemm-tf32.sass" | sort -u | head -2 | tr '\n' ' '))"
     ;;
   conv)
-    # bf16 convolutions (issue #19) against cuDNN, tuned on a fresh cache (two passes:
-    # the second reads the choices).
-    python3 bench/gpu/torch_bench.py bench/gpu/specs-conv.json "$OUT/torch-conv.json" > "$OUT/torch-conv.txt" 2>&1
-    note "torch conv baseline: exit $?"
-    rm -rf /tmp/kc-conv
-    for pass in 1 2; do
-      KERNELC_CACHE_DIR=/tmp/kc-conv timeout 200 kernelc bench --device cuda --tune --no-roofline \
-        --specs bench/gpu/specs-conv.json --json "$OUT/kernelc-conv-$pass.json" > "$OUT/kernelc-conv-$pass.txt" 2>&1
-      note "kernelc bench --tune conv, pass $pass: exit $?"
-      python3 bench/gpu/report.py "$OUT/torch-conv.json" "$OUT/kernelc-conv-$pass.json" > "$OUT/report-conv-$pass.md"
-    done
+    # bf16 convolutions (issue #19) against cuDNN.
+    tuned_against_torch conv
     ;;
   chain)
     # Per-op cost of 1,000 dependent tiny ops with one synchronisation (launch
