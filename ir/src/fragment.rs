@@ -256,7 +256,7 @@ pub const SWIZZLE_BYTES: u32 = 128;
 /// Elements of a row of the swizzled layouts for elements of `elem`: 64 of 16 bits,
 /// 32 of 32 bits.
 pub fn swizzle_row(elem: ScalarType) -> u32 {
-    SWIZZLE_BYTES / elem.size_bytes().max(1) as u32
+    SWIZZLE_BYTES / elem.size_bytes().max(1)
 }
 
 /// The swizzled layouts' permutation of an absolute element index for elements of
@@ -269,7 +269,7 @@ pub fn swizzle(e: u32, elem: ScalarType) -> u32 {
 
 /// Elements of a 16-byte chunk of a swizzled row.
 fn swizzle_chunk(elem: ScalarType) -> u32 {
-    (16 / elem.size_bytes().max(1) as u32).max(1)
+    (16 / elem.size_bytes().max(1)).max(1)
 }
 
 impl FragmentLayout {

@@ -1,9 +1,10 @@
-//! [`RuntimeOptions`]: the bounds of a runtime's in-memory caches and whether it
-//! autotunes, with defaults and environment overrides.
+//! [`RuntimeOptions`]: the bounds of a runtime's in-memory caches and whether (and
+//! how long) it autotunes, with defaults and environment overrides.
 
 use crate::error::{Result, RuntimeError};
-use crate::tune::Autotune;
+use crate::tune::{Autotune, DEFAULT_TUNING_BUDGET};
 use std::num::NonZeroUsize;
+use std::time::Duration;
 
 /// How many entries a runtime's in-memory caches keep. Past the bound, the least
 /// recently used entry is dropped (and counted in [`Stats`](crate::Stats)); a dropped
@@ -19,6 +20,10 @@ pub struct RuntimeOptions {
     /// Whether new shape classes are tuned (`KERNELC_AUTOTUNE`; default on; see
     /// [`crate::tune`]).
     pub autotune: Autotune,
+    /// Wall time one shape class's tuning may take (`KERNELC_TUNING_BUDGET`, in
+    /// milliseconds; default [`DEFAULT_TUNING_BUDGET`], 1 s): more times more of the
+    /// schedules where each compiles slowly (a long-running job may afford it once).
+    pub tuning_budget: Duration,
 }
 
 impl RuntimeOptions {
@@ -36,6 +41,9 @@ impl RuntimeOptions {
             options.kernel_cache_entries = n;
         }
         options.autotune = Autotune::from_env()?;
+        if let Some(ms) = entries_from_env("KERNELC_TUNING_BUDGET")? {
+            options.tuning_budget = Duration::from_millis(ms.get() as u64);
+        }
         Ok(options)
     }
 }
@@ -46,15 +54,22 @@ impl Default for RuntimeOptions {
             plan_cache_entries: RuntimeOptions::DEFAULT_PLANS,
             kernel_cache_entries: RuntimeOptions::DEFAULT_KERNELS,
             autotune: Autotune::default(),
+            tuning_budget: DEFAULT_TUNING_BUDGET,
         }
     }
 }
 
+/// A positive count from `var` (cache entries, milliseconds), `None` where unset.
 fn entries_from_env(var: &str) -> Result<Option<NonZeroUsize>> {
+    let what = if var == "KERNELC_TUNING_BUDGET" {
+        "milliseconds"
+    } else {
+        "cache entries"
+    };
     match std::env::var(var) {
         Ok(text) => text.trim().parse::<NonZeroUsize>().map(Some).map_err(|_| {
             RuntimeError::BadArgument(format!(
-                "{var}=`{text}`: expected a number of cache entries, at least 1"
+                "{var}=`{text}`: expected a number of {what}, at least 1"
             ))
         }),
         Err(std::env::VarError::NotPresent) => Ok(None),

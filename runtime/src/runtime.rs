@@ -83,6 +83,7 @@ pub struct Runtime {
     max_buffer_bytes: u64,
     poison_outputs: bool,
     autotune: Autotune,
+    tuning_budget: std::time::Duration,
     /// Tuned schedules by shape class ([`crate::tune`]).
     pub(crate) tunings: Mutex<HashMap<String, Arc<TuneRecord>>>,
     /// Held by every call that touches a [`crate::Buffer`]'s bytes (see
@@ -138,6 +139,7 @@ impl Runtime {
             max_buffer_bytes: DEFAULT_MAX_BUFFER_BYTES,
             poison_outputs: false,
             autotune: options.autotune,
+            tuning_budget: options.tuning_budget,
             tunings: Mutex::default(),
             memory: Mutex::new(()),
             registry: Mutex::new(Registry::default()),
@@ -239,6 +241,17 @@ impl Runtime {
     /// already prepared keep their schedule.
     pub fn set_autotune(&mut self, autotune: Autotune) {
         self.autotune = autotune;
+    }
+
+    /// Wall time one shape class's tuning may take ([`crate::tune`]).
+    pub fn tuning_budget(&self) -> std::time::Duration {
+        self.tuning_budget
+    }
+
+    /// Sets the tuning budget (`KERNELC_TUNING_BUDGET` sets the default, in
+    /// milliseconds); classes tuned already keep their choice.
+    pub fn set_tuning_budget(&mut self, budget: std::time::Duration) {
+        self.tuning_budget = budget;
     }
 
     /// Lowers every op with the schedule `name` wherever lowering offers it (one of

@@ -10,7 +10,8 @@
 //!   each schedule is lowered and compiled (the alternatives four at a time, side
 //!   by side), run once to warm up, then timed over at least 3
 //!   synchronised runs (up to 10 within 50 ms); the median decides. The heuristics'
-//!   schedule is timed first, the others while the [`TUNING_BUDGET`] lasts: no
+//!   schedule is timed first, the others while the tuning budget lasts
+//!   ([`DEFAULT_TUNING_BUDGET`], `KERNELC_TUNING_BUDGET`): no
 //!   compile starts that is expected to end past it (each is expected to take as long
 //!   as the heuristics' compile and first timing, which loads its modules, did: a
 //!   driver's JIT may compile one module at a time), and
@@ -43,9 +44,10 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Wall time one shape class's tuning may take (lowering and compiling the
-/// alternatives, timing them all); a step started within it may end past it.
-pub const TUNING_BUDGET: Duration = Duration::from_secs(1);
+/// Wall time one shape class's tuning may take by default (lowering and compiling
+/// the alternatives, timing them all; `RuntimeOptions::tuning_budget`,
+/// `KERNELC_TUNING_BUDGET`); a step started within it may end past it.
+pub const DEFAULT_TUNING_BUDGET: Duration = Duration::from_secs(1);
 
 /// Plans of fewer multiply-adds are not tuned: the heuristics' schedule serves them.
 pub const TUNE_MIN_MULTIPLY_ADDS: u64 = 1 << 27;
@@ -290,6 +292,7 @@ impl Runtime {
         let compiling = Instant::now();
         let first = self.prepare_plan(plan.clone(), &structural)?;
         let compile_cost = compiling.elapsed();
+        let budget = self.tuning_budget();
         let started = Instant::now();
         let inputs = self.scratch_inputs(&structural)?;
         let outputs = structural
@@ -306,7 +309,7 @@ impl Runtime {
             let candidate_started = Instant::now();
             // A compiled schedule is timed unless its timing (as long as the last
             // timing's) would pass the budget and cost more than the timing window.
-            let over = started.elapsed() + last_cost > TUNING_BUDGET && last_cost > TIMING_WINDOW;
+            let over = started.elapsed() + last_cost > budget && last_cost > TIMING_WINDOW;
             let (timed, kept) = match prepared {
                 Err(why) => (Err(why), None),
                 Ok(_) if !candidates.is_empty() && over => (Err(Untimed::Budget), None),
@@ -343,9 +346,9 @@ impl Runtime {
         // driver's JIT may compile one module at a time), none once nothing fits.
         let mut rest = &tunable.choices[1..];
         while !rest.is_empty() {
-            let left = TUNING_BUDGET.saturating_sub(started.elapsed());
+            let left = budget.saturating_sub(started.elapsed());
             let fits = (left.as_secs_f64() / per_schedule.as_secs_f64().max(1e-6)) as usize;
-            let (batch, after) = rest.split_at(fits.min(COMPILE_BATCH).max(1).min(rest.len()));
+            let (batch, after) = rest.split_at(fits.clamp(1, COMPILE_BATCH).min(rest.len()));
             let batch_compiled = if fits == 0 {
                 batch.iter().map(|_| Err(Untimed::Budget)).collect()
             } else {

@@ -119,6 +119,7 @@ fn environment_variables_set_the_bounds_and_bad_values_are_named() {
         "KERNELC_PLAN_CACHE",
         "KERNELC_KERNEL_CACHE",
         "KERNELC_CACHE_MAX_BYTES",
+        "KERNELC_TUNING_BUDGET",
     ];
     let set = |var: &str, value: Option<&str>| match value {
         Some(v) => std::env::set_var(var, v),
@@ -130,6 +131,8 @@ fn environment_variables_set_the_bounds_and_bad_values_are_named() {
         ("KERNELC_KERNEL_CACHE", "-3"),
         ("KERNELC_CACHE_MAX_BYTES", "12Q"),
         ("KERNELC_CACHE_MAX_BYTES", ""),
+        ("KERNELC_TUNING_BUDGET", "0"),
+        ("KERNELC_TUNING_BUDGET", "1s"),
     ] {
         set(var, Some(bad));
         match Runtime::new(DeviceChoice::Cpu) {
@@ -144,7 +147,12 @@ fn environment_variables_set_the_bounds_and_bad_values_are_named() {
     set("KERNELC_PLAN_CACHE", Some("7"));
     set("KERNELC_KERNEL_CACHE", Some(" 9 "));
     set("KERNELC_CACHE_MAX_BYTES", Some("2M"));
+    set("KERNELC_TUNING_BUDGET", Some("2500"));
     let options = RuntimeOptions::from_env().unwrap();
+    assert_eq!(
+        options.tuning_budget,
+        std::time::Duration::from_millis(2500)
+    );
     assert_eq!(options.plan_cache_entries.get(), 7);
     assert_eq!(options.kernel_cache_entries.get(), 9);
     assert_eq!(DiskCache::from_env().unwrap().max_bytes(), 2 << 20);

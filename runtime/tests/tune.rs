@@ -236,3 +236,40 @@ fn a_stored_choice_is_taken_and_one_not_offered_leaves_the_heuristics() {
     runs_correctly(&rt, 512, 512, 512);
     assert_eq!(rt.stats().tunings, 1);
 }
+
+/// The budget bounds what is timed: with none left after the heuristics' schedule,
+/// only it is timed (the others say why); with plenty, every schedule is.
+#[test]
+fn the_tuning_budget_bounds_what_is_timed() {
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let mut rt = runtime_at(dir.path());
+    rt.set_tuning_budget(Duration::from_nanos(1));
+    assert_eq!(rt.tuning_budget(), Duration::from_nanos(1));
+    let record = rt
+        .tune(&large(512, 512, 512))
+        .unwrap()
+        .expect("a choice")
+        .record;
+    assert!(record.candidates.len() >= 2, "{record:?}");
+    assert!(record.candidates[0].micros.is_some());
+    for c in &record.candidates[1..] {
+        assert!(c.micros.is_none(), "{c:?}");
+        assert!(
+            c.note.as_deref().is_some_and(|n| n.contains("budget")),
+            "{c:?}"
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut rt = runtime_at(dir.path());
+    rt.set_tuning_budget(Duration::from_secs(600));
+    let record = rt
+        .tune(&large(512, 512, 512))
+        .unwrap()
+        .expect("a choice")
+        .record;
+    assert!(
+        record.candidates.iter().all(|c| c.micros.is_some()),
+        "{record:?}"
+    );
+}

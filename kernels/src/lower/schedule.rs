@@ -158,26 +158,70 @@ pub(crate) fn fill_launch(
     })
 }
 
-/// Visits the `tile × tile` positions this invocation owns: columns `lx, lx+tx, …`,
-/// rows `ly, ly+ty, …` (one column per invocation on a GPU, all of them on a CPU).
-/// The loops of a tiled transpose through shared memory.
-pub(crate) fn tile_loop(
-    f: &mut Body,
-    (lx, ly): (&E, &E),
-    (tx, ty): (u32, u32),
+/// The workgroups of a tiled transpose through shared memory: one `tile × tile` tile
+/// per workgroup of a folded grid of `total`, `tile` invocations along x (a warp per
+/// tile row on a GPU), the rest along y.
+pub(crate) struct TiledTranspose {
+    pub grid: [u32; 3],
+    pub workgroup: [u32; 3],
     tile: u32,
-    body: impl Fn(&mut Body, E, E),
-) {
-    let rows = |f: &mut Body, col: E| {
-        if ty == tile {
-            body(f, ly.clone(), col);
+    total: u32,
+}
+
+impl TiledTranspose {
+    /// `total` tiles of `tile × tile` (`TooLarge` naming `what` past u32).
+    pub(crate) fn new(
+        what: &str,
+        total: u64,
+        tile: u32,
+        caps: &TargetCaps,
+    ) -> Result<TiledTranspose, LowerError> {
+        let total = u32::try_from(total).map_err(|_| LowerError::TooLarge {
+            what: what.to_string(),
+            value: total,
+            limit: u32::MAX as u64,
+        })?;
+        let grid = fold_grid(total, caps)?;
+        let inv = caps.invocations_1d();
+        let tx = inv.min(tile);
+        let ty = (inv / tx)
+            .clamp(1, tile)
+            .min(caps.max_workgroup_size[1].max(1));
+        Ok(TiledTranspose {
+            grid,
+            workgroup: [tx, ty, 1],
+            tile,
+            total,
+        })
+    }
+
+    /// `cond`, and that workgroup `wg` is one of the tiles (a folded grid has a few
+    /// past the end).
+    pub(crate) fn guard(&self, wg: &E, cond: E) -> E {
+        if self.grid[0] as u64 * self.grid[1] as u64 == self.total as u64 {
+            cond
         } else {
-            f.for_("row", ly.clone(), tile, ty, |f, row| body(f, row, col));
+            wg.clone().lt(self.total) & cond
         }
-    };
-    if tx == tile {
-        rows(f, lx.clone());
-    } else {
-        f.for_("col", lx.clone(), tile, tx, |f, col| rows(f, col));
+    }
+
+    /// Visits the tile's positions this invocation owns: columns `lx, lx+tx, …`, rows
+    /// `ly, ly+ty, …` (one column per invocation on a GPU, all of them on a CPU).
+    pub(crate) fn each(&self, f: &mut Body, body: impl Fn(&mut Body, E, E)) {
+        let ([tx, ty, _], tile) = (self.workgroup, self.tile);
+        let lx = if tx == 1 { E::from(0u32) } else { local_id(0) };
+        let ly = if ty == 1 { E::from(0u32) } else { local_id(1) };
+        let rows = |f: &mut Body, col: E| {
+            if ty == tile {
+                body(f, ly.clone(), col);
+            } else {
+                f.for_("row", ly.clone(), tile, ty, |f, row| body(f, row, col));
+            }
+        };
+        if tx == tile {
+            rows(f, lx.clone());
+        } else {
+            f.for_("col", lx.clone(), tile, tx, |f, col| rows(f, col));
+        }
     }
 }

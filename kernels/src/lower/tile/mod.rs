@@ -269,7 +269,7 @@ pub(crate) struct GemmCore {
     /// The op's own operands where `a` and `b` are packed copies of them (`pack.rs`)
     /// and some of their elements are absent: the sums are defined over their
     /// existing terms, which a NaN's recomputation reads.
-    pub packed_from: Option<Arc<[GemmOperand; 2]>>,
+    pub packed_from: Option<Box<[GemmOperand; 2]>>,
     /// Write the elements of C's buffer that belong to no matrix (0, or the prior C).
     pub fill_gaps: bool,
     /// Applied to the epilogue's value before it is rounded to C's type.

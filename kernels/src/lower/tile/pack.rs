@@ -24,12 +24,11 @@
 use super::mma::vector_staging;
 use super::{Axis, Gather, GemmCore, GemmOperand};
 use crate::lower::math::{bind, Num};
-use crate::lower::schedule::{fold_grid, linear_workgroup, tile_loop};
+use crate::lower::schedule::{linear_workgroup, TiledTranspose};
 use crate::lower::{Binding, Launch, LowerError, PlanBuilder, TargetCaps};
 use crate::ops::InputRounding;
 use kernelc_ir::builder::*;
 use kernelc_ir::{Access, ScalarType};
-use std::sync::Arc;
 
 /// Rows and columns of a pack tile.
 const PACK_TILE: u32 = 32;
@@ -154,7 +153,7 @@ pub(super) fn candidate(core: &GemmCore, caps: &TargetCaps, next_temp: usize) ->
     let mut packed = GemmCore {
         packed_from: core
             .has_absent()
-            .then(|| Arc::new([core.a.clone(), core.b.clone()])),
+            .then(|| Box::new([core.a.clone(), core.b.clone()])),
         ..core.clone()
     };
     if tf32 {
@@ -209,7 +208,7 @@ impl Packing {
         tf32: bool,
         temp: Binding,
     ) -> Option<Packing> {
-        let align = (ROW_ALIGN_BYTES / op.dtype.size_bytes() as u32).max(1);
+        let align = (ROW_ALIGN_BYTES / op.dtype.size_bytes()).max(1);
         let row = core.k.checked_next_multiple_of(align)?;
         let broadcast = op.batch_strides.iter().all(|&s| s == 0);
         let matrices = if broadcast { 1 } else { core.batch_count() };
@@ -266,21 +265,11 @@ impl Packing {
         let tiles_p = self.row.div_ceil(PACK_TILE);
         let tiles_o = self.outer_len.div_ceil(PACK_TILE);
         let count = tiles_p as u64 * tiles_o as u64 * self.matrices as u64;
-        let total = u32::try_from(count).map_err(|_| LowerError::TooLarge {
-            what: "packed operand tile count".into(),
-            value: count,
-            limit: u32::MAX as u64,
-        })?;
-        let grid = fold_grid(total, caps)?;
-        let folded = grid[0] as u64 * grid[1] as u64 != total as u64;
-        let inv = caps.invocations_1d();
-        let tx = inv.min(PACK_TILE);
-        let ty = (inv / tx)
-            .clamp(1, PACK_TILE)
-            .min(caps.max_workgroup_size[1].max(1));
+        let t = TiledTranspose::new("packed operand tile count", count, PACK_TILE, caps)?;
+        let grid = t.grid;
         let pitch = PACK_TILE + 1;
         let name = format!("{}_pack_{}", core.name, op.name);
-        let mut k = KernelBuilder::new(name, [tx, ty, 1]);
+        let mut k = KernelBuilder::new(name, t.workgroup);
         let src = k.buffer(op.name.clone(), op.dtype, op.len, Access::Read);
         let packed_name = format!("{}_packed", op.name);
         let dst = k.buffer(packed_name, op.dtype, self.len as u64, Access::Write);
@@ -296,24 +285,17 @@ impl Packing {
             let z = f.let_("z", rest / tiles_o);
             let src_off = core.batch_offset(f, "src_off", &z, &op.batch_strides, op.base);
             let dst_off = bind(f, "dst_off", z * (outer_len * row_len));
-            let live = folded.then(|| wg.clone().lt(total));
-            let guard = |cond: E| match &live {
-                Some(l) => l.clone() & cond,
-                None => cond,
-            };
-            let lx = if tx == 1 { E::from(0u32) } else { local_id(0) };
-            let ly = if ty == 1 { E::from(0u32) } else { local_id(1) };
             // Read along the operand's contiguous axis (neighbouring invocations on
             // neighbouring addresses) into the tile as [outer][p]; an absent element
             // is zero.
-            tile_loop(f, (&lx, &ly), (tx, ty), PACK_TILE, |f, row, col| {
+            t.each(f, |f, row, col| {
                 let (oi, pi) = if outer_contiguous {
                     (col, row)
                 } else {
                     (row, col)
                 };
                 let (o, p) = (o0.clone() + oi.clone(), p0.clone() + pi.clone());
-                let inside = guard(o.clone().lt(outer_len) & p.clone().lt(kk));
+                let inside = t.guard(&wg, o.clone().lt(outer_len) & p.clone().lt(kk));
                 f.if_(inside, |f| {
                     let at = oi * pitch + pi;
                     let (index, exists) = op.gather.address(f, &o, &p);
@@ -332,9 +314,9 @@ impl Packing {
             });
             f.barrier();
             // Write along the reduction; a row's padding is zero.
-            tile_loop(f, (&lx, &ly), (tx, ty), PACK_TILE, |f, row, col| {
+            t.each(f, |f, row, col| {
                 let (o, p) = (o0.clone() + row.clone(), p0.clone() + col.clone());
-                let inside = guard(o.clone().lt(outer_len) & p.clone().lt(row_len));
+                let inside = t.guard(&wg, o.clone().lt(outer_len) & p.clone().lt(row_len));
                 f.if_(inside, |f| {
                     let at = bind(f, "at", dst_off.clone() + o * row_len + p.clone());
                     f.if_else(

@@ -640,7 +640,7 @@ mod tests {
     //! over padding on the tile shapes the table's small shapes never select.
 
     use super::*;
-    use crate::conformance::{case_data_from_values, check, check_data, Executor};
+    use crate::conformance::{case_data_from_values, check, check_data, CaseData, Executor};
     use crate::lower::tile::{emit_gemm_with, vector_lanes, Tile};
 
     use kernelc_ir::interp::HostBuffer;
@@ -739,6 +739,45 @@ mod tests {
         }
     }
 
+    /// A padded convolution of `pass` whose second operand (the filter, or dy for
+    /// backward-filter) has a few infinities and a NaN, which the padding's zeros
+    /// would meet in a tiled sum; the other values finite.
+    fn nan_case(dtype: ScalarType, pass: ConvPass) -> (OpSpec, CaseData) {
+        let (inf, nan) = (f64::INFINITY, f64::NAN);
+        let spec = OpSpec::Conv2d(Conv2dSpec {
+            dtype,
+            pass,
+            batch: 2,
+            in_channels: 3,
+            out_channels: 5,
+            height: 9,
+            width: 7,
+            window: Window2d {
+                kernel: [3, 3],
+                stride: [1, 1],
+                padding: [1, 1],
+            },
+            bias: false,
+        });
+        let values: Vec<Vec<f64>> = spec
+            .inputs()
+            .iter()
+            .enumerate()
+            .map(|(k, sig)| {
+                (0..sig.numel())
+                    .map(|i| match (k, i % 23) {
+                        (1, 0) => inf,
+                        (1, 11) => -inf,
+                        (1, 17) if i % 2 == 0 => nan,
+                        _ => ((i * 7 + k) % 13) as f64 / 4.0 - 1.5,
+                    })
+                    .collect()
+            })
+            .collect();
+        let data = case_data_from_values(&spec, values);
+        (spec, data)
+    }
+
     /// The packed form on warpgroups (`tile/pack.rs`): the padding's zeros in the
     /// packed image meet the filter's infinities, and the NaN sums are recomputed
     /// over the op's own operands, in every pass.
@@ -746,43 +785,12 @@ mod tests {
     fn packed_convolutions_recompute_nan_sums_over_their_own_operands() {
         use crate::conformance::Interpreter;
         use crate::lower::lower;
-        let (inf, nan) = (f64::INFINITY, f64::NAN);
         for pass in [
             ConvPass::Forward,
             ConvPass::BackwardData,
             ConvPass::BackwardFilter,
         ] {
-            let spec = OpSpec::Conv2d(Conv2dSpec {
-                dtype: ScalarType::Bf16,
-                pass,
-                batch: 2,
-                in_channels: 3,
-                out_channels: 5,
-                height: 9,
-                width: 7,
-                window: Window2d {
-                    kernel: [3, 3],
-                    stride: [1, 1],
-                    padding: [1, 1],
-                },
-                bias: false,
-            });
-            let values: Vec<Vec<f64>> = spec
-                .inputs()
-                .iter()
-                .enumerate()
-                .map(|(k, sig)| {
-                    (0..sig.numel())
-                        .map(|i| match (k, i % 23) {
-                            (1, 0) => inf,
-                            (1, 11) => -inf,
-                            (1, 17) if i % 2 == 0 => nan,
-                            _ => ((i * 7 + k) % 13) as f64 / 4.0 - 1.5,
-                        })
-                        .collect()
-                })
-                .collect();
-            let data = case_data_from_values(&spec, values);
+            let (spec, data) = nan_case(ScalarType::Bf16, pass);
             let sm90 = TargetCaps::cuda_sm90();
             let choices = lower(&spec, &sm90).unwrap().tunable.unwrap().choices;
             let packed: Vec<&String> = choices
@@ -817,45 +825,12 @@ mod tests {
                 steps: 2,
             },
         ];
-        let (inf, nan) = (f64::INFINITY, f64::NAN);
         for pass in [
             ConvPass::Forward,
             ConvPass::BackwardData,
             ConvPass::BackwardFilter,
         ] {
-            let spec = OpSpec::Conv2d(Conv2dSpec {
-                dtype: ScalarType::F32,
-                pass,
-                batch: 2,
-                in_channels: 3,
-                out_channels: 5,
-                height: 9,
-                width: 7,
-                window: Window2d {
-                    kernel: [3, 3],
-                    stride: [1, 1],
-                    padding: [1, 1],
-                },
-                bias: false,
-            });
-            // Finite inputs with a few infinities and a NaN in the second operand (the
-            // filter, or dy for backward-filter), which the padding's zeros would meet.
-            let values: Vec<Vec<f64>> = spec
-                .inputs()
-                .iter()
-                .enumerate()
-                .map(|(k, sig)| {
-                    (0..sig.numel())
-                        .map(|i| match (k, i % 23) {
-                            (1, 0) => inf,
-                            (1, 11) => -inf,
-                            (1, 17) if i % 2 == 0 => nan,
-                            _ => ((i * 7 + k) % 13) as f64 / 4.0 - 1.5,
-                        })
-                        .collect()
-                })
-                .collect();
-            let data = case_data_from_values(&spec, values);
+            let (spec, data) = nan_case(ScalarType::F32, pass);
             for exec in &execs {
                 if let Err(f) = check_data(exec, &spec, &data) {
                     panic!("{pass:?} on {}: {f}", exec.name());

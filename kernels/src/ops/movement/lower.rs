@@ -39,7 +39,7 @@
 
 use crate::lower::index::resolve_index;
 use crate::lower::math::{compute_type, Num};
-use crate::lower::schedule::{fold_grid, linear_workgroup, plan_1d, tile_loop};
+use crate::lower::schedule::{fold_grid, linear_workgroup, plan_1d, TiledTranspose};
 use crate::lower::{Binding, Launch, LowerError, Plan, TargetCaps};
 use crate::shape::row_major_strides;
 use crate::spec::*;
@@ -350,23 +350,12 @@ fn transpose_tiled(
         dims[q].div_ceil(TILE as usize),
         dims[c].div_ceil(TILE as usize),
     );
-    let total =
-        u32::try_from(batch_count * tiles_q * tiles_c).map_err(|_| LowerError::TooLarge {
-            what: "transpose tile count".into(),
-            value: (batch_count * tiles_q * tiles_c) as u64,
-            limit: u32::MAX as u64,
-        })?;
-    let grid = fold_grid(total, caps)?;
-    let folded = grid[0] as u64 * grid[1] as u64 != total as u64;
-    // Invocations: TILE along x (a warp per tile row), the rest along y.
-    let inv = caps.invocations_1d();
-    let tx = inv.min(TILE);
-    let ty = (inv / tx)
-        .clamp(1, TILE)
-        .min(caps.max_workgroup_size[1].max(1));
+    let tiles = (batch_count * tiles_q * tiles_c) as u64;
+    let t = TiledTranspose::new("transpose tile count", tiles, TILE, caps)?;
+    let grid = t.grid;
     let pitch = TILE + 1;
 
-    let mut k = KernelBuilder::new(name, [tx, ty, 1]);
+    let mut k = KernelBuilder::new(name, t.workgroup);
     let xm = k.buffer(x.name.clone(), x.dtype, x.numel() as u64, Access::Read);
     let ym = k.buffer(y.name.clone(), y.dtype, y.numel() as u64, Access::Write);
     let tile = k.shared("tile", x.dtype.value_type(), TILE * pitch);
@@ -390,17 +379,10 @@ fn transpose_tiled(
         };
         let in_b = sum(f, "in_base", &in_strides);
         let out_b = sum(f, "out_base", &out_strides);
-        let live = folded.then(|| wg.clone().lt(total));
-        let guard = |cond: E| match &live {
-            Some(l) => l.clone() & cond,
-            None => cond,
-        };
-        let lx = if tx == 1 { E::from(0u32) } else { local_id(0) };
-        let ly = if ty == 1 { E::from(0u32) } else { local_id(1) };
         // Read: rows along input dim q, columns along the input's contiguous dim.
-        tile_loop(f, (&lx, &ly), (tx, ty), TILE, |f, row, col| {
+        t.each(f, |f, row, col| {
             let (qi, ci) = (q0.clone() + row.clone(), c0.clone() + col.clone());
-            let ok = guard(qi.clone().lt(qn) & ci.clone().lt(cn));
+            let ok = t.guard(&wg, qi.clone().lt(qn) & ci.clone().lt(cn));
             f.if_(ok, |f| {
                 let src = in_b.clone() + qi * c32(in_strides[q]) + ci;
                 f.store(tile, row * pitch + col, xm.at(src));
@@ -408,9 +390,9 @@ fn transpose_tiled(
         });
         f.barrier();
         // Write: rows along input dim c, columns along the output's contiguous dim q.
-        tile_loop(f, (&lx, &ly), (tx, ty), TILE, |f, row, col| {
+        t.each(f, |f, row, col| {
             let (ci, qi) = (c0.clone() + row.clone(), q0.clone() + col.clone());
-            let ok = guard(qi.clone().lt(qn) & ci.clone().lt(cn));
+            let ok = t.guard(&wg, qi.clone().lt(qn) & ci.clone().lt(cn));
             f.if_(ok, |f| {
                 let dst = out_b.clone() + ci * c32(out_strides[c]) + qi;
                 f.store(ym, dst, tile.at(col * pitch + row));
