@@ -302,12 +302,19 @@ pub(crate) fn choose(core: &GemmCore, caps: &TargetCaps) -> Option<MmaTile> {
     } else {
         kind(core, caps, true)?
     };
-    // The large tile where it still fills about a device's worth of workgroups.
-    let tile = if tiles(large) >= 96 || forced() != Forced::None {
-        large
-    } else {
-        kind(core, caps, false)?
-    };
+    // The large tile where it still fills about a device's worth of workgroups;
+    // four warpgroups by copies down to about a third of one (H200, a packed bf16
+    // convolution of 64 such tiles: 115 µs against 126 for the best `mma.sync`
+    // tile and 144 for two warpgroups of 64 × 256).
+    let warpgroup_copies = large.swizzled() && caps.async_copies;
+    let few = tiles(large) < 96 && forced() == Forced::None;
+    if warpgroup_copies && few && tiles(large) >= 48 {
+        let narrow = MmaTile::warpgroup(core.a.dtype).with_copies();
+        if fits(&narrow, caps) {
+            return Some(narrow);
+        }
+    }
+    let tile = if few { kind(core, caps, false)? } else { large };
     // Slabs through asynchronous copies where the device has them, both operands
     // move in pieces of 4, 8 or 16 bytes and the deeper stages fit; on warpgroups,
     // two of 64 × 256, which the copies leave the registers for (H200, bf16 4096³:
@@ -1183,6 +1190,21 @@ mod tests {
             .iter()
             .all(|f| f.shape == MmaShape::M64N128K16));
         assert_eq!(kernel.invocations_per_workgroup(), 512);
+        // Fewer tiles (64 of 256 × 128): four warpgroups of m64n128k16 by copies; fewer
+        // still (32), the small `mma.sync` tile.
+        let shapes = |m, n| {
+            let spec = OpSpec::Gemm(GemmSpec::new(ScalarType::Bf16, m, n, 1024));
+            let plan = lower(&spec, &TargetCaps::cuda_sm90()).unwrap();
+            let kernel = plan.launches[0].kernel.clone();
+            let shape = kernel.fragments[0].shape;
+            (
+                shape,
+                kernel.invocations_per_workgroup(),
+                kernel.uses_async_copies(),
+            )
+        };
+        assert_eq!(shapes(1024, 2048), (MmaShape::M64N128K16, 512, true));
+        assert_eq!(shapes(1024, 1024).0, MmaShape::M16N8K16);
         // No warpgroups without the cap.
         let caps = TargetCaps {
             warpgroup_fragments: false,
