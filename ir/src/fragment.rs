@@ -165,7 +165,7 @@ impl MmaShape {
 /// m16n8k16 sm_90's DMMA; the rest sm_80's `mma.sync`).
 ///
 /// f32 `A` and `B` are **TF32** operands: every element a multiply reads must be a
-/// TF32 value ([`is_tf32`]: f32 with its low 13 significand bits zero, or NaN), as
+/// TF32 value ([`is_tf32`]: f32 with its low 13 significand bits zero), as
 /// [`round_to_tf32`] leaves it; the interpreter reports another. Their products are
 /// then exact in f32, as those of f16 and bf16 are.
 pub const MMA_KINDS: [(MmaShape, ScalarType, ScalarType); 18] = [
@@ -197,25 +197,31 @@ pub const MMA_KINDS: [(MmaShape, ScalarType, ScalarType); 18] = [
 const TF32_DROPPED_BITS: u32 = 13;
 
 /// Whether `x` is a TF32 value, as the f32 operands of a multiply must be: its low 13
-/// significand bits are zero (NaN counts as one: a multiply of NaN is NaN).
+/// significand bits are zero. (A NaN whose payload lies only there would reach the
+/// tensor cores, which do not read those bits, as an infinity.)
 pub fn is_tf32(x: f32) -> bool {
-    x.is_nan() || x.to_bits() & ((1 << TF32_DROPPED_BITS) - 1) == 0
+    x.to_bits() & ((1 << TF32_DROPPED_BITS) - 1) == 0
 }
 
 /// `x` rounded to TF32 (NVIDIA's TensorFloat-32: f32's sign and exponent, 10 explicit
 /// significand bits), nearest even, on its bits: add half of the dropped unit (less
 /// one, plus the kept lowest bit, so that ties go to even) and clear the dropped bits.
 /// A carry into the exponent is the next binade (∞ past the largest finite TF32), as
-/// rounding gives; subnormals round at the same bit; NaN stays NaN.
+/// rounding gives; subnormals round at the same bit; NaN stays NaN, quieted (its
+/// sign kept, its dropped payload bits cleared: a TF32 NaN).
 pub fn round_to_tf32(x: f32) -> f32 {
-    if x.is_nan() {
-        return x;
-    }
+    let dropped = (1 << TF32_DROPPED_BITS) - 1;
     let bits = x.to_bits();
+    if x.is_nan() {
+        return f32::from_bits((bits | TF32_QUIET_NAN) & !dropped);
+    }
     let kept_lsb = (bits >> TF32_DROPPED_BITS) & 1;
     let half = (1 << (TF32_DROPPED_BITS - 1)) - 1;
-    f32::from_bits(bits.wrapping_add(half + kept_lsb) & !((1 << TF32_DROPPED_BITS) - 1))
+    f32::from_bits(bits.wrapping_add(half + kept_lsb) & !dropped)
 }
+
+/// f32's quiet-NaN bit (the significand's highest).
+const TF32_QUIET_NAN: u32 = 1 << 22;
 
 /// Whether `(shape, input type, accumulator type)` is one of [`MMA_KINDS`].
 pub fn is_mma_kind(shape: MmaShape, input: ScalarType, acc: ScalarType) -> bool {

@@ -111,7 +111,14 @@ fn tf32_rounding_is_nearest_even_on_the_bits() {
     assert_eq!(r(0x3FFF_F000), 0x4000_0000, "a carry into the exponent: 2");
     assert_eq!(r(0x7F7F_FFFF), 0x7F80_0000, "past the largest TF32: ∞");
     assert_eq!(r(0xFF80_0000), 0xFF80_0000);
-    assert!(f32::from_bits(r(0x7FC0_0001)).is_nan());
+    // NaN stays NaN, quieted, its dropped bits cleared (else the tensor cores, which
+    // do not read them, would see ∞): a TF32 value.
+    assert_eq!(r(0x7FC0_0001), 0x7FC0_0000);
+    assert_eq!(r(0xFF80_0001), 0xFFC0_0000);
+    assert!(kernelc_ir::fragment::is_tf32(f32::from_bits(r(
+        0x7F80_1001
+    ))));
+    assert!(!kernelc_ir::fragment::is_tf32(f32::from_bits(0x7F80_0001)));
     assert_eq!(
         r(0x0000_1801),
         0x0000_2000,

@@ -7,8 +7,8 @@
 //!   [`TUNE_MIN_MULTIPLY_ADDS`] (smaller problems cost less than timing them), with
 //!   [`Autotune::On`] (the default; `KERNELC_AUTOTUNE=off` keeps the heuristics).
 //! * **How**: on scratch inputs of the op's shapes (never the caller's tensors),
-//!   each schedule is lowered and compiled (the alternatives four at a time, side
-//!   by side), run once to warm up, then timed over at least 3
+//!   each schedule is lowered and compiled (the alternatives up to four at a time,
+//!   side by side, the first alone), run once to warm up, then timed over at least 3
 //!   synchronised runs (up to 10 within 50 ms); the median decides. The heuristics'
 //!   schedule is timed first, the others while the tuning budget lasts
 //!   ([`DEFAULT_TUNING_BUDGET`], `KERNELC_TUNING_BUDGET`): no
@@ -339,7 +339,10 @@ impl Runtime {
             Ok(())
         };
         time(&tunable.choices[0], Ok(first))?;
-        let per_schedule = compile_cost + started.elapsed();
+        // (Where the heuristics' kernels came from a cache this says little: the
+        // first batch is one compile, and every batch corrects the estimate.)
+        let mut per_schedule = compile_cost + started.elapsed();
+        let mut measured = false;
         // The others in batches compiled side by side, each batch timed before the
         // next is compiled; a batch holds as many as are expected to compile within
         // what is left of the budget, each as long as the heuristics' took (a
@@ -348,7 +351,9 @@ impl Runtime {
         while !rest.is_empty() {
             let left = budget.saturating_sub(started.elapsed());
             let fits = (left.as_secs_f64() / per_schedule.as_secs_f64().max(1e-6)) as usize;
-            let (batch, after) = rest.split_at(fits.clamp(1, COMPILE_BATCH).min(rest.len()));
+            let most = if measured { COMPILE_BATCH } else { 1 };
+            let (batch, after) = rest.split_at(fits.clamp(1, most).min(rest.len()));
+            let batch_started = Instant::now();
             let batch_compiled = if fits == 0 {
                 batch.iter().map(|_| Err(Untimed::Budget)).collect()
             } else {
@@ -356,6 +361,11 @@ impl Runtime {
             };
             for (name, prepared) in batch.iter().zip(batch_compiled) {
                 time(name, prepared)?;
+            }
+            if fits > 0 {
+                let each = batch_started.elapsed() / batch.len() as u32;
+                per_schedule = per_schedule.max(each);
+                measured = true;
             }
             rest = after;
         }

@@ -53,8 +53,8 @@ impl Num {
     }
 
     /// `v` (f32) rounded to TF32, nearest even, as
-    /// [`round_to_tf32`](kernelc_ir::fragment::round_to_tf32) does on its bits (NaN
-    /// kept).
+    /// [`round_to_tf32`](kernelc_ir::fragment::round_to_tf32) does on its bits (a NaN
+    /// quieted, its dropped payload bits cleared).
     /// `v` must be simple (a local or a load): it is used twice.
     pub fn round_to_tf32(&self, v: E) -> E {
         let u32s = Num {
@@ -63,11 +63,13 @@ impl Num {
         };
         let bits = v.clone().bitcast(ScalarType::U32);
         let kept_lsb = (bits.clone() >> u32s.lit(13.0)) & u32s.lit(1.0);
-        let rounded =
-            (bits + u32s.lit(f64::from(0xFFFu32)) + kept_lsb) & u32s.lit(f64::from(!0x1FFFu32));
+        let kept = u32s.lit(f64::from(!0x1FFFu32));
+        let nan = (bits.clone() | u32s.lit(f64::from(1u32 << 22))) & kept.clone();
+        let rounded = (bits + u32s.lit(f64::from(0xFFFu32)) + kept_lsb) & kept;
         v.clone()
-            .ne(v.clone())
-            .select(v, rounded.bitcast(ScalarType::F32))
+            .ne(v)
+            .select(nan, rounded)
+            .bitcast(ScalarType::F32)
     }
 
     /// A computed value converted for storage as `storage` ([`for_storage`]).

@@ -86,8 +86,8 @@ pub(super) fn pick(
     let (chosen, is_packed) = match (wanted, all.first()) {
         (Some(i), _) => all[i],
         (None, Some(&first)) => first,
-        // `simt_alternatives` always has the heuristic tile (and where only the
-        // packed form is offered but has no schedule, the unpacked problem serves).
+        // `simt_alternatives` always has the heuristic tile, so no list is empty;
+        // should one be, the unpacked problem's heuristic tile serves.
         (None, None) => (
             Schedule::Simt(super::schedule::choose_tile(core, caps)),
             false,
@@ -302,6 +302,14 @@ mod tests {
             unreachable!()
         };
         narrow.out_channels = 128;
+        // An operand that stages element by element for another reason (a reduction of
+        // no multiple of 4) gains nothing by packing: not offered.
+        let odd = OpSpec::Gemm(GemmSpec::new(Bf16, 4096, 4096, 4094));
+        let choices = lower(&odd, &sm90).unwrap().tunable.unwrap().choices;
+        assert!(
+            choices.iter().all(|c| !c.starts_with("packed: ")),
+            "{choices:?}"
+        );
         let plan = lower(&OpSpec::Conv2d(narrow), &sm90).unwrap();
         let choices = plan.tunable.unwrap().choices;
         assert!(!choices[0].starts_with("packed: "), "{choices:?}");

@@ -406,7 +406,7 @@ fn kind(core: &GemmCore, caps: &TargetCaps, large: bool) -> Option<MmaTile> {
 /// stage 4-wide (gathered operands, such as a convolution's, run faster on the
 /// `mma.sync` tile's 32-deep slabs: 49% of cuDNN against 33%, H200); TF32 ones lie
 /// along the reduction (as TF32 mode packs them: `wgmma` reads no other way).
-fn warpgroups(core: &GemmCore, caps: &TargetCaps) -> bool {
+pub(super) fn warpgroups(core: &GemmCore, caps: &TargetCaps) -> bool {
     let along = |op: &GemmOperand, outer_len| {
         op.gather.contiguous(outer_len, core.k) == super::Axis::Reduction
     };

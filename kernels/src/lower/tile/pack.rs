@@ -21,7 +21,7 @@
 //! An operand whose every batch stride is 0 (one matrix broadcast over the batch) is
 //! packed once; others per batch entry.
 
-use super::mma::vector_staging;
+use super::mma::{vector_staging, warpgroups};
 use super::{Axis, Gather, GemmCore, GemmOperand};
 use crate::lower::math::{bind, Num};
 use crate::lower::schedule::{linear_workgroup, TiledTranspose};
@@ -140,7 +140,14 @@ pub(super) fn candidate(core: &GemmCore, caps: &TargetCaps, next_temp: usize) ->
     {
         if which[i] {
             let temp = Binding::Temp(next_temp + packings.len());
-            packings.push(Packing::new(core, (i == 1, op), outer_len, tf32, temp)?);
+            packings.push(Packing::new(
+                core,
+                caps,
+                (i == 1, op),
+                outer_len,
+                tf32,
+                temp,
+            )?);
         }
     }
     let bytes: u64 = packings
@@ -167,6 +174,11 @@ pub(super) fn candidate(core: &GemmCore, caps: &TargetCaps, next_temp: usize) ->
         } else {
             packed.a = operand;
         }
+    }
+    // Packed, a gathered problem must run on the warpgroups, or packing buys nothing
+    // (a reduction that is no multiple of 4 keeps even a packed operand off them).
+    if !tf32 && !warpgroups(&packed, caps) {
+        return None;
     }
     Some(Packed {
         core: packed,
@@ -203,6 +215,7 @@ impl Packed {
 impl Packing {
     fn new(
         core: &GemmCore,
+        caps: &TargetCaps,
         (is_b, op): (bool, &GemmOperand),
         outer_len: u32,
         tf32: bool,
@@ -213,7 +226,8 @@ impl Packing {
         let broadcast = op.batch_strides.iter().all(|&s| s == 0);
         let matrices = if broadcast { 1 } else { core.batch_count() };
         let len = (outer_len as u64 * row as u64).checked_mul(matrices as u64)?;
-        let len = u32::try_from(len).ok().filter(|&l| l <= i32::MAX as u32)?;
+        let limit = caps.kernel_limit().min(i32::MAX as u64);
+        let len = u32::try_from(len).ok().filter(|&l| l as u64 <= limit)?;
         Some(Packing {
             is_b,
             op: op.clone(),
@@ -232,7 +246,7 @@ impl Packing {
         // Per batch dimension, the packed matrices' distance (row-major over the
         // batch; 0 for a broadcast operand).
         let matrix = self.outer_len * self.row;
-        let dims = self.op.batch_strides.len();
+        let dims = self.batch.len();
         let mut batch_strides = vec![0u32; dims];
         if self.matrices > 1 {
             let mut inner = matrix;

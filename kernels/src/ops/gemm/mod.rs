@@ -14,7 +14,8 @@
 //! before a bias are values of it, in the reference as in the kernel, so an `alpha·Σ`
 //! past its range is ±∞ and meets an opposite infinity from `beta·C` or the bias as
 //! NaN (as cuBLAS behind PyTorch's `addmm`). With `input_rounding`, every
-//! element of A and B is first rounded to f16/bf16 (nearest even). Elements of C's
+//! element of A and B is first rounded to f16, bf16 or TF32 (nearest even; TF32 is
+//! kernelc's TF32 mode, docs/semantics.md). Elements of C's
 //! buffer that belong to no matrix (gaps from `ldc` or strides) keep the prior C when
 //! `beta ≠ 0` and are 0 otherwise (a kernel leaves them untouched).
 
