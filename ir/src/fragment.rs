@@ -273,8 +273,9 @@ pub fn swizzle(e: u32, elem: ScalarType) -> u32 {
     e ^ ((e >> 3) & (7 * swizzle_chunk(elem)))
 }
 
-/// Elements of a 16-byte chunk of a swizzled row.
-fn swizzle_chunk(elem: ScalarType) -> u32 {
+/// Elements of a 16-byte chunk of a swizzled row (whose 8 chunks the swizzle
+/// permutes).
+pub fn swizzle_chunk(elem: ScalarType) -> u32 {
     (16 / elem.size_bytes().max(1)).max(1)
 }
 

@@ -405,9 +405,8 @@ impl<'ctx> Lower<'_, 'ctx> {
         };
         let swizzled = |e: IntValue<'ctx>| -> Result<IntValue<'ctx>, CodegenError> {
             let flip = b.build_right_shift(e, k(3), false, "").or_internal()?;
-            // The chunk bits (a row is 8 chunks of 16 bytes).
             let flip = b
-                .build_and(flip, k(7 * (swizzle_row(stored) / 8)), "")
+                .build_and(flip, k(7 * swizzle_chunk(stored)), "")
                 .or_internal()?;
             b.build_xor(e, flip, "").or_internal()
         };

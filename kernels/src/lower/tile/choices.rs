@@ -96,7 +96,7 @@ pub(super) fn pick(
     let tunable = Tunable {
         class: class(core),
         choices: names,
-        multiply_adds: core.m as u64 * core.n as u64 * core.k as u64 * core.batch_count() as u64,
+        multiply_adds: core.multiply_adds(),
     };
     (chosen, is_packed, tunable)
 }

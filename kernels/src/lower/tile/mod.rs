@@ -291,6 +291,11 @@ impl GemmCore {
         num.narrow(v, self.c.dtype)
     }
 
+    /// Multiply-adds of the whole problem.
+    pub(crate) fn multiply_adds(&self) -> u64 {
+        self.m as u64 * self.n as u64 * self.k as u64 * self.batch_count() as u64
+    }
+
     /// Matrices in the batch.
     fn batch_count(&self) -> u32 {
         self.batch.iter().product()

@@ -117,7 +117,7 @@ pub(super) fn candidate(core: &GemmCore, caps: &TargetCaps, next_temp: usize) ->
             [false, true] => core.m,
             _ => core.m.max(core.n),
         };
-        let large = multiply_adds(core) >= PREFER_PACKING_MULTIPLY_ADDS;
+        let large = core.multiply_adds() >= PREFER_PACKING_MULTIPLY_ADDS;
         let preferred = large && reuse >= PREFER_PACKING_REUSE;
         (
             which,
@@ -187,10 +187,6 @@ pub(super) fn candidate(core: &GemmCore, caps: &TargetCaps, next_temp: usize) ->
     })
 }
 
-fn multiply_adds(core: &GemmCore) -> u64 {
-    core.m as u64 * core.n as u64 * core.k as u64 * core.batch_count() as u64
-}
-
 impl Packed {
     /// Appends the temporaries and the pack launches to `plan` (whose next temporary
     /// must be the one `candidate` was told).
@@ -252,7 +248,7 @@ impl Packing {
             let mut inner = matrix;
             for d in (0..dims).rev() {
                 batch_strides[d] = inner;
-                inner = inner.saturating_mul(self.batch_dim(d));
+                inner = inner.saturating_mul(self.batch[d]);
             }
         }
         GemmOperand {
@@ -267,11 +263,6 @@ impl Packing {
                 reduction: 1,
             },
         }
-    }
-
-    /// The extent of batch dimension `d` (the packed matrices span the whole batch).
-    fn batch_dim(&self, d: usize) -> u32 {
-        self.batch.get(d).copied().unwrap_or(1)
     }
 
     fn launch(&self, core: &GemmCore, caps: &TargetCaps) -> Result<Launch, LowerError> {
