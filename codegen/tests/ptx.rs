@@ -1135,3 +1135,30 @@ fn row_statistics_of_a_warpgroup_stay_in_registers() {
         "{ptx}"
     );
 }
+
+/// A warpgroup's `P` converted into `A` fragments held in registers: `wgmma` takes
+/// four `b32` registers for its `A` (no descriptor, one transpose flag), the
+/// conversion packs registers (no shared memory but the staged `V`), and ptxas
+/// assembles it.
+#[test]
+fn a_warpgroup_a_in_registers_is_wgmma_s_register_operand() {
+    for input in [Bf16, F16] {
+        let kernel = kernelc_ir::testing::fragments::warpgroup_attention_step(input);
+        let ptx = emit_checked(&kernel);
+        let mmas: Vec<&str> = ptx
+            .lines()
+            .filter(|l| l.contains("wgmma.mma_async"))
+            .collect();
+        assert_eq!(mmas.len(), 7, "{ptx}");
+        for mma in mmas {
+            // `{d…}, {a0, a1, a2, a3}, desc-b, p, 1, 1, trans-b;`
+            let operands = mma.rsplit('}').next().unwrap_or_default();
+            assert_eq!(operands.matches(',').count(), 5, "{mma}");
+            assert_eq!(mma.matches('{').count(), 2, "{mma}");
+            assert!(mma.trim_end().ends_with("p, 1, 1, 1;"), "{mma}");
+        }
+        assert!(ptx.contains(&format!("cvt.rn.{input}")), "{ptx}");
+        // One barrier: after V is staged.
+        assert_eq!(ptx.matches("bar.sync").count(), 1, "{ptx}");
+    }
+}

@@ -594,7 +594,23 @@ impl Body {
             role,
             shape,
             elem,
+            in_registers: false,
         });
+        id
+    }
+
+    /// A warpgroup `A` fragment held in registers ([`FragmentDecl::in_registers`]),
+    /// filled by [`Body::convert_fragments_from`].
+    pub fn fragment_in_registers(
+        &mut self,
+        name: &str,
+        shape: MmaShape,
+        elem: ScalarType,
+    ) -> FragmentId {
+        let id = self.fragment(name, FragmentRole::A, shape, elem);
+        if let Some(decl) = self.kernel.fragments.last_mut() {
+            decl.in_registers = true;
+        }
         id
     }
 
@@ -701,9 +717,16 @@ impl Body {
 
     /// `A` fragment `dst` from the accumulators `srcs` side by side, rounded.
     pub fn convert_fragments(&mut self, dst: FragmentId, srcs: &[FragmentId]) {
+        self.convert_fragments_from(dst, srcs, 0);
+    }
+
+    /// `A` fragment `dst` from the columns `first..` of the accumulators `srcs` side
+    /// by side, rounded ([`FragmentOp::Convert`]).
+    pub fn convert_fragments_from(&mut self, dst: FragmentId, srcs: &[FragmentId], first: u32) {
         self.push(Stmt::Fragment(FragmentOp::Convert {
             dst,
             srcs: srcs.to_vec(),
+            first,
         }));
     }
 

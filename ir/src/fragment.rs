@@ -27,7 +27,8 @@
 //! * a fragment statement's index and stride may differ between warps but must be the
 //!   same for every invocation of one warp (the interpreter reports a difference);
 //! * `A` and `B` fragments of the warpgroup shapes are read by the matrix units from
-//!   shared memory *asynchronously*, at some point between the load and the
+//!   shared memory *asynchronously* (an `A` declared [`FragmentDecl::in_registers`]
+//!   excepted: `convert` fills it and the multiply reads it from registers), at some point between the load and the
 //!   workgroup's next barrier after the `mma` that uses them (or the kernel's end):
 //!   they load only from shared memory, in a tiled layout
 //!   ([`FragmentLayout::RowMajorTiles`], [`FragmentLayout::ColMajorTiles`]) with
@@ -42,8 +43,9 @@
 //!   the expansion's; tensor cores sum in another order and within a bound
 //!   (docs/semantics.md, "Matrix fragments");
 //! * `map`, `reduce_rows` and `convert` take the accumulators of the `mma.sync`
-//!   shapes and of the warpgroup shapes alike (`convert`: only the `mma.sync` shapes,
-//!   whose `A` is held in registers). A map's value must be the same for every
+//!   shapes and of the warpgroup shapes alike (`convert` into an f16/bf16 `A` held
+//!   in registers: a warp shape's, or a warpgroup's declared `in_registers`, as
+//!   `wgmma` takes its `A` from registers where FlashAttention's `P` lies). A map's value must be the same for every
 //!   invocation of the group (the interpreter computes it on each and reports a
 //!   difference): it is computed once per element by whichever invocation holds it.
 
@@ -320,6 +322,11 @@ pub struct FragmentDecl {
     pub role: FragmentRole,
     pub shape: MmaShape,
     pub elem: ScalarType,
+    /// A warpgroup `A` held in registers (filled by `convert`, never loaded) rather
+    /// than read from shared memory by the multiply; only on warpgroup `A`
+    /// fragments of f16/bf16 (`wgmma`'s register operand).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub in_registers: bool,
 }
 
 impl FragmentDecl {
@@ -341,7 +348,7 @@ impl FragmentDecl {
     /// Whether the matrix units read it from shared memory themselves, at the
     /// `mma` or up to the next barrier: a warpgroup's `A` or `B` (module docs).
     pub fn is_read_in_place(&self) -> bool {
-        self.shape.is_warpgroup() && self.role != FragmentRole::Accumulator
+        self.shape.is_warpgroup() && self.role != FragmentRole::Accumulator && !self.in_registers
     }
     /// Whether it is of Hopper's f64 shape (m16n8k16 of f64), which older tensor
     /// cores lack: a target without it expands such a kernel.
@@ -391,13 +398,22 @@ pub enum FragmentOp {
         srcs: Vec<FragmentId>,
         reduction: RowReduction,
     },
-    /// `dst[r][c] = srcs[c / n][r][c mod n]` rounded to `dst`'s type, as a cast: the
-    /// accumulators of an `m × n` shape side by side become the `A` operand (`m × k`,
-    /// `k / n` sources) of the same shape, for a second multiply.
+    /// `dst[r][c] = cat[r][first + c]` rounded to `dst`'s type, as a cast, where `cat`
+    /// is the accumulators `srcs` side by side (all of one shape, `n` columns each:
+    /// `cat[r][x] = srcs[x / n][r][x mod n]`): accumulators become the `A` operand of
+    /// a second multiply (f16/bf16, held in registers; the same rows, [`same_rows`]).
+    /// `first` is a multiple of 8, and the `k` columns taken start in the first
+    /// source and end in the last.
     Convert {
         dst: FragmentId,
         srcs: Vec<FragmentId>,
+        #[serde(default, skip_serializing_if = "is_zero")]
+        first: u32,
     },
+}
+
+fn is_zero(v: &u32) -> bool {
+    *v == 0
 }
 
 /// `dst[r][c] = value` for every element `(r, c)` of accumulator `dst`, with `row`

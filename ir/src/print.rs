@@ -236,10 +236,11 @@ impl<'k> Printer<'k> {
         for f in &k.fragments {
             let MmaShape { m, n, k } = f.shape;
             self.line(&format!(
-                "fragment {}: {}<{}, m{m}n{n}k{k}>",
+                "fragment {}: {}<{}, m{m}n{n}k{k}>{}",
                 name_text(&f.name),
                 f.role.name(),
-                f.elem
+                f.elem,
+                if f.in_registers { " in registers" } else { "" }
             ));
         }
         self.block(&k.body);
@@ -293,10 +294,15 @@ impl<'k> Printer<'k> {
                 reduction.name(),
                 list(self, srcs)
             ),
-            FragmentOp::Convert { dst, srcs } => format!(
-                "convert {} = {}",
+            FragmentOp::Convert { dst, srcs, first } => format!(
+                "convert {} = {}{}",
                 self.fragment_text(*dst),
-                list(self, srcs)
+                list(self, srcs),
+                if *first == 0 {
+                    String::new()
+                } else {
+                    format!(" from column {first}")
+                }
             ),
             FragmentOp::Fill { frag, value } => {
                 format!(

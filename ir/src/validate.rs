@@ -761,6 +761,22 @@ impl<'k> Validator<'k> {
                             FragmentRole::Accumulator => acc == f.elem,
                         }
                 });
+                let register_a = f.role == FragmentRole::A
+                    && f.shape.is_warpgroup()
+                    && matches!(f.elem, ScalarType::F16 | ScalarType::Bf16);
+                if f.in_registers && !register_a {
+                    return v.err(ValidationErrorKind::BadFragment {
+                        name: f.name.clone(),
+                        why: format!(
+                            "declared in registers, which only a warpgroup's f16/bf16 A \
+                             fragment can be (wgmma's register operand), not a {} fragment \
+                             of {} and {} invocations",
+                            f.role.name(),
+                            f.elem,
+                            f.group()
+                        ),
+                    });
+                }
                 if !known {
                     let MmaShape { m, n, k } = f.shape;
                     return v.err(ValidationErrorKind::BadFragment {
@@ -860,6 +876,12 @@ impl<'k> Validator<'k> {
                 let Some(decl) = kernel.fragment(*frag) else {
                     return self.err(K::UnknownFragment(frag.0));
                 };
+                if decl.in_registers {
+                    return self.err(K::BadFragment {
+                        name: decl.name.clone(),
+                        why: "is held in registers: `convert` fills it, no load".into(),
+                    });
+                }
                 let read_at_mma = decl.is_read_in_place();
                 if read_at_mma
                     && (!matches!(mem, Memory::Shared(_)) || !layout.is_for_matrix_units())
@@ -1000,31 +1022,24 @@ impl<'k> Validator<'k> {
                 self.check_sources(dd, srcs, same)?;
                 self.fragments_written.insert(*dst);
             }
-            FragmentOp::Convert { dst, srcs } => {
+            FragmentOp::Convert { dst, srcs, first } => {
                 let dd = self.at("dst", |v| v.fragment_decl(*dst, FragmentRole::A))?;
-                let MmaShape { n, k, .. } = dd.shape;
-                let fits = !dd.shape.is_warpgroup() && k % n == 0 && srcs.len() as u32 == k / n;
-                let shapes_match = srcs
-                    .iter()
-                    .all(|s| self.kernel.fragment(*s).is_none_or(|d| d.shape == dd.shape));
-                if !fits {
+                let first_src = srcs.first().and_then(|s| self.kernel.fragment(*s));
+                let (src_shape, elem) = (first_src.map(|d| d.shape), first_src.map(|d| d.elem));
+                if let Some(why) = convert_problem(dd, src_shape, srcs.len() as u32, *first) {
                     return self.err(K::BadFragment {
                         name: dd.name.clone(),
-                        why: format!(
-                            "converted from {} accumulators; an A fragment of m{}n{n}k{k} takes \
-                             k / n of them, and only the warp shapes (a warpgroup reads its A \
-                             from shared memory)",
-                            srcs.len(),
-                            dd.shape.m
-                        ),
+                        why,
                     });
                 }
-                let first = srcs.first().and_then(|s| self.kernel.fragment(*s));
-                let elem = first.map(|d| d.elem);
-                if !shapes_match {
+                let same_shape = |s: &FragmentDecl| Some(s.shape) == src_shape;
+                if !srcs
+                    .iter()
+                    .all(|s| self.kernel.fragment(*s).is_none_or(same_shape))
+                {
                     return self.err(K::BadFragment {
                         name: dd.name.clone(),
-                        why: "converted from accumulators of another shape".into(),
+                        why: "converted from accumulators of several shapes".into(),
                     });
                 }
                 self.check_sources(dd, srcs, |s| s.elem.is_float() && Some(s.elem) == elem)?;
@@ -1288,4 +1303,54 @@ impl Uniformity<'_> {
             }
         }
     }
+}
+
+/// Why `convert` into `dst` from `sources` accumulators of `src` (the first's shape)
+/// from column `first` is malformed, if it is: `dst` an f16/bf16 `A` held in
+/// registers, the sources of its rows, the `k` columns taken starting in the first
+/// source and ending in the last, at a multiple of 8 (a register pair's place in
+/// every target's accumulator layout).
+fn convert_problem(
+    dst: &FragmentDecl,
+    src: Option<MmaShape>,
+    sources: u32,
+    first: u32,
+) -> Option<String> {
+    let MmaShape { m, n, k } = dst.shape;
+    if !matches!(dst.elem, ScalarType::F16 | ScalarType::Bf16) {
+        return Some(format!(
+            "converted into an A fragment of {}: only f16/bf16 A fragments share their \
+             registers' layout with the accumulators",
+            dst.elem
+        ));
+    }
+    if dst.shape.is_warpgroup() && !dst.in_registers {
+        return Some(format!(
+            "converted into m{m}n{n}k{k}, a warpgroup A read from shared memory; declare \
+             it in registers"
+        ));
+    }
+    if sources == 0 {
+        return Some("converted from no accumulators".into());
+    }
+    // An unknown source: `check_sources` names it.
+    let src = src?;
+    if !same_rows(src, dst.shape) {
+        return Some(format!(
+            "converted from accumulators of m{}n{}, whose rows other invocations hold",
+            src.m, src.n
+        ));
+    }
+    let covers = first % TILE == 0
+        && first < src.n
+        && first + k <= sources * src.n
+        && (first + k - 1) / src.n == sources - 1;
+    (!covers).then(|| {
+        format!(
+            "converted from columns {first}..{} of {sources} accumulators {} wide: the \
+             columns start at a multiple of 8 in the first source and end in the last",
+            first + k,
+            src.n
+        )
+    })
 }

@@ -9,7 +9,8 @@ use kernelc_ir::fragment::{
 use kernelc_ir::interp::{HostBuffer, InterpError};
 use kernelc_ir::passes::{expand_fragments, expand_math, optimize, MathExpansion, PassOptions};
 use kernelc_ir::testing::fragments::{
-    attention_step, attention_step_inputs, row_statistics_kernel,
+    attention_step, attention_step_inputs, row_statistics_kernel, warpgroup_attention_step,
+    warpgroup_attention_step_inputs, WARPGROUP_STEP_KEYS,
 };
 use kernelc_ir::{Access, ScalarType, ValidationErrorKind};
 
@@ -232,16 +233,55 @@ fn the_validator_names_what_is_wrong_with_row_statements() {
         f.fill_fragment(a, 0.0f32);
         f.convert_fragments(p, &[a]);
     });
-    assert!(why(kind).contains("k / n"));
-    // A warpgroup's A is read from shared memory: no conversion into it.
+    assert!(why(kind).contains("end in the last"));
+    // A warpgroup's A read from shared memory: no conversion into it.
+    let wg = MmaShape::M64N64K16;
     let kind = validation_error(|f| {
-        let wg = MmaShape::M64N64K16;
         let a = f.fragment("a", FragmentRole::Accumulator, wg, F32);
         let p = f.fragment("p", FragmentRole::A, wg, ScalarType::Bf16);
         f.fill_fragment(a, 0.0f32);
         f.convert_fragments(p, &[a]);
     });
-    assert!(why(kind).contains("warp shapes"));
+    assert!(why(kind).contains("declare it in registers"));
+    // Held in registers: a conversion from a column of no multiple of 8, one past
+    // the sources, a source left unused, a load.
+    for (first, sources, wanted) in [
+        (4, 1, "multiple of 8"),
+        (56, 1, "end in the last"),
+        (16, 2, "end in the last"),
+        (64, 2, "start at a multiple of 8 in the first"),
+    ] {
+        let kind = validation_error(|f| {
+            let a = f.fragment("a", FragmentRole::Accumulator, wg, F32);
+            let p = f.fragment_in_registers("p", wg, ScalarType::Bf16);
+            f.fill_fragment(a, 0.0f32);
+            f.convert_fragments_from(p, &vec![a; sources], first);
+        });
+        assert!(
+            why(kind).contains(wanted),
+            "from {first}, {sources}: {wanted}"
+        );
+    }
+    let kind = validation_error(|f| {
+        let p = f.fragment_in_registers("p", wg, ScalarType::Bf16);
+        let out = Mem(kernelc_ir::Memory::Buffer(kernelc_ir::ParamId(0)));
+        f.load_fragment(p, out, 0u32, 64u32, RowMajor);
+    });
+    assert!(why(kind).contains("no load"));
+    // Only a warpgroup's 16-bit A is held in registers; a TF32 A takes no conversion
+    // (its registers hold other elements than the accumulators').
+    let kind = validation_error(|f| {
+        f.fragment_in_registers("p", MmaShape::M64N64K8, F32);
+    });
+    assert!(why(kind).contains("declared in registers"));
+    let kind = validation_error(|f| {
+        let k8 = MmaShape::M16N8K8;
+        let a = f.fragment("a", FragmentRole::Accumulator, k8, F32);
+        let p = f.fragment("p", FragmentRole::A, k8, F32);
+        f.fill_fragment(a, 0.0f32);
+        f.convert_fragments(p, &[a]);
+    });
+    assert!(why(kind).contains("only f16/bf16"));
     // Sources of another shape; a source never written.
     let kind = validation_error(|f| {
         let a = f.fragment("a", FragmentRole::Accumulator, s, F32);
@@ -282,6 +322,70 @@ fn row_statements_print_and_round_trip_through_json() {
     ] {
         assert!(text.contains(part), "{part} in\n{text}");
     }
+    let json = kernelc_ir::to_json(&kernel);
+    assert_eq!(kernelc_ir::from_json(&json).unwrap(), kernel);
+}
+
+/// The warpgroup step in f64, `P` rounded to `input` as the kernel rounds it.
+fn warpgroup_step_reference(inputs: &[HostBuffer], input: ScalarType) -> Vec<f64> {
+    let (s, v) = (inputs[0].to_f64(), inputs[1].to_f64());
+    let round = |x: f64| match input {
+        ScalarType::F16 => half::f16::from_f64(x).to_f64(),
+        _ => half::bf16::from_f64(x).to_f64(),
+    };
+    let mut out = vec![0.0; 64 * 64];
+    for r in 0..64 {
+        let keys = WARPGROUP_STEP_KEYS.start as usize..(WARPGROUP_STEP_KEYS.end as usize);
+        let seen: Vec<usize> = keys.filter(|&c| c <= r + 56).collect();
+        let max = seen
+            .iter()
+            .map(|&c| 2.0 * s[r * 128 + c])
+            .fold(f64::NEG_INFINITY, f64::max);
+        let p: Vec<(usize, f64)> = seen
+            .iter()
+            .map(|&c| (c, (2.0 * s[r * 128 + c] - max).exp2()))
+            .collect();
+        let l: f64 = p.iter().map(|x| x.1).sum();
+        for j in 0..64 {
+            let dot: f64 = p.iter().map(|&(c, p)| round(p) * v[c * 64 + j]).sum();
+            out[r * 64 + j] = dot / l;
+        }
+    }
+    out
+}
+
+/// A warpgroup's `P` converted into `A` fragments held in registers, slice by slice
+/// from a column (one slice across its two accumulators), feeds the second multiply:
+/// the interpreter against f64, the expansion and the passes bit for bit.
+#[test]
+fn a_warpgroup_multiplies_p_from_registers() {
+    for input in [ScalarType::Bf16, ScalarType::F16] {
+        let kernel = warpgroup_attention_step(input);
+        for seed in [2, 11] {
+            let inputs = warpgroup_attention_step_inputs(input, seed);
+            let want = run_kernel(&kernel, &inputs).unwrap();
+            let reference = warpgroup_step_reference(&inputs, input);
+            for (e, (x, y)) in want[2].to_f64().iter().zip(&reference).enumerate() {
+                assert!(
+                    (x - y).abs() <= 1e-2 * y.abs().max(0.1),
+                    "{input} seed {seed} element {e}: {x} vs {y}"
+                );
+            }
+            let expanded = expand_fragments(&kernel);
+            kernelc_ir::validate(&expanded).unwrap();
+            assert_eq!(run_kernel(&expanded, &inputs).unwrap(), want, "expanded");
+            let optimized = optimize(&kernel, &PassOptions::default());
+            assert_eq!(run_kernel(&optimized, &inputs).unwrap(), want, "optimized");
+        }
+    }
+    let text = kernelc_ir::print::print(&warpgroup_attention_step(ScalarType::Bf16));
+    for part in [
+        "fragment p: a<bf16, m64n64k16> in registers",
+        "convert p_3 = s0, s1 from column 56",
+    ] {
+        assert!(text.contains(part), "{part} in\n{text}");
+    }
+    let kernel = warpgroup_attention_step(ScalarType::Bf16);
     let json = kernelc_ir::to_json(&kernel);
     assert_eq!(kernelc_ir::from_json(&json).unwrap(), kernel);
 }

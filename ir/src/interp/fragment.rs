@@ -158,7 +158,7 @@ impl Ctx<'_, '_> {
                 srcs,
                 reduction,
             } => self.exec_reduce_rows(*dst, srcs, *reduction, warp),
-            FragmentOp::Convert { dst, srcs } => self.exec_convert(*dst, srcs, warp),
+            FragmentOp::Convert { dst, srcs, first } => self.exec_convert(*dst, srcs, *first, warp),
         }
     }
 

@@ -140,21 +140,25 @@ impl Ctx<'_, '_> {
             .collect()
     }
 
-    /// `dst[r][c] = srcs[c / n][r][c mod n]`, rounded to `dst`'s type.
+    /// `dst[r][c] = cat[r][first + c]` (the sources side by side), rounded to `dst`'s type.
     pub(super) fn exec_convert(
         &mut self,
         dst: FragmentId,
         srcs: &[FragmentId],
+        first: u32,
         warp: u32,
     ) -> Res<()> {
         let leader = warp * WARP;
         let decl = self.fragment_decl(dst, leader)?.clone();
         let (rows, cols) = decl.dims();
-        let n = decl.shape.n;
+        let n = match srcs.first() {
+            Some(&s) => self.fragment_decl(s, leader)?.shape.n,
+            None => decl.shape.n,
+        };
         let values = self.sources(srcs, warp)?;
         let mut out = Vec::with_capacity((rows * cols) as usize);
         for r in 0..rows {
-            for c in 0..cols {
+            for c in (first..).take(cols as usize) {
                 let v = values
                     .get((c / n) as usize)
                     .and_then(|v| v.get((r * n + c % n) as usize))

@@ -134,6 +134,7 @@ impl Expander {
                     role: FragmentRole::Accumulator,
                     shape: MmaShape::M16N8K16,
                     elem: ScalarType::F32,
+                    in_registers: false,
                 },
                 Vec::new(),
             )
@@ -260,7 +261,7 @@ impl Expander {
                 srcs,
                 reduction,
             } => self.reduce_rows(*dst, srcs, *reduction, out),
-            FragmentOp::Convert { dst, srcs } => self.convert(*dst, srcs, out),
+            FragmentOp::Convert { dst, srcs, first } => self.convert(*dst, srcs, *first, out),
         }
     }
 
@@ -398,34 +399,38 @@ impl Expander {
 
     /// The lanes write their elements of the sources into a group's `m × k` rows in
     /// shared memory; each reads back its row of the `A` fragment, rounded.
-    fn convert(&mut self, dst: FragmentId, srcs: &[FragmentId], out: &mut Block) {
+    /// Each lane's accumulator elements into its group's rows of the scratch (`cat`
+    /// of the sources, row by row), then its `A` row from columns `first..`.
+    fn convert(&mut self, dst: FragmentId, srcs: &[FragmentId], first: u32, out: &mut Block) {
         let (decl, a) = self.fragment(dst);
-        let MmaShape { m, n, k } = decl.shape;
-        let Some(elem) = srcs.first().map(|s| self.fragment(*s).0.elem) else {
+        let Some(src) = srcs.first().map(|s| self.fragment(*s).0) else {
             return;
         };
+        let (m, n) = (decl.shape.m, src.shape.n);
         let group = decl.shape.group();
-        let rows = m * k;
-        let scratch = self.scratch(elem, self.invocations() / group * rows);
-        let g = self.geometry(decl.shape);
+        let width = n * srcs.len() as u32;
+        let scratch = self.scratch(src.elem, self.invocations() / group * m * width);
         let flat = flat_local_id(self.kernel.workgroup_size);
-        let row = (flat / group) * rows + local(g.row) * k;
-        for (s, src) in srcs.iter().enumerate() {
-            for (j, l) in self.fragment(*src).1.into_iter().enumerate() {
+        let group_rows = (flat / group) * (m * width);
+        let g = self.geometry(src.shape);
+        let src_row = group_rows.clone() + local(g.row) * width + local(g.col);
+        for (s, id) in srcs.iter().enumerate() {
+            for (j, l) in self.fragment(*id).1.into_iter().enumerate() {
                 out.push(Stmt::Store {
                     mem: scratch,
-                    index: (row.clone() + local(g.col) + (s as u32 * n + j as u32)).0,
+                    index: (src_row.clone() + (s as u32 * n + j as u32)).0,
                     value: Expr::Local(l),
                 });
             }
         }
         out.push(Stmt::Barrier);
+        let a_row = group_rows + local(self.geometry(decl.shape).row) * width + first;
         for (q, l) in a.into_iter().enumerate() {
             out.push(Stmt::Let {
                 local: l,
                 value: Expr::Cast {
                     to: decl.elem,
-                    arg: Box::new(shared_at(scratch, row.clone() + q as u32).0),
+                    arg: Box::new(shared_at(scratch, a_row.clone() + q as u32).0),
                 },
             });
         }

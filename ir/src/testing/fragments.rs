@@ -313,6 +313,93 @@ pub fn attention_step(input: ScalarType) -> Kernel {
     .unwrap()
 }
 
+/// Keys a [`warpgroup_attention_step`] weighs: columns 8..120 of its 128 scores, in
+/// seven slices of 16, the fourth (56..72) across its two accumulators.
+pub const WARPGROUP_STEP_KEYS: std::ops::Range<u32> = 8..120;
+
+/// [`attention_step`] on a warpgroup with `P` in registers: 64 × 128 scores (two
+/// m64n64 accumulators), causal-masked (`key ≤ row + 56`, and only
+/// [`WARPGROUP_STEP_KEYS`]) and doubled, the row max into an m64n16 accumulator,
+/// `P = 2^(S − max)`, the row sums, then `P` rounded to `input` slice by slice into
+/// `A` fragments held in registers (`convert` from a column) times a 128 × 64 `V`
+/// staged in shared memory, divided by the sums: `out` 64 × 64, row-major.
+pub fn warpgroup_attention_step(input: ScalarType) -> Kernel {
+    let (wide, narrow) = (MmaShape::M64N64K16, MmaShape::M64N16K16);
+    let mut kb = KernelBuilder::new("warpgroup_attention_step", [128, 1, 1]);
+    let s_in = kb.buffer("s", ScalarType::F32, 64 * 128, Access::Read);
+    let v_in = kb.buffer("v", input, 128 * 64, Access::Read);
+    let out = kb.buffer("out", ScalarType::F32, 64 * 64, Access::Write);
+    let vs = kb.shared("v_tile", input, 128 * 64);
+    let layout = RowMajorTiles;
+    kb.build(|f| {
+        f.for_("e", local_id(0), 128u32 * 64, 128u32, |f, e| {
+            let (r, c) = (e.clone() / 64u32, e.clone() % 64u32);
+            let at = element_index_expr(layout, input, E::from(0u32), E::from(512u32), r, c);
+            f.store(vs, at, v_in.at(e));
+        });
+        f.barrier();
+        let acc = |f: &mut Body, name: &str, shape| {
+            f.fragment(name, FragmentRole::Accumulator, shape, ScalarType::F32)
+        };
+        let s = [acc(f, "s0", wide), acc(f, "s1", wide)];
+        for (i, &si) in (0u32..).zip(&s) {
+            f.load_fragment(si, s_in, i * 64, 128u32, RowMajor);
+            f.map_fragment(si, &[si], |_, row, col, x| {
+                let key = col + i * 64;
+                let seen = key.clone().le(row + 56u32)
+                    & key.clone().ge(WARPGROUP_STEP_KEYS.start)
+                    & key.lt(WARPGROUP_STEP_KEYS.end);
+                seen.select(x[0].clone() * 2.0f32, f32::NEG_INFINITY)
+            });
+        }
+        let max = acc(f, "max", narrow);
+        f.reduce_rows(max, &s, RowReduction::Max);
+        for &si in &s {
+            f.map_fragment(si, &[si, max], |_, _, _, x| {
+                (x[0].clone() - x[1].clone()).exp2()
+            });
+        }
+        let sum = acc(f, "sum", narrow);
+        f.reduce_rows(sum, &s, RowReduction::Sum);
+        let o = acc(f, "o", wide);
+        f.fill_fragment(o, 0.0f32);
+        let v = f.fragment("v", FragmentRole::B, wide, input);
+        let slices: Vec<u32> = WARPGROUP_STEP_KEYS.step_by(16).collect();
+        let p: Vec<_> = slices
+            .iter()
+            .map(|_| f.fragment_in_registers("p", wide, input))
+            .collect();
+        for (&pj, &first) in p.iter().zip(&slices) {
+            let used: Vec<_> = (first / 64..=(first + 15) / 64)
+                .map(|i| s[i as usize])
+                .collect();
+            f.convert_fragments_from(pj, &used, first - first / 64 * 64);
+        }
+        for (&pj, &first) in p.iter().zip(&slices) {
+            // Rows `first..` of V: bands of 8 rows 512 apart.
+            f.load_fragment(v, vs, first / 8 * 512, 512u32, layout);
+            f.mma(o, pj, v, o);
+        }
+        f.map_fragment(o, &[o, sum], |_, _, _, x| x[0].clone() / x[1].clone());
+        f.store_fragment(o, out, 0u32, 64u32, RowMajor);
+    })
+    .unwrap()
+}
+
+/// Inputs of [`warpgroup_attention_step`]: scores in [-4, 4), values in [-2, 2), the
+/// output.
+pub fn warpgroup_attention_step_inputs(input: ScalarType, seed: u64) -> Vec<HostBuffer> {
+    let s: Vec<Scalar> = values(ScalarType::F32, 64 * 128, seed)
+        .into_iter()
+        .map(|v| Scalar::from_f64(ScalarType::F32, 2.0 * v.to_f64()))
+        .collect();
+    vec![
+        HostBuffer::new(ScalarType::F32, s),
+        HostBuffer::new(input, values(input, 128 * 64, seed + 1)),
+        HostBuffer::zeros(ScalarType::F32, 64 * 64),
+    ]
+}
+
 /// Inputs of [`attention_step`]: scores in [-4, 4), values in [-2, 2), the output.
 pub fn attention_step_inputs(input: ScalarType, seed: u64) -> Vec<HostBuffer> {
     let s: Vec<Scalar> = values(ScalarType::F32, 512, seed)

@@ -44,6 +44,13 @@ const fn at(g: u32, t: u32, c: u32) -> Coord {
 /// in register order (the lower-numbered element of a packed pair first).
 pub(super) fn share(role: FragmentRole, shape: MmaShape, elem: ScalarType) -> Vec<(Coord, Coord)> {
     let accumulator = |i: u32| (at(1, 0, 8 * (i >> 1)), at(0, 2, i & 1));
+    // m16n8k16's 16-bit `A`: rows g and g + 8, column pairs 2t and 2t + 8.
+    let a16 = |i: u32| {
+        (
+            at(1, 0, 8 * ((i >> 1) & 1)),
+            at(0, 2, (i & 1) + 8 * (i >> 2)),
+        )
+    };
     if shape.is_warpgroup() {
         // wgmma's D: warp w has rows 16w.. as m16n8 accumulators side by side, one
         // per 8 columns (PTX ISA, "Register Fragments" for wgmma's D).
@@ -57,8 +64,16 @@ pub(super) fn share(role: FragmentRole, shape: MmaShape, elem: ScalarType) -> Ve
                     (row, at(0, 2, 8 * (i >> 2) + (i & 1)))
                 })
                 .collect(),
+            // An `A` in registers: warp w has rows 16w.. as m16n8k16's `A` (PTX ISA,
+            // "Register Fragments" for wgmma's A).
+            FragmentRole::A => (0..8)
+                .map(|i| {
+                    let (row, col) = a16(i);
+                    (Coord { w: 16, ..row }, col)
+                })
+                .collect(),
             // Read from shared memory by the instruction (a descriptor).
-            FragmentRole::A | FragmentRole::B => Vec::new(),
+            FragmentRole::B => Vec::new(),
         };
     }
     // f64 m16n8k16 (sm_90) and TF32 m16n8k8: one element per register, rows g and
@@ -71,14 +86,7 @@ pub(super) fn share(role: FragmentRole, shape: MmaShape, elem: ScalarType) -> Ve
         (MmaShape::M16N8K16 | MmaShape::M16N8K8, FragmentRole::B) if wide => (0..shape.k / 4)
             .map(|i| (at(0, 1, 4 * i), at(1, 0, 0)))
             .collect(),
-        (MmaShape::M16N8K16, FragmentRole::A) => (0..8)
-            .map(|i| {
-                (
-                    at(1, 0, 8 * ((i >> 1) & 1)),
-                    at(0, 2, (i & 1) + 8 * (i >> 2)),
-                )
-            })
-            .collect(),
+        (MmaShape::M16N8K16, FragmentRole::A) => (0..8).map(a16).collect(),
         (MmaShape::M16N8K16, FragmentRole::B) => (0..4)
             .map(|i| (at(0, 2, (i & 1) + 8 * (i >> 1)), at(1, 0, 0)))
             .collect(),
@@ -270,7 +278,7 @@ impl<'ctx> Lower<'_, 'ctx> {
                 srcs,
                 reduction,
             } => self.reduce_rows(*dst, srcs, *reduction),
-            FragmentOp::Convert { dst, srcs } => self.convert_fragments(*dst, srcs),
+            FragmentOp::Convert { dst, srcs, first } => self.convert_fragments(*dst, srcs, *first),
         }
     }
 
@@ -757,7 +765,7 @@ impl<'ctx> Lower<'_, 'ctx> {
         Ok(())
     }
 
-    fn read_fragment(
+    pub(super) fn read_fragment(
         &self,
         id: FragmentId,
         elem: ScalarType,
@@ -772,7 +780,7 @@ impl<'ctx> Lower<'_, 'ctx> {
     /// The registers `mma` takes for `values` of an `A` or `B` share: pairs of bf16
     /// in an `i32` (the first in the low half), pairs of f16 in a `<2 x half>`, TF32
     /// (f32) as the `i32` of its bits, f64 as they are.
-    fn pack(
+    pub(super) fn pack(
         &self,
         elem: ScalarType,
         values: &[BasicValueEnum<'ctx>],

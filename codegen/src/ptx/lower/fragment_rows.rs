@@ -195,21 +195,24 @@ impl<'ctx> Lower<'_, 'ctx> {
         &mut self,
         dst: FragmentId,
         srcs: &[FragmentId],
+        first: u32,
     ) -> Result<(), CodegenError> {
         let decl = self.fragment_decl(dst)?;
-        let n = decl.shape.n;
-        let acc_elem = match srcs.first() {
-            Some(&src) => self.fragment_decl(src)?.elem,
-            None => decl.elem,
+        let src_decl = match srcs.first() {
+            Some(&src) => self.fragment_decl(src)?,
+            None => return Err(internal("a conversion without sources")),
         };
-        let acc_coords = share(FragmentRole::Accumulator, decl.shape, acc_elem);
+        let n = src_decl.shape.n;
+        let acc_coords = share(FragmentRole::Accumulator, src_decl.shape, src_decl.elem);
         let dst_slots = self.fragment_slots(dst)?;
         for (slot, (r, c)) in dst_slots
             .iter()
             .zip(share(decl.role, decl.shape, decl.elem))
         {
-            let source = (c.c / n) as usize;
-            let col = Coord { c: c.c % n, ..c };
+            // `first` is a multiple of 8: the register's column term stays `c.c`'s.
+            let at = first + c.c;
+            let source = (at / n) as usize;
+            let col = Coord { c: at % n, ..c };
             let element = acc_coords
                 .iter()
                 .position(|(ar, ac)| *ar == r && *ac == col)

@@ -40,8 +40,16 @@ struct BatchedMma<'ctx> {
     d: FragmentId,
     a: FragmentId,
     c: FragmentId,
-    descriptors: [IntValue<'ctx>; 2],
+    a_operand: AOperand<'ctx>,
+    b_descriptor: IntValue<'ctx>,
     transposed: [bool; 2],
+}
+
+/// Where a multiply's `A` is: described in shared memory, or in registers (an `A`
+/// declared `in_registers`: its share packed in pairs, as `mma.sync`'s).
+enum AOperand<'ctx> {
+    Descriptor(IntValue<'ctx>),
+    Registers(Vec<IntValue<'ctx>>),
 }
 
 /// Bytes of a core matrix (8 rows of 16 bytes): the distance between core matrices
@@ -314,7 +322,23 @@ impl<'ctx> Lower<'_, 'ctx> {
         let i64t = self.ctx.i64_type();
         let mut descriptors = [i64t.const_zero(); 2];
         let mut transposed = [false; 2];
+        let ad = self.fragment_decl(a)?;
+        let registers = if ad.in_registers {
+            let values = self.read_fragment(a, ad.elem)?;
+            let i32t = self.ctx.i32_type();
+            let packed = self.pack(ad.elem, &values)?;
+            let words = packed
+                .into_iter()
+                .map(|v| int(self.b.build_bit_cast(v, i32t, "").or_internal()?))
+                .collect::<Result<Vec<_>, CodegenError>>()?;
+            Some(words)
+        } else {
+            None
+        };
         for (i, f) in [a, b].into_iter().enumerate() {
+            if i == 0 && registers.is_some() {
+                continue;
+            }
             let ptr = self
                 .fragment_slots(f)?
                 .first()
@@ -329,11 +353,16 @@ impl<'ctx> Lower<'_, 'ctx> {
                 .flatten()
                 .ok_or_else(|| internal("a warpgroup operand multiplied before its load"))?;
         }
+        let [a_descriptor, b_descriptor] = descriptors;
         Ok(BatchedMma {
             d,
             a,
             c,
-            descriptors,
+            a_operand: match registers {
+                Some(words) => AOperand::Registers(words),
+                None => AOperand::Descriptor(a_descriptor),
+            },
+            b_descriptor,
             transposed,
         })
     }
@@ -365,14 +394,40 @@ impl<'ctx> Lower<'_, 'ctx> {
             first_register.push(registers);
             registers += self.fragment_slots(acc)?.len();
         }
+        // Each multiply's operands after the accumulators: `A`'s descriptor or
+        // registers, then `B`'s descriptor.
+        let mut inputs: Vec<(BasicMetadataValueEnum<'ctx>, &str)> = Vec::new();
+        let mut operand_text = Vec::new();
+        for m in mmas {
+            let a_text = match &m.a_operand {
+                AOperand::Descriptor(desc) => {
+                    inputs.push(((*desc).into(), "l"));
+                    format!("${}", registers + inputs.len() - 1)
+                }
+                AOperand::Registers(words) => {
+                    let first = registers + inputs.len();
+                    inputs.extend(words.iter().map(|&w| (w.into(), "r")));
+                    let names: Vec<String> = (first..first + words.len())
+                        .map(|r| format!("${r}"))
+                        .collect();
+                    format!("{{{}}}", names.join(", "))
+                }
+            };
+            inputs.push((m.b_descriptor.into(), "l"));
+            operand_text.push(format!("{a_text}, ${}", registers + inputs.len() - 1));
+        }
         let mut text = String::from("{\n.reg .pred p;\n");
-        let scale_d = registers + 2 * mmas.len();
+        let scale_d = registers + inputs.len();
         text.push_str(&format!("setp.ne.b32 p, ${scale_d}, 0;\n"));
         text.push_str("wgmma.fence.sync.aligned;\n");
         for (
             i,
             &BatchedMma {
-                d, a, transposed, ..
+                d,
+                a,
+                transposed,
+                ref a_operand,
+                ..
             },
         ) in mmas.iter().enumerate()
         {
@@ -391,10 +446,13 @@ impl<'ctx> Lower<'_, 'ctx> {
                     "a TF32 warpgroup operand loaded across the reduction",
                 ));
             }
-            let flags = if flags {
-                format!(", {}, {}", u8::from(transposed[0]), u8::from(transposed[1]))
-            } else {
-                String::new()
+            // An `A` in registers takes no transpose flag of its own.
+            let flags = match (flags, a_operand) {
+                (false, _) => String::new(),
+                (true, AOperand::Registers(_)) => format!(", {}", u8::from(transposed[1])),
+                (true, AOperand::Descriptor(_)) => {
+                    format!(", {}, {}", u8::from(transposed[0]), u8::from(transposed[1]))
+                }
             };
             let at = accumulators
                 .iter()
@@ -405,20 +463,15 @@ impl<'ctx> Lower<'_, 'ctx> {
                 .map(|r| format!("${r}"))
                 .collect();
             text.push_str(&format!(
-                "wgmma.mma_async.sync.aligned.m64n{}k{}.f32.{input}.{input} {{{}}}, ${}, ${}, p, 1, 1{flags};\n",
+                "wgmma.mma_async.sync.aligned.m64n{}k{}.f32.{input}.{input} {{{}}}, {}, p, 1, 1{flags};\n",
                 dd.shape.n,
                 dd.shape.k,
                 regs.join(", "),
-                registers + 2 * i,
-                registers + 2 * i + 1,
+                operand_text.get(i).ok_or_else(|| internal("a multiply without operands"))?,
             ));
         }
         text.push_str("wgmma.commit_group.sync.aligned;\n}");
         let i32t = self.ctx.i32_type();
-        let mut inputs: Vec<(BasicMetadataValueEnum<'ctx>, &str)> = Vec::new();
-        for m in mmas {
-            inputs.extend(m.descriptors.map(|d| (d.into(), "l")));
-        }
         inputs.push((i32t.const_int(1, false).into(), "r"));
         self.accumulator_asm(text, &inputs, &accumulators)?;
         if self.in_flight.is_empty() {

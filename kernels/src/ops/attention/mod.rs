@@ -22,6 +22,7 @@
 mod cases;
 mod condition;
 mod fragments;
+mod hidden_values;
 mod key_blocks;
 mod large;
 mod lower;

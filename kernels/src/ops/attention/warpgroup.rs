@@ -1,38 +1,45 @@
-//! Attention on warpgroup fragments (Hopper's `wgmma`) for f16 and bf16 without
-//! `causal`: a workgroup is one warpgroup owning 64 query rows of one (batch, head),
-//! and both products are single `m64` multiplies per 16-deep step, read by the
-//! matrix units from shared memory.
+//! Attention on warpgroup fragments (Hopper's `wgmma`) for f16 and bf16: a workgroup
+//! is two warpgroups (one where the queries are 64 or fewer), each owning 64 query
+//! rows of one (batch, head) and sharing the staged keys and values (half the copies
+//! per row of one warpgroup alone); both products are single `m64` multiplies per
+//! 16-deep step, `Q·Kᵀ`'s operands read by the matrix units from shared memory,
+//! `P·V`'s `P` from registers.
 //!
 //! Queries, keys and values are staged in the swizzled layout the multiplies read
 //! (rows of 64 elements in bands of 8, [`super::staging::swizzled`]: a row written
-//! whole hits every bank once; zeros past `head_dim` and past the sequences), each
-//! block's loads issued into registers before the first is stored.
+//! whole hits every bank once; zeros past `head_dim` and past the sequences), copied
+//! in by `cp.async`, keys and values two blocks deep.
 //! Per block of `BK` keys:
 //!
 //! 1. `S = Q·Kᵀ` (`m64nBKk16`, `A` the queries by rows, `B` the keys by columns);
 //! 2. the online softmax on `S` in registers ([`super::online`]), the row
 //!    statistics in `m64n16` accumulators (the same rows, a few registers), the row
 //!    sums of `P` by `reduce_rows`, `O = α·O`;
-//! 3. `P` stored, rounded to the storage type, in the swizzled layout;
+//! 3. `P` rounded to the storage type into `A` fragments held in registers
+//!    (`convert`, 16 keys each: `wgmma` reads its `A` from registers);
 //! 4. `O += P·V` (`m64nDk16`, `B` the values by rows: the transposed operand).
 //!
-//! Three barriers per block: the key tile is read (step 1) and `P` is stored before
-//! the value tile is stored, the value tile is stored before step 4 reads it, and
-//! the next key tile is stored after (while step 4 runs). The end is
+//! Two barriers per block: the key tile is stored before step 1 reads it, and the
+//! value tile before step 4 does; each tile's next block is copied in after the
+//! multiply that read the last one, while the rest of the block runs. The end is
 //! [`super::lower`]'s: `O`, `l` and the shift stored to shared memory (`O` in the key
 //! tile's bytes), `o = O / l`, and `lse`.
 //!
-//! `causal` keeps the `mma.sync` kernel ([`super::fragments`]): a block the rows see
-//! in part needs a warp's 16 rows, not a warpgroup's 64, to keep a hidden key's value
-//! away from its row cheaply.
+//! With `causal`, the blocks no row sees are skipped and those every row sees whole
+//! multiply as above; a block some row sees in part keeps a hidden key's value away
+//! from its row as [`super::hidden_values`] describes (its non-finite values set to
+//! 0 for the multiply, their products added where a row sees them).
 
+use super::hidden_values::{
+    add_nonfinite_products, keep_weights, sanitize_values, PartlySeen, SeenBlock,
+};
 use super::lower::{
     block_coords, declare_buffers, each_workgroup, key_block_count, shape_of, single_launch, Shape,
     Tiles,
 };
 use super::online::{
-    exponentiate, natural_shift, rescale, scale_and_mask, store_and_finish, Leftovers,
-    RowStatistics, ScoreBlock,
+    exponentiate, natural_shift, partly_visible, rescale, scale_and_mask, store_and_finish,
+    Leftovers, RowStatistics, ScoreBlock,
 };
 use super::staging::{copy_rows, swizzled, Placement};
 use super::AttentionSpec;
@@ -45,7 +52,7 @@ use kernelc_ir::fragment::{
 };
 use kernelc_ir::{FragmentId, ScalarType};
 
-/// Rows of the multiplies, and of a workgroup.
+/// Rows of the multiplies: a warpgroup's query rows.
 const ROWS: u32 = 64;
 /// Depth of one multiply.
 const DEPTH: u32 = 16;
@@ -53,12 +60,16 @@ const DEPTH: u32 = 16;
 /// The sizes of one lowering.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct WarpgroupTiles {
+    /// Warpgroups of a workgroup, [`ROWS`] query rows each.
+    warpgroups: u32,
     /// Keys per block: the width of `S`.
     bk: u32,
     /// `head_dim` rounded up to a swizzled row (64): the columns of Q and K.
     dk: u32,
     /// `head_dim` rounded up to a multiply width: the columns of `O` and V.
     dn: u32,
+    /// Whether blocks some rows see in part keep what [`super::hidden_values`] needs.
+    causal: bool,
 }
 
 impl WarpgroupTiles {
@@ -72,12 +83,20 @@ impl WarpgroupTiles {
     fn acc_stride(&self) -> u32 {
         self.dn + 8
     }
+    /// Query rows of a workgroup.
+    fn bq(&self) -> u32 {
+        self.warpgroups * ROWS
+    }
     fn shared_bytes(&self, dtype: ScalarType) -> u64 {
         let elem = dtype.size_bytes() as u64;
-        let (rows, bk) = (ROWS as u64, self.bk as u64);
+        let (rows, bk) = (self.bq() as u64, self.bk as u64);
         let (dk, dn) = (self.dk as u64, self.dn as u64);
         let keys_or_out = (2 * bk * dk * elem).max(4 * rows * self.acc_stride() as u64);
-        (rows * dk + 2 * bk * dn + rows * bk) * elem + keys_or_out + 2 * 4 * rows * 16
+        let partly_seen = match self.causal {
+            true => PartlySeen::shared_bytes(self.bq(), self.bk, self.dn),
+            false => 0,
+        };
+        (rows * dk + 2 * bk * dn) * elem + keys_or_out + 2 * 4 * rows * 16 + partly_seen
     }
 }
 
@@ -109,9 +128,8 @@ pub(super) fn tiles(spec: &AttentionSpec, caps: &TargetCaps) -> Option<Warpgroup
     let eligible = caps.warpgroup_fragments
         && caps.async_copies
         && matches!(spec.dtype, ScalarType::F16 | ScalarType::Bf16)
-        && !spec.causal
         && spec.head_dim % 8 == 0
-        && caps.max_invocations_per_workgroup >= WARPGROUP
+        && caps.max_invocations_per_workgroup >= 2 * WARPGROUP
         && spec.seq_q > 0
         && spec.seq_k > 0;
     if !eligible {
@@ -124,32 +142,39 @@ pub(super) fn tiles(spec: &AttentionSpec, caps: &TargetCaps) -> Option<Warpgroup
     // 64 keys a block: S takes 32 registers, O up to 128, the staged rows in flight
     // the rest.
     let bk = 64;
-    let t = WarpgroupTiles { bk, dk, dn };
+    let warpgroups = if spec.seq_q > ROWS as usize { 2 } else { 1 };
+    let t = WarpgroupTiles {
+        warpgroups,
+        bk,
+        dk,
+        dn,
+        causal: spec.causal,
+    };
     (t.shared_bytes(spec.dtype) <= caps.opt_in_shared_memory_limit() as u64).then_some(t)
 }
 
 /// The shared arrays: tiles in the storage type, the end's f32 rows.
 struct Staged {
     io: super::lower::Buffers,
-    /// Queries `[64][dk]`, keys `[bk][dk]`, values `[bk][dn]`, weights `[64][bk]`:
-    /// swizzled.
+    /// Queries `[bq][dk]`, keys `[2][bk][dk]`, values `[2][bk][dn]`: swizzled.
     qs: Mem,
     ks: Mem,
     vs: Mem,
-    ps: Mem,
-    /// `O` at the end, `[64][acc_stride]`, in the key tile's bytes.
+    /// `O` at the end, `[bq][acc_stride]`, in the key tiles' bytes.
     acc: Mem,
-    /// `l` and the shift of each row at the end, `[16][64]` (a row's at its index).
+    /// `l` and the shift of each row at the end, `[16][bq]` (a row's at its index).
     sum: Mem,
     shift: Mem,
+    /// With `causal`: the weights and flags of partly seen blocks.
+    partly_seen: Option<PartlySeen>,
 }
 
 /// The warpgroup's fragments.
 struct Fragments {
     a: FragmentId,
     b: FragmentId,
-    /// `S`'s and `O`'s `A` and `B` (the shapes differ in width).
-    p: FragmentId,
+    /// `P` by 16 keys (`O`'s `A`, in registers) and `O`'s `B`.
+    p: Vec<FragmentId>,
     v: FragmentId,
     scores: FragmentId,
     out: FragmentId,
@@ -164,14 +189,15 @@ pub(super) fn attention(
     wt: WarpgroupTiles,
 ) -> Result<Plan, LowerError> {
     let tiles = Tiles {
-        bq: ROWS,
+        bq: wt.bq(),
         bk: wt.bk,
         rows: 1,
         k_stride: wt.dk,
     };
-    let sh = shape_of(spec, caps, tiles, WARPGROUP)?;
+    let invocations = wt.warpgroups * WARPGROUP;
+    let sh = shape_of(spec, caps, tiles, invocations)?;
     let op = OpSpec::Attention(spec.clone());
-    let mut k = KernelBuilder::new(format!("{}_wgmma", op.name()), [WARPGROUP, 1, 1]);
+    let mut k = KernelBuilder::new(format!("{}_wgmma", op.name()), [invocations, 1, 1]);
     let uniforms = op.uniforms();
     let scale = Uniforms::new(&uniforms).param("scale")?;
     let io = declare_buffers(&mut k, &op, &scale)?;
@@ -179,20 +205,24 @@ pub(super) fn attention(
     let ks = k.shared("k_tiles", dt, 2 * wt.bk * wt.dk);
     let m = Staged {
         io,
-        qs: k.shared("q_tile", dt, ROWS * wt.dk),
+        qs: k.shared("q_tile", dt, wt.bq() * wt.dk),
         vs: k.shared("v_tiles", dt, 2 * wt.bk * wt.dn),
-        ps: k.shared("p_tile", dt, ROWS * wt.bk),
-        acc: k.shared_reusing("acc", f32, ROWS * wt.acc_stride(), ks),
+        acc: k.shared_reusing("acc", f32, wt.bq() * wt.acc_stride(), ks),
         ks,
-        sum: k.shared("row_sum", f32, 16 * ROWS),
-        shift: k.shared("row_shift", f32, 16 * ROWS),
+        sum: k.shared("row_sum", f32, 16 * wt.bq()),
+        shift: k.shared("row_shift", f32, 16 * wt.bq()),
+        partly_seen: wt
+            .causal
+            .then(|| PartlySeen::declare(&mut k, wt.bq(), wt.bk, wt.dn)),
     };
     let kernel = k.build(|f| {
         let (s, o, stat) = (wt.scores(), wt.out(), width(16));
         let fr = Fragments {
             a: f.fragment("q", FragmentRole::A, s, dt),
             b: f.fragment("k", FragmentRole::B, s, dt),
-            p: f.fragment("p", FragmentRole::A, o, dt),
+            p: (0..wt.bk / DEPTH)
+                .map(|_| f.fragment_in_registers("p", o, dt))
+                .collect(),
             v: f.fragment("v", FragmentRole::B, o, dt),
             scores: f.fragment("s", FragmentRole::Accumulator, s, f32),
             out: f.fragment("o", FragmentRole::Accumulator, o, f32),
@@ -214,6 +244,9 @@ fn body(f: &mut Body, sh: &Shape, wt: WarpgroupTiles, m: &Staged, fr: &Fragments
     let q_at = (&blk.q_base, sh.q_layout.row_stride);
     let kv_at = (&blk.kv_base, sh.kv_layout.row_stride);
     let zero = E::from(0u32);
+    // The warpgroup's rows of the workgroup's, and their place in the query tile.
+    let first_row = f.let_("first_row", (local_id(0) / WARPGROUP) * ROWS);
+    let q_rows = f.let_("q_rows", first_row.clone() * wt.dk);
     let half = ScalarType::F16;
     let (q_tile, k_tile, v_tile) = (
         swizzled(wt.dk, half),
@@ -235,7 +268,7 @@ fn body(f: &mut Body, sh: &Shape, wt: WarpgroupTiles, m: &Staged, fr: &Fragments
     copy_rows(
         f,
         sh,
-        (m.io.q, ROWS, wt.dk),
+        (m.io.q, wt.bq(), wt.dk),
         (&blk.q0, sh.seq_q),
         q_at,
         q_dst,
@@ -262,7 +295,8 @@ fn body(f: &mut Body, sh: &Shape, wt: WarpgroupTiles, m: &Staged, fr: &Fragments
         for kd in 0..wt.dk / DEPTH {
             let band = TILE * wt.dk;
             let at = column(kd * DEPTH);
-            f.load_fragment(fr.a, m.qs, at, band, FragmentLayout::RowMajorSwizzled);
+            let q_at = q_rows.clone() + at;
+            f.load_fragment(fr.a, m.qs, q_at, band, FragmentLayout::RowMajorSwizzled);
             let k_at = k_stage.clone() + at;
             f.load_fragment(fr.b, m.ks, k_at, band, FragmentLayout::ColMajorSwizzled);
             f.mma(fr.scores, fr.a, fr.b, fr.scores);
@@ -275,7 +309,7 @@ fn body(f: &mut Body, sh: &Shape, wt: WarpgroupTiles, m: &Staged, fr: &Fragments
             io: &m.io,
             blk: &blk,
             k0: &k0,
-            first_row: &zero,
+            first_row: &first_row,
             bk: wt.bk,
         };
         scale_and_mask(f, sh, &at, &[(fr.scores, 0)], &scale_log2);
@@ -286,19 +320,44 @@ fn body(f: &mut Body, sh: &Shape, wt: WarpgroupTiles, m: &Staged, fr: &Fragments
             x[0].clone() * x[1].clone() + x[2].clone()
         });
         rescale(f, &fr.stats, &[fr.out]);
-        let (p_band, p_layout) = (TILE * wt.bk, FragmentLayout::RowMajorSwizzled);
-        f.store_fragment(fr.scores, m.ps, 0u32, p_band, p_layout);
-        // This block's values are in (the next keys may not be yet), `P` is stored.
+        for (kp, &p) in (0u32..).zip(&fr.p) {
+            f.convert_fragments_from(p, &[fr.scores], kp * DEPTH);
+        }
+        let partly_seen = m.partly_seen.zip(partly_visible(sh, wt.bk, &blk, &k0));
+        if let Some((at, partial)) = &partly_seen {
+            f.if_(partial.clone(), |f| {
+                keep_weights(f, at, fr.scores, &first_row);
+            });
+        }
+        // This block's values are in (the next keys may not be yet).
         f.copy_wait(1);
         f.barrier();
+        if let Some((at, partial)) = &partly_seen {
+            f.if_(partial.clone(), |f| {
+                let tile = (m.vs, &v_stage, &v_tile);
+                sanitize_values(f, sh, tile, (wt.bk, wt.dn), at.flags);
+                f.barrier();
+            });
+        }
         // O += P·V.
-        for kp in 0..wt.bk / DEPTH {
+        for (kp, &p) in (0u32..).zip(&fr.p) {
             let v_band = TILE * wt.dn;
-            f.load_fragment(fr.p, m.ps, column(kp * DEPTH), p_band, p_layout);
             // Rows `16·kp ..`: two bands.
             let v_at = v_stage.clone() + 2 * kp * v_band;
             f.load_fragment(fr.v, m.vs, v_at, v_band, FragmentLayout::RowMajorSwizzled);
-            f.mma(fr.out, fr.p, fr.v, fr.out);
+            f.mma(fr.out, p, fr.v, fr.out);
+        }
+        if let Some((at, partial)) = &partly_seen {
+            let seen = SeenBlock {
+                io: &m.io,
+                blk: &blk,
+                k0: &k0,
+                first_row: &first_row,
+                bk: wt.bk,
+            };
+            f.if_(partial.clone(), |f| {
+                add_nonfinite_products(f, sh, &seen, at, fr.out);
+            });
         }
         // The other value stage was last read by the block before's `P·V`, whose
         // operands the barrier above released.
@@ -308,12 +367,12 @@ fn body(f: &mut Body, sh: &Shape, wt: WarpgroupTiles, m: &Staged, fr: &Fragments
     natural_shift(f, &fr.stats);
     f.barrier();
     let leftovers = Leftovers {
-        out: vec![(fr.out, zero.clone())],
+        out: vec![(fr.out, first_row.clone() * wt.acc_stride())],
         acc: (m.acc, wt.acc_stride()),
         sum: (fr.sum, m.sum),
         shift: (fr.stats.max, m.shift),
-        first_row: &zero,
-        rows: ROWS,
+        first_row: &first_row,
+        rows: wt.bq(),
     };
     store_and_finish(f, sh, &m.io, &blk, leftovers);
 }
@@ -326,9 +385,9 @@ mod tests {
     use crate::spec::OpSpec;
     use kernelc_ir::ScalarType;
 
-    /// Without `causal`, f16/bf16 attention on sm_90 is the warpgroup kernel (head
-    /// dims of a multiple of 8 up to 256); with it, or without warpgroup fragments,
-    /// the warp kernel.
+    /// f16/bf16 attention on sm_90 is the warpgroup kernel (head dims of a multiple
+    /// of 8 up to 256, `causal` or not); without warpgroup fragments, the warp
+    /// kernel.
     #[test]
     fn the_warpgroup_kernel_serves_what_it_can() {
         let name = |spec: &AttentionSpec, caps: &TargetCaps| {
@@ -353,7 +412,8 @@ mod tests {
                 causal: true,
                 ..spec
             };
-            assert!(name(&causal, &sm90).ends_with("_mma"), "{head_dim}");
+            assert!(name(&causal, &sm90).ends_with("_wgmma"), "{head_dim}");
+            assert!(name(&causal, &sm80).ends_with("_mma"), "{head_dim}");
         }
         // Rows copied 16 bytes at a time: a head dim of a multiple of 8.
         let ragged = AttentionSpec {
