@@ -109,12 +109,16 @@ fn fragment_gemms_are_the_definition_on_every_device() {
 }
 
 /// A softmax between two multiplies kept in fragments (`map`, `reduce_rows`,
-/// `convert`): in registers on tensor cores, expanded elsewhere (through shared
-/// memory and barriers, so not on the CPU's one-invocation workgroups). Each element
-/// within a few ulps of the interpreter's: the sums' order is the target's.
+/// `convert`), on warps and on a warpgroup (whose `P` is held in registers): in
+/// registers on tensor cores, expanded elsewhere (through shared memory and barriers,
+/// so not on the CPU's one-invocation workgroups). Each element within a few ulps of
+/// the interpreter's: the sums' order is the target's.
 #[test]
 fn row_statements_between_multiplies_match_the_interpreter() {
-    use kernelc_ir::testing::fragments::{attention_step, attention_step_inputs};
+    use kernelc_ir::testing::fragments::{
+        attention_step, attention_step_inputs, warpgroup_attention_step,
+        warpgroup_attention_step_inputs,
+    };
     for rt in &runtimes() {
         let name = format!("{} ({})", rt.device_name(), rt.target_name());
         let Some(input) = [ScalarType::Bf16, ScalarType::F16]
@@ -128,41 +132,61 @@ fn row_statements_between_multiplies_match_the_interpreter() {
             println!("NOT RUN: {name}: barriers in a workgroup of 64");
             continue;
         }
-        let kernel = attention_step(input);
-        let inputs = attention_step_inputs(input, 3);
-        let mut args: Vec<kernelc_ir::Arg> = inputs
-            .iter()
-            .cloned()
-            .map(kernelc_ir::Arg::Buffer)
-            .collect();
-        kernelc_ir::interp::run(&kernel, [1, 1, 1], &mut args).unwrap();
-        let want = match &args[2] {
-            kernelc_ir::Arg::Buffer(b) => b.to_f64(),
-            kernelc_ir::Arg::Scalar(_) => unreachable!("the third argument is a buffer"),
-        };
-        let loaded = rt
-            .load_kernel(&kernel)
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
-        let mut views = Vec::new();
-        for buf in &inputs {
-            let bytes = buf.to_bytes();
-            let memory = rt.alloc_buffer(bytes.len()).unwrap();
-            rt.write_buffer(&memory, 0, &bytes).unwrap();
-            let view = memory.view(0, buf.elem, &[buf.len()]).unwrap();
-            views.push((memory, view));
-        }
-        let args: Vec<KernelArg> = views.iter().map(|(_, v)| KernelArg::View(v)).collect();
-        rt.launch(&loaded, [1, 1, 1], &args)
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
-        let bytes = rt.read_buffer(&views[2].0, 0, 256 * 4).unwrap();
-        let got = HostBuffer::from_bytes(ScalarType::F32, &bytes).to_f64();
-        for (e, (x, y)) in got.iter().zip(&want).enumerate() {
-            // P is rounded to bf16 after f32 sums in another order: an element of P
-            // may round the other way (2⁻⁸ relative), weighted by |v| ≤ 2.
-            assert!(
-                (x - y).abs() <= 2e-2 * y.abs().max(0.25),
-                "{name}: element {e}: {x} vs {y}"
-            );
+        let steps = [
+            (
+                "warps",
+                attention_step(input),
+                attention_step_inputs(input, 3),
+            ),
+            (
+                "warpgroup",
+                warpgroup_attention_step(input),
+                warpgroup_attention_step_inputs(input, 3),
+            ),
+        ];
+        for (what, kernel, inputs) in steps {
+            let name = format!("{name}, {what}");
+            // Expanded, the warpgroup step is the IR tests' (the interpreter, bit for
+            // bit): lavapipe takes minutes over its 64 × 128 scores.
+            if what == "warpgroup" && !rt.caps().warpgroup_fragments {
+                println!("NOT RUN: {name}: expanded (no warpgroup fragments)");
+                continue;
+            }
+            let mut args: Vec<kernelc_ir::Arg> = inputs
+                .iter()
+                .cloned()
+                .map(kernelc_ir::Arg::Buffer)
+                .collect();
+            kernelc_ir::interp::run(&kernel, [1, 1, 1], &mut args).unwrap();
+            let want = match &args[2] {
+                kernelc_ir::Arg::Buffer(b) => b.to_f64(),
+                kernelc_ir::Arg::Scalar(_) => unreachable!("the third argument is a buffer"),
+            };
+            let loaded = rt
+                .load_kernel(&kernel)
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            let mut views = Vec::new();
+            for buf in &inputs {
+                let bytes = buf.to_bytes();
+                let memory = rt.alloc_buffer(bytes.len()).unwrap();
+                rt.write_buffer(&memory, 0, &bytes).unwrap();
+                let view = memory.view(0, buf.elem, &[buf.len()]).unwrap();
+                views.push((memory, view));
+            }
+            let args: Vec<KernelArg> = views.iter().map(|(_, v)| KernelArg::View(v)).collect();
+            rt.launch(&loaded, [1, 1, 1], &args)
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            let bytes = rt.read_buffer(&views[2].0, 0, want.len() * 4).unwrap();
+            let got = HostBuffer::from_bytes(ScalarType::F32, &bytes).to_f64();
+            assert_eq!(got.len(), want.len(), "{name}");
+            for (e, (x, y)) in got.iter().zip(&want).enumerate() {
+                // P is rounded to bf16 after f32 sums in another order: an element of P
+                // may round the other way (2⁻⁸ relative), weighted by |v| ≤ 2.
+                assert!(
+                    (x - y).abs() <= 2e-2 * y.abs().max(0.25),
+                    "{name}: element {e}: {x} vs {y}"
+                );
+            }
         }
     }
 }

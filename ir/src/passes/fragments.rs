@@ -399,32 +399,38 @@ impl Expander {
 
     /// The lanes write their elements of the sources into a group's `m × k` rows in
     /// shared memory; each reads back its row of the `A` fragment, rounded.
-    /// Each lane's accumulator elements into its group's rows of the scratch (`cat`
-    /// of the sources, row by row), then its `A` row from columns `first..`.
+    /// Each lane's accumulator elements of the columns taken (`first..first + k` of
+    /// the sources side by side) into its group's rows of the scratch, then its `A`
+    /// row.
     fn convert(&mut self, dst: FragmentId, srcs: &[FragmentId], first: u32, out: &mut Block) {
         let (decl, a) = self.fragment(dst);
         let Some(src) = srcs.first().map(|s| self.fragment(*s).0) else {
             return;
         };
-        let (m, n) = (decl.shape.m, src.shape.n);
+        let MmaShape { m, k, .. } = decl.shape;
+        let n = src.shape.n;
         let group = decl.shape.group();
-        let width = n * srcs.len() as u32;
-        let scratch = self.scratch(src.elem, self.invocations() / group * m * width);
+        let scratch = self.scratch(src.elem, self.invocations() / group * m * k);
         let flat = flat_local_id(self.kernel.workgroup_size);
-        let group_rows = (flat / group) * (m * width);
+        let group_rows = (flat / group) * (m * k);
         let g = self.geometry(src.shape);
-        let src_row = group_rows.clone() + local(g.row) * width + local(g.col);
         for (s, id) in srcs.iter().enumerate() {
             for (j, l) in self.fragment(*id).1.into_iter().enumerate() {
-                out.push(Stmt::Store {
-                    mem: scratch,
-                    index: (src_row.clone() + (s as u32 * n + j as u32)).0,
-                    value: Expr::Local(l),
+                // The element's column of the taken ones (wrapping below `first`).
+                let taken = local(g.col) + (s as u32 * n + j as u32) - first;
+                out.push(Stmt::If {
+                    cond: taken.clone().lt(k).0,
+                    then_body: vec![Stmt::Store {
+                        mem: scratch,
+                        index: (group_rows.clone() + local(g.row) * k + taken).0,
+                        value: Expr::Local(l),
+                    }],
+                    else_body: Vec::new(),
                 });
             }
         }
         out.push(Stmt::Barrier);
-        let a_row = group_rows + local(self.geometry(decl.shape).row) * width + first;
+        let a_row = group_rows + local(self.geometry(decl.shape).row) * k;
         for (q, l) in a.into_iter().enumerate() {
             out.push(Stmt::Let {
                 local: l,
