@@ -3,7 +3,7 @@
 # torch on the same GPU, in one command. Built and packed here by bench/gpu/pack.sh;
 # run there from the repository root:
 #
-#   . .device/setup.sh && bash bench/gpu/device-run.sh [conformance] [memory] [large] [random] [fuzz] [programs] [sweep] [no-panic] [adapters] [sanitize] [bench] [mma] [tune] [tf32] [conv] [chain] [wgpu-bench]
+#   . .device/setup.sh && bash bench/gpu/device-run.sh [conformance] [memory] [large] [random] [fuzz] [programs] [sweep] [no-panic] [adapters] [sanitize] [bench] [mma] [tune] [tf32] [conv] [attention] [chain] [wgpu-bench]
 #
 # (no stage named: all six). FUZZ_CASES sets the op fuzzer's cases per executor. Results go to $OUT (the device tool brings them back);
 # the last lines printed are the summary.
@@ -227,6 +227,10 @@ for stage in $stages; do
   conv)
     # bf16 convolutions (issue #19) against cuDNN.
     tuned_against_torch conv
+    ;;
+  attention)
+    # Attention on tensor cores (issue #19) against torch's scaled_dot_product_attention.
+    tuned_against_torch attention
     ;;
   chain)
     # Per-op cost of 1,000 dependent tiny ops with one synchronisation (launch

@@ -532,6 +532,22 @@ impl FragmentOp {
         }
     }
 
+    /// Every fragment the statement reads or writes.
+    pub fn fragments(&self) -> Vec<FragmentId> {
+        match self {
+            FragmentOp::Fill { frag, .. }
+            | FragmentOp::Load { frag, .. }
+            | FragmentOp::Store { frag, .. } => vec![*frag],
+            FragmentOp::Mma { d, a, b, c } => vec![*d, *a, *b, *c],
+            FragmentOp::Map(m) => std::iter::once(m.dst)
+                .chain(m.args.iter().map(|a| a.frag))
+                .collect(),
+            FragmentOp::ReduceRows { dst, srcs, .. } | FragmentOp::Convert { dst, srcs, .. } => {
+                std::iter::once(*dst).chain(srcs.iter().copied()).collect()
+            }
+        }
+    }
+
     /// Any fragment the statement names (the one whose group runs it).
     pub fn first_fragment(&self) -> FragmentId {
         match self {

@@ -46,7 +46,7 @@ use inkwell::values::{
 };
 use inkwell::{AddressSpace, AtomicOrdering, AtomicRMWBinOp, IntPredicate};
 use kernelc_ir::analysis::Ranges;
-use kernelc_ir::{Builtin, Expr, FragmentId, Kernel, LocalId, Param, ScalarType, Stmt, Type};
+use kernelc_ir::{Builtin, Expr, Kernel, LocalId, Param, ScalarType, Stmt, Type};
 use value::{int, Val};
 
 /// LLVM's `ptx_kernel` calling convention (`CallingConv::PTX_Kernel`): marks the
@@ -189,10 +189,9 @@ pub(super) struct Lower<'a, 'ctx> {
     locals: Vec<Vec<PointerValue<'ctx>>>,
     /// One `alloca` per element of this thread's share of each fragment.
     fragments: Vec<Vec<PointerValue<'ctx>>>,
-    /// `wgmma` groups committed but not waited for: their accumulators, and the
-    /// depth of the shallowest block that issued one ([`Lower::block`] nesting).
-    in_flight: Vec<FragmentId>,
-    in_flight_depth: usize,
+    /// `wgmma` groups committed but not waited for at this point of the lowering
+    /// ([`warpgroup::InFlight`]).
+    in_flight: warpgroup::InFlight,
     depth: usize,
     /// Whether each warpgroup `A`/`B` fragment is loaded in the instruction's
     /// transposed form, recorded at its load (the validator allows one layout).
@@ -247,8 +246,7 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
             shared: Vec::new(),
             locals: Vec::new(),
             fragments: Vec::new(),
-            in_flight: Vec::new(),
-            in_flight_depth: 0,
+            in_flight: warpgroup::InFlight::default(),
             depth: 0,
             operand_transposed: vec![None; kernel.fragments.len()],
             status,
@@ -489,7 +487,7 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
         self.depth += 1;
         let flow = self.block_stmts(stmts)?;
         // `wgmma` groups this block issued end with it (or at an earlier hazard).
-        if flow == Flow::Continue && self.depth <= self.in_flight_depth {
+        if flow == Flow::Continue && self.in_flight.issued_at_or_below(self.depth) {
             self.wait_wgmma()?;
         }
         self.depth -= 1;
@@ -519,9 +517,19 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
 
     fn stmt(&mut self, stmt: &Stmt) -> Result<Flow, CodegenError> {
         // What a `wgmma` in flight must be done before: a barrier (after it shared
-        // memory may change), leaving the kernel, any other fragment statement (it
-        // may touch the accumulators).
-        if matches!(stmt, Stmt::Barrier | Stmt::Return | Stmt::Fragment(_)) {
+        // memory may change), leaving the kernel, a fragment statement that touches
+        // its accumulators or its `A` in registers (others run while it does).
+        let waits = match stmt {
+            Stmt::Barrier | Stmt::Return => true,
+            Stmt::Fragment(op) => self.touches_in_flight(&op.fragments()),
+            Stmt::Let { .. }
+            | Stmt::Assign { .. }
+            | Stmt::Store { .. }
+            | Stmt::If { .. }
+            | Stmt::For { .. }
+            | Stmt::AsyncCopy(_) => false,
+        };
+        if waits {
             self.wait_wgmma()?;
         }
         match stmt {
@@ -572,9 +580,14 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
             .build_conditional_branch(c, then_b, else_b)
             .or_internal()?;
         let mut merge = None;
+        // What is in flight after the `if`: what either branch that goes on leaves.
+        let before = self.in_flight.clone();
+        let mut after = warpgroup::InFlight::default();
         for (block, body) in [(then_b, then_body), (else_b, else_body)] {
             self.b.position_at_end(block);
+            self.in_flight = before.clone();
             if self.block(body)? == Flow::Continue {
+                after.merge(&self.in_flight);
                 let m = match merge {
                     Some(m) => m,
                     None => {
@@ -586,6 +599,7 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
                 self.b.build_unconditional_branch(m).or_internal()?;
             }
         }
+        self.in_flight = after;
         match merge {
             Some(m) => {
                 self.b.position_at_end(m);
@@ -640,7 +654,12 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
             .build_int_truncate(c, self.ctx.i32_type(), "")
             .or_internal()?;
         self.write_local(var, &Val::scalar(ty.scalar, narrow.into()))?;
-        if self.block(body)? == Flow::Continue {
+        // The body ends what it issues ([`Lower::block`]): what it leaves in flight
+        // was in flight before the loop, which may also run no iteration.
+        let before = self.in_flight.clone();
+        let flow = self.block(body)?;
+        self.in_flight.merge(&before);
+        if flow == Flow::Continue {
             let next = self
                 .b
                 .build_int_add(c, i64t.const_int(step as u64, false), "")

@@ -18,8 +18,17 @@
 //! kernel goes on; `wait_group 0`, a second asm statement that ties the same
 //! registers, ends it before whatever could see its effects or change its operands:
 //! a barrier (the IR lets shared memory change after the next barrier), leaving the
-//! kernel, any other fragment statement, and the end of the block that issued it.
-//! LLVM sees the accumulators only through the wait. Plain stores to shared memory
+//! kernel, a fragment statement or multiply that touches its accumulators or its `A`
+//! held in registers, and the end of the block that issued it. Fragment statements
+//! on other fragments run while it does (FlashAttention's softmax of one block
+//! while the next block's scores multiply). LLVM sees the accumulators only through
+//! the wait.
+//!
+//! An `A` held in registers (`in_registers`) is packed as `mma.sync`'s and passed
+//! as four `b32` registers; `wgmma` reads them asynchronously, so nothing writes
+//! that fragment until the wait (a `convert` into it is a touching statement). The
+//! packed values are PTX virtual registers LLVM never reuses; ptxas keeps them live
+//! through the `wait_group`, as for every asynchronous `wgmma` operand. Plain stores to shared memory
 //! that `wgmma` reads later are ordered for it by `fence.proxy.async.shared::cta`
 //! ahead of every barrier of a kernel with warpgroup fragments (the IR needs a
 //! barrier between them).
@@ -56,6 +65,50 @@ enum AOperand<'ctx> {
 /// next to each other in a tile band (the tiled layouts take 16-bit elements: an
 /// 8 × 8 tile is one core matrix).
 const TILE_BYTES: u64 = 128;
+
+/// The `wgmma` groups committed and not waited for at a point of the lowering: the
+/// fragments they use (accumulators, whose registers the wait ties, and `A`s held in
+/// registers), each with the depth of the block that issued it. A wait ends them
+/// all; after an `if` or a loop, what any path that goes on leaves is in flight.
+#[derive(Clone, Debug, Default)]
+pub(super) struct InFlight {
+    /// `(fragment, issuing depth, is an accumulator)`.
+    fragments: Vec<(FragmentId, usize, bool)>,
+}
+
+impl InFlight {
+    fn add(&mut self, frag: FragmentId, depth: usize, accumulator: bool) {
+        match self.fragments.iter_mut().find(|f| f.0 == frag) {
+            Some(f) => f.1 = f.1.min(depth),
+            None => self.fragments.push((frag, depth, accumulator)),
+        }
+    }
+
+    /// What `other` has in flight too.
+    pub(super) fn merge(&mut self, other: &InFlight) {
+        for &(frag, depth, accumulator) in &other.fragments {
+            self.add(frag, depth, accumulator);
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.fragments.is_empty()
+    }
+
+    fn touches(&self, frag: FragmentId) -> bool {
+        self.fragments.iter().any(|f| f.0 == frag)
+    }
+
+    fn accumulators(&self) -> Vec<FragmentId> {
+        self.fragments.iter().filter(|f| f.2).map(|f| f.0).collect()
+    }
+
+    /// Whether a group issued by a block at `depth` or deeper is in flight (a block
+    /// ends what it issued).
+    pub(super) fn issued_at_or_below(&self, depth: usize) -> bool {
+        self.fragments.iter().any(|f| f.1 >= depth)
+    }
+}
 
 /// Whether `kernel` has warpgroup fragments (and so needs sm_90a).
 pub(crate) fn uses_warpgroups(kernel: &Kernel) -> bool {
@@ -285,6 +338,19 @@ impl<'ctx> Lower<'_, 'ctx> {
     /// A batch of statements from [`batch_len`]: operand loads as they come, the
     /// multiplies together in one asm statement at the end.
     pub(super) fn warpgroup_batch(&mut self, stmts: &[Stmt]) -> Result<(), CodegenError> {
+        // Groups in flight on the same accumulators or `A` registers end first (their
+        // registers are not to be read before).
+        let touched: Vec<FragmentId> = stmts
+            .iter()
+            .filter_map(|s| match s {
+                Stmt::Fragment(op @ FragmentOp::Mma { .. }) => Some(op.fragments()),
+                _ => None,
+            })
+            .flatten()
+            .collect();
+        if self.touches_in_flight(&touched) {
+            self.wait_wgmma()?;
+        }
         let mut mmas = Vec::new();
         for s in stmts {
             match s {
@@ -474,16 +540,22 @@ impl<'ctx> Lower<'_, 'ctx> {
         let i32t = self.ctx.i32_type();
         inputs.push((i32t.const_int(1, false).into(), "r"));
         self.accumulator_asm(text, &inputs, &accumulators)?;
-        if self.in_flight.is_empty() {
-            self.in_flight_depth = self.depth;
-        }
-        self.in_flight_depth = self.in_flight_depth.min(self.depth);
+        let depth = self.depth;
         for acc in accumulators {
-            if !self.in_flight.contains(&acc) {
-                self.in_flight.push(acc);
+            self.in_flight.add(acc, depth, true);
+        }
+        for m in mmas {
+            if matches!(m.a_operand, AOperand::Registers(_)) {
+                self.in_flight.add(m.a, depth, false);
             }
         }
         Ok(())
+    }
+
+    /// Whether any of `fragments` is an accumulator or register `A` of a group in
+    /// flight.
+    pub(super) fn touches_in_flight(&self, fragments: &[FragmentId]) -> bool {
+        fragments.iter().any(|f| self.in_flight.touches(*f))
     }
 
     /// One convergent, side-effecting asm statement `text` (which clobbers memory)
@@ -564,12 +636,12 @@ impl<'ctx> Lower<'_, 'ctx> {
         if self.in_flight.is_empty() {
             return Ok(());
         }
-        let accumulators = self.in_flight.clone();
+        let accumulators = self.in_flight.accumulators();
         let text = "wgmma.wait_group.sync.aligned 0;".to_string();
         self.accumulator_asm(text, &[], &accumulators)?;
-        if self.depth <= self.in_flight_depth {
-            self.in_flight.clear();
-        }
+        // Nothing is in flight past this point (a branch's state merges with the
+        // other's, `Lower::if_`).
+        self.in_flight = InFlight::default();
         Ok(())
     }
 

@@ -177,6 +177,8 @@ struct Fragments {
     p: Vec<FragmentId>,
     v: FragmentId,
     scores: FragmentId,
+    /// The next block's `S`, multiplying while this block's softmax runs.
+    next_scores: FragmentId,
     out: FragmentId,
     stats: RowStatistics,
     /// `l` per row (in every column).
@@ -225,6 +227,7 @@ pub(super) fn attention(
                 .collect(),
             v: f.fragment("v", FragmentRole::B, o, dt),
             scores: f.fragment("s", FragmentRole::Accumulator, s, f32),
+            next_scores: f.fragment("s_next", FragmentRole::Accumulator, s, f32),
             out: f.fragment("o", FragmentRole::Accumulator, o, f32),
             stats: RowStatistics {
                 max: f.fragment("row_max", FragmentRole::Accumulator, stat, f32),
@@ -254,44 +257,20 @@ fn body(f: &mut Body, sh: &Shape, wt: WarpgroupTiles, m: &Staged, fr: &Fragments
         swizzled(wt.dn, half),
     );
     let (k_size, v_size) = (wt.bk * wt.dk, wt.bk * wt.dn);
-    // Key or value block `kb` into stage `kb mod 2` of `dst`, then a commit.
+    // Key or value block `kb` into stage `kb mod 2` of `dst` (not committed).
     let stage = |f: &mut Body, kb: &E, (src, dst, cols, tile): (Mem, Mem, u32, &Placement)| {
         let k0 = f.let_("k0", kb.clone() * wt.bk);
         let stage = f.let_("stage", (kb.clone() % 2u32) * (wt.bk * cols));
         let rows = (src, wt.bk, cols);
         copy_rows(f, sh, rows, (&k0, sh.seq_k), kv_at, (dst, &stage, tile));
-        f.copy_commit();
     };
     let keys = |f: &mut Body, kb: &E| stage(f, kb, (m.io.k, m.ks, wt.dk, &k_tile));
     let values = |f: &mut Body, kb: &E| stage(f, kb, (m.io.v, m.vs, wt.dn, &v_tile));
-    let q_dst = (m.qs, &zero, &q_tile);
-    copy_rows(
-        f,
-        sh,
-        (m.io.q, wt.bq(), wt.dk),
-        (&blk.q0, sh.seq_q),
-        q_at,
-        q_dst,
-    );
-    keys(f, &zero);
-    values(f, &zero);
-    f.fill_fragment(fr.out, n.lit(0.0));
-    f.fill_fragment(fr.stats.max, n.lit(f64::NEG_INFINITY));
-    f.fill_fragment(fr.sum, n.lit(0.0));
-    let scale_log2 = f.let_(
-        "scale_log2",
-        m.io.scale.clone() * n.lit(std::f64::consts::LOG2_E),
-    );
-    let key_blocks = key_block_count(f, sh, &blk);
-    f.for_("kb", 0u32, key_blocks, 1, |f, kb| {
-        // The queries and this block's keys are in (its values may not be yet).
-        f.copy_wait(1);
-        f.barrier();
-        let k0 = f.let_("k0", kb.clone() * wt.bk);
+    // `S = Q·Kᵀ` of block `kb` into `s`, issued (the multiplies run on while the
+    // kernel goes on to statements that leave `s` alone).
+    let scores = |f: &mut Body, kb: &E, s: FragmentId| {
         let k_stage = f.let_("k_stage", (kb.clone() % 2u32) * k_size);
-        let v_stage = f.let_("v_stage", (kb.clone() % 2u32) * v_size);
-        // S = Q·Kᵀ.
-        f.fill_fragment(fr.scores, n.lit(0.0));
+        f.fill_fragment(s, n.lit(0.0));
         for kd in 0..wt.dk / DEPTH {
             let band = TILE * wt.dk;
             let at = column(kd * DEPTH);
@@ -299,12 +278,48 @@ fn body(f: &mut Body, sh: &Shape, wt: WarpgroupTiles, m: &Staged, fr: &Fragments
             f.load_fragment(fr.a, m.qs, q_at, band, FragmentLayout::RowMajorSwizzled);
             let k_at = k_stage.clone() + at;
             f.load_fragment(fr.b, m.ks, k_at, band, FragmentLayout::ColMajorSwizzled);
-            f.mma(fr.scores, fr.a, fr.b, fr.scores);
+            f.mma(s, fr.a, fr.b, s);
         }
-        // The other key stage was last read by the block before's `S`, done before
-        // the barrier above.
+    };
+    let q_dst = (m.qs, &zero, &q_tile);
+    let q_rows_in = (m.io.q, wt.bq(), wt.dk);
+    copy_rows(f, sh, q_rows_in, (&blk.q0, sh.seq_q), q_at, q_dst);
+    keys(f, &zero);
+    values(f, &zero);
+    f.copy_commit();
+    let one = E::from(1u32);
+    keys(f, &one);
+    f.copy_commit();
+    f.fill_fragment(fr.out, n.lit(0.0));
+    f.fill_fragment(fr.stats.max, n.lit(f64::NEG_INFINITY));
+    f.fill_fragment(fr.sum, n.lit(0.0));
+    let scale_log2 = f.let_(
+        "scale_log2",
+        m.io.scale.clone() * n.lit(std::f64::consts::LOG2_E),
+    );
+    // The queries and the first block's keys and values are in.
+    f.copy_wait(1);
+    f.barrier();
+    scores(f, &zero, fr.scores);
+    // The first scores end before the loop (a barrier waits for them): LLVM sets the
+    // registers of `O` to zero where the loop starts, and a register of a multiply
+    // written while another multiply runs makes ptxas serialise them all.
+    f.barrier();
+    let key_blocks = key_block_count(f, sh, &blk);
+    f.for_("kb", 0u32, key_blocks, 1, |f, kb| {
+        // Block `kb`'s values and the next block's keys are in; every warpgroup is
+        // done with the block before (its `S` and `P·V` ended with its iteration).
+        f.copy_wait(0);
+        f.barrier();
+        let k0 = f.let_("k0", kb.clone() * wt.bk);
+        let v_stage = f.let_("v_stage", (kb.clone() % 2u32) * v_size);
+        // Into the stages the block before read: keys two blocks on, the next values.
         let next = f.let_("kb_next", kb.clone() + 1u32);
-        keys(f, &next);
+        keys(f, &(kb.clone() + 2u32));
+        values(f, &next);
+        f.copy_commit();
+        // The next block's scores multiply while this block's softmax runs.
+        scores(f, &next, fr.next_scores);
         let at = ScoreBlock {
             io: &m.io,
             blk: &blk,
@@ -319,7 +334,6 @@ fn body(f: &mut Body, sh: &Shape, wt: WarpgroupTiles, m: &Staged, fr: &Fragments
         f.map_fragment(fr.sum, &args, |_, _, _, x| {
             x[0].clone() * x[1].clone() + x[2].clone()
         });
-        rescale(f, &fr.stats, &[fr.out]);
         for (kp, &p) in (0u32..).zip(&fr.p) {
             f.convert_fragments_from(p, &[fr.scores], kp * DEPTH);
         }
@@ -329,9 +343,11 @@ fn body(f: &mut Body, sh: &Shape, wt: WarpgroupTiles, m: &Staged, fr: &Fragments
                 keep_weights(f, at, fr.scores, &first_row);
             });
         }
-        // This block's values are in (the next keys may not be yet).
-        f.copy_wait(1);
-        f.barrier();
+        // The next block's scores are this one's for the next iteration (they end
+        // here: `O` is rescaled outside their multiplies, which ptxas would otherwise
+        // serialise with `P·V`'s).
+        f.map_fragment(fr.scores, &[fr.next_scores], |_, _, _, x| x[0].clone());
+        rescale(f, &fr.stats, &[fr.out]);
         if let Some((at, partial)) = &partly_seen {
             f.if_(partial.clone(), |f| {
                 let tile = (m.vs, &v_stage, &v_tile);
@@ -359,9 +375,6 @@ fn body(f: &mut Body, sh: &Shape, wt: WarpgroupTiles, m: &Staged, fr: &Fragments
                 add_nonfinite_products(f, sh, &seen, at, fr.out);
             });
         }
-        // The other value stage was last read by the block before's `P·V`, whose
-        // operands the barrier above released.
-        values(f, &next);
     });
     f.copy_wait(0);
     natural_shift(f, &fr.stats);
