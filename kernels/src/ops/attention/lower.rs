@@ -514,7 +514,13 @@ pub(super) struct Block {
 }
 
 pub(super) fn block_coords(f: &mut Body, sh: &Shape, wg: E) -> Block {
-    let qb = f.let_("q_block", wg.clone() % sh.q_blocks);
+    // With `causal`, the last query blocks see the most keys: they start first, so
+    // that the short ones fill the end of the grid.
+    let qb = match sh.causal {
+        true => sh.q_blocks.saturating_sub(1) - wg.clone() % sh.q_blocks,
+        false => wg.clone() % sh.q_blocks,
+    };
+    let qb = f.let_("q_block", qb);
     let bh = f.let_("bh", wg / sh.q_blocks);
     let h = f.let_("head", bh.clone() % sh.heads);
     let b = f.let_("batch", bh / sh.heads);
