@@ -1341,16 +1341,17 @@ fn convert_problem(
             src.m, src.n
         ));
     }
-    let covers = first % TILE == 0
-        && first < src.n
-        && first + k <= sources * src.n
-        && (first + k - 1) / src.n == sources - 1;
+    // In u64: `first` is any u32 of a malformed kernel.
+    let (first, k, n) = (u64::from(first), u64::from(k), u64::from(src.n));
+    let covers = first % u64::from(TILE) == 0
+        && first < n
+        && first + k <= u64::from(sources) * n
+        && (first + k - 1) / n == u64::from(sources) - 1;
     (!covers).then(|| {
         format!(
-            "converted from columns {first}..{} of {sources} accumulators {} wide: the \
+            "converted from columns {first}..{} of {sources} accumulators {n} wide: the \
              columns start at a multiple of 8 in the first source and end in the last",
-            first + k,
-            src.n
+            first + k
         )
     })
 }

@@ -246,10 +246,12 @@ fn the_validator_names_what_is_wrong_with_row_statements() {
     // Held in registers: a conversion from a column of no multiple of 8, one past
     // the sources, a source left unused, a load.
     for (first, sources, wanted) in [
-        (4, 1, "multiple of 8"),
-        (56, 1, "end in the last"),
-        (16, 2, "end in the last"),
-        (64, 2, "start at a multiple of 8 in the first"),
+        (4, 1, "columns 4..20 of 1 accumulators 64 wide"),
+        (56, 1, "columns 56..72 of 1 accumulators"),
+        (16, 2, "columns 16..32 of 2 accumulators"),
+        (64, 2, "columns 64..80 of 2 accumulators"),
+        // Past u32 in the message: no overflow.
+        (u32::MAX - 7, 1, "columns 4294967288..4294967304 of 1"),
     ] {
         let kind = validation_error(|f| {
             let a = f.fragment("a", FragmentRole::Accumulator, wg, F32);
@@ -262,6 +264,28 @@ fn the_validator_names_what_is_wrong_with_row_statements() {
             "from {first}, {sources}: {wanted}"
         );
     }
+    // Sources of two shapes, of other rows, none.
+    let kind = validation_error(|f| {
+        let a = f.fragment("a", FragmentRole::Accumulator, wg, F32);
+        let b = f.fragment("b", FragmentRole::Accumulator, MmaShape::M64N128K16, F32);
+        let p = f.fragment_in_registers("p", wg, ScalarType::Bf16);
+        f.fill_fragment(a, 0.0f32);
+        f.fill_fragment(b, 0.0f32);
+        f.convert_fragments_from(p, &[a, b], 56);
+    });
+    assert!(why(kind).contains("several shapes"));
+    let kind = validation_error(|f| {
+        let a = f.fragment("a", FragmentRole::Accumulator, s, F32);
+        let p = f.fragment_in_registers("p", wg, ScalarType::Bf16);
+        f.fill_fragment(a, 0.0f32);
+        f.convert_fragments_from(p, &[a, a], 0);
+    });
+    assert!(why(kind).contains("other invocations hold"));
+    let kind = validation_error(|f| {
+        let p = f.fragment_in_registers("p", wg, ScalarType::Bf16);
+        f.convert_fragments_from(p, &[], 0);
+    });
+    assert!(why(kind).contains("no accumulators"));
     let kind = validation_error(|f| {
         let p = f.fragment_in_registers("p", wg, ScalarType::Bf16);
         let out = Mem(kernelc_ir::Memory::Buffer(kernelc_ir::ParamId(0)));

@@ -107,14 +107,16 @@ pub(super) fn share(role: FragmentRole, shape: MmaShape, elem: ScalarType) -> Ve
     }
 }
 
-/// The registers a thread's shares of all accumulators of `kernel` take.
+/// The registers a thread's shares of all accumulators of `kernel` take, and of the
+/// warpgroup `A`s held in registers.
 pub(super) fn accumulator_registers(kernel: &kernelc_ir::Kernel) -> u64 {
     kernel
         .fragments
         .iter()
-        .filter(|f| f.role == FragmentRole::Accumulator)
+        .filter(|f| f.role == FragmentRole::Accumulator || f.in_registers)
+        // 16-bit elements of an `A` pack two to a register.
         .map(|f| {
-            share(f.role, f.shape, f.elem).len() as u64 * (f.elem.size_bytes() as u64).div_ceil(4)
+            (share(f.role, f.shape, f.elem).len() as u64 * f.elem.size_bytes() as u64).div_ceil(4)
         })
         .sum()
 }

@@ -515,21 +515,34 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
         Ok(Flow::Continue)
     }
 
+    /// Whether any of `stmts` (nested blocks included) must wait for the `wgmma`
+    /// groups in flight now: a barrier, a return, a fragment statement touching them.
+    fn would_wait(&self, stmts: &[Stmt]) -> bool {
+        if self.in_flight.is_empty() {
+            return false;
+        }
+        stmts.iter().any(|s| match s {
+            Stmt::Barrier | Stmt::Return => true,
+            Stmt::Fragment(op) => self.touches_in_flight(&op.fragments()),
+            Stmt::If {
+                then_body,
+                else_body,
+                ..
+            } => self.would_wait(then_body) || self.would_wait(else_body),
+            Stmt::For { body, .. } => self.would_wait(body),
+            Stmt::Let { .. } | Stmt::Assign { .. } | Stmt::Store { .. } | Stmt::AsyncCopy(_) => {
+                false
+            }
+        })
+    }
+
     fn stmt(&mut self, stmt: &Stmt) -> Result<Flow, CodegenError> {
         // What a `wgmma` in flight must be done before: a barrier (after it shared
         // memory may change), leaving the kernel, a fragment statement that touches
-        // its accumulators or its `A` in registers (others run while it does).
-        let waits = match stmt {
-            Stmt::Barrier | Stmt::Return => true,
-            Stmt::Fragment(op) => self.touches_in_flight(&op.fragments()),
-            Stmt::Let { .. }
-            | Stmt::Assign { .. }
-            | Stmt::Store { .. }
-            | Stmt::If { .. }
-            | Stmt::For { .. }
-            | Stmt::AsyncCopy(_) => false,
-        };
-        if waits {
+        // its accumulators or its `A` in registers (others run while it does), and an
+        // `if` or loop whose body would wait (on one path only, its registers would
+        // meet the other path's at the join, a copy ptxas answers by serialising).
+        if self.would_wait(std::slice::from_ref(stmt)) {
             self.wait_wgmma()?;
         }
         match stmt {

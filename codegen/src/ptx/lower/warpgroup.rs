@@ -1,6 +1,7 @@
 //! Warpgroup fragments on Hopper's `wgmma` (sm_90a).
 //!
-//! A warpgroup's `A` and `B` never enter registers: a load computes the operand's
+//! A warpgroup's `A` and `B` loaded from shared memory never enter registers (an
+//! `A` declared `in_registers` does, below): a load computes the operand's
 //! 64-bit shared-memory *matrix descriptor* (PTX ISA, "Matrix Descriptor Format"),
 //! and the multiply hands it to `wgmma.mma_async`, which reads shared memory itself.
 //! The IR's tiled layouts are the descriptor's no-swizzle canonical layouts: an 8 × 8
@@ -19,7 +20,8 @@
 //! registers, ends it before whatever could see its effects or change its operands:
 //! a barrier (the IR lets shared memory change after the next barrier), leaving the
 //! kernel, a fragment statement or multiply that touches its accumulators or its `A`
-//! held in registers, and the end of the block that issued it. Fragment statements
+//! held in registers, an `if` or loop with such a statement inside (so both paths
+//! reach the join with the group ended), and the end of the block that issued it. Fragment statements
 //! on other fragments run while it does (FlashAttention's softmax of one block
 //! while the next block's scores multiply). LLVM sees the accumulators only through
 //! the wait.
@@ -91,7 +93,7 @@ impl InFlight {
         }
     }
 
-    fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.fragments.is_empty()
     }
 
@@ -631,7 +633,7 @@ impl<'ctx> Lower<'_, 'ctx> {
     }
 
     /// `wgmma.wait_group 0` for the groups in flight, their accumulators tied
-    /// through it; in flight no more once the issuing block's level is reached.
+    /// through it: nothing is in flight past it.
     pub(super) fn wait_wgmma(&mut self) -> Result<(), CodegenError> {
         if self.in_flight.is_empty() {
             return Ok(());

@@ -22,7 +22,8 @@
 //! A partly seen block costs a scan of the value tile, a store of the weights, a
 //! barrier and a read of a flag per element of `O`: a block or two per row of blocks.
 
-use super::lower::{strided, Block, Buffers, Shape};
+use super::lower::{strided, Shape};
+use super::online::ScoreBlock;
 use super::staging::Placement;
 use crate::lower::math::Num;
 use kernelc_ir::builder::*;
@@ -98,22 +99,12 @@ fn is_finite(n: Num, v: E) -> E {
     v.abs().lt(n.lit(f64::INFINITY))
 }
 
-/// Where the block's products are added: its first key `k0`, the group's first row
-/// of the workgroup's.
-pub(super) struct SeenBlock<'a> {
-    pub io: &'a Buffers,
-    pub blk: &'a Block,
-    pub k0: &'a E,
-    pub first_row: &'a E,
-    pub bk: u32,
-}
-
 /// For each element of `out` (`O`, its columns `V`'s) in a flagged column: the
 /// products of the weights with the non-finite values of the keys its row sees.
 pub(super) fn add_nonfinite_products(
     f: &mut Body,
     sh: &Shape,
-    b: &SeenBlock,
+    b: &ScoreBlock,
     at: &PartlySeen,
     out: FragmentId,
 ) {

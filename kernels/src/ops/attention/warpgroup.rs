@@ -1,6 +1,6 @@
 //! Attention on warpgroup fragments (Hopper's `wgmma`) for f16 and bf16: a workgroup
-//! is a warpgroup owning 64 query rows of one (batch, head) (the lowering takes
-//! several warpgroups sharing the staged keys and values, [`WarpgroupTiles`]); both
+//! is a warpgroup owning 64 query rows of one (batch, head) (`WarpgroupTiles` can
+//! have several share the staged keys and values; one measured fastest); both
 //! products are single `m64` multiplies per 16-deep step, `Q·Kᵀ`'s operands read by
 //! the matrix units from shared memory, `P·V`'s `P` from registers.
 //!
@@ -31,9 +31,7 @@
 //! from its row as [`super::hidden_values`] describes (its non-finite values set to
 //! 0 for the multiply, their products added where a row sees them).
 
-use super::hidden_values::{
-    add_nonfinite_products, keep_weights, sanitize_values, PartlySeen, SeenBlock,
-};
+use super::hidden_values::{add_nonfinite_products, keep_weights, sanitize_values, PartlySeen};
 use super::lower::{
     block_coords, declare_buffers, each_workgroup, key_block_count, shape_of, single_launch, Shape,
     Tiles,
@@ -123,14 +121,14 @@ fn width(n: u32) -> MmaShape {
 const WIDTHS: [u32; 3] = [64, 128, 256];
 
 /// The tiles of the warpgroup kernel for `spec` on `caps`, or `None` where another
-/// kernel serves: no warpgroup fragments, another dtype, `causal`, empty sequences, a
+/// kernel serves: no warpgroup fragments, another dtype, empty sequences, a
 /// head dim past 256, or too little shared memory.
 pub(super) fn tiles(spec: &AttentionSpec, caps: &TargetCaps) -> Option<WarpgroupTiles> {
     let eligible = caps.warpgroup_fragments
         && caps.async_copies
         && matches!(spec.dtype, ScalarType::F16 | ScalarType::Bf16)
         && spec.head_dim % 8 == 0
-        && caps.max_invocations_per_workgroup >= 2 * WARPGROUP
+        && caps.max_invocations_per_workgroup >= WARPGROUP
         && spec.seq_q > 0
         && spec.seq_k > 0;
     if !eligible {
@@ -325,14 +323,14 @@ fn body(f: &mut Body, sh: &Shape, wt: WarpgroupTiles, m: &Staged, fr: &Fragments
         f.copy_commit();
         // The next block's scores multiply while this block's softmax runs.
         scores(f, &next, fr.next_scores);
-        let at = ScoreBlock {
+        let score_block = ScoreBlock {
             io: &m.io,
             blk: &blk,
             k0: &k0,
             first_row: &first_row,
             bk: wt.bk,
         };
-        scale_and_mask(f, sh, &at, &[(fr.scores, 0)], &scale_log2);
+        scale_and_mask(f, sh, &score_block, &[(fr.scores, 0)], &scale_log2);
         exponentiate(f, &fr.stats, &[fr.scores]);
         f.reduce_rows(fr.stats.block, &[fr.scores], RowReduction::Sum);
         let args = [fr.sum, fr.stats.alpha, fr.stats.block];
@@ -369,15 +367,8 @@ fn body(f: &mut Body, sh: &Shape, wt: WarpgroupTiles, m: &Staged, fr: &Fragments
             f.mma(fr.out, p, fr.v, fr.out);
         }
         if let Some((at, partial)) = &partly_seen {
-            let seen = SeenBlock {
-                io: &m.io,
-                blk: &blk,
-                k0: &k0,
-                first_row: &first_row,
-                bk: wt.bk,
-            };
             f.if_(partial.clone(), |f| {
-                add_nonfinite_products(f, sh, &seen, at, fr.out);
+                add_nonfinite_products(f, sh, &score_block, at, fr.out);
             });
         }
     });
