@@ -452,27 +452,7 @@ impl Kernel {
 
     /// Whether some statement of the body, nested ones included, satisfies `pred`.
     pub fn any_stmt(&self, pred: &impl Fn(&Stmt) -> bool) -> bool {
-        fn any(block: &[Stmt], pred: &impl Fn(&Stmt) -> bool) -> bool {
-            block.iter().any(|s| {
-                pred(s)
-                    || match s {
-                        Stmt::If {
-                            then_body,
-                            else_body,
-                            ..
-                        } => any(then_body, pred) || any(else_body, pred),
-                        Stmt::For { body, .. } => any(body, pred),
-                        Stmt::Fragment(op) => op.body().is_some_and(|b| any(b, pred)),
-                        Stmt::Let { .. }
-                        | Stmt::Assign { .. }
-                        | Stmt::Store { .. }
-                        | Stmt::Return
-                        | Stmt::Barrier
-                        | Stmt::AsyncCopy(_) => false,
-                    }
-            })
-        }
-        any(&self.body, pred)
+        any_stmt_in(&self.body, pred)
     }
 
     /// The array whose bytes `id` takes: the one it reuses, else itself.
@@ -675,4 +655,27 @@ impl Stmt {
 
 pub fn block_size(block: &[Stmt]) -> usize {
     block.iter().map(Stmt::size).sum()
+}
+
+/// Whether some statement of `block`, nested ones included (a map's body too),
+/// satisfies `pred`.
+pub fn any_stmt_in(block: &[Stmt], pred: &impl Fn(&Stmt) -> bool) -> bool {
+    block.iter().any(|s| {
+        pred(s)
+            || match s {
+                Stmt::If {
+                    then_body,
+                    else_body,
+                    ..
+                } => any_stmt_in(then_body, pred) || any_stmt_in(else_body, pred),
+                Stmt::For { body, .. } => any_stmt_in(body, pred),
+                Stmt::Fragment(op) => op.body().is_some_and(|b| any_stmt_in(b, pred)),
+                Stmt::Let { .. }
+                | Stmt::Assign { .. }
+                | Stmt::Store { .. }
+                | Stmt::Return
+                | Stmt::Barrier
+                | Stmt::AsyncCopy(_) => false,
+            }
+    })
 }

@@ -517,23 +517,18 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
 
     /// Whether any of `stmts` (nested blocks included) must wait for the `wgmma`
     /// groups in flight now: a barrier, a return, a fragment statement touching them.
-    fn would_wait(&self, stmts: &[Stmt]) -> bool {
-        if self.in_flight.is_empty() {
-            return false;
-        }
-        stmts.iter().any(|s| match s {
-            Stmt::Barrier | Stmt::Return => true,
-            Stmt::Fragment(op) => self.touches_in_flight(&op.fragments()),
-            Stmt::If {
-                then_body,
-                else_body,
-                ..
-            } => self.would_wait(then_body) || self.would_wait(else_body),
-            Stmt::For { body, .. } => self.would_wait(body),
-            Stmt::Let { .. } | Stmt::Assign { .. } | Stmt::Store { .. } | Stmt::AsyncCopy(_) => {
-                false
-            }
-        })
+    pub(super) fn would_wait(&self, stmts: &[Stmt]) -> bool {
+        !self.in_flight.is_empty()
+            && kernelc_ir::kernel::any_stmt_in(stmts, &|s| match s {
+                Stmt::Barrier | Stmt::Return => true,
+                Stmt::Fragment(op) => self.in_flight.touches(&op.fragments()),
+                Stmt::Let { .. }
+                | Stmt::Assign { .. }
+                | Stmt::Store { .. }
+                | Stmt::If { .. }
+                | Stmt::For { .. }
+                | Stmt::AsyncCopy(_) => false,
+            })
     }
 
     fn stmt(&mut self, stmt: &Stmt) -> Result<Flow, CodegenError> {

@@ -21,19 +21,21 @@
 //! a barrier (the IR lets shared memory change after the next barrier), leaving the
 //! kernel, a fragment statement or multiply that touches its accumulators or its `A`
 //! held in registers, an `if` or loop with such a statement inside (so both paths
-//! reach the join with the group ended), and the end of the block that issued it. Fragment statements
-//! on other fragments run while it does (FlashAttention's softmax of one block
-//! while the next block's scores multiply). LLVM sees the accumulators only through
-//! the wait.
+//! reach the join with the group ended), and the end of the block that issued it.
+//! Fragment statements on other fragments run while it does (FlashAttention's
+//! softmax of one block while the next block's scores multiply). LLVM sees the
+//! accumulators only through the wait.
 //!
 //! An `A` held in registers (`in_registers`) is packed as `mma.sync`'s and passed
 //! as four `b32` registers; `wgmma` reads them asynchronously, so nothing writes
 //! that fragment until the wait (a `convert` into it is a touching statement). The
 //! packed values are PTX virtual registers LLVM never reuses; ptxas keeps them live
-//! through the `wait_group`, as for every asynchronous `wgmma` operand. Plain stores to shared memory
-//! that `wgmma` reads later are ordered for it by `fence.proxy.async.shared::cta`
-//! ahead of every barrier of a kernel with warpgroup fragments (the IR needs a
-//! barrier between them).
+//! through the `wait_group`, as for every asynchronous `wgmma` operand (CUTLASS's
+//! register-`A` multiplies rely on the same).
+//!
+//! Plain stores to shared memory that `wgmma` reads later are ordered for it by
+//! `fence.proxy.async.shared::cta` ahead of every barrier of a kernel with warpgroup
+//! fragments (the IR needs a barrier between them).
 
 use super::value::int;
 use super::{internal, Lower, OrInternal};
@@ -97,8 +99,9 @@ impl InFlight {
         self.fragments.is_empty()
     }
 
-    fn touches(&self, frag: FragmentId) -> bool {
-        self.fragments.iter().any(|f| f.0 == frag)
+    /// Whether any of `frags` is an accumulator or register `A` of a group in flight.
+    pub(super) fn touches(&self, frags: &[FragmentId]) -> bool {
+        self.fragments.iter().any(|f| frags.contains(&f.0))
     }
 
     fn accumulators(&self) -> Vec<FragmentId> {
@@ -342,15 +345,7 @@ impl<'ctx> Lower<'_, 'ctx> {
     pub(super) fn warpgroup_batch(&mut self, stmts: &[Stmt]) -> Result<(), CodegenError> {
         // Groups in flight on the same accumulators or `A` registers end first (their
         // registers are not to be read before).
-        let touched: Vec<FragmentId> = stmts
-            .iter()
-            .filter_map(|s| match s {
-                Stmt::Fragment(op @ FragmentOp::Mma { .. }) => Some(op.fragments()),
-                _ => None,
-            })
-            .flatten()
-            .collect();
-        if self.touches_in_flight(&touched) {
+        if self.would_wait(stmts) {
             self.wait_wgmma()?;
         }
         let mut mmas = Vec::new();
@@ -552,12 +547,6 @@ impl<'ctx> Lower<'_, 'ctx> {
             }
         }
         Ok(())
-    }
-
-    /// Whether any of `fragments` is an accumulator or register `A` of a group in
-    /// flight.
-    pub(super) fn touches_in_flight(&self, fragments: &[FragmentId]) -> bool {
-        fragments.iter().any(|f| self.in_flight.touches(*f))
     }
 
     /// One convergent, side-effecting asm statement `text` (which clobbers memory)

@@ -1,8 +1,10 @@
 //! Attention on warpgroup fragments (Hopper's `wgmma`) for f16 and bf16: a workgroup
-//! is a warpgroup owning 64 query rows of one (batch, head) (`WarpgroupTiles` can
-//! have several share the staged keys and values; one measured fastest); both
-//! products are single `m64` multiplies per 16-deep step, `Q·Kᵀ`'s operands read by
-//! the matrix units from shared memory, `P·V`'s `P` from registers.
+//! is a warpgroup owning 64 query rows of one (batch, head) (two sharing the staged
+//! keys and values, half the copies per row, ran 6-10% slower on an H200 at
+//! 8×16×4096×128: the block's barrier keeps them in step, both multiplying, then
+//! both exponentiating); both products are single `m64` multiplies per 16-deep step,
+//! `Q·Kᵀ`'s operands read by the matrix units from shared memory, `P·V`'s `P` from
+//! registers.
 //!
 //! Queries, keys and values are staged in the swizzled layout the multiplies read
 //! (rows of 64 elements in bands of 8, [`super::staging::swizzled`]: a row written
@@ -59,8 +61,6 @@ const DEPTH: u32 = 16;
 /// The sizes of one lowering.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct WarpgroupTiles {
-    /// Warpgroups of a workgroup, [`ROWS`] query rows each.
-    warpgroups: u32,
     /// Keys per block: the width of `S`.
     bk: u32,
     /// `head_dim` rounded up to a swizzled row (64): the columns of Q and K.
@@ -82,17 +82,13 @@ impl WarpgroupTiles {
     fn acc_stride(&self) -> u32 {
         self.dn + 8
     }
-    /// Query rows of a workgroup.
-    fn bq(&self) -> u32 {
-        self.warpgroups * ROWS
-    }
     fn shared_bytes(&self, dtype: ScalarType) -> u64 {
         let elem = dtype.size_bytes() as u64;
-        let (rows, bk) = (self.bq() as u64, self.bk as u64);
+        let (rows, bk) = (ROWS as u64, self.bk as u64);
         let (dk, dn) = (self.dk as u64, self.dn as u64);
         let keys_or_out = (2 * bk * dk * elem).max(4 * rows * self.acc_stride() as u64);
         let partly_seen = match self.causal {
-            true => PartlySeen::shared_bytes(self.bq(), self.bk, self.dn),
+            true => PartlySeen::shared_bytes(ROWS, self.bk, self.dn),
             false => 0,
         };
         (rows * dk + 2 * bk * dn) * elem + keys_or_out + 2 * 4 * rows * 16 + partly_seen
@@ -141,13 +137,7 @@ pub(super) fn tiles(spec: &AttentionSpec, caps: &TargetCaps) -> Option<Warpgroup
     // 64 keys a block: S takes 32 registers, O up to 128, the staged rows in flight
     // the rest.
     let bk = 64;
-    // One warpgroup a workgroup: two sharing the staged keys and values (half the
-    // copies per row) ran 6-10% slower on an H200 at 8×16×4096×128 (the barrier
-    // keeps them in step: both multiply, then both exponentiate), 4% faster at
-    // 4×16×1024×64.
-    let warpgroups = 1;
     let t = WarpgroupTiles {
-        warpgroups,
         bk,
         dk,
         dn,
@@ -159,13 +149,13 @@ pub(super) fn tiles(spec: &AttentionSpec, caps: &TargetCaps) -> Option<Warpgroup
 /// The shared arrays: tiles in the storage type, the end's f32 rows.
 struct Staged {
     io: super::lower::Buffers,
-    /// Queries `[bq][dk]`, keys `[2][bk][dk]`, values `[2][bk][dn]`: swizzled.
+    /// Queries `[64][dk]`, keys `[2][bk][dk]`, values `[2][bk][dn]`: swizzled.
     qs: Mem,
     ks: Mem,
     vs: Mem,
-    /// `O` at the end, `[bq][acc_stride]`, in the key tiles' bytes.
+    /// `O` at the end, `[64][acc_stride]`, in the key tiles' bytes.
     acc: Mem,
-    /// `l` and the shift of each row at the end, `[16][bq]` (a row's at its index).
+    /// `l` and the shift of each row at the end, `[16][64]` (a row's at its index).
     sum: Mem,
     shift: Mem,
     /// With `causal`: the weights and flags of partly seen blocks.
@@ -194,15 +184,14 @@ pub(super) fn attention(
     wt: WarpgroupTiles,
 ) -> Result<Plan, LowerError> {
     let tiles = Tiles {
-        bq: wt.bq(),
+        bq: ROWS,
         bk: wt.bk,
         rows: 1,
         k_stride: wt.dk,
     };
-    let invocations = wt.warpgroups * WARPGROUP;
-    let sh = shape_of(spec, caps, tiles, invocations)?;
+    let sh = shape_of(spec, caps, tiles, WARPGROUP)?;
     let op = OpSpec::Attention(spec.clone());
-    let mut k = KernelBuilder::new(format!("{}_wgmma", op.name()), [invocations, 1, 1]);
+    let mut k = KernelBuilder::new(format!("{}_wgmma", op.name()), [WARPGROUP, 1, 1]);
     let uniforms = op.uniforms();
     let scale = Uniforms::new(&uniforms).param("scale")?;
     let io = declare_buffers(&mut k, &op, &scale)?;
@@ -210,15 +199,15 @@ pub(super) fn attention(
     let ks = k.shared("k_tiles", dt, 2 * wt.bk * wt.dk);
     let m = Staged {
         io,
-        qs: k.shared("q_tile", dt, wt.bq() * wt.dk),
+        qs: k.shared("q_tile", dt, ROWS * wt.dk),
         vs: k.shared("v_tiles", dt, 2 * wt.bk * wt.dn),
-        acc: k.shared_reusing("acc", f32, wt.bq() * wt.acc_stride(), ks),
+        acc: k.shared_reusing("acc", f32, ROWS * wt.acc_stride(), ks),
         ks,
-        sum: k.shared("row_sum", f32, 16 * wt.bq()),
-        shift: k.shared("row_shift", f32, 16 * wt.bq()),
+        sum: k.shared("row_sum", f32, 16 * ROWS),
+        shift: k.shared("row_shift", f32, 16 * ROWS),
         partly_seen: wt
             .causal
-            .then(|| PartlySeen::declare(&mut k, wt.bq(), wt.bk, wt.dn)),
+            .then(|| PartlySeen::declare(&mut k, ROWS, wt.bk, wt.dn)),
     };
     let kernel = k.build(|f| {
         let (s, o, stat) = (wt.scores(), wt.out(), width(16));
@@ -250,9 +239,6 @@ fn body(f: &mut Body, sh: &Shape, wt: WarpgroupTiles, m: &Staged, fr: &Fragments
     let q_at = (&blk.q_base, sh.q_layout.row_stride);
     let kv_at = (&blk.kv_base, sh.kv_layout.row_stride);
     let zero = E::from(0u32);
-    // The warpgroup's rows of the workgroup's, and their place in the query tile.
-    let first_row = f.let_("first_row", (local_id(0) / WARPGROUP) * ROWS);
-    let q_rows = f.let_("q_rows", first_row.clone() * wt.dk);
     let half = ScalarType::F16;
     let (q_tile, k_tile, v_tile) = (
         swizzled(wt.dk, half),
@@ -277,15 +263,14 @@ fn body(f: &mut Body, sh: &Shape, wt: WarpgroupTiles, m: &Staged, fr: &Fragments
         for kd in 0..wt.dk / DEPTH {
             let band = TILE * wt.dk;
             let at = column(kd * DEPTH);
-            let q_at = q_rows.clone() + at;
-            f.load_fragment(fr.a, m.qs, q_at, band, FragmentLayout::RowMajorSwizzled);
+            f.load_fragment(fr.a, m.qs, at, band, FragmentLayout::RowMajorSwizzled);
             let k_at = k_stage.clone() + at;
             f.load_fragment(fr.b, m.ks, k_at, band, FragmentLayout::ColMajorSwizzled);
             f.mma(s, fr.a, fr.b, s);
         }
     };
     let q_dst = (m.qs, &zero, &q_tile);
-    let q_rows_in = (m.io.q, wt.bq(), wt.dk);
+    let q_rows_in = (m.io.q, ROWS, wt.dk);
     copy_rows(f, sh, q_rows_in, (&blk.q0, sh.seq_q), q_at, q_dst);
     keys(f, &zero);
     values(f, &zero);
@@ -327,7 +312,7 @@ fn body(f: &mut Body, sh: &Shape, wt: WarpgroupTiles, m: &Staged, fr: &Fragments
             io: &m.io,
             blk: &blk,
             k0: &k0,
-            first_row: &first_row,
+            first_row: &zero,
             bk: wt.bk,
         };
         scale_and_mask(f, sh, &score_block, &[(fr.scores, 0)], &scale_log2);
@@ -343,7 +328,7 @@ fn body(f: &mut Body, sh: &Shape, wt: WarpgroupTiles, m: &Staged, fr: &Fragments
         let partly_seen = m.partly_seen.zip(partly_visible(sh, wt.bk, &blk, &k0));
         if let Some((at, partial)) = &partly_seen {
             f.if_(partial.clone(), |f| {
-                keep_weights(f, at, fr.scores, &first_row);
+                keep_weights(f, at, fr.scores, &zero);
             });
         }
         // The next block's scores are this one's for the next iteration (they end
@@ -376,12 +361,12 @@ fn body(f: &mut Body, sh: &Shape, wt: WarpgroupTiles, m: &Staged, fr: &Fragments
     natural_shift(f, &fr.stats);
     f.barrier();
     let leftovers = Leftovers {
-        out: vec![(fr.out, first_row.clone() * wt.acc_stride())],
+        out: vec![(fr.out, zero.clone())],
         acc: (m.acc, wt.acc_stride()),
         sum: (fr.sum, m.sum),
         shift: (fr.stats.max, m.shift),
-        first_row: &first_row,
-        rows: wt.bq(),
+        first_row: &zero,
+        rows: ROWS,
     };
     store_and_finish(f, sh, &m.io, &blk, leftovers);
 }
