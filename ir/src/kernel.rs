@@ -455,6 +455,48 @@ impl Kernel {
         any_stmt_in(&self.body, pred)
     }
 
+    /// For each local, whether its only write is one `Let` statement (no `Assign`, not
+    /// a loop counter, not bound by a fragment map). In a valid kernel every read of
+    /// such a local comes after that statement on every path (definite assignment),
+    /// and a loop re-running the statement rebinds it before any read in the same
+    /// iteration: an emitter may bind the local to the value the statement computed
+    /// instead of giving it a slot.
+    pub fn locals_bound_once(&self) -> Vec<bool> {
+        let mut lets = vec![0u32; self.locals.len()];
+        let mut other = vec![false; self.locals.len()];
+        let mut mark = |ids: &mut dyn Iterator<Item = LocalId>| {
+            for id in ids {
+                if let Some(o) = other.get_mut(id.0 as usize) {
+                    *o = true;
+                }
+            }
+        };
+        for_each_stmt_in(&self.body, &mut |stmt| match stmt {
+            Stmt::Let { local, .. } => {
+                if let Some(n) = lets.get_mut(local.0 as usize) {
+                    *n += 1;
+                }
+            }
+            Stmt::Assign { local, .. } => mark(&mut std::iter::once(*local)),
+            Stmt::For { var, .. } => mark(&mut std::iter::once(*var)),
+            Stmt::Fragment(FragmentOp::Map(m)) => mark(
+                &mut [m.row, m.col]
+                    .into_iter()
+                    .chain(m.args.iter().map(|a| a.local)),
+            ),
+            Stmt::Fragment(_)
+            | Stmt::Store { .. }
+            | Stmt::If { .. }
+            | Stmt::Return
+            | Stmt::Barrier
+            | Stmt::AsyncCopy(_) => {}
+        });
+        lets.iter()
+            .zip(&other)
+            .map(|(&n, &o)| n == 1 && !o)
+            .collect()
+    }
+
     /// The array whose bytes `id` takes: the one it reuses, else itself.
     pub fn shared_storage(&self, id: SharedId) -> SharedId {
         self.shared_decl(id).and_then(|d| d.reuses).unwrap_or(id)
@@ -657,25 +699,40 @@ pub fn block_size(block: &[Stmt]) -> usize {
     block.iter().map(Stmt::size).sum()
 }
 
+/// Calls `visit` on every statement of `block`, nested ones included (a map's body
+/// too), each before the statements nested in it.
+pub fn for_each_stmt_in(block: &[Stmt], visit: &mut impl FnMut(&Stmt)) {
+    for s in block {
+        visit(s);
+        match s {
+            Stmt::If {
+                then_body,
+                else_body,
+                ..
+            } => {
+                for_each_stmt_in(then_body, visit);
+                for_each_stmt_in(else_body, visit);
+            }
+            Stmt::For { body, .. } => for_each_stmt_in(body, visit),
+            Stmt::Fragment(op) => {
+                if let Some(b) = op.body() {
+                    for_each_stmt_in(b, visit);
+                }
+            }
+            Stmt::Let { .. }
+            | Stmt::Assign { .. }
+            | Stmt::Store { .. }
+            | Stmt::Return
+            | Stmt::Barrier
+            | Stmt::AsyncCopy(_) => {}
+        }
+    }
+}
+
 /// Whether some statement of `block`, nested ones included (a map's body too),
 /// satisfies `pred`.
 pub fn any_stmt_in(block: &[Stmt], pred: &impl Fn(&Stmt) -> bool) -> bool {
-    block.iter().any(|s| {
-        pred(s)
-            || match s {
-                Stmt::If {
-                    then_body,
-                    else_body,
-                    ..
-                } => any_stmt_in(then_body, pred) || any_stmt_in(else_body, pred),
-                Stmt::For { body, .. } => any_stmt_in(body, pred),
-                Stmt::Fragment(op) => op.body().is_some_and(|b| any_stmt_in(b, pred)),
-                Stmt::Let { .. }
-                | Stmt::Assign { .. }
-                | Stmt::Store { .. }
-                | Stmt::Return
-                | Stmt::Barrier
-                | Stmt::AsyncCopy(_) => false,
-            }
-    })
+    let mut found = false;
+    for_each_stmt_in(block, &mut |s| found = found || pred(s));
+    found
 }

@@ -500,3 +500,51 @@ fn alignment_of_a_sum_is_a_power_of_two_dividing_both_terms() {
     assert!(!ranges.access(exprs[0].expr(), 4, u64::MAX).aligned);
     assert!(ranges.access(exprs[4].expr(), 4, u64::MAX).aligned);
 }
+
+/// `Kernel::locals_bound_once`: a local whose only write is one `let` (also in a loop
+/// body) is; a variable assigned later, a loop counter, and a local two `let`s write
+/// (one per branch) are not.
+#[test]
+fn locals_bound_once_are_those_one_let_writes() {
+    let mut names = Vec::new();
+    let kb = KernelBuilder::new("k", [1, 1, 1]);
+    let mut kernel = kb
+        .build(|f| {
+            let x = f.let_("x", local_id(0) + 1u32);
+            let y = f.var("y", 0u32);
+            f.for_("i", 0u32, 4u32, 1, |f, i| {
+                let z = f.let_("z", i + x.clone());
+                f.assign(y, y.get() + z);
+            });
+            f.if_(y.get().lt(3u32), |f| {
+                f.let_("w", y.get());
+            });
+            names = vec!["x", "y", "i", "z", "w"];
+        })
+        .expect("valid kernel");
+    let bound = |k: &Kernel| -> Vec<(String, bool)> {
+        k.locals
+            .iter()
+            .zip(k.locals_bound_once())
+            .map(|(l, b)| (l.name.clone(), b))
+            .collect()
+    };
+    let want = |name: &str| matches!(name, "x" | "z" | "w");
+    for (name, b) in bound(&kernel) {
+        assert!(names.contains(&name.as_str()), "{name}");
+        assert_eq!(b, want(&name), "{name}");
+    }
+    // `w` written again by an else branch: two lets.
+    let Some(Stmt::If {
+        then_body,
+        else_body,
+        ..
+    }) = kernel.body.last_mut()
+    else {
+        panic!("the if is last: {:?}", kernel.body.last());
+    };
+    else_body.extend(then_body.iter().cloned());
+    validate(&kernel).expect("still valid");
+    let w = bound(&kernel).into_iter().find(|(n, _)| n == "w").unwrap();
+    assert!(!w.1, "two lets write `w`");
+}

@@ -185,8 +185,11 @@ pub(super) struct Lower<'a, 'ctx> {
     /// The `addrspace(3)` global of each shared array (the CPU form: its place in
     /// the scratch).
     pub(super) shared: Vec<PointerValue<'ctx>>,
-    /// One `alloca` per lane of each IR local.
+    /// One `alloca` per lane of each IR local that needs a slot (none for one bound
+    /// once: [`Kernel::locals_bound_once`]).
     locals: Vec<Vec<PointerValue<'ctx>>>,
+    /// The value of each local bound once, from its `Let` as lowered last.
+    bound: Vec<Option<Val<'ctx>>>,
     /// One `alloca` per element of this thread's share of each fragment.
     fragments: Vec<Vec<PointerValue<'ctx>>>,
     /// `wgmma` groups committed but not waited for at this point of the lowering
@@ -245,6 +248,7 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
             scalars: Vec::new(),
             shared: Vec::new(),
             locals: Vec::new(),
+            bound: Vec::new(),
             fragments: Vec::new(),
             in_flight: warpgroup::InFlight::default(),
             depth: 0,
@@ -398,9 +402,17 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
         Ok(())
     }
 
-    /// A zero-initialised `alloca` per lane of every local.
+    /// A zero-initialised `alloca` per lane of every local but those bound once, which
+    /// are values (LLVM's pipeline then has fewer slots to promote: a large kernel's
+    /// compile time is mostly that pipeline).
     fn declare_locals(&mut self) -> Result<(), CodegenError> {
+        let bound_once = self.kernel.locals_bound_once();
+        self.bound = vec![None; self.kernel.locals.len()];
         for (i, decl) in self.kernel.locals.iter().enumerate() {
+            if bound_once[i] {
+                self.locals.push(Vec::new());
+                continue;
+            }
             let mut lanes = Vec::with_capacity(decl.ty.lanes as usize);
             for lane in 0..decl.ty.lanes {
                 let slot =
@@ -714,6 +726,10 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
     }
 
     fn write_local(&mut self, id: LocalId, v: &Val<'ctx>) -> Result<(), CodegenError> {
+        if let Some(bound) = self.bound_slot(id)? {
+            *bound = Some(v.clone());
+            return Ok(());
+        }
         let slots = self.local_slots(id)?;
         if slots.len() != v.lanes.len() {
             return Err(internal(format!(
@@ -729,7 +745,22 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
         Ok(())
     }
 
+    /// The value of local `id` if it is bound once (`None` if it has slots).
+    fn bound_slot(&mut self, id: LocalId) -> Result<Option<&mut Option<Val<'ctx>>>, CodegenError> {
+        let has_slots = !self.local_slots(id)?.is_empty();
+        Ok(if has_slots {
+            None
+        } else {
+            self.bound.get_mut(id.0 as usize)
+        })
+    }
+
     pub(super) fn read_local(&mut self, id: LocalId) -> Result<Val<'ctx>, CodegenError> {
+        if let Some(bound) = self.bound_slot(id)? {
+            return bound
+                .clone()
+                .ok_or_else(|| internal(format!("local #{} is read before its `let`", id.0)));
+        }
         let ty = self.local_type(id)?;
         let elem = self.scalar_type(ty.scalar);
         let mut lanes = Vec::with_capacity(ty.lanes as usize);
@@ -804,8 +835,14 @@ impl<'a, 'ctx> Lower<'a, 'ctx> {
         Ok(())
     }
 
-    /// ORs `bit` into the invocation's status when `cond` (an `i1`) holds.
+    /// ORs `bit` into the invocation's status when `cond` (an `i1`) holds; nothing
+    /// when `cond` is the constant false (a division by a nonzero literal, a shift by
+    /// one in range: most of a tiled kernel's index arithmetic, whose status updates
+    /// would otherwise be left for LLVM's pipeline to delete).
     pub(super) fn raise_if(&self, cond: IntValue<'ctx>, bit: u32) -> Result<(), CodegenError> {
+        if cond.get_zero_extended_constant() == Some(0) {
+            return Ok(());
+        }
         let i32t = self.ctx.i32_type();
         let bits = self
             .b

@@ -147,8 +147,13 @@ impl<'ctx> Lower<'_, 'ctx> {
             .build_int_compare(IntPredicate::EQ, y, zero, "")
             .or_internal()?;
         self.raise_if(is_zero, status::DIVISION_BY_ZERO)?;
-        let select = |c: IntValue<'ctx>, t: IntValue<'ctx>, f: IntValue<'ctx>| {
-            b.build_select(c, t, f, "").or_internal().and_then(int)
+        // A known condition (a literal divisor) picks its side without a `select`.
+        let select = |c: IntValue<'ctx>, t: IntValue<'ctx>, f: IntValue<'ctx>| match c
+            .get_zero_extended_constant()
+        {
+            Some(0) => Ok(f),
+            Some(_) => Ok(t),
+            None => b.build_select(c, t, f, "").or_internal().and_then(int),
         };
         if !s.is_signed_int() {
             let safe = select(is_zero, one, y)?;
