@@ -89,7 +89,36 @@ pub(super) fn attention() -> Vec<AttentionSpec> {
     .chain(top_left())
     .chain(with_lse())
     .chain(tensor_core_shapes())
+    .chain(blocked_simt_shapes())
     .collect()
+}
+
+/// f32 shapes past one block of the register-blocked SIMT kernel's tiles (64 queries,
+/// 64 keys) at each head dim it takes: several query and key blocks, ragged, a causal
+/// diagonal through them (blocks seen whole and in part), both alignments, GQA, bshd,
+/// a mask and lse.
+fn blocked_simt_shapes() -> Vec<AttentionSpec> {
+    use AttentionLayout::{Bhsd, Bshd};
+    vec![
+        attn(F32, Bhsd, [1, 2, 1], [130, 150, 64], true, None),
+        AttentionSpec {
+            lse: true,
+            ..attn(F32, Bshd, [2, 2, 2], [70, 80, 128], false, None)
+        },
+        attn(
+            F32,
+            Bhsd,
+            [1, 2, 2],
+            [64, 128, 32],
+            false,
+            Some(vec![1, 2, 64, 128]),
+        ),
+        AttentionSpec {
+            causal_align: CausalAlign::TopLeft,
+            lse: true,
+            ..attn(F32, Bshd, [1, 2, 1], [90, 64, 16], true, None)
+        },
+    ]
 }
 
 /// f16/bf16 shapes past one block of the tensor-core kernel's tiles (64 queries, 64

@@ -436,6 +436,9 @@ pub(super) fn attention(spec: &AttentionSpec, caps: &TargetCaps) -> Result<Plan,
     if let Some(tiles) = super::fragments::tiles(spec, caps) {
         return super::fragments::attention(spec, caps, tiles);
     }
+    if super::blocked::eligible(spec, caps) {
+        return super::blocked::attention(spec, caps);
+    }
     let ct = compute_type(spec.dtype);
     let tiles = pick_tiles(spec, caps, ct.size_bytes() as u64)?;
     let sh = shape_of(spec, caps, tiles, caps.invocations_1d())?;
@@ -801,6 +804,18 @@ pub(super) fn finish(
             f.store(io.o, dst, n.narrow(value, sh.dtype));
         });
     });
+    store_lse(f, sh, io, (sum, shift), blk);
+}
+
+/// `lse = shift + ln l` for the block's rows below `seq_q`, where the op has the
+/// output; `sum` and `shift` hold row `r`'s `l` and shift (natural-log units) at `r`.
+pub(super) fn store_lse(
+    f: &mut Body,
+    sh: &Shape,
+    io: &Buffers,
+    (sum, shift): (Mem, Mem),
+    blk: &Block,
+) {
     if let (Some(lse), Some(base), Some(layout)) = (io.lse, &blk.lse_base, &sh.lse_layout) {
         strided(f, sh, "r", sh.tiles.bq, |f, r| {
             let i = f.let_("i", blk.q0.clone() + r.clone());

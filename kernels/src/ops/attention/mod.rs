@@ -19,6 +19,7 @@
 //! `y_i = x_i cos[p,i] − x_{i+H} sin[p,i]`, `y_{i+H} = x_i sin[p,i] + x_{i+H} cos[p,i]`;
 //! an out-of-range position reads `cos = sin = 0`.
 
+mod blocked;
 mod cases;
 mod condition;
 mod fragments;
