@@ -112,6 +112,38 @@ fn shared_bytes(kernel: &Kernel) -> u64 {
     kernel.shared_layout(shared_align(kernel) as u64).1
 }
 
+/// Shared memory of one SM (sm_90's 228 KiB), of which each resident block also
+/// takes [`BLOCK_RESERVED_SHARED_BYTES`].
+const SM_SHARED_BYTES: u64 = 228 * 1024;
+const BLOCK_RESERVED_SHARED_BYTES: u64 = 1024;
+/// Registers of one SM.
+const SM_REGISTERS: u64 = 65536;
+
+/// The blocks per SM to ask ptxas to fit (`.minnctapersm`, which caps a thread's
+/// registers at 65536 / (blocks · threads)), if any:
+/// * tensor-core tiles hold many accumulators: 2, so that the next block's loads and
+///   multiplies hide this one's latency (the bf16 tile: 157 registers and one block,
+///   or 128 and two, without spills), where the cap leaves room for the accumulators
+///   and about 48 registers of addresses besides;
+/// * other kernels with shared memory past the static 48 KiB (schedules written for
+///   the opt-in memory): as many as that memory lets reside, so that registers do not
+///   lower the occupancy further (left alone, ptxas spends them on scheduling: the
+///   register-blocked f32 attention took 148 and one block where its memory allows
+///   three), where that leaves at least 64 registers.
+fn blocks_per_sm(kernel: &Kernel) -> Option<u64> {
+    let threads = kernel.invocations_per_workgroup().max(1) as u64;
+    if kernel.uses_fragments() {
+        let cap = SM_REGISTERS / (2 * threads);
+        return (fragment::accumulator_registers(kernel) as u64 + 48 <= cap).then_some(2);
+    }
+    let shared = shared_bytes(kernel);
+    if shared <= MAX_STATIC_SHARED_BYTES {
+        return None;
+    }
+    let blocks = SM_SHARED_BYTES / (shared + BLOCK_RESERVED_SHARED_BYTES);
+    (blocks >= 2 && SM_REGISTERS / (blocks * threads) >= 64).then_some(blocks)
+}
+
 /// What a valid kernel may still ask for that no CUDA block can give.
 pub(super) fn check_supported(kernel: &Kernel) -> Result<(), CodegenError> {
     let size = kernel.workgroup_size;
@@ -964,16 +996,10 @@ fn declare_kernel<'ctx>(
         AttributeLoc::Function,
         ctx.create_string_attribute("nvvm.reqntid", &format!("{x},{y},{z}")),
     );
-    // Tensor-core tiles hold many accumulators: asking for two blocks per SM
-    // (`.minnctapersm 2`) caps their registers at 65536 / (2 · threads), so that the
-    // next block's loads and multiplies hide this one's latency (the bf16 tile: 157
-    // registers and one block, or 128 and two, without spills). Only where the cap
-    // leaves room for the accumulators and about 48 registers of addresses besides.
-    let cap = 65536 / (2 * kernel.invocations_per_workgroup().max(1));
-    if kernel.uses_fragments() && fragment::accumulator_registers(kernel) + 48 <= cap {
+    if let Some(blocks) = blocks_per_sm(kernel) {
         func.add_attribute(
             AttributeLoc::Function,
-            ctx.create_string_attribute("nvvm.minctasm", "2"),
+            ctx.create_string_attribute("nvvm.minctasm", &blocks.to_string()),
         );
     }
     for (i, p) in kernel.params.iter().enumerate() {
