@@ -28,9 +28,15 @@
 //! could be NaN or ∞: the family's rule); keys no row sees are not visited. At the
 //! end `o = O / l` from the registers (0 for a row that saw no key) and `lse`.
 //!
-//! Taken where a workgroup may have 256 invocations and the shared arrays (70 KiB at
-//! `head_dim` 64) fit the opt-in shared memory (CUDA), for head dims 16, 32, 64 and
-//! 128; elsewhere [`super::lower`]'s kernel, which any caps can run.
+//! The keys and the weights share their bytes (the scores read the keys last, the
+//! weights are written after and read last by the products, before the next keys are
+//! staged), so that at head dim 64 the shared arrays take 54 KiB: four workgroups to
+//! an SM of sm_90 (the PTX emitter caps the registers to match, 64), which also
+//! evens out the waves of a grid of a thousand workgroups.
+//!
+//! Taken where a workgroup may have 256 invocations and the shared arrays fit the
+//! opt-in shared memory (CUDA), for head dims 16, 32, 64 and 128; elsewhere
+//! [`super::lower`]'s kernel, which any caps can run.
 
 use super::lower::{
     block_coords, declare_buffers, each_workgroup, key_block_count, shape_of, single_launch,
@@ -46,10 +52,9 @@ use kernelc_ir::ScalarType;
 
 /// Invocations per workgroup.
 const INVOCATIONS: u32 = 256;
-/// Query rows per workgroup, keys per block: one size, so that queries and keys
-/// stage alike.
+/// Query rows per workgroup, keys per block.
 const BQ: u32 = 64;
-const BK: u32 = BQ;
+const BK: u32 = 64;
 /// Rows per invocation (a row group), and keys per invocation in the scores.
 const ROWS: u32 = 4;
 const KEYS: u32 = 4;
@@ -68,8 +73,9 @@ fn columns_per_invocation(d: usize) -> Option<u32> {
 
 /// f32 elements of the shared arrays for head dim `d`.
 fn shared_elems(d: u32) -> u32 {
-    // qt, kt, vs; P; the partial maxes and sums; shift and sum per row.
-    3 * d * BQ.max(BK) + BQ * P_STRIDE + 2 * PER_ROW_GROUP * BQ + 2 * BQ
+    // qt and vs; kt and P in one set of bytes; the partial maxes/sums; max, shift,
+    // scale, sum per row.
+    2 * d * BQ + (d * BK).max(BQ * P_STRIDE) + PER_ROW_GROUP * BQ + 4 * BQ
 }
 
 /// Whether this kernel takes `spec` on `caps`.
@@ -97,12 +103,14 @@ struct Mems {
     vs: Mem,
     /// The weights, `[64][P_STRIDE]`.
     p: Mem,
-    /// Per row group's invocations, per row: partial maxes and partial sums,
-    /// `[16][64]` each.
-    maxes: Mem,
-    sums: Mem,
-    /// Per row at the end (for `lse`): the shift in natural-log units, and `l`.
+    /// Per row group's invocations, per row: partial maxes, then partial sums,
+    /// `[16][64]`.
+    part: Mem,
+    /// Per row: the running max (log₂ domain), its finite shift, the rescale `α`, and
+    /// the running sum `l`.
+    max: Mem,
     shift: Mem,
+    scale: Mem,
     sum: Mem,
 }
 
@@ -123,15 +131,19 @@ pub(super) fn attention(spec: &AttentionSpec, caps: &TargetCaps) -> Result<Plan,
     let scale = Uniforms::new(&uniforms).param("scale")?;
     let io = declare_buffers(&mut k, &op, &scale)?;
     let (f32t, d) = (ScalarType::F32, sh.d);
+    // The keys are read last by the scores, the weights first written after them and
+    // read last by the products, before the next keys are staged: one set of bytes.
+    let p = k.shared("weights", f32t, BQ * P_STRIDE);
     let m = Mems {
         io,
         qt: k.shared("q_tile", f32t, d * BQ),
-        kt: k.shared("k_tile", f32t, d * BK),
+        kt: k.shared_reusing("k_tile", f32t, d * BK, p),
         vs: k.shared("v_tile", f32t, BK * d),
-        p: k.shared("weights", f32t, BQ * P_STRIDE),
-        maxes: k.shared("partial_maxes", f32t, PER_ROW_GROUP * BQ),
-        sums: k.shared("partial_sums", f32t, PER_ROW_GROUP * BQ),
+        p,
+        part: k.shared("partials", f32t, PER_ROW_GROUP * BQ),
+        max: k.shared("row_max", f32t, BQ),
         shift: k.shared("row_shift", f32t, BQ),
+        scale: k.shared("row_scale", f32t, BQ),
         sum: k.shared("row_sum", f32t, BQ),
     };
     let kernel = k.build(|f| each_workgroup(f, &sh, |f, wg| body(f, &sh, &m, cols, wg)))?;
@@ -149,52 +161,23 @@ struct Place {
     lane: E,
 }
 
-/// The online softmax's state of this invocation's rows, in registers (each row's
-/// 16 invocations hold the same): the running max (log₂ domain, may be `−∞`) and the
-/// running sum `l`.
-struct Rows {
-    max: Vec<Var>,
-    sum: Vec<Var>,
-}
-
 fn body(f: &mut Body, sh: &Shape, m: &Mems, cols: u32, wg: E) {
     let n = f32s();
     let blk = block_coords(f, sh, wg);
     let t = local_id(0);
     let at = Place {
         row0: f.let_("row0", t.clone() / PER_ROW_GROUP * ROWS),
-        lane: f.let_("lane", t % PER_ROW_GROUP),
+        lane: f.let_("lane", t.clone() % PER_ROW_GROUP),
     };
-    let q_rows = HeadRows {
-        base: &blk.q_base,
-        first: &blk.q0,
-        stride: sh.q_layout.row_stride,
-        seq: sh.seq_q,
-    };
-    let quads = fetch_rows(f, sh.d, m.io.q, &q_rows, true);
-    store_transposed(f, m.qt, &quads);
-    let key_blocks = key_block_count(f, sh, &blk);
-    let keys = |k0: E| HeadRows {
-        base: &blk.kv_base,
-        first: k0,
-        stride: sh.kv_layout.row_stride,
-        seq: sh.seq_k,
-    };
-    // The first block's keys and values (none where no block is visited).
-    f.if_(E::from(0u32).lt(key_blocks.clone()), |f| {
-        let first = keys(E::from(0u32));
-        let quads = fetch_rows(f, sh.d, m.io.k, &first, true);
-        store_transposed(f, m.kt, &quads);
-        let quads = fetch_rows(f, sh.d, m.io.v, &first, false);
-        store_values(f, sh.d, m.vs, &quads);
+    let q_at = (&blk.q_base, &blk.q0, sh.q_layout.row_stride);
+    stage_transposed(f, sh.d, (m.io.q, m.qt), q_at, (sh.seq_q, BQ));
+    f.if_(t.clone().lt(BQ), |f| {
+        f.store(m.max, t.clone(), n.lit(f64::NEG_INFINITY));
+        // Read by `store_lse` even where no key block is visited.
+        f.store(m.shift, t.clone(), n.lit(0.0));
+        f.store(m.sum, t.clone(), n.lit(0.0));
     });
     f.barrier();
-    let rows = Rows {
-        max: (0..ROWS)
-            .map(|_| f.var("m", n.lit(f64::NEG_INFINITY)))
-            .collect(),
-        sum: (0..ROWS).map(|_| f.var("l", n.lit(0.0))).collect(),
-    };
     let out: Vec<Vec<Var>> = (0..ROWS)
         .map(|_| (0..cols).map(|_| f.var("o", n.lit(0.0))).collect())
         .collect();
@@ -202,98 +185,69 @@ fn body(f: &mut Body, sh: &Shape, m: &Mems, cols: u32, wg: E) {
         "scale_log2",
         m.io.scale.clone() * n.lit(std::f64::consts::LOG2_E),
     );
-    f.for_("kb", 0u32, key_blocks.clone(), 1, |f, kb| {
-        let k0 = f.let_("k0", kb.clone() * BK);
-        let next = f.let_("has_next", (kb.clone() + 1u32).lt(key_blocks.clone()));
-        let next_keys = keys(k0.clone() + BK);
+    let key_blocks = key_block_count(f, sh, &blk);
+    f.for_("kb", 0u32, key_blocks, 1, |f, kb| {
+        let k0 = f.let_("k0", kb * BK);
+        let k_at = (&blk.kv_base, &k0, sh.kv_layout.row_stride);
+        stage_transposed(f, sh.d, (m.io.k, m.kt), k_at, (sh.seq_k, BK));
+        stage_values(f, sh, m, &blk, &k0);
+        f.barrier();
         let s = scores(f, sh, m, (&blk, &k0, &at), &scale_log2);
         f.barrier();
-        // The next block's keys load while the weights form, into the key tile,
-        // which the scores were the last to read.
-        let next_k = fetch_rows_if(f, sh.d, m.io.k, &next_keys, true, &next);
-        let alphas = weights(f, m, &at, &rows, &s);
-        f.if_(next.clone(), |f| store_transposed(f, m.kt, &next_k));
+        row_stats(f, m);
         f.barrier();
-        // The next block's values load while these multiply, and are stored after.
-        let next_v = fetch_rows_if(f, sh.d, m.io.v, &next_keys, false, &next);
-        accumulate(f, sh, m, (&blk, &k0, &at), (&rows, &alphas), &out);
+        weights(f, m, &at, &s);
         f.barrier();
-        f.if_(next, |f| store_values(f, sh.d, m.vs, &next_v));
+        accumulate(f, sh, m, (&blk, &k0, &at), &out);
+        f.barrier();
     });
-    finish(f, sh, m, (&blk, &at), (&rows, &out));
+    finish(f, sh, m, (&blk, &at), &out);
 }
 
-/// Rows `first ..` of a (batch, head) of `q`, `k` or `v`: from `base`, `stride` apart,
-/// those past `seq` read as zeros.
-struct HeadRows<'a, F> {
-    base: &'a E,
-    first: F,
-    stride: u32,
-    seq: u32,
-}
-
-/// This invocation's share of 64 rows (`BQ = BK`) of `src` (per [`HeadRows`]): vectors of 4
-/// consecutive elements of a row, each with where it goes, neighbouring invocations
-/// on neighbouring rows (`transposed`, for [`store_transposed`]) or on a row's
-/// neighbouring vectors ([`store_values`]).
-fn fetch_rows<F: Clone + Into<E>>(
+/// `dst[e][r] = src[base + (first + r)·stride + e]` for the `rows` rows from `first`
+/// (zero past `seq`): each invocation reads 4 consecutive elements of a row as one
+/// vector (neighbours on neighbouring rows) and stores them a row of `dst` apart.
+fn stage_transposed(
     f: &mut Body,
     d: u32,
-    src: Mem,
-    rows: &HeadRows<F>,
-    transposed: bool,
-) -> Vec<(Var, E, E)> {
-    fetch_rows_if(f, d, src, rows, transposed, &E::from(true))
-}
-
-/// [`fetch_rows`] where `cond` (uniform) holds; zeros elsewhere.
-fn fetch_rows_if<F: Clone + Into<E>>(
-    f: &mut Body,
-    d: u32,
-    src: Mem,
-    rows: &HeadRows<F>,
-    transposed: bool,
-    cond: &E,
-) -> Vec<(Var, E, E)> {
+    (src, dst): (Mem, Mem),
+    (base, first, stride): (&E, &E, u32),
+    (seq, rows): (u32, u32),
+) {
     let n = f32s();
-    let quads = d / 4;
-    let first: E = rows.first.clone().into();
-    (0..BK * quads / INVOCATIONS)
-        .map(|w| {
-            let u = local_id(0) + w * INVOCATIONS;
-            let (r, e) = if transposed {
-                (u.clone() % BK, u / BK * 4u32)
-            } else {
-                (u.clone() / quads, u % quads * 4u32)
-            };
-            let r = f.let_("r", r);
-            let e = f.let_("e", e);
-            let row = f.let_("row", first.clone() + r.clone());
-            let quad = f.var("quad", n.lit(0.0).splat(4));
-            f.if_(cond.clone() & row.clone().lt(rows.seq), |f| {
-                let at = rows.base.clone() + row * rows.stride + e.clone();
-                f.assign(quad, src.load(at, 4));
-            });
-            (quad, r, e)
-        })
-        .collect()
-}
-
-/// `dst[e + c][r] = quad[c]`: the rows of a tile transposed (64 apart).
-fn store_transposed(f: &mut Body, dst: Mem, quads: &[(Var, E, E)]) {
-    for (quad, r, e) in quads {
+    f.for_("u", local_id(0), rows * (d / 4), INVOCATIONS, |f, u| {
+        let r = f.let_("r", u.clone() % rows);
+        let e = f.let_("e", u / rows * 4u32);
+        let row = f.let_("row", first.clone() + r.clone());
+        let quad = f.var("quad", n.lit(0.0).splat(4));
+        f.if_(row.clone().lt(seq), |f| {
+            f.assign(quad, src.load(base.clone() + row * stride + e.clone(), 4));
+        });
         for c in 0..4u8 {
-            let to = (e.clone() + c as u32) * BK + r.clone();
+            let to = (e.clone() + c as u32) * rows + r.clone();
             f.store(dst, to, quad.get().lane(c));
         }
-    }
+    });
 }
 
-/// `dst[r][e..e + 4] = quad`: the rows of a tile as they are (`d` apart).
-fn store_values(f: &mut Body, d: u32, dst: Mem, quads: &[(Var, E, E)]) {
-    for (quad, r, e) in quads {
-        f.store(dst, r.clone() * d + e.clone(), quad.get());
-    }
+/// `vs[j][e] = v[kv_base + (k0 + j)·stride + e]` (zero past `seq_k`), 4 elements a
+/// vector.
+fn stage_values(f: &mut Body, sh: &Shape, m: &Mems, blk: &Block, k0: &E) {
+    let (n, quads) = (f32s(), sh.d / 4);
+    f.for_("u", local_id(0), BK * quads, INVOCATIONS, |f, u| {
+        let j = f.let_("j", u.clone() / quads);
+        let e = f.let_("e", u.clone() % quads * 4u32);
+        let kj = f.let_("kj", k0.clone() + j.clone());
+        let to = u * 4u32;
+        f.if_else(
+            kj.clone().lt(sh.seq_k),
+            |f| {
+                let at = blk.kv_base.clone() + kj * sh.kv_layout.row_stride + e;
+                f.store(m.vs, to.clone(), m.io.v.load(at, 4));
+            },
+            |f| f.store(m.vs, to.clone(), n.lit(0.0).splat(4)),
+        );
+    });
 }
 
 /// The block's scores of this invocation's rows and keys, `[row][key]`, in the log₂
@@ -361,74 +315,74 @@ fn scores(
             .unwrap_or_else(|| n.lit(f64::NEG_INFINITY))
     });
     f.store(
-        m.maxes,
+        m.part,
         at.lane.clone() * BQ + at.row0.clone(),
         vector(maxes),
     );
     dots
 }
 
-/// The block's max of each of this invocation's rows (over the row group's partial
-/// maxes), the running max, its finite shift and the rescale `α = 2^{m_old − shift}`
-/// (returned); `P = 2^{S − shift}` of this invocation's scores into `p` (a row's four
-/// as one vector), and each row's sum of them into `sums[lane][row]`.
-fn weights(f: &mut Body, m: &Mems, at: &Place, rows: &Rows, s: &[Vec<Var>]) -> Vec<E> {
-    let n = f32s();
-    let block_max: Vec<Var> = (0..ROWS)
-        .map(|_| f.var("block_max", n.lit(f64::NEG_INFINITY)))
-        .collect();
-    f.for_("g", 0u32, PER_ROW_GROUP, 1, |f, g| {
-        let partial = f.let_("partial", m.maxes.load(at.row0.clone() + g * BQ, 4));
-        for (r, max) in (0u8..).zip(&block_max) {
-            f.assign(*max, max.get().max(partial.clone().lane(r)));
+/// Per row (the first 64 invocations): the block's max over the partial maxes, the
+/// running max, its finite shift and the rescale `α = 2^{m_old − shift}`.
+fn row_stats(f: &mut Body, m: &Mems) {
+    let r = local_id(0);
+    f.if_(r.clone().lt(BQ), |f| {
+        let old = f.let_("m_old", m.max.at(r.clone()));
+        let max = f.var("m_new", old.clone());
+        for g in 0..PER_ROW_GROUP {
+            f.assign(max, max.get().max(m.part.at(r.clone() + g * BQ)));
         }
+        let shift = f.let_("shift", finite_shift(max.get()));
+        f.store(m.scale, r.clone(), (old - shift.clone()).exp2());
+        f.store(m.max, r.clone(), max.get());
+        f.store(m.shift, r, shift);
     });
-    let mut alphas = Vec::with_capacity(ROWS as usize);
+}
+
+/// `P = 2^{S − shift}` of this invocation's scores into `p` (a row's four as one
+/// vector), and each row's sum of them into `part[lane][row]`.
+fn weights(f: &mut Body, m: &Mems, at: &Place, s: &[Vec<Var>]) {
+    let shifts = f.let_("shifts", m.shift.load(at.row0.clone(), 4));
     let mut sums = Vec::with_capacity(ROWS as usize);
-    for (r, row) in (0u32..).zip(s) {
-        let (old, max) = (rows.max[r as usize], block_max[r as usize]);
-        let new = f.let_("m_new", old.get().max(max.get()));
-        let shift = f.let_("shift", finite_shift(new.clone()));
-        alphas.push(f.let_("alpha", (old.get() - shift.clone()).exp2()));
-        f.assign(old, new);
+    for (r, row) in (0u8..).zip(s) {
+        let shift = shifts.clone().lane(r);
         let p: Vec<E> = row
             .iter()
             .map(|x| f.let_("p", (x.get() - shift.clone()).exp2()))
             .collect();
-        let to = (at.row0.clone() + r) * P_STRIDE + at.lane.clone() * KEYS;
+        let to = (at.row0.clone() + r as u32) * P_STRIDE + at.lane.clone() * KEYS;
         f.store(m.p, to, vector(p.iter().cloned()));
         sums.push(
             p.into_iter()
                 .reduce(|a, b| a + b)
-                .unwrap_or_else(|| n.lit(0.0)),
+                .unwrap_or_else(|| f32s().lit(0.0)),
         );
     }
-    f.store(m.sums, at.lane.clone() * BQ + at.row0.clone(), vector(sums));
-    alphas
+    f.store(m.part, at.lane.clone() * BQ + at.row0.clone(), vector(sums));
 }
 
-/// `O = α·O + P·V` for this invocation's rows and columns, and `l = α·l + Σ P` per
-/// row (over the row group's partial sums).
+/// `O = α·O + P·V` for this invocation's rows and columns, then (the first 64
+/// invocations) `l = α·l + Σ P` per row.
 fn accumulate(
     f: &mut Body,
     sh: &Shape,
     m: &Mems,
     (blk, k0, at): (&Block, &E, &Place),
-    (rows, alphas): (&Rows, &[E]),
     out: &[Vec<Var>],
 ) {
     let cols = out.first().map_or(0, |row| row.len() as u32);
     let col0 = f.let_("col0", at.lane.clone() * cols);
-    for (alpha, row) in alphas.iter().zip(out) {
+    let alphas = f.let_("alphas", m.scale.load(at.row0.clone(), 4));
+    for (r, row) in (0u8..).zip(out) {
         for o in row {
-            f.assign(*o, o.get() * alpha.clone());
+            f.assign(*o, o.get() * alphas.clone().lane(r));
         }
     }
     // Row `r`'s weights at `p_row(r) + j`.
     let p_row = |r: u32| (at.row0.clone() + r) * P_STRIDE;
     // Key `j`'s values for this invocation's columns, as vectors of up to 4.
-    let lanes = cols.min(4);
     let values = |f: &mut Body, j: &E| -> Vec<E> {
+        let lanes = cols.min(4);
         (0..cols / lanes)
             .map(|v| {
                 let index = j.clone() * sh.d + col0.clone() + v * lanes;
@@ -437,6 +391,7 @@ fn accumulate(
             .collect()
     };
     let value = |vs: &[E], c: u32| {
+        let lanes = cols.min(4);
         let v = vs[(c / lanes) as usize].clone();
         if lanes == 1 {
             v
@@ -465,8 +420,8 @@ fn accumulate(
         Some(partial) => f.if_else(
             partial,
             |f| {
-                // Key by key, each product kept from the rows that do not see the
-                // key: `k0 + j + seq_q ≤ i + causal_keys` for row `i`.
+                // Key by key, each product kept from the rows that do not see the key:
+                // `k0 + j + seq_q ≤ i + causal_keys` for row `i`.
                 let from = f.let_("k_from", k0.clone() + sh.seq_q);
                 let first = f.let_("first_row", blk.q0.clone() + at.row0.clone());
                 f.for_("j", 0u32, BK, 1, |f, j| {
@@ -485,53 +440,47 @@ fn accumulate(
             whole,
         ),
     }
-    let block_sum: Vec<Var> = (0..ROWS)
-        .map(|_| f.var("block_sum", f32s().lit(0.0)))
-        .collect();
-    f.for_("g", 0u32, PER_ROW_GROUP, 1, |f, g| {
-        let partial = f.let_("partial", m.sums.load(at.row0.clone() + g * BQ, 4));
-        for (r, sum) in (0u8..).zip(&block_sum) {
-            f.assign(*sum, sum.get() + partial.clone().lane(r));
+    let r = local_id(0);
+    f.if_(r.clone().lt(BQ), |f| {
+        let sum = f.var("p_sum", m.sum.at(r.clone()) * m.scale.at(r.clone()));
+        for g in 0..PER_ROW_GROUP {
+            f.assign(sum, sum.get() + m.part.at(r.clone() + g * BQ));
         }
+        f.store(m.sum, r, sum.get());
     });
-    for ((l, alpha), sum) in rows.sum.iter().zip(alphas).zip(&block_sum) {
-        f.assign(*l, l.get() * alpha.clone() + sum.get());
-    }
 }
 
 /// `o = O / l` from the registers for the rows below `seq_q` (0 where `l = 0`: no key
-/// was seen; a NaN `l` keeps the row NaN), then `lse` from the shift in natural-log
+/// was seen; a NaN `l` keeps the row NaN), then `lse` with the shift in natural-log
 /// units.
-fn finish(
-    f: &mut Body,
-    sh: &Shape,
-    m: &Mems,
-    (blk, at): (&Block, &Place),
-    (rows, out): (&Rows, &[Vec<Var>]),
-) {
+fn finish(f: &mut Body, sh: &Shape, m: &Mems, (blk, at): (&Block, &Place), out: &[Vec<Var>]) {
     let n = f32s();
     let cols = out.first().map_or(0, |row| row.len() as u32);
     let col0 = f.let_("col0", at.lane.clone() * cols);
-    for ((r, row), l) in (0u32..).zip(out).zip(&rows.sum) {
-        let i = f.let_("i", blk.q0.clone() + at.row0.clone() + r);
+    for (r, row) in (0u32..).zip(out) {
+        let qi = f.let_("qi", at.row0.clone() + r);
+        let i = f.let_("i", blk.q0.clone() + qi.clone());
         f.if_(i.clone().lt(sh.seq_q), |f| {
+            let l = f.let_("l", m.sum.at(qi));
             let base = f.let_(
                 "o_at",
                 blk.q_base.clone() + i * sh.q_layout.row_stride + col0.clone(),
             );
             for (c, o) in (0u32..).zip(row) {
-                let value = l.get().eq(n.lit(0.0)).select(n.lit(0.0), o.get() / l.get());
+                let value = l
+                    .clone()
+                    .eq(n.lit(0.0))
+                    .select(n.lit(0.0), o.get() / l.clone());
                 f.store(m.io.o, base.clone() + c, value);
             }
         });
     }
     if m.io.lse.is_some() {
-        f.if_(at.lane.clone().eq(0u32), |f| {
-            for ((r, max), l) in (0u32..).zip(&rows.max).zip(&rows.sum) {
-                let natural = finite_shift(max.get()) * n.lit(std::f64::consts::LN_2);
-                f.store(m.shift, at.row0.clone() + r, natural);
-                f.store(m.sum, at.row0.clone() + r, l.get());
-            }
+        let r = local_id(0);
+        f.barrier();
+        f.if_(r.clone().lt(BQ), |f| {
+            let natural = m.shift.at(r.clone()) * n.lit(std::f64::consts::LN_2);
+            f.store(m.shift, r, natural);
         });
         f.barrier();
         store_lse(f, sh, &m.io, (m.sum, m.shift), blk);
