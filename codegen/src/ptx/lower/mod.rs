@@ -131,10 +131,10 @@ const SM_REGISTERS: u64 = 65536;
 ///   register-blocked f32 attention took 148 and one block where its memory allows
 ///   three), where that leaves at least 64 registers.
 fn blocks_per_sm(kernel: &Kernel) -> Option<u64> {
-    let threads = kernel.invocations_per_workgroup().max(1) as u64;
+    let threads = kernel.invocations_per_workgroup().max(1);
     if kernel.uses_fragments() {
         let cap = SM_REGISTERS / (2 * threads);
-        return (fragment::accumulator_registers(kernel) as u64 + 48 <= cap).then_some(2);
+        return (fragment::accumulator_registers(kernel) + 48 <= cap).then_some(2);
     }
     let shared = shared_bytes(kernel);
     if shared <= MAX_STATIC_SHARED_BYTES {
