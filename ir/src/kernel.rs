@@ -10,6 +10,7 @@ use crate::fragment::{FragmentDecl, FragmentId, FragmentOp};
 use crate::scalar::Scalar;
 use crate::types::{ScalarType, Type};
 use serde::{Deserialize, Serialize};
+use std::ops::ControlFlow;
 
 /// Index into [`Kernel::params`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -700,23 +701,26 @@ pub fn block_size(block: &[Stmt]) -> usize {
 }
 
 /// Calls `visit` on every statement of `block`, nested ones included (a map's body
-/// too), each before the statements nested in it.
-pub fn for_each_stmt_in(block: &[Stmt], visit: &mut impl FnMut(&Stmt)) {
+/// too), each before the statements nested in it, until it breaks.
+pub fn try_for_each_stmt_in<B>(
+    block: &[Stmt],
+    visit: &mut impl FnMut(&Stmt) -> ControlFlow<B>,
+) -> ControlFlow<B> {
     for s in block {
-        visit(s);
+        visit(s)?;
         match s {
             Stmt::If {
                 then_body,
                 else_body,
                 ..
             } => {
-                for_each_stmt_in(then_body, visit);
-                for_each_stmt_in(else_body, visit);
+                try_for_each_stmt_in(then_body, visit)?;
+                try_for_each_stmt_in(else_body, visit)?;
             }
-            Stmt::For { body, .. } => for_each_stmt_in(body, visit),
+            Stmt::For { body, .. } => try_for_each_stmt_in(body, visit)?,
             Stmt::Fragment(op) => {
                 if let Some(b) = op.body() {
-                    for_each_stmt_in(b, visit);
+                    try_for_each_stmt_in(b, visit)?;
                 }
             }
             Stmt::Let { .. }
@@ -727,12 +731,23 @@ pub fn for_each_stmt_in(block: &[Stmt], visit: &mut impl FnMut(&Stmt)) {
             | Stmt::AsyncCopy(_) => {}
         }
     }
+    ControlFlow::Continue(())
+}
+
+/// Calls `visit` on every statement of `block` ([`try_for_each_stmt_in`]'s order).
+pub fn for_each_stmt_in(block: &[Stmt], visit: &mut impl FnMut(&Stmt)) {
+    let _ = try_for_each_stmt_in::<()>(block, &mut |s| {
+        visit(s);
+        ControlFlow::Continue(())
+    });
 }
 
 /// Whether some statement of `block`, nested ones included (a map's body too),
-/// satisfies `pred`.
+/// satisfies `pred` (the walk stops at the first).
 pub fn any_stmt_in(block: &[Stmt], pred: &impl Fn(&Stmt) -> bool) -> bool {
-    let mut found = false;
-    for_each_stmt_in(block, &mut |s| found = found || pred(s));
-    found
+    try_for_each_stmt_in(block, &mut |s| match pred(s) {
+        true => ControlFlow::Break(()),
+        false => ControlFlow::Continue(()),
+    })
+    .is_break()
 }

@@ -112,12 +112,32 @@ fn shared_bytes(kernel: &Kernel) -> u64 {
     kernel.shared_layout(shared_align(kernel) as u64).1
 }
 
-/// Shared memory of one SM (sm_90's 228 KiB), of which each resident block also
-/// takes [`BLOCK_RESERVED_SHARED_BYTES`].
-const SM_SHARED_BYTES: u64 = 228 * 1024;
+/// Shared memory of one SM of `sm` (CUDA's table: 228 KiB from sm_90), of which each
+/// resident block also takes [`BLOCK_RESERVED_SHARED_BYTES`].
+fn sm_shared_bytes(sm: u32) -> u64 {
+    let kib = match sm {
+        90.. => 228,
+        80 => 164,
+        86..=89 => 100,
+        70 | 72 => 96,
+        _ => 64,
+    };
+    kib * 1024
+}
 const BLOCK_RESERVED_SHARED_BYTES: u64 = 1024;
 /// Registers of one SM.
 const SM_REGISTERS: u64 = 65536;
+
+/// The SM number of an NVPTX target machine (`sm_90a` → 90; 0 if it has none).
+fn target_sm(tm: &TargetMachine) -> u32 {
+    let cpu = tm.get_cpu().to_string();
+    let digits: String = cpu
+        .trim_start_matches("sm_")
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().unwrap_or(0)
+}
 
 /// The blocks per SM to ask ptxas to fit (`.minnctapersm`, which caps a thread's
 /// registers at 65536 / (blocks · threads)), if any:
@@ -126,11 +146,11 @@ const SM_REGISTERS: u64 = 65536;
 ///   or 128 and two, without spills), where the cap leaves room for the accumulators
 ///   and about 48 registers of addresses besides;
 /// * other kernels with shared memory past the static 48 KiB (schedules written for
-///   the opt-in memory): as many as that memory lets reside, so that registers do not
-///   lower the occupancy further (left alone, ptxas spends them on scheduling: the
-///   register-blocked f32 attention took 148 and one block where its memory allows
-///   three), where that leaves at least 64 registers.
-fn blocks_per_sm(kernel: &Kernel) -> Option<u64> {
+///   the opt-in memory): as many as that memory lets reside on an SM of `sm`, so that
+///   registers do not lower the occupancy further (left alone, ptxas spends them on
+///   scheduling: the register-blocked f32 attention took 148 registers and one block
+///   where its memory allows four), where that leaves at least 64 registers.
+fn blocks_per_sm(kernel: &Kernel, sm: u32) -> Option<u64> {
     let threads = kernel.invocations_per_workgroup().max(1);
     if kernel.uses_fragments() {
         let cap = SM_REGISTERS / (2 * threads);
@@ -140,7 +160,7 @@ fn blocks_per_sm(kernel: &Kernel) -> Option<u64> {
     if shared <= MAX_STATIC_SHARED_BYTES {
         return None;
     }
-    let blocks = SM_SHARED_BYTES / (shared + BLOCK_RESERVED_SHARED_BYTES);
+    let blocks = sm_shared_bytes(sm) / (shared + BLOCK_RESERVED_SHARED_BYTES);
     (blocks >= 2 && SM_REGISTERS / (blocks * threads) >= 64).then_some(blocks)
 }
 
@@ -178,7 +198,7 @@ pub(crate) fn build_module<'ctx>(
     module.set_triple(&tm.get_triple());
     module.set_data_layout(&tm.get_target_data().get_data_layout());
     let func = match flavor {
-        Flavor::Ptx => declare_kernel(context, &module, kernel)?,
+        Flavor::Ptx => declare_kernel(context, &module, kernel, target_sm(tm))?,
         Flavor::Cpu => {
             let cpu = tm.get_cpu().to_string();
             let features = tm.get_feature_string().to_string_lossy().into_owned();
@@ -977,6 +997,7 @@ fn declare_kernel<'ctx>(
     ctx: &'ctx Context,
     module: &Module<'ctx>,
     kernel: &Kernel,
+    sm: u32,
 ) -> Result<FunctionValue<'ctx>, CodegenError> {
     let global_ptr = ctx.ptr_type(AddressSpace::from(GLOBAL));
     let mut params: Vec<BasicMetadataTypeEnum<'ctx>> = kernel
@@ -996,7 +1017,7 @@ fn declare_kernel<'ctx>(
         AttributeLoc::Function,
         ctx.create_string_attribute("nvvm.reqntid", &format!("{x},{y},{z}")),
     );
-    if let Some(blocks) = blocks_per_sm(kernel) {
+    if let Some(blocks) = blocks_per_sm(kernel, sm) {
         func.add_attribute(
             AttributeLoc::Function,
             ctx.create_string_attribute("nvvm.minctasm", &blocks.to_string()),

@@ -1,14 +1,14 @@
 //! f32 attention on GPUs without tensor-core f32 (the SIMT path), register-blocked as
-//! a SIMT GEMM is: FlashAttention-2's schedule with each product computed in 4×4
-//! blocks per invocation, so that a value read from shared memory feeds four
-//! multiply-adds and the products are `fma`s.
+//! a SIMT GEMM is: FlashAttention-2's schedule with each product computed in blocks
+//! of 8 rows by 4 keys (or columns) per invocation, so that a value read from shared
+//! memory feeds four or eight multiply-adds and the products are `fma`s.
 //!
-//! A workgroup of 256 invocations owns 64 query rows of one (batch, head); invocation
-//! `t` owns rows `4·(t / 16) ..` of the block (its *row group*) and, of each block of
+//! A workgroup of 128 invocations owns 64 query rows of one (batch, head); invocation
+//! `t` owns rows `8·(t / 16) ..` of the block (its *row group*) and, of each block of
 //! 64 keys, the keys `4·(t mod 16) ..` (scores) and of `O` the columns
 //! `(head_dim / 16)·(t mod 16) ..` (held in registers throughout). Queries are staged
-//! once, transposed (`qt[d][i]`), so that a row group's four queries are one vector
-//! read; per key block:
+//! once, transposed (`qt[d][i]`), so that a row group's queries are two vector reads;
+//! per key block:
 //!
 //! 1. stage K transposed (`kt[d][j]`) and V as is (zeros past `seq_k`);
 //! 2. `S = Q·Kᵀ` in registers, scaled (and masked: `−∞` where hidden or past the
@@ -19,9 +19,9 @@
 //!    and the rescale `α = 2^{m_old − shift}`;
 //! 4. `P = 2^{S − shift}` from the registers into shared memory (row-major, rows
 //!    padded by 4 so that the row groups' stores fall on distinct banks), the
-//!    partial sums per row beside;
-//! 5. `O = α·O + P·V` in registers (a row group's weights read four keys at a time,
-//!    V's row read as vectors), and per row `l = α·l + Σ P`.
+//!    partial sums per row beside (padded likewise);
+//! 5. `O = α·O + P·V` in registers (a row's weights read four keys at a time, V's
+//!    row read as vectors), and per row `l = α·l + Σ P`.
 //!
 //! With `causal`, a block some row of the workgroup sees only in part takes step 5
 //! key by key, each product kept from the rows that do not see the key (its value
@@ -31,18 +31,21 @@
 //! The keys and the weights share their bytes (the scores read the keys last, the
 //! weights are written after and read last by the products, before the next keys are
 //! staged), so that at head dim 64 the shared arrays take 54 KiB: four workgroups to
-//! an SM of sm_90 (the PTX emitter caps the registers to match, 64), which also
-//! evens out the waves of a grid of a thousand workgroups.
+//! an SM of sm_90 (the PTX emitter caps the registers to match, 128), which also
+//! evens out the waves of a grid of a thousand workgroups. Measured on an H200
+//! (`bench/gpu/results/2026-11-29-h200-issue19-f32-attention.md`): blocks of 8 rows
+//! run 8% faster than blocks of 4 rows with twice the invocations (fewer shared
+//! reads per `fma`: the kernel is bound by shared memory).
 //!
-//! Taken where a workgroup may have 256 invocations and the shared arrays fit the
+//! Taken where a workgroup may have 128 invocations and the shared arrays fit the
 //! opt-in shared memory (CUDA), for head dims 16, 32, 64 and 128; elsewhere
 //! [`super::lower`]'s kernel, which any caps can run.
 
 use super::lower::{
-    block_coords, declare_buffers, each_workgroup, key_block_count, shape_of, single_launch,
-    store_lse, Block, Buffers, Shape, Tiles,
+    block_coords, declare_buffers, each_workgroup, init_rows, key_block_count, shape_of,
+    single_launch, store_lse, Block, Buffers, RowStats, Shape, Tiles,
 };
-use super::online::{finite_shift, partly_visible};
+use super::online::{partly_visible, whole_block};
 use super::AttentionSpec;
 use crate::lower::math::Num;
 use crate::lower::{LowerError, Plan, TargetCaps, Uniforms};
@@ -50,18 +53,23 @@ use crate::spec::OpSpec;
 use kernelc_ir::builder::*;
 use kernelc_ir::ScalarType;
 
-/// Invocations per workgroup.
-const INVOCATIONS: u32 = 256;
 /// Query rows per workgroup, keys per block.
 const BQ: u32 = 64;
 const BK: u32 = 64;
-/// Rows per invocation (a row group), and keys per invocation in the scores.
-const ROWS: u32 = 4;
+/// Rows per invocation (a row group, a multiple of 4: read as vectors), and keys
+/// per invocation in the scores.
+const ROWS: u32 = 8;
 const KEYS: u32 = 4;
 /// Invocations sharing a row group (16): they split the keys, then `O`'s columns.
 const PER_ROW_GROUP: u32 = BK / KEYS;
+/// Invocations per workgroup: 16 per row group.
+const INVOCATIONS: u32 = BQ / ROWS * PER_ROW_GROUP;
 /// Row stride of the weights `P` (padded: see the module docs).
 const P_STRIDE: u32 = BK + 4;
+/// Row stride of the partial maxes and sums (padded: a row group's 16 invocations
+/// store theirs as vectors of 4 rows, which would otherwise all fall on the same
+/// banks, 8-way conflicts measured on an H200).
+const PART_STRIDE: u32 = BQ + 4;
 
 /// The head dims this kernel takes, `head_dim / 16` columns of `O` per invocation.
 fn columns_per_invocation(d: usize) -> Option<u32> {
@@ -75,7 +83,7 @@ fn columns_per_invocation(d: usize) -> Option<u32> {
 fn shared_elems(d: u32) -> u32 {
     // qt and vs; kt and P in one set of bytes; the partial maxes/sums; max, shift,
     // scale, sum per row.
-    2 * d * BQ + (d * BK).max(BQ * P_STRIDE) + PER_ROW_GROUP * BQ + 4 * BQ
+    2 * d * BQ + (d * BK).max(BQ * P_STRIDE) + PER_ROW_GROUP * PART_STRIDE + 4 * BQ
 }
 
 /// Whether this kernel takes `spec` on `caps`.
@@ -104,17 +112,15 @@ struct Mems {
     /// The weights, `[64][P_STRIDE]`.
     p: Mem,
     /// Per row group's invocations, per row: partial maxes, then partial sums,
-    /// `[16][64]`.
+    /// `[16][PART_STRIDE]`.
     part: Mem,
     /// Per row: the running max (log₂ domain), its finite shift, the rescale `α`, and
     /// the running sum `l`.
-    max: Mem,
-    shift: Mem,
-    scale: Mem,
-    sum: Mem,
+    rows: RowStats,
 }
 
 pub(super) fn attention(spec: &AttentionSpec, caps: &TargetCaps) -> Result<Plan, LowerError> {
+    // `rows` and `k_stride` are the general kernel's (this one reads neither).
     let tiles = Tiles {
         bq: BQ,
         bk: BK,
@@ -140,11 +146,8 @@ pub(super) fn attention(spec: &AttentionSpec, caps: &TargetCaps) -> Result<Plan,
         kt: k.shared_reusing("k_tile", f32t, d * BK, p),
         vs: k.shared("v_tile", f32t, BK * d),
         p,
-        part: k.shared("partials", f32t, PER_ROW_GROUP * BQ),
-        max: k.shared("row_max", f32t, BQ),
-        shift: k.shared("row_shift", f32t, BQ),
-        scale: k.shared("row_scale", f32t, BQ),
-        sum: k.shared("row_sum", f32t, BQ),
+        part: k.shared("partials", f32t, PER_ROW_GROUP * PART_STRIDE),
+        rows: RowStats::declare(&mut k, f32t, BQ),
     };
     let kernel = k.build(|f| each_workgroup(f, &sh, |f, wg| body(f, &sh, &m, cols, wg)))?;
     Ok(single_launch(&op, kernel, sh.grid, scale))
@@ -154,11 +157,12 @@ fn f32s() -> Num {
     Num::scalar(ScalarType::F32)
 }
 
-/// This invocation's place: its row group's first row, and its index within the
-/// group (its keys in the scores, its columns of `O`).
+/// This invocation's place: its row group's first row, its index within the group
+/// (its keys in the scores, its columns of `O`), and its first column of `O`.
 struct Place {
     row0: E,
     lane: E,
+    col0: E,
 }
 
 fn body(f: &mut Body, sh: &Shape, m: &Mems, cols: u32, wg: E) {
@@ -168,15 +172,11 @@ fn body(f: &mut Body, sh: &Shape, m: &Mems, cols: u32, wg: E) {
     let at = Place {
         row0: f.let_("row0", t.clone() / PER_ROW_GROUP * ROWS),
         lane: f.let_("lane", t.clone() % PER_ROW_GROUP),
+        col0: f.let_("col0", t % PER_ROW_GROUP * cols),
     };
     let q_at = (&blk.q_base, &blk.q0, sh.q_layout.row_stride);
     stage_transposed(f, sh.d, (m.io.q, m.qt), q_at, (sh.seq_q, BQ));
-    f.if_(t.clone().lt(BQ), |f| {
-        f.store(m.max, t.clone(), n.lit(f64::NEG_INFINITY));
-        // Read by `store_lse` even where no key block is visited.
-        f.store(m.shift, t.clone(), n.lit(0.0));
-        f.store(m.sum, t.clone(), n.lit(0.0));
-    });
+    init_rows(f, sh, &m.rows);
     f.barrier();
     let out: Vec<Vec<Var>> = (0..ROWS)
         .map(|_| (0..cols).map(|_| f.var("o", n.lit(0.0))).collect())
@@ -250,8 +250,30 @@ fn stage_values(f: &mut Body, sh: &Shape, m: &Mems, blk: &Block, k0: &E) {
     });
 }
 
+/// A row group's `ROWS` consecutive elements of `mem` from `index` (a multiple of 4),
+/// read as vectors of 4.
+fn read_rows(f: &mut Body, mem: Mem, index: E) -> Vec<E> {
+    (0..ROWS / 4)
+        .map(|v| f.let_("rows", mem.load(index.clone() + v * 4, 4)))
+        .collect()
+}
+
+/// Element `r` of what [`read_rows`] read.
+fn element(quads: &[E], r: u32) -> E {
+    quads[(r / 4) as usize].clone().lane((r % 4) as u8)
+}
+
+/// Writes a row group's `ROWS` values to `mem` from `index` (a multiple of 4) as
+/// vectors of 4.
+fn write_rows(f: &mut Body, mem: Mem, index: E, values: impl IntoIterator<Item = E>) {
+    let values: Vec<E> = values.into_iter().collect();
+    for (v, quad) in (0u32..).zip(values.chunks(4)) {
+        f.store(mem, index.clone() + v * 4, vector(quad.iter().cloned()));
+    }
+}
+
 /// The block's scores of this invocation's rows and keys, `[row][key]`, in the log₂
-/// domain; each row's max over them into `part[lane][row]`.
+/// domain; each row's max over them into `part[lane][row]` (rows `PART_STRIDE` apart).
 fn scores(
     f: &mut Body,
     sh: &Shape,
@@ -267,11 +289,12 @@ fn scores(
     f.for_("e", 0u32, sh.d, 4, |f, e| {
         for de in 0..4u32 {
             let row = e.clone() + de;
-            let q = f.let_("q", m.qt.load(row.clone() * BQ + at.row0.clone(), 4));
+            let q = read_rows(f, m.qt, row.clone() * BQ + at.row0.clone());
             let k = f.let_("k", m.kt.load(row * BK + key0.clone(), 4));
-            for (r, dots) in (0u8..).zip(&dots) {
+            for (r, dots) in (0u32..).zip(&dots) {
                 for (c, dot) in (0u8..).zip(dots) {
-                    f.assign(*dot, q.clone().lane(r).fma(k.clone().lane(c), dot.get()));
+                    let q = element(&q, r);
+                    f.assign(*dot, q.fma(k.clone().lane(c), dot.get()));
                 }
             }
         }
@@ -302,11 +325,7 @@ fn scores(
     if sh.mask.is_some() {
         masked(f);
     } else {
-        let mut whole = (k0.clone() + BK).le(sh.seq_k);
-        if let Some(partial) = partly_visible(sh, BK, blk, k0) {
-            whole = whole & partial.eq(false);
-        }
-        f.if_else(whole, scaled, masked);
+        f.if_else(whole_block(sh, BK, blk, k0), scaled, masked);
     }
     let maxes = dots.iter().map(|row| {
         row.iter()
@@ -314,10 +333,11 @@ fn scores(
             .reduce(|a, b| a.max(b))
             .unwrap_or_else(|| n.lit(f64::NEG_INFINITY))
     });
-    f.store(
+    write_rows(
+        f,
         m.part,
-        at.lane.clone() * BQ + at.row0.clone(),
-        vector(maxes),
+        at.lane.clone() * PART_STRIDE + at.row0.clone(),
+        maxes,
     );
     dots
 }
@@ -327,30 +347,27 @@ fn scores(
 fn row_stats(f: &mut Body, m: &Mems) {
     let r = local_id(0);
     f.if_(r.clone().lt(BQ), |f| {
-        let old = f.let_("m_old", m.max.at(r.clone()));
+        let old = f.let_("m_old", m.rows.max.at(r.clone()));
         let max = f.var("m_new", old.clone());
         for g in 0..PER_ROW_GROUP {
-            f.assign(max, max.get().max(m.part.at(r.clone() + g * BQ)));
+            f.assign(max, max.get().max(m.part.at(r.clone() + g * PART_STRIDE)));
         }
-        let shift = f.let_("shift", finite_shift(max.get()));
-        f.store(m.scale, r.clone(), (old - shift.clone()).exp2());
-        f.store(m.max, r.clone(), max.get());
-        f.store(m.shift, r, shift);
+        m.rows.update_with(f, f32s(), r, (old, max.get()), E::exp2);
     });
 }
 
 /// `P = 2^{S − shift}` of this invocation's scores into `p` (a row's four as one
-/// vector), and each row's sum of them into `part[lane][row]`.
+/// vector), and each row's sum of them into `part[lane][row]` (rows `PART_STRIDE` apart).
 fn weights(f: &mut Body, m: &Mems, at: &Place, s: &[Vec<Var>]) {
-    let shifts = f.let_("shifts", m.shift.load(at.row0.clone(), 4));
+    let shifts = read_rows(f, m.rows.shift, at.row0.clone());
     let mut sums = Vec::with_capacity(ROWS as usize);
-    for (r, row) in (0u8..).zip(s) {
-        let shift = shifts.clone().lane(r);
+    for (r, row) in (0u32..).zip(s) {
+        let shift = element(&shifts, r);
         let p: Vec<E> = row
             .iter()
             .map(|x| f.let_("p", (x.get() - shift.clone()).exp2()))
             .collect();
-        let to = (at.row0.clone() + r as u32) * P_STRIDE + at.lane.clone() * KEYS;
+        let to = (at.row0.clone() + r) * P_STRIDE + at.lane.clone() * KEYS;
         f.store(m.p, to, vector(p.iter().cloned()));
         sums.push(
             p.into_iter()
@@ -358,7 +375,12 @@ fn weights(f: &mut Body, m: &Mems, at: &Place, s: &[Vec<Var>]) {
                 .unwrap_or_else(|| f32s().lit(0.0)),
         );
     }
-    f.store(m.part, at.lane.clone() * BQ + at.row0.clone(), vector(sums));
+    write_rows(
+        f,
+        m.part,
+        at.lane.clone() * PART_STRIDE + at.row0.clone(),
+        sums,
+    );
 }
 
 /// `O = α·O + P·V` for this invocation's rows and columns, then (the first 64
@@ -371,11 +393,10 @@ fn accumulate(
     out: &[Vec<Var>],
 ) {
     let cols = out.first().map_or(0, |row| row.len() as u32);
-    let col0 = f.let_("col0", at.lane.clone() * cols);
-    let alphas = f.let_("alphas", m.scale.load(at.row0.clone(), 4));
-    for (r, row) in (0u8..).zip(out) {
+    let alphas = read_rows(f, m.rows.scale, at.row0.clone());
+    for (r, row) in (0u32..).zip(out) {
         for o in row {
-            f.assign(*o, o.get() * alphas.clone().lane(r));
+            f.assign(*o, o.get() * element(&alphas, r));
         }
     }
     // Row `r`'s weights at `p_row(r) + j`.
@@ -385,7 +406,7 @@ fn accumulate(
         let lanes = cols.min(4);
         (0..cols / lanes)
             .map(|v| {
-                let index = j.clone() * sh.d + col0.clone() + v * lanes;
+                let index = j.clone() * sh.d + at.col0.clone() + v * lanes;
                 f.let_("v", m.vs.load(index, lanes as u8))
             })
             .collect()
@@ -442,11 +463,12 @@ fn accumulate(
     }
     let r = local_id(0);
     f.if_(r.clone().lt(BQ), |f| {
-        let sum = f.var("p_sum", m.sum.at(r.clone()) * m.scale.at(r.clone()));
+        let rows = &m.rows;
+        let sum = f.var("p_sum", rows.sum.at(r.clone()) * rows.scale.at(r.clone()));
         for g in 0..PER_ROW_GROUP {
-            f.assign(sum, sum.get() + m.part.at(r.clone() + g * BQ));
+            f.assign(sum, sum.get() + m.part.at(r.clone() + g * PART_STRIDE));
         }
-        f.store(m.sum, r, sum.get());
+        f.store(rows.sum, r, sum.get());
     });
 }
 
@@ -456,35 +478,37 @@ fn accumulate(
 fn finish(f: &mut Body, sh: &Shape, m: &Mems, (blk, at): (&Block, &Place), out: &[Vec<Var>]) {
     let n = f32s();
     let cols = out.first().map_or(0, |row| row.len() as u32);
-    let col0 = f.let_("col0", at.lane.clone() * cols);
     for (r, row) in (0u32..).zip(out) {
         let qi = f.let_("qi", at.row0.clone() + r);
         let i = f.let_("i", blk.q0.clone() + qi.clone());
         f.if_(i.clone().lt(sh.seq_q), |f| {
-            let l = f.let_("l", m.sum.at(qi));
+            let l = f.let_("l", m.rows.sum.at(qi));
             let base = f.let_(
                 "o_at",
-                blk.q_base.clone() + i * sh.q_layout.row_stride + col0.clone(),
+                blk.q_base.clone() + i * sh.q_layout.row_stride + at.col0.clone(),
             );
-            for (c, o) in (0u32..).zip(row) {
-                let value = l
-                    .clone()
-                    .eq(n.lit(0.0))
-                    .select(n.lit(0.0), o.get() / l.clone());
-                f.store(m.io.o, base.clone() + c, value);
+            let values: Vec<E> = row
+                .iter()
+                .map(|o| {
+                    l.clone()
+                        .eq(n.lit(0.0))
+                        .select(n.lit(0.0), o.get() / l.clone())
+                })
+                .collect();
+            // As vectors of up to 4 (a row's columns from `col0`, a multiple of 4
+            // where there are 4 or more).
+            for (v, chunk) in (0u32..).zip(values.chunks(cols.min(4) as usize)) {
+                let value = match chunk {
+                    [one] => one.clone(),
+                    many => vector(many.iter().cloned()),
+                };
+                f.store(m.io.o, base.clone() + v * cols.min(4), value);
             }
         });
     }
-    if m.io.lse.is_some() {
-        let r = local_id(0);
-        f.barrier();
-        f.if_(r.clone().lt(BQ), |f| {
-            let natural = m.shift.at(r.clone()) * n.lit(std::f64::consts::LN_2);
-            f.store(m.shift, r, natural);
-        });
-        f.barrier();
-        store_lse(f, sh, &m.io, (m.sum, m.shift), blk);
-    }
+    // Invocation `r` wrote row `r`'s sum and shift last, and takes its `lse`.
+    let unit = Some(std::f64::consts::LN_2);
+    store_lse(f, sh, &m.io, (m.rows.sum, m.rows.shift, unit), blk);
 }
 
 #[cfg(test)]
@@ -514,7 +538,11 @@ mod tests {
             assert!(eligible(&f32_spec(d), &cuda), "head_dim {d}");
             let plan = lower(&OpSpec::Attention(f32_spec(d)), &cuda).unwrap();
             let kernel = &plan.launches[0].kernel;
-            assert_eq!(kernel.invocations_per_workgroup(), 256, "head_dim {d}");
+            assert_eq!(
+                kernel.invocations_per_workgroup(),
+                super::INVOCATIONS as u64,
+                "head_dim {d}"
+            );
             assert!(
                 kernel.shared.iter().any(|s| s.name == "weights"),
                 "head_dim {d}"
@@ -561,5 +589,7 @@ mod tests {
         assert!(taken.iter().any(|a| !a.causal && a.mask.is_none()));
         assert!(taken.iter().any(|a| a.mask.is_some()));
         assert!(taken.iter().any(|a| a.lse));
+        // Causal with a query block that sees no key at all (bottom-right aligned).
+        assert!(taken.iter().any(|a| a.causal && a.seq_q >= a.seq_k + 64));
     }
 }

@@ -118,6 +118,12 @@ fn blocked_simt_shapes() -> Vec<AttentionSpec> {
             lse: true,
             ..attn(F32, Bshd, [1, 2, 1], [90, 64, 16], true, None)
         },
+        // More queries than keys, causal: the first query block visits no key block,
+        // the second has rows that see no key (zeros, lse −∞).
+        AttentionSpec {
+            lse: true,
+            ..attn(F32, Bshd, [1, 2, 1], [150, 40, 32], true, None)
+        },
     ]
 }
 

@@ -264,6 +264,19 @@ impl RowStats {
     /// Row `r`'s running max moves from `old` to `max`: its finite shift (the max, or
     /// 0 while it is −∞) and the rescale `e^{old − shift}` of what was accumulated.
     pub fn update(&self, f: &mut Body, n: Num, r: E, (old, max): (E, E)) {
+        self.update_with(f, n, r, (old, max), E::exp);
+    }
+
+    /// [`RowStats::update`] with `exp` for the exponential (`E::exp2` where the scores
+    /// carry log₂e).
+    pub fn update_with(
+        &self,
+        f: &mut Body,
+        n: Num,
+        r: E,
+        (old, max): (E, E),
+        exp: impl Fn(E) -> E,
+    ) {
         let shift = f.let_(
             "shift",
             max.clone()
@@ -271,7 +284,7 @@ impl RowStats {
                 .select(n.lit(0.0), max.clone()),
         );
         // e^{−∞ − shift} = 0: nothing was accumulated while the max was −∞.
-        f.store(self.scale, r.clone(), (old - shift.clone()).exp());
+        f.store(self.scale, r.clone(), exp(old - shift.clone()));
         f.store(self.max, r.clone(), max);
         f.store(self.shift, r, shift);
     }
@@ -804,16 +817,18 @@ pub(super) fn finish(
             f.store(io.o, dst, n.narrow(value, sh.dtype));
         });
     });
-    store_lse(f, sh, io, (sum, shift), blk);
+    store_lse(f, sh, io, (sum, shift, None), blk);
 }
 
 /// `lse = shift + ln l` for the block's rows below `seq_q`, where the op has the
-/// output; `sum` and `shift` hold row `r`'s `l` and shift (natural-log units) at `r`.
+/// output; `sum` and `shift` hold row `r`'s `l` and shift at `r`, the shift in
+/// natural-log units or, with `unit`, in units of that many (ln 2 for a shift in the
+/// log₂ domain). Invocation `r` (of a workgroup of at least `bq`) takes row `r`.
 pub(super) fn store_lse(
     f: &mut Body,
     sh: &Shape,
     io: &Buffers,
-    (sum, shift): (Mem, Mem),
+    (sum, shift, unit): (Mem, Mem, Option<f64>),
     blk: &Block,
 ) {
     if let (Some(lse), Some(base), Some(layout)) = (io.lse, &blk.lse_base, &sh.lse_layout) {
@@ -821,7 +836,11 @@ pub(super) fn store_lse(
             let i = f.let_("i", blk.q0.clone() + r.clone());
             f.if_(i.clone().lt(sh.seq_q), |f| {
                 // ln 0 = −∞ for a row that saw no key; a NaN sum stays NaN.
-                let value = shift.at(r.clone()) + sum.at(r).log();
+                let shift = match unit {
+                    None => shift.at(r.clone()),
+                    Some(unit) => shift.at(r.clone()) * sh.num.lit(unit),
+                };
+                let value = shift + sum.at(r).log();
                 f.store(lse, base.clone() + i * layout.row_stride, value);
             });
         });

@@ -56,6 +56,16 @@ pub(super) fn partly_visible(sh: &Shape, bk: u32, blk: &Block, k0: &E) -> Option
     })
 }
 
+/// Whether every key of the block from `k0` (`bk` of them) lies inside the sequence
+/// and (causal) every row of the workgroup sees it: its scores need only the scale.
+pub(super) fn whole_block(sh: &Shape, bk: u32, blk: &Block, k0: &E) -> E {
+    let inside = (k0.clone() + bk).le(sh.seq_k);
+    match partly_visible(sh, bk, blk, k0) {
+        Some(partial) => inside & partial.eq(false),
+        None => inside,
+    }
+}
+
 /// Each score `(fragment, its first column in the block)` becomes
 /// `(scale·dot + mask)·log₂e`, or `−∞` where the key is hidden or past the sequences;
 /// a block every row sees whole, without a mask, is only scaled.
@@ -91,12 +101,7 @@ pub(super) fn scale_and_mask(
     if sh.mask.is_some() {
         masked(f);
     } else {
-        // Every key inside the sequence, and (causal) seen by every row.
-        let mut whole = (at.k0.clone() + at.bk).le(sh.seq_k);
-        if let Some(partial) = partly_visible(sh, at.bk, at.blk, at.k0) {
-            whole = whole & partial.eq(false);
-        }
-        f.if_else(whole, scaled, masked);
+        f.if_else(whole_block(sh, at.bk, at.blk, at.k0), scaled, masked);
     }
 }
 
