@@ -13,8 +13,8 @@
 
 use kernelc_ir::validate::type_of;
 use kernelc_ir::{
-    AsyncCopyOp, BinaryOp, Block, Expr, FragmentOp, Kernel, Memory, Param, ParamId, Scalar,
-    ScalarType, Stmt,
+    for_each_stmt_in, AsyncCopyOp, BinaryOp, Block, Expr, FragmentOp, Kernel, Memory, Param,
+    ParamId, Scalar, ScalarType, Stmt,
 };
 
 use super::{Binding, Launch, LowerError, TargetCaps};
@@ -121,7 +121,7 @@ fn widest_access(kernel: &Kernel, id: ParamId) -> Result<u8, LowerError> {
             }
         })
     };
-    walk_stmts(&kernel.body, &mut |s| match s {
+    for_each_stmt_in(&kernel.body, &mut |s| match s {
         Stmt::Store { mem, index, value } => {
             visit_expr(index, &mut widest);
             visit_expr(value, &mut widest);
@@ -158,35 +158,6 @@ fn widest_access(kernel: &Kernel, id: ParamId) -> Result<u8, LowerError> {
     match error {
         Some(e) => Err(LowerError::InvalidKernel(e)),
         None => Ok(widest),
-    }
-}
-
-/// Calls `f` on every statement of `block`, nested ones after their parent.
-fn walk_stmts(block: &Block, f: &mut impl FnMut(&Stmt)) {
-    for s in block {
-        f(s);
-        match s {
-            Stmt::If {
-                then_body,
-                else_body,
-                ..
-            } => {
-                walk_stmts(then_body, f);
-                walk_stmts(else_body, f);
-            }
-            Stmt::For { body, .. } => walk_stmts(body, f),
-            Stmt::Fragment(op) => {
-                if let Some(body) = op.body() {
-                    walk_stmts(body, f);
-                }
-            }
-            Stmt::Let { .. }
-            | Stmt::Assign { .. }
-            | Stmt::Store { .. }
-            | Stmt::Return
-            | Stmt::Barrier
-            | Stmt::AsyncCopy(_) => {}
-        }
     }
 }
 
