@@ -44,15 +44,29 @@ fn gpu_schedule_is_one_fused_launch_with_shared_tiles() {
         assert_eq!(plan.launches.len(), 1, "{label}");
         assert!(plan.temps.is_empty(), "{label}: no scores in global memory");
         let k = &plan.launches[0].kernel;
+        assert!(k.shared.iter().any(|d| d.name == "k_tile"), "{label}");
+        if label == "sm90" {
+            // f32 at head dim 64 on the CUDA caps: the register-blocked kernel, 128
+            // invocations, its tiles in the opt-in shared memory.
+            assert_eq!(k.workgroup_size, [128, 1, 1], "{label}");
+            assert!(
+                k.shared_bytes() > caps.shared_memory_bytes as u64,
+                "{label}"
+            );
+            assert!(
+                k.shared_bytes() <= caps.opt_in_shared_memory_bytes as u64,
+                "{label}"
+            );
+            continue;
+        }
         assert_eq!(k.workgroup_size[0], caps.invocations_1d(), "{label}");
         assert!(
             k.shared_bytes() <= caps.shared_memory_bytes as u64,
             "{label}"
         );
-        assert!(k.shared.iter().any(|d| d.name == "k_tile"), "{label}");
     }
-    // 256 invocations on the GPU caps, one on the CPU.
-    let gpu = lower(&s, &TargetCaps::cuda_sm90()).unwrap();
+    // 256 invocations on WebGPU's limits, one on the CPU.
+    let gpu = lower(&s, &TargetCaps::gpu_baseline()).unwrap();
     assert_eq!(gpu.launches[0].kernel.workgroup_size, [256, 1, 1]);
     let cpu = lower(&s, &TargetCaps::cpu()).unwrap();
     assert_eq!(cpu.launches[0].kernel.workgroup_size, [1, 1, 1]);
