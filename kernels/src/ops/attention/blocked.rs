@@ -42,10 +42,10 @@
 //! [`super::lower`]'s kernel, which any caps can run.
 
 use super::lower::{
-    block_coords, declare_buffers, each_workgroup, init_rows, key_block_count, shape_of,
-    single_launch, store_lse, Block, Buffers, RowStats, Shape, Tiles,
+    block_coords, declare_buffers, each_workgroup, init_rows, key_block_count, normalized,
+    shape_of, single_launch, store_lse, Block, Buffers, RowStats, Shape, Tiles,
 };
-use super::online::{partly_visible, whole_block};
+use super::online::{masked_score, partly_visible, scaled_or_masked};
 use super::AttentionSpec;
 use crate::lower::math::Num;
 use crate::lower::{LowerError, Plan, TargetCaps, Uniforms};
@@ -306,14 +306,8 @@ fn scores(
             let i = f.let_("i", blk.q0.clone() + at.row0.clone() + r);
             for (c, dot) in (0u32..).zip(dots) {
                 let kj = f.let_("kj", k0.clone() + key0.clone() + c);
-                let score = f.var("score", n.lit(f64::NEG_INFINITY));
-                // A branch, not a select: a hidden pair's mask element may lie past
-                // the mask.
-                f.if_(sh.sees(&i, &kj), |f| {
-                    let s = sh.score(&m.io, blk, dot.get(), (i.clone(), kj.clone()));
-                    f.assign(score, s * n.lit(std::f64::consts::LOG2_E));
-                });
-                f.assign(*dot, score.get());
+                let score = masked_score(f, sh, (&m.io, blk), dot.get(), (&i, &kj));
+                f.assign(*dot, score);
             }
         }
     };
@@ -322,11 +316,7 @@ fn scores(
             f.assign(*dot, dot.get() * scale_log2.clone());
         }
     };
-    if sh.mask.is_some() {
-        masked(f);
-    } else {
-        f.if_else(whole_block(sh, BK, blk, k0), scaled, masked);
-    }
+    scaled_or_masked(f, sh, (BK, blk, k0), scaled, masked);
     let maxes = dots.iter().map(|row| {
         row.iter()
             .map(|s| s.get())
@@ -489,11 +479,7 @@ fn finish(f: &mut Body, sh: &Shape, m: &Mems, (blk, at): (&Block, &Place), out: 
             );
             let values: Vec<E> = row
                 .iter()
-                .map(|o| {
-                    l.clone()
-                        .eq(n.lit(0.0))
-                        .select(n.lit(0.0), o.get() / l.clone())
-                })
+                .map(|o| normalized(n, o.get(), l.clone()))
                 .collect();
             // As vectors of up to 4 (a row's columns from `col0`, a multiple of 4
             // where there are 4 or more).

@@ -810,14 +810,18 @@ pub(super) fn finish(
             } else {
                 qi * acc_stride + dd.clone()
             };
-            // l = 0 only where no key contributed; a NaN l (a NaN or +∞ score) keeps
-            // the row NaN.
-            let value = l.clone().eq(n.lit(0.0)).select(n.lit(0.0), acc.at(at) / l);
+            let value = normalized(n, acc.at(at), l);
             let dst = blk.q_base.clone() + i * sh.q_layout.row_stride + dd;
             f.store(io.o, dst, n.narrow(value, sh.dtype));
         });
     });
     store_lse(f, sh, io, (sum, shift, None), blk);
+}
+
+/// `o = O / l`, or 0 where `l = 0` (only where no key contributed); a NaN `l` (a NaN
+/// or `+∞` score) keeps the row NaN.
+pub(super) fn normalized(n: Num, out: E, l: E) -> E {
+    l.clone().eq(n.lit(0.0)).select(n.lit(0.0), out / l)
 }
 
 /// `lse = shift + ln l` for the block's rows below `seq_q`, where the op has the

@@ -58,12 +58,47 @@ pub(super) fn partly_visible(sh: &Shape, bk: u32, blk: &Block, k0: &E) -> Option
 
 /// Whether every key of the block from `k0` (`bk` of them) lies inside the sequence
 /// and (causal) every row of the workgroup sees it: its scores need only the scale.
-pub(super) fn whole_block(sh: &Shape, bk: u32, blk: &Block, k0: &E) -> E {
+fn whole_block(sh: &Shape, bk: u32, blk: &Block, k0: &E) -> E {
     let inside = (k0.clone() + bk).le(sh.seq_k);
     match partly_visible(sh, bk, blk, k0) {
         Some(partial) => inside & partial.eq(false),
         None => inside,
     }
+}
+
+/// Runs `scaled` where the block from `k0` needs only the scale (no mask, every key
+/// inside the sequence and seen by every row: [`whole_block`]), else `masked`.
+pub(super) fn scaled_or_masked(
+    f: &mut Body,
+    sh: &Shape,
+    (bk, blk, k0): (u32, &Block, &E),
+    scaled: impl FnOnce(&mut Body),
+    masked: impl Fn(&mut Body),
+) {
+    if sh.mask.is_some() {
+        masked(f);
+    } else {
+        f.if_else(whole_block(sh, bk, blk, k0), scaled, |f| masked(f));
+    }
+}
+
+/// Score `dot` of query `i` and key `kj` as `(scale·dot + mask)·log₂e`, or `−∞` where
+/// the key is hidden from the query or either lies past its sequence.
+pub(super) fn masked_score(
+    f: &mut Body,
+    sh: &Shape,
+    (io, blk): (&Buffers, &Block),
+    dot: E,
+    (i, kj): (&E, &E),
+) -> E {
+    let n = f32s();
+    let score = f.var("score", n.lit(f64::NEG_INFINITY));
+    // A branch, not a select: a hidden pair's mask element may lie past the mask.
+    f.if_(sh.sees(i, kj), |f| {
+        let s = sh.score(io, blk, dot, (i.clone(), kj.clone()));
+        f.assign(score, s * n.lit(std::f64::consts::LOG2_E));
+    });
+    score.get()
 }
 
 /// Each score `(fragment, its first column in the block)` becomes
@@ -76,20 +111,12 @@ pub(super) fn scale_and_mask(
     scores: &[(FragmentId, u32)],
     scale_log2: &E,
 ) {
-    let n = f32s();
     let masked = |f: &mut Body| {
         for &(s, first_col) in scores {
             f.map_fragment(s, &[s], |f, row, col, x| {
                 let i = f.let_("i", at.blk.q0.clone() + at.first_row.clone() + row);
                 let kj = f.let_("kj", at.k0.clone() + first_col + col);
-                // A branch, not a select: a hidden pair's mask element may lie past
-                // the mask.
-                let score = f.var("score", n.lit(f64::NEG_INFINITY));
-                f.if_(sh.sees(&i, &kj), |f| {
-                    let s = sh.score(at.io, at.blk, x[0].clone(), (i.clone(), kj.clone()));
-                    f.assign(score, s * n.lit(std::f64::consts::LOG2_E));
-                });
-                score.get()
+                masked_score(f, sh, (at.io, at.blk), x[0].clone(), (&i, &kj))
             });
         }
     };
@@ -98,11 +125,7 @@ pub(super) fn scale_and_mask(
             f.map_fragment(s, &[s], |_, _, _, x| x[0].clone() * scale_log2.clone());
         }
     };
-    if sh.mask.is_some() {
-        masked(f);
-    } else {
-        f.if_else(whole_block(sh, at.bk, at.blk, at.k0), scaled, masked);
-    }
+    scaled_or_masked(f, sh, (at.bk, at.blk, at.k0), scaled, masked);
 }
 
 /// The running max over the block's `scores`, the rescale `α`, and `P = 2^{S − shift}`
