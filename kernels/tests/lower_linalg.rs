@@ -122,6 +122,57 @@ fn conv_forward_is_one_implicit_gemm_launch() {
     }
 }
 
+/// A large 16-bit convolution on tensor-core caps runs on channels-last copies of its
+/// image and filter by the heuristics (two permutes, then one multiply), the form as
+/// given offered after it; channels that do not fill 16-byte copies, or a CPU, keep
+/// the form as given alone.
+#[test]
+fn large_16_bit_conv_runs_channels_last_on_tensor_core_caps() {
+    let spec = |channels: usize| {
+        OpSpec::Conv2d(Conv2dSpec {
+            dtype: ScalarType::Bf16,
+            pass: ConvPass::Forward,
+            batch: 16,
+            in_channels: channels,
+            out_channels: 128,
+            height: 56,
+            width: 56,
+            window: Window2d::square(3, 1, 1),
+            bias: true,
+        })
+    };
+    let p = lower(&spec(64), &TargetCaps::cuda_sm90()).expect("lowers");
+    assert_eq!(p.launches.len(), 3);
+    let lens: Vec<u64> = p.temps.iter().map(|t| t.len).collect();
+    assert_eq!(lens, [16 * 64 * 56 * 56, 128 * 64 * 9]);
+    assert_eq!(
+        p.launches[0].bindings,
+        [Binding::Input(0), Binding::Temp(0)]
+    );
+    assert_eq!(
+        p.launches[1].bindings,
+        [Binding::Input(1), Binding::Temp(1)]
+    );
+    let gemm = &p.launches[2].bindings;
+    assert_eq!(gemm[..2], [Binding::Temp(1), Binding::Temp(0)]);
+    assert!(gemm.contains(&Binding::Input(2)), "the bias: {gemm:?}");
+    let choices = p.tunable.expect("offers its schedules").choices;
+    assert!(choices[0].starts_with("channels-last: mma"), "{choices:?}");
+    assert!(
+        choices.iter().any(|c| !c.starts_with("channels-last: ")),
+        "{choices:?}"
+    );
+    for (channels, caps) in [(60, TargetCaps::cuda_sm90()), (64, TargetCaps::cpu())] {
+        let p = lower(&spec(channels), &caps).expect("lowers");
+        assert_eq!(p.launches.len(), 1, "{channels} channels");
+        let choices = p.tunable.map(|t| t.choices).unwrap_or_default();
+        assert!(
+            !choices.iter().any(|c| c.starts_with("channels-last: ")),
+            "{choices:?}"
+        );
+    }
+}
+
 #[test]
 fn conv_backward_data_is_implicit_at_stride_one_and_col2im_above() {
     let caps = TargetCaps::cuda_sm90();

@@ -1,5 +1,6 @@
 //! The result of lowering: kernels, their grids, and what each parameter binds to.
 
+use super::{LowerError, TargetCaps};
 use crate::spec::TensorSig;
 use kernelc_ir::builder::{KernelBuilder, Mem};
 use kernelc_ir::{Access, Kernel, Scalar, ScalarType};
@@ -222,6 +223,64 @@ impl PlanBuilder {
         Binding::Temp(self.temps.len() - 1)
     }
 
+    /// Appends the launches of `sub`, another op's plan serving this one: its input
+    /// `i` reads `inputs[i]`, its output `i` writes `outputs[i]`, its temporaries
+    /// follow this plan's. A sub-plan with prefills, per-call values, a binding past
+    /// those given or a piece of an input or output (lowered past 32-bit indices) is
+    /// an internal error: the caller lowers one whose every tensor fits one kernel.
+    pub fn append(
+        &mut self,
+        sub: Plan,
+        inputs: &[Binding],
+        outputs: &[Binding],
+    ) -> Result<(), LowerError> {
+        if !sub.prefills.is_empty() {
+            return Err(LowerError::Internal("a sub-plan prefills its outputs"));
+        }
+        let first_temp = self.temps.len();
+        let rebind = |b: Binding| -> Result<Binding, LowerError> {
+            let given = |list: &[Binding], i: usize| {
+                list.get(i)
+                    .cloned()
+                    .ok_or(LowerError::Internal("a sub-plan binds a tensor not given"))
+            };
+            match b {
+                Binding::Input(i) => given(inputs, i),
+                Binding::Output(i) => given(outputs, i),
+                Binding::Temp(i) => Ok(Binding::Temp(first_temp + i)),
+                Binding::Part {
+                    of: Whole::Temp(i),
+                    start,
+                } => Ok(Binding::Part {
+                    of: Whole::Temp(first_temp + i),
+                    start,
+                }),
+                Binding::Part {
+                    of: Whole::Input(_) | Whole::Output(_),
+                    ..
+                } => Err(LowerError::Internal(
+                    "a sub-plan binds a piece of an input or output",
+                )),
+                // The sub-op's per-call values are not this op's.
+                Binding::Uniform(_) => {
+                    Err(LowerError::Internal("a sub-plan binds a per-call value"))
+                }
+                Binding::Scalar(_) => Ok(b),
+            }
+        };
+        for mut launch in sub.launches {
+            launch.bindings = launch
+                .bindings
+                .into_iter()
+                .map(rebind)
+                .collect::<Result<_, _>>()?;
+            self.launches.push(launch);
+        }
+        self.temps.extend(sub.temps);
+        offer(&mut self.tunable, sub.tunable);
+        Ok(())
+    }
+
     /// The plan: the launches in the order they were appended.
     pub fn finish(self) -> Plan {
         Plan {
@@ -231,6 +290,56 @@ impl PlanBuilder {
             tunable: self.tunable,
         }
     }
+}
+
+/// One way to lower an op, among several that compute the same result by different
+/// launches (a convolution on its image as given or on a channels-last copy): it
+/// appends its launches to a plan for the caps given, and its schedules are named
+/// with `prefix`.
+pub(crate) struct Form<'a> {
+    pub prefix: &'static str,
+    pub lower: &'a dyn Fn(&TargetCaps, &mut PlanBuilder) -> Result<(), LowerError>,
+}
+
+/// The plan of an op with several [`Form`]s, the heuristics' first: every form's
+/// schedules are offered (named with its prefix), and the form one of whose schedules
+/// `caps.schedule` names is taken with that schedule, else the first with its
+/// heuristics. The prefixes must tell the forms apart (an empty one matches what no
+/// other does).
+pub(crate) fn lower_forms(caps: &TargetCaps, forms: &[Form]) -> Result<Plan, LowerError> {
+    let mut plans = Vec::with_capacity(forms.len());
+    let mut offered: Option<Tunable> = None;
+    let mut wanted = None;
+    for (i, form) in forms.iter().enumerate() {
+        let mut form_caps = caps.clone();
+        form_caps.schedule = caps
+            .schedule
+            .as_deref()
+            .and_then(|s| s.strip_prefix(form.prefix))
+            .map(str::to_string);
+        let mut plan = PlanBuilder::default();
+        (form.lower)(&form_caps, &mut plan)?;
+        if let Some(mut tunable) = plan.tunable.take() {
+            for choice in &mut tunable.choices {
+                *choice = format!("{}{choice}", form.prefix);
+            }
+            let named = caps
+                .schedule
+                .as_ref()
+                .is_some_and(|s| tunable.choices.contains(s));
+            if named && wanted.is_none() {
+                wanted = Some(i);
+            }
+            offer(&mut offered, Some(tunable));
+        }
+        plans.push(plan);
+    }
+    let mut plan = match plans.into_iter().nth(wanted.unwrap_or(0)) {
+        Some(plan) => plan,
+        None => return Err(LowerError::Internal("an op lowered with no form")),
+    };
+    plan.tunable = offered;
+    Ok(plan.finish())
 }
 
 /// A per-call value of an op: the name of the kernel parameter it binds to and its

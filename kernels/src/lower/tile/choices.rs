@@ -143,7 +143,7 @@ mod tests {
 
     use crate::conformance::{check, Interpreter};
     use crate::lower::{lower, TargetCaps};
-    use crate::spec::{GemmSpec, Layout, OpKind, OpSpec};
+    use crate::spec::{ConvPass, GemmSpec, Layout, OpKind, OpSpec};
     use kernelc_ir::ScalarType::{Bf16, F32, F64};
 
     fn with_schedule(caps: &TargetCaps, name: &str) -> TargetCaps {
@@ -253,6 +253,59 @@ mod tests {
         );
     }
 
+    /// A 16-bit convolution whose channels fill 16-byte copies is also offered on
+    /// channels-last copies of its image and filter (after the form as given at these
+    /// sizes); every schedule of both forms conforms.
+    #[test]
+    fn a_convolution_offers_its_channels_last_form() {
+        let sm90 = TargetCaps::cuda_sm90();
+        let eligible: Vec<OpSpec> = OpKind::Conv2d
+            .cases()
+            .into_iter()
+            .filter(|s| {
+                matches!(s, OpSpec::Conv2d(c)
+                    if c.pass == ConvPass::Forward
+                        && c.dtype.size_bytes() == 2
+                        && c.in_channels % 8 == 0
+                        && c.in_channels > 0)
+            })
+            .collect();
+        assert_eq!(eligible.len(), 3, "the table's channels-last cases");
+        for conv in &eligible {
+            let choices = every_choice_conforms(conv, &sm90, "sm90 conv");
+            assert!(!choices[0].starts_with("channels-last: "), "{choices:?}");
+            let channels_last: Vec<_> = choices
+                .iter()
+                .filter(|c| c.starts_with("channels-last: mma"))
+                .collect();
+            assert!(
+                channels_last.iter().any(|c| c.contains("warpgroups")),
+                "{choices:?}"
+            );
+            // Its operands are staged whole: nothing left to pack.
+            assert!(
+                !choices
+                    .iter()
+                    .any(|c| c.starts_with("channels-last: packed")),
+                "{choices:?}"
+            );
+        }
+        // Without asynchronous copies, only the form as given.
+        let no_copies = TargetCaps {
+            async_copies: false,
+            ..sm90.clone()
+        };
+        let plan = lower(&eligible[0], &no_copies).unwrap();
+        let choices = plan
+            .tunable
+            .expect("a convolution offers its schedules")
+            .choices;
+        assert!(
+            !choices.iter().any(|c| c.starts_with("channels-last: ")),
+            "{choices:?}"
+        );
+    }
+
     /// A large convolution of 256 output channels packs its image and runs on
     /// warpgroups by the heuristics (of 128, it offers the packed form after the
     /// unpacked one); without asynchronous copies (or warpgroups) nothing is packed.
@@ -263,7 +316,9 @@ mod tests {
             dtype: Bf16,
             pass: ConvPass::Forward,
             batch: 16,
-            in_channels: 128,
+            // Not a multiple of 8: no channels-last form (whose copies need whole
+            // 16-byte runs of channels); 132·9 a multiple of 4, as the packed form needs.
+            in_channels: 132,
             out_channels: 256,
             height: 28,
             width: 28,

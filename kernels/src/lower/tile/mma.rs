@@ -840,7 +840,16 @@ fn vector_lanes(core: &GemmCore, op: &GemmOperand, outer_len: u32, lanes: u8) ->
                     so == 1 && sr % n == 0 && outer_len % n == 0
                 }
         }
-        super::Gather::Split { .. } | super::Gather::Custom(_) => false,
+        super::Gather::Custom(ref g) => {
+            aligned_offsets
+                && g.run() % n == 0
+                && if along_reduction {
+                    core.k % n == 0
+                } else {
+                    outer_len % n == 0
+                }
+        }
+        super::Gather::Split { .. } => false,
     }
 }
 

@@ -119,6 +119,12 @@ pub(crate) trait OperandGather: std::fmt::Debug {
     /// false): the engine then keeps the `0·∞` of a read-as-zero element out of the sums
     /// (see the module docs).
     fn has_absent(&self) -> bool;
+    /// Elements along the contiguous axis come in runs of this many: where the index
+    /// along that axis is a multiple of `run`, the element's offset is a multiple of
+    /// it and the next `run − 1` elements lie at the next offsets and exist where it
+    /// does. The engine then stages the operand by vectors of a divisor of `run` (1:
+    /// element by element).
+    fn run(&self) -> u32;
 }
 
 /// Where element `(r, p)` of an operand lives, relative to its batch offset.

@@ -9,7 +9,7 @@ type ConvCase = (ScalarType, usize, usize, usize, [usize; 2], Window2d, bool);
 
 pub(super) fn conv_cases() -> Vec<Conv2dSpec> {
     let sq = Window2d::square;
-    let forward: [ConvCase; 7] = [
+    let forward: [ConvCase; 10] = [
         (F32, 1, 2, 3, [5, 5], sq(3, 1, 1), true),
         (
             F32,
@@ -35,6 +35,20 @@ pub(super) fn conv_cases() -> Vec<Conv2dSpec> {
             Window2d::new([2, 3], [1, 2], [0, 1]),
             false,
         ),
+        // 16-bit with channels in whole 16-byte runs: also offered channels-last
+        // where the multiplies run on matrix fragments (ragged pixels and filters;
+        // strided, padded and not).
+        (
+            Bf16,
+            2,
+            16,
+            24,
+            [9, 11],
+            Window2d::new([3, 2], [2, 1], [1, 0]),
+            true,
+        ),
+        (F16, 1, 8, 20, [7, 7], sq(3, 1, 1), false),
+        (Bf16, 2, 8, 5, [5, 6], sq(3, 1, 0), false),
     ];
     let backward_data: [ConvCase; 6] = [
         // Stride 1: implicit GEMM through the transposed window.

@@ -84,6 +84,59 @@ impl OperandGather for Patches {
             PatchRole::InputPixelByOutTap => g.kernel != [1, 1] || g.padding != [0, 0],
         }
     }
+
+    fn run(&self) -> u32 {
+        // Neighbouring pixels are neighbours only within an output row, and a tap's
+        // shift leaves them at any alignment.
+        1
+    }
+}
+
+/// The forward pass's image read from its channels-last copy `[N][H][W][C]`: element
+/// `(r, p)` with `r` the output pixel `oy·OW + ox` and `p` the patch row `(ky·kw +
+/// kx)·C + c` (the channels innermost, so a tap's `C` channels are one run of
+/// neighbours: 16-byte copies where `C` allows); zero in the padding.
+#[derive(Debug)]
+struct ChannelsLastPatches {
+    geometry: ConvGeometry,
+}
+
+impl OperandGather for ChannelsLastPatches {
+    fn contiguous(&self) -> Axis {
+        Axis::Reduction
+    }
+
+    fn address(&self, f: &mut Body, r: &E, p: &E) -> (E, Option<E>) {
+        let g = &self.geometry;
+        let [ph, pw] = g.padding;
+        let tap = bind(f, "tap", div(p.clone(), g.channels));
+        let c = rem(p.clone(), g.channels);
+        let ky = bind(f, "ky", div(tap.clone(), g.kernel[1]));
+        let kx = bind(f, "kx", rem(tap, g.kernel[1]));
+        let (yy, xx) = padded_coords(f, g, r, ky, kx);
+        let valid = and_opt(in_image(&yy, ph, g.height), in_image(&xx, pw, g.width));
+        let pixel = add(scale(yy, g.width), xx);
+        let mut offset = add(scale(pixel, g.channels), c);
+        let shift = (ph * g.width + pw) * g.channels;
+        if shift != 0 {
+            offset = offset - shift;
+        }
+        (offset, valid)
+    }
+
+    fn has_absent(&self) -> bool {
+        self.geometry.padding != [0, 0]
+    }
+
+    fn run(&self) -> u32 {
+        self.geometry.channels
+    }
+}
+
+/// The forward pass's image as its channels-last copy is read (see
+/// [`ChannelsLastPatches`]).
+pub(super) fn channels_last_patches(geometry: ConvGeometry) -> Gather {
+    Gather::Custom(Arc::new(ChannelsLastPatches { geometry }))
 }
 
 /// The gather of an image of `geometry` read as `role`.

@@ -35,21 +35,31 @@
 //! min(kh, iy + ph + 1))` — so each output element has exactly one writer and no
 //! scatter-add races.
 
-use super::geometry::{in_image, padded_coords, patch_row, patches, ConvGeometry, PatchRole};
+use super::geometry::{
+    channels_last_patches, in_image, padded_coords, patch_row, patches, ConvGeometry, PatchRole,
+};
 use crate::error::SpecError;
 use crate::lower::map::{arg, first_output, map_plan, Operand};
 use crate::lower::math::{bind, compute_type, Num};
+use crate::lower::plan::{lower_forms, Form};
 use crate::lower::schedule::plan_1d;
 use crate::lower::tile::{
     add, and_opt, div, emit_gemm, rem, scale, to_u32, BiasAxis, Gather, GemmBias, GemmCore,
     GemmOperand, GemmOutput,
 };
-use crate::lower::{Binding, Launch, LowerError, Plan, PlanBuilder, TargetCaps, Uniforms};
+use crate::lower::{lower, Binding, Launch, LowerError, Plan, PlanBuilder, TargetCaps, Uniforms};
 use crate::spec::{
-    Col2imSpec, Conv2dSpec, ConvPass, Im2colSpec, Nchw, OpSpec, TensorSig, Window2d,
+    Col2imSpec, Conv2dSpec, ConvPass, Im2colSpec, Nchw, OpSpec, PermuteSpec, TensorSig, Window2d,
 };
 use kernelc_ir::builder::*;
 use kernelc_ir::{Access, Scalar, ScalarType};
+
+/// The prefix of the channels-last form's schedules.
+const CHANNELS_LAST: &str = "channels-last: ";
+
+/// Multiply-adds from which the heuristics take the channels-last form first (below,
+/// its two copies' launches weigh more than what it saves; tuning times both).
+const PREFER_CHANNELS_LAST_MULTIPLY_ADDS: u64 = 1 << 26;
 
 /// Most elements of the column temporary of strided backward-data (128 MiB of f32):
 /// larger batches are processed in chunks of images.
@@ -172,9 +182,7 @@ pub(super) fn conv2d(spec: &Conv2dSpec, caps: &TargetCaps) -> Result<Plan, Lower
     let name = OpSpec::Conv2d(spec.clone()).name();
     let mut plan = PlanBuilder::default();
     match spec.pass {
-        ConvPass::Forward => {
-            emit_gemm(&forward(spec, &g, batch, name), caps, &mut plan)?;
-        }
+        ConvPass::Forward => return forward_plan(spec, &g, batch, name, caps),
         ConvPass::BackwardFilter => {
             emit_gemm(&backward_filter(spec, &g, batch, name), caps, &mut plan)?;
         }
@@ -192,14 +200,132 @@ pub(super) fn conv2d(spec: &Conv2dSpec, caps: &TargetCaps) -> Result<Plan, Lower
     Ok(plan.finish())
 }
 
-/// `out_n = W · cols_n (+ bias)`, batched over images.
-fn forward(spec: &Conv2dSpec, g: &ConvGeometry, batch: u32, name: String) -> GemmCore {
+/// The forward pass's plan: on the image as given, or (where [`channels_last_offered`])
+/// on channels-last copies, both forms' schedules offered.
+fn forward_plan(
+    spec: &Conv2dSpec,
+    g: &ConvGeometry,
+    batch: u32,
+    name: String,
+    caps: &TargetCaps,
+) -> Result<Plan, LowerError> {
+    let as_given = |caps: &TargetCaps, plan: &mut PlanBuilder| {
+        emit_gemm(&forward(spec, g, batch, name.clone(), None), caps, plan)
+    };
+    if !channels_last_offered(spec, g, caps) {
+        let mut plan = PlanBuilder::default();
+        as_given(caps, &mut plan)?;
+        return Ok(plan.finish());
+    }
+    let channels_last = |caps: &TargetCaps, plan: &mut PlanBuilder| {
+        forward_channels_last(spec, g, batch, name.clone(), caps, plan)
+    };
+    let forms = [
+        Form {
+            prefix: CHANNELS_LAST,
+            lower: &channels_last,
+        },
+        Form {
+            prefix: "",
+            lower: &as_given,
+        },
+    ];
+    let multiply_adds =
+        batch as u64 * g.out_pixels() as u64 * g.out_channels as u64 * g.patch_rows() as u64;
+    if multiply_adds >= PREFER_CHANNELS_LAST_MULTIPLY_ADDS {
+        lower_forms(caps, &forms)
+    } else {
+        let [first, second] = forms;
+        lower_forms(caps, &[second, first])
+    }
+}
+
+/// Whether the forward pass is offered on channels-last copies of its image and filter
+/// on `caps`: 16-bit elements where the multiplies run on matrix fragments staged by
+/// asynchronous copies, and a tap's channels fill whole 16-byte copies. Read from
+/// NCHW, the image's neighbours along the reduction are a tap apart and its pixels
+/// neighbours only at a tap's shift (2-byte pieces, which the warpgroup tiles cannot
+/// stage); channels-last, a tap's `C` channels are neighbours, one copy per 8.
+fn channels_last_offered(spec: &Conv2dSpec, g: &ConvGeometry, caps: &TargetCaps) -> bool {
+    let sixteen_bit = matches!(spec.dtype, ScalarType::F16 | ScalarType::Bf16);
+    let per_copy = 16 / spec.dtype.size_bytes();
+    caps.matrix_fragments
+        && caps.async_copies
+        && sixteen_bit
+        && !pointwise(g)
+        && g.channels % per_copy == 0
+}
+
+/// The channels-last form: the image copied to `[N][H][W][C]` and the filter to
+/// `[K][kh][kw][C]` (two permutes into temporaries), then `out_n = W' · cols'_n` with
+/// the reduction ordered `(ky, kx, c)` (the patches of `ChannelsLastPatches`).
+fn forward_channels_last(
+    spec: &Conv2dSpec,
+    g: &ConvGeometry,
+    batch: u32,
+    name: String,
+    caps: &TargetCaps,
+    plan: &mut PlanBuilder,
+) -> Result<(), LowerError> {
+    let t = spec.dtype;
+    let (c, hw, taps, k) = (
+        g.channels as usize,
+        g.image() as usize,
+        g.taps() as usize,
+        g.out_channels as usize,
+    );
+    let mut copy = |input: usize, shape: [usize; 3]| -> Result<Binding, LowerError> {
+        let permute = OpSpec::Permute(PermuteSpec {
+            dtype: t,
+            shape: shape.to_vec(),
+            perm: vec![0, 2, 1],
+        });
+        let temp = plan.temp(t, shape.iter().product::<usize>() as u64);
+        plan.append(
+            lower(&permute, caps)?,
+            &[Binding::Input(input)],
+            std::slice::from_ref(&temp),
+        )?;
+        Ok(temp)
+    };
+    let image = copy(0, [spec.batch, c, hw])?;
+    let filter = copy(1, [k, c, taps])?;
+    let core = forward(spec, g, batch, name, Some([image, filter]));
+    emit_gemm(&core, caps, plan)
+}
+
+/// `out_n = W · cols_n (+ bias)`, batched over images; from the op's image and filter,
+/// or from their channels-last copies (`[image, filter]`, see
+/// [`forward_channels_last`]).
+fn forward(
+    spec: &Conv2dSpec,
+    g: &ConvGeometry,
+    batch: u32,
+    name: String,
+    channels_last: Option<[Binding; 2]>,
+) -> GemmCore {
     let t = spec.dtype;
     let (hw, ohw, crs) = (g.image(), g.out_pixels(), g.patch_rows());
     let k = g.out_channels;
+    let (image_at, filter_at, image_gather) = match channels_last {
+        Some([image, filter]) => (image, filter, channels_last_patches(*g)),
+        None if pointwise(g) => (
+            Binding::Input(0),
+            Binding::Input(1),
+            Gather::Strided {
+                outer: 1,
+                reduction: hw,
+            },
+        ),
+        None => (
+            Binding::Input(0),
+            Binding::Input(1),
+            patches(*g, PatchRole::PixelByTap),
+        ),
+    };
     let filter = operand(
         "filter",
-        Binding::Input(1),
+        filter_at,
         t,
         k as u64 * crs as u64,
         vec![0],
@@ -210,18 +336,11 @@ fn forward(spec: &Conv2dSpec, g: &ConvGeometry, batch: u32, name: String) -> Gem
     );
     let image = operand(
         "input",
-        Binding::Input(0),
+        image_at,
         t,
         batch as u64 * g.channels as u64 * hw as u64,
         vec![g.channels * hw],
-        if pointwise(g) {
-            Gather::Strided {
-                outer: 1,
-                reduction: hw,
-            }
-        } else {
-            patches(*g, PatchRole::PixelByTap)
-        },
+        image_gather,
     );
     let out = output(
         "output",
@@ -726,7 +845,7 @@ mod tests {
                 .map_err(|e| e.to_string())?;
             let (batch, name) = (s.batch as u32, spec.name());
             let core = match s.pass {
-                ConvPass::Forward => forward(s, &g, batch, name),
+                ConvPass::Forward => forward(s, &g, batch, name, None),
                 ConvPass::BackwardFilter => backward_filter(s, &g, batch, name),
                 ConvPass::BackwardData => backward_data_implicit(s, &g, batch, name),
             };
@@ -742,14 +861,14 @@ mod tests {
     /// A padded convolution of `pass` whose second operand (the filter, or dy for
     /// backward-filter) has a few infinities and a NaN, which the padding's zeros
     /// would meet in a tiled sum; the other values finite. (Every pass's reduction a
-    /// multiple of 4 — 36, 36, 112 — which the warpgroups' packed form needs.)
-    fn nan_case(dtype: ScalarType, pass: ConvPass) -> (OpSpec, CaseData) {
+    /// multiple of 4 — 9·C, 36, 112 — which the warpgroups' packed form needs.)
+    fn nan_case(dtype: ScalarType, pass: ConvPass, in_channels: usize) -> (OpSpec, CaseData) {
         let (inf, nan) = (f64::INFINITY, f64::NAN);
         let spec = OpSpec::Conv2d(Conv2dSpec {
             dtype,
             pass,
             batch: 2,
-            in_channels: 4,
+            in_channels,
             out_channels: 4,
             height: 8,
             width: 7,
@@ -791,7 +910,7 @@ mod tests {
             ConvPass::BackwardData,
             ConvPass::BackwardFilter,
         ] {
-            let (spec, data) = nan_case(ScalarType::Bf16, pass);
+            let (spec, data) = nan_case(ScalarType::Bf16, pass, 4);
             let sm90 = TargetCaps::cuda_sm90();
             let choices = lower(&spec, &sm90).unwrap().tunable.unwrap().choices;
             let packed: Vec<&String> = choices
@@ -808,6 +927,32 @@ mod tests {
                 if let Err(f) = check_data(&exec, &spec, &data) {
                     panic!("{pass:?} on {name}: {f}");
                 }
+            }
+        }
+    }
+
+    /// The channels-last form: the padding, read as zeros by the copies, meets the
+    /// filter's infinities; the NaN sums are recomputed over the existing terms.
+    #[test]
+    fn channels_last_convolutions_recompute_nan_sums_over_padding() {
+        use crate::conformance::Interpreter;
+        use crate::lower::lower;
+        let (spec, data) = nan_case(ScalarType::Bf16, ConvPass::Forward, 8);
+        let sm90 = TargetCaps::cuda_sm90();
+        let choices = lower(&spec, &sm90).unwrap().tunable.unwrap().choices;
+        let channels_last: Vec<&String> = choices
+            .iter()
+            .filter(|c| c.starts_with(CHANNELS_LAST))
+            .collect();
+        assert!(!channels_last.is_empty(), "{choices:?}");
+        for name in channels_last {
+            let caps = TargetCaps {
+                schedule: Some(name.clone()),
+                ..sm90.clone()
+            };
+            let exec = Interpreter::new(name, caps);
+            if let Err(f) = check_data(&exec, &spec, &data) {
+                panic!("{name}: {f}");
             }
         }
     }
@@ -831,7 +976,7 @@ mod tests {
             ConvPass::BackwardData,
             ConvPass::BackwardFilter,
         ] {
-            let (spec, data) = nan_case(ScalarType::F32, pass);
+            let (spec, data) = nan_case(ScalarType::F32, pass, 4);
             for exec in &execs {
                 if let Err(f) = check_data(exec, &spec, &data) {
                     panic!("{pass:?} on {}: {f}", exec.name());
