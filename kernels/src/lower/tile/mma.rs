@@ -320,13 +320,46 @@ pub(crate) fn choose(core: &GemmCore, caps: &TargetCaps) -> Option<MmaTile> {
     // two of 64 × 256, which the copies leave the registers for (H200, bf16 4096³:
     // 612 TFLOP/s against 590 for four of 64 × 128).
     let copied = if tile.swizzled() && caps.async_copies {
-        Some(MmaTile::wide_warpgroup(core.a.dtype).with_copies())
+        let wide = MmaTile::wide_warpgroup(core.a.dtype).with_copies();
+        let warps = kind(core, caps, true).and_then(|t| copied(core, caps, t));
+        match warps.filter(|t| fits(t, caps)) {
+            Some(warps) if warp_tiles_win(core, wide, warps) => Some(warps),
+            _ => Some(wide),
+        }
     } else {
         copied(core, caps, tile)
     };
     copied
         .filter(|t| fits(t, caps))
         .or_else(|| fits(&tile, caps).then_some(tile))
+}
+
+/// Workgroups of a wave of the wide warpgroup tile, one per SM (an H100/H200 has
+/// 132 SMs).
+const WAVE: u64 = 132;
+
+/// `mma.sync`'s rate of multiply-adds on an SM as a fraction of `wgmma`'s (fitted
+/// to the H200 runs below).
+const WARP_RATE: f64 = 0.65;
+
+/// Whether the `mma.sync` tile `warps` is expected to beat the wide warpgroup tile
+/// `wide` on `core`. The wide tile's staged slabs take a whole SM, so each tile's
+/// pipeline fill (`stages · bk` of the reduction) is exposed and its waves are whole;
+/// several `mma.sync` tiles share an SM and hide both, at a lower rate. Short
+/// reductions over about two waves favour them (H200, channels-last bf16 3×3
+/// convolutions: 16×64×56² → 128, a reduction of 576 over 1.6 waves, ran in 82.8 µs
+/// on `mma.sync` 128 × 128 against 105 on warpgroups of 128 × 256; 32×128×28² → 128,
+/// 1152 over one wave, 77.8 against 72.9).
+fn warp_tiles_win(core: &GemmCore, wide: MmaTile, warps: MmaTile) -> bool {
+    let tiles = |t: MmaTile| {
+        core.m.div_ceil(t.bm()) as u64 * core.n.div_ceil(t.bn()) as u64 * core.batch_count() as u64
+    };
+    let k = core.k as f64;
+    let waves = tiles(wide).div_ceil(WAVE) as f64;
+    let wide_cost = waves * (k + (wide.stages * wide.bk) as f64);
+    let area = (warps.bm() * warps.bn()) as f64 / (wide.bm() * wide.bn()) as f64;
+    let warps_cost = tiles(warps) as f64 * area * k / (WAVE as f64 * WARP_RATE);
+    warps_cost < wide_cost
 }
 
 /// Every fragment tile `core` may take on `caps`, [`choose`]'s first (empty where it
@@ -1171,13 +1204,20 @@ mod tests {
     #[test]
     fn half_gemms_on_sm90_caps_use_warpgroups_when_large() {
         use crate::spec::GemmSpec;
-        let spec = OpSpec::Gemm(GemmSpec::new(ScalarType::Bf16, 2048, 2048, 256));
+        let spec = OpSpec::Gemm(GemmSpec::new(ScalarType::Bf16, 2048, 2048, 1024));
         let plan = lower(&spec, &TargetCaps::cuda_sm90()).unwrap();
         let kernel = &plan.launches[0].kernel;
         assert!(kernel
             .fragments
             .iter()
             .all(|f| f.shape == MmaShape::M64N256K16));
+        // A reduction as short as the warpgroups' pipeline fill: the `mma.sync` tiles,
+        // several to an SM, hide it (`warp_tiles_win`).
+        let short = OpSpec::Gemm(GemmSpec::new(ScalarType::Bf16, 2048, 2048, 256));
+        let plan = lower(&short, &TargetCaps::cuda_sm90()).unwrap();
+        let warps = &plan.launches[0].kernel;
+        assert!(warps.fragments.iter().all(|f| f.shape == MmaShape::M16N8K16));
+        assert!(warps.uses_async_copies());
         assert_eq!(kernel.invocations_per_workgroup(), 256);
         // Staged by asynchronous copies, the epilogue's rows in the `B` slabs' bytes.
         assert!(kernel.uses_async_copies());
