@@ -159,13 +159,39 @@ pub(crate) fn fill_launch(
 }
 
 /// The workgroups of a tiled transpose through shared memory: one `tile × tile` tile
-/// per workgroup of a folded grid of `total`, `tile` invocations along x (a warp per
-/// tile row on a GPU), the rest along y.
+/// per workgroup of a folded grid of `total`, `tile / lanes` invocations along x (a
+/// warp per tile row on a GPU), the rest along y; each invocation moves vectors of
+/// `lanes` neighbours along a tile row.
 pub(crate) struct TiledTranspose {
     pub grid: [u32; 3],
     pub workgroup: [u32; 3],
     tile: u32,
     total: u32,
+    pub lanes: u32,
+}
+
+/// Runs `body` for `first, first + step, …` below `end` (`first < step`): once where
+/// `step` covers it; else, where `step` divides `end`, by a loop of literal bounds
+/// (`first + i·step`, which the unroller unrolls: the iterations' loads are then in
+/// flight together), else by a loop from `first`.
+fn strided(
+    f: &mut Body,
+    name: &str,
+    first: &E,
+    end: u32,
+    step: u32,
+    body: &mut dyn FnMut(&mut Body, E),
+) {
+    if step >= end {
+        body(f, first.clone());
+    } else if end % step == 0 {
+        f.for_(name, 0u32, end / step, 1, |f, i| {
+            let at = f.let_(&format!("{name}_at"), first.clone() + i * step);
+            body(f, at)
+        });
+    } else {
+        f.for_(name, first.clone(), end, step, |f, at| body(f, at));
+    }
 }
 
 impl TiledTranspose {
@@ -176,6 +202,22 @@ impl TiledTranspose {
         tile: u32,
         caps: &TargetCaps,
     ) -> Result<TiledTranspose, LowerError> {
+        TiledTranspose::with_lanes(what, total, (tile, 1), caps)
+    }
+
+    /// As [`TiledTranspose::new`], each invocation moving `lanes` neighbours at once
+    /// (a divisor of `tile`).
+    pub(crate) fn with_lanes(
+        what: &str,
+        total: u64,
+        (tile, lanes): (u32, u32),
+        caps: &TargetCaps,
+    ) -> Result<TiledTranspose, LowerError> {
+        if lanes == 0 || tile % lanes != 0 {
+            return Err(LowerError::Internal(
+                "a transpose's vectors do not divide its tile",
+            ));
+        }
         let total = u32::try_from(total).map_err(|_| LowerError::TooLarge {
             what: what.to_string(),
             value: total,
@@ -183,11 +225,12 @@ impl TiledTranspose {
         })?;
         let grid = fold_grid(total, caps)?;
         let inv = caps.invocations_1d();
-        let tx = inv.min(tile);
+        let tx = inv.min(tile / lanes);
         let ty = (inv / tx)
             .clamp(1, tile)
             .min(caps.max_workgroup_size[1].max(1));
         Ok(TiledTranspose {
+            lanes,
             grid,
             workgroup: [tx, ty, 1],
             tile,
@@ -195,33 +238,40 @@ impl TiledTranspose {
         })
     }
 
-    /// `cond`, and that workgroup `wg` is one of the tiles (a folded grid has a few
-    /// past the end).
-    pub(crate) fn guard(&self, wg: &E, cond: E) -> E {
-        if self.grid[0] as u64 * self.grid[1] as u64 == self.total as u64 {
-            cond
-        } else {
-            wg.clone().lt(self.total) & cond
+    /// Runs `body` where `cond` holds (`None`: always) and workgroup `wg` is one of the
+    /// tiles (a folded grid has a few past the end).
+    pub(crate) fn when(&self, f: &mut Body, wg: &E, cond: Option<E>, body: impl FnOnce(&mut Body)) {
+        let folded = self.grid[0] as u64 * self.grid[1] as u64 != self.total as u64;
+        let tile = folded.then(|| wg.clone().lt(self.total));
+        match (tile, cond) {
+            (None, None) => body(f),
+            (Some(c), None) | (None, Some(c)) => f.if_(c, body),
+            (Some(a), Some(b)) => f.if_(a & b, body),
         }
     }
 
-    /// Visits the tile's positions this invocation owns: columns `lx, lx+tx, …`, rows
-    /// `ly, ly+ty, …` (one column per invocation on a GPU, all of them on a CPU).
+    /// `index < extent` for a tile row or column `index` along an axis of `extent`
+    /// elements; `None` (always true) where the tiles divide the axis.
+    pub(crate) fn inside(&self, index: E, extent: u32) -> Option<E> {
+        (extent % self.tile != 0).then(|| index.lt(extent))
+    }
+
+    /// Visits the tile's positions this invocation owns: vectors starting at columns
+    /// `lx·lanes, (lx+tx)·lanes, …`, rows `ly, ly+ty, …` (one vector per row per
+    /// invocation on a GPU, all of them on a CPU).
     pub(crate) fn each(&self, f: &mut Body, body: impl Fn(&mut Body, E, E)) {
         let ([tx, ty, _], tile) = (self.workgroup, self.tile);
         let lx = if tx == 1 { E::from(0u32) } else { local_id(0) };
         let ly = if ty == 1 { E::from(0u32) } else { local_id(1) };
         let rows = |f: &mut Body, col: E| {
-            if ty == tile {
-                body(f, ly.clone(), col);
-            } else {
-                f.for_("row", ly.clone(), tile, ty, |f, row| body(f, row, col));
-            }
+            strided(f, "row", &ly, tile, ty, &mut |f, row| {
+                body(f, row, col.clone())
+            });
         };
-        if tx == tile {
-            rows(f, lx.clone());
-        } else {
-            f.for_("col", lx.clone(), tile, tx, |f, col| rows(f, col));
-        }
+        let lanes = self.lanes;
+        let first = if lanes == 1 { lx } else { lx * lanes };
+        strided(f, "col", &first, tile, tx * lanes, &mut |f, col| {
+            rows(f, col)
+        });
     }
 }

@@ -1216,7 +1216,10 @@ mod tests {
         let short = OpSpec::Gemm(GemmSpec::new(ScalarType::Bf16, 2048, 2048, 256));
         let plan = lower(&short, &TargetCaps::cuda_sm90()).unwrap();
         let warps = &plan.launches[0].kernel;
-        assert!(warps.fragments.iter().all(|f| f.shape == MmaShape::M16N8K16));
+        assert!(warps
+            .fragments
+            .iter()
+            .all(|f| f.shape == MmaShape::M16N8K16));
         assert!(warps.uses_async_copies());
         assert_eq!(kernel.invocations_per_workgroup(), 256);
         // Staged by asynchronous copies, the epilogue's rows in the `B` slabs' bytes.

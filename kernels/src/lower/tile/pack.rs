@@ -300,8 +300,8 @@ impl Packing {
                     (row, col)
                 };
                 let (o, p) = (o0.clone() + oi.clone(), p0.clone() + pi.clone());
-                let inside = t.guard(&wg, o.clone().lt(outer_len) & p.clone().lt(kk));
-                f.if_(inside, |f| {
+                let inside = o.clone().lt(outer_len) & p.clone().lt(kk);
+                t.when(f, &wg, Some(inside), |f| {
                     let at = oi * pitch + pi;
                     let (index, exists) = op.gather.address(f, &o, &p);
                     let load = |f: &mut Body| {
@@ -321,8 +321,8 @@ impl Packing {
             // Write along the reduction; a row's padding is zero.
             t.each(f, |f, row, col| {
                 let (o, p) = (o0.clone() + row.clone(), p0.clone() + col.clone());
-                let inside = t.guard(&wg, o.clone().lt(outer_len) & p.clone().lt(row_len));
-                f.if_(inside, |f| {
+                let inside = o.clone().lt(outer_len) & p.clone().lt(row_len);
+                t.when(f, &wg, Some(inside), |f| {
                     let at = bind(f, "at", dst_off.clone() + o * row_len + p.clone());
                     f.if_else(
                         p.lt(kk),

@@ -21,6 +21,10 @@ pub(super) fn permute() -> Vec<PermuteSpec> {
         case(F16, &[3, 4, 9, 10], &[1, 3, 0, 2]),
         case(Bool, &[12, 9], &[1, 0]),
         case(F32, &[64, 70], &[1, 0]),
+        // Narrow elements by 4-byte vectors in 64-wide tiles: ragged, whole, a batch.
+        case(Bf16, &[3, 70, 36], &[0, 2, 1]),
+        case(U8, &[40, 72], &[1, 0]),
+        case(F16, &[64, 128], &[1, 0]),
         // Gathers: merged dims, narrow tiles, size-1 dims, inner dim kept, identity.
         case(Bf16, &[2, 3, 4], &[2, 0, 1]),
         case(I32, &[1, 7, 1, 5], &[3, 2, 1, 0]),

@@ -40,6 +40,7 @@
 use crate::lower::index::resolve_index;
 use crate::lower::math::{compute_type, Num};
 use crate::lower::schedule::{fold_grid, linear_workgroup, plan_1d, TiledTranspose};
+use crate::lower::tile::and_opt;
 use crate::lower::{Binding, Launch, LowerError, Plan, TargetCaps};
 use crate::shape::row_major_strides;
 use crate::spec::*;
@@ -346,26 +347,47 @@ fn transpose_tiled(
     let batch: Vec<usize> = (0..rank).filter(|&d| d != c && d != q).collect();
     let batch_dims: Vec<usize> = batch.iter().map(|&d| dims[d]).collect();
     let batch_count: usize = batch_dims.iter().product();
+    // Narrow elements move as 4-byte vectors, in tiles twice as wide, where both tile
+    // axes' extents keep the vectors whole and aligned and the tile fits (fewer,
+    // wider accesses: the 2-byte transpose of a channels-last convolution's image was
+    // bound by its instructions).
+    let size = x.dtype.size_bytes();
+    let value_bytes = x.dtype.value_type().size_bytes() as u64;
+    let wide = 2 * TILE;
+    let fits = (wide * (wide + 1)) as u64 * value_bytes <= caps.shared_memory_bytes as u64;
+    let (edge, lanes) = match 4 / size.clamp(1, 4) {
+        lanes
+            if lanes > 1
+                && x.dtype != ScalarType::Bool
+                && caps.vector_width > 1
+                && fits
+                && dims[q] % lanes as usize == 0
+                && dims[c] % lanes as usize == 0 =>
+        {
+            (wide, lanes)
+        }
+        _ => (TILE, 1),
+    };
     let (tiles_q, tiles_c) = (
-        dims[q].div_ceil(TILE as usize),
-        dims[c].div_ceil(TILE as usize),
+        dims[q].div_ceil(edge as usize),
+        dims[c].div_ceil(edge as usize),
     );
     let tiles = (batch_count * tiles_q * tiles_c) as u64;
-    let t = TiledTranspose::new("transpose tile count", tiles, TILE, caps)?;
+    let t = TiledTranspose::with_lanes("transpose tile count", tiles, (edge, lanes), caps)?;
     let grid = t.grid;
-    let pitch = TILE + 1;
+    let pitch = edge + 1;
 
     let mut k = KernelBuilder::new(name, t.workgroup);
     let xm = k.buffer(x.name.clone(), x.dtype, x.numel() as u64, Access::Read);
     let ym = k.buffer(y.name.clone(), y.dtype, y.numel() as u64, Access::Write);
-    let tile = k.shared("tile", x.dtype.value_type(), TILE * pitch);
+    let tile = k.shared("tile", x.dtype.value_type(), edge * pitch);
     let (qn, cn) = (c32(dims[q]), c32(dims[c]));
     let kernel = k.build(|f| {
         let wg = f.let_("wg", linear_workgroup(grid));
         let tc = wg.clone() % c32(tiles_c);
         let rest = f.let_("rest", wg.clone() / c32(tiles_c));
-        let q0 = f.let_("q0", (rest.clone() % c32(tiles_q)) * TILE);
-        let c0 = f.let_("c0", tc * TILE);
+        let q0 = f.let_("q0", (rest.clone() % c32(tiles_q)) * edge);
+        let c0 = f.let_("c0", tc * edge);
         let b = rest / c32(tiles_q);
         let bc = coords(&b, &batch_dims);
         let sum = |f: &mut Body, name: &str, strides: &[usize]| {
@@ -382,20 +404,35 @@ fn transpose_tiled(
         // Read: rows along input dim q, columns along the input's contiguous dim.
         t.each(f, |f, row, col| {
             let (qi, ci) = (q0.clone() + row.clone(), c0.clone() + col.clone());
-            let ok = t.guard(&wg, qi.clone().lt(qn) & ci.clone().lt(cn));
-            f.if_(ok, |f| {
+            let ok = and_opt(t.inside(qi.clone(), qn), t.inside(ci.clone(), cn));
+            t.when(f, &wg, ok, |f| {
                 let src = in_b.clone() + qi * c32(in_strides[q]) + ci;
-                f.store(tile, row * pitch + col, xm.at(src));
+                let at = row * pitch + col;
+                if lanes == 1 {
+                    f.store(tile, at, xm.at(src));
+                } else {
+                    let v = f.let_("v", xm.load(src, lanes as u8));
+                    for lane in 0..lanes {
+                        f.store(tile, at.clone() + lane, v.clone().lane(lane as u8));
+                    }
+                }
             });
         });
         f.barrier();
         // Write: rows along input dim c, columns along the output's contiguous dim q.
         t.each(f, |f, row, col| {
             let (ci, qi) = (c0.clone() + row.clone(), q0.clone() + col.clone());
-            let ok = t.guard(&wg, qi.clone().lt(qn) & ci.clone().lt(cn));
-            f.if_(ok, |f| {
+            let ok = and_opt(t.inside(qi.clone(), qn), t.inside(ci.clone(), cn));
+            t.when(f, &wg, ok, |f| {
                 let dst = out_b.clone() + ci * c32(out_strides[c]) + qi;
-                f.store(ym, dst, tile.at(col * pitch + row));
+                let value = if lanes == 1 {
+                    tile.at(col * pitch + row)
+                } else {
+                    vector(
+                        (0..lanes).map(|lane| tile.at((col.clone() + lane) * pitch + row.clone())),
+                    )
+                };
+                f.store(ym, dst, value);
             });
         });
     })?;
