@@ -64,6 +64,9 @@ struct Counters {
     launches: AtomicU64,
     tunings: AtomicU64,
     tuning_micros: AtomicU64,
+    /// The longest one schedule's compile and first timing took in a tuning of this
+    /// runtime (µs): what the next tuning expects of each alternative at least.
+    slowest_schedule_micros: AtomicU64,
 }
 
 /// Largest single buffer a runtime allocates (requests past it are typed errors).
@@ -230,6 +233,24 @@ impl Runtime {
         self.counters
             .tuning_micros
             .fetch_add(micros, Ordering::Relaxed);
+    }
+
+    /// The longest a schedule's compile and first timing took in this runtime's
+    /// tunings (zero before any).
+    pub(crate) fn slowest_schedule(&self) -> std::time::Duration {
+        let micros = self
+            .counters
+            .slowest_schedule_micros
+            .load(Ordering::Relaxed);
+        std::time::Duration::from_micros(micros)
+    }
+
+    /// Records that a schedule's compile and first timing took `took`.
+    pub(crate) fn note_schedule_cost(&self, took: std::time::Duration) {
+        let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        self.counters
+            .slowest_schedule_micros
+            .fetch_max(micros, Ordering::Relaxed);
     }
 
     /// Whether new shape classes are tuned ([`crate::tune`]).

@@ -340,8 +340,13 @@ impl Runtime {
         };
         time(&tunable.choices[0], Ok(first))?;
         // (Where the heuristics' kernels came from a cache this says little: the
-        // first batch is one compile, and every batch corrects the estimate.)
+        // slowest schedule of this runtime's earlier tunings is expected at least, the
+        // first batch is one compile, and every batch corrects the estimate. An
+        // alternative slower to compile than expected overruns the budget by the
+        // difference: a compile cannot be stopped.)
         let mut per_schedule = compile_cost + started.elapsed();
+        self.note_schedule_cost(per_schedule);
+        per_schedule = per_schedule.max(self.slowest_schedule());
         let mut measured = false;
         // The others in batches compiled side by side, each batch timed before the
         // next is compiled; a batch holds as many as are expected to compile within
@@ -364,6 +369,7 @@ impl Runtime {
             }
             if fits > 0 {
                 let each = batch_started.elapsed() / batch.len() as u32;
+                self.note_schedule_cost(each);
                 per_schedule = per_schedule.max(each);
                 measured = true;
             }
@@ -513,5 +519,43 @@ fn with_schedule(caps: &TargetCaps, name: &str) -> TargetCaps {
     TargetCaps {
         schedule: Some(name.to_string()),
         ..caps.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::cache::DiskCache;
+    use crate::{Device, Runtime};
+    use kernelc_ir::ScalarType::F32;
+    use kernelc_kernels::spec::{GemmSpec, OpSpec};
+    use std::time::Duration;
+
+    /// A schedule that took long in an earlier tuning of the runtime is expected of
+    /// the next class's alternatives (whose heuristics' kernels may come from a
+    /// cache and so say nothing of a compile): none starts that would not fit.
+    #[test]
+    fn the_slowest_earlier_schedule_bounds_the_next_tuning() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = OpSpec::Gemm(GemmSpec::new(F32, 512, 512, 512));
+        let mut rt = Runtime::with_device(Device::cpu(), DiskCache::at(dir.path()));
+        rt.set_tuning_budget(Duration::from_secs(60));
+        rt.note_schedule_cost(Duration::from_secs(90));
+        let record = rt.tune(&spec).unwrap().expect("a choice").record;
+        assert!(record.candidates.len() >= 2, "{record:?}");
+        assert!(record.candidates[0].micros.is_some());
+        assert!(
+            record.candidates[1..].iter().all(|c| c.micros.is_none()),
+            "{record:?}"
+        );
+        // Without that history the same budget times every schedule (each compiles
+        // in milliseconds on the CPU).
+        let dir = tempfile::tempdir().unwrap();
+        let mut rt = Runtime::with_device(Device::cpu(), DiskCache::at(dir.path()));
+        rt.set_tuning_budget(Duration::from_secs(60));
+        let record = rt.tune(&spec).unwrap().expect("a choice").record;
+        assert!(
+            record.candidates.iter().all(|c| c.micros.is_some()),
+            "{record:?}"
+        );
     }
 }
