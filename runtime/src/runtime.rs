@@ -64,9 +64,10 @@ struct Counters {
     launches: AtomicU64,
     tunings: AtomicU64,
     tuning_micros: AtomicU64,
-    /// The longest one schedule's compile and first timing took in a tuning of this
-    /// runtime (µs): what the next tuning expects of each alternative at least.
-    slowest_schedule_micros: AtomicU64,
+    /// The slowest rate, in seconds per IR node (an `f64`'s bits), at which a
+    /// tuning of this runtime compiled and first ran schedules: what the next tuning
+    /// expects of its alternatives at least.
+    slowest_node_cost: AtomicU64,
 }
 
 /// Largest single buffer a runtime allocates (requests past it are typed errors).
@@ -235,22 +236,20 @@ impl Runtime {
             .fetch_add(micros, Ordering::Relaxed);
     }
 
-    /// The longest a schedule's compile and first timing took in this runtime's
-    /// tunings (zero before any).
-    pub(crate) fn slowest_schedule(&self) -> std::time::Duration {
-        let micros = self
-            .counters
-            .slowest_schedule_micros
-            .load(Ordering::Relaxed);
-        std::time::Duration::from_micros(micros)
+    /// The slowest rate (seconds per IR node) at which this runtime's tunings
+    /// compiled and first ran schedules (zero before any).
+    pub(crate) fn slowest_node_cost(&self) -> f64 {
+        f64::from_bits(self.counters.slowest_node_cost.load(Ordering::Relaxed))
     }
 
-    /// Records that a schedule's compile and first timing took `took`.
-    pub(crate) fn note_schedule_cost(&self, took: std::time::Duration) {
-        let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
-        self.counters
-            .slowest_schedule_micros
-            .fetch_max(micros, Ordering::Relaxed);
+    /// Records that a tuning compiled and first ran schedules at `seconds_per_node`.
+    pub(crate) fn note_node_cost(&self, seconds_per_node: f64) {
+        // Non-negative floats order as their bits do.
+        if seconds_per_node.is_finite() && seconds_per_node >= 0.0 {
+            self.counters
+                .slowest_node_cost
+                .fetch_max(seconds_per_node.to_bits(), Ordering::Relaxed);
+        }
     }
 
     /// Whether new shape classes are tuned ([`crate::tune`]).

@@ -12,9 +12,11 @@
 //!   synchronised runs (up to 10 within 50 ms); the median decides. The heuristics'
 //!   schedule is timed first, the others while the tuning budget lasts
 //!   ([`DEFAULT_TUNING_BUDGET`], `KERNELC_TUNING_BUDGET`): no
-//!   compile starts that is expected to end past it (each is expected to take as long
-//!   as the heuristics' compile and first timing, which loads its modules, did: a
-//!   driver's JIT may compile one module at a time), and
+//!   compile starts that is expected to end past it (each in proportion to its
+//!   kernels' IR nodes, at the rate the heuristics' compile and first timing, which
+//!   loads its modules, took theirs, and at least the slowest rate of the runtime's
+//!   earlier tunings: a driver's JIT may compile one module at a time; one too large
+//!   is skipped and the next considered), and
 //!   no timing that would pass it, unless that timing is cheap (the last one took at
 //!   most the 50 ms timing window: the compile, the expensive part, is spent by
 //!   then). The heuristics' compile, which the call needs anyway, is not tuning time.
@@ -339,41 +341,68 @@ impl Runtime {
             Ok(())
         };
         time(&tunable.choices[0], Ok(first))?;
-        // (Where the heuristics' kernels came from a cache this says little: the
-        // slowest schedule of this runtime's earlier tunings is expected at least, the
-        // first batch is one compile, and every batch corrects the estimate. An
-        // alternative slower to compile than expected overruns the budget by the
-        // difference: a compile cannot be stopped.)
-        let mut per_schedule = compile_cost + started.elapsed();
-        self.note_schedule_cost(per_schedule);
-        per_schedule = per_schedule.max(self.slowest_schedule());
+        // Each alternative's compile is expected to take its kernels' IR nodes at the
+        // rate the heuristics' compile and first timing took theirs (a driver's JIT may
+        // compile one module at a time: the warpgroup tiles' twice as many nodes took
+        // twice as long on an H200), and at least the slowest rate of this runtime's
+        // earlier tunings (where the heuristics' kernels came from a cache, their
+        // compile says nothing). Every batch measured corrects the rate. An
+        // alternative that would end past the budget is left untimed and the next,
+        // perhaps smaller, considered; one slower than expected overruns the budget by
+        // the difference (a compile cannot be stopped).
+        let first_cost = compile_cost + started.elapsed();
+        let mut per_node = first_cost.as_secs_f64() / plan_nodes(plan).max(1) as f64;
+        self.note_node_cost(per_node);
+        per_node = per_node.max(self.slowest_node_cost());
         let mut measured = false;
-        // The others in batches compiled side by side, each batch timed before the
-        // next is compiled; a batch holds as many as are expected to compile within
-        // what is left of the budget, each as long as the heuristics' took (a
-        // driver's JIT may compile one module at a time), none once nothing fits.
-        let mut rest = &tunable.choices[1..];
-        while !rest.is_empty() {
-            let left = budget.saturating_sub(started.elapsed());
-            let fits = (left.as_secs_f64() / per_schedule.as_secs_f64().max(1e-6)) as usize;
-            let most = if measured { COMPILE_BATCH } else { 1 };
-            let (batch, after) = rest.split_at(fits.clamp(1, most).min(rest.len()));
-            let batch_started = Instant::now();
-            let batch_compiled = if fits == 0 {
-                batch.iter().map(|_| Err(Untimed::Budget)).collect()
-            } else {
-                self.compile_schedules(&structural, caps, batch)
+        let mut batch: Vec<(&String, Arc<Plan>)> = Vec::new();
+        let mut batch_nodes = 0usize;
+        let mut choices = tunable.choices[1..].iter().peekable();
+        while choices.peek().is_some() || !batch.is_empty() {
+            let next = match choices.peek() {
+                Some(&name) => match self.lower(&structural, &with_schedule(caps, name)) {
+                    Ok(plan) => Some((name, plan)),
+                    Err(e) => {
+                        choices.next();
+                        time(name, Err(Untimed::Failed(e)))?;
+                        continue;
+                    }
+                },
+                None => None,
             };
-            for (name, prepared) in batch.iter().zip(batch_compiled) {
+            let left = budget.saturating_sub(started.elapsed()).as_secs_f64();
+            let most = if measured { COMPILE_BATCH } else { 1 };
+            if let Some((name, plan)) = next {
+                let nodes = plan_nodes(&plan);
+                let batch_now = (batch.len(), batch_nodes);
+                match admit(per_node, left, batch_now, nodes, most) {
+                    Admit::Join => {
+                        choices.next();
+                        batch.push((name, plan));
+                        batch_nodes += nodes;
+                        continue;
+                    }
+                    Admit::Skip => {
+                        choices.next();
+                        time(name, Err(Untimed::Budget))?;
+                        continue;
+                    }
+                    Admit::AfterBatch => {}
+                }
+            }
+            // Compile the batch side by side, then time each.
+            let batch_started = Instant::now();
+            let plans: Vec<Arc<Plan>> = batch.iter().map(|(_, p)| p.clone()).collect();
+            let compiled = self.compile_plans(&structural, plans);
+            for ((name, _), prepared) in batch.iter().zip(compiled) {
                 time(name, prepared)?;
             }
-            if fits > 0 {
-                let each = batch_started.elapsed() / batch.len() as u32;
-                self.note_schedule_cost(each);
-                per_schedule = per_schedule.max(each);
-                measured = true;
-            }
-            rest = after;
+            let rate = batch_started.elapsed().as_secs_f64() / batch_nodes.max(1) as f64;
+            self.note_node_cost(rate);
+            per_node = per_node.max(rate);
+            measured = true;
+            batch.clear();
+            batch_nodes = 0;
         }
         // The heuristics' schedule was timed (or tuning failed above): the fastest
         // timed one is at hand compiled.
@@ -415,24 +444,19 @@ impl Runtime {
         Ok((record, prepared))
     }
 
-    /// The schedules `names` of `spec` lowered and compiled side by side (a
-    /// tensor-core kernel's compile takes hundreds of milliseconds, its run well
-    /// under one).
-    fn compile_schedules(
+    /// The plans of `spec`'s schedules compiled side by side (a tensor-core kernel's
+    /// compile takes hundreds of milliseconds, its run well under one).
+    fn compile_plans(
         &self,
         spec: &OpSpec,
-        caps: &TargetCaps,
-        names: &[String],
+        plans: Vec<Arc<Plan>>,
     ) -> Vec<std::result::Result<Prepared, Untimed>> {
-        let compile = |name: &String| {
-            self.lower(spec, &with_schedule(caps, name))
-                .and_then(|plan| self.prepare_plan(plan, spec))
-                .map_err(Untimed::Failed)
-        };
         std::thread::scope(|scope| {
-            let handles: Vec<_> = names
-                .iter()
-                .map(|name| scope.spawn(move || compile(name)))
+            let handles: Vec<_> = plans
+                .into_iter()
+                .map(|plan| {
+                    scope.spawn(move || self.prepare_plan(plan, spec).map_err(Untimed::Failed))
+                })
                 .collect();
             handles
                 .into_iter()
@@ -514,6 +538,43 @@ enum Untimed {
     Failed(RuntimeError),
 }
 
+/// What becomes of the next alternative, of `nodes` IR nodes, with a batch of
+/// `(count, nodes)` pending and `left` seconds of budget at `per_node` seconds a node.
+#[derive(Debug, PartialEq, Eq)]
+enum Admit {
+    /// It joins the batch: the batch and it fit in what is left.
+    Join,
+    /// The batch compiles and is timed first; then it is considered again.
+    AfterBatch,
+    /// Too large for what is left, even alone: not timed.
+    Skip,
+}
+
+fn admit(
+    per_node: f64,
+    left: f64,
+    (count, batch_nodes): (usize, usize),
+    nodes: usize,
+    most: usize,
+) -> Admit {
+    let fits = per_node * (batch_nodes + nodes) as f64 <= left;
+    if fits && count < most {
+        Admit::Join
+    } else if count > 0 {
+        Admit::AfterBatch
+    } else {
+        Admit::Skip
+    }
+}
+
+/// IR nodes of a plan's kernels: what its compile is expected to take in proportion.
+fn plan_nodes(plan: &Plan) -> usize {
+    plan.launches
+        .iter()
+        .map(|l| kernelc_ir::block_size(&l.kernel.body))
+        .sum()
+}
+
 /// `caps` preferring the schedule `name`.
 fn with_schedule(caps: &TargetCaps, name: &str) -> TargetCaps {
     TargetCaps {
@@ -530,16 +591,17 @@ mod tests {
     use kernelc_kernels::spec::{GemmSpec, OpSpec};
     use std::time::Duration;
 
-    /// A schedule that took long in an earlier tuning of the runtime is expected of
-    /// the next class's alternatives (whose heuristics' kernels may come from a
-    /// cache and so say nothing of a compile): none starts that would not fit.
+    /// The slowest compile rate of the runtime's earlier tunings is expected of the
+    /// next class's alternatives (whose heuristics' kernels may come from a cache and
+    /// so say nothing of a compile): none starts that would not fit.
     #[test]
     fn the_slowest_earlier_schedule_bounds_the_next_tuning() {
         let dir = tempfile::tempdir().unwrap();
         let spec = OpSpec::Gemm(GemmSpec::new(F32, 512, 512, 512));
         let mut rt = Runtime::with_device(Device::cpu(), DiskCache::at(dir.path()));
         rt.set_tuning_budget(Duration::from_secs(60));
-        rt.note_schedule_cost(Duration::from_secs(90));
+        // A second per IR node: a GEMM tile kernel's thousands of nodes take hours.
+        rt.note_node_cost(1.0);
         let record = rt.tune(&spec).unwrap().expect("a choice").record;
         assert!(record.candidates.len() >= 2, "{record:?}");
         assert!(record.candidates[0].micros.is_some());
@@ -557,5 +619,22 @@ mod tests {
             record.candidates.iter().all(|c| c.micros.is_some()),
             "{record:?}"
         );
+    }
+
+    /// An alternative expected to end past the budget is skipped (the next one
+    /// considered), one that fits joins the batch up to its size, and one that fits
+    /// only alone waits for the batch.
+    #[test]
+    fn alternatives_join_wait_or_are_skipped_by_their_expected_compile() {
+        use super::{admit, Admit};
+        // 1 ms a node, 0.5 s left.
+        let rate = 1e-3;
+        assert_eq!(admit(rate, 0.5, (0, 0), 400, 1), Admit::Join);
+        assert_eq!(admit(rate, 0.5, (0, 0), 600, 4), Admit::Skip);
+        assert_eq!(admit(rate, 0.5, (1, 300), 150, 4), Admit::Join);
+        assert_eq!(admit(rate, 0.5, (1, 300), 250, 4), Admit::AfterBatch);
+        // A full batch compiles first, however small the next.
+        assert_eq!(admit(rate, 0.5, (1, 10), 10, 1), Admit::AfterBatch);
+        assert_eq!(admit(rate, 0.5, (4, 40), 10, 4), Admit::AfterBatch);
     }
 }
