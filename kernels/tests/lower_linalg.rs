@@ -156,7 +156,15 @@ fn large_16_bit_conv_runs_channels_last_on_tensor_core_caps() {
     let gemm = &p.launches[2].bindings;
     assert_eq!(gemm[..2], [Binding::Temp(1), Binding::Temp(0)]);
     assert!(gemm.contains(&Binding::Input(2)), "the bias: {gemm:?}");
-    let choices = p.tunable.expect("offers its schedules").choices;
+    let tunable = p.tunable.expect("offers its schedules");
+    // Tuned apart from problems offered one form; the work is one form's.
+    assert!(
+        tunable.class.ends_with(" forms:channels-last"),
+        "{}",
+        tunable.class
+    );
+    assert_eq!(tunable.multiply_adds, 16 * 56 * 56 * 128 * 64 * 9);
+    let choices = tunable.choices;
     assert!(choices[0].starts_with("channels-last: mma"), "{choices:?}");
     assert!(
         choices.iter().any(|c| !c.starts_with("channels-last: ")),

@@ -64,10 +64,10 @@ struct Counters {
     launches: AtomicU64,
     tunings: AtomicU64,
     tuning_micros: AtomicU64,
-    /// The slowest rate, in seconds per IR node (an `f64`'s bits), at which a
-    /// tuning of this runtime compiled and first ran schedules: what the next tuning
-    /// expects of its alternatives at least.
-    slowest_node_cost: AtomicU64,
+    /// The rate, in seconds per IR node (an `f64`'s bits), at which this runtime's
+    /// last tuning compiled schedules: what a tuning whose heuristics' kernels were
+    /// all in memory expects of its alternatives.
+    node_cost: AtomicU64,
 }
 
 /// Largest single buffer a runtime allocates (requests past it are typed errors).
@@ -236,20 +236,25 @@ impl Runtime {
             .fetch_add(micros, Ordering::Relaxed);
     }
 
-    /// The slowest rate (seconds per IR node) at which this runtime's tunings
-    /// compiled and first ran schedules (zero before any).
-    pub(crate) fn slowest_node_cost(&self) -> f64 {
-        f64::from_bits(self.counters.slowest_node_cost.load(Ordering::Relaxed))
+    /// The rate (seconds per IR node) at which this runtime's last tuning compiled
+    /// schedules (zero before any).
+    pub(crate) fn remembered_node_cost(&self) -> f64 {
+        f64::from_bits(self.counters.node_cost.load(Ordering::Relaxed))
     }
 
-    /// Records that a tuning compiled and first ran schedules at `seconds_per_node`.
-    pub(crate) fn note_node_cost(&self, seconds_per_node: f64) {
-        // Non-negative floats order as their bits do.
-        if seconds_per_node.is_finite() && seconds_per_node >= 0.0 {
+    /// Records that a tuning compiled schedules at `seconds_per_node`.
+    pub(crate) fn remember_node_cost(&self, seconds_per_node: f64) {
+        if seconds_per_node.is_finite() && seconds_per_node > 0.0 {
             self.counters
-                .slowest_node_cost
-                .fetch_max(seconds_per_node.to_bits(), Ordering::Relaxed);
+                .node_cost
+                .store(seconds_per_node.to_bits(), Ordering::Relaxed);
         }
+    }
+
+    /// Kernels compiled or loaded from the disk cache so far (memory hits not).
+    pub(crate) fn kernels_compiled_or_loaded(&self) -> u64 {
+        self.counters.compiles.load(Ordering::Relaxed)
+            + self.counters.disk_hits.load(Ordering::Relaxed)
     }
 
     /// Whether new shape classes are tuned ([`crate::tune`]).

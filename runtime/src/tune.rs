@@ -13,10 +13,10 @@
 //!   schedule is timed first, the others while the tuning budget lasts
 //!   ([`DEFAULT_TUNING_BUDGET`], `KERNELC_TUNING_BUDGET`): no
 //!   compile starts that is expected to end past it (each in proportion to its
-//!   kernels' IR nodes, at the rate the heuristics' compile and first timing, which
-//!   loads its modules, took theirs, and at least the slowest rate of the runtime's
-//!   earlier tunings: a driver's JIT may compile one module at a time; one too large
-//!   is skipped and the next considered), and
+//!   kernels' IR nodes, at the rate the heuristics' compile, which loads its modules,
+//!   took theirs, or the runtime's last tuning's rate where those kernels were all in
+//!   memory: a driver's JIT may compile one module at a time; one too large is
+//!   skipped and the next considered), and
 //!   no timing that would pass it, unless that timing is cheap (the last one took at
 //!   most the 50 ms timing window: the compile, the expensive part, is spent by
 //!   then). The heuristics' compile, which the call needs anyway, is not tuning time.
@@ -292,8 +292,10 @@ impl Runtime {
         // Its failure is the op's. Its compile and first timing (which loads its
         // modules: a driver's JIT) are what each of the others is expected to take.
         let compiling = Instant::now();
+        let loaded_before = self.kernels_compiled_or_loaded();
         let first = self.prepare_plan(plan.clone(), &structural)?;
         let compile_cost = compiling.elapsed();
+        let first_compiled = self.kernels_compiled_or_loaded() > loaded_before;
         let budget = self.tuning_budget();
         let started = Instant::now();
         let inputs = self.scratch_inputs(&structural)?;
@@ -331,6 +333,13 @@ impl Runtime {
                 Err(Untimed::Budget) => {
                     (None, Some("not timed: the tuning budget was spent".into()))
                 }
+                Err(Untimed::TooLarge) => (
+                    None,
+                    Some(
+                        "not timed: its compile would pass what is left of the tuning budget"
+                            .into(),
+                    ),
+                ),
                 Err(Untimed::Failed(e)) => (None, Some(format!("failed: {e}"))),
             };
             candidates.push(CandidateTiming {
@@ -341,66 +350,79 @@ impl Runtime {
             Ok(())
         };
         time(&tunable.choices[0], Ok(first))?;
-        // Each alternative's compile is expected to take its kernels' IR nodes at the
-        // rate the heuristics' compile and first timing took theirs (a driver's JIT may
-        // compile one module at a time: the warpgroup tiles' twice as many nodes took
-        // twice as long on an H200), and at least the slowest rate of this runtime's
-        // earlier tunings (where the heuristics' kernels came from a cache, their
-        // compile says nothing). Every batch measured corrects the rate. An
-        // alternative that would end past the budget is left untimed and the next,
-        // perhaps smaller, considered; one slower than expected overruns the budget by
-        // the difference (a compile cannot be stopped).
-        let first_cost = compile_cost + started.elapsed();
-        let mut per_node = first_cost.as_secs_f64() / plan_nodes(plan).max(1) as f64;
-        self.note_node_cost(per_node);
-        per_node = per_node.max(self.slowest_node_cost());
+        // Each alternative's compile (its kernels and their modules: a driver's JIT
+        // may compile one module at a time) is expected to take its kernels' IR nodes
+        // at the rate the heuristics' compile took theirs (the warpgroup tiles' twice
+        // as many nodes took twice as long on an H200); where none of the heuristics'
+        // kernels was compiled or loaded now (all in memory), at the rate this
+        // runtime's last tuning measured. Each batch's compile corrects the rate
+        // upward (timings are budgeted apart: `last_cost`). An alternative that would
+        // end past the budget is left untimed and the next, perhaps smaller,
+        // considered; one slower than expected overruns the budget by the difference
+        // (a compile cannot be stopped).
+        let mut per_node = if first_compiled {
+            let rate = compile_cost.as_secs_f64() / plan_nodes(plan).max(1) as f64;
+            self.remember_node_cost(rate);
+            rate
+        } else {
+            self.remembered_node_cost()
+        };
         let mut measured = false;
         let mut batch: Vec<(&String, Arc<Plan>)> = Vec::new();
         let mut batch_nodes = 0usize;
-        let mut choices = tunable.choices[1..].iter().peekable();
-        while choices.peek().is_some() || !batch.is_empty() {
-            let next = match choices.peek() {
-                Some(&name) => match self.lower(&structural, &with_schedule(caps, name)) {
-                    Ok(plan) => Some((name, plan)),
-                    Err(e) => {
-                        choices.next();
-                        time(name, Err(Untimed::Failed(e)))?;
-                        continue;
-                    }
-                },
-                None => None,
-            };
+        let mut waiting: Option<(&String, Arc<Plan>)> = None;
+        let mut choices = tunable.choices[1..].iter();
+        loop {
             let left = budget.saturating_sub(started.elapsed()).as_secs_f64();
-            let most = if measured { COMPILE_BATCH } else { 1 };
-            if let Some((name, plan)) = next {
-                let nodes = plan_nodes(&plan);
-                let batch_now = (batch.len(), batch_nodes);
-                match admit(per_node, left, batch_now, nodes, most) {
-                    Admit::Join => {
-                        choices.next();
-                        batch.push((name, plan));
-                        batch_nodes += nodes;
-                        continue;
-                    }
-                    Admit::Skip => {
-                        choices.next();
+            let next = match waiting.take() {
+                Some(next) => Some(next),
+                None => match choices.next() {
+                    // Nothing left of the budget: not lowered at all.
+                    Some(name) if left <= 0.0 && batch.is_empty() => {
                         time(name, Err(Untimed::Budget))?;
                         continue;
                     }
-                    Admit::AfterBatch => {}
+                    Some(name) => match self.lower(&structural, &with_schedule(caps, name)) {
+                        Ok(plan) => Some((name, plan)),
+                        Err(e) => {
+                            time(name, Err(Untimed::Failed(e)))?;
+                            continue;
+                        }
+                    },
+                    None => None,
+                },
+            };
+            let most = if measured { COMPILE_BATCH } else { 1 };
+            match next {
+                None if batch.is_empty() => break,
+                None => {}
+                Some((name, plan)) => {
+                    let nodes = plan_nodes(&plan);
+                    match admit(per_node, left, (batch.len(), batch_nodes), nodes, most) {
+                        Admit::Join => {
+                            batch.push((name, plan));
+                            batch_nodes += nodes;
+                            continue;
+                        }
+                        Admit::Skip => {
+                            time(name, Err(Untimed::TooLarge))?;
+                            continue;
+                        }
+                        Admit::AfterBatch => waiting = Some((name, plan)),
+                    }
                 }
             }
             // Compile the batch side by side, then time each.
             let batch_started = Instant::now();
             let plans: Vec<Arc<Plan>> = batch.iter().map(|(_, p)| p.clone()).collect();
             let compiled = self.compile_plans(&structural, plans);
+            let rate = batch_started.elapsed().as_secs_f64() / batch_nodes.max(1) as f64;
+            self.remember_node_cost(rate);
+            per_node = per_node.max(rate);
+            measured = true;
             for ((name, _), prepared) in batch.iter().zip(compiled) {
                 time(name, prepared)?;
             }
-            let rate = batch_started.elapsed().as_secs_f64() / batch_nodes.max(1) as f64;
-            self.note_node_cost(rate);
-            per_node = per_node.max(rate);
-            measured = true;
             batch.clear();
             batch_nodes = 0;
         }
@@ -534,6 +556,8 @@ pub(crate) enum Tuned {
 enum Untimed {
     /// The tuning budget was spent before its turn.
     Budget,
+    /// Its compile is expected to take longer than what is left of the budget.
+    TooLarge,
     /// It failed to lower, compile or run.
     Failed(RuntimeError),
 }
@@ -591,17 +615,21 @@ mod tests {
     use kernelc_kernels::spec::{GemmSpec, OpSpec};
     use std::time::Duration;
 
-    /// The slowest compile rate of the runtime's earlier tunings is expected of the
-    /// next class's alternatives (whose heuristics' kernels may come from a cache and
-    /// so say nothing of a compile): none starts that would not fit.
+    /// Where the heuristics' kernels are all in memory (their compile says nothing),
+    /// the compile rate of the runtime's last tuning is expected of the alternatives:
+    /// none starts that would not fit.
     #[test]
-    fn the_slowest_earlier_schedule_bounds_the_next_tuning() {
+    fn the_last_tunings_rate_bounds_a_tuning_whose_kernels_were_in_memory() {
         let dir = tempfile::tempdir().unwrap();
         let spec = OpSpec::Gemm(GemmSpec::new(F32, 512, 512, 512));
         let mut rt = Runtime::with_device(Device::cpu(), DiskCache::at(dir.path()));
         rt.set_tuning_budget(Duration::from_secs(60));
         // A second per IR node: a GEMM tile kernel's thousands of nodes take hours.
-        rt.note_node_cost(1.0);
+        rt.remember_node_cost(1.0);
+        // Its heuristics' kernels already in memory: their compile says nothing.
+        let plan = kernelc_kernels::lower::lower(&spec, rt.caps()).unwrap();
+        rt.prepare_plan(std::sync::Arc::new(plan), &spec.structural())
+            .unwrap();
         let record = rt.tune(&spec).unwrap().expect("a choice").record;
         assert!(record.candidates.len() >= 2, "{record:?}");
         assert!(record.candidates[0].micros.is_some());

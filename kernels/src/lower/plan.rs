@@ -225,9 +225,10 @@ impl PlanBuilder {
 
     /// Appends the launches of `sub`, another op's plan serving this one: its input
     /// `i` reads `inputs[i]`, its output `i` writes `outputs[i]`, its temporaries
-    /// follow this plan's. A sub-plan with prefills, per-call values, a binding past
-    /// those given or a piece of an input or output (lowered past 32-bit indices) is
-    /// an internal error: the caller lowers one whose every tensor fits one kernel.
+    /// follow this plan's, its schedules (if it offers a choice) join this plan's. A
+    /// sub-plan with prefills, per-call values, a binding past those given or a piece
+    /// of an input or output (lowered past 32-bit indices) is an internal error: the
+    /// caller lowers one whose every tensor fits one kernel.
     pub fn append(
         &mut self,
         sub: Plan,
@@ -303,14 +304,19 @@ pub(crate) struct Form<'a> {
 
 /// The plan of an op with several [`Form`]s, the heuristics' first: every form's
 /// schedules are offered (named with its prefix), and the form one of whose schedules
-/// `caps.schedule` names is taken with that schedule, else the first with its
-/// heuristics. The prefixes must tell the forms apart (an empty one matches what no
-/// other does).
+/// `caps.schedule` names is taken with that schedule, else the first that lowers with
+/// its heuristics. The prefixes must tell the forms apart (an empty one matches what
+/// no other does). A form that does not lower is left out (none lowering: the first
+/// one's error). The shape class names the forms offered (a problem offered one form
+/// and one offered two are tuned apart), and the work is one form's, not their sum.
 pub(crate) fn lower_forms(caps: &TargetCaps, forms: &[Form]) -> Result<Plan, LowerError> {
     let mut plans = Vec::with_capacity(forms.len());
     let mut offered: Option<Tunable> = None;
     let mut wanted = None;
-    for (i, form) in forms.iter().enumerate() {
+    let mut first_error = None;
+    let mut names = Vec::new();
+    let mut work = 0u64;
+    for form in forms {
         let mut form_caps = caps.clone();
         form_caps.schedule = caps
             .schedule
@@ -318,7 +324,11 @@ pub(crate) fn lower_forms(caps: &TargetCaps, forms: &[Form]) -> Result<Plan, Low
             .and_then(|s| s.strip_prefix(form.prefix))
             .map(str::to_string);
         let mut plan = PlanBuilder::default();
-        (form.lower)(&form_caps, &mut plan)?;
+        if let Err(e) = (form.lower)(&form_caps, &mut plan) {
+            first_error.get_or_insert(e);
+            continue;
+        }
+        names.push(form.prefix.trim_end_matches([' ', ':']));
         if let Some(mut tunable) = plan.tunable.take() {
             for choice in &mut tunable.choices {
                 *choice = format!("{}{choice}", form.prefix);
@@ -328,16 +338,24 @@ pub(crate) fn lower_forms(caps: &TargetCaps, forms: &[Form]) -> Result<Plan, Low
                 .as_ref()
                 .is_some_and(|s| tunable.choices.contains(s));
             if named && wanted.is_none() {
-                wanted = Some(i);
+                wanted = Some(plans.len());
             }
+            work = work.max(tunable.multiply_adds);
             offer(&mut offered, Some(tunable));
         }
         plans.push(plan);
     }
-    let mut plan = match plans.into_iter().nth(wanted.unwrap_or(0)) {
-        Some(plan) => plan,
-        None => return Err(LowerError::Internal("an op lowered with no form")),
-    };
+    if plans.is_empty() {
+        return Err(first_error.unwrap_or(LowerError::Internal("an op lowered with no form")));
+    }
+    let mut plan = plans.swap_remove(wanted.unwrap_or(0));
+    if let Some(t) = offered.as_mut() {
+        t.multiply_adds = work;
+        let named: Vec<&str> = names.into_iter().filter(|n| !n.is_empty()).collect();
+        if !named.is_empty() {
+            t.class = format!("{} forms:{}", t.class, named.join(","));
+        }
+    }
     plan.tunable = offered;
     Ok(plan.finish())
 }

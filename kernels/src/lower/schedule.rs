@@ -182,6 +182,7 @@ fn strided(
     step: u32,
     body: &mut dyn FnMut(&mut Body, E),
 ) {
+    debug_assert!(step > 0);
     if step >= end {
         body(f, first.clone());
     } else if end % step == 0 {

@@ -322,8 +322,10 @@ pub(crate) fn choose(core: &GemmCore, caps: &TargetCaps) -> Option<MmaTile> {
     let copied = if tile.swizzled() && caps.async_copies {
         let wide = MmaTile::wide_warpgroup(core.a.dtype).with_copies();
         let warps = kind(core, caps, true).and_then(|t| copied(core, caps, t));
+        // (Tests that force the large tiles keep the warpgroups.)
+        let weigh = forced() == Forced::None;
         match warps.filter(|t| fits(t, caps)) {
-            Some(warps) if warp_tiles_win(core, wide, warps) => Some(warps),
+            Some(warps) if weigh && warp_tiles_win(core, wide, warps) => Some(warps),
             _ => Some(wide),
         }
     } else {

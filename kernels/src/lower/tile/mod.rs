@@ -113,7 +113,9 @@ pub(crate) trait OperandGather: std::fmt::Debug {
     fn contiguous(&self) -> Axis;
     /// The element offset of `(r, p)`, relative to the operand's batch offset, and the
     /// condition under which the element exists (`None`: always); an element that does
-    /// not exist reads as zero. Called only where `r` and `p` lie inside the matrix.
+    /// not exist reads as zero. Its offset is used only where `r` and `p` lie inside
+    /// the matrix (an asynchronous copy may compute it for one outside, and copies
+    /// nothing then).
     fn address(&self, f: &mut Body, r: &E, p: &E) -> (E, Option<E>);
     /// Whether some element inside the matrix does not exist (its condition can be
     /// false): the engine then keeps the `0·∞` of a read-as-zero element out of the sums

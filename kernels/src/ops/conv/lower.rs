@@ -903,31 +903,13 @@ mod tests {
     /// over the op's own operands, in every pass.
     #[test]
     fn packed_convolutions_recompute_nan_sums_over_their_own_operands() {
-        use crate::conformance::Interpreter;
-        use crate::lower::lower;
         for pass in [
             ConvPass::Forward,
             ConvPass::BackwardData,
             ConvPass::BackwardFilter,
         ] {
             let (spec, data) = nan_case(ScalarType::Bf16, pass, 4);
-            let sm90 = TargetCaps::cuda_sm90();
-            let choices = lower(&spec, &sm90).unwrap().tunable.unwrap().choices;
-            let packed: Vec<&String> = choices
-                .iter()
-                .filter(|c| c.starts_with("packed: "))
-                .collect();
-            assert!(!packed.is_empty(), "{pass:?}: {choices:?}");
-            for name in packed {
-                let caps = TargetCaps {
-                    schedule: Some(name.clone()),
-                    ..sm90.clone()
-                };
-                let exec = Interpreter::new(name, caps);
-                if let Err(f) = check_data(&exec, &spec, &data) {
-                    panic!("{pass:?} on {name}: {f}");
-                }
-            }
+            schedules_named_conform(&spec, &data, "packed: ");
         }
     }
 
@@ -935,24 +917,27 @@ mod tests {
     /// filter's infinities; the NaN sums are recomputed over the existing terms.
     #[test]
     fn channels_last_convolutions_recompute_nan_sums_over_padding() {
+        let (spec, data) = nan_case(ScalarType::Bf16, ConvPass::Forward, 8);
+        schedules_named_conform(&spec, &data, CHANNELS_LAST);
+    }
+
+    /// Every schedule `spec` offers on the sm_90 caps whose name starts with `prefix`
+    /// (at least one) runs `data` within the table's tolerance in the interpreter.
+    fn schedules_named_conform(spec: &OpSpec, data: &CaseData, prefix: &str) {
         use crate::conformance::Interpreter;
         use crate::lower::lower;
-        let (spec, data) = nan_case(ScalarType::Bf16, ConvPass::Forward, 8);
         let sm90 = TargetCaps::cuda_sm90();
-        let choices = lower(&spec, &sm90).unwrap().tunable.unwrap().choices;
-        let channels_last: Vec<&String> = choices
-            .iter()
-            .filter(|c| c.starts_with(CHANNELS_LAST))
-            .collect();
-        assert!(!channels_last.is_empty(), "{choices:?}");
-        for name in channels_last {
+        let choices = lower(spec, &sm90).unwrap().tunable.unwrap().choices;
+        let named: Vec<&String> = choices.iter().filter(|c| c.starts_with(prefix)).collect();
+        assert!(!named.is_empty(), "{prefix}: {choices:?}");
+        for name in named {
             let caps = TargetCaps {
                 schedule: Some(name.clone()),
                 ..sm90.clone()
             };
             let exec = Interpreter::new(name, caps);
-            if let Err(f) = check_data(&exec, &spec, &data) {
-                panic!("{name}: {f}");
+            if let Err(f) = check_data(&exec, spec, data) {
+                panic!("{name}: {spec:?}: {f}");
             }
         }
     }
