@@ -547,3 +547,41 @@ fn a_closed_output_pipe_ends_quietly() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "{:?}", out.status);
 }
+
+/// `KERNELC_THREADS` sets the CPU launches' threads (the device's name says how many);
+/// a value that names no positive count is an error naming it, not a silent default.
+#[test]
+fn kernelc_threads_sets_the_cpu_threads_or_is_refused() {
+    let with_threads = |threads: &str, args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_kernelc"))
+            .args(args)
+            .env("KERNELC_CACHE", "off")
+            .env("KERNELC_THREADS", threads)
+            .output()
+            .expect("kernelc runs")
+    };
+    let info: serde_json::Value =
+        serde_json::from_str(&stdout(&with_threads("3", &["info", "--json"]))).expect("JSON");
+    let cpu = &info["devices"][0];
+    assert_eq!(cpu["choice"], "cpu");
+    assert!(
+        cpu["name"]
+            .as_str()
+            .is_some_and(|n| n.contains("3 threads")),
+        "{cpu}"
+    );
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = dir.path().to_str().expect("utf-8 path");
+    let run = |threads| {
+        with_threads(
+            threads,
+            &[
+                "run", SOFTMAX, "--inputs", "random", "--out", out, "--check",
+            ],
+        )
+    };
+    stdout(&run("1"));
+    for bad in ["0", "many"] {
+        assert_error(&run(bad), "KERNELC_THREADS");
+    }
+}

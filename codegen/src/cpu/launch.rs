@@ -262,7 +262,7 @@ impl CpuKernel {
 
     /// Runs the kernel over `grid` workgroups on all cores (see [`Self::launch_with_threads`]).
     pub fn launch(&self, grid: [u32; 3], args: &mut [CpuArg<'_>]) -> Result<(), LaunchError> {
-        let threads = host_threads();
+        let threads = launch_threads();
         self.launch_with_threads(grid, args, threads)
     }
 
@@ -307,7 +307,7 @@ impl CpuKernel {
     /// (parameters with write access). Buffers may not overlap unless the kernel only
     /// reads all of them.
     pub unsafe fn launch_raw(&self, grid: [u32; 3], args: &[RawArg]) -> Result<(), LaunchError> {
-        let threads = host_threads();
+        let threads = launch_threads();
         let bound: Vec<Bound> = args
             .iter()
             .map(|a| match *a {
@@ -571,21 +571,46 @@ impl Job {
     }
 }
 
-/// Threads a launch uses: the host's parallelism, asked once (the query reads cgroup
-/// and affinity state, which costs microseconds per call).
-fn host_threads() -> usize {
+/// Threads a launch uses: the count `KERNELC_THREADS` names, else the host's
+/// parallelism; read once (the host query reads cgroup and affinity state, which
+/// costs microseconds per call). A value that names no positive count leaves the
+/// host's here; the runtime reports it ([`threads_from_env`]).
+pub fn launch_threads() -> usize {
     static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+    *THREADS.get_or_init(|| {
+        threads_from_env()
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+    })
 }
 
-/// The workers of kernel launches (one fewer than `host_threads`: the caller works
+/// The thread count `KERNELC_THREADS` names (`None`: unset), or the error saying
+/// what it holds instead of a positive count.
+pub fn threads_from_env() -> Result<Option<usize>, String> {
+    parse_threads(std::env::var_os("KERNELC_THREADS"))
+}
+
+fn parse_threads(value: Option<std::ffi::OsString>) -> Result<Option<usize>, String> {
+    let Some(value) = value else {
+        return Ok(None);
+    };
+    match value.to_str().map(|v| v.trim().parse::<usize>()) {
+        Some(Ok(n)) if n > 0 => Ok(Some(n)),
+        _ => Err(format!(
+            "KERNELC_THREADS={value:?}: expected a positive number of threads"
+        )),
+    }
+}
+
+/// The workers of kernel launches (one fewer than `launch_threads`: the caller works
 /// too). Private, so user code (which may hold runtime locks, or itself run on
 /// rayon's global pool) never occupies them. Built once; if the OS refuses the
 /// threads, launches run on the caller alone.
 fn launch_pool() -> Option<&'static rayon::ThreadPool> {
     static POOL: std::sync::OnceLock<Option<rayon::ThreadPool>> = std::sync::OnceLock::new();
     POOL.get_or_init(|| {
-        let workers = host_threads().saturating_sub(1).max(1);
+        let workers = launch_threads().saturating_sub(1).max(1);
         rayon::ThreadPoolBuilder::new()
             .num_threads(workers)
             .thread_name(|i| format!("kernelc-cpu-{i}"))
@@ -599,4 +624,25 @@ fn launch_pool() -> Option<&'static rayon::ThreadPool> {
 /// Reports that the launch workers could not start (launches then run on the caller).
 fn report_no_workers(e: &rayon::ThreadPoolBuildError) {
     eprintln!("kernelc: cannot start the CPU launch workers ({e}); launches run on one thread");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_threads;
+    use std::ffi::OsString;
+
+    #[test]
+    fn kernelc_threads_names_a_positive_count_or_is_refused() {
+        let parse = |v: &str| parse_threads(Some(OsString::from(v)));
+        assert_eq!(parse_threads(None), Ok(None));
+        assert_eq!(parse("3"), Ok(Some(3)));
+        assert_eq!(parse(" 16 "), Ok(Some(16)));
+        for bad in ["0", "-1", "two", "", "1.5"] {
+            let e = parse(bad).expect_err(bad);
+            assert!(
+                e.contains("KERNELC_THREADS") && e.contains("positive"),
+                "{e}"
+            );
+        }
+    }
 }

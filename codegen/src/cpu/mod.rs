@@ -95,7 +95,9 @@ mod lower;
 mod repr;
 
 pub use bytes::AlignedBytes;
-pub use launch::{CpuArg, CpuKernel, Element, LaunchError, RawArg};
+pub use launch::{
+    launch_threads, threads_from_env, CpuArg, CpuKernel, Element, LaunchError, RawArg,
+};
 
 use crate::CodegenError;
 use cranelift_jit::{JITBuilder, JITModule};

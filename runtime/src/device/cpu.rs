@@ -186,8 +186,9 @@ impl CpuTier {
 /// The host CPU.
 pub struct CpuDevice {
     id: u64,
-    /// The compiler of its kernels, or why `KERNELC_CPU_TIER` names none (reported
-    /// by every compile).
+    /// The compiler of its kernels, or why the environment configures none
+    /// (`KERNELC_CPU_TIER` naming no tier, `KERNELC_THREADS` no count: reported by
+    /// every compile).
     tier: std::result::Result<CpuTier, String>,
     /// The host ISA and its extensions, and the tier's compiler, as compiled code
     /// depends on them (asked once: building the description is not free).
@@ -199,7 +200,9 @@ pub struct CpuDevice {
 
 impl CpuDevice {
     pub(crate) fn new() -> CpuDevice {
-        CpuDevice::with_tier(CpuTier::from_env())
+        // A `KERNELC_THREADS` that names no count is reported as the tier's error is.
+        let tier = CpuTier::from_env().and_then(|t| cpu::threads_from_env().map(|_| t));
+        CpuDevice::with_tier(tier)
     }
 
     pub(crate) fn with_tier(tier: std::result::Result<CpuTier, String>) -> CpuDevice {
@@ -214,7 +217,7 @@ impl CpuDevice {
             tier,
             isa,
             pool: Arc::new(Pool::default()),
-            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            threads: cpu::launch_threads(),
             faults: Arc::new(Faults::default()),
         }
     }
@@ -228,8 +231,9 @@ impl CpuDevice {
             Ok(CpuTier::Llvm) => ", llvm",
             Ok(CpuTier::Cranelift) | Err(_) => "",
         };
+        let plural = if self.threads == 1 { "" } else { "s" };
         format!(
-            "cpu ({}, {} threads{tier})",
+            "cpu ({}, {} thread{plural}{tier})",
             std::env::consts::ARCH,
             self.threads
         )
