@@ -200,12 +200,13 @@ pub struct CpuDevice {
 
 impl CpuDevice {
     pub(crate) fn new() -> CpuDevice {
-        // A `KERNELC_THREADS` that names no count is reported as the tier's error is.
-        let tier = CpuTier::from_env().and_then(|t| cpu::threads_from_env().map(|_| t));
-        CpuDevice::with_tier(tier)
+        CpuDevice::with_tier(CpuTier::from_env())
     }
 
     pub(crate) fn with_tier(tier: std::result::Result<CpuTier, String>) -> CpuDevice {
+        // A `KERNELC_THREADS` that names no count is reported as the tier's error is,
+        // whichever way the tier was chosen.
+        let tier = tier.and_then(|t| cpu::threads_from_env().map(|_| t));
         let isa = match tier {
             Ok(CpuTier::Llvm) => {
                 format!("{} | {}", cpu::host_isa_description(), llvm_description())
