@@ -289,8 +289,8 @@ impl Runtime {
     ) -> Result<(Arc<TuneRecord>, Prepared)> {
         let structural = spec.structural();
         // The heuristics' schedule is compiled for the call anyway: not tuning time.
-        // Its failure is the op's. Its compile and first timing (which loads its
-        // modules: a driver's JIT) are what each of the others is expected to take.
+        // Its failure is the op's. Its compile (which loads its modules: a driver's
+        // JIT) sets the rate the others' compiles are expected at (below).
         let compiling = Instant::now();
         let loaded_before = self.kernels_compiled_or_loaded();
         let first = self.prepare_plan(plan.clone(), &structural)?;

@@ -7,6 +7,7 @@
 //! (256 invocations) neighbouring invocations touch neighbouring items (coalesced); on
 //! a CPU (one invocation) the same loop is a plain contiguous loop.
 
+use super::tile::and_opt;
 use super::{LowerError, TargetCaps};
 use kernelc_ir::builder::*;
 
@@ -167,7 +168,7 @@ pub(crate) struct TiledTranspose {
     pub workgroup: [u32; 3],
     tile: u32,
     total: u32,
-    pub lanes: u32,
+    lanes: u32,
 }
 
 /// Runs `body` for `first, first + step, …` below `end` (`first < step`): once where
@@ -244,10 +245,9 @@ impl TiledTranspose {
     pub(crate) fn when(&self, f: &mut Body, wg: &E, cond: Option<E>, body: impl FnOnce(&mut Body)) {
         let folded = self.grid[0] as u64 * self.grid[1] as u64 != self.total as u64;
         let tile = folded.then(|| wg.clone().lt(self.total));
-        match (tile, cond) {
-            (None, None) => body(f),
-            (Some(c), None) | (None, Some(c)) => f.if_(c, body),
-            (Some(a), Some(b)) => f.if_(a & b, body),
+        match and_opt(tile, cond) {
+            None => body(f),
+            Some(c) => f.if_(c, body),
         }
     }
 

@@ -294,9 +294,7 @@ pub(crate) fn choose(core: &GemmCore, caps: &TargetCaps) -> Option<MmaTile> {
     if !eligible(core, caps) {
         return None;
     }
-    let tiles = |t: MmaTile| {
-        core.m.div_ceil(t.bm()) as u64 * core.n.div_ceil(t.bn()) as u64 * core.batch_count() as u64
-    };
+    let tiles = |t: MmaTile| tile_count(core, t);
     let large = if warpgroups(core, caps) {
         MmaTile::warpgroup(core.a.dtype)
     } else {
@@ -336,6 +334,11 @@ pub(crate) fn choose(core: &GemmCore, caps: &TargetCaps) -> Option<MmaTile> {
         .or_else(|| fits(&tile, caps).then_some(tile))
 }
 
+/// Workgroups `core` takes on tile `t` (its output tiles over the batch).
+fn tile_count(core: &GemmCore, t: MmaTile) -> u64 {
+    core.m.div_ceil(t.bm()) as u64 * core.n.div_ceil(t.bn()) as u64 * core.batch_count() as u64
+}
+
 /// Workgroups of a wave of the wide warpgroup tile, one per SM (an H100/H200 has
 /// 132 SMs).
 const WAVE: u64 = 132;
@@ -353,9 +356,7 @@ const WARP_RATE: f64 = 0.65;
 /// on `mma.sync` 128 × 128 against 105 on warpgroups of 128 × 256; 32×128×28² → 128,
 /// 1152 over one wave, 77.8 against 72.9).
 fn warp_tiles_win(core: &GemmCore, wide: MmaTile, warps: MmaTile) -> bool {
-    let tiles = |t: MmaTile| {
-        core.m.div_ceil(t.bm()) as u64 * core.n.div_ceil(t.bn()) as u64 * core.batch_count() as u64
-    };
+    let tiles = |t: MmaTile| tile_count(core, t);
     let k = core.k as f64;
     let waves = tiles(wide).div_ceil(WAVE) as f64;
     let wide_cost = waves * (k + (wide.stages * wide.bk) as f64);
@@ -863,29 +864,23 @@ fn vector_lanes(core: &GemmCore, op: &GemmOperand, outer_len: u32, lanes: u8) ->
             .iter()
             .zip(&op.batch_strides)
             .all(|(&count, &s)| count == 1 || s % n == 0);
-    match op.gather {
+    // Vectors along the contiguous axis stay whole inside or outside the matrix.
+    let whole = if along_reduction { core.k } else { outer_len } % n == 0;
+    let neighbours = match op.gather {
         super::Gather::Strided {
             outer: so,
             reduction: sr,
         } => {
-            aligned_offsets
-                && if along_reduction {
-                    sr == 1 && so % n == 0 && core.k % n == 0
-                } else {
-                    so == 1 && sr % n == 0 && outer_len % n == 0
-                }
+            if along_reduction {
+                sr == 1 && so % n == 0
+            } else {
+                so == 1 && sr % n == 0
+            }
         }
-        super::Gather::Custom(ref g) => {
-            aligned_offsets
-                && g.run() % n == 0
-                && if along_reduction {
-                    core.k % n == 0
-                } else {
-                    outer_len % n == 0
-                }
-        }
+        super::Gather::Custom(ref g) => g.run() % n == 0,
         super::Gather::Split { .. } => false,
-    }
+    };
+    aligned_offsets && whole && neighbours
 }
 
 /// How one operand's `[outer][bk]` slab goes from global memory through registers

@@ -111,8 +111,7 @@ impl OperandGather for ChannelsLastPatches {
         let [ph, pw] = g.padding;
         let tap = bind(f, "tap", div(p.clone(), g.channels));
         let c = rem(p.clone(), g.channels);
-        let ky = bind(f, "ky", div(tap.clone(), g.kernel[1]));
-        let kx = bind(f, "kx", rem(tap, g.kernel[1]));
+        let (ky, kx) = window_tap(f, g, tap);
         let (yy, xx) = padded_coords(f, g, r, ky, kx);
         let valid = and_opt(in_image(&yy, ph, g.height), in_image(&xx, pw, g.width));
         let pixel = add(scale(yy, g.width), xx);
@@ -148,9 +147,15 @@ pub(super) fn patches(geometry: ConvGeometry, role: PatchRole) -> Gather {
 pub(super) fn patch_row(f: &mut Body, g: &ConvGeometry, row: &E) -> (E, E, E) {
     let c = bind(f, "c", div(row.clone(), g.taps()));
     let tap = bind(f, "tap", rem(row.clone(), g.taps()));
+    let (ky, kx) = window_tap(f, g, tap);
+    (c, ky, kx)
+}
+
+/// `(ky, kx)` of window tap `tap = ky·kw + kx`.
+fn window_tap(f: &mut Body, g: &ConvGeometry, tap: E) -> (E, E) {
     let ky = bind(f, "ky", div(tap.clone(), g.kernel[1]));
     let kx = bind(f, "kx", rem(tap, g.kernel[1]));
-    (c, ky, kx)
+    (ky, kx)
 }
 
 /// The padded input coordinates `(oy·sh + ky, ox·sw + kx)` of output pixel `pixel`.
@@ -202,8 +207,7 @@ fn patch_address(f: &mut Body, g: &ConvGeometry, role: PatchRole, r: &E, p: &E) 
             // Stride 1: output (oy, ox) = (iy + ph − ky, ix + pw − kx).
             let k = bind(f, "k", div(p.clone(), g.taps()));
             let tap = bind(f, "tap", rem(p.clone(), g.taps()));
-            let ky = bind(f, "ky", div(tap.clone(), g.kernel[1]));
-            let kx = bind(f, "kx", rem(tap, g.kernel[1]));
+            let (ky, kx) = window_tap(f, g, tap);
             let yy = bind(f, "yy", add(div(r.clone(), g.width), E::from(ph)));
             let xx = bind(f, "xx", add(rem(r.clone(), g.width), E::from(pw)));
             let valid = yy.clone().ge(ky.clone())

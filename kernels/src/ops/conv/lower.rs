@@ -209,9 +209,8 @@ fn forward_plan(
     name: String,
     caps: &TargetCaps,
 ) -> Result<Plan, LowerError> {
-    let as_given = |caps: &TargetCaps, plan: &mut PlanBuilder| {
-        emit_gemm(&forward(spec, g, batch, name.clone(), None), caps, plan)
-    };
+    let given = forward(spec, g, batch, name.clone(), None);
+    let as_given = |caps: &TargetCaps, plan: &mut PlanBuilder| emit_gemm(&given, caps, plan);
     if !channels_last_offered(spec, g, caps) {
         let mut plan = PlanBuilder::default();
         as_given(caps, &mut plan)?;
@@ -230,9 +229,7 @@ fn forward_plan(
             lower: &as_given,
         },
     ];
-    let multiply_adds =
-        batch as u64 * g.out_pixels() as u64 * g.out_channels as u64 * g.patch_rows() as u64;
-    if multiply_adds >= PREFER_CHANNELS_LAST_MULTIPLY_ADDS {
+    if given.multiply_adds() >= PREFER_CHANNELS_LAST_MULTIPLY_ADDS {
         lower_forms(caps, &forms)
     } else {
         let [first, second] = forms;
